@@ -1,0 +1,1006 @@
+//! Anthropic Messages API (`POST /v1/messages`, `anthropic-version: 2023-06-01`).
+//!
+//! Anthropic rejects unknown fields, so only what it understands is sent:
+//! system messages move to the top-level `system`, tool results become
+//! `tool_result` blocks in one user turn, tool calls become `tool_use` blocks
+//! with the vendor's ids kept.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    fallback_message, unparseable, DecodedResponse, Dialect, SseEvents, SseStream, StreamDecoder,
+    Target, UpstreamRequest,
+};
+use crate::error::{ErrorCode, GatewayError};
+use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::unified::{
+    ChatRequest, Content, ContentPart, Image, Message, ResponseFormat, ToolChoice,
+};
+
+pub struct Anthropic;
+
+pub const API_VERSION: &str = "2023-06-01";
+
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<Block<'a>>,
+    messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolDef<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoiceOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Metadata<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: Cow<'a, str>,
+    },
+    Image {
+        source: ImageSource<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: String,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ImageSource<'a> {
+    Base64 { media_type: &'a str, data: &'a str },
+    Url { url: &'a str },
+}
+
+#[derive(Serialize)]
+struct ToolDef<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    input_schema: Cow<'a, Value>,
+}
+
+#[derive(Serialize)]
+struct ToolChoiceOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disable_parallel_tool_use: Option<bool>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    user_id: &'a str,
+}
+
+fn text_blocks(content: &Content) -> Vec<Block<'_>> {
+    match content {
+        Content::Text(t) if t.is_empty() => Vec::new(),
+        Content::Text(t) => vec![Block::Text {
+            text: Cow::Borrowed(t),
+        }],
+        Content::Parts(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                ContentPart::Text { text } if !text.is_empty() => Some(Block::Text {
+                    text: Cow::Borrowed(text),
+                }),
+                _ => None,
+            })
+            .collect(),
+    }
+}
+
+fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayError> {
+    let Content::Parts(parts) = content else {
+        return Ok(text_blocks(content));
+    };
+    let mut blocks = Vec::with_capacity(parts.len());
+    for (j, part) in parts.iter().enumerate() {
+        match part {
+            ContentPart::Text { text } if text.is_empty() => {}
+            ContentPart::Text { text } => blocks.push(Block::Text {
+                text: Cow::Borrowed(text),
+            }),
+            ContentPart::ImageUrl { image_url } => {
+                let source = match image_url.parse() {
+                    Ok(Image::Base64 { media_type, data }) => {
+                        ImageSource::Base64 { media_type, data }
+                    }
+                    Ok(Image::Url(url)) => ImageSource::Url { url },
+                    Err(e) => {
+                        return Err(GatewayError::invalid(
+                            format!("messages[{i}].content[{j}].image_url.url"),
+                            e,
+                        ))
+                    }
+                };
+                blocks.push(Block::Image { source });
+            }
+        }
+    }
+    Ok(blocks)
+}
+
+/// Appends blocks to the conversation, merging consecutive turns of one role
+/// (Anthropic wants all tool results for one assistant turn in one user turn).
+fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, blocks: Vec<Block<'a>>) {
+    if blocks.is_empty() {
+        return;
+    }
+    match turns.last_mut() {
+        Some(last) if last.role == role => last.content.extend(blocks),
+        _ => turns.push(Turn {
+            role,
+            content: blocks,
+        }),
+    }
+}
+
+const EMPTY_SCHEMA: &str = r#"{"type":"object","properties":{}}"#;
+
+impl Dialect for Anthropic {
+    fn encode_request(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        if req.n.is_some_and(|n| n > 1) {
+            return Err(GatewayError::invalid(
+                "n",
+                "n > 1 is not supported by this provider",
+            ));
+        }
+        let mut system = Vec::new();
+        let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
+        for (i, message) in req.messages.iter().enumerate() {
+            match message {
+                Message::System { content, .. } | Message::Developer { content, .. } => {
+                    system.extend(text_blocks(content));
+                }
+                Message::User { content, .. } => {
+                    push_turn(&mut turns, "user", user_blocks(content, i)?)
+                }
+                Message::Tool {
+                    content,
+                    tool_call_id,
+                } => {
+                    let result = Block::ToolResult {
+                        tool_use_id: tool_call_id,
+                        content: content.text(),
+                    };
+                    push_turn(&mut turns, "user", vec![result]);
+                }
+                Message::Assistant {
+                    content,
+                    tool_calls,
+                    ..
+                } => {
+                    let mut blocks = content.as_ref().map(text_blocks).unwrap_or_default();
+                    for (j, call) in tool_calls.iter().enumerate() {
+                        let args = call.function.arguments.trim();
+                        let input = if args.is_empty() {
+                            Value::Object(Default::default())
+                        } else {
+                            match serde_json::from_str::<Value>(args) {
+                                Ok(v @ Value::Object(_)) => v,
+                                _ => {
+                                    return Err(GatewayError::invalid(
+                                        format!("messages[{i}].tool_calls[{j}].function.arguments"),
+                                        "tool call arguments must be a JSON object",
+                                    ))
+                                }
+                            }
+                        };
+                        blocks.push(Block::ToolUse {
+                            id: &call.id,
+                            name: &call.function.name,
+                            input,
+                        });
+                    }
+                    push_turn(&mut turns, "assistant", blocks);
+                }
+            }
+        }
+        // Anthropic has no JSON mode: ask for JSON in the system prompt.
+        match &req.response_format {
+            Some(ResponseFormat::JsonObject) => system.push(Block::Text {
+                text: Cow::Borrowed("Respond with a single valid JSON object and nothing else."),
+            }),
+            Some(ResponseFormat::JsonSchema { json_schema }) => {
+                let schema = json_schema
+                    .schema
+                    .as_ref()
+                    .map(Value::to_string)
+                    .unwrap_or_default();
+                system.push(Block::Text {
+                    text: Cow::Owned(format!(
+                        "Respond with a single valid JSON object and nothing else. It must conform to this JSON schema: {schema}"
+                    )),
+                });
+            }
+            Some(ResponseFormat::Text) | None => {}
+        }
+        let tools = req
+            .tools
+            .iter()
+            .map(|t| ToolDef {
+                name: &t.function.name,
+                description: t.function.description.as_deref(),
+                input_schema: match &t.function.parameters {
+                    Some(p) => Cow::Borrowed(p),
+                    None => Cow::Owned(serde_json::from_str(EMPTY_SCHEMA).unwrap_or_default()),
+                },
+            })
+            .collect::<Vec<_>>();
+        let disable_parallel = (req.parallel_tool_calls == Some(false)).then_some(true);
+        let tool_choice = if tools.is_empty() {
+            None
+        } else {
+            match &req.tool_choice {
+                Some(ToolChoice::None) => Some(ToolChoiceOut {
+                    kind: "none",
+                    name: None,
+                    disable_parallel_tool_use: None,
+                }),
+                Some(ToolChoice::Auto) => Some(ToolChoiceOut {
+                    kind: "auto",
+                    name: None,
+                    disable_parallel_tool_use: disable_parallel,
+                }),
+                None => disable_parallel.map(|d| ToolChoiceOut {
+                    kind: "auto",
+                    name: None,
+                    disable_parallel_tool_use: Some(d),
+                }),
+                Some(ToolChoice::Required) => Some(ToolChoiceOut {
+                    kind: "any",
+                    name: None,
+                    disable_parallel_tool_use: disable_parallel,
+                }),
+                Some(ToolChoice::Function(name)) => Some(ToolChoiceOut {
+                    kind: "tool",
+                    name: Some(name),
+                    disable_parallel_tool_use: disable_parallel,
+                }),
+            }
+        };
+        let request = Request {
+            model: target.model,
+            max_tokens: req
+                .max_output_tokens()
+                .unwrap_or(target.provider.default_max_tokens),
+            system,
+            messages: turns,
+            stop_sequences: &req.stop,
+            // OpenAI allows up to 2, Anthropic up to 1.
+            temperature: req.temperature.map(|t| t.min(1.0)),
+            top_p: req.top_p,
+            tools,
+            tool_choice,
+            metadata: req.user.as_deref().map(|user_id| Metadata { user_id }),
+            stream: req.stream,
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| {
+            GatewayError::new(
+                ErrorCode::InvalidRequest,
+                format!("request could not be encoded: {e}"),
+            )
+        })?;
+        let mut headers = vec![
+            ("content-type", "application/json".to_owned()),
+            ("anthropic-version", API_VERSION.to_owned()),
+        ];
+        if let Some(key) = &target.provider.resolved_key {
+            headers.push(("x-api-key", key.clone()));
+        }
+        Ok(UpstreamRequest {
+            path: format!("{}/v1/messages", target.provider.base_path),
+            headers,
+            body,
+        })
+    }
+
+    fn decode_response(
+        &self,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        let message: MessageResponse =
+            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+        origin.id = message.id;
+        origin.model = message.model;
+        let mut text: Option<String> = None;
+        let mut tool_calls = Vec::new();
+        for block in message.content {
+            match block {
+                ResponseBlock::Text { text: t } => {
+                    text.get_or_insert_with(String::new).push_str(&t)
+                }
+                ResponseBlock::ToolUse { id, name, input } => {
+                    tool_calls.push(ToolCallOut::new(id, name, input.to_string()));
+                }
+                ResponseBlock::Other => {}
+            }
+        }
+        let usage = message.usage.map(AnthropicUsage::unified);
+        let completion = Completion {
+            content: text,
+            tool_calls,
+            finish_reason: message.stop_reason.as_deref().map(finish_reason),
+            usage,
+        };
+        Ok(DecodedResponse {
+            body: completion.to_json(origin),
+            usage,
+        })
+    }
+
+    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+        Box::new(SseStream::new(writer, AnthropicEvents::default()))
+    }
+
+    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        match serde_json::from_slice::<ErrorEnvelope>(body) {
+            Ok(envelope) => envelope.error.unified(status),
+            Err(_) => GatewayError::new(
+                ErrorCode::from_status(status),
+                fallback_message(status, body),
+            ),
+        }
+    }
+}
+
+pub fn finish_reason(stop_reason: &str) -> FinishReason {
+    match stop_reason {
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
+        "tool_use" => FinishReason::ToolCalls,
+        "refusal" => FinishReason::ContentFilter,
+        // end_turn, stop_sequence, pause_turn and anything new.
+        _ => FinishReason::Stop,
+    }
+}
+
+#[derive(Deserialize)]
+struct MessageResponse {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    content: Vec<ResponseBlock>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<AnthropicUsage>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResponseBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct AnthropicUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl AnthropicUsage {
+    /// Anthropic counts cached input apart; OpenAI's prompt_tokens includes it.
+    fn unified(self) -> Usage {
+        let cached = self.cache_read_input_tokens.unwrap_or(0);
+        Usage {
+            prompt_tokens: self.input_tokens.unwrap_or(0)
+                + cached
+                + self.cache_creation_input_tokens.unwrap_or(0),
+            completion_tokens: self.output_tokens.unwrap_or(0),
+            cached_tokens: Some(cached),
+            reasoning_tokens: None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ErrorEnvelope {
+    error: VendorError,
+}
+
+#[derive(Deserialize)]
+struct VendorError {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+impl VendorError {
+    fn unified(self, status: u16) -> GatewayError {
+        let code = match self.kind.as_str() {
+            "invalid_request_error" if self.message.contains("prompt is too long") => {
+                ErrorCode::ContextLengthExceeded
+            }
+            "invalid_request_error" => ErrorCode::InvalidRequest,
+            "authentication_error" => ErrorCode::AuthFailed,
+            "permission_error" => ErrorCode::PermissionDenied,
+            "not_found_error" => ErrorCode::ModelNotFound,
+            "request_too_large" => ErrorCode::PayloadTooLarge,
+            "rate_limit_error" => ErrorCode::UpstreamRateLimit,
+            "overloaded_error" => ErrorCode::UpstreamBusy,
+            "timeout_error" => ErrorCode::UpstreamTimeout,
+            "api_error" => ErrorCode::UpstreamError,
+            _ => ErrorCode::from_status(status),
+        };
+        GatewayError::new(code, self.message)
+    }
+}
+
+// --- stream -----------------------------------------------------------------
+
+#[derive(Default)]
+struct AnthropicEvents {
+    /// (content block index, tool call index) for each tool_use block.
+    tool_blocks: Vec<(u64, u32)>,
+    usage: AnthropicUsage,
+    stop_reason: Option<FinishReason>,
+}
+
+#[derive(Deserialize)]
+struct MessageStart<'a> {
+    #[serde(borrow)]
+    message: StartMessage<'a>,
+}
+
+#[derive(Deserialize)]
+struct StartMessage<'a> {
+    #[serde(borrow, default)]
+    id: Cow<'a, str>,
+    #[serde(borrow, default)]
+    model: Cow<'a, str>,
+    #[serde(default)]
+    usage: Option<AnthropicUsage>,
+}
+
+#[derive(Deserialize)]
+struct BlockStart<'a> {
+    index: u64,
+    #[serde(borrow)]
+    content_block: StartBlock<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StartBlock<'a> {
+    Text {
+        #[serde(borrow, default)]
+        text: Cow<'a, str>,
+    },
+    ToolUse {
+        #[serde(borrow)]
+        id: Cow<'a, str>,
+        #[serde(borrow)]
+        name: Cow<'a, str>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct BlockDelta<'a> {
+    index: u64,
+    #[serde(borrow)]
+    delta: DeltaBody<'a>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum DeltaBody<'a> {
+    TextDelta {
+        #[serde(borrow)]
+        text: Cow<'a, str>,
+    },
+    InputJsonDelta {
+        #[serde(borrow)]
+        partial_json: Cow<'a, str>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct MessageDelta {
+    delta: MessageDeltaBody,
+    #[serde(default)]
+    usage: Option<AnthropicUsage>,
+}
+
+#[derive(Deserialize)]
+struct MessageDeltaBody {
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, GatewayError> {
+    serde_json::from_str(data).map_err(|e| unparseable("stream event", e))
+}
+
+impl SseEvents for AnthropicEvents {
+    fn on_event(
+        &mut self,
+        event: &str,
+        data: &str,
+        w: &mut ChunkWriter,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GatewayError> {
+        match event {
+            "message_start" => {
+                let start: MessageStart = parse(data)?;
+                w.origin.id = start.message.id.into_owned();
+                if !start.message.model.is_empty() {
+                    w.origin.model = start.message.model.into_owned();
+                }
+                if let Some(u) = start.message.usage {
+                    self.usage = u;
+                }
+                w.start(out);
+            }
+            "content_block_start" => {
+                let start: BlockStart = parse(data)?;
+                match start.content_block {
+                    StartBlock::Text { text } => w.content(out, &text),
+                    StartBlock::ToolUse { id, name } => {
+                        let index = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
+                        self.tool_blocks.push((start.index, index));
+                        w.tool_call_start(out, index, &id, &name);
+                    }
+                    StartBlock::Other => {}
+                }
+            }
+            "content_block_delta" => {
+                let delta: BlockDelta = parse(data)?;
+                match delta.delta {
+                    DeltaBody::TextDelta { text } => w.content(out, &text),
+                    DeltaBody::InputJsonDelta { partial_json } => {
+                        if let Some(&(_, tool)) = self
+                            .tool_blocks
+                            .iter()
+                            .find(|(block, _)| *block == delta.index)
+                        {
+                            w.tool_call_arguments(out, tool, &partial_json);
+                        }
+                    }
+                    DeltaBody::Other => {}
+                }
+            }
+            "message_delta" => {
+                let delta: MessageDelta = parse(data)?;
+                if let Some(reason) = delta.delta.stop_reason.as_deref() {
+                    self.stop_reason = Some(finish_reason(reason));
+                }
+                if let Some(u) = delta.usage {
+                    // message_delta usage is cumulative; keep input counts from message_start if absent here.
+                    self.usage.output_tokens = u.output_tokens.or(self.usage.output_tokens);
+                    self.usage.input_tokens = u.input_tokens.or(self.usage.input_tokens);
+                    self.usage.cache_read_input_tokens = u
+                        .cache_read_input_tokens
+                        .or(self.usage.cache_read_input_tokens);
+                    self.usage.cache_creation_input_tokens = u
+                        .cache_creation_input_tokens
+                        .or(self.usage.cache_creation_input_tokens);
+                }
+            }
+            "message_stop" => {
+                w.finish(out, self.stop_reason.unwrap_or(FinishReason::Stop));
+                w.usage = Some(self.usage.unified());
+                w.done(out);
+            }
+            "error" => {
+                let envelope: ErrorEnvelope = parse(data)?;
+                return Err(envelope.error.unified(500));
+            }
+            // ping, content_block_stop, and event types added later.
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn config() -> Config {
+        Config::parse(
+            br#"{"providers":{"an":{"dialect":"anthropic","api_key":"sk-ant","default_max_tokens":1000}},
+                 "model_groups":{"g":{"cluster":"c"}}}"#,
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    fn encode(body: &str) -> Value {
+        let config = config();
+        let req = ChatRequest::parse(body.as_bytes()).unwrap();
+        let up = Anthropic
+            .encode_request(
+                &req,
+                &Target {
+                    provider: &config.providers["an"],
+                    model: "claude-x",
+                },
+            )
+            .unwrap();
+        assert_eq!(up.path, "/v1/messages");
+        assert!(up.headers.contains(&("x-api-key", "sk-ant".into())));
+        assert!(up
+            .headers
+            .contains(&("anthropic-version", API_VERSION.into())));
+        serde_json::from_slice(&up.body).unwrap()
+    }
+
+    #[test]
+    fn encodes_system_defaults_and_sampling() {
+        let v = encode(
+            r#"{"model":"g","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],
+                "temperature":1.5,"top_p":0.5,"stop":["X"],"user":"u1","seed":3,"logprobs":true,"stream":true,
+                "stream_options":{"include_usage":true}}"#,
+        );
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "model":"claude-x","max_tokens":1000,
+                "system":[{"type":"text","text":"be brief"}],
+                "messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],
+                "stop_sequences":["X"],"temperature":1.0,"top_p":0.5,
+                "metadata":{"user_id":"u1"},"stream":true
+            })
+        );
+    }
+
+    #[test]
+    fn encodes_tools_round_trip() {
+        let v = encode(
+            r#"{"model":"g","max_completion_tokens":50,"messages":[
+                {"role":"user","content":[{"type":"text","text":"weather?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,QUJD"}},{"type":"image_url","image_url":{"url":"https://x/y.jpg"}}]},
+                {"role":"assistant","content":"checking","tool_calls":[
+                    {"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},
+                    {"id":"toolu_2","type":"function","function":{"name":"get_time","arguments":""}}]},
+                {"role":"tool","tool_call_id":"toolu_1","content":"sunny"},
+                {"role":"tool","tool_call_id":"toolu_2","content":[{"type":"text","text":"noon"}]},
+                {"role":"user","content":"thanks"}],
+              "tools":[{"type":"function","function":{"name":"get_weather","description":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},
+                       {"type":"function","function":{"name":"get_time"}}],
+              "tool_choice":"required","parallel_tool_calls":false}"#,
+        );
+        assert_eq!(v["max_tokens"], 50);
+        let msgs = v["messages"].as_array().unwrap();
+        assert_eq!(
+            msgs.len(),
+            3,
+            "tool results and the next user text merge into one user turn"
+        );
+        assert_eq!(
+            msgs[0]["content"][1],
+            serde_json::json!({"type":"image","source":{"type":"base64","media_type":"image/png","data":"QUJD"}})
+        );
+        assert_eq!(
+            msgs[0]["content"][2],
+            serde_json::json!({"type":"image","source":{"type":"url","url":"https://x/y.jpg"}})
+        );
+        assert_eq!(
+            msgs[1]["content"][0],
+            serde_json::json!({"type":"text","text":"checking"})
+        );
+        assert_eq!(
+            msgs[1]["content"][1],
+            serde_json::json!({"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}})
+        );
+        assert_eq!(msgs[1]["content"][2]["input"], serde_json::json!({}));
+        assert_eq!(msgs[2]["role"], "user");
+        assert_eq!(
+            msgs[2]["content"][0],
+            serde_json::json!({"type":"tool_result","tool_use_id":"toolu_1","content":"sunny"})
+        );
+        assert_eq!(msgs[2]["content"][1]["content"], "noon");
+        assert_eq!(
+            msgs[2]["content"][2],
+            serde_json::json!({"type":"text","text":"thanks"})
+        );
+        assert_eq!(
+            v["tools"][0]["input_schema"]["properties"]["city"]["type"],
+            "string"
+        );
+        assert_eq!(
+            v["tools"][1]["input_schema"],
+            serde_json::json!({"type":"object","properties":{}})
+        );
+        assert_eq!(
+            v["tool_choice"],
+            serde_json::json!({"type":"any","disable_parallel_tool_use":true})
+        );
+    }
+
+    #[test]
+    fn tool_choice_variants() {
+        let base = r#"{"model":"g","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":TC}"#;
+        for (tc, want) in [
+            (r#""auto""#, serde_json::json!({"type":"auto"})),
+            (r#""none""#, serde_json::json!({"type":"none"})),
+            (
+                r#"{"type":"function","function":{"name":"f"}}"#,
+                serde_json::json!({"type":"tool","name":"f"}),
+            ),
+        ] {
+            assert_eq!(encode(&base.replace("TC", tc))["tool_choice"], want);
+        }
+    }
+
+    #[test]
+    fn json_mode_goes_into_the_system_prompt() {
+        let v = encode(
+            r#"{"model":"g","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+        );
+        assert!(v["system"][0]["text"].as_str().unwrap().contains("JSON"));
+        assert!(v.get("response_format").is_none());
+    }
+
+    #[test]
+    fn rejects_n_and_non_object_arguments() {
+        let config = config();
+        let target = Target {
+            provider: &config.providers["an"],
+            model: "m",
+        };
+        let req = ChatRequest::parse(
+            br#"{"model":"g","n":2,"messages":[{"role":"user","content":"x"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            Anthropic
+                .encode_request(&req, &target)
+                .unwrap_err()
+                .param
+                .as_deref(),
+            Some("n")
+        );
+        let req = ChatRequest::parse(
+            br#"{"model":"g","messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            Anthropic
+                .encode_request(&req, &target)
+                .unwrap_err()
+                .param
+                .as_deref(),
+            Some("messages[0].tool_calls[0].function.arguments")
+        );
+    }
+
+    #[test]
+    fn decodes_response() {
+        let body = br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x-1","content":[
+            {"type":"thinking","thinking":"hmm","signature":"s"},
+            {"type":"text","text":"Let me check."},
+            {"type":"tool_use","id":"toolu_9","name":"get_weather","input":{"city":"Paris"}}],
+            "stop_reason":"tool_use","stop_sequence":null,
+            "usage":{"input_tokens":10,"output_tokens":5,"cache_read_input_tokens":4,"cache_creation_input_tokens":1}}"#;
+        let mut origin = Origin {
+            provider: "an".into(),
+            ..Origin::default()
+        };
+        let d = Anthropic.decode_response(body, &mut origin).unwrap();
+        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        assert_eq!(v["id"], "msg_1");
+        assert_eq!(v["model"], "claude-x-1");
+        assert_eq!(v["choices"][0]["message"]["content"], "Let me check.");
+        assert_eq!(v["choices"][0]["message"]["tool_calls"][0]["id"], "toolu_9");
+        assert_eq!(
+            v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+            "{\"city\":\"Paris\"}"
+        );
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(v["usage"]["prompt_tokens"], 15);
+        assert_eq!(v["usage"]["completion_tokens"], 5);
+        assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 4);
+    }
+
+    #[test]
+    fn finish_reasons() {
+        for (a, o) in [
+            ("end_turn", "stop"),
+            ("stop_sequence", "stop"),
+            ("max_tokens", "length"),
+            ("tool_use", "tool_calls"),
+            ("refusal", "content_filter"),
+        ] {
+            assert_eq!(finish_reason(a).as_str(), o);
+        }
+    }
+
+    #[test]
+    fn maps_errors() {
+        let cases = [
+            (
+                400,
+                "invalid_request_error",
+                "bad",
+                ErrorCode::InvalidRequest,
+            ),
+            (
+                400,
+                "invalid_request_error",
+                "prompt is too long: 250000 tokens > 200000 maximum",
+                ErrorCode::ContextLengthExceeded,
+            ),
+            (401, "authentication_error", "x", ErrorCode::AuthFailed),
+            (403, "permission_error", "x", ErrorCode::PermissionDenied),
+            (404, "not_found_error", "x", ErrorCode::ModelNotFound),
+            (413, "request_too_large", "x", ErrorCode::PayloadTooLarge),
+            (429, "rate_limit_error", "x", ErrorCode::UpstreamRateLimit),
+            (500, "api_error", "x", ErrorCode::UpstreamError),
+            (
+                529,
+                "overloaded_error",
+                "Overloaded",
+                ErrorCode::UpstreamBusy,
+            ),
+        ];
+        for (status, kind, msg, code) in cases {
+            let body =
+                format!(r#"{{"type":"error","error":{{"type":"{kind}","message":"{msg}"}}}}"#);
+            let e = Anthropic.decode_error(status, body.as_bytes());
+            assert_eq!(e.code, code, "{kind}");
+            assert_eq!(e.message, msg);
+        }
+        assert_eq!(
+            Anthropic.decode_error(529, b"oops").code,
+            ErrorCode::UpstreamBusy
+        );
+    }
+
+    const TOOL_STREAM: &str = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":12,\"output_tokens\":1,\"cache_read_input_tokens\":2}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Let me \u{e9}\u{1f30d}\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"get_weather\",\"input\":{}}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\": \"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\\\"Paris\\\"}\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_2\",\"name\":\"get_time\",\"input\":{}}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":30}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+
+    fn run(chunks: &[&[u8]], include_usage: bool) -> (Vec<Value>, String) {
+        let origin = Origin {
+            provider: "an".into(),
+            model: "req-model".into(),
+            ..Origin::default()
+        };
+        let mut d = Anthropic.stream_decoder(ChunkWriter::new(origin, "rid".into(), include_usage));
+        let mut out = Vec::new();
+        for c in chunks {
+            d.feed(c, &mut out);
+        }
+        d.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        let events = text
+            .split("\n\n")
+            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
+            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+            .collect();
+        (events, text)
+    }
+
+    #[test]
+    fn stream_translates_to_unified_chunks() {
+        let (ev, text) = run(&[TOOL_STREAM.as_bytes()], true);
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        assert!(ev.iter().all(|e| e["id"] == "msg_1"
+            && e["model"] == "claude-x"
+            && e["object"] == "chat.completion.chunk"));
+        assert_eq!(
+            ev[0]["choices"][0]["delta"],
+            serde_json::json!({"role":"assistant","content":""})
+        );
+        assert_eq!(
+            ev[1]["choices"][0]["delta"]["content"],
+            "Let me \u{e9}\u{1f30d}"
+        );
+        let tc = |i: usize| ev[i]["choices"][0]["delta"]["tool_calls"][0].clone();
+        assert_eq!(
+            tc(2),
+            serde_json::json!({"index":0,"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":""}})
+        );
+        assert_eq!(
+            tc(3),
+            serde_json::json!({"index":0,"function":{"arguments":"{\"city\": "}})
+        );
+        assert_eq!(tc(4)["function"]["arguments"], "\"Paris\"}");
+        assert_eq!(tc(5)["index"], 1);
+        assert_eq!(tc(5)["id"], "toolu_2");
+        assert_eq!(
+            tc(6),
+            serde_json::json!({"index":1,"function":{"arguments":"{}"}})
+        );
+        assert_eq!(ev[7]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(
+            ev[8]["usage"],
+            serde_json::json!({"prompt_tokens":14,"completion_tokens":30,"total_tokens":44,"prompt_tokens_details":{"cached_tokens":2}})
+        );
+        assert_eq!(ev.len(), 9);
+    }
+
+    #[test]
+    fn any_split_gives_the_same_output() {
+        let bytes = TOOL_STREAM.as_bytes();
+        let (_, whole) = run(&[bytes], false);
+        for i in 0..bytes.len() {
+            let (a, b) = bytes.split_at(i);
+            assert_eq!(run(&[a, b], false).1, whole, "split at {i}");
+        }
+    }
+
+    #[test]
+    fn stream_errors() {
+        let err = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":1}}}\n\nevent: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+        let (ev, text) = run(&[err.as_bytes()], false);
+        assert_eq!(ev[1]["error"]["code"], "UPSTREAM_BUSY");
+        assert_eq!(ev[1]["error"]["request_id"], "rid");
+        assert!(!text.contains("[DONE]"));
+        let (ev, _) = run(&[&TOOL_STREAM.as_bytes()[..600]], false);
+        assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
+    }
+}

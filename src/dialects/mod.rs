@@ -1,0 +1,182 @@
+//! Vendor dialects: one module each, behind one small interface.
+//!
+//! Adding a vendor is adding a file here and a line in [`DialectKind`] and
+//! [`dialect`].
+
+use serde::Deserialize;
+
+use crate::config::Provider;
+use crate::error::{ErrorCode, GatewayError};
+use crate::response::{ChunkWriter, Origin, Usage};
+use crate::sse::{SseError, SseParser};
+use crate::unified::ChatRequest;
+
+pub mod anthropic;
+pub mod openai;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DialectKind {
+    Openai,
+    Anthropic,
+}
+
+pub fn dialect(kind: DialectKind) -> &'static dyn Dialect {
+    match kind {
+        DialectKind::Openai => &openai::OpenAi,
+        DialectKind::Anthropic => &anthropic::Anthropic,
+    }
+}
+
+/// Where one attempt goes: the provider the endpoint names and the vendor model.
+pub struct Target<'a> {
+    pub provider: &'a Provider,
+    pub model: &'a str,
+}
+
+/// A request in the vendor's dialect.
+#[derive(Debug)]
+pub struct UpstreamRequest {
+    /// `:path`, including any query string.
+    pub path: String,
+    /// Headers to set (auth, version); every vendor auth header is removed first.
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Request headers that carry some vendor's credentials: cleared on every
+/// attempt so a retry on another vendor never sends the wrong key.
+pub const AUTH_HEADERS: &[&str] = &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
+
+/// A decoded non-stream response, already in the unified shape.
+#[derive(Debug)]
+pub struct DecodedResponse {
+    pub body: Vec<u8>,
+    pub usage: Option<Usage>,
+}
+
+pub trait Dialect: Sync {
+    fn encode_request(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Result<UpstreamRequest, GatewayError>;
+
+    /// Decodes a 2xx body. `origin` comes filled with provider, requested
+    /// model and time; the dialect sets the id and the model that answered.
+    fn decode_response(
+        &self,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError>;
+
+    /// A decoder for this vendor's stream, writing through `writer`.
+    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder>;
+
+    /// Maps a non-2xx vendor response to the unified error.
+    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError;
+}
+
+/// Turns a vendor stream into the unified one, chunk by chunk.
+pub trait StreamDecoder {
+    /// Translates one network chunk; errors become an error event in `out`.
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>);
+    /// The vendor stream ended: close the unified stream properly.
+    fn finish(&mut self, out: &mut Vec<u8>);
+    fn usage(&self) -> Option<Usage>;
+}
+
+impl From<SseError> for GatewayError {
+    fn from(e: SseError) -> Self {
+        let what = match e {
+            SseError::TooLarge => "an event larger than the gateway accepts",
+            SseError::InvalidUtf8 => "an event that is not valid UTF-8",
+        };
+        GatewayError::new(
+            ErrorCode::UpstreamError,
+            format!("the provider's stream contained {what}"),
+        )
+    }
+}
+
+/// One dialect's handling of SSE events.
+pub trait SseEvents {
+    fn on_event(
+        &mut self,
+        event: &str,
+        data: &str,
+        w: &mut ChunkWriter,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GatewayError>;
+}
+
+/// The SSE plumbing every SSE dialect shares: framing, error events, the end.
+pub struct SseStream<H> {
+    parser: SseParser,
+    writer: ChunkWriter,
+    handler: H,
+}
+
+impl<H> SseStream<H> {
+    pub fn new(writer: ChunkWriter, handler: H) -> Self {
+        Self {
+            parser: SseParser::default(),
+            writer,
+            handler,
+        }
+    }
+}
+
+impl<H: SseEvents> StreamDecoder for SseStream<H> {
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        if self.writer.is_done() {
+            return;
+        }
+        let Self {
+            parser,
+            writer,
+            handler,
+        } = self;
+        let result = parser.feed(input, &mut |event: &str, data: &str| {
+            if writer.is_done() {
+                return Ok(());
+            }
+            handler.on_event(event, data, writer, out)
+        });
+        if let Err(e) = result {
+            writer.error(out, &e);
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if !self.writer.is_done() {
+            let e = GatewayError::new(
+                ErrorCode::UpstreamError,
+                "the provider's stream ended before it was complete",
+            );
+            self.writer.error(out, &e);
+        }
+    }
+
+    fn usage(&self) -> Option<Usage> {
+        self.writer.usage
+    }
+}
+
+/// A vendor's error message, or a generic one when the body says nothing useful.
+pub fn fallback_message(status: u16, body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() || text.len() > 512 {
+        format!("the provider answered HTTP {status}")
+    } else {
+        format!("the provider answered HTTP {status}: {text}")
+    }
+}
+
+pub fn unparseable(what: &str, e: impl std::fmt::Display) -> GatewayError {
+    GatewayError::new(
+        ErrorCode::UpstreamError,
+        format!("the provider's {what} could not be parsed: {e}"),
+    )
+}

@@ -1,0 +1,344 @@
+//! OpenAI Chat Completions, and every server that speaks it (vLLM, Ollama,
+//! DeepSeek, Mistral...). Nearly a pass-through: we always ask for stream
+//! usage (to meter) and drop the usage chunk when the client did not ask.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{
+    fallback_message, unparseable, DecodedResponse, Dialect, SseEvents, SseStream, StreamDecoder,
+    Target, UpstreamRequest,
+};
+use crate::error::{ErrorCode, GatewayError};
+use crate::response::{ChunkWriter, Origin, Usage};
+use crate::unified::ChatRequest;
+
+pub struct OpenAi;
+
+#[derive(Serialize)]
+struct Outgoing<'a> {
+    model: &'a str,
+    #[serde(flatten)]
+    request: &'a ChatRequest,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+impl Dialect for OpenAi {
+    fn encode_request(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        let outgoing = Outgoing {
+            model: target.model,
+            request: req,
+            stream_options: req.stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+        };
+        let body = serde_json::to_vec(&outgoing).map_err(|e| {
+            GatewayError::new(
+                ErrorCode::InvalidRequest,
+                format!("request could not be encoded: {e}"),
+            )
+        })?;
+        let mut headers = vec![("content-type", "application/json".to_owned())];
+        if let Some(key) = &target.provider.resolved_key {
+            headers.push(("authorization", format!("Bearer {key}")));
+        }
+        Ok(UpstreamRequest {
+            path: format!("{}/v1/chat/completions", target.provider.base_path),
+            headers,
+            body,
+        })
+    }
+
+    fn decode_response(
+        &self,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        let mut completion: Map<String, Value> =
+            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+        if !completion.get("choices").is_some_and(Value::is_array) {
+            return Err(unparseable("response", "no choices"));
+        }
+        if let Some(model) = completion.get("model").and_then(Value::as_str) {
+            origin.model = model.to_owned();
+        }
+        let usage = completion.get("usage").and_then(parse_usage);
+        completion.insert("provider".into(), Value::String(origin.provider.clone()));
+        let body = serde_json::to_vec(&completion).map_err(|e| unparseable("response", e))?;
+        Ok(DecodedResponse { body, usage })
+    }
+
+    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+        Box::new(SseStream::new(writer, OpenAiEvents))
+    }
+
+    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        match serde_json::from_slice::<ErrorEnvelope>(body) {
+            Ok(envelope) => envelope.error.into_gateway_error(status),
+            Err(_) => GatewayError::new(
+                ErrorCode::from_status(status),
+                fallback_message(status, body),
+            ),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ErrorEnvelope {
+    error: VendorError,
+}
+
+#[derive(Deserialize)]
+struct VendorError {
+    #[serde(default)]
+    message: String,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default)]
+    code: Option<Value>,
+    #[serde(default)]
+    param: Option<String>,
+}
+
+impl VendorError {
+    fn into_gateway_error(self, status: u16) -> GatewayError {
+        let code = self
+            .code
+            .as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = self.kind.as_deref().unwrap_or_default();
+        let unified = match code {
+            "context_length_exceeded" | "string_above_max_length" => {
+                ErrorCode::ContextLengthExceeded
+            }
+            "content_filter" | "content_policy_violation" => ErrorCode::ContentFiltered,
+            _ if kind == "server_error" && status < 400 => ErrorCode::UpstreamError,
+            _ => ErrorCode::from_status(status),
+        };
+        let mut e = GatewayError::new(unified, self.message);
+        e.param = self.param;
+        e
+    }
+}
+
+#[derive(Deserialize)]
+struct OpenAiUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<Details>,
+    #[serde(default)]
+    completion_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+fn parse_usage(v: &Value) -> Option<Usage> {
+    let u = OpenAiUsage::deserialize(v).ok()?;
+    Some(Usage {
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
+        reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+    })
+}
+
+struct OpenAiEvents;
+
+impl SseEvents for OpenAiEvents {
+    fn on_event(
+        &mut self,
+        _event: &str,
+        data: &str,
+        w: &mut ChunkWriter,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GatewayError> {
+        if data.trim() == "[DONE]" {
+            w.done(out);
+            return Ok(());
+        }
+        let mut chunk: Map<String, Value> =
+            serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
+        if let Some(error) = chunk.remove("error") {
+            let vendor: VendorError =
+                serde_json::from_value(error).map_err(|e| unparseable("stream error", e))?;
+            return Err(vendor.into_gateway_error(500));
+        }
+        if let Some(model) = chunk.get("model").and_then(Value::as_str) {
+            if w.origin.model != model {
+                w.origin.model = model.to_owned();
+            }
+        }
+        let usage = chunk.remove("usage");
+        if let Some(u) = usage.as_ref().filter(|u| !u.is_null()) {
+            w.usage = parse_usage(u);
+        }
+        let choices_empty = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        if choices_empty {
+            // The usage-only chunk: `done` re-emits it in the unified shape if the client asked.
+            return Ok(());
+        }
+        if w.include_usage() {
+            chunk.insert("usage".into(), Value::Null);
+        }
+        if chunk
+            .get("choices")
+            .and_then(|c| c.get(0))
+            .and_then(|c| c.get("finish_reason"))
+            .is_some_and(|f| !f.is_null())
+        {
+            w.mark_finished();
+        }
+        chunk.insert("provider".into(), Value::String(w.origin.provider.clone()));
+        let json = serde_json::to_vec(&chunk).map_err(|e| unparseable("stream event", e))?;
+        w.passthrough(out, &json);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::dialects::Target;
+
+    fn provider_config() -> Config {
+        Config::parse(
+            br#"{"providers":{"oa":{"dialect":"openai","api_key":"sk-test","base_path":"/proxy"}},
+                 "model_groups":{"g":{"cluster":"c"}}}"#,
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn encodes_with_vendor_model_and_stream_usage() {
+        let config = provider_config();
+        let req = ChatRequest::parse(
+            br#"{"model":"g","messages":[{"role":"user","content":"hi"}],"stream":true,"request_id":"r","logprobs":true}"#,
+        )
+        .unwrap();
+        let target = Target {
+            provider: &config.providers["oa"],
+            model: "gpt-4o",
+        };
+        let up = OpenAi.encode_request(&req, &target).unwrap();
+        assert_eq!(up.path, "/proxy/v1/chat/completions");
+        assert!(up
+            .headers
+            .contains(&("authorization", "Bearer sk-test".into())));
+        let v: Value = serde_json::from_slice(&up.body).unwrap();
+        assert_eq!(v["model"], "gpt-4o");
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["logprobs"], true);
+        assert!(
+            v.get("request_id").is_none(),
+            "our extension must not reach OpenAI"
+        );
+    }
+
+    #[test]
+    fn decodes_response_and_usage() {
+        let mut origin = Origin {
+            provider: "oa".into(),
+            model: "gpt-4o".into(),
+            ..Origin::default()
+        };
+        let body = br#"{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-2024","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":3}}}"#;
+        let d = OpenAi.decode_response(body, &mut origin).unwrap();
+        assert_eq!(
+            d.usage,
+            Some(Usage {
+                prompt_tokens: 5,
+                completion_tokens: 2,
+                cached_tokens: Some(3),
+                reasoning_tokens: None
+            })
+        );
+        assert_eq!(origin.model, "gpt-4o-2024");
+        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        assert_eq!(v["provider"], "oa");
+        assert!(OpenAi.decode_response(b"not json", &mut origin).is_err());
+    }
+
+    fn run_stream(input: &str, include_usage: bool) -> String {
+        let origin = Origin {
+            provider: "oa".into(),
+            ..Origin::default()
+        };
+        let mut d = OpenAi.stream_decoder(ChunkWriter::new(origin, "r".into(), include_usage));
+        let mut out = Vec::new();
+        d.feed(input.as_bytes(), &mut out);
+        d.finish(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    const STREAM: &str = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}],\"usage\":null}\n\n\
+data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n\
+data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}\n\n\
+data: [DONE]\n\n";
+
+    #[test]
+    fn stream_drops_usage_unless_asked() {
+        let out = run_stream(STREAM, false);
+        assert!(!out.contains("usage"), "{out}");
+        assert!(out.ends_with("data: [DONE]\n\n"));
+        assert_eq!(out.matches("data: ").count(), 3);
+        let out = run_stream(STREAM, true);
+        assert!(out.contains("\"total_tokens\":2"), "{out}");
+        assert_eq!(out.matches("data: ").count(), 4);
+    }
+
+    #[test]
+    fn stream_error_event_and_cut_stream() {
+        let out = run_stream(
+            "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n",
+            false,
+        );
+        assert!(out.contains("\"code\":\"UPSTREAM_ERROR\""), "{out}");
+        let cut = &STREAM[..STREAM.len() / 2];
+        let out = run_stream(cut, false);
+        assert!(out.contains("ended before it was complete"), "{out}");
+        assert!(!out.contains("[DONE]"));
+    }
+
+    #[test]
+    fn maps_errors() {
+        let e = OpenAi.decode_error(400, br#"{"error":{"message":"too long","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#);
+        assert_eq!(e.code, ErrorCode::ContextLengthExceeded);
+        assert_eq!(e.param.as_deref(), Some("messages"));
+        let e = OpenAi.decode_error(
+            429,
+            br#"{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}"#,
+        );
+        assert_eq!(e.code, ErrorCode::UpstreamRateLimit);
+        assert_eq!(OpenAi.decode_error(401, b"{}").code, ErrorCode::AuthFailed);
+        assert_eq!(
+            OpenAi.decode_error(503, b"<html>").code,
+            ErrorCode::UpstreamBusy
+        );
+        assert_eq!(OpenAi.decode_error(500, b"").code, ErrorCode::UpstreamError);
+    }
+}

@@ -1,0 +1,204 @@
+//! The one error vocabulary every client sees, whatever went wrong and wherever.
+//!
+//! Vendor errors, Envoy local replies and our own validation failures all end
+//! up as a [`GatewayError`], rendered as
+//! `{"error": {"message", "type", "code", "param", "provider", "request_id"}}`
+//! with the HTTP status from the table in DESIGN.md.
+
+use serde::Serialize;
+
+/// Unified error codes (DESIGN.md "Errors").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    InvalidRequest,
+    ContextLengthExceeded,
+    ContentFiltered,
+    AuthFailed,
+    PermissionDenied,
+    ModelNotFound,
+    PayloadTooLarge,
+    UpstreamRateLimit,
+    UpstreamError,
+    UpstreamBusy,
+    UpstreamTimeout,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidRequest => "INVALID_REQUEST",
+            Self::ContextLengthExceeded => "CONTEXT_LENGTH_EXCEEDED",
+            Self::ContentFiltered => "CONTENT_FILTERED",
+            Self::AuthFailed => "AUTH_FAILED",
+            Self::PermissionDenied => "PERMISSION_DENIED",
+            Self::ModelNotFound => "MODEL_NOT_FOUND",
+            Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            Self::UpstreamRateLimit => "UPSTREAM_RATE_LIMIT",
+            Self::UpstreamError => "UPSTREAM_ERROR",
+            Self::UpstreamBusy => "UPSTREAM_BUSY",
+            Self::UpstreamTimeout => "UPSTREAM_TIMEOUT",
+        }
+    }
+
+    pub fn status(self) -> u16 {
+        match self {
+            Self::InvalidRequest | Self::ContextLengthExceeded | Self::ContentFiltered => 400,
+            Self::AuthFailed => 401,
+            Self::PermissionDenied => 403,
+            Self::ModelNotFound => 404,
+            Self::PayloadTooLarge => 413,
+            Self::UpstreamRateLimit => 429,
+            Self::UpstreamError => 502,
+            Self::UpstreamBusy => 503,
+            Self::UpstreamTimeout => 504,
+        }
+    }
+
+    /// The OpenAI-style `type`, so SDKs that branch on it keep working.
+    pub fn error_type(self) -> &'static str {
+        match self {
+            Self::InvalidRequest
+            | Self::ContextLengthExceeded
+            | Self::ContentFiltered
+            | Self::PayloadTooLarge => "invalid_request_error",
+            Self::AuthFailed => "authentication_error",
+            Self::PermissionDenied => "permission_error",
+            Self::ModelNotFound => "not_found_error",
+            Self::UpstreamRateLimit => "rate_limit_error",
+            Self::UpstreamError | Self::UpstreamBusy | Self::UpstreamTimeout => "api_error",
+        }
+    }
+
+    /// The code for a vendor or Envoy HTTP status when nothing more specific is known.
+    pub fn from_status(status: u16) -> Self {
+        match status {
+            401 => Self::AuthFailed,
+            403 => Self::PermissionDenied,
+            404 => Self::ModelNotFound,
+            413 => Self::PayloadTooLarge,
+            408 | 504 => Self::UpstreamTimeout,
+            429 => Self::UpstreamRateLimit,
+            400..=499 => Self::InvalidRequest,
+            // 503 and Anthropic's 529 "overloaded" mean: try again elsewhere.
+            503 | 529 => Self::UpstreamBusy,
+            _ => Self::UpstreamError,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub param: Option<String>,
+    pub provider: Option<String>,
+}
+
+impl GatewayError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            param: None,
+            provider: None,
+        }
+    }
+
+    /// A 400 naming the offending request field.
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            param: Some(param.into()),
+            ..Self::new(ErrorCode::InvalidRequest, message)
+        }
+    }
+
+    pub fn with_provider(mut self, provider: &str) -> Self {
+        self.provider = Some(provider.to_owned());
+        self
+    }
+
+    pub fn status(&self) -> u16 {
+        self.code.status()
+    }
+
+    /// The `{"error": {...}}` object (no trailing newline).
+    pub fn to_json(&self, request_id: Option<&str>) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            message: &'a str,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            code: &'static str,
+            param: Option<&'a str>,
+            provider: Option<&'a str>,
+            request_id: Option<&'a str>,
+        }
+        #[derive(Serialize)]
+        struct Envelope<'a> {
+            error: Body<'a>,
+        }
+        let envelope = Envelope {
+            error: Body {
+                message: &self.message,
+                kind: self.code.error_type(),
+                code: self.code.as_str(),
+                param: self.param.as_deref(),
+                provider: self.provider.as_deref(),
+                request_id,
+            },
+        };
+        serde_json::to_vec(&envelope).unwrap_or_else(|_| b"{\"error\":{}}".to_vec())
+    }
+}
+
+impl std::fmt::Display for GatewayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+/// Replaces every occurrence of `secret` in `text`: vendors sometimes quote
+/// the key they were sent back in their error messages.
+pub fn redact(text: &str, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "[REDACTED]"),
+        _ => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_the_design_table() {
+        assert_eq!(ErrorCode::UpstreamBusy.status(), 503);
+        assert_eq!(ErrorCode::from_status(529), ErrorCode::UpstreamBusy);
+        assert_eq!(ErrorCode::from_status(429), ErrorCode::UpstreamRateLimit);
+        assert_eq!(ErrorCode::from_status(500), ErrorCode::UpstreamError);
+        assert_eq!(ErrorCode::from_status(504), ErrorCode::UpstreamTimeout);
+        assert_eq!(ErrorCode::from_status(422), ErrorCode::InvalidRequest);
+        assert_eq!(ErrorCode::UpstreamError.status(), 502);
+    }
+
+    #[test]
+    fn envelope_has_every_field() {
+        let e = GatewayError::invalid("messages", "messages must not be empty").with_provider("x");
+        let v: serde_json::Value = serde_json::from_slice(&e.to_json(Some("r1"))).unwrap();
+        assert_eq!(v["error"]["code"], "INVALID_REQUEST");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["param"], "messages");
+        assert_eq!(v["error"]["provider"], "x");
+        assert_eq!(v["error"]["request_id"], "r1");
+        assert_eq!(v["error"]["message"], "messages must not be empty");
+    }
+
+    #[test]
+    fn redact_hides_secrets() {
+        assert_eq!(
+            redact("Incorrect API key provided: sk-abc123", Some("sk-abc123")),
+            "Incorrect API key provided: [REDACTED]"
+        );
+        assert_eq!(redact("fine", None), "fine");
+    }
+}

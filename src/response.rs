@@ -1,0 +1,505 @@
+//! The unified response side: finish reasons, usage, the `chat.completion`
+//! object and the `chat.completion.chunk` stream writer every dialect shares.
+
+use serde::Serialize;
+
+use crate::error::GatewayError;
+use crate::sse::write_data;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+}
+
+impl FinishReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ToolCalls => "tool_calls",
+            Self::ContentFilter => "content_filter",
+        }
+    }
+}
+
+impl Serialize for FinishReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Token usage in OpenAI's shape; the details only when the vendor reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+}
+
+impl Serialize for Usage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(Serialize)]
+        struct Cached {
+            cached_tokens: u64,
+        }
+        #[derive(Serialize)]
+        struct Reasoning {
+            reasoning_tokens: u64,
+        }
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("prompt_tokens", &self.prompt_tokens)?;
+        m.serialize_entry("completion_tokens", &self.completion_tokens)?;
+        m.serialize_entry(
+            "total_tokens",
+            &(self.prompt_tokens + self.completion_tokens),
+        )?;
+        if let Some(cached_tokens) = self.cached_tokens {
+            m.serialize_entry("prompt_tokens_details", &Cached { cached_tokens })?;
+        }
+        if let Some(reasoning_tokens) = self.reasoning_tokens {
+            m.serialize_entry("completion_tokens_details", &Reasoning { reasoning_tokens })?;
+        }
+        m.end()
+    }
+}
+
+/// Who answered: stamped on every unified response and chunk.
+#[derive(Debug, Clone, Default)]
+pub struct Origin {
+    /// Response id (`chatcmpl-...`), one per response.
+    pub id: String,
+    pub created: u64,
+    /// The vendor model that answered.
+    pub model: String,
+    pub provider: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallOut {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionOut,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionOut {
+    pub name: String,
+    pub arguments: String,
+}
+
+impl ToolCallOut {
+    pub fn new(id: String, name: String, arguments: String) -> Self {
+        Self {
+            id,
+            kind: "function",
+            function: FunctionOut { name, arguments },
+        }
+    }
+}
+
+/// A complete non-stream answer, as dialects decode it.
+#[derive(Debug, Clone, Default)]
+pub struct Completion {
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCallOut>,
+    pub finish_reason: Option<FinishReason>,
+    pub usage: Option<Usage>,
+}
+
+impl Completion {
+    /// Renders the OpenAI `chat.completion` object.
+    pub fn to_json(&self, origin: &Origin) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Msg<'a> {
+            role: &'static str,
+            content: Option<&'a str>,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            tool_calls: &'a [ToolCallOut],
+        }
+        #[derive(Serialize)]
+        struct Choice<'a> {
+            index: u32,
+            message: Msg<'a>,
+            finish_reason: Option<FinishReason>,
+        }
+        #[derive(Serialize)]
+        struct Body<'a> {
+            id: &'a str,
+            object: &'static str,
+            created: u64,
+            model: &'a str,
+            provider: &'a str,
+            choices: [Choice<'a>; 1],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            usage: Option<&'a Usage>,
+        }
+        let body = Body {
+            id: &origin.id,
+            object: "chat.completion",
+            created: origin.created,
+            model: &origin.model,
+            provider: &origin.provider,
+            choices: [Choice {
+                index: 0,
+                message: Msg {
+                    role: "assistant",
+                    content: self.content.as_deref(),
+                    tool_calls: &self.tool_calls,
+                },
+                finish_reason: self.finish_reason,
+            }],
+            usage: self.usage.as_ref(),
+        };
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
+}
+
+/// What one chunk's `delta` carries.
+#[derive(Serialize, Default)]
+struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[ToolCallDelta<'a>; 1]>,
+}
+
+#[derive(Serialize)]
+struct ToolCallDelta<'a> {
+    index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: FunctionDelta<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    arguments: &'a str,
+}
+
+/// Writes the unified stream: `chat.completion.chunk` events and `[DONE]`.
+///
+/// Dialect stream decoders call it as vendor events arrive; it keeps the
+/// stream contract (one id, choice index 0, role first, usage chunk only if
+/// the client asked, nothing after the end).
+#[derive(Debug)]
+pub struct ChunkWriter {
+    pub origin: Origin,
+    request_id: String,
+    include_usage: bool,
+    role_sent: bool,
+    finished: bool,
+    pub usage: Option<Usage>,
+    done: bool,
+}
+
+impl ChunkWriter {
+    pub fn new(origin: Origin, request_id: String, include_usage: bool) -> Self {
+        Self {
+            origin,
+            request_id,
+            include_usage,
+            role_sent: false,
+            finished: false,
+            usage: None,
+            done: false,
+        }
+    }
+
+    fn chunk(
+        &mut self,
+        out: &mut Vec<u8>,
+        mut delta: Delta<'_>,
+        finish_reason: Option<FinishReason>,
+    ) {
+        #[derive(Serialize)]
+        struct Choice<'a> {
+            index: u32,
+            delta: Delta<'a>,
+            finish_reason: Option<FinishReason>,
+        }
+        #[derive(Serialize)]
+        struct Chunk<'a> {
+            id: &'a str,
+            object: &'static str,
+            created: u64,
+            model: &'a str,
+            provider: &'a str,
+            choices: [Choice<'a>; 1],
+        }
+        if self.done {
+            return;
+        }
+        if !self.role_sent {
+            delta.role = Some("assistant");
+            self.role_sent = true;
+        }
+        let chunk = Chunk {
+            id: &self.origin.id,
+            object: "chat.completion.chunk",
+            created: self.origin.created,
+            model: &self.origin.model,
+            provider: &self.origin.provider,
+            choices: [Choice {
+                index: 0,
+                delta,
+                finish_reason,
+            }],
+        };
+        if let Ok(json) = serde_json::to_vec(&chunk) {
+            write_data(out, &json);
+        }
+    }
+
+    /// The opening chunk: `{"role":"assistant","content":""}`.
+    pub fn start(&mut self, out: &mut Vec<u8>) {
+        if !self.role_sent {
+            self.chunk(
+                out,
+                Delta {
+                    content: Some(""),
+                    ..Delta::default()
+                },
+                None,
+            );
+        }
+    }
+
+    pub fn content(&mut self, out: &mut Vec<u8>, text: &str) {
+        if !text.is_empty() {
+            self.chunk(
+                out,
+                Delta {
+                    content: Some(text),
+                    ..Delta::default()
+                },
+                None,
+            );
+        }
+    }
+
+    /// The first delta of tool call number `index`: id and name.
+    pub fn tool_call_start(&mut self, out: &mut Vec<u8>, index: u32, id: &str, name: &str) {
+        let call = ToolCallDelta {
+            index,
+            id: Some(id),
+            kind: Some("function"),
+            function: FunctionDelta {
+                name: Some(name),
+                arguments: "",
+            },
+        };
+        self.chunk(
+            out,
+            Delta {
+                tool_calls: Some([call]),
+                ..Delta::default()
+            },
+            None,
+        );
+    }
+
+    pub fn tool_call_arguments(&mut self, out: &mut Vec<u8>, index: u32, fragment: &str) {
+        if fragment.is_empty() {
+            return;
+        }
+        let call = ToolCallDelta {
+            index,
+            id: None,
+            kind: None,
+            function: FunctionDelta {
+                name: None,
+                arguments: fragment,
+            },
+        };
+        self.chunk(
+            out,
+            Delta {
+                tool_calls: Some([call]),
+                ..Delta::default()
+            },
+            None,
+        );
+    }
+
+    pub fn finish(&mut self, out: &mut Vec<u8>, reason: FinishReason) {
+        if !self.finished {
+            self.finished = true;
+            self.chunk(out, Delta::default(), Some(reason));
+        }
+    }
+
+    /// Ends the stream: the usage chunk if the client asked, then `[DONE]`.
+    pub fn done(&mut self, out: &mut Vec<u8>) {
+        if self.done {
+            return;
+        }
+        if self.include_usage {
+            if let Some(usage) = self.usage {
+                #[derive(Serialize)]
+                struct UsageChunk<'a> {
+                    id: &'a str,
+                    object: &'static str,
+                    created: u64,
+                    model: &'a str,
+                    provider: &'a str,
+                    choices: [(); 0],
+                    usage: Usage,
+                }
+                let chunk = UsageChunk {
+                    id: &self.origin.id,
+                    object: "chat.completion.chunk",
+                    created: self.origin.created,
+                    model: &self.origin.model,
+                    provider: &self.origin.provider,
+                    choices: [],
+                    usage,
+                };
+                if let Ok(json) = serde_json::to_vec(&chunk) {
+                    write_data(out, &json);
+                }
+            }
+        }
+        out.extend_from_slice(b"data: [DONE]\n\n");
+        self.done = true;
+    }
+
+    /// An error after the stream started: one `data: {"error": ...}` event, then nothing.
+    pub fn error(&mut self, out: &mut Vec<u8>, error: &GatewayError) {
+        if self.done {
+            return;
+        }
+        write_data(out, &error.to_json(Some(&self.request_id)));
+        self.done = true;
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    pub fn include_usage(&self) -> bool {
+        self.include_usage
+    }
+
+    /// Forwards a chunk that is already in the unified shape (OpenAI upstreams).
+    pub fn passthrough(&mut self, out: &mut Vec<u8>, chunk_json: &[u8]) {
+        if !self.done {
+            self.role_sent = true;
+            write_data(out, chunk_json);
+        }
+    }
+
+    /// True once a finish reason has been sent.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    pub fn mark_finished(&mut self) {
+        self.finished = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn events(out: &[u8]) -> Vec<Value> {
+        std::str::from_utf8(out)
+            .unwrap()
+            .split("\n\n")
+            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
+            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+            .collect()
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            id: "chatcmpl-1".into(),
+            created: 1,
+            model: "m".into(),
+            provider: "p".into(),
+        }
+    }
+
+    #[test]
+    fn stream_contract() {
+        let mut w = ChunkWriter::new(origin(), "r".into(), true);
+        let mut out = Vec::new();
+        w.content(&mut out, "Hi");
+        w.tool_call_start(&mut out, 0, "call_1", "f");
+        w.tool_call_arguments(&mut out, 0, "{\"a\"");
+        w.finish(&mut out, FinishReason::ToolCalls);
+        w.usage = Some(Usage {
+            prompt_tokens: 3,
+            completion_tokens: 4,
+            ..Usage::default()
+        });
+        w.done(&mut out);
+        w.content(&mut out, "late");
+        assert!(out.ends_with(b"data: [DONE]\n\n"));
+        let ev = events(&out);
+        assert_eq!(ev.len(), 5);
+        assert_eq!(
+            ev[0]["choices"][0]["delta"],
+            serde_json::json!({"role":"assistant","content":"Hi"})
+        );
+        assert_eq!(
+            ev[1]["choices"][0]["delta"]["tool_calls"][0]["id"],
+            "call_1"
+        );
+        assert_eq!(
+            ev[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"],
+            "{\"a\""
+        );
+        assert_eq!(ev[3]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(ev[4]["choices"], serde_json::json!([]));
+        assert_eq!(ev[4]["usage"]["total_tokens"], 7);
+        assert!(ev.iter().all(|e| e["id"] == "chatcmpl-1"));
+    }
+
+    #[test]
+    fn no_usage_chunk_unless_asked() {
+        let mut w = ChunkWriter::new(origin(), "r".into(), false);
+        w.usage = Some(Usage::default());
+        let mut out = Vec::new();
+        w.start(&mut out);
+        w.done(&mut out);
+        assert_eq!(events(&out).len(), 1);
+    }
+
+    #[test]
+    fn completion_json() {
+        let c = Completion {
+            content: Some("hello".into()),
+            tool_calls: vec![ToolCallOut::new("t1".into(), "f".into(), "{}".into())],
+            finish_reason: Some(FinishReason::ToolCalls),
+            usage: Some(Usage {
+                prompt_tokens: 1,
+                completion_tokens: 2,
+                cached_tokens: Some(1),
+                reasoning_tokens: None,
+            }),
+        };
+        let v: Value = serde_json::from_slice(&c.to_json(&origin())).unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["provider"], "p");
+        assert_eq!(
+            v["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+            "f"
+        );
+        assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
+        assert!(v["usage"].get("completion_tokens_details").is_none());
+    }
+}

@@ -1,0 +1,762 @@
+//! The unified request: OpenAI Chat Completions JSON, parsed once into typed
+//! structs. Parse errors name the field (`messages[2].role: ...`), and fields
+//! we do not model are kept in `extra` so OpenAI-compatible upstreams still
+//! receive them.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::GatewayError;
+
+/// Upper bounds that keep a hostile body from costing more than it is worth.
+pub const MAX_MESSAGES: usize = 10_000;
+pub const MAX_MODEL_NAME: usize = 256;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ChatRequest {
+    /// What the client asked for; dialects send the vendor model instead.
+    #[serde(skip)]
+    pub model: String,
+    pub messages: Vec<Message>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n: Option<u32>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// `stream_options.include_usage`: whether the CLIENT asked for a usage chunk.
+    #[serde(skip)]
+    pub include_usage: bool,
+    /// Our extension: the request id (also accepted as header `x-request-id`).
+    #[serde(skip)]
+    pub request_id: Option<String>,
+    /// OpenAI fields we do not model (presence_penalty, logprobs, ...).
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum Message {
+    System {
+        content: Content,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// OpenAI's newer name for a system message.
+    Developer {
+        content: Content,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    User {
+        content: Content,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    Assistant {
+        #[serde(default)]
+        content: Option<Content>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refusal: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    Tool {
+        content: Content,
+        tool_call_id: String,
+    },
+}
+
+/// Message content: a plain string or a list of typed parts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+impl Content {
+    /// All text parts joined: what vendors without rich content need.
+    pub fn text(&self) -> String {
+        match self {
+            Content::Text(t) => t.clone(),
+            Content::Parts(parts) => {
+                let mut out = String::new();
+                for part in parts {
+                    if let ContentPart::Text { text } = part {
+                        out.push_str(text);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    pub fn has_image(&self) -> bool {
+        matches!(self, Content::Parts(p) if p.iter().any(|x| matches!(x, ContentPart::ImageUrl { .. })))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct ImageUrl {
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// An image reference, decoded from an `image_url.url`.
+#[derive(Debug, PartialEq)]
+pub enum Image<'a> {
+    /// `data:<media type>;base64,<data>`
+    Base64 { media_type: &'a str, data: &'a str },
+    /// An `http(s)://` URL the vendor fetches itself.
+    Url(&'a str),
+}
+
+impl ImageUrl {
+    pub fn parse(&self) -> Result<Image<'_>, String> {
+        if let Some(rest) = self.url.strip_prefix("data:") {
+            let (meta, data) = rest
+                .split_once(',')
+                .ok_or("data URL without a ',' before the data")?;
+            let media_type = meta
+                .strip_suffix(";base64")
+                .ok_or("only base64 data URLs are supported")?;
+            if !media_type.starts_with("image/") {
+                return Err(format!("unsupported media type '{media_type}'"));
+            }
+            Ok(Image::Base64 { media_type, data })
+        } else if self.url.starts_with("https://") || self.url.starts_with("http://") {
+            Ok(Image::Url(&self.url))
+        } else {
+            Err("image_url.url must be an http(s) URL or a base64 data URL".into())
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_type() -> String {
+    "function".into()
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct FunctionCall {
+    pub name: String,
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct Tool {
+    #[serde(rename = "type")]
+    pub kind: ToolKind,
+    pub function: FunctionDef,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolKind {
+    Function,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct FunctionDef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolChoice {
+    None,
+    Auto,
+    Required,
+    Function(String),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    Text,
+    JsonObject,
+    JsonSchema { json_schema: JsonSchema },
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct JsonSchema {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+impl ChatRequest {
+    /// Parses and validates a unified request body.
+    pub fn parse(body: &[u8]) -> Result<Self, GatewayError> {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Err(GatewayError::invalid("body", "request body is empty"));
+        }
+        let request = serde_json::from_slice::<ChatRequest>(body).map_err(|e| {
+            let msg = e.to_string();
+            // Our field errors look like "messages[2].role: ...": lift the path into `param`.
+            let param = msg
+                .split_once(": ")
+                .map(|(p, _)| p)
+                .filter(|p| !p.contains(' '))
+                .unwrap_or("body");
+            GatewayError::invalid(param, format!("invalid request body: {msg}"))
+        })?;
+        request.validate()?;
+        Ok(request)
+    }
+
+    /// Checks that typed parsing cannot express.
+    fn validate(&self) -> Result<(), GatewayError> {
+        if self.model.is_empty() {
+            return Err(GatewayError::invalid("model", "model must not be empty"));
+        }
+        if self.model.len() > MAX_MODEL_NAME || self.model.chars().any(char::is_control) {
+            return Err(GatewayError::invalid(
+                "model",
+                "model must be at most 256 characters without control characters",
+            ));
+        }
+        if self.messages.is_empty() {
+            return Err(GatewayError::invalid(
+                "messages",
+                "messages must not be empty",
+            ));
+        }
+        if self.messages.len() > MAX_MESSAGES {
+            return Err(GatewayError::invalid(
+                "messages",
+                format!("at most {MAX_MESSAGES} messages are accepted"),
+            ));
+        }
+        if let Some(t) = self.temperature {
+            if !(0.0..=2.0).contains(&t) {
+                return Err(GatewayError::invalid(
+                    "temperature",
+                    "temperature must be between 0 and 2",
+                ));
+            }
+        }
+        if let Some(p) = self.top_p {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(GatewayError::invalid(
+                    "top_p",
+                    "top_p must be between 0 and 1",
+                ));
+            }
+        }
+        for (field, value) in [
+            ("max_tokens", self.max_tokens),
+            ("max_completion_tokens", self.max_completion_tokens),
+            ("n", self.n),
+        ] {
+            if value == Some(0) {
+                return Err(GatewayError::invalid(
+                    field,
+                    format!("{field} must be at least 1"),
+                ));
+            }
+        }
+        for (i, message) in self.messages.iter().enumerate() {
+            match message {
+                Message::Assistant { tool_calls, .. } => {
+                    for (j, call) in tool_calls.iter().enumerate() {
+                        let args = call.function.arguments.trim();
+                        if !args.is_empty() && serde_json::from_str::<Value>(args).is_err() {
+                            return Err(GatewayError::invalid(
+                                format!("messages[{i}].tool_calls[{j}].function.arguments"),
+                                "tool call arguments must be a JSON string",
+                            ));
+                        }
+                    }
+                }
+                Message::Tool { tool_call_id, .. } if tool_call_id.is_empty() => {
+                    return Err(GatewayError::invalid(
+                        format!("messages[{i}].tool_call_id"),
+                        "tool messages need a tool_call_id",
+                    ));
+                }
+                _ => {}
+            }
+            let content = match message {
+                Message::System { content, .. }
+                | Message::Developer { content, .. }
+                | Message::User { content, .. }
+                | Message::Tool { content, .. } => Some(content),
+                Message::Assistant { content, .. } => content.as_ref(),
+            };
+            if let Some(Content::Parts(parts)) = content {
+                for (j, part) in parts.iter().enumerate() {
+                    if let ContentPart::ImageUrl { image_url } = part {
+                        image_url.parse().map_err(|e| {
+                            GatewayError::invalid(
+                                format!("messages[{i}].content[{j}].image_url.url"),
+                                e,
+                            )
+                        })?;
+                    }
+                }
+            }
+        }
+        if let Some(ToolChoice::Function(name)) = &self.tool_choice {
+            if !self.tools.iter().any(|t| &t.function.name == name) {
+                return Err(GatewayError::invalid(
+                    "tool_choice",
+                    format!("tool_choice names '{name}', which is not in tools"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The maximum output tokens the client asked for, whichever field it used.
+    pub fn max_output_tokens(&self) -> Option<u32> {
+        self.max_completion_tokens.or(self.max_tokens)
+    }
+
+    pub fn has_images(&self) -> bool {
+        self.messages.iter().any(|m| match m {
+            Message::User { content, .. } => content.has_image(),
+            _ => false,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Deserialisation with field paths in errors. serde_json appends the position.
+
+/// Wraps a field's deserialisation error with the field's path.
+fn at<T, E: de::Error>(path: &str, r: Result<T, E>) -> Result<T, E> {
+    r.map_err(|e| {
+        let msg = e.to_string();
+        // Nested paths arrive as "[3].role: ..." or "role: ...": join them.
+        if msg.starts_with('[') {
+            E::custom(format!("{path}{msg}"))
+        } else if msg.split_once(": ").is_some_and(|(p, _)| !p.contains(' ')) {
+            E::custom(format!("{path}.{msg}"))
+        } else {
+            E::custom(format!("{path}: {msg}"))
+        }
+    })
+}
+
+impl<'de> Deserialize<'de> for ChatRequest {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(RequestVisitor)
+    }
+}
+
+struct RequestVisitor;
+
+impl<'de> Visitor<'de> for RequestVisitor {
+    type Value = ChatRequest;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ChatRequest, A::Error> {
+        let mut r = ChatRequest::default();
+        let mut seen: Vec<String> = Vec::new();
+        let mut has_model = false;
+        let mut has_messages = false;
+        while let Some(key) = map.next_key::<String>()? {
+            // Duplicate keys are ambiguous (parsers disagree on which wins): refuse them.
+            if seen.iter().any(|k| k == &key) || r.extra.contains_key(&key) {
+                return Err(de::Error::custom(format!("{key}: duplicate field")));
+            }
+            match key.as_str() {
+                "model" => {
+                    r.model = at("model", map.next_value())?;
+                    has_model = true;
+                }
+                "messages" => {
+                    r.messages = at("messages", map.next_value::<Messages>())?.0;
+                    has_messages = true;
+                }
+                "tools" => {
+                    r.tools =
+                        at("tools", map.next_value::<Option<Vec<Tool>>>())?.unwrap_or_default()
+                }
+                "tool_choice" => r.tool_choice = at("tool_choice", map.next_value())?,
+                "parallel_tool_calls" => {
+                    r.parallel_tool_calls = at("parallel_tool_calls", map.next_value())?
+                }
+                "response_format" => r.response_format = at("response_format", map.next_value())?,
+                "temperature" => r.temperature = at("temperature", map.next_value())?,
+                "top_p" => r.top_p = at("top_p", map.next_value())?,
+                "max_tokens" => r.max_tokens = at("max_tokens", map.next_value())?,
+                "max_completion_tokens" => {
+                    r.max_completion_tokens = at("max_completion_tokens", map.next_value())?
+                }
+                "stop" => {
+                    r.stop = at("stop", map.next_value::<Option<Stop>>())?
+                        .map(|s| s.0)
+                        .unwrap_or_default()
+                }
+                "seed" => r.seed = at("seed", map.next_value())?,
+                "user" => r.user = at("user", map.next_value())?,
+                "n" => r.n = at("n", map.next_value())?,
+                "stream" => {
+                    r.stream = at("stream", map.next_value::<Option<bool>>())?.unwrap_or(false)
+                }
+                "stream_options" => {
+                    let opts: Option<StreamOptions> = at("stream_options", map.next_value())?;
+                    r.include_usage = opts.and_then(|o| o.include_usage).unwrap_or(false);
+                }
+                "request_id" => r.request_id = at("request_id", map.next_value())?,
+                _ => {
+                    let value: Value = map.next_value()?;
+                    r.extra.insert(key, value);
+                    continue;
+                }
+            }
+            seen.push(key);
+        }
+        if !has_model {
+            return Err(de::Error::custom("model: missing field"));
+        }
+        if !has_messages {
+            return Err(de::Error::custom("messages: missing field"));
+        }
+        Ok(r)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
+/// `messages`, with the index of a bad element in the error.
+struct Messages(Vec<Message>);
+
+impl<'de> Deserialize<'de> for Messages {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Messages;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of messages")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Messages, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                loop {
+                    if out.len() >= MAX_MESSAGES {
+                        return Err(de::Error::custom(format!(
+                            "at most {MAX_MESSAGES} messages are accepted"
+                        )));
+                    }
+                    let i = out.len();
+                    match at(&format!("[{i}]"), seq.next_element_seed(MessageSeed))? {
+                        Some(m) => out.push(m),
+                        None => return Ok(Messages(out)),
+                    }
+                }
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+struct MessageSeed;
+
+impl<'de> DeserializeSeed<'de> for MessageSeed {
+    type Value = Message;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Message, D::Error> {
+        Message::deserialize(d)
+    }
+}
+
+impl<'de> Deserialize<'de> for Content {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Content;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Content, E> {
+                Ok(Content::Text(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Content, E> {
+                Ok(Content::Text(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+                let mut parts = Vec::new();
+                while let Some(part) = at(&format!("content[{}]", parts.len()), seq.next_element())?
+                {
+                    parts.push(part);
+                }
+                Ok(Content::Parts(parts))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Content {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Content::Text(t) => s.serialize_str(t),
+            Content::Parts(p) => p.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolChoice {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Named {
+            #[serde(rename = "type")]
+            kind: ToolKind,
+            function: NamedFunction,
+        }
+        #[derive(Deserialize)]
+        struct NamedFunction {
+            name: String,
+        }
+        let value = Value::deserialize(d)?;
+        match value {
+            Value::String(s) => match s.as_str() {
+                "none" => Ok(ToolChoice::None),
+                "auto" => Ok(ToolChoice::Auto),
+                "required" => Ok(ToolChoice::Required),
+                other => Err(de::Error::custom(format!(
+                    "unknown value '{other}', expected none, auto, required or a function object"
+                ))),
+            },
+            obj @ Value::Object(_) => {
+                let named: Named = serde_json::from_value(obj).map_err(de::Error::custom)?;
+                let ToolKind::Function = named.kind;
+                Ok(ToolChoice::Function(named.function.name))
+            }
+            _ => Err(de::Error::custom("expected a string or an object")),
+        }
+    }
+}
+
+impl Serialize for ToolChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ToolChoice::None => s.serialize_str("none"),
+            ToolChoice::Auto => s.serialize_str("auto"),
+            ToolChoice::Required => s.serialize_str("required"),
+            ToolChoice::Function(name) => {
+                serde_json::json!({"type": "function", "function": {"name": name}}).serialize(s)
+            }
+        }
+    }
+}
+
+/// `stop`: a string or an array of strings (at most 4, as OpenAI allows).
+struct Stop(Vec<String>);
+
+impl<'de> Deserialize<'de> for Stop {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            One(String),
+            Many(Vec<String>),
+        }
+        let list = match Raw::deserialize(d)
+            .map_err(|_| de::Error::custom("expected a string or an array of strings"))?
+        {
+            Raw::One(s) => vec![s],
+            Raw::Many(v) => v,
+        };
+        if list.len() > 4 {
+            return Err(de::Error::custom("at most 4 stop sequences are allowed"));
+        }
+        Ok(Stop(list))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<ChatRequest, GatewayError> {
+        ChatRequest::parse(s.as_bytes())
+    }
+
+    #[test]
+    fn parses_a_full_request() {
+        let r = parse(
+            r#"{"model":"m","messages":[
+                {"role":"system","content":"be brief"},
+                {"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]},
+                {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
+                {"role":"tool","tool_call_id":"c1","content":"42"}],
+              "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
+              "tool_choice":{"type":"function","function":{"name":"f"}},
+              "temperature":0.5,"top_p":0.9,"max_tokens":10,"stop":"END","seed":7,"user":"u",
+              "stream":true,"stream_options":{"include_usage":true},"presence_penalty":0.1}"#,
+        )
+        .unwrap();
+        assert_eq!(r.messages.len(), 4);
+        assert_eq!(r.tool_choice, Some(ToolChoice::Function("f".into())));
+        assert_eq!(r.stop, vec!["END".to_string()]);
+        assert!(r.stream && r.include_usage);
+        assert!(r.has_images());
+        assert_eq!(
+            r.extra.get("presence_penalty"),
+            Some(&serde_json::json!(0.1))
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (
+                r#"{"model":"m","messages":[{"role":"robot","content":"x"}]}"#,
+                "messages[0]",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"x"},{"role":"tool","content":"x"}]}"#,
+                "messages[1]",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":5}]}"#,
+                "messages[0]",
+            ),
+            (r#"{"model":"m","messages":[]}"#, "messages"),
+            (r#"{"model":"m"}"#, "messages"),
+            (r#"{"messages":[{"role":"user","content":"x"}]}"#, "model"),
+            (r#"{"model":3,"messages":[]}"#, "model"),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":"hot"}"#,
+                "temperature",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":3}"#,
+                "temperature",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"top_p":1.5}"#,
+                "top_p",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":-1}"#,
+                "max_tokens",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tool_choice":"sometimes"}"#,
+                "tool_choice",
+            ),
+            (
+                r#"{"model":"m","model":"n","messages":[{"role":"user","content":"x"}]}"#,
+                "model",
+            ),
+            (
+                r#"{"model":"m\nx","messages":[{"role":"user","content":"x"}]}"#,
+                "model",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{oops"}}]}]}"#,
+                "messages[0].tool_calls[0].function.arguments",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"ftp://x"}}]}]}"#,
+                "messages[0].content[0].image_url.url",
+            ),
+        ];
+        for (body, param) in cases {
+            let err = parse(body).unwrap_err();
+            assert_eq!(err.param.as_deref(), Some(param), "{body}: {}", err.message);
+            assert_eq!(err.status(), 400);
+        }
+    }
+
+    #[test]
+    fn non_objects_and_bad_json_are_rejected() {
+        for body in ["", "[]", "\"x\"", "{", "{\"model\":\"m\",}", "\u{0}"] {
+            let err = parse(body).unwrap_err();
+            assert_eq!(err.status(), 400, "{body}");
+        }
+        let err = ChatRequest::parse(b"{\"model\":\"\xff\"}").unwrap_err();
+        assert_eq!(err.status(), 400);
+    }
+
+    #[test]
+    fn round_trips_to_openai_json() {
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"logprobs":true}"#;
+        let r = parse(body).unwrap();
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["messages"][0]["role"], "user");
+        assert_eq!(v["logprobs"], true);
+        assert!(v.get("tools").is_none());
+    }
+
+    #[test]
+    fn image_urls() {
+        let img = |u: &str| ImageUrl {
+            url: u.into(),
+            detail: None,
+        };
+        assert_eq!(
+            img("data:image/png;base64,QUJD").parse().unwrap(),
+            Image::Base64 {
+                media_type: "image/png",
+                data: "QUJD"
+            }
+        );
+        assert_eq!(
+            img("https://x/y.png").parse().unwrap(),
+            Image::Url("https://x/y.png")
+        );
+        assert!(img("data:text/plain;base64,QQ==").parse().is_err());
+    }
+}
