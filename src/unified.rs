@@ -371,6 +371,11 @@ impl ChatRequest {
     }
 }
 
+/// Request ids travel in headers and logs: keep them short and plain.
+pub fn valid_request_id(id: &str) -> bool {
+    (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+}
+
 // ---------------------------------------------------------------------------
 // Deserialisation with field paths in errors. serde_json appends the position.
 
@@ -738,6 +743,14 @@ mod tests {
         assert_eq!(v["messages"][0]["role"], "user");
         assert_eq!(v["logprobs"], true);
         assert!(v.get("tools").is_none());
+    }
+
+    #[test]
+    fn request_ids() {
+        assert!(valid_request_id("0b0e6c1e-9f4c-4d7a-8d2b-1c2f3a4b5c6d"));
+        assert!(!valid_request_id(""));
+        assert!(!valid_request_id("a\r\nx-evil: 1"));
+        assert!(!valid_request_id(&"a".repeat(129)));
     }
 
     #[test]

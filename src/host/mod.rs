@@ -1,1 +1,110 @@
+//! The only code that talks to proxy-wasm. One module, two roles, chosen by
+//! the plugin's `root_id`:
+//! - `llm_edge`: HCM filter before the router ([`edge`]);
+//! - `llm_upstream`: router upstream filter, once per attempt ([`upstream`]).
+//!
+//! Both read the same configuration document.
 
+use std::rc::Rc;
+use std::time::UNIX_EPOCH;
+
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{ContextType, LogLevel};
+
+use crate::config::Config;
+use crate::error::GatewayError;
+
+mod edge;
+mod upstream;
+
+pub const EDGE_ROOT_ID: &str = "llm_edge";
+pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
+
+/// Filter state key the edge role writes and every attempt reads: the model group.
+const GROUP_PROPERTY: &str = "llm_group";
+
+// Not in test builds: the wasm unit-test binary is a WASI command, not a plugin.
+#[cfg(all(target_arch = "wasm32", not(test)))]
+proxy_wasm::main! {{
+    proxy_wasm::set_log_level(LogLevel::Info);
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
+}}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Role {
+    Edge,
+    Upstream,
+}
+
+#[derive(Default)]
+struct Root {
+    role: Option<Role>,
+    config: Option<Rc<Config>>,
+}
+
+impl Context for Root {}
+
+impl RootContext for Root {
+    fn on_configure(&mut self, _size: usize) -> bool {
+        let root_id = self
+            .get_property(vec!["plugin_root_id"])
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        let role = match root_id.as_str() {
+            EDGE_ROOT_ID => Role::Edge,
+            UPSTREAM_ROOT_ID => Role::Upstream,
+            other => {
+                log::error!(
+                    "llm gateway: root_id '{other}' is neither '{EDGE_ROOT_ID}' nor '{UPSTREAM_ROOT_ID}'; configuration rejected"
+                );
+                return false;
+            }
+        };
+        let bytes = self.get_plugin_configuration().unwrap_or_default();
+        match Config::parse(&bytes, |name| std::env::var(name).ok()) {
+            Ok(config) => {
+                log::info!(
+                    "llm gateway ({root_id}): configured {} providers, {} model groups",
+                    config.providers.len(),
+                    config.model_groups.len()
+                );
+                self.role = Some(role);
+                self.config = Some(Rc::new(config));
+                true
+            }
+            Err(e) => {
+                log::error!("llm gateway ({root_id}): {e}; configuration rejected");
+                false
+            }
+        }
+    }
+
+    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        let config = self.config.clone()?;
+        Some(match self.role? {
+            Role::Edge => Box::new(edge::Edge::new(config)),
+            Role::Upstream => Box::new(upstream::Upstream::new(config)),
+        })
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+fn unix_seconds(ctx: &dyn Context) -> u64 {
+    ctx.get_current_time()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+/// Answers the request with a unified error, from either role.
+fn send_error(ctx: &dyn HttpContext, error: &GatewayError, request_id: &str) {
+    let body = error.to_json(Some(request_id));
+    let mut headers = vec![("content-type", "application/json"), ("x-request-id", request_id)];
+    if let Some(provider) = error.provider.as_deref() {
+        headers.push(("x-llm-provider", provider));
+    }
+    ctx.send_http_response(u32::from(error.status()), headers, Some(&body));
+}

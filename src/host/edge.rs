@@ -1,0 +1,189 @@
+//! Edge role: the HCM filter in front of the router. Validates the unified
+//! request before any upstream is touched, picks the model group and its
+//! cluster, and turns Envoy's own local replies into unified errors.
+
+use std::rc::Rc;
+
+use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::types::Action;
+
+use super::{send_error, GROUP_PROPERTY};
+use crate::config::Config;
+use crate::error::{ErrorCode, GatewayError};
+use crate::unified::{valid_request_id, ChatRequest};
+
+/// Header the route's `cluster_header` reads. Always ours, never the client's.
+pub const CLUSTER_HEADER: &str = "x-llm-cluster";
+
+enum State {
+    /// Not an API path of ours: pass through untouched.
+    Passthrough,
+    /// Buffering a chat request body.
+    Chat,
+    /// The response is an Envoy local reply being rewritten into a unified error.
+    RewriteLocalReply(ErrorCode),
+    /// Forwarded; the upstream role translates the answer.
+    Forwarded,
+    /// We answered ourselves (an error, `/v1/models`): nothing to rewrite.
+    Replied,
+}
+
+pub struct Edge {
+    config: Rc<Config>,
+    state: State,
+    request_id: String,
+}
+
+impl Edge {
+    pub fn new(config: Rc<Config>) -> Self {
+        Self { config, state: State::Passthrough, request_id: String::new() }
+    }
+
+    fn reject(&mut self, error: GatewayError) -> Action {
+        send_error(self, &error, &self.request_id);
+        self.state = State::Replied;
+        Action::Pause
+    }
+
+    fn models_list(&self) -> Vec<u8> {
+        let data: Vec<serde_json::Value> = self
+            .config
+            .model_groups
+            .keys()
+            .map(|name| serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "llm-gateway"}))
+            .collect();
+        serde_json::to_vec(&serde_json::json!({"object": "list", "data": data})).unwrap_or_default()
+    }
+
+    fn on_chat_body(&mut self, body: &[u8]) -> Result<(), GatewayError> {
+        let request = ChatRequest::parse(body)?;
+        if let Some(id) = &request.request_id {
+            if !valid_request_id(id) {
+                return Err(GatewayError::invalid("request_id", "request_id must be 1-128 characters of [A-Za-z0-9._:-]"));
+            }
+            self.request_id.clone_from(id);
+            self.set_http_request_header("x-request-id", Some(id));
+        }
+        let header = self.get_http_request_header("x-model-group");
+        let (group, model_group) = self.config.resolve_group(header.as_deref(), &request.model)?;
+        self.set_http_request_header(CLUSTER_HEADER, Some(&model_group.cluster));
+        self.set_property(vec![GROUP_PROPERTY], Some(group.as_bytes()));
+        Ok(())
+    }
+}
+
+impl Context for Edge {}
+
+impl HttpContext for Edge {
+    fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        // Only our filter may choose the cluster.
+        self.set_http_request_header(CLUSTER_HEADER, None);
+        self.request_id = match self.get_http_request_header("x-request-id") {
+            Some(id) if valid_request_id(&id) => id,
+            _ => {
+                let id = format!("llm-{:x}", self.get_current_time().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default());
+                self.set_http_request_header("x-request-id", Some(&id));
+                id
+            }
+        };
+        let path = self.get_http_request_header(":path").unwrap_or_default();
+        let path = path.split_once('?').map_or(path.as_str(), |(p, _)| p);
+        let method = self.get_http_request_header(":method").unwrap_or_default();
+        match path {
+            "/v1/chat/completions" => {
+                if method != "POST" {
+                    return self.reject(GatewayError::invalid("method", format!("{path} accepts POST, not {method}")));
+                }
+                if let Some(ct) = self.get_http_request_header("content-type") {
+                    if !ct.to_ascii_lowercase().starts_with("application/json") {
+                        return self.reject(GatewayError::invalid("content-type", "content-type must be application/json"));
+                    }
+                }
+                if end_of_stream {
+                    return self.reject(GatewayError::invalid("body", "request body is empty"));
+                }
+                self.state = State::Chat;
+                Action::Pause
+            }
+            "/v1/models" => {
+                if method != "GET" {
+                    return self.reject(GatewayError::invalid("method", format!("{path} accepts GET, not {method}")));
+                }
+                let body = self.models_list();
+                self.send_http_response(
+                    200,
+                    vec![("content-type", "application/json"), ("x-request-id", &self.request_id)],
+                    Some(&body),
+                );
+                self.state = State::Replied;
+                Action::Pause
+            }
+            p if p.starts_with("/v1/") => {
+                let mut e = GatewayError::new(ErrorCode::ModelNotFound, format!("unknown path {}", p.escape_debug()));
+                e.param = Some("path".into());
+                self.reject(e)
+            }
+            _ => Action::Continue,
+        }
+    }
+
+    fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        if !matches!(self.state, State::Chat) {
+            return Action::Continue;
+        }
+        if !end_of_stream {
+            return Action::Pause;
+        }
+        let body = self.get_http_request_body(0, size).unwrap_or_default();
+        match self.on_chat_body(&body) {
+            Ok(()) => {
+                self.state = State::Forwarded;
+                Action::Continue
+            }
+            Err(e) => self.reject(e),
+        }
+    }
+
+    fn on_http_response_headers(&mut self, _headers: usize, _end_of_stream: bool) -> Action {
+        if matches!(self.state, State::Passthrough | State::Replied) {
+            return Action::Continue;
+        }
+        self.set_http_response_header("x-request-id", Some(&self.request_id));
+        let status = self
+            .get_http_response_header(":status")
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(502);
+        // Responses through the upstream role carry x-llm-provider; anything
+        // else that failed is Envoy's own reply (no healthy upstream, timeout, 413...).
+        if status >= 400 && self.get_http_response_header("x-llm-provider").is_none() {
+            let code = ErrorCode::from_status(status);
+            self.set_http_response_header(":status", Some(&code.status().to_string()));
+            self.set_http_response_header("content-type", Some("application/json"));
+            self.set_http_response_header("content-length", None);
+            self.state = State::RewriteLocalReply(code);
+        }
+        Action::Continue
+    }
+
+    fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        let State::RewriteLocalReply(code) = self.state else {
+            return Action::Continue;
+        };
+        if !end_of_stream {
+            return Action::Pause;
+        }
+        let original = self.get_http_response_body(0, size).unwrap_or_default();
+        let detail = String::from_utf8_lossy(&original);
+        let detail = detail.trim();
+        let message = match code {
+            ErrorCode::UpstreamBusy => "no provider is available right now",
+            ErrorCode::UpstreamTimeout => "the provider did not answer in time",
+            ErrorCode::PayloadTooLarge => "the request body is larger than the gateway accepts",
+            _ => "the gateway could not complete the request",
+        };
+        let message = if detail.is_empty() { message.to_owned() } else { format!("{message} ({detail})") };
+        let body = GatewayError::new(code, message).to_json(Some(&self.request_id));
+        self.set_http_response_body(0, size, &body);
+        Action::Continue
+    }
+}

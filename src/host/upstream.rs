@@ -1,0 +1,261 @@
+//! Upstream role: runs once per attempt in the router's upstream filters,
+//! after Envoy chose the cluster and host. Translates the ORIGINAL unified
+//! body for the provider this attempt reached (endpoint metadata
+//! `llm.provider`), and the provider's answer back, chunk by chunk.
+
+use std::rc::Rc;
+
+use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::types::Action;
+
+use super::{send_error, unix_seconds, GROUP_PROPERTY};
+use crate::config::{Config, Provider};
+use crate::dialects::{dialect, Dialect, StreamDecoder, Target, AUTH_HEADERS};
+use crate::error::{redact, ErrorCode, GatewayError};
+use crate::response::{ChunkWriter, Origin};
+use crate::unified::ChatRequest;
+
+const PROVIDER_METADATA: [&str; 5] = ["xds", "upstream_host_metadata", "filter_metadata", "llm", "provider"];
+
+enum Mode {
+    /// Not a request the edge role accepted: leave it alone.
+    Passthrough,
+    /// Waiting for the request body.
+    Request,
+    /// Buffering a 2xx JSON answer.
+    Complete,
+    /// Buffering an error answer.
+    Error(u16),
+    /// Translating an event stream as it flows.
+    Stream(Box<dyn StreamDecoder>),
+}
+
+pub struct Upstream {
+    config: Rc<Config>,
+    mode: Mode,
+    request_id: String,
+    group: String,
+    provider_name: String,
+    /// Vendor model this attempt asked for.
+    model: String,
+    stream: bool,
+    include_usage: bool,
+    /// Reused for every translated chunk.
+    out: Vec<u8>,
+}
+
+impl Upstream {
+    pub fn new(config: Rc<Config>) -> Self {
+        Self {
+            config,
+            mode: Mode::Passthrough,
+            request_id: String::new(),
+            group: String::new(),
+            provider_name: String::new(),
+            model: String::new(),
+            stream: false,
+            include_usage: false,
+            out: Vec::new(),
+        }
+    }
+
+    fn provider(&self) -> Option<(&Provider, &'static dyn Dialect)> {
+        let p = self.config.providers.get(&self.provider_name)?;
+        Some((p, dialect(p.dialect)))
+    }
+
+    fn fail(&mut self, error: GatewayError) -> Action {
+        let error = error.with_provider(&self.provider_name);
+        send_error(self, &error, &self.request_id);
+        self.mode = Mode::Passthrough;
+        Action::Pause
+    }
+
+    fn origin(&self) -> Origin {
+        Origin {
+            id: format!("chatcmpl-{}", self.request_id),
+            created: unix_seconds(self),
+            model: self.model.clone(),
+            provider: self.provider_name.clone(),
+        }
+    }
+
+    /// Encodes the original body for this attempt's provider and sets the
+    /// vendor's path, authority and auth.
+    fn translate_request(&mut self, body: &[u8]) -> Result<(), GatewayError> {
+        let request = ChatRequest::parse(body)?;
+        let (provider, dialect) = self.provider().ok_or_else(|| no_provider(&self.provider_name))?;
+        let model = provider.vendor_model(&self.group, &request.model).to_owned();
+        let encoded = dialect.encode_request(&request, &Target { provider, model: &model })?;
+        // Header changes persist into the next attempt: clear every vendor's auth each time.
+        for name in AUTH_HEADERS {
+            self.set_http_request_header(name, None);
+        }
+        // We must read what comes back, so no compression.
+        self.set_http_request_header("accept-encoding", None);
+        if let Some(host) = &provider.host {
+            self.set_http_request_header(":authority", Some(host));
+        }
+        self.set_http_request_header(":path", Some(&encoded.path));
+        for (name, value) in &encoded.headers {
+            self.set_http_request_header(name, Some(value));
+        }
+        self.set_http_request_header("content-length", Some(&encoded.body.len().to_string()));
+        self.set_http_request_body(0, body.len(), &encoded.body);
+        self.model = model;
+        self.stream = request.stream;
+        self.include_usage = request.include_usage;
+        Ok(())
+    }
+
+    /// A vendor error, without ever echoing our key back.
+    fn vendor_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        let Some((provider, dialect)) = self.provider() else {
+            return no_provider(&self.provider_name);
+        };
+        let mut error = dialect.decode_error(status, body);
+        error.message = redact(&error.message, provider.resolved_key.as_deref());
+        error.with_provider(&self.provider_name)
+    }
+
+    fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Vec<u8> {
+        let result = match (status, self.provider()) {
+            (None, Some((_, dialect))) => {
+                let mut origin = self.origin();
+                dialect.decode_response(body, &mut origin).map(|d| d.body)
+            }
+            (Some(status), _) => Err(self.vendor_error(status, body)),
+            (None, None) => Err(no_provider(&self.provider_name)),
+        };
+        match result {
+            Ok(body) => {
+                self.set_http_response_header("content-type", Some("application/json"));
+                body
+            }
+            Err(error) => {
+                let error = error.with_provider(&self.provider_name);
+                self.set_http_response_header(":status", Some(&error.status().to_string()));
+                self.set_http_response_header("content-type", Some("application/json"));
+                error.to_json(Some(&self.request_id))
+            }
+        }
+    }
+}
+
+fn no_provider(name: &str) -> GatewayError {
+    GatewayError::new(
+        ErrorCode::UpstreamError,
+        format!("the endpoint names provider '{}', which the gateway configuration does not define", name.escape_debug()),
+    )
+}
+
+impl Context for Upstream {}
+
+impl HttpContext for Upstream {
+    fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        let Some(group) = self.get_property(vec![GROUP_PROPERTY]) else {
+            return Action::Continue;
+        };
+        self.group = String::from_utf8_lossy(&group).into_owned();
+        self.request_id = self.get_http_request_header("x-request-id").unwrap_or_default();
+        self.provider_name = self
+            .get_property(PROVIDER_METADATA.to_vec())
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        if self.provider().is_none() {
+            let error = if self.provider_name.is_empty() {
+                GatewayError::new(ErrorCode::UpstreamError, "the endpoint has no filter_metadata.llm.provider")
+            } else {
+                no_provider(&self.provider_name)
+            };
+            return self.fail(error);
+        }
+        if end_of_stream {
+            return self.fail(GatewayError::invalid("body", "request body is empty"));
+        }
+        self.mode = Mode::Request;
+        Action::Pause
+    }
+
+    fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        if !matches!(self.mode, Mode::Request) {
+            return Action::Continue;
+        }
+        if !end_of_stream {
+            return Action::Pause;
+        }
+        let body = self.get_http_request_body(0, size).unwrap_or_default();
+        match self.translate_request(&body) {
+            Ok(()) => Action::Continue,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn on_http_response_headers(&mut self, _headers: usize, _end_of_stream: bool) -> Action {
+        if !matches!(self.mode, Mode::Request) {
+            return Action::Continue;
+        }
+        let status = self
+            .get_http_response_header(":status")
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(0);
+        self.set_http_response_header("x-llm-provider", Some(&self.provider_name));
+        self.set_http_response_header("x-llm-model", Some(&self.model));
+        self.set_http_response_header("content-length", None);
+        let is_event_stream = self
+            .get_http_response_header("content-type")
+            .is_some_and(|ct| ct.starts_with("text/event-stream"));
+        if !(200..300).contains(&status) {
+            self.mode = Mode::Error(status);
+            return Action::Pause;
+        }
+        if self.stream && is_event_stream {
+            let writer = ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
+            let decoder = match self.provider() {
+                Some((_, dialect)) => dialect.stream_decoder(writer),
+                None => return self.fail(no_provider(&self.provider_name)),
+            };
+            self.mode = Mode::Stream(decoder);
+            self.set_http_response_header("content-type", Some("text/event-stream"));
+            self.set_http_response_header("cache-control", Some("no-cache"));
+            return Action::Continue;
+        }
+        // A 2xx that is not what we asked for (e.g. JSON to a stream request) is an error.
+        self.mode = if self.stream { Mode::Error(status) } else { Mode::Complete };
+        Action::Pause
+    }
+
+    fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        match self.mode {
+            Mode::Stream(_) => {
+                let chunk = self.get_http_response_body(0, size).unwrap_or_default();
+                let mut out = std::mem::take(&mut self.out);
+                out.clear();
+                if let Mode::Stream(decoder) = &mut self.mode {
+                    decoder.feed(&chunk, &mut out);
+                    if end_of_stream {
+                        decoder.finish(&mut out);
+                    }
+                }
+                self.set_http_response_body(0, size, &out);
+                self.out = out;
+                Action::Continue
+            }
+            Mode::Complete | Mode::Error(_) => {
+                if !end_of_stream {
+                    return Action::Pause;
+                }
+                let status = match self.mode {
+                    Mode::Error(s) => Some(s),
+                    _ => None,
+                };
+                let body = self.get_http_response_body(0, size).unwrap_or_default();
+                let translated = self.finish_buffered(status, &body);
+                self.set_http_response_body(0, size, &translated);
+                self.mode = Mode::Passthrough;
+                Action::Continue
+            }
+            Mode::Passthrough | Mode::Request => Action::Continue,
+        }
+    }
+}
