@@ -84,8 +84,9 @@ def _wasm_filters(bootstrap):
 
 
 def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
-                    extra_providers=None, extra_groups=None, extra_clusters=None, edit=None):
-    """The Envoy bootstrap as a dict. `edit(config_dict)` may change the filter config."""
+                    extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None):
+    """The Envoy bootstrap as a dict. `edit(config_dict)` may change the filter
+    config; `extra_routes(template_route)` returns routes to put first."""
     env = os.environ if env is None else env
     bootstrap = yaml.safe_load(TEMPLATE.read_text())
     bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port
@@ -95,7 +96,10 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
         for group in cluster["load_assignment"]["endpoints"]:
             for ep in group["lb_endpoints"]:
                 ep["endpoint"]["address"]["socket_address"]["port_value"] = mock_port
-    _, edge, upstream = _wasm_filters(bootstrap)
+    hcm, edge, upstream = _wasm_filters(bootstrap)
+    if extra_routes:
+        routes = hcm["route_config"]["virtual_hosts"][0]["routes"]
+        routes[:0] = extra_routes(routes[-1])
     config = json.loads(edge["configuration"]["value"])
     for var, vendor in VENDORS.items():
         if env.get(var):

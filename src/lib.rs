@@ -10,4 +10,7 @@ pub mod response;
 pub mod sse;
 pub mod unified;
 
-pub mod host;
+// The plugin entry and glue exist only in the wasm build (not in the wasm
+// unit-test binary, which is a plain WASI command).
+#[cfg(all(target_arch = "wasm32", not(test)))]
+mod host;

@@ -373,7 +373,10 @@ impl ChatRequest {
 
 /// Request ids travel in headers and logs: keep them short and plain.
 pub fn valid_request_id(id: &str) -> bool {
-    (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
 }
 
 // ---------------------------------------------------------------------------

@@ -1,1 +1,81 @@
-fn main() {}
+//! mock-provider: a mock LLM vendor API speaking the real wire formats of
+//! OpenAI Chat Completions and Anthropic Messages, for the gateway's
+//! integration tests and benchmarks.
+//!
+//! Usage: mock-provider [--listen ADDR] [--fast] [--verbose]
+//!   --listen ADDR  address to bind (default 127.0.0.1:0, port 0 = any free)
+//!   --fast         benchmark mode: fixed answers, no recording
+//!   --verbose      log each request to stderr
+//!
+//! After binding it prints `listening HOST:PORT` on stdout.
+
+mod answer;
+mod anthropic;
+mod dialect;
+mod fast;
+mod http;
+mod openai;
+mod record;
+mod scenario;
+mod server;
+mod sse;
+
+#[cfg(test)]
+mod wire_tests;
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+const USAGE: &str = "usage: mock-provider [--listen ADDR] [--fast] [--verbose]";
+
+fn main() -> ExitCode {
+    let mut listen = "127.0.0.1:0".to_owned();
+    let mut fast = false;
+    let mut verbose = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--listen" => match args.next() {
+                Some(addr) => listen = addr,
+                None => return usage_error("--listen needs an address"),
+            },
+            "--fast" => fast = true,
+            "--verbose" => verbose = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => return usage_error(&format!("unknown argument {other}")),
+        }
+    }
+
+    let listener = match TcpListener::bind(&listen) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("mock-provider: cannot listen on {listen}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let addr = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("mock-provider: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let state = Arc::new(server::State::new(fast, verbose));
+    // Tests wait for exactly this line to learn the port.
+    let mut out = std::io::stdout();
+    let _ = writeln!(out, "listening {addr}");
+    let _ = out.flush();
+
+    server::serve(listener, state);
+    ExitCode::SUCCESS
+}
+
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("mock-provider: {msg}\n{USAGE}");
+    ExitCode::from(2)
+}

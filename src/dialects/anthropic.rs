@@ -474,7 +474,7 @@ impl VendorError {
             "rate_limit_error" => ErrorCode::UpstreamRateLimit,
             "overloaded_error" => ErrorCode::UpstreamBusy,
             "timeout_error" => ErrorCode::UpstreamTimeout,
-            "api_error" => ErrorCode::UpstreamError,
+            // api_error and anything new: the HTTP status says more (500 vs 503).
             _ => ErrorCode::from_status(status),
         };
         GatewayError::new(code, self.message)

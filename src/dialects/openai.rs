@@ -183,10 +183,19 @@ impl SseEvents for OpenAiEvents {
                 serde_json::from_value(error).map_err(|e| unparseable("stream error", e))?;
             return Err(vendor.into_gateway_error(500));
         }
+        // Keep the vendor's id and model so our own chunks (usage) match its chunks.
+        if let Some(id) = chunk.get("id").and_then(Value::as_str) {
+            if w.origin.id != id {
+                w.origin.id = id.to_owned();
+            }
+        }
         if let Some(model) = chunk.get("model").and_then(Value::as_str) {
             if w.origin.model != model {
                 w.origin.model = model.to_owned();
             }
+        }
+        if let Some(created) = chunk.get("created").and_then(Value::as_u64) {
+            w.origin.created = created;
         }
         let usage = chunk.remove("usage");
         if let Some(u) = usage.as_ref().filter(|u| !u.is_null()) {
@@ -308,6 +317,11 @@ data: [DONE]\n\n";
         assert_eq!(out.matches("data: ").count(), 3);
         let out = run_stream(STREAM, true);
         assert!(out.contains("\"total_tokens\":2"), "{out}");
+        assert_eq!(
+            out.matches("\"id\":\"c\"").count(),
+            3,
+            "the usage chunk keeps the vendor's id: {out}"
+        );
         assert_eq!(out.matches("data: ").count(), 4);
     }
 

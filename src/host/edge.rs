@@ -36,7 +36,11 @@ pub struct Edge {
 
 impl Edge {
     pub fn new(config: Rc<Config>) -> Self {
-        Self { config, state: State::Passthrough, request_id: String::new() }
+        Self {
+            config,
+            state: State::Passthrough,
+            request_id: String::new(),
+        }
     }
 
     fn reject(&mut self, error: GatewayError) -> Action {
@@ -59,13 +63,18 @@ impl Edge {
         let request = ChatRequest::parse(body)?;
         if let Some(id) = &request.request_id {
             if !valid_request_id(id) {
-                return Err(GatewayError::invalid("request_id", "request_id must be 1-128 characters of [A-Za-z0-9._:-]"));
+                return Err(GatewayError::invalid(
+                    "request_id",
+                    "request_id must be 1-128 characters of [A-Za-z0-9._:-]",
+                ));
             }
             self.request_id.clone_from(id);
             self.set_http_request_header("x-request-id", Some(id));
         }
         let header = self.get_http_request_header("x-model-group");
-        let (group, model_group) = self.config.resolve_group(header.as_deref(), &request.model)?;
+        let (group, model_group) = self
+            .config
+            .resolve_group(header.as_deref(), &request.model)?;
         self.set_http_request_header(CLUSTER_HEADER, Some(&model_group.cluster));
         self.set_property(vec![GROUP_PROPERTY], Some(group.as_bytes()));
         Ok(())
@@ -81,7 +90,13 @@ impl HttpContext for Edge {
         self.request_id = match self.get_http_request_header("x-request-id") {
             Some(id) if valid_request_id(&id) => id,
             _ => {
-                let id = format!("llm-{:x}", self.get_current_time().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default());
+                let id = format!(
+                    "llm-{:x}",
+                    self.get_current_time()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_nanos())
+                        .unwrap_or_default()
+                );
                 self.set_http_request_header("x-request-id", Some(&id));
                 id
             }
@@ -92,11 +107,17 @@ impl HttpContext for Edge {
         match path {
             "/v1/chat/completions" => {
                 if method != "POST" {
-                    return self.reject(GatewayError::invalid("method", format!("{path} accepts POST, not {method}")));
+                    return self.reject(GatewayError::invalid(
+                        "method",
+                        format!("{path} accepts POST, not {method}"),
+                    ));
                 }
                 if let Some(ct) = self.get_http_request_header("content-type") {
                     if !ct.to_ascii_lowercase().starts_with("application/json") {
-                        return self.reject(GatewayError::invalid("content-type", "content-type must be application/json"));
+                        return self.reject(GatewayError::invalid(
+                            "content-type",
+                            "content-type must be application/json",
+                        ));
                     }
                 }
                 if end_of_stream {
@@ -107,19 +128,28 @@ impl HttpContext for Edge {
             }
             "/v1/models" => {
                 if method != "GET" {
-                    return self.reject(GatewayError::invalid("method", format!("{path} accepts GET, not {method}")));
+                    return self.reject(GatewayError::invalid(
+                        "method",
+                        format!("{path} accepts GET, not {method}"),
+                    ));
                 }
                 let body = self.models_list();
                 self.send_http_response(
                     200,
-                    vec![("content-type", "application/json"), ("x-request-id", &self.request_id)],
+                    vec![
+                        ("content-type", "application/json"),
+                        ("x-request-id", &self.request_id),
+                    ],
                     Some(&body),
                 );
                 self.state = State::Replied;
                 Action::Pause
             }
             p if p.starts_with("/v1/") => {
-                let mut e = GatewayError::new(ErrorCode::ModelNotFound, format!("unknown path {}", p.escape_debug()));
+                let mut e = GatewayError::new(
+                    ErrorCode::ModelNotFound,
+                    format!("unknown path {}", p.escape_debug()),
+                );
                 e.param = Some("path".into());
                 self.reject(e)
             }
@@ -181,7 +211,11 @@ impl HttpContext for Edge {
             ErrorCode::PayloadTooLarge => "the request body is larger than the gateway accepts",
             _ => "the gateway could not complete the request",
         };
-        let message = if detail.is_empty() { message.to_owned() } else { format!("{message} ({detail})") };
+        let message = if detail.is_empty() {
+            message.to_owned()
+        } else {
+            format!("{message} ({detail})")
+        };
         let body = GatewayError::new(code, message).to_json(Some(&self.request_id));
         self.set_http_response_body(0, size, &body);
         Action::Continue

@@ -23,8 +23,6 @@ pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
 /// Filter state key the edge role writes and every attempt reads: the model group.
 const GROUP_PROPERTY: &str = "llm_group";
 
-// Not in test builds: the wasm unit-test binary is a WASI command, not a plugin.
-#[cfg(all(target_arch = "wasm32", not(test)))]
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
@@ -102,7 +100,10 @@ fn unix_seconds(ctx: &dyn Context) -> u64 {
 /// Answers the request with a unified error, from either role.
 fn send_error(ctx: &dyn HttpContext, error: &GatewayError, request_id: &str) {
     let body = error.to_json(Some(request_id));
-    let mut headers = vec![("content-type", "application/json"), ("x-request-id", request_id)];
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("x-request-id", request_id),
+    ];
     if let Some(provider) = error.provider.as_deref() {
         headers.push(("x-llm-provider", provider));
     }

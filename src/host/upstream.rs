@@ -15,7 +15,13 @@ use crate::error::{redact, ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Origin};
 use crate::unified::ChatRequest;
 
-const PROVIDER_METADATA: [&str; 5] = ["xds", "upstream_host_metadata", "filter_metadata", "llm", "provider"];
+const PROVIDER_METADATA: [&str; 5] = [
+    "xds",
+    "upstream_host_metadata",
+    "filter_metadata",
+    "llm",
+    "provider",
+];
 
 enum Mode {
     /// Not a request the edge role accepted: leave it alone.
@@ -84,9 +90,19 @@ impl Upstream {
     /// vendor's path, authority and auth.
     fn translate_request(&mut self, body: &[u8]) -> Result<(), GatewayError> {
         let request = ChatRequest::parse(body)?;
-        let (provider, dialect) = self.provider().ok_or_else(|| no_provider(&self.provider_name))?;
-        let model = provider.vendor_model(&self.group, &request.model).to_owned();
-        let encoded = dialect.encode_request(&request, &Target { provider, model: &model })?;
+        let (provider, dialect) = self
+            .provider()
+            .ok_or_else(|| no_provider(&self.provider_name))?;
+        let model = provider
+            .vendor_model(&self.group, &request.model)
+            .to_owned();
+        let encoded = dialect.encode_request(
+            &request,
+            &Target {
+                provider,
+                model: &model,
+            },
+        )?;
         // Header changes persist into the next attempt: clear every vendor's auth each time.
         for name in AUTH_HEADERS {
             self.set_http_request_header(name, None);
@@ -145,7 +161,10 @@ impl Upstream {
 fn no_provider(name: &str) -> GatewayError {
     GatewayError::new(
         ErrorCode::UpstreamError,
-        format!("the endpoint names provider '{}', which the gateway configuration does not define", name.escape_debug()),
+        format!(
+            "the endpoint names provider '{}', which the gateway configuration does not define",
+            name.escape_debug()
+        ),
     )
 }
 
@@ -157,14 +176,19 @@ impl HttpContext for Upstream {
             return Action::Continue;
         };
         self.group = String::from_utf8_lossy(&group).into_owned();
-        self.request_id = self.get_http_request_header("x-request-id").unwrap_or_default();
+        self.request_id = self
+            .get_http_request_header("x-request-id")
+            .unwrap_or_default();
         self.provider_name = self
             .get_property(PROVIDER_METADATA.to_vec())
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         if self.provider().is_none() {
             let error = if self.provider_name.is_empty() {
-                GatewayError::new(ErrorCode::UpstreamError, "the endpoint has no filter_metadata.llm.provider")
+                GatewayError::new(
+                    ErrorCode::UpstreamError,
+                    "the endpoint has no filter_metadata.llm.provider",
+                )
             } else {
                 no_provider(&self.provider_name)
             };
@@ -210,7 +234,8 @@ impl HttpContext for Upstream {
             return Action::Pause;
         }
         if self.stream && is_event_stream {
-            let writer = ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
+            let writer =
+                ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
             let decoder = match self.provider() {
                 Some((_, dialect)) => dialect.stream_decoder(writer),
                 None => return self.fail(no_provider(&self.provider_name)),
@@ -221,7 +246,11 @@ impl HttpContext for Upstream {
             return Action::Continue;
         }
         // A 2xx that is not what we asked for (e.g. JSON to a stream request) is an error.
-        self.mode = if self.stream { Mode::Error(status) } else { Mode::Complete };
+        self.mode = if self.stream {
+            Mode::Error(status)
+        } else {
+            Mode::Complete
+        };
         Action::Pause
     }
 

@@ -1,0 +1,445 @@
+//! Deterministic answers: the same request always gets the same text, tool
+//! calls, finish reason and token counts, so tests can assert exact values.
+
+use serde_json::{Map, Value};
+
+use crate::dialect::{count_words, Prompt, Tool, ToolChoice};
+use crate::scenario::Scenario;
+
+/// Prepended to the answer under the `split` directive so that tiny writes
+/// cut through multibyte UTF-8 characters.
+pub const SPLIT_TEXT: &str = "héllo wörld 你好 🌍 done. ";
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finish {
+    Stop,
+    Length,
+    StopSequence(String),
+    ToolCalls,
+}
+
+#[derive(Debug, Clone)]
+pub struct ToolCall {
+    /// Number in the call id: `call_<n>` / `toolu_<n>`.
+    pub n: u64,
+    pub name: String,
+    pub arguments: Value,
+    /// `arguments` as compact JSON text (OpenAI sends it as a string).
+    pub arguments_json: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub text: String,
+    /// `text` cut into stream deltas; concatenated they give `text` back.
+    pub chunks: Vec<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub finish: Finish,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+impl Answer {
+    /// An answer of fixed text and chunks (benchmark mode).
+    pub fn fixed(chunks: Vec<String>, prompt_tokens: u64) -> Answer {
+        let text: String = chunks.concat();
+        Answer {
+            completion_tokens: count_words(&text),
+            text,
+            chunks,
+            tool_calls: Vec::new(),
+            finish: Finish::Stop,
+            prompt_tokens,
+        }
+    }
+}
+
+/// Decides the answer for a prompt. `dialect` names the vendor in the default
+/// text; `preface` is said before tool calls (see `Dialect::tool_preface`).
+pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> Answer {
+    let prompt_tokens = p.prompt_words.max(1);
+    let prefix = if sc.split { SPLIT_TEXT } else { "" };
+
+    // After a tool ran, acknowledge it instead of calling tools again.
+    if let Some(results) = &p.tool_results {
+        let text = format!("{prefix}Tool result received: {}", results.join(" | "));
+        return text_answer(&text, p, prompt_tokens);
+    }
+
+    let calls = chosen_tools(p, sc);
+    if !calls.is_empty() {
+        let text = preface.unwrap_or("").to_owned();
+        let tool_calls: Vec<ToolCall> = calls
+            .iter()
+            .zip(1..)
+            .map(|((name, schema), i)| {
+                let arguments = args_from_schema(schema);
+                let arguments_json = serde_json::to_string(&arguments).unwrap_or_default();
+                ToolCall {
+                    n: p.prior_tool_calls + i,
+                    name: name.clone(),
+                    arguments,
+                    arguments_json,
+                }
+            })
+            .collect();
+        // A tool call costs its argument words plus one for the call itself.
+        let completion_tokens = count_words(&text)
+            + tool_calls
+                .iter()
+                .map(|c| count_words(&c.arguments_json) + 1)
+                .sum::<u64>();
+        return Answer {
+            chunks: word_chunks(&text),
+            text,
+            tool_calls,
+            finish: Finish::ToolCalls,
+            prompt_tokens,
+            completion_tokens,
+        };
+    }
+
+    let said: String = p.last_user_text.chars().take(200).collect();
+    let text = format!("{prefix}Hello from the mock {dialect} provider. You said: {said}");
+    text_answer(&text, p, prompt_tokens)
+}
+
+/// Which tools to call, as (name, schema). Empty: answer with text.
+fn chosen_tools(p: &Prompt, sc: &Scenario) -> Vec<(String, Value)> {
+    if p.tools.is_empty() || p.tool_choice == ToolChoice::None {
+        return Vec::new();
+    }
+    let forced = matches!(p.tool_choice, ToolChoice::Any | ToolChoice::Named(_));
+    if !(forced || sc.tool || sc.two_tools) {
+        return Vec::new();
+    }
+    let entry = |t: &Tool| (t.name.clone(), t.schema.clone());
+    if sc.two_tools {
+        return p.tools.iter().take(2).map(entry).collect();
+    }
+    if let ToolChoice::Named(name) = &p.tool_choice {
+        let schema = p
+            .tools
+            .iter()
+            .find(|t| &t.name == name)
+            .map_or(Value::Null, |t| t.schema.clone());
+        return vec![(name.clone(), schema)];
+    }
+    p.tools.iter().take(1).map(entry).collect()
+}
+
+/// Applies stop sequences and the max-token limit to a text answer.
+fn text_answer(full: &str, p: &Prompt, prompt_tokens: u64) -> Answer {
+    let (text, finish) = limit(full, &p.stop, p.max_tokens);
+    Answer {
+        completion_tokens: count_words(text),
+        chunks: word_chunks(text),
+        text: text.to_owned(),
+        tool_calls: Vec::new(),
+        finish,
+        prompt_tokens,
+    }
+}
+
+/// Cuts `text` at the earliest stop sequence, then at `max` words. Whichever
+/// a real model would hit first decides the finish reason.
+pub fn limit<'a>(text: &'a str, stops: &[String], max: Option<u64>) -> (&'a str, Finish) {
+    let stop = stops
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s.as_str()).map(|at| (at, s)))
+        .min_by_key(|(at, _)| *at);
+    let (cut, finish) = match stop {
+        Some((at, s)) => (
+            text.get(..at).unwrap_or(""),
+            Finish::StopSequence(s.clone()),
+        ),
+        None => (text, Finish::Stop),
+    };
+    match max {
+        Some(n) if count_words(cut) > n => (truncate_words(cut, n), Finish::Length),
+        _ => (cut, finish),
+    }
+}
+
+/// The text up to the end of its `n`-th word.
+pub fn truncate_words(text: &str, n: u64) -> &str {
+    let mut words = 0;
+    let mut in_word = false;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() {
+            if in_word {
+                words += 1;
+                if words == n {
+                    return text.get(..i).unwrap_or("");
+                }
+            }
+            in_word = false;
+        } else {
+            if !in_word && words == n {
+                return text.get(..i).unwrap_or("");
+            }
+            in_word = true;
+        }
+    }
+    text
+}
+
+/// Splits text into one delta per word, each word with the whitespace before
+/// it (the first also keeps any trailing whitespace of the text).
+pub fn word_chunks(text: &str) -> Vec<String> {
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    let mut prev_ws = true;
+    for (i, c) in text.char_indices() {
+        let ws = c.is_whitespace();
+        // A new chunk starts at the whitespace run before each word but the first.
+        if ws && !prev_ws && i > start {
+            chunks.push(text.get(start..i).unwrap_or("").to_owned());
+            start = i;
+        }
+        prev_ws = ws;
+    }
+    if start < text.len() {
+        let rest = text.get(start..).unwrap_or("");
+        match chunks.last_mut() {
+            // Trailing whitespace only: keep the delta count equal to the words.
+            Some(last) if rest.trim().is_empty() => last.push_str(rest),
+            _ => chunks.push(rest.to_owned()),
+        }
+    }
+    chunks
+}
+
+/// Example arguments for a JSON schema: every required property (all of
+/// them if none is required); strings "example" or the first enum value,
+/// numbers 1, booleans true, arrays empty, objects recursively.
+pub fn args_from_schema(schema: &Value) -> Value {
+    match example(schema, 0) {
+        v @ Value::Object(_) => v,
+        // Tool arguments are always an object, even for an odd schema.
+        _ => Value::Object(Map::new()),
+    }
+}
+
+fn example(schema: &Value, depth: u32) -> Value {
+    if depth > 16 {
+        return Value::Null;
+    }
+    if let Some(first) = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    if let Some(c) = schema.get("const") {
+        return c.clone();
+    }
+    // "type" may be a list such as ["string", "null"]: take the first non-null.
+    let ty = match schema.get("type") {
+        Some(Value::String(t)) => Some(t.as_str()),
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null"),
+        _ => None,
+    };
+    let ty = ty.or_else(|| {
+        if schema.get("properties").is_some() {
+            Some("object")
+        } else if schema.get("items").is_some() {
+            Some("array")
+        } else {
+            None
+        }
+    });
+    match ty {
+        Some("integer" | "number") => Value::from(1),
+        Some("boolean") => Value::Bool(true),
+        Some("array") => Value::Array(Vec::new()),
+        Some("null") => Value::Null,
+        Some("object") => object_example(schema, depth),
+        Some(_) => Value::from("example"),
+        None => ["anyOf", "oneOf", "allOf"]
+            .iter()
+            .find_map(|k| {
+                schema
+                    .get(*k)
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.first())
+            })
+            .map_or_else(|| Value::from("example"), |s| example(s, depth + 1)),
+    }
+}
+
+fn object_example(schema: &Value, depth: u32) -> Value {
+    let empty = Map::new();
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut out = Map::new();
+    if required.is_empty() {
+        for (k, s) in props {
+            out.insert(k.clone(), example(s, depth + 1));
+        }
+    } else {
+        for k in required {
+            let s = props.get(k).unwrap_or(&Value::Null);
+            out.insert(k.to_owned(), example(s, depth + 1));
+        }
+    }
+    Value::Object(out)
+}
+
+/// Cuts a JSON text into fragments at deterministic but irregular places
+/// (never inside a UTF-8 character), the way vendors stream tool arguments.
+pub fn fragments(s: &str) -> Vec<&str> {
+    const SIZES: [usize; 6] = [1, 4, 2, 7, 3, 5];
+    let mut out = Vec::new();
+    let mut rest = s;
+    let mut k = 0;
+    while !rest.is_empty() {
+        let want = SIZES.get(k % SIZES.len()).copied().unwrap_or(4);
+        let end = rest.char_indices().nth(want).map_or(rest.len(), |(i, _)| i);
+        let (head, tail) = rest.split_at(end);
+        out.push(head);
+        rest = tail;
+        k += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn prompt(text: &str) -> Prompt {
+        Prompt {
+            model: "m".into(),
+            last_user_text: text.into(),
+            prompt_words: count_words(text),
+            ..Prompt::default()
+        }
+    }
+
+    #[test]
+    fn schema_arguments() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer"},
+                "ignored": {"type": "string"},
+                "opts": {"type": "object", "properties": {
+                    "deep": {"type": ["boolean", "null"]}, "tags": {"type": "array"}, "x": {"type": "number"}}}
+            },
+            "required": ["city", "unit", "days", "opts"]
+        });
+        assert_eq!(
+            args_from_schema(&schema),
+            json!({"city": "example", "unit": "celsius", "days": 1,
+                   "opts": {"deep": true, "tags": [], "x": 1}})
+        );
+        assert_eq!(args_from_schema(&json!({})), json!({}));
+        assert_eq!(args_from_schema(&Value::Null), json!({}));
+    }
+
+    #[test]
+    fn default_answer_and_usage() {
+        let a = plan(&prompt("what is up"), &Scenario::default(), "openai", None);
+        assert_eq!(
+            a.text,
+            "Hello from the mock openai provider. You said: what is up"
+        );
+        assert_eq!(a.finish, Finish::Stop);
+        assert_eq!(a.prompt_tokens, 3);
+        assert_eq!(a.completion_tokens, 11);
+        assert_eq!(a.chunks.len(), 11);
+        assert_eq!(a.chunks.concat(), a.text);
+        assert_eq!(a.chunks.get(1).unwrap(), " from");
+    }
+
+    #[test]
+    fn max_tokens_truncates() {
+        let mut p = prompt("x");
+        p.max_tokens = Some(3);
+        let a = plan(&p, &Scenario::default(), "anthropic", None);
+        assert_eq!(a.text, "Hello from the");
+        assert_eq!(a.finish, Finish::Length);
+        assert_eq!(a.completion_tokens, 3);
+    }
+
+    #[test]
+    fn stop_sequences_cut() {
+        let text = "Hello from the mock provider";
+        let stops = vec!["zzz".to_owned(), "mock".to_owned(), "the".to_owned()];
+        assert_eq!(
+            limit(text, &stops, None),
+            ("Hello from ", Finish::StopSequence("the".into()))
+        );
+        // The limit is reached before the stop sequence: length wins.
+        assert_eq!(limit(text, &stops, Some(1)), ("Hello", Finish::Length));
+        assert_eq!(
+            limit(text, &stops, Some(2)).1,
+            Finish::StopSequence("the".into())
+        );
+        assert_eq!(limit(text, &[], Some(10)), (text, Finish::Stop));
+    }
+
+    #[test]
+    fn tool_choice_and_results() {
+        let mut p = prompt("weather?");
+        p.tools = vec![
+            Tool {
+                name: "a".into(),
+                schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+            },
+            Tool {
+                name: "b".into(),
+                schema: json!({}),
+            },
+        ];
+        assert!(plan(&p, &Scenario::default(), "openai", None)
+            .tool_calls
+            .is_empty());
+        let sc = Scenario::parse("tool");
+        let a = plan(&p, &sc, "openai", None);
+        assert_eq!(a.finish, Finish::ToolCalls);
+        assert_eq!(a.tool_calls.len(), 1);
+        assert_eq!(
+            a.tool_calls.first().unwrap().arguments_json,
+            r#"{"q":"example"}"#
+        );
+        p.tool_choice = ToolChoice::Named("b".into());
+        p.prior_tool_calls = 2;
+        let a = plan(&p, &Scenario::default(), "anthropic", Some("Let me check."));
+        assert_eq!(a.text, "Let me check.");
+        let c = a.tool_calls.first().unwrap();
+        assert_eq!((c.name.as_str(), c.n), ("b", 3));
+        let a = plan(&p, &Scenario::parse("two-tools"), "openai", None);
+        assert_eq!(a.tool_calls.len(), 2);
+        p.tool_results = Some(vec!["sunny".into(), "22C".into()]);
+        let a = plan(&p, &Scenario::default(), "openai", None);
+        assert_eq!(a.text, "Tool result received: sunny | 22C");
+        assert!(a.tool_calls.is_empty());
+    }
+
+    #[test]
+    fn chunks_and_fragments_round_trip() {
+        for t in ["", "  a  b ", "one", "héllo wörld 你好 🌍 done."] {
+            assert_eq!(word_chunks(t).concat(), t);
+            assert_eq!(fragments(t).concat(), t);
+        }
+        assert_eq!(word_chunks("  a  b ").len(), 2);
+        assert_eq!(truncate_words("  a  b c", 2), "  a  b");
+        assert_eq!(truncate_words("a b", 5), "a b");
+        assert!(fragments(r#"{"city":"example"}"#).len() > 3);
+    }
+}

@@ -1,0 +1,125 @@
+//! The interface each vendor dialect implements, and the vendor-neutral
+//! types that flow between the server, the answer planner and the dialects.
+//!
+//! Flow of one request (see server.rs): `check_headers` -> scenario errors
+//! (`error`) -> `parse` the body into a [`Prompt`] -> `answer::plan` ->
+//! `response` (JSON) or `stream` (SSE events). Adding a vendor means one more
+//! file implementing [`Dialect`] and one line in `server::dialects()`.
+
+use serde_json::Value;
+
+use crate::answer::Answer;
+use crate::http::Request;
+
+/// What the answer planner needs from a request, whatever its dialect.
+#[derive(Debug, Default)]
+pub struct Prompt {
+    pub model: String,
+    pub stream: bool,
+    /// OpenAI `stream_options.include_usage`.
+    pub include_usage: bool,
+    /// Text of the last user message (tool results excluded).
+    pub last_user_text: String,
+    /// Whitespace-separated words of all message text, system included.
+    pub prompt_words: u64,
+    pub max_tokens: Option<u64>,
+    pub stop: Vec<String>,
+    pub tools: Vec<Tool>,
+    pub tool_choice: ToolChoice,
+    /// Set when the last message carries tool results: their texts.
+    pub tool_results: Option<Vec<String>>,
+    /// Tool calls already made in the conversation, so new call ids
+    /// (`call_<n>`, `toolu_<n>`) continue the numbering instead of repeating.
+    pub prior_tool_calls: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Tool {
+    pub name: String,
+    /// JSON schema of the arguments.
+    pub schema: Value,
+}
+
+#[derive(Debug, Default, Clone, PartialEq)]
+pub enum ToolChoice {
+    #[default]
+    Auto,
+    None,
+    /// OpenAI "required", Anthropic {"type":"any"}.
+    Any,
+    Named(String),
+}
+
+/// An error the dialect renders in its own format.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// A scenario `error-NNN` (or `fail-first`'s 503).
+    Status(u16),
+    /// `error-400-context`.
+    ContextLength,
+    /// Missing or bad credentials, with the vendor's message.
+    Auth(String),
+    /// A 400 for an invalid request, with a message naming the problem.
+    Invalid(String),
+}
+
+/// A complete non-stream answer (always JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub body: String,
+    /// Seconds for a `retry-after` header (rate limits).
+    pub retry_after: Option<&'static str>,
+}
+
+/// One server-sent event. `data` is JSON (or OpenAI's `[DONE]`).
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub name: Option<&'static str>,
+    pub data: String,
+    /// Content-carrying event (text or tool-argument delta): the `cut` and
+    /// `stream-error` directives strike after a few of these.
+    pub delta: bool,
+}
+
+/// Per-response identity: a sequence number for the response id and the
+/// creation time.
+#[derive(Debug, Clone, Copy)]
+pub struct Meta {
+    pub seq: u64,
+    pub created: u64,
+}
+
+pub trait Dialect: Sync + Send {
+    /// "openai", "anthropic": used in the default answer text.
+    fn name(&self) -> &'static str;
+    /// Whether a POST to `path` is this dialect's completion endpoint.
+    fn handles(&self, path: &str) -> bool;
+    /// Credentials and protocol headers.
+    fn check_headers(&self, req: &Request) -> Result<(), Failure>;
+    /// Validates the JSON body like the vendor does; extracts the prompt.
+    fn parse(&self, body: &Value) -> Result<Prompt, Failure>;
+    /// The vendor's error response.
+    fn error(&self, failure: &Failure) -> Reply;
+    /// Text the model says before calling tools (Anthropic models narrate).
+    fn tool_preface(&self) -> Option<&'static str> {
+        None
+    }
+    /// Non-stream response body.
+    fn response(&self, prompt: &Prompt, answer: &Answer, meta: Meta) -> Value;
+    /// Stream events, in wire order.
+    fn stream(&self, prompt: &Prompt, answer: &Answer, meta: Meta) -> Vec<SseEvent>;
+    /// The vendor's mid-stream error event.
+    fn stream_error(&self) -> SseEvent;
+}
+
+/// serde_json::Value to text; serialising a Value cannot fail, but avoid
+/// unwrap anyway.
+pub fn to_json(v: &Value) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// Words as the mock counts tokens: whitespace-separated pieces.
+pub fn count_words(s: &str) -> u64 {
+    s.split_whitespace().count() as u64
+}

@@ -1,0 +1,390 @@
+//! OpenAI Chat Completions (`POST /v1/chat/completions`): request parsing,
+//! `chat.completion` objects, `chat.completion.chunk` streams and error
+//! bodies, shaped like the real API.
+
+use serde_json::{json, Value};
+
+use crate::answer::{fragments, Answer, Finish};
+use crate::dialect::{
+    count_words, to_json, Dialect, Failure, Meta, Prompt, Reply, SseEvent, Tool, ToolChoice,
+};
+use crate::http::Request;
+
+pub struct OpenAi;
+
+const FINGERPRINT: &str = "fp_mock";
+
+fn invalid(msg: impl Into<String>) -> Failure {
+    Failure::Invalid(msg.into())
+}
+
+/// Text of a message `content`: a string, or the text parts of an array.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+fn finish_reason(f: &Finish) -> &'static str {
+    match f {
+        Finish::Stop | Finish::StopSequence(_) => "stop",
+        Finish::Length => "length",
+        Finish::ToolCalls => "tool_calls",
+    }
+}
+
+fn usage(a: &Answer) -> Value {
+    json!({
+        "prompt_tokens": a.prompt_tokens,
+        "completion_tokens": a.completion_tokens,
+        "total_tokens": a.prompt_tokens + a.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0, "audio_tokens": 0,
+            "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0
+        }
+    })
+}
+
+impl OpenAi {
+    fn chunk(&self, p: &Prompt, meta: Meta, choices: Value, usage: Option<Value>) -> SseEvent {
+        let mut c = json!({
+            "id": format!("chatcmpl-mock{}", meta.seq),
+            "object": "chat.completion.chunk",
+            "created": meta.created,
+            "model": p.model,
+            "service_tier": "default",
+            "system_fingerprint": FINGERPRINT,
+            "choices": choices,
+        });
+        // Real OpenAI: with include_usage every chunk has "usage", null
+        // until the final usage-only chunk.
+        if p.include_usage {
+            c["usage"] = usage.unwrap_or(Value::Null);
+        }
+        SseEvent {
+            name: None,
+            data: to_json(&c),
+            delta: false,
+        }
+    }
+
+    fn delta(&self, p: &Prompt, meta: Meta, delta: Value, finish: Option<&str>) -> SseEvent {
+        let choice =
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]);
+        self.chunk(p, meta, choice, None)
+    }
+}
+
+impl Dialect for OpenAi {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn handles(&self, path: &str) -> bool {
+        path.ends_with("/chat/completions")
+    }
+
+    fn check_headers(&self, req: &Request) -> Result<(), Failure> {
+        let auth = req.header("authorization").unwrap_or("").trim();
+        let key = match auth.get(..7) {
+            Some(scheme) if scheme.eq_ignore_ascii_case("bearer ") => auth.get(7..).unwrap_or(""),
+            _ => "",
+        };
+        if key.trim().is_empty() {
+            return Err(Failure::Auth(
+                "You didn't provide an API key. You need to provide your API key in an \
+                 Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn parse(&self, body: &Value) -> Result<Prompt, Failure> {
+        let obj = body
+            .as_object()
+            .ok_or_else(|| invalid("The request body must be a JSON object."))?;
+        let model = obj
+            .get("model")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("you must provide a model parameter"))?;
+        let messages = obj
+            .get("messages")
+            .and_then(Value::as_array)
+            .ok_or_else(|| invalid("Missing required parameter: 'messages'."))?;
+        if messages.is_empty() {
+            return Err(invalid(
+                "Invalid 'messages': empty array. Expected an array with minimum length 1, \
+                 but got an empty array instead.",
+            ));
+        }
+
+        let mut p = Prompt {
+            model: model.to_owned(),
+            ..Prompt::default()
+        };
+        for (i, m) in messages.iter().enumerate() {
+            let role = m.get("role").and_then(Value::as_str).ok_or_else(|| {
+                invalid(format!("Missing required parameter: 'messages[{i}].role'."))
+            })?;
+            if ![
+                "system",
+                "developer",
+                "user",
+                "assistant",
+                "tool",
+                "function",
+            ]
+            .contains(&role)
+            {
+                return Err(invalid(format!(
+                    "Invalid value: '{role}'. Supported values are: 'system', 'assistant', \
+                     'user', 'function', 'tool', and 'developer'."
+                )));
+            }
+            if role == "tool" && m.get("tool_call_id").and_then(Value::as_str).is_none() {
+                return Err(invalid(format!(
+                    "Missing required parameter: 'messages[{i}].tool_call_id'."
+                )));
+            }
+            let text = content_text(m.get("content"));
+            p.prompt_words += count_words(&text);
+            if role == "user" {
+                p.last_user_text = text;
+            }
+            if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+                p.prior_tool_calls += calls.len() as u64;
+            }
+        }
+        // Trailing tool messages: the model is being told the results.
+        let results: Vec<String> = messages
+            .iter()
+            .rev()
+            .take_while(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+            .map(|m| content_text(m.get("content")))
+            .collect();
+        if !results.is_empty() {
+            p.tool_results = Some(results.into_iter().rev().collect());
+        }
+
+        p.stream = obj.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        p.include_usage = obj
+            .get("stream_options")
+            .and_then(|o| o.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        p.max_tokens = obj
+            .get("max_completion_tokens")
+            .or_else(|| obj.get("max_tokens"))
+            .and_then(Value::as_u64);
+        p.stop = match obj.get("stop") {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        };
+        p.tools = obj
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|ts| {
+                ts.iter()
+                    .filter_map(|t| t.get("function"))
+                    .filter_map(|f| {
+                        Some(Tool {
+                            name: f.get("name")?.as_str()?.to_owned(),
+                            schema: f.get("parameters").cloned().unwrap_or(Value::Null),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        p.tool_choice = match obj.get("tool_choice") {
+            Some(Value::String(s)) if s == "none" => ToolChoice::None,
+            Some(Value::String(s)) if s == "required" => ToolChoice::Any,
+            Some(v @ Value::Object(_)) => v
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .map_or(ToolChoice::Any, |n| ToolChoice::Named(n.to_owned())),
+            _ => ToolChoice::Auto,
+        };
+        Ok(p)
+    }
+
+    fn error(&self, failure: &Failure) -> Reply {
+        // (status, message, type, code) as the real API sends them.
+        let (status, message, kind, code): (u16, String, &str, Option<&str>) = match failure {
+            Failure::Auth(m) => (
+                401,
+                m.clone(),
+                "invalid_request_error",
+                Some("invalid_api_key"),
+            ),
+            Failure::Invalid(m) => (400, m.clone(), "invalid_request_error", None),
+            Failure::ContextLength => (
+                400,
+                "This model's maximum context length is 128000 tokens. However, your messages \
+                 resulted in 250000 tokens. Please reduce the length of the messages."
+                    .into(),
+                "invalid_request_error",
+                Some("context_length_exceeded"),
+            ),
+            Failure::Status(s) => match s {
+                400 => (
+                    400,
+                    "Invalid request.".into(),
+                    "invalid_request_error",
+                    None,
+                ),
+                401 => (
+                    401,
+                    "Incorrect API key provided: sk-mock. You can find your API key at \
+                     https://platform.openai.com/account/api-keys."
+                        .into(),
+                    "invalid_request_error",
+                    Some("invalid_api_key"),
+                ),
+                403 => (
+                    403,
+                    "Country, region, or territory not supported".into(),
+                    "request_forbidden",
+                    Some("unsupported_country_region_territory"),
+                ),
+                404 => (
+                    404,
+                    "The model does not exist or you do not have access to it.".into(),
+                    "invalid_request_error",
+                    Some("model_not_found"),
+                ),
+                413 => (
+                    413,
+                    "Request too large.".into(),
+                    "invalid_request_error",
+                    None,
+                ),
+                429 => (
+                    429,
+                    "Rate limit reached for requests. Please try again in 7s.".into(),
+                    "requests",
+                    Some("rate_limit_exceeded"),
+                ),
+                500 => (
+                    500,
+                    "The server had an error while processing your request. Sorry about that!"
+                        .into(),
+                    "server_error",
+                    None,
+                ),
+                // OpenAI has no 529: overload is a 503.
+                _ => (
+                    503,
+                    "The server is overloaded or not ready yet.".into(),
+                    "server_error",
+                    None,
+                ),
+            },
+        };
+        let body =
+            json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
+        Reply {
+            status,
+            body: to_json(&body),
+            retry_after: (status == 429).then_some("7"),
+        }
+    }
+
+    fn response(&self, p: &Prompt, a: &Answer, meta: Meta) -> Value {
+        let mut message = json!({"role": "assistant", "content": a.text, "refusal": null});
+        if !a.tool_calls.is_empty() {
+            // With tool calls (and no text) OpenAI sends content null.
+            if a.text.is_empty() {
+                message["content"] = Value::Null;
+            }
+            message["tool_calls"] = a
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    json!({"id": format!("call_{}", c.n), "type": "function",
+                           "function": {"name": c.name, "arguments": c.arguments_json}})
+                })
+                .collect();
+        }
+        json!({
+            "id": format!("chatcmpl-mock{}", meta.seq),
+            "object": "chat.completion",
+            "created": meta.created,
+            "model": p.model,
+            "choices": [{
+                "index": 0,
+                "message": message,
+                "logprobs": null,
+                "finish_reason": finish_reason(&a.finish),
+            }],
+            "usage": usage(a),
+            "service_tier": "default",
+            "system_fingerprint": FINGERPRINT,
+        })
+    }
+
+    fn stream(&self, p: &Prompt, a: &Answer, meta: Meta) -> Vec<SseEvent> {
+        let mut events = Vec::with_capacity(a.chunks.len() + 8);
+        let first_content = if a.tool_calls.is_empty() || !a.text.is_empty() {
+            json!("")
+        } else {
+            Value::Null
+        };
+        events.push(self.delta(
+            p,
+            meta,
+            json!({"role": "assistant", "content": first_content}),
+            None,
+        ));
+        for c in &a.chunks {
+            let mut e = self.delta(p, meta, json!({"content": c}), None);
+            e.delta = true;
+            events.push(e);
+        }
+        for (i, call) in a.tool_calls.iter().enumerate() {
+            let start = json!({"tool_calls": [{
+                "index": i, "id": format!("call_{}", call.n), "type": "function",
+                "function": {"name": call.name, "arguments": ""}}]});
+            let mut e = self.delta(p, meta, start, None);
+            e.delta = true;
+            events.push(e);
+            for frag in fragments(&call.arguments_json) {
+                let d = json!({"tool_calls": [{"index": i, "function": {"arguments": frag}}]});
+                let mut e = self.delta(p, meta, d, None);
+                e.delta = true;
+                events.push(e);
+            }
+        }
+        events.push(self.delta(p, meta, json!({}), Some(finish_reason(&a.finish))));
+        if p.include_usage {
+            events.push(self.chunk(p, meta, json!([]), Some(usage(a))));
+        }
+        events.push(SseEvent {
+            name: None,
+            data: "[DONE]".into(),
+            delta: false,
+        });
+        events
+    }
+
+    fn stream_error(&self) -> SseEvent {
+        SseEvent {
+            name: None,
+            data: r#"{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}"#.into(),
+            delta: false,
+        }
+    }
+}

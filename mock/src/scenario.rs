@@ -1,0 +1,126 @@
+//! Test directives from the `x-mock-scenario` request header, e.g.
+//! `x-mock-scenario: tool, slow=50, crlf`. Unknown directives are ignored so
+//! tests can carry tags meant for other components.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub const HEADER: &str = "x-mock-scenario";
+
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Scenario {
+    /// `error-NNN`: answer this status with the dialect's error body.
+    pub error: Option<u16>,
+    /// `error-400-context`: the vendor's context-length 400.
+    pub context_error: bool,
+    /// `fail-first`: 503 for the first request with a given x-request-id.
+    pub fail_first: bool,
+    /// `slow[=ms]`: pause between stream events / before a plain answer.
+    pub slow: Option<Duration>,
+    /// `split`: multibyte answer written 3-7 bytes at a time.
+    pub split: bool,
+    /// `crlf`: SSE lines end with \r\n.
+    pub crlf: bool,
+    /// `cut`: drop the TCP connection in the middle of a stream event.
+    pub cut: bool,
+    /// `stream-error`: the vendor's mid-stream error after a few deltas.
+    pub stream_error: bool,
+    /// `empty-200`: 200 with an unparseable body.
+    pub empty_200: bool,
+    /// `tool`: call a tool (if the request offers any).
+    pub tool: bool,
+    /// `two-tools`: call the first two tools in parallel.
+    pub two_tools: bool,
+}
+
+const DEFAULT_SLOW: Duration = Duration::from_millis(200);
+const ERROR_STATUSES: [u16; 9] = [400, 401, 403, 404, 413, 429, 500, 503, 529];
+
+impl Scenario {
+    pub fn parse(header: &str) -> Scenario {
+        let mut s = Scenario::default();
+        for d in header.split(',').map(str::trim) {
+            match d {
+                "error-400-context" => s.context_error = true,
+                "fail-first" => s.fail_first = true,
+                "slow" => s.slow = Some(DEFAULT_SLOW),
+                "split" => s.split = true,
+                "crlf" => s.crlf = true,
+                "cut" => s.cut = true,
+                "stream-error" => s.stream_error = true,
+                "empty-200" => s.empty_200 = true,
+                "tool" => s.tool = true,
+                "two-tools" => s.two_tools = true,
+                _ => {
+                    if let Some(ms) = d.strip_prefix("slow=") {
+                        s.slow = ms.parse().ok().map(Duration::from_millis);
+                    } else if let Some(code) = d.strip_prefix("error-") {
+                        s.error = code.parse().ok().filter(|c| ERROR_STATUSES.contains(c));
+                    }
+                }
+            }
+        }
+        s
+    }
+}
+
+/// Remembers which x-request-id values were already failed by `fail-first`.
+/// Bounded: the oldest ids are forgotten first.
+pub struct SeenIds {
+    inner: Mutex<(HashSet<String>, VecDeque<String>)>,
+    cap: usize,
+}
+
+impl SeenIds {
+    pub fn new(cap: usize) -> Self {
+        SeenIds {
+            inner: Mutex::new((HashSet::new(), VecDeque::new())),
+            cap,
+        }
+    }
+
+    /// True the first time `id` is seen.
+    pub fn first_time(&self, id: &str) -> bool {
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (set, order) = &mut *guard;
+        if set.contains(id) {
+            return false;
+        }
+        if order.len() >= self.cap {
+            if let Some(old) = order.pop_front() {
+                set.remove(&old);
+            }
+        }
+        set.insert(id.to_owned());
+        order.push_back(id.to_owned());
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_directives() {
+        let s = Scenario::parse(" tool , slow=50,crlf,error-429, bogus");
+        assert!(s.tool && s.crlf);
+        assert_eq!(s.slow, Some(Duration::from_millis(50)));
+        assert_eq!(s.error, Some(429));
+        let s = Scenario::parse("error-400-context,slow,error-418");
+        assert!(s.context_error);
+        assert_eq!(s.error, None);
+        assert_eq!(s.slow, Some(DEFAULT_SLOW));
+    }
+
+    #[test]
+    fn seen_ids_are_bounded() {
+        let seen = SeenIds::new(2);
+        assert!(seen.first_time("a"));
+        assert!(!seen.first_time("a"));
+        assert!(seen.first_time("b"));
+        assert!(seen.first_time("c"));
+        assert!(seen.first_time("a"), "a was evicted");
+    }
+}

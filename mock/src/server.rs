@@ -1,0 +1,319 @@
+//! Accept loop (one thread per connection), routing, and the request flow
+//! shared by all dialects.
+
+use std::io::{self, BufReader, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::answer::plan;
+use crate::anthropic::Anthropic;
+use crate::dialect::{to_json, Dialect, Failure, Meta, Reply};
+use crate::fast::{FastAnswers, FastRequest};
+use crate::http::{
+    push_chunk, query_param, read_request, stream_head, write_response, ReadError, Request,
+    LAST_CHUNK,
+};
+use crate::openai::OpenAi;
+use crate::record::Recorder;
+use crate::scenario::{self, Scenario, SeenIds};
+use crate::sse::{self, End};
+
+const JSON: &str = "application/json";
+const SSE: &str = "text/event-stream; charset=utf-8";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// Every dialect the mock speaks. A new vendor is one more line here.
+pub fn dialects() -> Vec<Box<dyn Dialect>> {
+    vec![Box::new(OpenAi), Box::new(Anthropic)]
+}
+
+pub struct State {
+    fast: bool,
+    verbose: bool,
+    dialects: Vec<Box<dyn Dialect>>,
+    /// Pre-rendered `--fast` answers, same order as `dialects`.
+    fast_answers: Vec<FastAnswers>,
+    recorder: Recorder,
+    fail_first: SeenIds,
+    seq: AtomicU64,
+}
+
+impl State {
+    pub fn new(fast: bool, verbose: bool) -> State {
+        let dialects = dialects();
+        let fast_answers = dialects
+            .iter()
+            .map(|d| FastAnswers::new(d.as_ref(), now()))
+            .collect();
+        State {
+            fast,
+            verbose,
+            dialects,
+            fast_answers,
+            recorder: Recorder::default(),
+            fail_first: SeenIds::new(100_000),
+            seq: AtomicU64::new(1),
+        }
+    }
+
+    fn meta(&self) -> Meta {
+        Meta {
+            seq: self.seq.fetch_add(1, Ordering::Relaxed),
+            created: now(),
+        }
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+pub fn serve(listener: TcpListener, state: Arc<State>) {
+    for conn in listener.incoming() {
+        match conn {
+            Ok(stream) => {
+                let st = Arc::clone(&state);
+                // Small stacks: a soak may hold thousands of connections.
+                let spawned = thread::Builder::new()
+                    .stack_size(512 * 1024)
+                    .spawn(move || connection(stream, &st));
+                if let Err(e) = spawned {
+                    eprintln!("mock-provider: cannot spawn connection thread: {e}");
+                }
+            }
+            // E.g. out of file descriptors: back off instead of spinning.
+            Err(e) => {
+                eprintln!("mock-provider: accept failed: {e}");
+                thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// Per-connection output state, reused across keep-alive requests.
+struct Conn {
+    w: TcpStream,
+    buf: Vec<u8>,
+    body: Vec<u8>,
+    keep_alive: bool,
+    verbose: bool,
+}
+
+impl Conn {
+    fn send(
+        &mut self,
+        status: u16,
+        ctype: &str,
+        extra: &[(&str, &str)],
+        body: &[u8],
+    ) -> io::Result<bool> {
+        if self.verbose {
+            eprintln!("  -> {status}");
+        }
+        write_response(
+            &mut self.w,
+            &mut self.buf,
+            status,
+            ctype,
+            extra,
+            body,
+            self.keep_alive,
+        )?;
+        Ok(self.keep_alive)
+    }
+
+    fn reply(&mut self, r: &Reply) -> io::Result<bool> {
+        let extra: &[(&str, &str)] = match r.retry_after {
+            Some(secs) => &[("retry-after", secs)],
+            None => &[],
+        };
+        self.send(r.status, JSON, extra, r.body.as_bytes())
+    }
+}
+
+fn connection(stream: TcpStream, st: &State) {
+    // Small writes must leave at once (streams, split), not wait for an ACK.
+    let _ = stream.set_nodelay(true);
+    // No read timeout: closing idle keep-alive connections races with
+    // proxies reusing them. A client that stops reading is given up on.
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(30)));
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::with_capacity(16 * 1024, read_half);
+    let mut c = Conn {
+        w: stream,
+        buf: Vec::with_capacity(4096),
+        body: Vec::with_capacity(4096),
+        keep_alive: true,
+        verbose: st.verbose,
+    };
+    let mut req = Request::default();
+    loop {
+        match read_request(&mut reader, &mut c.w, &mut req) {
+            Ok(true) => {}
+            Ok(false) | Err(ReadError::Closed) => return,
+            Err(ReadError::Bad(status, msg)) => {
+                c.keep_alive = false;
+                let _ = c.send(status, TEXT, &[], msg.as_bytes());
+                return;
+            }
+        }
+        c.keep_alive = req.keep_alive();
+        match handle(&req, &mut c, st) {
+            Ok(true) => {}
+            Ok(false) | Err(_) => return,
+        }
+    }
+}
+
+/// Answers one request; returns whether the connection stays open.
+fn handle(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
+    let (method, path) = (req.method(), req.path());
+    if st.verbose {
+        eprintln!("{method} {path}");
+    }
+    if path.starts_with("/_mock/") {
+        return control(req, c, st);
+    }
+    let found = st
+        .dialects
+        .iter()
+        .zip(&st.fast_answers)
+        .find(|(d, _)| d.handles(path));
+    let Some((dialect, fast_answers)) = found else {
+        return c.send(404, TEXT, &[], b"not found");
+    };
+    if method != "POST" {
+        return c.send(405, TEXT, &[("allow", "POST")], b"method not allowed");
+    }
+    if st.fast && req.header(scenario::HEADER).is_none() {
+        return fast(req, c, st, dialect.as_ref(), fast_answers);
+    }
+    if !st.fast {
+        st.recorder.record(req);
+    }
+    completion(req, c, st, dialect.as_ref())
+}
+
+/// The test-control endpoints under /_mock/.
+fn control(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
+    match (req.method(), req.path()) {
+        ("GET", "/_mock/health") => c.send(200, TEXT, &[], b"ok"),
+        ("GET", "/_mock/requests") => {
+            let test_id = query_param(req.query(), "test_id");
+            let list = st.recorder.list(test_id.as_deref());
+            c.send(200, JSON, &[], list.as_bytes())
+        }
+        ("DELETE", "/_mock/requests") => {
+            let n = st.recorder.clear();
+            c.send(200, JSON, &[], format!("{{\"deleted\":{n}}}").as_bytes())
+        }
+        _ => c.send(404, TEXT, &[], b"not found"),
+    }
+}
+
+/// The full request flow: headers, scenario errors, validation, answer.
+fn completion(req: &Request, c: &mut Conn, st: &State, d: &dyn Dialect) -> io::Result<bool> {
+    let sc = req
+        .header(scenario::HEADER)
+        .map(Scenario::parse)
+        .unwrap_or_default();
+    if let Err(f) = d.check_headers(req) {
+        return c.reply(&d.error(&f));
+    }
+    let body: Value = match serde_json::from_slice(&req.body) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = format!("We could not parse the JSON body of your request: {e}");
+            return c.reply(&d.error(&Failure::Invalid(msg)));
+        }
+    };
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    if let (false, Some(pause)) = (stream, sc.slow) {
+        thread::sleep(pause);
+    }
+    if sc.empty_200 {
+        return c.send(200, JSON, &[], b"not json");
+    }
+    if sc.context_error {
+        return c.reply(&d.error(&Failure::ContextLength));
+    }
+    if let Some(status) = sc.error {
+        return c.reply(&d.error(&Failure::Status(status)));
+    }
+    // Without an x-request-id there is nothing to remember: answer normally.
+    if sc.fail_first
+        && req
+            .header("x-request-id")
+            .is_some_and(|id| st.fail_first.first_time(id))
+    {
+        return c.reply(&d.error(&Failure::Status(503)));
+    }
+    let prompt = match d.parse(&body) {
+        Ok(p) => p,
+        Err(f) => return c.reply(&d.error(&f)),
+    };
+    let answer = plan(&prompt, &sc, d.name(), d.tool_preface());
+    let meta = st.meta();
+    if !prompt.stream {
+        let body = to_json(&d.response(&prompt, &answer, meta));
+        return c.send(200, JSON, &[], body.as_bytes());
+    }
+    if c.verbose {
+        eprintln!("  -> 200 stream");
+    }
+    c.buf.clear();
+    stream_head(&mut c.buf, SSE, c.keep_alive);
+    c.w.write_all(&c.buf)?;
+    let events = d.stream(&prompt, &answer, meta);
+    match sse::send(&mut c.w, &events, &d.stream_error(), &sc)? {
+        End::Complete => Ok(c.keep_alive),
+        End::Cut => {
+            // Abrupt end: no terminating chunk, connection gone.
+            let _ = c.w.shutdown(Shutdown::Both);
+            Ok(false)
+        }
+    }
+}
+
+/// Benchmark path: pre-rendered answer, model filled in, one write.
+fn fast(
+    req: &Request,
+    c: &mut Conn,
+    st: &State,
+    d: &dyn Dialect,
+    answers: &FastAnswers,
+) -> io::Result<bool> {
+    if let Err(f) = d.check_headers(req) {
+        return c.reply(&d.error(&f));
+    }
+    let Ok(FastRequest {
+        model: Some(model),
+        stream,
+    }) = serde_json::from_slice(&req.body)
+    else {
+        // Let the full path produce the vendor's 400.
+        return completion(req, c, st, d);
+    };
+    c.body.clear();
+    if stream {
+        answers.sse.render(&model, &mut c.body);
+        c.buf.clear();
+        stream_head(&mut c.buf, SSE, c.keep_alive);
+        push_chunk(&mut c.buf, &c.body);
+        c.buf.extend_from_slice(LAST_CHUNK);
+        c.w.write_all(&c.buf)?;
+        return Ok(c.keep_alive);
+    }
+    answers.json.render(&model, &mut c.body);
+    write_response(&mut c.w, &mut c.buf, 200, JSON, &[], &c.body, c.keep_alive)?;
+    Ok(c.keep_alive)
+}

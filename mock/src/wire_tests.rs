@@ -1,0 +1,495 @@
+//! Wire-format tests: the exact shape of each dialect's streams, Anthropic
+//! validation errors, and a few requests through a real socket.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::answer::plan;
+use crate::anthropic::Anthropic;
+use crate::dialect::{Dialect, Failure, Meta};
+use crate::openai::OpenAi;
+use crate::scenario::Scenario;
+use crate::server::{serve, State};
+use crate::sse::{dechunk, send};
+
+/// Parses SSE text into (event name, data) pairs, accepting \n or \r\n.
+fn parse_sse(text: &str) -> Vec<(Option<String>, String)> {
+    let text = text.replace("\r\n", "\n");
+    text.split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let mut name = None;
+            let mut data = String::new();
+            for line in e.lines() {
+                if let Some(n) = line.strip_prefix("event: ") {
+                    name = Some(n.to_owned());
+                } else if let Some(d) = line.strip_prefix("data: ") {
+                    data.push_str(d);
+                } else {
+                    panic!("unexpected SSE line {line:?}");
+                }
+            }
+            (name, data)
+        })
+        .collect()
+}
+
+/// Runs a request body through a dialect's stream and back through an SSE parser.
+fn stream(d: &dyn Dialect, body: Value, scenario: &str) -> Vec<(Option<String>, String)> {
+    let sc = Scenario::parse(scenario);
+    let p = d.parse(&body).unwrap();
+    assert!(p.stream);
+    let a = plan(&p, &sc, d.name(), d.tool_preface());
+    let events = d.stream(&p, &a, Meta { seq: 7, created: 1 });
+    let mut out = Vec::new();
+    send(&mut out, &events, &d.stream_error(), &sc).unwrap();
+    let (body, _, terminated) = dechunk(&out);
+    assert!(terminated);
+    parse_sse(std::str::from_utf8(&body).unwrap())
+}
+
+fn data(e: &(Option<String>, String)) -> Value {
+    serde_json::from_str(&e.1).unwrap()
+}
+
+#[test]
+fn openai_text_stream_shape() {
+    let body = json!({"model": "gpt-4o", "stream": true, "stream_options": {"include_usage": true},
+                      "messages": [{"role": "system", "content": "be brief"},
+                                   {"role": "user", "content": "hi there"}]});
+    let ev = stream(&OpenAi, body, "crlf");
+    let answer = "Hello from the mock openai provider. You said: hi there";
+    // role + one chunk per word + finish + usage + [DONE]
+    assert_eq!(ev.len(), 1 + 10 + 1 + 1 + 1);
+    assert!(ev.iter().all(|e| e.0.is_none()));
+    assert_eq!(ev.last().unwrap().1, "[DONE]");
+    let chunks: Vec<Value> = ev.iter().take(ev.len() - 1).map(data).collect();
+    for c in &chunks {
+        assert_eq!(c["object"], "chat.completion.chunk");
+        assert_eq!(c["id"], "chatcmpl-mock7");
+        assert_eq!(c["model"], "gpt-4o");
+        assert!(
+            c.get("usage").is_some(),
+            "include_usage: usage on every chunk"
+        );
+    }
+    let first = &chunks[0]["choices"][0];
+    assert_eq!(first["delta"], json!({"role": "assistant", "content": ""}));
+    assert_eq!(first["finish_reason"], Value::Null);
+    assert_eq!(chunks[0]["usage"], Value::Null);
+    let text: String = chunks[1..11]
+        .iter()
+        .map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, answer);
+    assert_eq!(chunks[11]["choices"][0]["delta"], json!({}));
+    assert_eq!(chunks[11]["choices"][0]["finish_reason"], "stop");
+    assert_eq!(chunks[12]["choices"], json!([]));
+    let u = &chunks[12]["usage"];
+    assert_eq!(
+        (u["prompt_tokens"].as_u64(), u["completion_tokens"].as_u64()),
+        (Some(4), Some(10))
+    );
+    assert_eq!(u["total_tokens"], 14);
+    assert_eq!(u["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+#[test]
+fn openai_tool_stream_shape() {
+    let body = json!({"model": "gpt-4o", "stream": true, "tool_choice": "required",
+        "messages": [{"role": "user", "content": "weather in Paris?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city", "unit"]}}}]});
+    let ev = stream(&OpenAi, body, "split");
+    assert_eq!(ev.last().unwrap().1, "[DONE]");
+    let chunks: Vec<Value> = ev.iter().take(ev.len() - 1).map(data).collect();
+    assert!(chunks.iter().all(|c| c.get("usage").is_none()));
+    assert_eq!(
+        chunks[0]["choices"][0]["delta"],
+        json!({"role": "assistant", "content": null})
+    );
+    let start = &chunks[1]["choices"][0]["delta"]["tool_calls"][0];
+    assert_eq!(start["index"], 0);
+    assert_eq!(start["id"], "call_1");
+    assert_eq!(start["type"], "function");
+    assert_eq!(
+        start["function"],
+        json!({"name": "get_weather", "arguments": ""})
+    );
+    let last = chunks.len() - 1;
+    let args: String = chunks[2..last]
+        .iter()
+        .map(|c| {
+            let tc = &c["choices"][0]["delta"]["tool_calls"][0];
+            assert_eq!(tc["index"], 0);
+            assert!(tc.get("id").is_none());
+            tc["function"]["arguments"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert!(last - 2 >= 3, "arguments come in several fragments");
+    assert_eq!(args, r#"{"city":"example","unit":"c"}"#);
+    assert_eq!(chunks[last]["choices"][0]["finish_reason"], "tool_calls");
+}
+
+#[test]
+fn anthropic_text_stream_shape() {
+    let body = json!({"model": "claude-x", "max_tokens": 5, "stream": true, "system": "sys words",
+                      "messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]});
+    let ev = stream(&Anthropic, body, "");
+    let names: Vec<&str> = ev.iter().map(|e| e.0.as_deref().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "content_block_start",
+            "ping",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    for e in &ev {
+        assert_eq!(
+            data(e)["type"],
+            e.0.as_deref().unwrap(),
+            "type field matches event name"
+        );
+    }
+    let start = data(&ev[0]);
+    assert_eq!(start["message"]["id"], "msg_mock7");
+    assert_eq!(start["message"]["content"], json!([]));
+    assert_eq!(start["message"]["stop_reason"], Value::Null);
+    assert_eq!(start["message"]["usage"]["input_tokens"], 3);
+    assert_eq!(start["message"]["usage"]["output_tokens"], 1);
+    assert_eq!(
+        data(&ev[1])["content_block"],
+        json!({"type": "text", "text": ""})
+    );
+    let text: String = ev[3..8]
+        .iter()
+        .map(|e| {
+            let d = data(e);
+            assert_eq!(d["index"], 0);
+            assert_eq!(d["delta"]["type"], "text_delta");
+            d["delta"]["text"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(text, "Hello from the mock anthropic");
+    assert_eq!(
+        data(&ev[9]),
+        json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens", "stop_sequence": null},
+               "usage": {"output_tokens": 5}})
+    );
+}
+
+#[test]
+fn anthropic_tool_stream_uses_block_index_after_text() {
+    let tools = json!([{"name": "a", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}},
+                       {"name": "b", "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}]);
+    let body = json!({"model": "claude-x", "max_tokens": 100, "stream": true, "tools": tools,
+                      "messages": [{"role": "user", "content": "go"}]});
+    let ev = stream(&Anthropic, body, "two-tools");
+    let starts: Vec<Value> = ev
+        .iter()
+        .filter(|e| e.0.as_deref() == Some("content_block_start"))
+        .map(data)
+        .collect();
+    assert_eq!(starts.len(), 3);
+    assert_eq!(starts[0]["content_block"]["type"], "text");
+    assert_eq!(starts[1]["index"], 1);
+    assert_eq!(
+        starts[1]["content_block"],
+        json!({"type": "tool_use", "id": "toolu_1", "name": "a", "input": {}})
+    );
+    assert_eq!(starts[2]["index"], 2);
+    assert_eq!(starts[2]["content_block"]["id"], "toolu_2");
+    let partial = |index: u64| -> String {
+        ev.iter()
+            .map(data)
+            .filter(|d| d["type"] == "content_block_delta" && d["index"] == index)
+            .map(|d| {
+                assert_eq!(d["delta"]["type"], "input_json_delta");
+                d["delta"]["partial_json"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(partial(1), r#"{"q":"example"}"#);
+    assert_eq!(partial(2), r#"{"n":1}"#);
+    let delta = ev
+        .iter()
+        .map(data)
+        .find(|d| d["type"] == "message_delta")
+        .unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+    assert_eq!(ev.last().unwrap().0.as_deref(), Some("message_stop"));
+}
+
+#[test]
+fn anthropic_validation_errors() {
+    let ok_msgs = json!([{"role": "user", "content": "hi"}]);
+    let cases = [
+        (
+            json!({"model": "m", "max_tokens": 1, "messages": ok_msgs, "n": 2}),
+            "n: Extra inputs are not permitted",
+        ),
+        (
+            json!({"max_tokens": 1, "messages": ok_msgs}),
+            "model: Field required",
+        ),
+        (
+            json!({"model": "m", "messages": ok_msgs}),
+            "max_tokens: Field required",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 0, "messages": ok_msgs}),
+            "greater than or equal to 1",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 1.5, "messages": ok_msgs}),
+            "max_tokens: Input should be a valid integer",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 1, "messages": []}),
+            "at least 1 item",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 1}),
+            "messages: Field required",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 1, "messages": [{"role": "system", "content": "x"}]}),
+            "Unexpected role \"system\"",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "video"}]}]}),
+            "messages.0.content.0: Input tag 'video'",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/bmp", "data": "AA"}}]}]}),
+            "media_type",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 1, "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+            {"role": "user", "content": "no result"}]}),
+            "`tool_use` ids were found without `tool_result` blocks immediately after: t1",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 1, "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "tool_result", "tool_use_id": "t1", "content": "r"}]}]}),
+            "`tool_result` blocks must come first",
+        ),
+        (
+            json!({"model": "m", "max_tokens": 1, "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": "x"}]}]}),
+            "input: Input should be a valid dictionary",
+        ),
+    ];
+    for (body, want) in cases {
+        match Anthropic.parse(&body) {
+            Err(Failure::Invalid(msg)) => {
+                assert!(msg.contains(want), "{msg:?} should contain {want:?}")
+            }
+            other => panic!("{body}: expected 400, got {other:?}"),
+        }
+    }
+    let reply = Anthropic.error(&Failure::Invalid("x: bad".into()));
+    assert_eq!(reply.status, 400);
+    let v: Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(
+        v,
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": "x: bad"}})
+    );
+}
+
+#[test]
+fn anthropic_tool_result_round_trip() {
+    let body = json!({"model": "m", "max_tokens": 100, "tools": [{"name": "f", "input_schema": {}}],
+        "tool_choice": {"type": "any"},
+        "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Let me check."},
+                                              {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                          "content": [{"type": "text", "text": "42"}]}]}]});
+    let p = Anthropic.parse(&body).unwrap();
+    let a = plan(
+        &p,
+        &Scenario::default(),
+        "anthropic",
+        Anthropic.tool_preface(),
+    );
+    let v = Anthropic.response(&p, &a, Meta { seq: 1, created: 1 });
+    assert_eq!(
+        v["content"],
+        json!([{"type": "text", "text": "Tool result received: 42"}])
+    );
+    assert_eq!(v["stop_reason"], "end_turn");
+}
+
+#[test]
+fn error_bodies() {
+    let r = OpenAi.error(&Failure::Status(429));
+    assert_eq!((r.status, r.retry_after), (429, Some("7")));
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["error"]["type"], "requests");
+    assert_eq!(v["error"]["code"], "rate_limit_exceeded");
+    assert_eq!(OpenAi.error(&Failure::Status(529)).status, 503);
+    let v: Value = serde_json::from_str(&OpenAi.error(&Failure::ContextLength).body).unwrap();
+    assert_eq!(v["error"]["code"], "context_length_exceeded");
+    for (status, kind) in [
+        (403, "permission_error"),
+        (413, "request_too_large"),
+        (503, "api_error"),
+        (529, "overloaded_error"),
+    ] {
+        let r = Anthropic.error(&Failure::Status(status));
+        assert_eq!(r.status, status);
+        let v: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(v["error"]["type"], kind);
+    }
+}
+
+// ---- through a real socket ----
+
+fn start() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let state = Arc::new(State::new(false, false));
+    std::thread::spawn(move || serve(listener, state));
+    addr
+}
+
+/// Minimal client: returns (status, lowercased head, body, terminated).
+fn exchange(r: &mut BufReader<TcpStream>, raw: &str) -> (u16, String, String, bool) {
+    r.get_mut().write_all(raw.as_bytes()).unwrap();
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line.to_ascii_lowercase());
+    }
+    let status = head[9..12].parse().unwrap();
+    let mut body = Vec::new();
+    let mut terminated = true;
+    if head.contains("transfer-encoding: chunked") {
+        r.read_to_end(&mut body).unwrap_or(0);
+        let (b, _, t) = dechunk(&body);
+        body = b;
+        terminated = t;
+    } else if let Some(l) = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+    {
+        body.resize(l.trim().parse().unwrap(), 0);
+        r.read_exact(&mut body).unwrap();
+    }
+    (status, head, String::from_utf8(body).unwrap(), terminated)
+}
+
+fn connect(addr: &str) -> BufReader<TcpStream> {
+    BufReader::new(TcpStream::connect(addr).unwrap())
+}
+
+#[test]
+fn socket_keep_alive_chunked_body_and_recording() {
+    let addr = start();
+    let mut c = connect(&addr);
+    let body = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"ping"}],"max_tokens":3}"#;
+    let (a, b) = body.split_at(10);
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer k\r\nX-Test-Id: T1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        a.len(),
+        b.len()
+    );
+    let (status, _, resp, _) = exchange(&mut c, &req);
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&resp).unwrap();
+    assert_eq!(v["object"], "chat.completion");
+    assert_eq!(v["choices"][0]["message"]["content"], "Hello from the");
+    assert_eq!(v["choices"][0]["finish_reason"], "length");
+    assert_eq!(
+        v["usage"]["completion_tokens_details"]["reasoning_tokens"],
+        0
+    );
+
+    // Same connection: missing key, then an anthropic scenario error.
+    let req = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (status, _, resp, _) = exchange(&mut c, &req);
+    assert_eq!(status, 401);
+    assert!(resp.contains("invalid_api_key"));
+    let req = "POST /v1/messages HTTP/1.1\r\nx-api-key: k\r\nanthropic-version: 2023-06-01\r\nx-mock-scenario: error-429\r\nContent-Length: 2\r\n\r\n{}";
+    let (status, head, resp, _) = exchange(&mut c, req);
+    assert_eq!(status, 429);
+    assert!(head.contains("retry-after: 7"));
+    assert!(resp.contains("rate_limit_error"));
+
+    let (status, _, resp, _) = exchange(&mut c, "GET /_mock/requests?test_id=T1 HTTP/1.1\r\n\r\n");
+    assert_eq!(status, 200);
+    let list: Value = serde_json::from_str(&resp).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["headers"]["x-test-id"], "T1");
+    assert_eq!(list[0]["body"]["model"], "gpt-4o");
+    let (_, _, resp, _) = exchange(&mut c, "GET /_mock/requests HTTP/1.1\r\n\r\n");
+    assert_eq!(
+        serde_json::from_str::<Value>(&resp)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let (status, _, _, _) = exchange(&mut c, "DELETE /_mock/requests HTTP/1.1\r\n\r\n");
+    assert_eq!(status, 200);
+    let (_, _, resp, _) = exchange(
+        &mut c,
+        "GET /_mock/requests HTTP/1.1\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(resp, "[]");
+}
+
+#[test]
+fn socket_fail_first_and_cut() {
+    let addr = start();
+    let body = r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"x"}]}"#;
+    let req = |scenario: &str| {
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer k\r\nx-request-id: r1\r\nx-mock-scenario: {scenario}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let (status, _, _, _) = exchange(&mut connect(&addr), &req("fail-first"));
+    assert_eq!(status, 503);
+    let (status, head, resp, terminated) = exchange(&mut connect(&addr), &req("fail-first"));
+    assert_eq!(status, 200);
+    assert!(head.contains("text/event-stream"));
+    assert!(terminated && resp.ends_with("data: [DONE]\n\n"));
+    let (status, _, resp, terminated) = exchange(&mut connect(&addr), &req("cut"));
+    assert_eq!(status, 200);
+    assert!(!terminated, "cut: no terminating chunk");
+    assert!(!resp.ends_with("\n\n"), "cut mid-event");
+    let (_, _, resp, _) = exchange(&mut connect(&addr), &req("empty-200"));
+    assert_eq!(resp, "not json");
+}

@@ -1,0 +1,331 @@
+"""The gateway through a real Envoy: translation both ways, streams, errors,
+retries, routing safety. Each test checks what the client got AND what the
+mock provider received."""
+
+import http.client
+import json
+import time
+
+import pytest
+
+from sse_client import stream
+
+USER_HI = [{"role": "user", "content": "hi there"}]
+
+
+def chunks(events):
+    return [e for _, e in events if isinstance(e, dict)]
+
+
+def content_of(events):
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks(events) if c.get("choices"))
+
+
+# --- plain chat, both dialects ------------------------------------------------
+
+def test_openai_non_stream(gw, test_id):
+    status, headers, body = gw.chat(
+        {"model": "mock-openai", "messages": USER_HI, "request_id": "req-" + test_id, "temperature": 0.2},
+        **{"x-test-id": test_id, "authorization": "Bearer client-key"})
+    assert status == 200, body
+    assert body["object"] == "chat.completion"
+    assert body["provider"] == "mock-openai"
+    assert body["model"] == "mock-gpt-4o"
+    assert body["choices"][0]["message"]["content"].endswith("You said: hi there")
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] > 0
+    assert headers["x-llm-provider"] == "mock-openai"
+    assert headers["x-llm-model"] == "mock-gpt-4o"
+    assert headers["x-request-id"] == "req-" + test_id
+    [sent] = gw.mock_requests(test_id)
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["headers"]["authorization"] == "Bearer sk-mock-openai", "vendor key replaces the client's"
+    assert sent["headers"]["x-request-id"] == "req-" + test_id, "request id is the upstream idempotency key"
+    assert sent["body"]["model"] == "mock-gpt-4o"
+    assert sent["body"]["temperature"] == 0.2
+    assert "request_id" not in sent["body"], "our extension must not reach the vendor"
+
+
+def test_anthropic_non_stream(gw, test_id):
+    status, headers, body = gw.chat(
+        {"model": "whatever", "max_tokens": 50, "stop": ["STOPHERE"],
+         "messages": [{"role": "system", "content": "be brief"}] + USER_HI},
+        **{"x-model-group": "mock-anthropic", "x-test-id": test_id, "authorization": "Bearer client-key"})
+    assert status == 200, body
+    assert body["object"] == "chat.completion"
+    assert body["provider"] == "mock-anthropic"
+    assert body["model"] == "mock-claude-sonnet"
+    assert body["choices"][0]["message"]["content"].endswith("You said: hi there")
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert body["usage"]["completion_tokens"] > 0
+    [sent] = gw.mock_requests(test_id)
+    assert sent["path"] == "/v1/messages"
+    assert sent["headers"]["x-api-key"] == "sk-mock-anthropic"
+    assert sent["headers"]["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in sent["headers"], "other vendors' auth headers are removed"
+    assert sent["body"]["system"] == [{"type": "text", "text": "be brief"}]
+    assert sent["body"]["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi there"}]}]
+    assert sent["body"]["max_tokens"] == 50
+    assert sent["body"]["stop_sequences"] == ["STOPHERE"]
+
+
+def test_anthropic_finish_reason_length(gw, test_id):
+    status, _, body = gw.chat({"model": "m", "max_tokens": 2, "messages": USER_HI},
+                              **{"x-model-group": "mock-anthropic"})
+    assert status == 200
+    assert body["choices"][0]["finish_reason"] == "length"
+    assert body["usage"]["completion_tokens"] == 2
+
+
+# --- streams ------------------------------------------------------------------
+
+@pytest.mark.parametrize("group", ["mock-openai", "mock-anthropic"])
+@pytest.mark.parametrize("include_usage", [False, True])
+def test_stream(gw, group, include_usage):
+    body = {"model": "m", "messages": USER_HI, "stream": True}
+    if include_usage:
+        body["stream_options"] = {"include_usage": True}
+    status, headers, events = stream(gw.base, body, {"x-model-group": group})
+    assert status == 200
+    assert headers["content-type"].startswith("text/event-stream")
+    assert "content-length" not in headers
+    assert events[-1][1] == "[DONE]"
+    cs = chunks(events)
+    assert len({c["id"] for c in cs}) == 1, "one id per response"
+    assert all(c["object"] == "chat.completion.chunk" for c in cs)
+    assert cs[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert content_of(events).endswith("You said: hi there")
+    finishes = [c["choices"][0]["finish_reason"] for c in cs if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert finishes == ["stop"]
+    usage_chunks = [c for c in cs if c.get("usage")]
+    if include_usage:
+        assert len(usage_chunks) == 1 and usage_chunks[0]["choices"] == []
+        assert usage_chunks[0]["usage"]["completion_tokens"] > 0
+    else:
+        assert usage_chunks == []
+
+
+def test_stream_always_asks_openai_for_usage(gw, test_id):
+    stream(gw.base, {"model": "mock-openai", "messages": USER_HI, "stream": True}, {"x-test-id": test_id})
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["stream_options"] == {"include_usage": True}
+
+
+@pytest.mark.parametrize("group", ["mock-openai", "mock-anthropic"])
+def test_stream_split_mid_utf8_is_reassembled(gw, group):
+    status, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+                               {"x-model-group": group, "x-mock-scenario": "split"})
+    assert status == 200
+    text = content_of(events)
+    for piece in ("héllo", "wörld", "你好", "🌍"):
+        assert piece in text, text
+    assert events[-1][1] == "[DONE]"
+
+
+def test_stream_crlf(gw):
+    _, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+                          {"x-model-group": "mock-anthropic", "x-mock-scenario": "crlf"})
+    assert content_of(events).endswith("You said: hi there")
+
+
+def test_stream_arrives_incrementally(gw):
+    _, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+                          {"x-model-group": "mock-anthropic", "x-mock-scenario": "slow=100"})
+    times = [t for t, e in events if isinstance(e, dict) and e["choices"] and e["choices"][0]["delta"].get("content")]
+    assert len(times) >= 5
+    # Paced 100 ms apart upstream: a gateway that buffered would deliver them together.
+    assert times[-1] - times[0] > 0.3
+
+
+@pytest.mark.parametrize("group", ["mock-openai", "mock-anthropic"])
+def test_stream_error_mid_stream(gw, group):
+    _, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+                          {"x-model-group": group, "x-mock-scenario": "stream-error"})
+    last = events[-1][1]
+    assert isinstance(last, dict) and "error" in last, events[-3:]
+    assert last["error"]["code"] in ("UPSTREAM_BUSY", "UPSTREAM_ERROR")
+    assert all(e != "[DONE]" for _, e in events)
+
+
+# --- tools ----------------------------------------------------------------------
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather for a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def test_anthropic_tool_call_round_trip(gw, test_id):
+    headers = {"x-model-group": "mock-anthropic", "x-test-id": test_id}
+    messages = [{"role": "user", "content": "weather in Paris?"}]
+    status, _, body = gw.chat({"model": "m", "messages": messages, "tools": [WEATHER_TOOL],
+                               "tool_choice": "required"}, **headers)
+    assert status == 200, body
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    [call] = choice["message"]["tool_calls"]
+    assert call["type"] == "function" and call["function"]["name"] == "get_weather"
+    assert call["id"].startswith("toolu_"), "vendor ids are kept"
+    assert json.loads(call["function"]["arguments"]) == {"city": "example"}
+    messages += [choice["message"], {"role": "tool", "tool_call_id": call["id"], "content": "sunny, 21C"}]
+    status, _, body = gw.chat({"model": "m", "messages": messages, "tools": [WEATHER_TOOL]}, **headers)
+    assert status == 200, body
+    assert body["choices"][0]["message"]["content"] == "Tool result received: sunny, 21C"
+    first, second = gw.mock_requests(test_id)
+    assert first["body"]["tool_choice"] == {"type": "any"}
+    assert first["body"]["tools"][0]["input_schema"] == WEATHER_TOOL["function"]["parameters"]
+    follow_up = second["body"]["messages"]
+    assert follow_up[1]["role"] == "assistant"
+    assert {"type": "tool_use", "id": call["id"], "name": "get_weather", "input": {"city": "example"}} in follow_up[1]["content"]
+    assert follow_up[2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call["id"], "content": "sunny, 21C"}]}
+
+
+def test_anthropic_streamed_parallel_tool_calls(gw):
+    _, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True,
+                                    "tools": [WEATHER_TOOL, {"type": "function", "function": {"name": "get_time"}}]},
+                          {"x-model-group": "mock-anthropic", "x-mock-scenario": "two-tools"})
+    calls = {}
+    for c in chunks(events):
+        for tc in c["choices"][0]["delta"].get("tool_calls", []) if c["choices"] else []:
+            slot = calls.setdefault(tc["index"], {"id": None, "name": None, "args": ""})
+            slot["id"] = tc.get("id") or slot["id"]
+            slot["name"] = tc.get("function", {}).get("name") or slot["name"]
+            slot["args"] += tc.get("function", {}).get("arguments", "")
+    assert sorted(calls) == [0, 1], "tool calls are numbered 0,1 whatever the vendor block index"
+    assert calls[0]["name"] == "get_weather" and json.loads(calls[0]["args"]) == {"city": "example"}
+    assert calls[1]["name"] == "get_time" and json.loads(calls[1]["args"] or "{}") == {}
+    finishes = [c["choices"][0]["finish_reason"] for c in chunks(events) if c["choices"] and c["choices"][0]["finish_reason"]]
+    assert finishes == ["tool_calls"]
+
+
+# --- errors ---------------------------------------------------------------------
+
+def assert_unified_error(status, headers, body, want_status, code):
+    assert status == want_status, body
+    assert headers["content-type"].startswith("application/json")
+    err = body["error"]
+    assert err["code"] == code
+    assert set(err) == {"message", "type", "code", "param", "provider", "request_id"}
+    assert err["request_id"] == headers["x-request-id"]
+    return err
+
+
+def test_anthropic_529_becomes_503_upstream_busy(gw, test_id):
+    status, headers, body = gw.chat({"model": "m", "messages": USER_HI},
+                                    **{"x-model-group": "mock-anthropic", "x-mock-scenario": "error-529", "x-test-id": test_id})
+    err = assert_unified_error(status, headers, body, 503, "UPSTREAM_BUSY")
+    assert err["provider"] == "mock-anthropic"
+    assert err["message"] == "Overloaded"
+    # 529 is mapped to 503 before the router sees it, so Envoy's retry policy applies.
+    assert len(gw.mock_requests(test_id)) == 3
+
+
+@pytest.mark.parametrize("group", ["mock-openai", "mock-anthropic"])
+@pytest.mark.parametrize("scenario,status,code", [
+    ("error-400", 400, "INVALID_REQUEST"),
+    ("error-400-context", 400, "CONTEXT_LENGTH_EXCEEDED"),
+    ("error-401", 401, "AUTH_FAILED"),
+    ("error-403", 403, "PERMISSION_DENIED"),
+    ("error-404", 404, "MODEL_NOT_FOUND"),
+    ("error-413", 413, "PAYLOAD_TOO_LARGE"),
+    ("error-429", 429, "UPSTREAM_RATE_LIMIT"),
+    ("error-500", 502, "UPSTREAM_ERROR"),
+    ("error-503", 503, "UPSTREAM_BUSY"),
+    ("empty-200", 502, "UPSTREAM_ERROR"),
+])
+def test_vendor_errors_are_unified(gw, group, scenario, status, code):
+    s, headers, body = gw.chat({"model": "m", "messages": USER_HI},
+                               **{"x-model-group": group, "x-mock-scenario": scenario})
+    err = assert_unified_error(s, headers, body, status, code)
+    assert err["provider"] == group
+    if scenario == "error-429":
+        assert headers["retry-after"] == "7"
+
+
+def test_connection_refused_is_503_json(gw):
+    status, headers, body = gw.chat({"model": "m", "messages": USER_HI}, **{"x-model-group": "dead"})
+    err = assert_unified_error(status, headers, body, 503, "UPSTREAM_BUSY")
+    assert "connect" in err["message"]
+
+
+def test_route_timeout_is_504_json(gw):
+    status, headers, body = gw.chat({"model": "m", "messages": USER_HI},
+                                    **{"x-model-group": "mock-anthropic", "x-mock-scenario": "slow=3000",
+                                       "x-test-route": "short-timeout"})
+    assert_unified_error(status, headers, body, 504, "UPSTREAM_TIMEOUT")
+
+
+def test_retry_is_translated_per_attempt(gw, test_id):
+    rid = "retry-" + str(time.time_ns())
+    status, headers, body = gw.chat({"model": "m", "messages": USER_HI},
+                                    **{"x-model-group": "mock-anthropic", "x-mock-scenario": "fail-first",
+                                       "x-request-id": rid, "x-test-id": test_id})
+    assert status == 200, body
+    assert body["choices"][0]["message"]["content"].endswith("You said: hi there")
+    first, second = gw.mock_requests(test_id)
+    for attempt in (first, second):
+        assert attempt["path"] == "/v1/messages"
+        assert attempt["headers"]["x-api-key"] == "sk-mock-anthropic"
+        assert attempt["headers"]["x-request-id"] == rid
+        assert attempt["body"]["model"] == "mock-claude-sonnet"
+    assert first["body"] == second["body"]
+
+
+def test_stream_cut_mid_event_ends_with_error(gw):
+    # The vendor closes the connection mid-event: Envoy resets the client's
+    # stream, so the client sees a failure, never a silent, complete-looking answer.
+    with pytest.raises(http.client.IncompleteRead):
+        stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+               {"x-model-group": "mock-anthropic", "x-mock-scenario": "cut"})
+
+
+# --- the edge's own answers -------------------------------------------------------
+
+@pytest.mark.parametrize("body,param", [
+    ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages[0]"),
+    ({"model": "m", "messages": []}, "messages"),
+    ({"model": "m"}, "messages"),
+    ({"model": "m", "messages": USER_HI, "temperature": "hot"}, "temperature"),
+    ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "messages[0]"),
+])
+def test_bad_input_is_400_naming_the_field(gw, test_id, body, param):
+    status, headers, resp = gw.chat(body, **{"x-test-id": test_id})
+    err = assert_unified_error(status, headers, resp, 400, "INVALID_REQUEST")
+    assert err["param"] == param, err
+    assert gw.mock_requests(test_id) == [], "no upstream is contacted"
+
+
+def test_invalid_json_is_400(gw, test_id):
+    status, headers, body = gw.request("POST", "/v1/chat/completions", raw=b'{"model": "m", "messages": [',
+                                       headers={"x-test-id": test_id})
+    assert_unified_error(status, headers, json.loads(body), 400, "INVALID_REQUEST")
+    assert gw.mock_requests(test_id) == []
+
+
+def test_unknown_model_group_is_404(gw):
+    status, headers, body = gw.chat({"model": "m", "messages": USER_HI}, **{"x-model-group": "nope"})
+    err = assert_unified_error(status, headers, body, 404, "MODEL_NOT_FOUND")
+    assert err["param"] == "x-model-group"
+
+
+def test_client_cannot_steer_the_cluster(gw, test_id):
+    status, headers, body = gw.chat({"model": "mock-openai", "messages": USER_HI},
+                                    **{"x-llm-cluster": "mock_anthropic", "x-test-id": test_id})
+    assert status == 200
+    assert headers["x-llm-provider"] == "mock-openai"
+    [sent] = gw.mock_requests(test_id)
+    assert sent["path"] == "/v1/chat/completions"
+
+
+def test_payload_over_envoy_buffer_limit_is_413_json(gw):
+    big = {"model": "m", "messages": [{"role": "user", "content": "x" * (9 * 1024 * 1024)}]}
+    status, headers, body = gw.request("POST", "/v1/chat/completions", big)
+    assert_unified_error(status, headers, json.loads(body), 413, "PAYLOAD_TOO_LARGE")
+
+
+def test_models_list(gw):
+    status, _, body = gw.request("GET", "/v1/models")
+    assert status == 200
+    data = json.loads(body)
+    assert data["object"] == "list"
+    assert {"mock-openai", "mock-anthropic"} <= {m["id"] for m in data["data"]}
