@@ -73,6 +73,11 @@ pub trait Dialect: Sync {
     /// A decoder for this vendor's stream, writing through `writer`.
     fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder>;
 
+    /// Whether a 2xx answer with this content type is the stream we asked for.
+    fn is_stream_content_type(&self, content_type: &str) -> bool {
+        content_type.starts_with("text/event-stream")
+    }
+
     /// Maps a non-2xx vendor response to the unified error.
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError;
 }
