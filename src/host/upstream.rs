@@ -226,20 +226,20 @@ impl HttpContext for Upstream {
         self.set_http_response_header("x-llm-provider", Some(&self.provider_name));
         self.set_http_response_header("x-llm-model", Some(&self.model));
         self.set_http_response_header("content-length", None);
-        let is_event_stream = self
-            .get_http_response_header("content-type")
-            .is_some_and(|ct| ct.starts_with("text/event-stream"));
         if !(200..300).contains(&status) {
             self.mode = Mode::Error(status);
             return Action::Pause;
         }
-        if self.stream && is_event_stream {
+        let Some((_, dialect)) = self.provider() else {
+            return self.fail(no_provider(&self.provider_name));
+        };
+        let content_type = self
+            .get_http_response_header("content-type")
+            .unwrap_or_default();
+        if self.stream && dialect.is_stream_content_type(&content_type) {
             let writer =
                 ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
-            let decoder = match self.provider() {
-                Some((_, dialect)) => dialect.stream_decoder(writer),
-                None => return self.fail(no_provider(&self.provider_name)),
-            };
+            let decoder = dialect.stream_decoder(writer);
             self.mode = Mode::Stream(decoder);
             self.set_http_response_header("content-type", Some("text/event-stream"));
             self.set_http_response_header("cache-control", Some("no-cache"));
