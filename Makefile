@@ -10,7 +10,7 @@ PY        := $(VENV)/bin/python
 WASM      := target/wasm32-wasip1/release/llm_gateway.wasm
 MOCK      := target/release/mock-provider
 
-.PHONY: help setup toolchain venv build run test test-unit test-wasm test-integration lint clean
+.PHONY: key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set)"
@@ -36,6 +36,11 @@ build: toolchain
 
 run: build venv
 	$(PY) scripts/gateway.py run
+
+# The hash to put in the filter config's auth.keys[].sha256 for a new key.
+key-hash:
+	@test -n "$(KEY)" || { echo "usage: make key-hash KEY=<new gateway key>"; exit 2; }
+	@python3 -c 'import hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())' "$(KEY)"
 
 lint: toolchain
 	cargo fmt --all -- --check

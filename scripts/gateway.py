@@ -8,6 +8,7 @@ and the wasm path rewritten, and the real vendors added when their keys are set.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -37,6 +38,11 @@ VENDORS = {
         "group": "anthropic", "cluster": "anthropic",
     },
 }
+
+
+def key_hash(key):
+    """What the filter config stores for a gateway key: its hex SHA-256."""
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def free_port():
@@ -106,6 +112,10 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
             config["providers"][vendor["provider"]] = {"dialect": vendor["dialect"], "host": vendor["host"], "api_key_env": var}
             config["model_groups"][vendor["group"]] = {"cluster": vendor["cluster"]}
             bootstrap["static_resources"]["clusters"].append(tls_cluster(vendor["cluster"], vendor["host"], vendor["provider"]))
+    gateway_keys = [k.strip() for k in env.get("GATEWAY_API_KEYS", "").split(",") if k.strip()]
+    if gateway_keys:
+        config["auth"] = {"enabled": True, "keys": [
+            {"name": f"key-{i + 1}", "sha256": key_hash(k), "groups": ["*"]} for i, k in enumerate(gateway_keys)]}
     config["providers"].update(extra_providers or {})
     config["model_groups"].update(extra_groups or {})
     bootstrap["static_resources"]["clusters"].extend(extra_clusters or [])
@@ -195,6 +205,9 @@ def run(args):
     groups = sorted(json.loads(edge["configuration"]["value"])["model_groups"])
     print(f"LLM gateway on http://127.0.0.1:{args.port}/v1 (Envoy admin http://127.0.0.1:{args.admin_port})")
     print(f"mock provider on 127.0.0.1:{mock_port}; model groups: {', '.join(groups)}")
+    auth = json.loads(edge["configuration"]["value"])["auth"]
+    print("gateway keys: " + ("on (GATEWAY_API_KEYS)" if auth.get("enabled", True) else
+                              "off (set GATEWAY_API_KEYS=key1,key2 to require them)"))
     print(f"Envoy log: {ROOT / '.run/envoy.log'}; Ctrl-C to stop")
     print(f"""try: curl -s http://127.0.0.1:{args.port}/v1/chat/completions -H 'content-type: application/json' \\
        -H 'x-model-group: mock-anthropic' -d '{{"model":"any","messages":[{{"role":"user","content":"hi"}}]}}'""")
@@ -218,9 +231,13 @@ def main():
     r.add_argument("--admin-port", type=int, default=9901)
     r.add_argument("--mock-port", type=int, default=18000)
     r.add_argument("--log-level", default="info")
+    h = sub.add_parser("key-hash", help="print the SHA-256 to put in auth.keys[].sha256 for a new key")
+    h.add_argument("key")
     args = parser.parse_args()
     if args.cmd == "run":
         run(args)
+    elif args.cmd == "key-hash":
+        print(key_hash(args.key))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use crate::auth::Auth;
 use crate::dialects::DialectKind;
 
 #[derive(Debug, Deserialize)]
@@ -20,6 +21,32 @@ pub struct Config {
     /// Group used when neither the header nor the body model names one.
     #[serde(default)]
     pub default_model_group: Option<String>,
+    /// Gateway keys. Required, so that turning auth off is always explicit.
+    pub auth: Auth,
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// Request limits, enforced by the edge role before any upstream is contacted.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest request body; larger ones get 413, decided from `content-length`
+    /// before buffering. Envoy's own buffer limit (listener
+    /// `per_connection_buffer_limit_bytes`) must be at least this large.
+    pub max_body_bytes: u64,
+    pub max_messages: usize,
+    pub max_tools: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 8 << 20,
+            max_messages: 1000,
+            max_tools: 128,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -34,7 +61,7 @@ pub struct Provider {
     pub base_path: String,
     /// The vendor key, inline. Prefer `api_key_env`.
     #[serde(default)]
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// Environment variable of the wasm VM (`vm_config.environment_variables`) holding the key.
     #[serde(default)]
     pub api_key_env: Option<String>,
@@ -44,9 +71,26 @@ pub struct Provider {
     /// `max_tokens` sent when the client gave none (vendors like Anthropic require one).
     #[serde(default = "default_max_tokens")]
     pub default_max_tokens: u32,
-    /// The key after resolving `api_key_env`; never printed.
+    /// The key after resolving `api_key_env`.
     #[serde(skip)]
-    pub resolved_key: Option<String>,
+    pub resolved_key: Option<Secret>,
+}
+
+/// A credential: its `Debug` never shows it, so no log line can.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
 }
 
 fn default_max_tokens() -> u32 {
@@ -77,6 +121,31 @@ impl Config {
     pub fn parse(bytes: &[u8], env: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
         let mut config: Config =
             serde_json::from_slice(bytes).map_err(|e| format!("invalid configuration: {e}"))?;
+        config.auth.validate()?;
+        for (field, value) in [
+            ("limits.max_body_bytes", config.limits.max_body_bytes),
+            ("limits.max_messages", config.limits.max_messages as u64),
+            ("limits.max_tools", config.limits.max_tools as u64),
+        ] {
+            if value == 0 {
+                return Err(format!("{field}: must be at least 1"));
+            }
+        }
+        if config.limits.max_messages > crate::unified::MAX_MESSAGES {
+            return Err(format!(
+                "limits.max_messages: at most {} is supported",
+                crate::unified::MAX_MESSAGES
+            ));
+        }
+        for (i, key) in config.auth.keys.iter().enumerate() {
+            if let Some(g) = key
+                .groups
+                .iter()
+                .find(|g| *g != "*" && !config.model_groups.contains_key(*g))
+            {
+                return Err(format!("auth.keys[{i}].groups: no model group named '{g}'"));
+            }
+        }
         if config.providers.is_empty() {
             return Err("providers: at least one provider is required".into());
         }
@@ -107,7 +176,7 @@ impl Config {
             provider.resolved_key = match (&provider.api_key, &provider.api_key_env) {
                 (Some(key), None) => Some(key.clone()),
                 (None, Some(var)) => match env(var) {
-                    Some(key) if !key.is_empty() => Some(key),
+                    Some(key) if !key.is_empty() => Some(Secret(key)),
                     _ => {
                         return Err(format!(
                             "{field}.api_key_env: environment variable {var} is not set"
@@ -176,7 +245,8 @@ mod tests {
             "an": {"dialect": "anthropic", "host": "api.anthropic.com", "api_key": "k", "models": {"*": "claude"}}
         },
         "model_groups": {"fast": {"cluster": "c1"}, "smart": {"cluster": "c2"}},
-        "default_model_group": "fast"
+        "default_model_group": "fast",
+        "auth": {"enabled": false}
     }"#;
 
     fn env(name: &str) -> Option<String> {
@@ -186,7 +256,14 @@ mod tests {
     #[test]
     fn parses_and_resolves_keys() {
         let c = Config::parse(GOOD.as_bytes(), env).unwrap();
-        assert_eq!(c.providers["oa"].resolved_key.as_deref(), Some("secret"));
+        assert_eq!(
+            c.providers["oa"].resolved_key.as_ref().map(Secret::expose),
+            Some("secret")
+        );
+        assert!(
+            !format!("{c:?}").contains("secret"),
+            "Debug never shows keys"
+        );
         assert_eq!(c.providers["oa"].vendor_model("fast", "x"), "gpt-4o-mini");
         assert_eq!(c.providers["oa"].vendor_model("smart", "x"), "x");
         assert_eq!(c.providers["an"].vendor_model("smart", "x"), "claude");
@@ -231,6 +308,22 @@ mod tests {
                 "providers.an.host",
             ),
             ("{}".to_string(), "providers"),
+            (
+                GOOD.replace(r#""auth": {"enabled": false}"#, r#""auth": {}"#),
+                "auth.keys",
+            ),
+            (
+                GOOD.replace(r#"        "auth": {"enabled": false}"#, "")
+                    .replace(r#""fast","#, r#""fast""#),
+                "auth",
+            ),
+            (
+                GOOD.replace(
+                    r#""auth": {"enabled": false}"#,
+                    r#""auth": {"enabled": false}, "limits": {"max_tools": 0}"#,
+                ),
+                "limits.max_tools",
+            ),
             ("[".to_string(), "invalid configuration"),
         ];
         for (doc, needle) in cases {

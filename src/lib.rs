@@ -3,6 +3,7 @@
 //! Everything but [`host`] is pure Rust, tested natively; `host` is the thin
 //! glue to proxy-wasm (the edge role and the upstream role).
 
+pub mod auth;
 pub mod config;
 pub mod dialects;
 pub mod error;

@@ -13,24 +13,63 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import gateway  # noqa: E402
 
 
+# Gateway keys of the test gateway (auth is on, as in production).
+ALL_GROUPS_KEY = "gw-test-key-all-groups"
+OPENAI_ONLY_KEY = "gw-test-key-openai-only"
+# The vendor keys in envoy/gateway.yaml: no client may ever see them.
+VENDOR_KEYS = ("sk-mock-openai", "sk-mock-anthropic")
+
+
+# Above Envoy's buffer limit (8 MiB), so both 413 paths can be tested.
+MAX_BODY_BYTES = 64 << 20
+
+
+def configure_test_gateway(config):
+    """Auth on (as in production) and a body limit above Envoy's buffer limit."""
+    config["limits"]["max_body_bytes"] = MAX_BODY_BYTES
+    config["auth"] = {"enabled": True, "keys": [
+        {"name": "tester", "sha256": gateway.key_hash(ALL_GROUPS_KEY), "groups": ["*"]},
+        {"name": "openai-only", "sha256": gateway.key_hash(OPENAI_ONLY_KEY), "groups": ["mock-openai"]},
+    ]}
+
+
 class Gateway:
-    def __init__(self, port, admin_port, mock_port, workdir):
+    def __init__(self, port, admin_port, mock_port, workdir, key=ALL_GROUPS_KEY):
         self.base = f"http://127.0.0.1:{port}"
         self.admin = f"http://127.0.0.1:{admin_port}"
         self.mock = f"http://127.0.0.1:{mock_port}"
         self.workdir = workdir
+        self.key = key
+        # Every response any test saw, for the secrets scan.
+        self.seen = []
+
+    def default_headers(self, headers=None):
+        """Our key unless the test says otherwise; a value of None drops the header."""
+        hdrs = {"content-type": "application/json"}
+        if self.key:
+            hdrs["authorization"] = f"Bearer {self.key}"
+        hdrs.update(headers or {})
+        return {k: v for k, v in hdrs.items() if v is not None}
+
+    def record(self, headers, body):
+        self.seen.append((json.dumps(headers), body if isinstance(body, bytes) else str(body).encode()))
 
     def request(self, method, path, body=None, headers=None, raw=None):
         """Returns (status, headers, body bytes)."""
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        hdrs = {"content-type": "application/json"}
-        hdrs.update(headers or {})
-        req = urllib.request.Request(self.base + path, data=data, method=method, headers=hdrs)
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers=self.default_headers(headers))
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+                result = r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
         except urllib.error.HTTPError as e:
-            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+            result = e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+        self.record(result[1], result[2])
+        return result
+
+    def stats(self, prefix=""):
+        with urllib.request.urlopen(f"{self.admin}/stats?filter={prefix}", timeout=5) as r:
+            return dict(line.split(": ", 1) for line in r.read().decode().splitlines() if ": " in line)
 
     def chat(self, body, **headers):
         status, hdrs, data = self.request("POST", "/v1/chat/completions", body, headers)
@@ -63,10 +102,11 @@ def gw(tmp_path_factory):
         extra_groups={"dead": {"cluster": "dead"}},
         extra_clusters=[gateway.static_cluster("dead", dead_port, DEAD_PORT_PROVIDER)],
         extra_routes=short_timeout_route,
+        edit=configure_test_gateway,
     )
     envoy = None
     try:
-        envoy = gateway.start_envoy(bootstrap, workdir, admin_port)
+        envoy = gateway.start_envoy(bootstrap, workdir, admin_port, log_level="info")
         yield Gateway(port, admin_port, mock_port, workdir)
     finally:
         gateway.stop(envoy)

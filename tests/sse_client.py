@@ -5,14 +5,12 @@ import json
 import time
 
 
-def stream(base, body, headers=None, timeout=30):
-    """POSTs a streaming chat request; returns (status, headers, [(t, event)])
-    where event is the parsed JSON, the string "[DONE]", or raw text."""
-    host = base.split("//", 1)[1]
+def stream(gw, body, headers=None, timeout=30):
+    """POSTs a streaming chat request through the gateway `gw`; returns
+    (status, headers, [(t, event)]) where event is the parsed JSON or "[DONE]"."""
+    host = gw.base.split("//", 1)[1]
     conn = http.client.HTTPConnection(host, timeout=timeout)
-    hdrs = {"content-type": "application/json"}
-    hdrs.update(headers or {})
-    conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=hdrs)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=gw.default_headers(headers))
     resp = conn.getresponse()
     status = resp.status
     resp_headers = {k.lower(): v for k, v in resp.getheaders()}
@@ -29,6 +27,7 @@ def stream(base, body, headers=None, timeout=30):
             assert text.startswith("data: "), text
             data = text[len("data: "):]
             events.append((time.monotonic(), data if data == "[DONE]" else json.loads(data)))
+            gw.record(resp_headers, raw)
     conn.close()
     assert buf == b"", f"unterminated event at end of stream: {buf!r}"
     return status, resp_headers, events

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from conftest import ALL_GROUPS_KEY, MAX_BODY_BYTES
 from sse_client import stream
 
 USER_HI = [{"role": "user", "content": "hi there"}]
@@ -26,7 +27,7 @@ def content_of(events):
 def test_openai_non_stream(gw, test_id):
     status, headers, body = gw.chat(
         {"model": "mock-openai", "messages": USER_HI, "request_id": "req-" + test_id, "temperature": 0.2},
-        **{"x-test-id": test_id, "authorization": "Bearer client-key"})
+        **{"x-test-id": test_id})
     assert status == 200, body
     assert body["object"] == "chat.completion"
     assert body["provider"] == "mock-openai"
@@ -39,7 +40,7 @@ def test_openai_non_stream(gw, test_id):
     assert headers["x-request-id"] == "req-" + test_id
     [sent] = gw.mock_requests(test_id)
     assert sent["path"] == "/v1/chat/completions"
-    assert sent["headers"]["authorization"] == "Bearer sk-mock-openai", "vendor key replaces the client's"
+    assert sent["headers"]["authorization"] == "Bearer sk-mock-openai", "vendor key replaces the caller's"
     assert sent["headers"]["x-request-id"] == "req-" + test_id, "request id is the upstream idempotency key"
     assert sent["body"]["model"] == "mock-gpt-4o"
     assert sent["body"]["temperature"] == 0.2
@@ -50,7 +51,9 @@ def test_anthropic_non_stream(gw, test_id):
     status, headers, body = gw.chat(
         {"model": "whatever", "max_tokens": 50, "stop": ["STOPHERE"],
          "messages": [{"role": "system", "content": "be brief"}] + USER_HI},
-        **{"x-model-group": "mock-anthropic", "x-test-id": test_id, "authorization": "Bearer client-key"})
+        # The gateway key as x-api-key this time: Anthropic's own auth header name.
+        **{"x-model-group": "mock-anthropic", "x-test-id": test_id, "authorization": None,
+           "x-api-key": ALL_GROUPS_KEY})
     assert status == 200, body
     assert body["object"] == "chat.completion"
     assert body["provider"] == "mock-anthropic"
@@ -63,6 +66,7 @@ def test_anthropic_non_stream(gw, test_id):
     assert sent["headers"]["x-api-key"] == "sk-mock-anthropic"
     assert sent["headers"]["anthropic-version"] == "2023-06-01"
     assert "authorization" not in sent["headers"], "other vendors' auth headers are removed"
+    assert "gw-test-key" not in json.dumps(sent["headers"]), "the caller's gateway key never reaches a vendor"
     assert sent["body"]["system"] == [{"type": "text", "text": "be brief"}]
     assert sent["body"]["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi there"}]}]
     assert sent["body"]["max_tokens"] == 50
@@ -85,7 +89,7 @@ def test_stream(gw, group, include_usage):
     body = {"model": "m", "messages": USER_HI, "stream": True}
     if include_usage:
         body["stream_options"] = {"include_usage": True}
-    status, headers, events = stream(gw.base, body, {"x-model-group": group})
+    status, headers, events = stream(gw, body, {"x-model-group": group})
     assert status == 200
     assert headers["content-type"].startswith("text/event-stream")
     assert "content-length" not in headers
@@ -106,14 +110,14 @@ def test_stream(gw, group, include_usage):
 
 
 def test_stream_always_asks_openai_for_usage(gw, test_id):
-    stream(gw.base, {"model": "mock-openai", "messages": USER_HI, "stream": True}, {"x-test-id": test_id})
+    stream(gw, {"model": "mock-openai", "messages": USER_HI, "stream": True}, {"x-test-id": test_id})
     [sent] = gw.mock_requests(test_id)
     assert sent["body"]["stream_options"] == {"include_usage": True}
 
 
 @pytest.mark.parametrize("group", ["mock-openai", "mock-anthropic"])
 def test_stream_split_mid_utf8_is_reassembled(gw, group):
-    status, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+    status, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True},
                                {"x-model-group": group, "x-mock-scenario": "split"})
     assert status == 200
     text = content_of(events)
@@ -123,13 +127,13 @@ def test_stream_split_mid_utf8_is_reassembled(gw, group):
 
 
 def test_stream_crlf(gw):
-    _, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+    _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True},
                           {"x-model-group": "mock-anthropic", "x-mock-scenario": "crlf"})
     assert content_of(events).endswith("You said: hi there")
 
 
 def test_stream_arrives_incrementally(gw):
-    _, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+    _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True},
                           {"x-model-group": "mock-anthropic", "x-mock-scenario": "slow=100"})
     times = [t for t, e in events if isinstance(e, dict) and e["choices"] and e["choices"][0]["delta"].get("content")]
     assert len(times) >= 5
@@ -139,7 +143,7 @@ def test_stream_arrives_incrementally(gw):
 
 @pytest.mark.parametrize("group", ["mock-openai", "mock-anthropic"])
 def test_stream_error_mid_stream(gw, group):
-    _, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+    _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True},
                           {"x-model-group": group, "x-mock-scenario": "stream-error"})
     last = events[-1][1]
     assert isinstance(last, dict) and "error" in last, events[-3:]
@@ -181,7 +185,7 @@ def test_anthropic_tool_call_round_trip(gw, test_id):
 
 
 def test_anthropic_streamed_parallel_tool_calls(gw):
-    _, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True,
+    _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True,
                                     "tools": [WEATHER_TOOL, {"type": "function", "function": {"name": "get_time"}}]},
                           {"x-model-group": "mock-anthropic", "x-mock-scenario": "two-tools"})
     calls = {}
@@ -275,7 +279,7 @@ def test_stream_cut_mid_event_ends_with_error(gw):
     # The vendor closes the connection mid-event: Envoy resets the client's
     # stream, so the client sees a failure, never a silent, complete-looking answer.
     with pytest.raises(http.client.IncompleteRead):
-        stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+        stream(gw, {"model": "m", "messages": USER_HI, "stream": True},
                {"x-model-group": "mock-anthropic", "x-mock-scenario": "cut"})
 
 
@@ -315,6 +319,27 @@ def test_client_cannot_steer_the_cluster(gw, test_id):
     assert headers["x-llm-provider"] == "mock-openai"
     [sent] = gw.mock_requests(test_id)
     assert sent["path"] == "/v1/chat/completions"
+
+
+def test_declared_body_over_limit_is_413_before_buffering(gw, test_id):
+    # Only the headers and a few bytes are sent: the answer must come from the
+    # declared content-length alone.
+    import socket
+    host, port = gw.base.split("//", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as s:
+        s.sendall((f"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                   f"authorization: Bearer {ALL_GROUPS_KEY}\r\nx-test-id: {test_id}\r\n"
+                   f"content-length: {MAX_BODY_BYTES + 1}\r\n\r\n{{\"model\"").encode())
+        response = b""
+        while b"\r\n\r\n" not in response or not response.rstrip().endswith(b"}"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            response += chunk
+    head, _, body = response.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 413"), head
+    assert b'"code":"PAYLOAD_TOO_LARGE"' in body
+    assert gw.mock_requests(test_id) == []
 
 
 def test_payload_over_envoy_buffer_limit_is_413_json(gw):

@@ -10,7 +10,7 @@ import pytest
 
 @pytest.fixture
 def client(gw):
-    return openai.OpenAI(base_url=gw.base + "/v1", api_key="gateway-key", max_retries=0,
+    return openai.OpenAI(base_url=gw.base + "/v1", api_key=gw.key, max_retries=0,
                          default_headers={"x-model-group": "mock-anthropic"})
 
 

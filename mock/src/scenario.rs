@@ -32,6 +32,9 @@ pub struct Scenario {
     pub tool: bool,
     /// `two-tools`: call the first two tools in parallel.
     pub two_tools: bool,
+    /// `echo-key`: a 401 whose message quotes the credential received, as
+    /// some vendors do (the gateway must redact it).
+    pub echo_key: bool,
 }
 
 const DEFAULT_SLOW: Duration = Duration::from_millis(200);
@@ -52,6 +55,7 @@ impl Scenario {
                 "empty-200" => s.empty_200 = true,
                 "tool" => s.tool = true,
                 "two-tools" => s.two_tools = true,
+                "echo-key" => s.echo_key = true,
                 _ => {
                     if let Some(ms) = d.strip_prefix("slow=") {
                         s.slow = ms.parse().ok().map(Duration::from_millis);

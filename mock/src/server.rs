@@ -243,6 +243,14 @@ fn completion(req: &Request, c: &mut Conn, st: &State, d: &dyn Dialect) -> io::R
     if sc.empty_200 {
         return c.send(200, JSON, &[], b"not json");
     }
+    if sc.echo_key {
+        let received = ["authorization", "x-api-key", "api-key", "x-goog-api-key"]
+            .iter()
+            .find_map(|h| req.header(h))
+            .unwrap_or_default();
+        let msg = format!("Incorrect API key provided: {received}");
+        return c.reply(&d.error(&Failure::Auth(msg)));
+    }
     if sc.context_error {
         return c.reply(&d.error(&Failure::ContextLength));
     }

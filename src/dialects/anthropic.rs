@@ -322,7 +322,7 @@ impl Dialect for Anthropic {
             ("anthropic-version", API_VERSION.to_owned()),
         ];
         if let Some(key) = &target.provider.resolved_key {
-            headers.push(("x-api-key", key.clone()));
+            headers.push(("x-api-key", key.expose().to_owned()));
         }
         Ok(UpstreamRequest {
             path: format!("{}/v1/messages", target.provider.base_path),
@@ -659,7 +659,7 @@ mod tests {
     fn config() -> Config {
         Config::parse(
             br#"{"providers":{"an":{"dialect":"anthropic","api_key":"sk-ant","default_max_tokens":1000}},
-                 "model_groups":{"g":{"cluster":"c"}}}"#,
+                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
             |_| None,
         )
         .unwrap()

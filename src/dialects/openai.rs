@@ -50,7 +50,7 @@ impl Dialect for OpenAi {
         })?;
         let mut headers = vec![("content-type", "application/json".to_owned())];
         if let Some(key) = &target.provider.resolved_key {
-            headers.push(("authorization", format!("Bearer {key}")));
+            headers.push(("authorization", format!("Bearer {}", key.expose())));
         }
         Ok(UpstreamRequest {
             path: format!("{}/v1/chat/completions", target.provider.base_path),
@@ -236,7 +236,7 @@ mod tests {
     fn provider_config() -> Config {
         Config::parse(
             br#"{"providers":{"oa":{"dialect":"openai","api_key":"sk-test","base_path":"/proxy"}},
-                 "model_groups":{"g":{"cluster":"c"}}}"#,
+                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
             |_| None,
         )
         .unwrap()

@@ -1,19 +1,24 @@
-//! Edge role: the HCM filter in front of the router. Validates the unified
-//! request before any upstream is touched, picks the model group and its
-//! cluster, and turns Envoy's own local replies into unified errors.
+//! Edge role: the HCM filter in front of the router. Authenticates the
+//! caller, validates the unified request before any upstream is touched,
+//! picks the model group and its cluster, and turns Envoy's own local
+//! replies into unified errors.
 
 use std::rc::Rc;
 
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use super::{send_error, GROUP_PROPERTY};
+use super::{send_error, GROUP_PROPERTY, KEY_NAME_PROPERTY};
+use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
 use crate::unified::{valid_request_id, ChatRequest};
 
 /// Header the route's `cluster_header` reads. Always ours, never the client's.
 pub const CLUSTER_HEADER: &str = "x-llm-cluster";
+
+/// Request headers only the gateway may set: dropped from every client request.
+const INTERNAL_HEADERS: &[&str] = &[CLUSTER_HEADER, "x-llm-provider", "x-llm-model"];
 
 enum State {
     /// Not an API path of ours: pass through untouched.
@@ -32,6 +37,7 @@ pub struct Edge {
     config: Rc<Config>,
     state: State,
     request_id: String,
+    caller: Caller,
 }
 
 impl Edge {
@@ -40,6 +46,7 @@ impl Edge {
             config,
             state: State::Passthrough,
             request_id: String::new(),
+            caller: Caller::Anyone,
         }
     }
 
@@ -49,18 +56,97 @@ impl Edge {
         Action::Pause
     }
 
+    /// Authenticates the caller and removes its key from the request, so it
+    /// never reaches a vendor.
+    fn authenticate(&mut self) -> Result<(), GatewayError> {
+        let authorization = self.get_http_request_header("authorization");
+        let x_api_key = self.get_http_request_header("x-api-key");
+        self.set_http_request_header("authorization", None);
+        self.set_http_request_header("x-api-key", None);
+        self.caller = self.config.auth.authenticate(presented_key(
+            authorization.as_deref(),
+            x_api_key.as_deref(),
+        ))?;
+        let name = self.config.auth.caller_name(self.caller);
+        if !name.is_empty() {
+            self.set_property(vec![KEY_NAME_PROPERTY], Some(name.as_bytes()));
+        }
+        Ok(())
+    }
+
+    /// `GET /v1/models`: the groups this caller may use.
     fn models_list(&self) -> Vec<u8> {
         let data: Vec<serde_json::Value> = self
             .config
             .model_groups
             .keys()
-            .map(|name| serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "llm-gateway"}))
+            .filter(|name| self.config.auth.allows(self.caller, name))
+            .map(|name| {
+                serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "llm-gateway"})
+            })
             .collect();
         serde_json::to_vec(&serde_json::json!({"object": "list", "data": data})).unwrap_or_default()
     }
 
+    /// Checks the request line and headers of a chat request.
+    fn on_chat_headers(&mut self, method: &str, end_of_stream: bool) -> Result<(), GatewayError> {
+        if method != "POST" {
+            return Err(GatewayError::invalid(
+                "method",
+                format!(
+                    "/v1/chat/completions accepts POST, not {}",
+                    method.escape_debug()
+                ),
+            ));
+        }
+        if let Some(ct) = self.get_http_request_header("content-type") {
+            if !ct.to_ascii_lowercase().starts_with("application/json") {
+                return Err(GatewayError::invalid(
+                    "content-type",
+                    "content-type must be application/json",
+                ));
+            }
+        }
+        if end_of_stream {
+            return Err(GatewayError::invalid("body", "request body is empty"));
+        }
+        // Refuse an oversized body before buffering a byte of it.
+        let max = self.config.limits.max_body_bytes;
+        if let Some(length) = self.get_http_request_header("content-length") {
+            if length.trim().parse::<u64>().map_or(true, |n| n > max) {
+                return Err(GatewayError::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("request body is larger than {max} bytes"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn on_chat_body(&mut self, body: &[u8]) -> Result<(), GatewayError> {
+        let limits = &self.config.limits;
+        if body.len() as u64 > limits.max_body_bytes {
+            return Err(GatewayError::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "request body is larger than {} bytes",
+                    limits.max_body_bytes
+                ),
+            ));
+        }
         let request = ChatRequest::parse(body)?;
+        if request.messages.len() > limits.max_messages {
+            return Err(GatewayError::invalid(
+                "messages",
+                format!("at most {} messages are accepted", limits.max_messages),
+            ));
+        }
+        if request.tools.len() > limits.max_tools {
+            return Err(GatewayError::invalid(
+                "tools",
+                format!("at most {} tools are accepted", limits.max_tools),
+            ));
+        }
         if let Some(id) = &request.request_id {
             if !valid_request_id(id) {
                 return Err(GatewayError::invalid(
@@ -75,6 +161,7 @@ impl Edge {
         let (group, model_group) = self
             .config
             .resolve_group(header.as_deref(), &request.model)?;
+        self.config.auth.check_group(self.caller, group)?;
         self.set_http_request_header(CLUSTER_HEADER, Some(&model_group.cluster));
         self.set_property(vec![GROUP_PROPERTY], Some(group.as_bytes()));
         Ok(())
@@ -85,54 +172,40 @@ impl Context for Edge {}
 
 impl HttpContext for Edge {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        // Only our filter may choose the cluster.
-        self.set_http_request_header(CLUSTER_HEADER, None);
+        for name in INTERNAL_HEADERS {
+            self.set_http_request_header(name, None);
+        }
         self.request_id = match self.get_http_request_header("x-request-id") {
             Some(id) if valid_request_id(&id) => id,
             _ => {
-                let id = format!(
-                    "llm-{:x}",
-                    self.get_current_time()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_nanos())
-                        .unwrap_or_default()
-                );
+                let nanos = self
+                    .get_current_time()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or_default();
+                let id = format!("llm-{nanos:x}");
                 self.set_http_request_header("x-request-id", Some(&id));
                 id
             }
         };
         let path = self.get_http_request_header(":path").unwrap_or_default();
         let path = path.split_once('?').map_or(path.as_str(), |(p, _)| p);
+        if !path.starts_with("/v1/") {
+            return Action::Continue;
+        }
+        if let Err(e) = self.authenticate() {
+            return self.reject(e);
+        }
         let method = self.get_http_request_header(":method").unwrap_or_default();
         match path {
-            "/v1/chat/completions" => {
-                if method != "POST" {
-                    return self.reject(GatewayError::invalid(
-                        "method",
-                        format!("{path} accepts POST, not {method}"),
-                    ));
+            "/v1/chat/completions" => match self.on_chat_headers(&method, end_of_stream) {
+                Ok(()) => {
+                    self.state = State::Chat;
+                    Action::Pause
                 }
-                if let Some(ct) = self.get_http_request_header("content-type") {
-                    if !ct.to_ascii_lowercase().starts_with("application/json") {
-                        return self.reject(GatewayError::invalid(
-                            "content-type",
-                            "content-type must be application/json",
-                        ));
-                    }
-                }
-                if end_of_stream {
-                    return self.reject(GatewayError::invalid("body", "request body is empty"));
-                }
-                self.state = State::Chat;
-                Action::Pause
-            }
-            "/v1/models" => {
-                if method != "GET" {
-                    return self.reject(GatewayError::invalid(
-                        "method",
-                        format!("{path} accepts GET, not {method}"),
-                    ));
-                }
+                Err(e) => self.reject(e),
+            },
+            "/v1/models" if method == "GET" => {
                 let body = self.models_list();
                 self.send_http_response(
                     200,
@@ -145,7 +218,11 @@ impl HttpContext for Edge {
                 self.state = State::Replied;
                 Action::Pause
             }
-            p if p.starts_with("/v1/") => {
+            "/v1/models" => self.reject(GatewayError::invalid(
+                "method",
+                format!("/v1/models accepts GET, not {}", method.escape_debug()),
+            )),
+            p => {
                 let mut e = GatewayError::new(
                     ErrorCode::ModelNotFound,
                     format!("unknown path {}", p.escape_debug()),
@@ -153,7 +230,6 @@ impl HttpContext for Edge {
                 e.param = Some("path".into());
                 self.reject(e)
             }
-            _ => Action::Continue,
         }
     }
 
@@ -162,6 +238,14 @@ impl HttpContext for Edge {
             return Action::Continue;
         }
         if !end_of_stream {
+            // Without content-length, enforce the limit while buffering.
+            if size as u64 > self.config.limits.max_body_bytes {
+                let max = self.config.limits.max_body_bytes;
+                return self.reject(GatewayError::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("request body is larger than {max} bytes"),
+                ));
+            }
             return Action::Pause;
         }
         let body = self.get_http_request_body(0, size).unwrap_or_default();

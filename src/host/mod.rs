@@ -20,8 +20,11 @@ mod upstream;
 pub const EDGE_ROOT_ID: &str = "llm_edge";
 pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
 
-/// Filter state key the edge role writes and every attempt reads: the model group.
+/// Filter state the edge role writes (`wasm.<name>` in access logs) and
+/// every attempt reads: the model group.
 const GROUP_PROPERTY: &str = "llm_group";
+/// Filter state: the caller's gateway key name.
+const KEY_NAME_PROPERTY: &str = "llm_key_name";
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);

@@ -9,7 +9,7 @@ use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use super::{send_error, unix_seconds, GROUP_PROPERTY};
-use crate::config::{Config, Provider};
+use crate::config::{Config, Provider, Secret};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target, AUTH_HEADERS};
 use crate::error::{redact, ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Origin};
@@ -130,7 +130,10 @@ impl Upstream {
             return no_provider(&self.provider_name);
         };
         let mut error = dialect.decode_error(status, body);
-        error.message = redact(&error.message, provider.resolved_key.as_deref());
+        error.message = redact(
+            &error.message,
+            provider.resolved_key.as_ref().map(Secret::expose),
+        );
         error.with_provider(&self.provider_name)
     }
 
