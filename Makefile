@@ -10,7 +10,7 @@ PY        := $(VENV)/bin/python
 WASM      := target/wasm32-wasip1/release/llm_gateway.wasm
 MOCK      := target/release/mock-provider
 
-.PHONY: key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean
+.PHONY: fuzz key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set)"
@@ -53,6 +53,11 @@ test-unit: toolchain
 # The core's unit tests compiled to wasm32-wasip1 and run under Node's WASI.
 test-wasm: toolchain
 	cargo test -p llm-gateway --lib --target wasm32-wasip1
+
+# Longer fuzzing pass than the one `make test` runs (see tests/fuzz.rs).
+FUZZ_ITERATIONS ?= 200000
+fuzz: toolchain
+	FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) cargo test --release --test fuzz -- --nocapture
 
 test-integration: build venv
 	$(PY) -m pytest -q tests

@@ -14,11 +14,16 @@ use crate::unified::ChatRequest;
 pub mod anthropic;
 pub mod openai;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DialectKind {
     Openai,
     Anthropic,
+}
+
+impl DialectKind {
+    /// Every dialect, for tests and benchmarks that must cover them all.
+    pub const ALL: &'static [DialectKind] = &[DialectKind::Openai, DialectKind::Anthropic];
 }
 
 pub fn dialect(kind: DialectKind) -> &'static dyn Dialect {

@@ -1,0 +1,211 @@
+//! Deterministic mutation fuzzing of everything that reads untrusted bytes:
+//! the unified request parser, SSE framing, and every dialect's response,
+//! error and stream decoders. The property: no panic, whatever the input
+//! and however it is split into chunks.
+//!
+//! `cargo test --test fuzz` runs a short pass (CI); `make fuzz` runs longer
+//! (FUZZ_ITERATIONS, default here 3000 per target).
+
+// Test code: indexing and expect are fine here.
+#![allow(clippy::indexing_slicing, clippy::expect_used)]
+
+use llm_gateway::config::Config;
+use llm_gateway::dialects::{dialect, DialectKind, Target};
+use llm_gateway::response::{ChunkWriter, Origin};
+use llm_gateway::sse::SseParser;
+use llm_gateway::unified::ChatRequest;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*: fast, deterministic, good enough to pick mutations.
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+}
+
+const TOKENS: &[&[u8]] = &[
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b"\"",
+    b",",
+    b":",
+    b"\\",
+    b"\\u0000",
+    b"\\ud800",
+    b"null",
+    b"true",
+    b"-1",
+    b"1e999",
+    b"18446744073709551616",
+    b"\r\n",
+    b"\n\n",
+    b"\r",
+    b"data: ",
+    b"event: ",
+    b": ping\n",
+    b"data: [DONE]\n\n",
+    "é".as_bytes(),
+    "你".as_bytes(),
+    "🌍".as_bytes(),
+    b"\xff",
+    b"\xf0\x9f",
+    b"\"role\":\"tool\"",
+    b"\"tool_calls\":[",
+    b"\"content\":[",
+    b"\"type\":\"tool_use\"",
+    b"\"index\":99999",
+];
+
+fn mutate(rng: &mut Rng, seed: &[u8]) -> Vec<u8> {
+    let mut data = seed.to_vec();
+    for _ in 0..=rng.below(8) {
+        let at = rng.below(data.len() + 1);
+        match rng.below(6) {
+            0 if !data.is_empty() => {
+                let i = rng.below(data.len());
+                data[i] ^= 1 << rng.below(8);
+            }
+            1 => data.insert(at, rng.next() as u8),
+            2 if at < data.len() => {
+                let end = (at + rng.below(16)).min(data.len());
+                data.drain(at..end);
+            }
+            3 if at < data.len() => {
+                let end = (at + rng.below(64)).min(data.len());
+                let copy = data[at..end].to_vec();
+                let to = rng.below(data.len() + 1);
+                data.splice(to..to, copy);
+            }
+            _ => {
+                let token = TOKENS[rng.below(TOKENS.len())];
+                data.splice(at..at, token.iter().copied());
+            }
+        }
+    }
+    data
+}
+
+fn iterations() -> usize {
+    std::env::var("FUZZ_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3000)
+}
+
+/// Splits `data` into random chunks.
+fn chunks<'a>(rng: &mut Rng, data: &'a [u8]) -> Vec<&'a [u8]> {
+    let mut out = Vec::new();
+    let mut rest = data;
+    while !rest.is_empty() {
+        let n = 1 + rng.below(rest.len().min(40));
+        let (a, b) = rest.split_at(n);
+        out.push(a);
+        rest = b;
+    }
+    out
+}
+
+const REQUESTS: &[&str] = &[
+    r#"{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,QUJD"}}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},{"role":"tool","tool_call_id":"c1","content":"42"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"required","temperature":0.5,"max_tokens":10,"stop":["x"],"stream":true,"stream_options":{"include_usage":true}}"#,
+    r#"{"model":"m","messages":[{"role":"user","content":"hello"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}},"n":1,"user":"u"}"#,
+];
+
+const STREAMS: &[&str] = &[
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":3}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{}}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"h\u{e9}\"}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":5}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\ndata: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n",
+];
+
+const RESPONSES: &[&str] = &[
+    r#"{"id":"msg_1","type":"message","model":"c","content":[{"type":"text","text":"hi"},{"type":"tool_use","id":"t","name":"f","input":{"a":1}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":2}}"#,
+    r#"{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#,
+    r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+    r#"{"error":{"message":"m","type":"t","param":null,"code":"context_length_exceeded"}}"#,
+];
+
+fn config() -> Config {
+    let providers: Vec<String> = DialectKind::ALL
+        .iter()
+        .enumerate()
+        .map(|(i, kind)| {
+            let name = serde_json::to_string(kind).unwrap_or_default();
+            format!(r#""p{i}":{{"dialect":{name},"api_key":"k"}}"#)
+        })
+        .collect();
+    let doc = format!(
+        r#"{{"providers":{{{}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#,
+        providers.join(",")
+    );
+    Config::parse(doc.as_bytes(), |_| None).expect("fuzz config")
+}
+
+#[test]
+fn request_parsing_and_encoding_never_panic() {
+    let config = config();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for i in 0..iterations() {
+        let input = mutate(&mut rng, REQUESTS[i % REQUESTS.len()].as_bytes());
+        if let Ok(request) = ChatRequest::parse(&input) {
+            for provider in config.providers.values() {
+                let _ = dialect(provider.dialect).encode_request(
+                    &request,
+                    &Target {
+                        provider,
+                        model: "m",
+                    },
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn sse_framing_never_panics() {
+    let mut rng = Rng(0xdead_beef_cafe_f00d);
+    for i in 0..iterations() {
+        let input = mutate(&mut rng, STREAMS[i % STREAMS.len()].as_bytes());
+        let mut parser = SseParser::with_limit(256);
+        for chunk in chunks(&mut rng, &input) {
+            let _ = parser.feed(chunk, &mut |_: &str, _: &str| {
+                Ok::<(), llm_gateway::sse::SseError>(())
+            });
+        }
+    }
+}
+
+#[test]
+fn decoders_never_panic() {
+    let mut rng = Rng(0x0123_4567_89ab_cdef);
+    for i in 0..iterations() {
+        for &kind in DialectKind::ALL {
+            let d = dialect(kind);
+            let body = mutate(&mut rng, RESPONSES[i % RESPONSES.len()].as_bytes());
+            let _ = d.decode_response(&body, &mut Origin::default());
+            let _ = d.decode_error(400 + (rng.below(200) as u16), &body);
+            let stream = mutate(&mut rng, STREAMS[i % STREAMS.len()].as_bytes());
+            let mut decoder =
+                d.stream_decoder(ChunkWriter::new(Origin::default(), "r".into(), i % 2 == 0));
+            let mut out = Vec::new();
+            for chunk in chunks(&mut rng, &stream) {
+                decoder.feed(chunk, &mut out);
+            }
+            decoder.finish(&mut out);
+            assert!(
+                std::str::from_utf8(&out).is_ok(),
+                "the unified stream is always valid UTF-8"
+            );
+        }
+    }
+}
