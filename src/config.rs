@@ -9,6 +9,8 @@ use serde::Deserialize;
 
 use crate::auth::Auth;
 use crate::dialects::DialectKind;
+use crate::error::{ErrorCode, GatewayError};
+pub use crate::routing::{Candidate, ModelGroup, Rule};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -18,13 +20,47 @@ pub struct Config {
     pub providers: BTreeMap<String, Provider>,
     /// Model groups: what clients ask for (header `x-model-group` or body `model`).
     pub model_groups: BTreeMap<String, ModelGroup>,
-    /// Group used when neither the header nor the body model names one.
+    /// Routing rules, tried (highest priority first) when neither the header
+    /// `x-model-group` nor the body's `model` names a group.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+    /// Group used when nothing else names one.
     #[serde(default)]
     pub default_model_group: Option<String>,
+    /// Lets a request header `x-llm-provider` pin a candidate's provider
+    /// (debugging). Off by default: clients must not choose the vendor.
+    #[serde(default)]
+    pub allow_provider_pin: bool,
+    #[serde(default)]
+    pub streaming: Streaming,
     /// Gateway keys. Required, so that turning auth off is always explicit.
     pub auth: Auth,
     #[serde(default)]
     pub limits: Limits,
+}
+
+/// First-event gating: the client's response headers wait for the vendor's
+/// first content event, so an error as the first event becomes a retryable
+/// status that Envoy can send to the next vendor instead of a broken 200.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Streaming {
+    pub hold_until_first_content: bool,
+    /// Stop holding after this long (checked as events arrive; Envoy's
+    /// per-try timeout covers a vendor that sends nothing at all).
+    pub max_hold_ms: u64,
+    /// Stop holding once this much translated output is waiting.
+    pub max_hold_bytes: usize,
+}
+
+impl Default for Streaming {
+    fn default() -> Self {
+        Self {
+            hold_until_first_content: true,
+            max_hold_ms: 10_000,
+            max_hold_bytes: 64 << 10,
+        }
+    }
 }
 
 /// Request limits, enforced by the edge role before any upstream is contacted.
@@ -95,13 +131,6 @@ impl std::fmt::Debug for Secret {
 
 fn default_max_tokens() -> u32 {
     4096
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelGroup {
-    /// Envoy cluster the route sends this group to (via header `x-llm-cluster`).
-    pub cluster: String,
 }
 
 impl Provider {
@@ -190,10 +219,49 @@ impl Config {
             return Err("model_groups: at least one model group is required".into());
         }
         for (name, group) in &config.model_groups {
-            if group.cluster.is_empty() {
-                return Err(format!("model_groups.{name}.cluster: must not be empty"));
+            let field = format!("model_groups.{name}");
+            if group.candidates.is_empty() {
+                return Err(format!(
+                    "{field}.candidates: at least one candidate is required"
+                ));
+            }
+            if group.candidates.iter().all(|c| c.weight == 0) {
+                return Err(format!(
+                    "{field}.candidates: at least one candidate needs a weight above 0"
+                ));
+            }
+            for (i, c) in group.candidates.iter().enumerate() {
+                if c.cluster.is_empty() {
+                    return Err(format!(
+                        "{field}.candidates[{i}].cluster: must not be empty"
+                    ));
+                }
+                if let Some(p) = c
+                    .provider
+                    .as_deref()
+                    .filter(|p| !config.providers.contains_key(*p))
+                {
+                    return Err(format!(
+                        "{field}.candidates[{i}].provider: no provider named '{p}'"
+                    ));
+                }
+                if c.model.is_some() && c.provider.is_none() {
+                    return Err(format!(
+                        "{field}.candidates[{i}].model: name the provider it belongs to"
+                    ));
+                }
             }
         }
+        for (i, rule) in config.rules.iter().enumerate() {
+            if !config.model_groups.contains_key(&rule.group) {
+                return Err(format!(
+                    "rules[{i}].group: no model group named '{}'",
+                    rule.group
+                ));
+            }
+        }
+        // Highest priority first; the sort is stable, so ties keep their order.
+        config.rules.sort_by_key(|r| std::cmp::Reverse(r.priority));
         if let Some(default) = &config.default_model_group {
             if !config.model_groups.contains_key(default) {
                 return Err(format!(
@@ -205,17 +273,25 @@ impl Config {
     }
 
     /// The group a request belongs to: header `x-model-group`, else the body
-    /// model when it names a group, else the default group.
+    /// model when it names a group, else the first matching rule, else the
+    /// default group.
     pub fn resolve_group<'a>(
         &'a self,
         header: Option<&'a str>,
         model: &'a str,
-    ) -> Result<(&'a str, &'a ModelGroup), crate::error::GatewayError> {
-        use crate::error::{ErrorCode, GatewayError};
+        request_header: &dyn Fn(&str) -> Option<String>,
+        task_type: Option<&str>,
+    ) -> Result<(&'a str, &'a ModelGroup), GatewayError> {
         let name = match header {
             Some(h) => h,
             None if self.model_groups.contains_key(model) => model,
-            None => self.default_model_group.as_deref().unwrap_or(model),
+            None => self
+                .rules
+                .iter()
+                .find(|r| r.matches(model, request_header, task_type))
+                .map(|r| r.group.as_str())
+                .or(self.default_model_group.as_deref())
+                .unwrap_or(model),
         };
         self.model_groups
             .get_key_value(name)
@@ -272,12 +348,74 @@ mod tests {
     #[test]
     fn resolves_groups() {
         let c = Config::parse(GOOD.as_bytes(), env).unwrap();
-        assert_eq!(c.resolve_group(Some("smart"), "fast").unwrap().0, "smart");
-        assert_eq!(c.resolve_group(None, "smart").unwrap().0, "smart");
-        assert_eq!(c.resolve_group(None, "gpt-x").unwrap().0, "fast");
-        let e = c.resolve_group(Some("nope"), "fast").unwrap_err();
+        let none = |_: &str| None;
+        assert_eq!(
+            c.resolve_group(Some("smart"), "fast", &none, None)
+                .unwrap()
+                .0,
+            "smart"
+        );
+        assert_eq!(
+            c.resolve_group(None, "smart", &none, None).unwrap().0,
+            "smart"
+        );
+        assert_eq!(
+            c.resolve_group(None, "gpt-x", &none, None).unwrap().0,
+            "fast"
+        );
+        let e = c
+            .resolve_group(Some("nope"), "fast", &none, None)
+            .unwrap_err();
         assert_eq!(e.status(), 404);
         assert_eq!(e.param.as_deref(), Some("x-model-group"));
+    }
+
+    #[test]
+    fn rules_by_priority_then_default() {
+        let doc = GOOD.replace(
+            r#""default_model_group": "fast","#,
+            r#""default_model_group": "fast",
+               "rules": [
+                 {"match": {"model": "claude-*"}, "group": "smart"},
+                 {"match": {"headers": {"x-route-key": "beta"}}, "group": "fast", "priority": 5},
+                 {"match": {"task_type": "summarize"}, "group": "smart", "priority": 5}
+               ],"#,
+        );
+        let c = Config::parse(doc.as_bytes(), env).unwrap();
+        let beta = |h: &str| (h == "x-route-key").then(|| "beta".to_string());
+        let none = |_: &str| None;
+        assert_eq!(
+            c.resolve_group(None, "claude-3", &none, None).unwrap().0,
+            "smart"
+        );
+        assert_eq!(
+            c.resolve_group(None, "claude-3", &beta, None).unwrap().0,
+            "fast",
+            "priority 5 wins"
+        );
+        assert_eq!(
+            c.resolve_group(None, "x", &none, Some("summarize"))
+                .unwrap()
+                .0,
+            "smart"
+        );
+        assert_eq!(
+            c.resolve_group(None, "x", &beta, Some("summarize"))
+                .unwrap()
+                .0,
+            "fast",
+            "ties keep order"
+        );
+        assert_eq!(
+            c.resolve_group(None, "other", &none, None).unwrap().0,
+            "fast",
+            "default"
+        );
+        assert_eq!(
+            c.resolve_group(None, "smart", &beta, None).unwrap().0,
+            "smart",
+            "a group name wins over rules"
+        );
     }
 
     #[test]
@@ -301,13 +439,34 @@ mod tests {
             ),
             (
                 GOOD.replace("\"cluster\": \"c1\"", "\"cluster\": \"\""),
-                "model_groups.fast.cluster",
+                "model_groups.fast.candidates[0].cluster",
             ),
             (
                 GOOD.replace("\"host\": \"api.anthropic.com\"", "\"host\": \"a/b\""),
                 "providers.an.host",
             ),
             ("{}".to_string(), "providers"),
+            (
+                GOOD.replace(
+                    r#"{"cluster": "c1"}"#,
+                    r#"{"candidates": [{"cluster": "c1", "provider": "zz"}]}"#,
+                ),
+                "model_groups.fast.candidates[0].provider",
+            ),
+            (
+                GOOD.replace(
+                    r#"{"cluster": "c1"}"#,
+                    r#"{"candidates": [{"cluster": "c1", "weight": 0}]}"#,
+                ),
+                "model_groups.fast.candidates",
+            ),
+            (
+                GOOD.replace(
+                    r#""default_model_group": "fast","#,
+                    r#""default_model_group": "fast", "rules": [{"group": "nope"}],"#,
+                ),
+                "rules[0].group",
+            ),
             (
                 GOOD.replace(r#""auth": {"enabled": false}"#, r#""auth": {}"#),
                 "auth.keys",

@@ -7,7 +7,9 @@ pub mod auth;
 pub mod config;
 pub mod dialects;
 pub mod error;
+pub mod estimate;
 pub mod response;
+pub mod routing;
 pub mod sse;
 pub mod unified;
 

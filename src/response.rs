@@ -200,6 +200,10 @@ pub struct ChunkWriter {
     include_usage: bool,
     role_sent: bool,
     finished: bool,
+    /// Text, a tool call or a finish reason has been written.
+    content_started: bool,
+    /// The error the stream ended with, if it did.
+    failure: Option<GatewayError>,
     pub usage: Option<Usage>,
     done: bool,
 }
@@ -212,6 +216,8 @@ impl ChunkWriter {
             include_usage,
             role_sent: false,
             finished: false,
+            content_started: false,
+            failure: None,
             usage: None,
             done: false,
         }
@@ -244,6 +250,12 @@ impl ChunkWriter {
         if !self.role_sent {
             delta.role = Some("assistant");
             self.role_sent = true;
+        }
+        if delta.content.is_some_and(|c| !c.is_empty())
+            || delta.tool_calls.is_some()
+            || finish_reason.is_some()
+        {
+            self.content_started = true;
         }
         let chunk = Chunk {
             id: &self.origin.id,
@@ -381,7 +393,17 @@ impl ChunkWriter {
             return;
         }
         write_data(out, &error.to_json(Some(&self.request_id)));
+        self.failure = Some(error.clone());
         self.done = true;
+    }
+
+    /// Whether the client has been sent anything an answer is made of.
+    pub fn content_started(&self) -> bool {
+        self.content_started
+    }
+
+    pub fn failure(&self) -> Option<&GatewayError> {
+        self.failure.as_ref()
     }
 
     pub fn is_done(&self) -> bool {
@@ -392,10 +414,12 @@ impl ChunkWriter {
         self.include_usage
     }
 
-    /// Forwards a chunk that is already in the unified shape (OpenAI upstreams).
-    pub fn passthrough(&mut self, out: &mut Vec<u8>, chunk_json: &[u8]) {
+    /// Forwards a chunk that is already in the unified shape (OpenAI
+    /// upstreams); `has_content` says whether it carries part of the answer.
+    pub fn passthrough(&mut self, out: &mut Vec<u8>, chunk_json: &[u8], has_content: bool) {
         if !self.done {
             self.role_sent = true;
+            self.content_started |= has_content;
             write_data(out, chunk_json);
         }
     }
@@ -467,6 +491,20 @@ mod tests {
         assert_eq!(ev[4]["choices"], serde_json::json!([]));
         assert_eq!(ev[4]["usage"]["total_tokens"], 7);
         assert!(ev.iter().all(|e| e["id"] == "chatcmpl-1"));
+    }
+
+    #[test]
+    fn tracks_content_and_failure() {
+        let mut w = ChunkWriter::new(origin(), "r".into(), false);
+        let mut out = Vec::new();
+        w.start(&mut out);
+        assert!(!w.content_started(), "the role chunk is not content");
+        let e = GatewayError::new(crate::error::ErrorCode::UpstreamBusy, "Overloaded");
+        w.error(&mut out, &e);
+        assert_eq!(w.failure(), Some(&e));
+        let mut w = ChunkWriter::new(origin(), "r".into(), false);
+        w.content(&mut out, "x");
+        assert!(w.content_started());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 """Runs last (file order): across everything the integration run did, no
-response and no Envoy log line carries a vendor key."""
+response and no Envoy log line carries a vendor key, and the wasm VM never
+panicked (a panic kills the VM and every later request fails)."""
 
 from conftest import VENDOR_KEYS
 
@@ -14,3 +15,11 @@ def test_no_vendor_key_in_any_response_or_log(gw):
     assert "llm gateway" in log, "the filter's own log lines are in the scanned log"
     for key in VENDOR_KEYS:
         assert key not in log
+
+
+def test_the_filter_never_panicked(gw):
+    log = (gw.workdir / "envoy.log").read_text()
+    assert "panicked" not in log
+    assert "RuntimeError" not in log
+    stats = gw.stats("wasm")
+    assert stats["wasm.llm_edge.vm_reload"] == "0" and stats["wasm.llm_upstream.vm_reload"] == "0"

@@ -93,7 +93,8 @@ pub trait StreamDecoder {
     fn feed(&mut self, input: &[u8], out: &mut Vec<u8>);
     /// The vendor stream ended: close the unified stream properly.
     fn finish(&mut self, out: &mut Vec<u8>);
-    fn usage(&self) -> Option<Usage>;
+    /// The writer: usage, whether content started, how the stream failed.
+    fn writer(&self) -> &ChunkWriter;
 }
 
 impl From<SseError> for GatewayError {
@@ -168,8 +169,8 @@ impl<H: SseEvents> StreamDecoder for SseStream<H> {
         }
     }
 
-    fn usage(&self) -> Option<Usage> {
-        self.writer.usage
+    fn writer(&self) -> &ChunkWriter {
+        &self.writer
     }
 }
 

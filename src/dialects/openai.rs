@@ -212,17 +212,28 @@ impl SseEvents for OpenAiEvents {
         if w.include_usage() {
             chunk.insert("usage".into(), Value::Null);
         }
-        if chunk
-            .get("choices")
-            .and_then(|c| c.get(0))
+        let choice = chunk.get("choices").and_then(|c| c.get(0));
+        let finished = choice
             .and_then(|c| c.get("finish_reason"))
-            .is_some_and(|f| !f.is_null())
-        {
+            .is_some_and(|f| !f.is_null());
+        if finished {
             w.mark_finished();
         }
+        let delta = choice.and_then(|c| c.get("delta"));
+        let has_content = finished
+            || delta
+                .and_then(|d| d.get("content"))
+                .and_then(Value::as_str)
+                .is_some_and(|c| !c.is_empty())
+            || delta
+                .and_then(|d| d.get("tool_calls"))
+                .is_some_and(|t| !t.is_null())
+            || delta
+                .and_then(|d| d.get("refusal"))
+                .is_some_and(|r| !r.is_null());
         chunk.insert("provider".into(), Value::String(w.origin.provider.clone()));
         let json = serde_json::to_vec(&chunk).map_err(|e| unparseable("stream event", e))?;
-        w.passthrough(out, &json);
+        w.passthrough(out, &json, has_content);
         Ok(())
     }
 }

@@ -8,10 +8,11 @@ use std::rc::Rc;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use super::{send_error, GROUP_PROPERTY, KEY_NAME_PROPERTY};
+use super::{send_error, CANDIDATE_PROPERTY, GROUP_PROPERTY, KEY_NAME_PROPERTY};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
+use crate::routing::Needs;
 use crate::unified::{valid_request_id, ChatRequest};
 
 /// Header the route's `cluster_header` reads. Always ours, never the client's.
@@ -38,6 +39,8 @@ pub struct Edge {
     state: State,
     request_id: String,
     caller: Caller,
+    /// `x-llm-provider` from the client, kept only when pins are allowed.
+    provider_pin: Option<String>,
 }
 
 impl Edge {
@@ -47,6 +50,7 @@ impl Edge {
             state: State::Passthrough,
             request_id: String::new(),
             caller: Caller::Anyone,
+            provider_pin: None,
         }
     }
 
@@ -158,20 +162,69 @@ impl Edge {
             self.set_http_request_header("x-request-id", Some(id));
         }
         let header = self.get_http_request_header("x-model-group");
-        let (group, model_group) = self
-            .config
-            .resolve_group(header.as_deref(), &request.model)?;
-        self.config.auth.check_group(self.caller, group)?;
-        self.set_http_request_header(CLUSTER_HEADER, Some(&model_group.cluster));
+        let task_type = request
+            .extra
+            .get("metadata")
+            .and_then(|m| m.get("task_type"))
+            .and_then(serde_json::Value::as_str);
+        let config = Rc::clone(&self.config);
+        let request_header = |name: &str| self.get_http_request_header(name);
+        let (group, model_group) = config.resolve_group(
+            header.as_deref(),
+            &request.model,
+            &request_header,
+            task_type,
+        )?;
+        config.auth.check_group(self.caller, group)?;
+        // Sticky by user when the request names one; otherwise spread by request id.
+        let user = self
+            .get_http_request_header("x-user-id")
+            .or_else(|| request.user.clone());
+        let bucket_key = match &user {
+            Some(u) => u.as_bytes().to_vec(),
+            None => next_spread_key(&self.request_id),
+        };
+        let index = model_group.choose(
+            group,
+            &Needs::of(&request),
+            &bucket_key,
+            self.provider_pin.as_deref(),
+        )?;
+        let cluster = model_group
+            .candidates
+            .get(index)
+            .map(|c| c.cluster.as_str())
+            .unwrap_or_default();
+        self.set_http_request_header(CLUSTER_HEADER, Some(cluster));
+        self.set_property(vec![CANDIDATE_PROPERTY], Some(index.to_string().as_bytes()));
         self.set_property(vec![GROUP_PROPERTY], Some(group.as_bytes()));
         Ok(())
     }
+}
+
+/// A per-request key that spreads requests over candidates by weight: the
+/// request id, plus a counter so repeated ids still spread.
+fn next_spread_key(request_id: &str) -> Vec<u8> {
+    thread_local! {
+        static COUNTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    let n = COUNTER.with(|c| {
+        let n = c.get().wrapping_add(1);
+        c.set(n);
+        n
+    });
+    let mut key = request_id.as_bytes().to_vec();
+    key.extend_from_slice(&n.to_le_bytes());
+    key
 }
 
 impl Context for Edge {}
 
 impl HttpContext for Edge {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        if self.config.allow_provider_pin {
+            self.provider_pin = self.get_http_request_header("x-llm-provider");
+        }
         for name in INTERNAL_HEADERS {
             self.set_http_request_header(name, None);
         }

@@ -23,6 +23,8 @@ pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
 /// Filter state the edge role writes (`wasm.<name>` in access logs) and
 /// every attempt reads: the model group.
 const GROUP_PROPERTY: &str = "llm_group";
+/// Filter state: which candidate of the group the edge role chose (index).
+const CANDIDATE_PROPERTY: &str = "llm_candidate";
 /// Filter state: the caller's gateway key name.
 const KEY_NAME_PROPERTY: &str = "llm_key_name";
 

@@ -4,11 +4,12 @@
 //! `llm.provider`), and the provider's answer back, chunk by chunk.
 
 use std::rc::Rc;
+use std::time::{Duration, SystemTime};
 
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use super::{send_error, unix_seconds, GROUP_PROPERTY};
+use super::{send_error, unix_seconds, CANDIDATE_PROPERTY, GROUP_PROPERTY};
 use crate::config::{Config, Provider, Secret};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target, AUTH_HEADERS};
 use crate::error::{redact, ErrorCode, GatewayError};
@@ -22,6 +23,7 @@ const PROVIDER_METADATA: [&str; 5] = [
     "llm",
     "provider",
 ];
+const ATTEMPT_COUNT: [&str; 2] = ["upstream", "request_attempt_count"];
 
 enum Mode {
     /// Not a request the edge role accepted: leave it alone.
@@ -34,6 +36,15 @@ enum Mode {
     Error(u16),
     /// Translating an event stream as it flows.
     Stream(Box<dyn StreamDecoder>),
+    /// Holding a stream's headers until its first content (first-event
+    /// gating); `held` is the translated output waiting in Envoy's buffer.
+    Holding {
+        decoder: Box<dyn StreamDecoder>,
+        since: SystemTime,
+        held: Vec<u8>,
+    },
+    /// The stream was turned into an error answer: drop what still comes.
+    Discard,
 }
 
 pub struct Upstream {
@@ -41,9 +52,11 @@ pub struct Upstream {
     mode: Mode,
     request_id: String,
     group: String,
+    candidate: Option<usize>,
     provider_name: String,
     /// Vendor model this attempt asked for.
     model: String,
+    attempt: u64,
     stream: bool,
     include_usage: bool,
     /// Reused for every translated chunk.
@@ -57,8 +70,10 @@ impl Upstream {
             mode: Mode::Passthrough,
             request_id: String::new(),
             group: String::new(),
+            candidate: None,
             provider_name: String::new(),
             model: String::new(),
+            attempt: 1,
             stream: false,
             include_usage: false,
             out: Vec::new(),
@@ -86,6 +101,26 @@ impl Upstream {
         }
     }
 
+    /// The vendor model for this attempt: the chosen candidate's model when
+    /// the attempt reached that candidate's provider, else this provider's
+    /// own mapping (a failover to another vendor).
+    fn vendor_model(&self, provider: &Provider, client_model: &str) -> String {
+        let candidate = self
+            .config
+            .model_groups
+            .get(&self.group)
+            .and_then(|g| g.candidates.get(self.candidate?));
+        match candidate {
+            Some(c)
+                if c.provider.as_deref() == Some(self.provider_name.as_str())
+                    && c.model.is_some() =>
+            {
+                c.model.clone().unwrap_or_default()
+            }
+            _ => provider.vendor_model(&self.group, client_model).to_owned(),
+        }
+    }
+
     /// Encodes the original body for this attempt's provider and sets the
     /// vendor's path, authority and auth.
     fn translate_request(&mut self, body: &[u8]) -> Result<(), GatewayError> {
@@ -93,9 +128,7 @@ impl Upstream {
         let (provider, dialect) = self
             .provider()
             .ok_or_else(|| no_provider(&self.provider_name))?;
-        let model = provider
-            .vendor_model(&self.group, &request.model)
-            .to_owned();
+        let model = self.vendor_model(provider, &request.model);
         let encoded = dialect.encode_request(
             &request,
             &Target {
@@ -137,6 +170,16 @@ impl Upstream {
         error.with_provider(&self.provider_name)
     }
 
+    /// Turns the held response into a unified error answer (status included),
+    /// replacing the `len` bytes waiting in Envoy's buffer.
+    fn answer_with_error(&mut self, error: &GatewayError, len: usize) {
+        let error = error.clone().with_provider(&self.provider_name);
+        self.set_http_response_header(":status", Some(&error.status().to_string()));
+        self.set_http_response_header("content-type", Some("application/json"));
+        self.set_http_response_header("cache-control", None);
+        self.set_http_response_body(0, len, &error.to_json(Some(&self.request_id)));
+    }
+
     fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Vec<u8> {
         let result = match (status, self.provider()) {
             (None, Some((_, dialect))) => {
@@ -146,18 +189,44 @@ impl Upstream {
             (Some(status), _) => Err(self.vendor_error(status, body)),
             (None, None) => Err(no_provider(&self.provider_name)),
         };
+        self.set_http_response_header("content-type", Some("application/json"));
         match result {
-            Ok(body) => {
-                self.set_http_response_header("content-type", Some("application/json"));
-                body
-            }
+            Ok(body) => body,
             Err(error) => {
                 let error = error.with_provider(&self.provider_name);
                 self.set_http_response_header(":status", Some(&error.status().to_string()));
-                self.set_http_response_header("content-type", Some("application/json"));
                 error.to_json(Some(&self.request_id))
             }
         }
+    }
+
+    /// Translates one response chunk. While holding, Envoy's buffer is the
+    /// held output followed by the new raw bytes, and is replaced whole:
+    /// Envoy only lets a filter replace a buffer's prefix or append to it.
+    fn translate_chunk(&mut self, size: usize, end_of_stream: bool) {
+        let buffer = self.get_http_response_body(0, size).unwrap_or_default();
+        let mut out = std::mem::take(&mut self.out);
+        let (decoder, raw, output) = match &mut self.mode {
+            Mode::Stream(decoder) => {
+                out.clear();
+                (decoder, buffer.as_slice(), &mut out)
+            }
+            Mode::Holding { decoder, held, .. } => {
+                let raw = buffer.get(held.len()..).unwrap_or_default();
+                (decoder, raw, held)
+            }
+            _ => return,
+        };
+        decoder.feed(raw, output);
+        if end_of_stream {
+            decoder.finish(output);
+        }
+        let replacement = match &self.mode {
+            Mode::Holding { held, .. } => held.as_slice(),
+            _ => out.as_slice(),
+        };
+        self.set_http_response_body(0, size, replacement);
+        self.out = out;
     }
 }
 
@@ -179,9 +248,16 @@ impl HttpContext for Upstream {
             return Action::Continue;
         };
         self.group = String::from_utf8_lossy(&group).into_owned();
+        self.candidate = self
+            .get_property(vec![CANDIDATE_PROPERTY])
+            .and_then(|b| String::from_utf8_lossy(&b).parse().ok());
         self.request_id = self
             .get_http_request_header("x-request-id")
             .unwrap_or_default();
+        self.attempt = self
+            .get_property(ATTEMPT_COUNT.to_vec())
+            .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
+            .map_or(1, u64::from_le_bytes);
         self.provider_name = self
             .get_property(PROVIDER_METADATA.to_vec())
             .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -218,7 +294,7 @@ impl HttpContext for Upstream {
         }
     }
 
-    fn on_http_response_headers(&mut self, _headers: usize, _end_of_stream: bool) -> Action {
+    fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         if !matches!(self.mode, Mode::Request) {
             return Action::Continue;
         }
@@ -228,6 +304,7 @@ impl HttpContext for Upstream {
             .unwrap_or(0);
         self.set_http_response_header("x-llm-provider", Some(&self.provider_name));
         self.set_http_response_header("x-llm-model", Some(&self.model));
+        self.set_http_response_header("x-llm-attempts", Some(&self.attempt.to_string()));
         self.set_http_response_header("content-length", None);
         if !(200..300).contains(&status) {
             self.mode = Mode::Error(status);
@@ -243,9 +320,17 @@ impl HttpContext for Upstream {
             let writer =
                 ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
             let decoder = dialect.stream_decoder(writer);
-            self.mode = Mode::Stream(decoder);
             self.set_http_response_header("content-type", Some("text/event-stream"));
             self.set_http_response_header("cache-control", Some("no-cache"));
+            if self.config.streaming.hold_until_first_content && !end_of_stream {
+                self.mode = Mode::Holding {
+                    decoder,
+                    since: self.get_current_time(),
+                    held: Vec::new(),
+                };
+                return Action::Pause;
+            }
+            self.mode = Mode::Stream(decoder);
             return Action::Continue;
         }
         // A 2xx that is not what we asked for (e.g. JSON to a stream request) is an error.
@@ -260,17 +345,52 @@ impl HttpContext for Upstream {
     fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
         match self.mode {
             Mode::Stream(_) => {
-                let chunk = self.get_http_response_body(0, size).unwrap_or_default();
-                let mut out = std::mem::take(&mut self.out);
-                out.clear();
-                if let Mode::Stream(decoder) = &mut self.mode {
-                    decoder.feed(&chunk, &mut out);
-                    if end_of_stream {
-                        decoder.finish(&mut out);
-                    }
+                self.translate_chunk(size, end_of_stream);
+                Action::Continue
+            }
+            Mode::Holding { .. } => {
+                self.translate_chunk(size, end_of_stream);
+                let now = self.get_current_time();
+                let limits = &self.config.streaming;
+                let Mode::Holding {
+                    decoder,
+                    since,
+                    held,
+                } = &self.mode
+                else {
+                    return Action::Continue;
+                };
+                let writer = decoder.writer();
+                // The vendor failed before any content: answer with the error's
+                // status, so Envoy can retry it on the next vendor.
+                if let Some(error) = writer
+                    .failure()
+                    .filter(|_| !writer.content_started())
+                    .cloned()
+                {
+                    let held_len = held.len();
+                    self.answer_with_error(&error, held_len);
+                    self.mode = Mode::Discard;
+                    return Action::Continue;
                 }
-                self.set_http_response_body(0, size, &out);
-                self.out = out;
+                let waited = now.duration_since(*since).unwrap_or_default();
+                let release = writer.content_started()
+                    || writer.is_done()
+                    || end_of_stream
+                    || held.len() >= limits.max_hold_bytes
+                    || waited >= Duration::from_millis(limits.max_hold_ms);
+                if !release {
+                    return Action::Pause;
+                }
+                if let Mode::Holding { decoder, .. } =
+                    std::mem::replace(&mut self.mode, Mode::Discard)
+                {
+                    self.mode = Mode::Stream(decoder);
+                }
+                Action::Continue
+            }
+            Mode::Discard => {
+                self.set_http_response_body(0, size, b"");
                 Action::Continue
             }
             Mode::Complete | Mode::Error(_) => {

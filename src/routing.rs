@@ -1,0 +1,473 @@
+//! Which candidate serves a request: the model group (header, rules, name,
+//! default), then the group's candidates that can serve this request, then
+//! one of them by weight, sticky per user when the request names one.
+//!
+//! Failover between vendors is Envoy's (aggregate clusters and retry
+//! priorities); here we only pick where the first attempt goes.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::error::{ErrorCode, GatewayError};
+use crate::estimate;
+use crate::unified::{ChatRequest, ResponseFormat};
+
+/// A model group: the candidates that can answer for it.
+#[derive(Debug)]
+pub struct ModelGroup {
+    pub candidates: Vec<Candidate>,
+}
+
+/// As written in the configuration: a list of candidates, or one cluster.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGroup {
+    #[serde(default)]
+    cluster: Option<String>,
+    #[serde(default)]
+    candidates: Option<Vec<Candidate>>,
+}
+
+impl<'de> Deserialize<'de> for ModelGroup {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match RawGroup::deserialize(d)? {
+            RawGroup {
+                cluster: Some(cluster),
+                candidates: None,
+            } => Ok(ModelGroup {
+                candidates: vec![Candidate::on_cluster(cluster)],
+            }),
+            RawGroup {
+                cluster: None,
+                candidates: Some(candidates),
+            } => Ok(ModelGroup { candidates }),
+            _ => Err(D::Error::custom(
+                "a model group has either \"cluster\" or \"candidates\"",
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Candidate {
+    /// Envoy cluster that reaches it (may be an aggregate cluster for failover).
+    pub cluster: String,
+    /// The provider the cluster's primary endpoints name; needed for `model`.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Vendor model at that provider; other providers an attempt may fail
+    /// over to use their own `models` mapping.
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    #[serde(default)]
+    pub capabilities: Capabilities,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+impl Candidate {
+    fn on_cluster(cluster: String) -> Self {
+        Self {
+            cluster,
+            provider: None,
+            model: None,
+            weight: 1,
+            capabilities: Capabilities::default(),
+        }
+    }
+}
+
+/// What a candidate can do. Unset means capable / unlimited.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Capabilities {
+    pub tools: bool,
+    pub vision: bool,
+    pub json: bool,
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u32>,
+}
+
+impl Default for Capabilities {
+    fn default() -> Self {
+        Self {
+            tools: true,
+            vision: true,
+            json: true,
+            context_window: None,
+            max_output_tokens: None,
+        }
+    }
+}
+
+/// A routing rule: requests matching every given condition go to `group`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    #[serde(rename = "match", default)]
+    pub when: RuleMatch,
+    pub group: String,
+    /// Higher first; equal priorities keep their order.
+    #[serde(default)]
+    pub priority: i32,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleMatch {
+    /// Glob on the body's `model` (`*` any run, `?` one character).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Request headers that must have exactly these values (names lowercase).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The body's `metadata.task_type`.
+    #[serde(default)]
+    pub task_type: Option<String>,
+}
+
+/// What the request asks of a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    pub tools: bool,
+    pub vision: bool,
+    pub json: bool,
+    pub prompt_tokens: u64,
+    pub output_tokens: Option<u32>,
+}
+
+impl Needs {
+    pub fn of(request: &ChatRequest) -> Self {
+        Self {
+            tools: !request.tools.is_empty(),
+            vision: request.has_images(),
+            json: matches!(
+                request.response_format,
+                Some(ResponseFormat::JsonObject | ResponseFormat::JsonSchema { .. })
+            ),
+            prompt_tokens: estimate::prompt_tokens(request),
+            output_tokens: request.max_output_tokens(),
+        }
+    }
+}
+
+/// Why a candidate cannot serve a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Unfit {
+    Tools,
+    Vision,
+    Json,
+    OutputTokens,
+    ContextWindow,
+}
+
+impl Capabilities {
+    fn unfit_for(&self, needs: &Needs) -> Option<Unfit> {
+        if needs.tools && !self.tools {
+            return Some(Unfit::Tools);
+        }
+        if needs.vision && !self.vision {
+            return Some(Unfit::Vision);
+        }
+        if needs.json && !self.json {
+            return Some(Unfit::Json);
+        }
+        if let (Some(want), Some(max)) = (needs.output_tokens, self.max_output_tokens) {
+            if want > max {
+                return Some(Unfit::OutputTokens);
+            }
+        }
+        if let Some(window) = self.context_window {
+            let output = u64::from(needs.output_tokens.unwrap_or(0));
+            if needs.prompt_tokens + output > window {
+                return Some(Unfit::ContextWindow);
+            }
+        }
+        None
+    }
+}
+
+fn unfit_error(group: &str, reason: Unfit, needs: &Needs) -> GatewayError {
+    let (param, what) = match reason {
+        Unfit::Tools => ("tools", "tools"),
+        Unfit::Vision => ("messages", "image input"),
+        Unfit::Json => ("response_format", "JSON output"),
+        Unfit::OutputTokens => ("max_tokens", "this many output tokens"),
+        Unfit::ContextWindow => {
+            return GatewayError::new(
+                ErrorCode::ContextLengthExceeded,
+                format!(
+                    "the request needs about {} tokens (prompt estimate plus max tokens), more than any model in group '{group}' accepts",
+                    needs.prompt_tokens + u64::from(needs.output_tokens.unwrap_or(0))
+                ),
+            );
+        }
+    };
+    GatewayError::invalid(
+        param,
+        format!("no model in group '{group}' supports {what}"),
+    )
+}
+
+/// Users are spread over this many buckets; weights carve the range in
+/// candidate order, so a 5% canary appended to a group moves 5% of users.
+const BUCKETS: u64 = 10_000;
+
+/// FNV-1a: tiny, stable across builds and platforms, good spread for ids.
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+impl ModelGroup {
+    /// Picks the candidate for a request. `bucket_key` is the user id when
+    /// the request names one (sticky), else any per-request value.
+    /// `pin` names a provider (debug pin, only when the config allows it).
+    pub fn choose(
+        &self,
+        name: &str,
+        needs: &Needs,
+        bucket_key: &[u8],
+        pin: Option<&str>,
+    ) -> Result<usize, GatewayError> {
+        let mut eligible: Vec<(usize, u64)> = Vec::with_capacity(self.candidates.len());
+        let mut first_reason: Option<Unfit> = None;
+        for (i, c) in self.candidates.iter().enumerate() {
+            if pin.is_some() && c.provider.as_deref() != pin {
+                continue;
+            }
+            match c.capabilities.unfit_for(needs) {
+                None if c.weight > 0 || pin.is_some() => {
+                    eligible.push((i, u64::from(c.weight.max(1))))
+                }
+                None => {}
+                // The most telling reason: context window beats a missing feature.
+                Some(reason) => first_reason = first_reason.max(Some(reason)),
+            }
+        }
+        if eligible.is_empty() {
+            return Err(match (first_reason, pin) {
+                (Some(reason), _) => unfit_error(name, reason, needs),
+                (None, Some(p)) => GatewayError::invalid(
+                    "x-llm-provider",
+                    format!(
+                        "no candidate of group '{name}' is on provider '{}'",
+                        p.escape_debug()
+                    ),
+                ),
+                (None, None) => GatewayError::new(
+                    ErrorCode::UpstreamBusy,
+                    format!("every candidate of group '{name}' has weight 0"),
+                ),
+            });
+        }
+        let total: u64 = eligible.iter().map(|(_, w)| w).sum();
+        let point = (stable_hash(bucket_key) % BUCKETS) * total / BUCKETS;
+        let mut acc = 0;
+        for &(i, w) in &eligible {
+            acc += w;
+            if point < acc {
+                return Ok(i);
+            }
+        }
+        Ok(eligible.last().map_or(0, |&(i, _)| i))
+    }
+}
+
+/// Glob match with `*` (any run) and `?` (one character).
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ti));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || Some(&c) == t.get(ti) => {
+                pi += 1;
+                ti += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    pi = sp + 1;
+                    ti = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p.get(pi..)
+        .is_some_and(|rest| rest.iter().all(|&c| c == '*'))
+}
+
+impl Rule {
+    pub fn matches(
+        &self,
+        model: &str,
+        header: &dyn Fn(&str) -> Option<String>,
+        task_type: Option<&str>,
+    ) -> bool {
+        self.when.model.as_deref().is_none_or(|g| glob(g, model))
+            && self
+                .when
+                .task_type
+                .as_deref()
+                .is_none_or(|t| Some(t) == task_type)
+            && self
+                .when
+                .headers
+                .iter()
+                .all(|(name, value)| header(name).as_deref() == Some(value.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(json: &str) -> ModelGroup {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn needs() -> Needs {
+        Needs {
+            tools: false,
+            vision: false,
+            json: false,
+            prompt_tokens: 100,
+            output_tokens: None,
+        }
+    }
+
+    #[test]
+    fn cluster_shorthand_and_errors() {
+        let g = group(r#"{"cluster":"c"}"#);
+        assert_eq!(g.candidates[0].cluster, "c");
+        assert!(serde_json::from_str::<ModelGroup>(r#"{"cluster":"c","candidates":[]}"#).is_err());
+        assert!(serde_json::from_str::<ModelGroup>(r#"{}"#).is_err());
+    }
+
+    #[test]
+    fn weights_split_traffic() {
+        let g =
+            group(r#"{"candidates":[{"cluster":"a","weight":70},{"cluster":"b","weight":30}]}"#);
+        let mut counts = [0u32; 2];
+        for i in 0..10_000u32 {
+            counts[g.choose("g", &needs(), &i.to_le_bytes(), None).unwrap()] += 1;
+        }
+        assert!((6700..7300).contains(&counts[0]), "{counts:?}");
+    }
+
+    #[test]
+    fn sticky_users_and_small_canaries() {
+        let before = group(r#"{"candidates":[{"cluster":"a","weight":100}]}"#);
+        let after =
+            group(r#"{"candidates":[{"cluster":"a","weight":95},{"cluster":"b","weight":5}]}"#);
+        let mut moved = 0;
+        for u in 0..10_000 {
+            let key = format!("user-{u}");
+            let a = after.choose("g", &needs(), key.as_bytes(), None).unwrap();
+            assert_eq!(
+                a,
+                after.choose("g", &needs(), key.as_bytes(), None).unwrap(),
+                "sticky"
+            );
+            if a != before.choose("g", &needs(), key.as_bytes(), None).unwrap() {
+                moved += 1;
+            }
+        }
+        assert!(
+            (350..650).contains(&moved),
+            "about 5% of users move, not {moved}"
+        );
+    }
+
+    #[test]
+    fn capabilities_filter_candidates() {
+        let g = group(
+            r#"{"candidates":[
+                {"cluster":"small","capabilities":{"tools":false,"context_window":1000}},
+                {"cluster":"big","capabilities":{"context_window":100000,"vision":false}}]}"#,
+        );
+        let tools = Needs {
+            tools: true,
+            ..needs()
+        };
+        for k in 0..50u8 {
+            assert_eq!(g.choose("g", &tools, &[k], None).unwrap(), 1);
+        }
+        let long = Needs {
+            prompt_tokens: 5000,
+            ..needs()
+        };
+        assert_eq!(g.choose("g", &long, b"x", None).unwrap(), 1);
+        let huge = Needs {
+            prompt_tokens: 500_000,
+            ..needs()
+        };
+        assert_eq!(
+            g.choose("g", &huge, b"x", None).unwrap_err().code,
+            ErrorCode::ContextLengthExceeded
+        );
+        let vision_tools = Needs {
+            vision: true,
+            tools: true,
+            ..needs()
+        };
+        let e = g.choose("g", &vision_tools, b"x", None).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidRequest);
+        assert!(e.param.is_some());
+    }
+
+    #[test]
+    fn pins() {
+        let g = group(
+            r#"{"candidates":[{"cluster":"a","provider":"pa"},{"cluster":"b","provider":"pb","weight":0}]}"#,
+        );
+        assert_eq!(g.choose("g", &needs(), b"x", Some("pb")).unwrap(), 1);
+        assert_eq!(
+            g.choose("g", &needs(), b"x", Some("pz"))
+                .unwrap_err()
+                .param
+                .as_deref(),
+            Some("x-llm-provider")
+        );
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob("gpt-4*", "gpt-4o-mini"));
+        assert!(glob("*", ""));
+        assert!(glob("claude-?-*", "claude-3-opus"));
+        assert!(!glob("gpt-4*", "gpt-3.5"));
+        assert!(glob("*mini", "gpt-4o-mini"));
+        assert!(!glob("a*b", "acbd"));
+        assert!(glob("a*b*c", "axxbyyc"));
+    }
+
+    #[test]
+    fn rules_match_all_conditions() {
+        let rule: Rule = serde_json::from_str(
+            r#"{"match":{"model":"gpt-*","headers":{"x-route-key":"beta"},"task_type":"summarize"},"group":"g"}"#,
+        )
+        .unwrap();
+        let beta = |h: &str| (h == "x-route-key").then(|| "beta".to_string());
+        let none = |_: &str| None;
+        assert!(rule.matches("gpt-4o", &beta, Some("summarize")));
+        assert!(!rule.matches("gpt-4o", &none, Some("summarize")));
+        assert!(!rule.matches("claude", &beta, Some("summarize")));
+        assert!(!rule.matches("gpt-4o", &beta, None));
+    }
+}
