@@ -26,6 +26,8 @@ pub struct Scenario {
     pub cut: bool,
     /// `stream-error`: the vendor's mid-stream error after a few deltas.
     pub stream_error: bool,
+    /// `stream-error-first`: the vendor's stream error as the very first event.
+    pub stream_error_first: bool,
     /// `empty-200`: 200 with an unparseable body.
     pub empty_200: bool,
     /// `tool`: call a tool (if the request offers any).
@@ -52,6 +54,7 @@ impl Scenario {
                 "crlf" => s.crlf = true,
                 "cut" => s.cut = true,
                 "stream-error" => s.stream_error = true,
+                "stream-error-first" => s.stream_error_first = true,
                 "empty-200" => s.empty_200 = true,
                 "tool" => s.tool = true,
                 "two-tools" => s.two_tools = true,

@@ -183,6 +183,15 @@ fn handle(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
     if path.starts_with("/_mock/") {
         return control(req, c, st);
     }
+    // `/scenario/<directives>/<vendor path>`: a provider whose base_path
+    // carries directives always gets them (e.g. a primary that always fails).
+    let (path_directives, path) = match path
+        .strip_prefix("/scenario/")
+        .and_then(|rest| rest.find('/').map(|i| rest.split_at(i)))
+    {
+        Some((directives, vendor_path)) => (Some(directives), vendor_path),
+        None => (None, path),
+    };
     let found = st
         .dialects
         .iter()
@@ -194,13 +203,13 @@ fn handle(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
     if method != "POST" {
         return c.send(405, TEXT, &[("allow", "POST")], b"method not allowed");
     }
-    if st.fast && req.header(scenario::HEADER).is_none() {
+    if st.fast && req.header(scenario::HEADER).is_none() && path_directives.is_none() {
         return fast(req, c, st, dialect.as_ref(), fast_answers);
     }
     if !st.fast {
         st.recorder.record(req);
     }
-    completion(req, c, st, dialect.as_ref())
+    completion(req, c, st, dialect.as_ref(), path_directives)
 }
 
 /// The test-control endpoints under /_mock/.
@@ -221,11 +230,15 @@ fn control(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
 }
 
 /// The full request flow: headers, scenario errors, validation, answer.
-fn completion(req: &Request, c: &mut Conn, st: &State, d: &dyn Dialect) -> io::Result<bool> {
-    let sc = req
-        .header(scenario::HEADER)
-        .map(Scenario::parse)
-        .unwrap_or_default();
+fn completion(
+    req: &Request,
+    c: &mut Conn,
+    st: &State,
+    d: &dyn Dialect,
+    path_directives: Option<&str>,
+) -> io::Result<bool> {
+    let header = req.header(scenario::HEADER).unwrap_or_default();
+    let sc = Scenario::parse(&format!("{header},{}", path_directives.unwrap_or_default()));
     if let Err(f) = d.check_headers(req) {
         return c.reply(&d.error(&f));
     }
@@ -309,7 +322,7 @@ fn fast(
     }) = serde_json::from_slice(&req.body)
     else {
         // Let the full path produce the vendor's 400.
-        return completion(req, c, st, d);
+        return completion(req, c, st, d, None);
     };
     c.body.clear();
     if stream {

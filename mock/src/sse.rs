@@ -66,7 +66,11 @@ pub fn send<W: Write>(
     let cut_at = sc
         .cut
         .then(|| after_deltas(events, CUT_AFTER).min(events.len().saturating_sub(1)));
-    let error_at = sc.stream_error.then(|| after_deltas(events, ERROR_AFTER));
+    let error_at = if sc.stream_error_first {
+        Some(0)
+    } else {
+        sc.stream_error.then(|| after_deltas(events, ERROR_AFTER))
+    };
     let mut out = ChunkOut::new(w, sc.split);
     let mut buf = Vec::with_capacity(512);
     for (i, e) in events.iter().enumerate() {
