@@ -213,6 +213,8 @@ def test_vendor_errors_are_unified(gw, group, scenario, status, code):
                                **{"x-model-group": group, "x-mock-scenario": scenario})
     err = assert_unified_error(s, headers, body, status, code)
     assert err["provider"] == group
+    if scenario == "error-429" and group == AZURE:
+        assert headers["retry-after"] == "7"
 
 
 def test_gemini_rejects_https_images_before_the_vendor(gw, test_id):
