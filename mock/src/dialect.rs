@@ -2,7 +2,8 @@
 //! types that flow between the server, the answer planner and the dialects.
 //!
 //! Flow of one request (see server.rs): `check_headers` -> scenario errors
-//! (`error`) -> `parse` the body into a [`Prompt`] -> `answer::plan` ->
+//! (`error`) -> `parse_request` (by default `parse`) the body into a
+//! [`Prompt`] -> `blocked_prompt` if asked -> `answer::plan` ->
 //! `response` (JSON) or `stream` (SSE events). Adding a vendor means one more
 //! file implementing [`Dialect`] and one line in `server::dialects()`.
 
