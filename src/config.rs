@@ -110,6 +110,10 @@ pub struct Provider {
     /// The key after resolving `api_key_env`.
     #[serde(skip)]
     pub resolved_key: Option<Secret>,
+    /// Azure OpenAI's `api-version` query parameter; required by, and only
+    /// accepted for, the azure dialect.
+    #[serde(default)]
+    pub api_version: Option<String>,
 }
 
 /// A credential: its `Debug` never shows it, so no log line can.
@@ -198,6 +202,29 @@ impl Config {
                 {
                     return Err(format!("{field}.host: must be a bare host[:port]"));
                 }
+            }
+            match (&provider.api_version, provider.dialect) {
+                (None, DialectKind::Azure) => {
+                    return Err(format!(
+                        "{field}.api_version: required for the azure dialect"
+                    ))
+                }
+                (Some(_), kind) if kind != DialectKind::Azure => {
+                    return Err(format!(
+                        "{field}.api_version: only the azure dialect uses it"
+                    ))
+                }
+                (Some(v), _)
+                    if v.is_empty()
+                        || !v
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') =>
+                {
+                    return Err(format!(
+                        "{field}.api_version: must look like 2024-10-21 (letters, digits, '-', '.')"
+                    ));
+                }
+                _ => {}
             }
             if provider.default_max_tokens == 0 {
                 return Err(format!("{field}.default_max_tokens: must be at least 1"));
@@ -444,6 +471,24 @@ mod tests {
             (
                 GOOD.replace("\"host\": \"api.anthropic.com\"", "\"host\": \"a/b\""),
                 "providers.an.host",
+            ),
+            (
+                GOOD.replace("\"dialect\": \"anthropic\"", "\"dialect\": \"azure\""),
+                "providers.an.api_version: required",
+            ),
+            (
+                GOOD.replace(
+                    "\"api_key\": \"k\"",
+                    "\"api_key\": \"k\", \"api_version\": \"1\"",
+                ),
+                "providers.an.api_version: only",
+            ),
+            (
+                GOOD.replace(
+                    "\"dialect\": \"anthropic\"",
+                    "\"dialect\": \"azure\", \"api_version\": \"x&y=1\"",
+                ),
+                "providers.an.api_version: must",
             ),
             ("{}".to_string(), "providers"),
             (

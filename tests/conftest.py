@@ -16,8 +16,14 @@ import gateway  # noqa: E402
 # Gateway keys of the test gateway (auth is on, as in production).
 ALL_GROUPS_KEY = "gw-test-key-all-groups"
 OPENAI_ONLY_KEY = "gw-test-key-openai-only"
-# The vendor keys in envoy/gateway.yaml: no client may ever see them.
-VENDOR_KEYS = ("sk-mock-openai", "sk-mock-anthropic")
+def _vendor_keys():
+    """Every inline vendor key in envoy/gateway.yaml: no client may ever see them."""
+    bootstrap = gateway.build_bootstrap(1, 2, 3, env={})
+    config = json.loads(gateway._wasm_filters(bootstrap)[1]["configuration"]["value"])
+    return tuple(p["api_key"] for p in config["providers"].values() if "api_key" in p)
+
+
+VENDOR_KEYS = _vendor_keys()
 
 
 # Above Envoy's buffer limit (8 MiB), so both 413 paths can be tested.

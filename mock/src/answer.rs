@@ -10,12 +10,17 @@ use crate::scenario::Scenario;
 /// cut through multibyte UTF-8 characters.
 pub const SPLIT_TEXT: &str = "héllo wörld 你好 🌍 done. ";
 
+/// Words a `filtered-stream` answer gets out before the filter cuts it.
+const FILTERED_AFTER_WORDS: u64 = 3;
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finish {
     Stop,
     Length,
     StopSequence(String),
     ToolCalls,
+    /// The vendor's output filter cut the answer (`filtered-answer`, `filtered-stream`).
+    ContentFilter,
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +64,25 @@ impl Answer {
 pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> Answer {
     let prompt_tokens = p.prompt_words.max(1);
     let prefix = if sc.split { SPLIT_TEXT } else { "" };
+
+    // The output filter strikes: before any text, or a few words in.
+    if sc.filtered_answer || sc.filtered_stream {
+        let said = format!("{prefix}Hello from the mock {dialect} provider.");
+        let kept = if sc.filtered_stream {
+            FILTERED_AFTER_WORDS
+        } else {
+            0
+        };
+        let text = truncate_words(&said, kept);
+        return Answer {
+            completion_tokens: count_words(text),
+            chunks: word_chunks(text),
+            text: text.to_owned(),
+            tool_calls: Vec::new(),
+            finish: Finish::ContentFilter,
+            prompt_tokens,
+        };
+    }
 
     // After a tool ran, acknowledge it instead of calling tools again.
     if let Some(results) = &p.tool_results {
@@ -425,6 +449,13 @@ mod tests {
         assert_eq!((c.name.as_str(), c.n), ("b", 3));
         let a = plan(&p, &Scenario::parse("two-tools"), "openai", None);
         assert_eq!(a.tool_calls.len(), 2);
+        let a = plan(&p, &Scenario::parse("filtered-stream"), "gemini", None);
+        assert_eq!(
+            (a.text.as_str(), a.finish),
+            ("Hello from the", Finish::ContentFilter)
+        );
+        let a = plan(&p, &Scenario::parse("filtered-answer"), "gemini", None);
+        assert_eq!((a.text.as_str(), a.chunks.len()), ("", 0));
         p.tool_results = Some(vec!["sunny".into(), "22C".into()]);
         let a = plan(&p, &Scenario::default(), "openai", None);
         assert_eq!(a.text, "Tool result received: sunny | 22C");

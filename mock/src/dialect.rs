@@ -2,7 +2,8 @@
 //! types that flow between the server, the answer planner and the dialects.
 //!
 //! Flow of one request (see server.rs): `check_headers` -> scenario errors
-//! (`error`) -> `parse` the body into a [`Prompt`] -> `answer::plan` ->
+//! (`error`) -> `parse_request` (by default `parse`) the body into a
+//! [`Prompt`] -> `blocked_prompt` if asked -> `answer::plan` ->
 //! `response` (JSON) or `stream` (SSE events). Adding a vendor means one more
 //! file implementing [`Dialect`] and one line in `server::dialects()`.
 
@@ -90,6 +91,15 @@ pub struct Meta {
     pub created: u64,
 }
 
+/// The vendor's answer to a prompt its input filter refuses
+/// (`blocked-prompt`): an error or a 200 verdict as JSON, or, to a stream
+/// request, a stream carrying the verdict.
+#[derive(Debug)]
+pub enum Blocked {
+    Reply(Reply),
+    Stream(Vec<SseEvent>),
+}
+
 pub trait Dialect: Sync + Send {
     /// "openai", "anthropic": used in the default answer text.
     fn name(&self) -> &'static str;
@@ -99,6 +109,22 @@ pub trait Dialect: Sync + Send {
     fn check_headers(&self, req: &Request) -> Result<(), Failure>;
     /// Validates the JSON body like the vendor does; extracts the prompt.
     fn parse(&self, body: &Value) -> Result<Prompt, Failure>;
+    /// `parse`, for vendors that put the model or the stream switch in the URL.
+    fn parse_request(&self, _req: &Request, body: &Value) -> Result<Prompt, Failure> {
+        self.parse(body)
+    }
+    /// Whether the request asks for a stream.
+    fn is_stream(&self, _req: &Request, body: &Value) -> bool {
+        body.get("stream").and_then(Value::as_bool).unwrap_or(false)
+    }
+    /// Whether this vendor's stream lines always end with CRLF.
+    fn crlf(&self) -> bool {
+        false
+    }
+    /// The answer to `blocked-prompt`; `None`: the dialect ignores it.
+    fn blocked_prompt(&self, _p: &Prompt, _meta: Meta) -> Option<Blocked> {
+        None
+    }
     /// The vendor's error response.
     fn error(&self, failure: &Failure) -> Reply;
     /// Text the model says before calling tools (Anthropic models narrate).

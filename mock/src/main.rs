@@ -1,6 +1,6 @@
 //! mock-provider: a mock LLM vendor API speaking the real wire formats of
-//! OpenAI Chat Completions and Anthropic Messages, for the gateway's
-//! integration tests and benchmarks.
+//! OpenAI Chat Completions, Azure OpenAI, Anthropic Messages and Google
+//! Gemini, for the gateway's integration tests and benchmarks.
 //!
 //! Usage: mock-provider [--listen ADDR] [--fast] [--verbose]
 //!   --listen ADDR  address to bind (default 127.0.0.1:0, port 0 = any free)
@@ -11,8 +11,10 @@
 
 mod answer;
 mod anthropic;
+mod azure;
 mod dialect;
 mod fast;
+mod gemini;
 mod http;
 mod openai;
 mod record;

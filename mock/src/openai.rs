@@ -32,11 +32,12 @@ fn content_text(content: Option<&Value>) -> String {
     }
 }
 
-fn finish_reason(f: &Finish) -> &'static str {
+pub fn finish_reason(f: &Finish) -> &'static str {
     match f {
         Finish::Stop | Finish::StopSequence(_) => "stop",
         Finish::Length => "length",
         Finish::ToolCalls => "tool_calls",
+        Finish::ContentFilter => "content_filter",
     }
 }
 

@@ -12,8 +12,10 @@ use serde_json::Value;
 
 use crate::answer::plan;
 use crate::anthropic::Anthropic;
-use crate::dialect::{to_json, Dialect, Failure, Meta, Reply};
+use crate::azure::Azure;
+use crate::dialect::{to_json, Blocked, Dialect, Failure, Meta, Reply, SseEvent};
 use crate::fast::{FastAnswers, FastRequest};
+use crate::gemini::Gemini;
 use crate::http::{
     push_chunk, query_param, read_request, stream_head, write_response, ReadError, Request,
     LAST_CHUNK,
@@ -28,8 +30,14 @@ const SSE: &str = "text/event-stream; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
 
 /// Every dialect the mock speaks. A new vendor is one more line here.
+/// Azure comes before OpenAI: its paths also end in /chat/completions.
 pub fn dialects() -> Vec<Box<dyn Dialect>> {
-    vec![Box::new(OpenAi), Box::new(Anthropic)]
+    vec![
+        Box::new(Azure),
+        Box::new(OpenAi),
+        Box::new(Anthropic),
+        Box::new(Gemini),
+    ]
 }
 
 pub struct State {
@@ -249,8 +257,7 @@ fn completion(
             return c.reply(&d.error(&Failure::Invalid(msg)));
         }
     };
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    if let (false, Some(pause)) = (stream, sc.slow) {
+    if let (false, Some(pause)) = (d.is_stream(req, &body), sc.slow) {
         thread::sleep(pause);
     }
     if sc.empty_200 {
@@ -278,24 +285,45 @@ fn completion(
     {
         return c.reply(&d.error(&Failure::Status(503)));
     }
-    let prompt = match d.parse(&body) {
+    let prompt = match d.parse_request(req, &body) {
         Ok(p) => p,
         Err(f) => return c.reply(&d.error(&f)),
     };
-    let answer = plan(&prompt, &sc, d.name(), d.tool_preface());
     let meta = st.meta();
+    let sc = Scenario {
+        crlf: sc.crlf || d.crlf(),
+        ..sc
+    };
+    match sc
+        .blocked_prompt
+        .then(|| d.blocked_prompt(&prompt, meta))
+        .flatten()
+    {
+        Some(Blocked::Reply(reply)) => return c.reply(&reply),
+        Some(Blocked::Stream(events)) => return send_stream(c, d, &events, &sc),
+        None => {}
+    }
+    let answer = plan(&prompt, &sc, d.name(), d.tool_preface());
     if !prompt.stream {
         let body = to_json(&d.response(&prompt, &answer, meta));
         return c.send(200, JSON, &[], body.as_bytes());
     }
+    send_stream(c, d, &d.stream(&prompt, &answer, meta), &sc)
+}
+
+fn send_stream(
+    c: &mut Conn,
+    d: &dyn Dialect,
+    events: &[SseEvent],
+    sc: &Scenario,
+) -> io::Result<bool> {
     if c.verbose {
         eprintln!("  -> 200 stream");
     }
     c.buf.clear();
     stream_head(&mut c.buf, SSE, c.keep_alive);
     c.w.write_all(&c.buf)?;
-    let events = d.stream(&prompt, &answer, meta);
-    match sse::send(&mut c.w, &events, &d.stream_error(), &sc)? {
+    match sse::send(&mut c.w, events, &d.stream_error(), sc)? {
         End::Complete => Ok(c.keep_alive),
         End::Cut => {
             // Abrupt end: no terminating chunk, connection gone.

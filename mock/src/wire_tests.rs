@@ -493,3 +493,181 @@ fn socket_fail_first_and_cut() {
     let (_, _, resp, _) = exchange(&mut connect(&addr), &req("empty-200"));
     assert_eq!(resp, "not json");
 }
+
+fn post(addr: &str, path: &str, headers: &str, body: &Value) -> (u16, String, String, bool) {
+    let body = body.to_string();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(&mut connect(addr), &req)
+}
+
+const GEMINI_STREAM: &str = "/v1beta/models/gemini-x:streamGenerateContent?alt=sse";
+const GEMINI_KEY: &str = "x-goog-api-key: k\r\n";
+
+#[test]
+fn gemini_validates_like_the_real_api() {
+    let addr = start();
+    let path = "/v1beta/models/gemini-x:generateContent";
+    let ok = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+    let (status, _, resp, _) = post(&addr, path, "", &ok);
+    assert_eq!(status, 403, "no key: {resp}");
+    assert!(resp.contains("PERMISSION_DENIED"));
+    for (body, needle) in [
+        (
+            json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "temperature": 1}),
+            "Unknown name \"temperature\"",
+        ),
+        (
+            json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": {"max_tokens": 1}}),
+            "at 'generation_config'",
+        ),
+        (
+            json!({"contents": [{"role": "assistant", "parts": [{"text": "hi"}]}]}),
+            "valid role",
+        ),
+        (json!({"contents": []}), "contents is not specified"),
+        (
+            json!({"contents": [{"role": "user", "parts": [{"text": "hi", "tool_call_id": "x"}]}]}),
+            "at 'contents[0].parts[0]'",
+        ),
+        (
+            json!({"contents": [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"result": "x"}}}]}]}),
+            "missing a thought_signature",
+        ),
+        (
+            json!({"contents": [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}, "thoughtSignature": "skip_thought_signature_validator"},
+                                        {"functionCall": {"name": "g", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"result": "x"}}}]}]}),
+            "number of function response parts",
+        ),
+    ] {
+        let (status, _, resp, _) = post(&addr, path, GEMINI_KEY, &body);
+        assert_eq!(status, 400, "{body}");
+        let v: Value = serde_json::from_str(&resp).unwrap();
+        assert_eq!(v["error"]["status"], "INVALID_ARGUMENT");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(needle),
+            "{resp}"
+        );
+    }
+    let (status, _, resp, _) = post(&addr, path, GEMINI_KEY, &ok);
+    assert_eq!(status, 200, "{resp}");
+    let v: Value = serde_json::from_str(&resp).unwrap();
+    assert_eq!(v["modelVersion"], "gemini-x");
+    assert_eq!(v["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(
+        v["candidates"][0]["content"]["parts"][0]["text"],
+        "Hello from the mock gemini provider. You said: hi"
+    );
+    let (status, _, resp, _) = post(
+        &addr,
+        path,
+        &format!("{GEMINI_KEY}x-mock-scenario: error-401\r\n"),
+        &ok,
+    );
+    assert_eq!(status, 400, "a bad key is a 400 at Google");
+    assert!(resp.contains("API_KEY_INVALID"));
+}
+
+#[test]
+fn gemini_stream_is_crlf_with_signed_calls() {
+    let addr = start();
+    let body = json!({"contents": [{"role": "user", "parts": [{"text": "weather?"}]}],
+        "tools": [{"functionDeclarations": [{"name": "get_weather", "parametersJsonSchema": {
+            "type": "object", "properties": {"city": {"type": "string"}}}}, {"name": "get_time"}]}],
+        "toolConfig": {"functionCallingConfig": {"mode": "ANY"}}});
+    let (status, head, resp, terminated) = post(
+        &addr,
+        GEMINI_STREAM,
+        &format!("{GEMINI_KEY}x-mock-scenario: two-tools\r\n"),
+        &body,
+    );
+    assert_eq!(status, 200);
+    assert!(head.contains("text/event-stream") && terminated);
+    assert!(resp.ends_with("\r\n\r\n") && !resp.replace("\r\n", "").contains('\n'));
+    let ev = parse_sse(&resp);
+    assert_eq!(ev.len(), 1, "function calls arrive whole in one event");
+    let v = data(&ev[0]);
+    let parts = &v["candidates"][0]["content"]["parts"];
+    assert_eq!(
+        parts[0]["functionCall"],
+        json!({"name": "get_weather", "args": {"city": "example"}})
+    );
+    assert!(parts[0]["thoughtSignature"]
+        .as_str()
+        .unwrap()
+        .starts_with("bW9ja3NpZy+/"));
+    assert!(parts[1].get("thoughtSignature").is_none());
+    assert_eq!(v["candidates"][0]["finishReason"], "STOP");
+    let (status, _, _, _) = post(
+        &addr,
+        "/v1beta/models/gemini-x:streamGenerateContent",
+        GEMINI_KEY,
+        &body,
+    );
+    assert_eq!(status, 400, "the mock speaks only alt=sse");
+}
+
+#[test]
+fn gemini_and_azure_content_filter_scenarios() {
+    let addr = start();
+    let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]});
+    let blocked = format!("{GEMINI_KEY}x-mock-scenario: blocked-prompt\r\n");
+    let (status, _, resp, _) = post(&addr, "/v1beta/models/g:generateContent", &blocked, &gemini);
+    assert_eq!(status, 200, "Gemini blocks a prompt with a 200");
+    let v: Value = serde_json::from_str(&resp).unwrap();
+    assert_eq!(v["promptFeedback"]["blockReason"], "SAFETY");
+    assert!(v.get("candidates").is_none());
+    let (_, _, resp, _) = post(&addr, GEMINI_STREAM, &blocked, &gemini);
+    assert_eq!(
+        data(&parse_sse(&resp)[0])["promptFeedback"]["blockReason"],
+        "SAFETY"
+    );
+    let filtered = format!("{GEMINI_KEY}x-mock-scenario: filtered-stream\r\n");
+    let (_, _, resp, _) = post(&addr, GEMINI_STREAM, &filtered, &gemini);
+    let ev = parse_sse(&resp);
+    assert_eq!(ev.len(), 4, "three words, then the verdict");
+    assert_eq!(data(&ev[3])["candidates"][0]["finishReason"], "SAFETY");
+
+    let path = "/openai/deployments/dep/chat/completions?api-version=2024-10-21";
+    let azure =
+        json!({"model": "dep", "messages": [{"role": "user", "content": "hi"}], "stream": true});
+    let (status, _, resp, _) = post(&addr, path, "", &azure);
+    assert_eq!(status, 401, "{resp}");
+    let (status, _, resp, _) = post(
+        &addr,
+        path,
+        "api-key: k\r\nx-mock-scenario: blocked-prompt\r\n",
+        &azure,
+    );
+    assert_eq!(status, 400);
+    let v: Value = serde_json::from_str(&resp).unwrap();
+    assert_eq!(
+        v["error"]["innererror"]["code"],
+        "ResponsibleAIPolicyViolation"
+    );
+    let (status, _, resp, _) = post(
+        &addr,
+        path,
+        "api-key: k\r\nx-mock-scenario: filtered-stream\r\n",
+        &azure,
+    );
+    assert_eq!(status, 200);
+    let ev = parse_sse(&resp);
+    let first = data(&ev[0]);
+    assert_eq!(first["choices"], json!([]));
+    assert!(first["prompt_filter_results"].is_array());
+    let finish = data(&ev[ev.len() - 2]);
+    assert_eq!(finish["choices"][0]["finish_reason"], "content_filter");
+    assert_eq!(
+        finish["choices"][0]["content_filter_results"]["violence"]["filtered"],
+        true
+    );
+}

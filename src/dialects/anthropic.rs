@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    fallback_message, unparseable, DecodedResponse, Dialect, SseEvents, SseStream, StreamDecoder,
-    Target, UpstreamRequest,
+    fallback_message, tool_arguments, unparseable, DecodedResponse, Dialect, SseEvents, SseStream,
+    StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
@@ -208,20 +208,7 @@ impl Dialect for Anthropic {
                 } => {
                     let mut blocks = content.as_ref().map(text_blocks).unwrap_or_default();
                     for (j, call) in tool_calls.iter().enumerate() {
-                        let args = call.function.arguments.trim();
-                        let input = if args.is_empty() {
-                            Value::Object(Default::default())
-                        } else {
-                            match serde_json::from_str::<Value>(args) {
-                                Ok(v @ Value::Object(_)) => v,
-                                _ => {
-                                    return Err(GatewayError::invalid(
-                                        format!("messages[{i}].tool_calls[{j}].function.arguments"),
-                                        "tool call arguments must be a JSON object",
-                                    ))
-                                }
-                            }
-                        };
+                        let input = tool_arguments(call, i, j)?;
                         blocks.push(Block::ToolUse {
                             id: &call.id,
                             name: &call.function.name,

@@ -4,14 +4,17 @@
 //! [`dialect`].
 
 use serde::Deserialize;
+use serde_json::{Map, Value};
 
 use crate::config::Provider;
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Origin, Usage};
 use crate::sse::{SseError, SseParser};
-use crate::unified::ChatRequest;
+use crate::unified::{ChatRequest, ToolCall};
 
 pub mod anthropic;
+pub mod azure;
+pub mod gemini;
 pub mod openai;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -19,17 +22,26 @@ pub mod openai;
 pub enum DialectKind {
     Openai,
     Anthropic,
+    Gemini,
+    Azure,
 }
 
 impl DialectKind {
     /// Every dialect, for tests and benchmarks that must cover them all.
-    pub const ALL: &'static [DialectKind] = &[DialectKind::Openai, DialectKind::Anthropic];
+    pub const ALL: &'static [DialectKind] = &[
+        DialectKind::Openai,
+        DialectKind::Anthropic,
+        DialectKind::Gemini,
+        DialectKind::Azure,
+    ];
 }
 
 pub fn dialect(kind: DialectKind) -> &'static dyn Dialect {
     match kind {
         DialectKind::Openai => &openai::OpenAi,
         DialectKind::Anthropic => &anthropic::Anthropic,
+        DialectKind::Gemini => &gemini::Gemini,
+        DialectKind::Azure => &azure::Azure,
     }
 }
 
@@ -119,6 +131,10 @@ pub trait SseEvents {
         w: &mut ChunkWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError>;
+
+    /// The vendor's body ended after a complete event. Vendors whose stream
+    /// has no end marker (Gemini) close the unified stream here.
+    fn on_end(&mut self, _w: &mut ChunkWriter, _out: &mut Vec<u8>) {}
 }
 
 /// The SSE plumbing every SSE dialect shares: framing, error events, the end.
@@ -160,6 +176,9 @@ impl<H: SseEvents> StreamDecoder for SseStream<H> {
     }
 
     fn finish(&mut self, out: &mut Vec<u8>) {
+        if !self.writer.is_done() && !self.parser.has_partial() {
+            self.handler.on_end(&mut self.writer, out);
+        }
         if !self.writer.is_done() {
             let e = GatewayError::new(
                 ErrorCode::UpstreamError,
@@ -183,6 +202,36 @@ pub fn fallback_message(status: u16, body: &[u8]) -> String {
     } else {
         format!("the provider answered HTTP {status}: {text}")
     }
+}
+
+/// An assistant tool call's arguments as the JSON object vendors with typed
+/// tool input want; `i`, `j` locate the call for the error.
+pub fn tool_arguments(call: &ToolCall, i: usize, j: usize) -> Result<Value, GatewayError> {
+    let args = call.function.arguments.trim();
+    if args.is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    match serde_json::from_str::<Value>(args) {
+        Ok(v @ Value::Object(_)) => Ok(v),
+        _ => Err(GatewayError::invalid(
+            format!("messages[{i}].tool_calls[{j}].function.arguments"),
+            "tool call arguments must be a JSON object",
+        )),
+    }
+}
+
+/// A model or deployment name made safe as one URL path segment: a client's
+/// model may reach the path when no mapping applies.
+pub fn path_segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 pub fn unparseable(what: &str, e: impl std::fmt::Display) -> GatewayError {

@@ -1,6 +1,9 @@
 //! OpenAI Chat Completions, and every server that speaks it (vLLM, Ollama,
 //! DeepSeek, Mistral...). Nearly a pass-through: we always ask for stream
 //! usage (to meter) and drop the usage chunk when the client did not ask.
+//!
+//! Azure OpenAI speaks the same body with its content-filter annotations;
+//! the decoding here serves both (see `azure.rs`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -10,7 +13,7 @@ use super::{
     Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::response::{ChunkWriter, Origin, Usage};
+use crate::response::{ChunkWriter, FinishReason, Origin, Usage};
 use crate::unified::ChatRequest;
 
 pub struct OpenAi;
@@ -35,19 +38,7 @@ impl Dialect for OpenAi {
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
-        let outgoing = Outgoing {
-            model: target.model,
-            request: req,
-            stream_options: req.stream.then_some(StreamOptions {
-                include_usage: true,
-            }),
-        };
-        let body = serde_json::to_vec(&outgoing).map_err(|e| {
-            GatewayError::new(
-                ErrorCode::InvalidRequest,
-                format!("request could not be encoded: {e}"),
-            )
-        })?;
+        let body = encode_body(req, target.model)?;
         let mut headers = vec![("content-type", "application/json".to_owned())];
         if let Some(key) = &target.provider.resolved_key {
             headers.push(("authorization", format!("Bearer {}", key.expose())));
@@ -64,18 +55,7 @@ impl Dialect for OpenAi {
         body: &[u8],
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
-        let mut completion: Map<String, Value> =
-            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
-        if !completion.get("choices").is_some_and(Value::is_array) {
-            return Err(unparseable("response", "no choices"));
-        }
-        if let Some(model) = completion.get("model").and_then(Value::as_str) {
-            origin.model = model.to_owned();
-        }
-        let usage = completion.get("usage").and_then(parse_usage);
-        completion.insert("provider".into(), Value::String(origin.provider.clone()));
-        let body = serde_json::to_vec(&completion).map_err(|e| unparseable("response", e))?;
-        Ok(DecodedResponse { body, usage })
+        decode_completion(body, origin)
     }
 
     fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
@@ -83,12 +63,75 @@ impl Dialect for OpenAi {
     }
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
-        match serde_json::from_slice::<ErrorEnvelope>(body) {
-            Ok(envelope) => envelope.error.into_gateway_error(status),
-            Err(_) => GatewayError::new(
-                ErrorCode::from_status(status),
-                fallback_message(status, body),
-            ),
+        decode_error(status, body)
+    }
+}
+
+/// The request body: the client's, with the vendor model (or Azure
+/// deployment) and stream usage always requested.
+pub(super) fn encode_body(req: &ChatRequest, model: &str) -> Result<Vec<u8>, GatewayError> {
+    let outgoing = Outgoing {
+        model,
+        request: req,
+        stream_options: req.stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
+    };
+    serde_json::to_vec(&outgoing).map_err(|e| {
+        GatewayError::new(
+            ErrorCode::InvalidRequest,
+            format!("request could not be encoded: {e}"),
+        )
+    })
+}
+
+pub(super) fn decode_completion(
+    body: &[u8],
+    origin: &mut Origin,
+) -> Result<DecodedResponse, GatewayError> {
+    let mut completion: Map<String, Value> =
+        serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+    let Some(choices) = completion.get_mut("choices").and_then(Value::as_array_mut) else {
+        return Err(unparseable("response", "no choices"));
+    };
+    choices.iter_mut().for_each(fold_content_filter);
+    if let Some(model) = completion.get("model").and_then(Value::as_str) {
+        origin.model = model.to_owned();
+    }
+    let usage = completion.get("usage").and_then(parse_usage);
+    completion.insert("provider".into(), Value::String(origin.provider.clone()));
+    let body = serde_json::to_vec(&completion).map_err(|e| unparseable("response", e))?;
+    Ok(DecodedResponse { body, usage })
+}
+
+pub(super) fn decode_error(status: u16, body: &[u8]) -> GatewayError {
+    match serde_json::from_slice::<ErrorEnvelope>(body) {
+        Ok(envelope) => envelope.error.into_gateway_error(status),
+        Err(_) => GatewayError::new(
+            ErrorCode::from_status(status),
+            fallback_message(status, body),
+        ),
+    }
+}
+
+/// Azure reports its output filter per choice in `content_filter_results`:
+/// a category with `filtered: true` means the answer was cut by the filter,
+/// whatever `finish_reason` says.
+fn fold_content_filter(choice: &mut Value) {
+    let filtered = choice
+        .get("content_filter_results")
+        .and_then(Value::as_object)
+        .is_some_and(|results| {
+            results
+                .values()
+                .any(|r| r.get("filtered") == Some(&Value::Bool(true)))
+        });
+    if filtered {
+        if let Some(choice) = choice.as_object_mut() {
+            choice.insert(
+                "finish_reason".into(),
+                Value::String(FinishReason::ContentFilter.as_str().into()),
+            );
         }
     }
 }
@@ -108,6 +151,15 @@ struct VendorError {
     code: Option<Value>,
     #[serde(default)]
     param: Option<String>,
+    /// Azure: `{"code": "ResponsibleAIPolicyViolation", "content_filter_result": ...}`.
+    #[serde(default)]
+    innererror: Option<InnerError>,
+}
+
+#[derive(Deserialize)]
+struct InnerError {
+    #[serde(default)]
+    code: Option<String>,
 }
 
 impl VendorError {
@@ -118,7 +170,13 @@ impl VendorError {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let kind = self.kind.as_deref().unwrap_or_default();
+        let policy_violation = self
+            .innererror
+            .as_ref()
+            .and_then(|e| e.code.as_deref())
+            .is_some_and(|c| c == "ResponsibleAIPolicyViolation");
         let unified = match code {
+            _ if policy_violation => ErrorCode::ContentFiltered,
             "context_length_exceeded" | "string_above_max_length" => {
                 ErrorCode::ContextLengthExceeded
             }
@@ -162,7 +220,7 @@ fn parse_usage(v: &Value) -> Option<Usage> {
     })
 }
 
-struct OpenAiEvents;
+pub(super) struct OpenAiEvents;
 
 impl SseEvents for OpenAiEvents {
     fn on_event(
@@ -183,19 +241,22 @@ impl SseEvents for OpenAiEvents {
                 serde_json::from_value(error).map_err(|e| unparseable("stream error", e))?;
             return Err(vendor.into_gateway_error(500));
         }
-        // Keep the vendor's id and model so our own chunks (usage) match its chunks.
+        // Keep the vendor's id and model so our own chunks (usage) match its
+        // chunks; Azure's prompt annotation chunk has them empty.
         if let Some(id) = chunk.get("id").and_then(Value::as_str) {
-            if w.origin.id != id {
+            if !id.is_empty() && w.origin.id != id {
                 w.origin.id = id.to_owned();
             }
         }
         if let Some(model) = chunk.get("model").and_then(Value::as_str) {
-            if w.origin.model != model {
+            if !model.is_empty() && w.origin.model != model {
                 w.origin.model = model.to_owned();
             }
         }
         if let Some(created) = chunk.get("created").and_then(Value::as_u64) {
-            w.origin.created = created;
+            if created != 0 {
+                w.origin.created = created;
+            }
         }
         let usage = chunk.remove("usage");
         if let Some(u) = usage.as_ref().filter(|u| !u.is_null()) {
@@ -206,34 +267,45 @@ impl SseEvents for OpenAiEvents {
             .and_then(Value::as_array)
             .is_none_or(Vec::is_empty);
         if choices_empty {
-            // The usage-only chunk: `done` re-emits it in the unified shape if the client asked.
+            // The usage-only chunk (`done` re-emits it in the unified shape if
+            // the client asked), or Azure's prompt filter annotation.
             return Ok(());
+        }
+        let mut finishes = false;
+        let mut says_something = false;
+        let mut has_content = false;
+        for choice in chunk
+            .get_mut("choices")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            fold_content_filter(choice);
+            finishes |= choice.get("finish_reason").is_some_and(|f| !f.is_null());
+            let delta = choice.get("delta").and_then(Value::as_object);
+            says_something |= delta.is_some_and(|d| !d.is_empty());
+            // Part of the answer, unlike the opening role chunk.
+            has_content |= delta.is_some_and(|d| {
+                d.get("content")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| !c.is_empty())
+                    || d.get("tool_calls").is_some_and(|t| !t.is_null())
+                    || d.get("refusal").is_some_and(|r| !r.is_null())
+            });
+        }
+        // Azure's output filter annotations: an empty delta and no finish.
+        if !finishes && !says_something {
+            return Ok(());
+        }
+        if finishes {
+            w.mark_finished();
         }
         if w.include_usage() {
             chunk.insert("usage".into(), Value::Null);
         }
-        let choice = chunk.get("choices").and_then(|c| c.get(0));
-        let finished = choice
-            .and_then(|c| c.get("finish_reason"))
-            .is_some_and(|f| !f.is_null());
-        if finished {
-            w.mark_finished();
-        }
-        let delta = choice.and_then(|c| c.get("delta"));
-        let has_content = finished
-            || delta
-                .and_then(|d| d.get("content"))
-                .and_then(Value::as_str)
-                .is_some_and(|c| !c.is_empty())
-            || delta
-                .and_then(|d| d.get("tool_calls"))
-                .is_some_and(|t| !t.is_null())
-            || delta
-                .and_then(|d| d.get("refusal"))
-                .is_some_and(|r| !r.is_null());
         chunk.insert("provider".into(), Value::String(w.origin.provider.clone()));
         let json = serde_json::to_vec(&chunk).map_err(|e| unparseable("stream event", e))?;
-        w.passthrough(out, &json, has_content);
+        w.passthrough(out, &json, has_content || finishes);
         Ok(())
     }
 }

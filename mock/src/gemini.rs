@@ -1,0 +1,626 @@
+//! Google Gemini API (`POST /v1beta/models/{model}:generateContent` and
+//! `:streamGenerateContent?alt=sse`, key in `x-goog-api-key`): strict request
+//! validation (unknown fields are rejected, as the real API does), thought
+//! signatures issued on function calls and required back, responses and
+//! CRLF streams of `GenerateContentResponse` objects, Google error bodies,
+//! and the safety verdicts (`promptFeedback.blockReason`, `SAFETY`).
+
+use serde_json::{json, Map, Value};
+
+use crate::answer::{Answer, Finish};
+use crate::dialect::{
+    count_words, to_json, Blocked, Dialect, Failure, Meta, Prompt, Reply, SseEvent, Tool,
+    ToolChoice,
+};
+use crate::http::{query_param, Request};
+
+pub struct Gemini;
+
+const PATH_PREFIX: &str = "/v1beta/models/";
+const GENERATE: &str = ":generateContent";
+const STREAM: &str = ":streamGenerateContent";
+
+/// Signatures the mock issues start with this (base64 with '+' and '/', so
+/// a gateway that mangles them is caught); Google's documented stand-in for
+/// calls Gemini did not make is accepted too.
+const SIGNATURE_PREFIX: &str = "bW9ja3NpZy+/";
+const UNSIGNED: &str = "skip_thought_signature_validator";
+
+const REQUEST_FIELDS: &[&str] = &[
+    "contents",
+    "systemInstruction",
+    "tools",
+    "toolConfig",
+    "safetySettings",
+    "generationConfig",
+    "cachedContent",
+];
+const CONTENT_FIELDS: &[&str] = &["role", "parts"];
+const PART_FIELDS: &[&str] = &[
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+    "thought",
+    "thoughtSignature",
+    "videoMetadata",
+];
+const GENERATION_FIELDS: &[&str] = &[
+    "stopSequences",
+    "responseMimeType",
+    "responseSchema",
+    "responseJsonSchema",
+    "responseModalities",
+    "candidateCount",
+    "maxOutputTokens",
+    "temperature",
+    "topP",
+    "topK",
+    "seed",
+    "presencePenalty",
+    "frequencyPenalty",
+    "responseLogprobs",
+    "logprobs",
+    "thinkingConfig",
+    "mediaResolution",
+];
+const TOOL_FIELDS: &[&str] = &[
+    "functionDeclarations",
+    "googleSearch",
+    "codeExecution",
+    "urlContext",
+];
+const DECLARATION_FIELDS: &[&str] = &[
+    "name",
+    "description",
+    "parameters",
+    "parametersJsonSchema",
+    "response",
+    "responseJsonSchema",
+    "behavior",
+];
+const TOOL_CONFIG_FIELDS: &[&str] = &["functionCallingConfig"];
+const CALLING_CONFIG_FIELDS: &[&str] = &["mode", "allowedFunctionNames"];
+
+fn invalid(msg: impl Into<String>) -> Failure {
+    Failure::Invalid(msg.into())
+}
+
+/// Google's answer to a field it does not know.
+fn check_fields(v: &Value, known: &[&str], at: &str) -> Result<(), Failure> {
+    let Some(obj) = v.as_object() else {
+        return Err(invalid(format!(
+            "Invalid value at '{at}', expected an object"
+        )));
+    };
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        None => Ok(()),
+        Some(k) if at.is_empty() => Err(invalid(format!(
+            "Invalid JSON payload received. Unknown name \"{k}\": Cannot find field."
+        ))),
+        Some(k) => Err(invalid(format!(
+            "Invalid JSON payload received. Unknown name \"{k}\" at '{at}': Cannot find field."
+        ))),
+    }
+}
+
+fn signature(n: u64) -> String {
+    format!("{SIGNATURE_PREFIX}{:03}=", n % 1000)
+}
+
+fn model_and_method(path: &str) -> Option<(&str, &str)> {
+    let rest = path.get(path.find(PATH_PREFIX)? + PATH_PREFIX.len()..)?;
+    let (model, method) = rest.split_once(':')?;
+    Some((model, method))
+}
+
+/// A function response's text as the answer planner echoes it: our
+/// gateway's `{"result": ...}` wrapper unwrapped, other objects as JSON.
+fn response_text(response: Option<&Value>) -> String {
+    match response {
+        Some(r) => match r.get("result").and_then(Value::as_str) {
+            Some(s) => s.to_owned(),
+            None => to_json(r),
+        },
+        None => String::new(),
+    }
+}
+
+fn usage(a: &Answer) -> Value {
+    json!({
+        "promptTokenCount": a.prompt_tokens,
+        "candidatesTokenCount": a.completion_tokens,
+        "totalTokenCount": a.prompt_tokens + a.completion_tokens,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": a.prompt_tokens}],
+    })
+}
+
+fn finish_reason(f: &Finish) -> &'static str {
+    match f {
+        Finish::Stop | Finish::StopSequence(_) | Finish::ToolCalls => "STOP",
+        Finish::Length => "MAX_TOKENS",
+        Finish::ContentFilter => "SAFETY",
+    }
+}
+
+fn safety_ratings(blocked: bool) -> Value {
+    json!([
+        {"category": "HARM_CATEGORY_HARASSMENT", "probability": if blocked { "HIGH" } else { "NEGLIGIBLE" },
+         "blocked": blocked},
+        {"category": "HARM_CATEGORY_HATE_SPEECH", "probability": "NEGLIGIBLE"},
+    ])
+}
+
+/// A candidate: `parts` (omitted when empty, as Gemini does for a blocked
+/// answer) and the finish reason if this is the last piece.
+fn candidate(parts: Vec<Value>, finish: Option<&Finish>) -> Value {
+    let mut c = Map::new();
+    if !parts.is_empty() {
+        c.insert("content".into(), json!({"parts": parts, "role": "model"}));
+    }
+    if let Some(f) = finish {
+        c.insert("finishReason".into(), json!(finish_reason(f)));
+        if *f == Finish::ContentFilter {
+            c.insert("safetyRatings".into(), safety_ratings(true));
+        }
+    }
+    c.insert("index".into(), json!(0));
+    Value::Object(c)
+}
+
+fn call_parts(a: &Answer) -> Vec<Value> {
+    a.tool_calls
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut part = json!({"functionCall": {"name": c.name, "args": c.arguments}});
+            // Parallel calls: only the first carries the signature.
+            if i == 0 {
+                part["thoughtSignature"] = json!(signature(c.n));
+            }
+            part
+        })
+        .collect()
+}
+
+impl Gemini {
+    fn envelope(&self, p: &Prompt, meta: Meta, candidates: Value, usage: Value) -> Value {
+        json!({
+            "candidates": candidates,
+            "usageMetadata": usage,
+            "modelVersion": p.model,
+            "responseId": format!("mockGemini{}", meta.seq),
+        })
+    }
+
+    fn event(&self, data: &Value, delta: bool) -> SseEvent {
+        SseEvent {
+            name: None,
+            data: to_json(data),
+            delta,
+        }
+    }
+
+    /// Checks the model turns' function calls: the first call of each turn
+    /// must carry a thought signature, and the next turn must answer every
+    /// call with a function response.
+    fn check_tool_turns(&self, contents: &[Value]) -> Result<(), Failure> {
+        let mut pending_calls = 0;
+        for (i, c) in contents.iter().enumerate() {
+            let parts = c
+                .get("parts")
+                .and_then(Value::as_array)
+                .map_or(&[][..], Vec::as_slice);
+            let responses = parts
+                .iter()
+                .filter(|p| p.get("functionResponse").is_some())
+                .count();
+            if pending_calls > 0 && responses != pending_calls {
+                return Err(invalid(
+                    "Please ensure that the number of function response parts is equal to the \
+                     number of function call parts of the function call turn.",
+                ));
+            }
+            let calls: Vec<&Value> = parts
+                .iter()
+                .filter(|p| p.get("functionCall").is_some())
+                .collect();
+            if let Some(first) = calls.first() {
+                let signed = first
+                    .get("thoughtSignature")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| s == UNSIGNED || s.starts_with(SIGNATURE_PREFIX));
+                if !signed {
+                    let name = first
+                        .pointer("/functionCall/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    return Err(invalid(format!(
+                        "Function call is missing a thought_signature in functionCall parts. This \
+                         is required for tools to work correctly, and missing thought_signature may \
+                         lead to degraded model performance. Additional data, function call \
+                         `default_api:{name}` , position {}.",
+                        i + 1
+                    )));
+                }
+            }
+            pending_calls = calls.len();
+        }
+        Ok(())
+    }
+}
+
+fn check_part(part: &Value, at: &str) -> Result<(), Failure> {
+    check_fields(part, PART_FIELDS, at)?;
+    if let Some(blob) = part.get("inlineData") {
+        check_fields(blob, &["mimeType", "data"], &format!("{at}.inline_data"))?;
+    }
+    if let Some(call) = part.get("functionCall") {
+        check_fields(
+            call,
+            &["id", "name", "args"],
+            &format!("{at}.function_call"),
+        )?;
+        if !call.get("name").is_some_and(Value::is_string) {
+            return Err(invalid(format!(
+                "* {at}.function_call.name: Name cannot be empty."
+            )));
+        }
+    }
+    if let Some(resp) = part.get("functionResponse") {
+        check_fields(
+            resp,
+            &["id", "name", "response"],
+            &format!("{at}.function_response"),
+        )?;
+        if !resp.get("response").is_some_and(Value::is_object) {
+            return Err(invalid(format!(
+                "Invalid value at '{at}.function_response.response' (type.googleapis.com/google.protobuf.Struct)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Dialect for Gemini {
+    fn name(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn handles(&self, path: &str) -> bool {
+        path.contains(PATH_PREFIX) && (path.ends_with(GENERATE) || path.ends_with(STREAM))
+    }
+
+    fn check_headers(&self, req: &Request) -> Result<(), Failure> {
+        let key = req
+            .header("x-goog-api-key")
+            .map(str::to_owned)
+            .or_else(|| query_param(req.query(), "key"));
+        if key.is_none_or(|k| k.trim().is_empty()) {
+            return Err(Failure::Auth(
+                "Method doesn't allow unregistered callers (callers without established \
+                 identity). Please use API Key or other form of API consumer identity to call \
+                 this API."
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn is_stream(&self, req: &Request, _body: &Value) -> bool {
+        req.path().ends_with(STREAM)
+    }
+
+    fn crlf(&self) -> bool {
+        true
+    }
+
+    fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
+        let mut p = self.parse(body)?;
+        let (model, method) = model_and_method(req.path()).unwrap_or_default();
+        p.model = model.to_owned();
+        p.stream = format!(":{method}") == STREAM;
+        if p.stream && query_param(req.query(), "alt").as_deref() != Some("sse") {
+            return Err(invalid(
+                "the mock speaks only server-sent event streams: add ?alt=sse",
+            ));
+        }
+        Ok(p)
+    }
+
+    fn parse(&self, body: &Value) -> Result<Prompt, Failure> {
+        check_fields(body, REQUEST_FIELDS, "")?;
+        let contents = match body.get("contents") {
+            Some(Value::Array(c)) if !c.is_empty() => c,
+            _ => {
+                return Err(invalid(
+                    "* GenerateContentRequest.contents: contents is not specified",
+                ))
+            }
+        };
+        let mut p = Prompt::default();
+        if let Some(system) = body.get("systemInstruction") {
+            check_fields(system, CONTENT_FIELDS, "system_instruction")?;
+            for (j, part) in system
+                .get("parts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                check_part(part, &format!("system_instruction.parts[{j}]"))?;
+                p.prompt_words +=
+                    count_words(part.get("text").and_then(Value::as_str).unwrap_or(""));
+            }
+        }
+        for (i, c) in contents.iter().enumerate() {
+            let at = format!("contents[{i}]");
+            check_fields(c, CONTENT_FIELDS, &at)?;
+            let role = c.get("role").and_then(Value::as_str).unwrap_or("user");
+            if role != "user" && role != "model" {
+                return Err(invalid(format!(
+                    "Please use a valid role: user, model. ({at}.role is '{role}')"
+                )));
+            }
+            let parts = match c.get("parts") {
+                Some(Value::Array(parts)) if !parts.is_empty() => parts,
+                _ => {
+                    return Err(invalid(format!(
+                        "* GenerateContentRequest.{at}.parts: contents.parts must not be empty."
+                    )))
+                }
+            };
+            let mut texts = Vec::new();
+            for (j, part) in parts.iter().enumerate() {
+                check_part(part, &format!("{at}.parts[{j}]"))?;
+                if let Some(t) = part.get("text").and_then(Value::as_str) {
+                    texts.push(t);
+                }
+                if part.get("functionCall").is_some() {
+                    p.prior_tool_calls += 1;
+                }
+                if let Some(r) = part.get("functionResponse") {
+                    p.prompt_words += count_words(&response_text(r.get("response")));
+                }
+            }
+            let text = texts.join(" ");
+            p.prompt_words += count_words(&text);
+            if role == "user" && !text.is_empty() {
+                p.last_user_text = text;
+            }
+        }
+        self.check_tool_turns(contents)?;
+        if let Some(last) = contents.last() {
+            let results: Vec<String> = last
+                .get("parts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|part| part.get("functionResponse"))
+                .map(|r| response_text(r.get("response")))
+                .collect();
+            if !results.is_empty() {
+                p.tool_results = Some(results);
+            }
+        }
+        if let Some(config) = body.get("generationConfig") {
+            check_fields(config, GENERATION_FIELDS, "generation_config")?;
+            p.max_tokens = config.get("maxOutputTokens").and_then(Value::as_u64);
+            p.stop = config
+                .get("stopSequences")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+        }
+        for (i, t) in body
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            check_fields(t, TOOL_FIELDS, &format!("tools[{i}]"))?;
+            for (j, f) in t
+                .get("functionDeclarations")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                check_fields(
+                    f,
+                    DECLARATION_FIELDS,
+                    &format!("tools[{i}].function_declarations[{j}]"),
+                )?;
+                let name = f.get("name").and_then(Value::as_str).unwrap_or("");
+                let schema = f
+                    .get("parametersJsonSchema")
+                    .or_else(|| f.get("parameters"));
+                p.tools.push(Tool {
+                    name: name.to_owned(),
+                    schema: schema.cloned().unwrap_or(Value::Null),
+                });
+            }
+        }
+        if let Some(config) = body.get("toolConfig") {
+            check_fields(config, TOOL_CONFIG_FIELDS, "tool_config")?;
+            if let Some(calling) = config.get("functionCallingConfig") {
+                check_fields(
+                    calling,
+                    CALLING_CONFIG_FIELDS,
+                    "tool_config.function_calling_config",
+                )?;
+                let allowed = calling
+                    .pointer("/allowedFunctionNames/0")
+                    .and_then(Value::as_str);
+                p.tool_choice = match (calling.get("mode").and_then(Value::as_str), allowed) {
+                    (Some("NONE"), _) => ToolChoice::None,
+                    (Some("ANY"), Some(name)) => ToolChoice::Named(name.to_owned()),
+                    (Some("ANY"), None) => ToolChoice::Any,
+                    _ => ToolChoice::Auto,
+                };
+            }
+        }
+        Ok(p)
+    }
+
+    fn error(&self, failure: &Failure) -> Reply {
+        let key_invalid = json!([{
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": "API_KEY_INVALID", "domain": "googleapis.com",
+            "metadata": {"service": "generativelanguage.googleapis.com"}
+        }]);
+        // (HTTP status, message, Google status, details) as the real API sends them.
+        let (status, message, name, details): (u16, String, &str, Value) = match failure {
+            Failure::Auth(m) => (403, m.clone(), "PERMISSION_DENIED", json!([])),
+            Failure::Invalid(m) => (400, m.clone(), "INVALID_ARGUMENT", json!([])),
+            Failure::ContextLength => (
+                400,
+                "The input token count (250000) exceeds the maximum number of tokens allowed \
+                 (1048576)."
+                    .into(),
+                "INVALID_ARGUMENT",
+                json!([]),
+            ),
+            Failure::Status(s) => match s {
+                400 => (
+                    400,
+                    "Request contains an invalid argument.".into(),
+                    "INVALID_ARGUMENT",
+                    json!([]),
+                ),
+                // Google answers a bad key with 400, never 401.
+                401 => (
+                    400,
+                    "API key not valid. Please pass a valid API key.".into(),
+                    "INVALID_ARGUMENT",
+                    key_invalid,
+                ),
+                403 => (
+                    403,
+                    "Your API key was reported as leaked. Please use another API key.".into(),
+                    "PERMISSION_DENIED",
+                    json!([]),
+                ),
+                404 => (
+                    404,
+                    "models/mock is not found for API version v1beta, or is not supported for \
+                     generateContent."
+                        .into(),
+                    "NOT_FOUND",
+                    json!([]),
+                ),
+                413 => (
+                    400,
+                    "Request payload size exceeds the limit: 20971520 bytes.".into(),
+                    "INVALID_ARGUMENT",
+                    json!([]),
+                ),
+                429 => (
+                    429,
+                    "You exceeded your current quota, please check your plan and billing details."
+                        .into(),
+                    "RESOURCE_EXHAUSTED",
+                    json!([{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}]),
+                ),
+                500 => (
+                    500,
+                    "An internal error has occurred. Please retry or report in \
+                     https://developers.generativeai.google/guide/troubleshooting"
+                        .into(),
+                    "INTERNAL",
+                    json!([]),
+                ),
+                // Gemini has no 529: overload is a 503.
+                _ => (
+                    503,
+                    "The model is overloaded. Please try again later.".into(),
+                    "UNAVAILABLE",
+                    json!([]),
+                ),
+            },
+        };
+        let mut error = json!({"code": status, "message": message, "status": name});
+        if details.as_array().is_some_and(|d| !d.is_empty()) {
+            error["details"] = details;
+        }
+        Reply {
+            status,
+            body: to_json(&json!({ "error": error })),
+            retry_after: None,
+        }
+    }
+
+    fn response(&self, p: &Prompt, a: &Answer, meta: Meta) -> Value {
+        let mut parts = Vec::new();
+        if !a.text.is_empty() {
+            parts.push(json!({"text": a.text}));
+        }
+        parts.extend(call_parts(a));
+        self.envelope(
+            p,
+            meta,
+            json!([candidate(parts, Some(&a.finish))]),
+            usage(a),
+        )
+    }
+
+    fn stream(&self, p: &Prompt, a: &Answer, meta: Meta) -> Vec<SseEvent> {
+        let prompt_usage =
+            json!({"promptTokenCount": a.prompt_tokens, "totalTokenCount": a.prompt_tokens});
+        let mut events: Vec<SseEvent> = a
+            .chunks
+            .iter()
+            .map(|c| {
+                let data = self.envelope(
+                    p,
+                    meta,
+                    json!([candidate(vec![json!({"text": c})], None)]),
+                    prompt_usage.clone(),
+                );
+                self.event(&data, true)
+            })
+            .collect();
+        // Function calls arrive whole, with the finish reason and the usage.
+        let last = self.envelope(
+            p,
+            meta,
+            json!([candidate(call_parts(a), Some(&a.finish))]),
+            usage(a),
+        );
+        events.push(self.event(&last, !a.tool_calls.is_empty()));
+        events
+    }
+
+    fn stream_error(&self) -> SseEvent {
+        SseEvent {
+            name: None,
+            data: r#"{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}"#.into(),
+            delta: false,
+        }
+    }
+
+    fn blocked_prompt(&self, p: &Prompt, meta: Meta) -> Option<Blocked> {
+        let verdict = json!({
+            "promptFeedback": {"blockReason": "SAFETY", "safetyRatings": safety_ratings(true)},
+            "usageMetadata": {"promptTokenCount": p.prompt_words.max(1), "totalTokenCount": p.prompt_words.max(1)},
+            "modelVersion": p.model,
+            "responseId": format!("mockGemini{}", meta.seq),
+        });
+        Some(if p.stream {
+            Blocked::Stream(vec![self.event(&verdict, false)])
+        } else {
+            Blocked::Reply(Reply {
+                status: 200,
+                body: to_json(&verdict),
+                retry_after: None,
+            })
+        })
+    }
+}

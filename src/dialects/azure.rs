@@ -1,0 +1,302 @@
+//! Azure OpenAI (`POST /openai/deployments/{deployment}/chat/completions?api-version=...`,
+//! header `api-key`). The body and answers are OpenAI's, so the OpenAI code
+//! serves both; Azure differs in where the model goes (the deployment, from the
+//! provider's `models` mapping), the auth header, and its content-filter
+//! signals, which that shared code folds into the unified ones:
+//! - prompt filtered: HTTP 400, `code: content_filter`,
+//!   `innererror.code: ResponsibleAIPolicyViolation` → 400 `CONTENT_FILTERED`;
+//! - answer filtered: `finish_reason: content_filter`, or a choice whose
+//!   `content_filter_results` has a category with `filtered: true`;
+//! - stream annotation chunks (empty `choices` with `prompt_filter_results`,
+//!   or empty deltas with `content_filter_results`) are dropped.
+
+use super::{
+    openai, path_segment, DecodedResponse, Dialect, SseStream, StreamDecoder, Target,
+    UpstreamRequest,
+};
+use crate::error::{ErrorCode, GatewayError};
+use crate::response::{ChunkWriter, Origin};
+use crate::unified::ChatRequest;
+
+pub struct Azure;
+
+impl Dialect for Azure {
+    fn encode_request(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        let api_version = target.provider.api_version.as_deref().ok_or_else(|| {
+            GatewayError::new(
+                ErrorCode::UpstreamError,
+                "the azure provider has no api_version configured",
+            )
+        })?;
+        let body = openai::encode_body(req, target.model)?;
+        let mut headers = vec![("content-type", "application/json".to_owned())];
+        if let Some(key) = &target.provider.resolved_key {
+            headers.push(("api-key", key.expose().to_owned()));
+        }
+        Ok(UpstreamRequest {
+            path: format!(
+                "{}/openai/deployments/{}/chat/completions?api-version={api_version}",
+                target.provider.base_path,
+                path_segment(target.model)
+            ),
+            headers,
+            body,
+        })
+    }
+
+    fn decode_response(
+        &self,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        openai::decode_completion(body, origin)
+    }
+
+    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+        Box::new(SseStream::new(writer, openai::OpenAiEvents))
+    }
+
+    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        openai::decode_error(status, body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use serde_json::Value;
+
+    fn config() -> Config {
+        Config::parse(
+            br#"{"providers":{"az":{"dialect":"azure","api_key":"az-key","api_version":"2024-10-21",
+                 "models":{"g":"gpt4o-prod"}}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    fn encode(body: &str, model: &str) -> (UpstreamRequest, Value) {
+        let config = config();
+        let req = ChatRequest::parse(body.as_bytes()).unwrap();
+        let up = Azure
+            .encode_request(
+                &req,
+                &Target {
+                    provider: &config.providers["az"],
+                    model,
+                },
+            )
+            .unwrap();
+        let v = serde_json::from_slice(&up.body).unwrap();
+        (up, v)
+    }
+
+    #[test]
+    fn encodes_deployment_path_api_version_and_key() {
+        let (up, v) = encode(
+            r#"{"model":"g","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],
+                "stream":true,"stop":["X"],"max_tokens":5,"request_id":"r"}"#,
+            "gpt4o-prod",
+        );
+        assert_eq!(
+            up.path,
+            "/openai/deployments/gpt4o-prod/chat/completions?api-version=2024-10-21"
+        );
+        assert!(up.headers.contains(&("api-key", "az-key".into())));
+        assert!(!up.headers.iter().any(|(h, _)| *h == "authorization"));
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["messages"][0]["role"], "system");
+        assert_eq!(v["stop"], serde_json::json!(["X"]));
+        assert!(v.get("request_id").is_none());
+        // A client's model that reaches the path cannot leave its segment.
+        let (up, _) = encode(
+            r#"{"model":"g","messages":[{"role":"user","content":"hi"}]}"#,
+            "../x?y",
+        );
+        assert!(up
+            .path
+            .starts_with("/openai/deployments/..%2Fx%3Fy/chat/completions?"));
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            provider: "az".into(),
+            model: "gpt4o-prod".into(),
+            ..Origin::default()
+        }
+    }
+
+    const FILTER_OK: &str = r#"{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}"#;
+
+    #[test]
+    fn decodes_response_with_filter_annotations() {
+        let body = format!(
+            r#"{{"id":"chatcmpl-A1","object":"chat.completion","created":1,"model":"gpt-4o-2024-08-06",
+            "prompt_filter_results":[{{"prompt_index":0,"content_filter_results":{FILTER_OK}}}],
+            "choices":[{{"index":0,"finish_reason":"tool_calls","message":{{"role":"assistant","content":null,
+              "tool_calls":[{{"id":"call_1","type":"function","function":{{"name":"f","arguments":"{{}}"}}}},
+                            {{"id":"call_2","type":"function","function":{{"name":"g","arguments":"{{}}"}}}}]}},
+              "content_filter_results":{{}}}}],
+            "usage":{{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}}}"#
+        );
+        let mut origin = origin();
+        let d = Azure.decode_response(body.as_bytes(), &mut origin).unwrap();
+        assert_eq!(origin.model, "gpt-4o-2024-08-06");
+        assert_eq!(d.usage.unwrap().prompt_tokens, 9);
+        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(
+            v["choices"][0]["message"]["tool_calls"][1]["id"], "call_2",
+            "parallel tool calls pass through"
+        );
+        assert_eq!(v["provider"], "az");
+    }
+
+    #[test]
+    fn filtered_answer_is_content_filter() {
+        for (finish, results) in [
+            ("content_filter", FILTER_OK.to_owned()),
+            (
+                "stop",
+                FILTER_OK.replace(
+                    r#""violence":{"filtered":false,"severity":"safe"}"#,
+                    r#""violence":{"filtered":true,"severity":"high"}"#,
+                ),
+            ),
+        ] {
+            let body = format!(
+                r#"{{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{{"index":0,
+                "finish_reason":"{finish}","message":{{"role":"assistant","content":null}},"content_filter_results":{results}}}]}}"#
+            );
+            let d = Azure
+                .decode_response(body.as_bytes(), &mut origin())
+                .unwrap();
+            let v: Value = serde_json::from_slice(&d.body).unwrap();
+            assert_eq!(
+                v["choices"][0]["finish_reason"], "content_filter",
+                "{finish}"
+            );
+        }
+    }
+
+    #[test]
+    fn maps_errors_including_the_prompt_filter() {
+        let blocked = br#"{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400,
+            "innererror":{"code":"ResponsibleAIPolicyViolation","content_filter_result":{"hate":{"filtered":true,"severity":"high"},"jailbreak":{"filtered":false,"detected":false}}}}}"#;
+        let e = Azure.decode_error(400, blocked);
+        assert_eq!(e.code, ErrorCode::ContentFiltered);
+        assert_eq!(e.status(), 400);
+        let inner_only = br#"{"error":{"message":"filtered","code":"BadRequest","innererror":{"code":"ResponsibleAIPolicyViolation"}}}"#;
+        assert_eq!(
+            Azure.decode_error(400, inner_only).code,
+            ErrorCode::ContentFiltered
+        );
+        let cases: [(u16, &[u8], ErrorCode); 5] = [
+            (429, br#"{"error":{"code":"429","message":"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded token rate limit. Please retry after 7 seconds."}}"#, ErrorCode::UpstreamRateLimit),
+            (401, br#"{"error":{"code":"401","message":"Access denied due to invalid subscription key or wrong API endpoint."}}"#, ErrorCode::AuthFailed),
+            (404, br#"{"error":{"code":"DeploymentNotFound","message":"The API deployment for this resource does not exist."}}"#, ErrorCode::ModelNotFound),
+            (500, br#"{"error":{"code":"InternalServerError","message":"The server had an error."}}"#, ErrorCode::UpstreamError),
+            (400, br#"{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#, ErrorCode::ContextLengthExceeded),
+        ];
+        for (status, body, code) in cases {
+            assert_eq!(Azure.decode_error(status, body).code, code, "{status}");
+        }
+        assert_eq!(Azure.decode_error(503, b"").code, ErrorCode::UpstreamBusy);
+    }
+
+    fn run(input: &str, include_usage: bool) -> (Vec<Value>, String) {
+        let mut d = Azure.stream_decoder(ChunkWriter::new(origin(), "rid".into(), include_usage));
+        let mut out = Vec::new();
+        d.feed(input.as_bytes(), &mut out);
+        d.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        let events = text
+            .split("\n\n")
+            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
+            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+            .collect();
+        (events, text)
+    }
+
+    fn chunk(choices: &str) -> String {
+        format!(
+            "data: {{\"id\":\"chatcmpl-A1\",\"object\":\"chat.completion.chunk\",\"created\":5,\"model\":\"gpt-4o-2024-08-06\",\"choices\":{choices}}}\n\n"
+        )
+    }
+
+    fn stream(finish_chunk: &str) -> String {
+        [
+            format!("data: {{\"choices\":[],\"created\":0,\"id\":\"\",\"model\":\"\",\"object\":\"\",\"prompt_filter_results\":[{{\"prompt_index\":0,\"content_filter_results\":{FILTER_OK}}}]}}\n\n"),
+            chunk(r#"[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null,"content_filter_results":{}}]"#),
+            chunk(&format!(r#"[{{"index":0,"delta":{{"content":"Hi"}},"finish_reason":null,"content_filter_results":{FILTER_OK}}}]"#)),
+            chunk(&format!(r#"[{{"index":0,"delta":{{}},"finish_reason":null,"content_filter_results":{FILTER_OK},"content_filter_offsets":{{"check_offset":0,"start_offset":0,"end_offset":2}}}}]"#)),
+            chunk(finish_chunk),
+            "data: {\"id\":\"chatcmpl-A1\",\"object\":\"chat.completion.chunk\",\"created\":5,\"model\":\"gpt-4o-2024-08-06\",\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":1,\"total_tokens\":5}}\n\n".to_owned(),
+            "data: [DONE]\n\n".to_owned(),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn stream_drops_annotation_chunks() {
+        let (ev, text) = run(
+            &stream(r#"[{"index":0,"delta":{},"finish_reason":"stop"}]"#),
+            true,
+        );
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        assert_eq!(ev.len(), 4, "{text}");
+        assert!(ev.iter().all(|e| e["id"] == "chatcmpl-A1"
+            && e["model"] == "gpt-4o-2024-08-06"
+            && e["created"] == 5));
+        assert!(
+            ev[..3]
+                .iter()
+                .all(|e| e["choices"].as_array().unwrap().len() == 1),
+            "only the usage chunk has empty choices"
+        );
+        assert_eq!(ev[1]["choices"][0]["delta"]["content"], "Hi");
+        assert_eq!(ev[2]["choices"][0]["finish_reason"], "stop");
+        assert_eq!(ev[3]["usage"]["total_tokens"], 5);
+    }
+
+    #[test]
+    fn stream_filtered_answer_finishes_with_content_filter() {
+        let filtered = FILTER_OK.replace(
+            r#""sexual":{"filtered":false,"severity":"safe"}"#,
+            r#""sexual":{"filtered":true,"severity":"medium"}"#,
+        );
+        for finish in [
+            r#"[{"index":0,"delta":{},"finish_reason":"content_filter"}]"#.to_owned(),
+            format!(
+                r#"[{{"index":0,"delta":{{}},"finish_reason":null,"content_filter_results":{filtered}}}]"#
+            ),
+        ] {
+            let (ev, text) = run(&stream(&finish), false);
+            let finishes: Vec<&Value> = ev
+                .iter()
+                .map(|e| &e["choices"][0]["finish_reason"])
+                .filter(|f| !f.is_null())
+                .collect();
+            assert_eq!(finishes, ["content_filter"], "{text}");
+            assert!(text.ends_with("data: [DONE]\n\n"));
+        }
+    }
+
+    #[test]
+    fn stream_error_and_cut() {
+        let (ev, text) = run(
+            "data: {\"error\":{\"code\":\"429\",\"message\":\"Rate limit is exceeded.\"}}\n\n",
+            false,
+        );
+        assert_eq!(ev[0]["error"]["request_id"], "rid");
+        assert!(!text.contains("[DONE]"));
+        let whole = stream(r#"[{"index":0,"delta":{},"finish_reason":"stop"}]"#);
+        let (ev, _) = run(&whole[..whole.len() / 2], false);
+        assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
+    }
+}

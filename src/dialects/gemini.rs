@@ -1,0 +1,1275 @@
+//! Google Gemini API, native (`POST /v1beta/models/{model}:generateContent`
+//! and `:streamGenerateContent?alt=sse`, header `x-goog-api-key`).
+//!
+//! Gemini rejects unknown fields, so only what it understands is sent:
+//! system messages become `systemInstruction`, turns are `contents` with roles
+//! `user`/`model`, sampling goes into `generationConfig`, tools into
+//! `functionDeclarations` (JSON Schema as `parametersJsonSchema`), JSON mode
+//! into `responseMimeType` + `responseJsonSchema`.
+//!
+//! Tool call ids: Gemini gives none, so we make them, deterministic and in
+//! the charset every vendor accepts (`[A-Za-z0-9_-]`):
+//! `call_<16 hex digits hashing the response id>_<n>`. When Gemini signs a
+//! call (`thoughtSignature`, which must come back on the next turn or
+//! multi-turn tool use fails), the signature rides in the id, base64url
+//! without padding: `call_<hash>_<n>_ts_<signature>`. A client that echoes
+//! the assistant message back (every OpenAI client does) thus returns it, and
+//! we put it back on the `functionCall` part. Tool results name no function
+//! in OpenAI's format: the name comes from the assistant tool call with the
+//! same id earlier in the request.
+//!
+//! Content filtering: a prompt blocked (`promptFeedback.blockReason`, HTTP 200
+//! without candidates) is a 400 `CONTENT_FILTERED`, or, once a stream has
+//! started, a unified stream error; SAFETY-family finish reasons are
+//! `finish_reason: content_filter`.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{
+    fallback_message, path_segment, tool_arguments, unparseable, DecodedResponse, Dialect,
+    SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
+};
+use crate::error::{ErrorCode, GatewayError};
+use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::unified::{
+    ChatRequest, Content, ContentPart, Image, Message, ResponseFormat, ToolChoice,
+};
+
+pub struct Gemini;
+
+/// Google's documented stand-in for a function call Gemini did not sign
+/// (history from another vendor, or an id we did not make).
+const UNSIGNED: &str = "skip_thought_signature_validator";
+const SIGNATURE_MARK: &str = "_ts_";
+
+// --- request ----------------------------------------------------------------
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Request<'a> {
+    contents: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<SystemInstruction<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tools<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<ToolConfig<'a>>,
+    #[serde(skip_serializing_if = "GenerationConfig::is_empty")]
+    generation_config: GenerationConfig<'a>,
+}
+
+#[derive(Serialize)]
+struct SystemInstruction<'a> {
+    parts: Vec<Part<'a>>,
+}
+
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    parts: Vec<Part<'a>>,
+}
+
+/// One part: exactly one of the data fields, plus the signature on a call.
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Part<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inline_data: Option<Blob<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function_call: Option<FunctionCallOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function_response: Option<FunctionResponse<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thought_signature: Option<Cow<'a, str>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Blob<'a> {
+    mime_type: &'a str,
+    data: &'a str,
+}
+
+#[derive(Serialize)]
+struct FunctionCallOut<'a> {
+    name: &'a str,
+    args: Value,
+}
+
+#[derive(Serialize)]
+struct FunctionResponse<'a> {
+    name: &'a str,
+    response: Value,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Tools<'a> {
+    function_declarations: Vec<FunctionDeclaration<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunctionDeclaration<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters_json_schema: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolConfig<'a> {
+    function_calling_config: FunctionCallingConfig<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunctionCallingConfig<'a> {
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allowed_function_names: Option<[&'a str; 1]>,
+}
+
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct GenerationConfig<'a> {
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_mime_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_json_schema: Option<&'a Value>,
+}
+
+impl GenerationConfig<'_> {
+    fn is_empty(&self) -> bool {
+        self.stop_sequences.is_empty()
+            && self.temperature.is_none()
+            && self.top_p.is_none()
+            && self.max_output_tokens.is_none()
+            && self.seed.is_none()
+            && self.response_mime_type.is_none()
+    }
+}
+
+fn text_part(text: &str) -> Option<Part<'_>> {
+    (!text.is_empty()).then_some(Part {
+        text: Some(text),
+        ..Part::default()
+    })
+}
+
+fn text_parts(content: &Content) -> Vec<Part<'_>> {
+    match content {
+        Content::Text(t) => text_part(t).into_iter().collect(),
+        Content::Parts(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                ContentPart::Text { text } => text_part(text),
+                ContentPart::ImageUrl { .. } => None,
+            })
+            .collect(),
+    }
+}
+
+fn user_parts(content: &Content, i: usize) -> Result<Vec<Part<'_>>, GatewayError> {
+    let Content::Parts(parts) = content else {
+        return Ok(text_parts(content));
+    };
+    let mut out = Vec::with_capacity(parts.len());
+    for (j, part) in parts.iter().enumerate() {
+        match part {
+            ContentPart::Text { text } => out.extend(text_part(text)),
+            ContentPart::ImageUrl { image_url } => match image_url.parse() {
+                Ok(Image::Base64 { media_type, data }) => out.push(Part {
+                    inline_data: Some(Blob {
+                        mime_type: media_type,
+                        data,
+                    }),
+                    ..Part::default()
+                }),
+                Ok(Image::Url(_)) => {
+                    return Err(GatewayError::invalid(
+                        format!("messages[{i}].content[{j}].image_url.url"),
+                        "this provider takes images only as base64 data URLs",
+                    ))
+                }
+                Err(e) => {
+                    return Err(GatewayError::invalid(
+                        format!("messages[{i}].content[{j}].image_url.url"),
+                        e,
+                    ))
+                }
+            },
+        }
+    }
+    Ok(out)
+}
+
+/// Appends parts, merging consecutive turns of one role (Gemini wants all
+/// function responses to one model turn in one user turn).
+fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, parts: Vec<Part<'a>>) {
+    if parts.is_empty() {
+        return;
+    }
+    match turns.last_mut() {
+        Some(last) if last.role == role => last.parts.extend(parts),
+        _ => turns.push(Turn { role, parts }),
+    }
+}
+
+/// `functionResponse.response` must be an object: a JSON object result as
+/// is, anything else under `result`.
+fn function_response(content: &Content) -> Value {
+    let text = content.text();
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            let mut wrapped = Map::new();
+            wrapped.insert("result".into(), Value::String(text));
+            Value::Object(wrapped)
+        }
+    }
+}
+
+impl Dialect for Gemini {
+    fn encode_request(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        if req.n.is_some_and(|n| n > 1) {
+            return Err(GatewayError::invalid(
+                "n",
+                "n > 1 is not supported by this provider",
+            ));
+        }
+        let mut system = Vec::new();
+        let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
+        // Tool call id → function name, from the assistant turns seen so far.
+        let mut call_names: Vec<(&str, &str)> = Vec::new();
+        for (i, message) in req.messages.iter().enumerate() {
+            match message {
+                Message::System { content, .. } | Message::Developer { content, .. } => {
+                    system.extend(text_parts(content));
+                }
+                Message::User { content, .. } => {
+                    push_turn(&mut turns, "user", user_parts(content, i)?)
+                }
+                Message::Tool {
+                    content,
+                    tool_call_id,
+                } => {
+                    let name = call_names
+                        .iter()
+                        .find(|(id, _)| id == tool_call_id)
+                        .map(|(_, name)| *name)
+                        .ok_or_else(|| {
+                            GatewayError::invalid(
+                                format!("messages[{i}].tool_call_id"),
+                                "no earlier assistant tool call has this id",
+                            )
+                        })?;
+                    let part = Part {
+                        function_response: Some(FunctionResponse {
+                            name,
+                            response: function_response(content),
+                        }),
+                        ..Part::default()
+                    };
+                    push_turn(&mut turns, "user", vec![part]);
+                }
+                Message::Assistant {
+                    content,
+                    tool_calls,
+                    ..
+                } => {
+                    let mut parts = content.as_ref().map(text_parts).unwrap_or_default();
+                    let signed = tool_calls
+                        .iter()
+                        .any(|c| split_tool_call_id(&c.id).is_some());
+                    for (j, call) in tool_calls.iter().enumerate() {
+                        call_names.push((&call.id, &call.function.name));
+                        let signature = match split_tool_call_id(&call.id) {
+                            Some(signature) => Some(Cow::Owned(signature)),
+                            None if j == 0 && !signed => Some(Cow::Borrowed(UNSIGNED)),
+                            None => None,
+                        };
+                        parts.push(Part {
+                            function_call: Some(FunctionCallOut {
+                                name: &call.function.name,
+                                args: tool_arguments(call, i, j)?,
+                            }),
+                            thought_signature: signature,
+                            ..Part::default()
+                        });
+                    }
+                    push_turn(&mut turns, "model", parts);
+                }
+            }
+        }
+        let tools = if req.tools.is_empty() {
+            Vec::new()
+        } else {
+            vec![Tools {
+                function_declarations: req
+                    .tools
+                    .iter()
+                    .map(|t| FunctionDeclaration {
+                        name: &t.function.name,
+                        description: t.function.description.as_deref(),
+                        parameters_json_schema: t.function.parameters.as_ref(),
+                    })
+                    .collect(),
+            }]
+        };
+        let tool_config = if tools.is_empty() {
+            None
+        } else {
+            req.tool_choice.as_ref().map(|choice| {
+                let (mode, name) = match choice {
+                    ToolChoice::None => ("NONE", None),
+                    ToolChoice::Auto => ("AUTO", None),
+                    ToolChoice::Required => ("ANY", None),
+                    ToolChoice::Function(name) => ("ANY", Some([name.as_str()])),
+                };
+                ToolConfig {
+                    function_calling_config: FunctionCallingConfig {
+                        mode,
+                        allowed_function_names: name,
+                    },
+                }
+            })
+        };
+        let (response_mime_type, response_json_schema) = match &req.response_format {
+            Some(ResponseFormat::JsonObject) => (Some("application/json"), None),
+            Some(ResponseFormat::JsonSchema { json_schema }) => {
+                (Some("application/json"), json_schema.schema.as_ref())
+            }
+            Some(ResponseFormat::Text) | None => (None, None),
+        };
+        let request = Request {
+            contents: turns,
+            system_instruction: (!system.is_empty()).then_some(SystemInstruction { parts: system }),
+            tools,
+            tool_config,
+            generation_config: GenerationConfig {
+                stop_sequences: &req.stop,
+                temperature: req.temperature,
+                top_p: req.top_p,
+                max_output_tokens: req.max_output_tokens(),
+                seed: req.seed,
+                response_mime_type,
+                response_json_schema,
+            },
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| {
+            GatewayError::new(
+                ErrorCode::InvalidRequest,
+                format!("request could not be encoded: {e}"),
+            )
+        })?;
+        let mut headers = vec![("content-type", "application/json".to_owned())];
+        if let Some(key) = &target.provider.resolved_key {
+            headers.push(("x-goog-api-key", key.expose().to_owned()));
+        }
+        let model = path_segment(target.model.strip_prefix("models/").unwrap_or(target.model));
+        let method = if req.stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
+        Ok(UpstreamRequest {
+            path: format!(
+                "{}/v1beta/models/{model}:{method}",
+                target.provider.base_path
+            ),
+            headers,
+            body,
+        })
+    }
+
+    fn decode_response(
+        &self,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        let response: GenerateResponse =
+            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+        response.stamp(origin);
+        let usage = response.usage_metadata.map(UsageMetadata::unified);
+        let Some(candidate) = response.candidates.into_iter().next() else {
+            return Err(
+                match response.prompt_feedback.and_then(|f| f.block_reason) {
+                    Some(reason) => prompt_blocked(&reason),
+                    None => unparseable("response", "no candidates"),
+                },
+            );
+        };
+        let mut text: Option<String> = None;
+        let mut tool_calls = Vec::new();
+        for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+            if part.thought {
+                continue;
+            }
+            if let Some(call) = part.function_call {
+                let id = tool_call_id(
+                    &origin.id,
+                    tool_calls.len(),
+                    part.thought_signature.as_deref(),
+                );
+                let args = call.args.unwrap_or_else(|| Value::Object(Map::new()));
+                tool_calls.push(ToolCallOut::new(id, call.name, args.to_string()));
+            } else if let Some(t) = part.text {
+                text.get_or_insert_with(String::new).push_str(&t);
+            }
+        }
+        let finish_reason = candidate
+            .finish_reason
+            .as_deref()
+            .map(|r| finish_reason(r, !tool_calls.is_empty()));
+        let completion = Completion {
+            content: text,
+            tool_calls,
+            finish_reason,
+            usage,
+        };
+        Ok(DecodedResponse {
+            body: completion.to_json(origin),
+            usage,
+        })
+    }
+
+    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+        Box::new(SseStream::new(writer, GeminiEvents::default()))
+    }
+
+    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        match serde_json::from_slice::<ErrorBody>(body) {
+            Ok(ErrorBody::One(envelope)) => envelope.error.unified(status),
+            Ok(ErrorBody::Many(mut list)) if !list.is_empty() => {
+                list.swap_remove(0).error.unified(status)
+            }
+            _ => GatewayError::new(
+                ErrorCode::from_status(status),
+                fallback_message(status, body),
+            ),
+        }
+    }
+}
+
+fn prompt_blocked(reason: &str) -> GatewayError {
+    GatewayError::new(
+        ErrorCode::ContentFiltered,
+        format!("the provider blocked the prompt ({reason})"),
+    )
+}
+
+pub fn finish_reason(reason: &str, has_tool_calls: bool) -> FinishReason {
+    match reason {
+        "MAX_TOKENS" => FinishReason::Length,
+        "SAFETY"
+        | "RECITATION"
+        | "BLOCKLIST"
+        | "PROHIBITED_CONTENT"
+        | "SPII"
+        | "IMAGE_SAFETY"
+        | "IMAGE_PROHIBITED_CONTENT"
+        | "IMAGE_RECITATION" => FinishReason::ContentFilter,
+        // Gemini says STOP after function calls.
+        _ if has_tool_calls => FinishReason::ToolCalls,
+        // STOP, LANGUAGE, OTHER, MALFORMED_FUNCTION_CALL and anything new.
+        _ => FinishReason::Stop,
+    }
+}
+
+// --- tool call ids ------------------------------------------------------------
+
+/// FNV-1a: a short, stable digest of the response id for tool call ids.
+fn digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Our id for tool call `n` of a response, carrying Gemini's signature.
+fn tool_call_id(response_id: &str, n: usize, signature: Option<&str>) -> String {
+    let mut id = format!("call_{:016x}_{n}", digest(response_id));
+    if let Some(signature) = signature {
+        id.push_str(SIGNATURE_MARK);
+        // base64 → base64url without padding: ids stay in [A-Za-z0-9_-].
+        id.extend(signature.chars().filter_map(|c| match c {
+            '+' => Some('-'),
+            '/' => Some('_'),
+            '=' => None,
+            c => Some(c),
+        }));
+    }
+    id
+}
+
+/// The thought signature inside one of our ids, back in standard base64;
+/// `None` for ids we did not make or made without a signature.
+fn split_tool_call_id(id: &str) -> Option<String> {
+    let rest = id.strip_prefix("call_")?;
+    let (hash, rest) = rest.split_at_checked(16)?;
+    let (n, signature) = rest.strip_prefix('_')?.split_once(SIGNATURE_MARK)?;
+    let ours = hash.bytes().all(|b| b.is_ascii_hexdigit())
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && !signature.is_empty()
+        && signature
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !ours {
+        return None;
+    }
+    let mut standard: String = signature
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while !standard.len().is_multiple_of(4) {
+        standard.push('=');
+    }
+    Some(standard)
+}
+
+// --- response -----------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GenerateResponse {
+    #[serde(default)]
+    candidates: Vec<Candidate>,
+    #[serde(default)]
+    prompt_feedback: Option<PromptFeedback>,
+    #[serde(default)]
+    usage_metadata: Option<UsageMetadata>,
+    #[serde(default)]
+    model_version: Option<String>,
+    #[serde(default)]
+    response_id: Option<String>,
+    /// A stream can end with an error object instead of a response.
+    #[serde(default)]
+    error: Option<GoogleError>,
+}
+
+impl GenerateResponse {
+    /// Takes the vendor's response id and model version when given.
+    fn stamp(&self, origin: &mut Origin) {
+        if let Some(id) = self.response_id.as_deref().filter(|id| !id.is_empty()) {
+            if origin.id != id {
+                origin.id = id.to_owned();
+            }
+        }
+        if let Some(model) = self.model_version.as_deref().filter(|m| !m.is_empty()) {
+            if origin.model != model {
+                origin.model = model.to_owned();
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate {
+    #[serde(default)]
+    content: Option<CandidateContent>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CandidateContent {
+    #[serde(default)]
+    parts: Vec<ResponsePart>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponsePart {
+    #[serde(default)]
+    text: Option<String>,
+    /// A thought summary, not part of the answer.
+    #[serde(default)]
+    thought: bool,
+    #[serde(default)]
+    function_call: Option<FunctionCallIn>,
+    #[serde(default)]
+    thought_signature: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct FunctionCallIn {
+    name: String,
+    #[serde(default)]
+    args: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptFeedback {
+    #[serde(default)]
+    block_reason: Option<String>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "camelCase")]
+struct UsageMetadata {
+    #[serde(default)]
+    prompt_token_count: u64,
+    #[serde(default)]
+    tool_use_prompt_token_count: u64,
+    #[serde(default)]
+    candidates_token_count: u64,
+    #[serde(default)]
+    thoughts_token_count: Option<u64>,
+    #[serde(default)]
+    cached_content_token_count: Option<u64>,
+}
+
+impl UsageMetadata {
+    /// Thoughts count as completion tokens, as OpenAI counts reasoning;
+    /// cached content is already inside the prompt count.
+    fn unified(self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_token_count + self.tool_use_prompt_token_count,
+            completion_tokens: self.candidates_token_count + self.thoughts_token_count.unwrap_or(0),
+            cached_tokens: self.cached_content_token_count,
+            reasoning_tokens: self.thoughts_token_count,
+        }
+    }
+}
+
+// --- errors ---------------------------------------------------------------------
+
+/// `{"error": {...}}`, or a one-element array of it from stream endpoints.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ErrorBody {
+    One(ErrorEnvelope),
+    Many(Vec<ErrorEnvelope>),
+}
+
+#[derive(Deserialize)]
+struct ErrorEnvelope {
+    error: GoogleError,
+}
+
+#[derive(Deserialize)]
+struct GoogleError {
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    details: Vec<Value>,
+}
+
+impl GoogleError {
+    fn unified(self, status: u16) -> GatewayError {
+        let reason = self
+            .details
+            .iter()
+            .find_map(|d| d.get("reason").and_then(Value::as_str));
+        let code = match self.status.as_str() {
+            // Google answers a bad key with 400 INVALID_ARGUMENT.
+            _ if reason == Some("API_KEY_INVALID") => ErrorCode::AuthFailed,
+            "UNAUTHENTICATED" => ErrorCode::AuthFailed,
+            "INVALID_ARGUMENT"
+                if self
+                    .message
+                    .contains("exceeds the maximum number of tokens") =>
+            {
+                ErrorCode::ContextLengthExceeded
+            }
+            "INVALID_ARGUMENT" if self.message.contains("payload size exceeds") => {
+                ErrorCode::PayloadTooLarge
+            }
+            "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE" => {
+                ErrorCode::InvalidRequest
+            }
+            "PERMISSION_DENIED" => ErrorCode::PermissionDenied,
+            "NOT_FOUND" => ErrorCode::ModelNotFound,
+            "RESOURCE_EXHAUSTED" => ErrorCode::UpstreamRateLimit,
+            "UNAVAILABLE" => ErrorCode::UpstreamBusy,
+            "DEADLINE_EXCEEDED" => ErrorCode::UpstreamTimeout,
+            // INTERNAL, UNKNOWN and anything new: the HTTP status says more.
+            _ => ErrorCode::from_status(status),
+        };
+        GatewayError::new(code, self.message)
+    }
+}
+
+// --- stream -----------------------------------------------------------------------
+
+/// Each event is a whole `GenerateContentResponse` carrying the next piece;
+/// function calls arrive whole. The stream has no end marker: the body ends.
+#[derive(Default)]
+struct GeminiEvents {
+    tool_calls: usize,
+}
+
+impl SseEvents for GeminiEvents {
+    fn on_event(
+        &mut self,
+        _event: &str,
+        data: &str,
+        w: &mut ChunkWriter,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GatewayError> {
+        let response: GenerateResponse =
+            serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
+        if let Some(error) = response.error {
+            return Err(error.unified(500));
+        }
+        response.stamp(&mut w.origin);
+        if let Some(u) = response.usage_metadata {
+            w.usage = Some(u.unified());
+        }
+        let Some(candidate) = response.candidates.into_iter().next() else {
+            return match response.prompt_feedback.and_then(|f| f.block_reason) {
+                Some(reason) => Err(prompt_blocked(&reason)),
+                // A usage-only event.
+                None => Ok(()),
+            };
+        };
+        for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+            if part.thought {
+                continue;
+            }
+            if let Some(call) = part.function_call {
+                let index = u32::try_from(self.tool_calls).unwrap_or(u32::MAX);
+                let id = tool_call_id(
+                    &w.origin.id,
+                    self.tool_calls,
+                    part.thought_signature.as_deref(),
+                );
+                self.tool_calls += 1;
+                let args = call.args.unwrap_or_else(|| Value::Object(Map::new()));
+                w.tool_call_start(out, index, &id, &call.name);
+                w.tool_call_arguments(out, index, &args.to_string());
+            } else if let Some(text) = part.text {
+                w.content(out, &text);
+            }
+        }
+        if let Some(reason) = candidate.finish_reason.as_deref() {
+            w.finish(out, finish_reason(reason, self.tool_calls > 0));
+        }
+        Ok(())
+    }
+
+    fn on_end(&mut self, w: &mut ChunkWriter, out: &mut Vec<u8>) {
+        if w.finished() {
+            w.done(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn config() -> Config {
+        Config::parse(
+            br#"{"providers":{"gm":{"dialect":"gemini","api_key":"g-key"}},
+                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    fn encode_request(body: &str) -> Result<UpstreamRequest, GatewayError> {
+        let config = config();
+        let req = ChatRequest::parse(body.as_bytes()).unwrap();
+        Gemini.encode_request(
+            &req,
+            &Target {
+                provider: &config.providers["gm"],
+                model: "gemini-2.5-flash",
+            },
+        )
+    }
+
+    fn encode(body: &str) -> Value {
+        let up = encode_request(body).unwrap();
+        assert!(up.headers.contains(&("x-goog-api-key", "g-key".into())));
+        serde_json::from_slice(&up.body).unwrap()
+    }
+
+    /// Every key Gemini's GenerateContentRequest knows, at every level we write.
+    fn assert_only_gemini_fields(v: &Value) {
+        const KNOWN: &[&str] = &[
+            "contents",
+            "systemInstruction",
+            "tools",
+            "toolConfig",
+            "generationConfig",
+            "role",
+            "parts",
+            "text",
+            "inlineData",
+            "mimeType",
+            "data",
+            "functionCall",
+            "functionResponse",
+            "thoughtSignature",
+            "name",
+            "args",
+            "response",
+            "functionDeclarations",
+            "description",
+            "parametersJsonSchema",
+            "functionCallingConfig",
+            "mode",
+            "allowedFunctionNames",
+            "stopSequences",
+            "temperature",
+            "topP",
+            "maxOutputTokens",
+            "seed",
+            "responseMimeType",
+            "responseJsonSchema",
+        ];
+        // Inside these, the content is the client's own (schemas, arguments).
+        const OPAQUE: &[&str] = &[
+            "args",
+            "response",
+            "parametersJsonSchema",
+            "responseJsonSchema",
+        ];
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    assert!(
+                        KNOWN.contains(&k.as_str()),
+                        "{k} would be rejected by Gemini"
+                    );
+                    if !OPAQUE.contains(&k.as_str()) {
+                        assert_only_gemini_fields(v);
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(assert_only_gemini_fields),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn encodes_text_system_sampling_without_openai_fields() {
+        let up = encode_request(
+            r#"{"model":"g","messages":[{"role":"system","content":"be brief"},{"role":"developer","content":"really"},
+                {"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"again"}],
+                "temperature":0.5,"top_p":0.9,"max_tokens":20,"stop":["X"],"seed":3,"user":"u1",
+                "logprobs":true,"presence_penalty":0.1,"request_id":"r","parallel_tool_calls":true,
+                "stream":true,"stream_options":{"include_usage":true}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            up.path,
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        );
+        let v: Value = serde_json::from_slice(&up.body).unwrap();
+        assert_only_gemini_fields(&v);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "contents":[
+                    {"role":"user","parts":[{"text":"hi"}]},
+                    {"role":"model","parts":[{"text":"hello"}]},
+                    {"role":"user","parts":[{"text":"again"}]}],
+                "systemInstruction":{"parts":[{"text":"be brief"},{"text":"really"}]},
+                "generationConfig":{"stopSequences":["X"],"temperature":0.5,"topP":0.9,
+                                    "maxOutputTokens":20,"seed":3}
+            })
+        );
+        let up =
+            encode_request(r#"{"model":"g","messages":[{"role":"user","content":"hi"}]}"#).unwrap();
+        assert_eq!(up.path, "/v1beta/models/gemini-2.5-flash:generateContent");
+    }
+
+    #[test]
+    fn encodes_tools_images_json_mode_and_the_round_trip() {
+        let signed = tool_call_id("resp-1", 0, Some("CiQB+/x="));
+        let unsigned = tool_call_id("resp-1", 1, None);
+        let body = format!(
+            r#"{{"model":"g","messages":[
+                {{"role":"user","content":[{{"type":"text","text":"weather?"}},{{"type":"image_url","image_url":{{"url":"data:image/png;base64,QUJD"}}}}]}},
+                {{"role":"assistant","content":null,"tool_calls":[
+                    {{"id":"{signed}","type":"function","function":{{"name":"get_weather","arguments":"{{\"city\":\"Paris\"}}"}}}},
+                    {{"id":"{unsigned}","type":"function","function":{{"name":"get_time","arguments":""}}}}]}},
+                {{"role":"tool","tool_call_id":"{unsigned}","content":"noon"}},
+                {{"role":"tool","tool_call_id":"{signed}","content":"{{\"temp\":21}}"}},
+                {{"role":"assistant","tool_calls":[{{"id":"call_abc","type":"function","function":{{"name":"get_time","arguments":"{{}}"}}}}]}},
+                {{"role":"tool","tool_call_id":"call_abc","content":"1pm"}}],
+              "tools":[{{"type":"function","function":{{"name":"get_weather","description":"w","parameters":{{"type":"object","properties":{{"city":{{"type":"string"}}}},"additionalProperties":false}}}}}},
+                       {{"type":"function","function":{{"name":"get_time"}}}}],
+              "tool_choice":{{"type":"function","function":{{"name":"get_weather"}}}},
+              "response_format":{{"type":"json_schema","json_schema":{{"name":"w","schema":{{"type":"object"}}}}}}}}"#
+        );
+        let v = encode(&body);
+        assert_only_gemini_fields(&v);
+        let contents = v["contents"].as_array().unwrap();
+        assert_eq!(contents.len(), 5);
+        assert_eq!(
+            contents[0]["parts"][1],
+            serde_json::json!({"inlineData":{"mimeType":"image/png","data":"QUJD"}})
+        );
+        assert_eq!(
+            contents[1],
+            serde_json::json!({"role":"model","parts":[
+                {"functionCall":{"name":"get_weather","args":{"city":"Paris"}},"thoughtSignature":"CiQB+/x="},
+                {"functionCall":{"name":"get_time","args":{}}}]})
+        );
+        assert_eq!(
+            contents[2],
+            serde_json::json!({"role":"user","parts":[
+                {"functionResponse":{"name":"get_time","response":{"result":"noon"}}},
+                {"functionResponse":{"name":"get_weather","response":{"temp":21}}}]}),
+            "tool results are named by the earlier call and share one turn"
+        );
+        assert_eq!(
+            contents[3]["parts"][0]["thoughtSignature"], UNSIGNED,
+            "a call Gemini did not sign gets Google's documented stand-in"
+        );
+        assert_eq!(
+            v["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"]
+                ["additionalProperties"],
+            false
+        );
+        assert!(v["tools"][0]["functionDeclarations"][1]
+            .get("parametersJsonSchema")
+            .is_none());
+        assert_eq!(
+            v["toolConfig"],
+            serde_json::json!({"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["get_weather"]}})
+        );
+        assert_eq!(
+            v["generationConfig"],
+            serde_json::json!({"responseMimeType":"application/json","responseJsonSchema":{"type":"object"}})
+        );
+    }
+
+    #[test]
+    fn tool_choice_modes() {
+        let base = r#"{"model":"g","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":TC}"#;
+        for (tc, mode) in [
+            (r#""auto""#, "AUTO"),
+            (r#""none""#, "NONE"),
+            (r#""required""#, "ANY"),
+        ] {
+            let v = encode(&base.replace("TC", tc));
+            assert_eq!(
+                v["toolConfig"],
+                serde_json::json!({"functionCallingConfig":{"mode":mode}})
+            );
+        }
+        let v = encode(
+            r#"{"model":"g","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+        );
+        assert_eq!(
+            v["generationConfig"],
+            serde_json::json!({"responseMimeType":"application/json"})
+        );
+    }
+
+    #[test]
+    fn rejects_what_gemini_cannot_take() {
+        for (body, param) in [
+            (
+                r#"{"model":"g","n":2,"messages":[{"role":"user","content":"x"}]}"#,
+                "n",
+            ),
+            (
+                r#"{"model":"g","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}"#,
+                "messages[0].content[0].image_url.url",
+            ),
+            (
+                r#"{"model":"g","messages":[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"nope","content":"r"}]}"#,
+                "messages[1].tool_call_id",
+            ),
+            (
+                r#"{"model":"g","messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}"#,
+                "messages[0].tool_calls[0].function.arguments",
+            ),
+        ] {
+            let e = encode_request(body).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{body}");
+        }
+    }
+
+    #[test]
+    fn tool_call_ids_carry_the_signature() {
+        let id = tool_call_id("resp-1", 2, Some("CiQB+/abcd=="));
+        assert!(id.starts_with("call_"));
+        assert!(id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
+        assert_eq!(split_tool_call_id(&id).as_deref(), Some("CiQB+/abcd=="));
+        assert_eq!(
+            tool_call_id("resp-1", 2, Some("CiQB+/abcd==")),
+            id,
+            "stable"
+        );
+        assert_ne!(
+            tool_call_id("resp-2", 2, None),
+            tool_call_id("resp-1", 2, None)
+        );
+        assert_eq!(split_tool_call_id(&tool_call_id("r", 0, None)), None);
+        for foreign in ["call_abc", "toolu_ts_x", "call_zzzzzzzzzzzzzzzz_1_ts_x", ""] {
+            assert_eq!(split_tool_call_id(foreign), None, "{foreign}");
+        }
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            id: "chatcmpl-r".into(),
+            provider: "gm".into(),
+            model: "gemini-2.5-flash".into(),
+            ..Origin::default()
+        }
+    }
+
+    fn decode(body: &str) -> Result<Value, GatewayError> {
+        let d = Gemini.decode_response(body.as_bytes(), &mut origin())?;
+        Ok(serde_json::from_slice(&d.body).unwrap())
+    }
+
+    #[test]
+    fn decodes_text_and_usage() {
+        let v = decode(
+            r#"{"candidates":[{"content":{"parts":[{"text":"thinking...","thought":true},{"text":"Hello"},{"text":" there"}],"role":"model"},
+                "finishReason":"STOP","index":0}],
+              "usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":4,"totalTokenCount":20,"thoughtsTokenCount":6,"cachedContentTokenCount":3},
+              "modelVersion":"gemini-2.5-flash-001","responseId":"abc123"}"#,
+        )
+        .unwrap();
+        assert_eq!(v["id"], "abc123");
+        assert_eq!(v["model"], "gemini-2.5-flash-001");
+        assert_eq!(v["choices"][0]["message"]["content"], "Hello there");
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert_eq!(
+            v["usage"],
+            serde_json::json!({"prompt_tokens":10,"completion_tokens":10,"total_tokens":20,
+                "prompt_tokens_details":{"cached_tokens":3},"completion_tokens_details":{"reasoning_tokens":6}})
+        );
+    }
+
+    #[test]
+    fn decodes_parallel_tool_calls_with_signature() {
+        let v = decode(
+            r#"{"candidates":[{"content":{"parts":[
+                {"functionCall":{"name":"get_weather","args":{"city":"Paris"}},"thoughtSignature":"CiQB+/x="},
+                {"functionCall":{"name":"get_time"}}],"role":"model"},"finishReason":"STOP"}],
+              "usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":7},"responseId":"r9"}"#,
+        )
+        .unwrap();
+        let calls = &v["choices"][0]["message"]["tool_calls"];
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+        assert!(v["choices"][0]["message"]["content"].is_null());
+        assert_eq!(calls[0]["function"]["name"], "get_weather");
+        assert_eq!(calls[0]["function"]["arguments"], "{\"city\":\"Paris\"}");
+        assert_eq!(calls[1]["function"]["arguments"], "{}");
+        assert_eq!(calls[0]["id"], tool_call_id("r9", 0, Some("CiQB+/x=")));
+        assert_eq!(calls[1]["id"], tool_call_id("r9", 1, None));
+    }
+
+    #[test]
+    fn finish_reasons_and_content_filter() {
+        for (reason, tools, want) in [
+            ("STOP", false, "stop"),
+            ("STOP", true, "tool_calls"),
+            ("MAX_TOKENS", false, "length"),
+            ("SAFETY", false, "content_filter"),
+            ("RECITATION", false, "content_filter"),
+            ("BLOCKLIST", false, "content_filter"),
+            ("PROHIBITED_CONTENT", false, "content_filter"),
+            ("SPII", false, "content_filter"),
+            ("IMAGE_SAFETY", false, "content_filter"),
+            ("MALFORMED_FUNCTION_CALL", false, "stop"),
+            ("OTHER", false, "stop"),
+        ] {
+            assert_eq!(finish_reason(reason, tools).as_str(), want, "{reason}");
+        }
+        let v = decode(
+            r#"{"candidates":[{"finishReason":"SAFETY","safetyRatings":[{"category":"HARM_CATEGORY_HARASSMENT","probability":"HIGH","blocked":true}]}],"responseId":"x"}"#,
+        )
+        .unwrap();
+        assert_eq!(v["choices"][0]["finish_reason"], "content_filter");
+        assert!(v["choices"][0]["message"]["content"].is_null());
+        let e = decode(
+            r#"{"promptFeedback":{"blockReason":"PROHIBITED_CONTENT"},"usageMetadata":{"promptTokenCount":12,"totalTokenCount":12},"modelVersion":"gemini-2.5-flash"}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.code, ErrorCode::ContentFiltered);
+        assert_eq!(e.status(), 400);
+        assert!(e.message.contains("PROHIBITED_CONTENT"));
+        assert_eq!(decode("{}").unwrap_err().code, ErrorCode::UpstreamError);
+        assert_eq!(decode("nope").unwrap_err().code, ErrorCode::UpstreamError);
+    }
+
+    #[test]
+    fn maps_errors() {
+        let err = |code: u16, status: &str, msg: &str, details: &str| {
+            format!(
+                r#"{{"error":{{"code":{code},"message":"{msg}","status":"{status}","details":[{details}]}}}}"#
+            )
+        };
+        let key_invalid = r#"{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}"#;
+        let cases = [
+            (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.", key_invalid, ErrorCode::AuthFailed),
+            (400, "INVALID_ARGUMENT", "Invalid JSON payload received.", "", ErrorCode::InvalidRequest),
+            (400, "INVALID_ARGUMENT", "The input token count (250000) exceeds the maximum number of tokens allowed (1048576).", "", ErrorCode::ContextLengthExceeded),
+            (400, "INVALID_ARGUMENT", "Request payload size exceeds the limit: 20971520 bytes.", "", ErrorCode::PayloadTooLarge),
+            (400, "FAILED_PRECONDITION", "User location is not supported for the API use.", "", ErrorCode::InvalidRequest),
+            (403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers.", "", ErrorCode::PermissionDenied),
+            (404, "NOT_FOUND", "models/x is not found for API version v1beta.", "", ErrorCode::ModelNotFound),
+            (429, "RESOURCE_EXHAUSTED", "You exceeded your current quota.", "", ErrorCode::UpstreamRateLimit),
+            (500, "INTERNAL", "An internal error has occurred.", "", ErrorCode::UpstreamError),
+            (503, "UNAVAILABLE", "The model is overloaded. Please try again later.", "", ErrorCode::UpstreamBusy),
+            (504, "DEADLINE_EXCEEDED", "Deadline expired.", "", ErrorCode::UpstreamTimeout),
+        ];
+        for (status, name, msg, details, code) in cases {
+            let e = Gemini.decode_error(status, err(status, name, msg, details).as_bytes());
+            assert_eq!(e.code, code, "{name}: {msg}");
+            assert_eq!(e.message, msg);
+        }
+        let array = format!("[{}]", err(429, "RESOURCE_EXHAUSTED", "quota", ""));
+        assert_eq!(
+            Gemini.decode_error(429, array.as_bytes()).code,
+            ErrorCode::UpstreamRateLimit
+        );
+        assert_eq!(
+            Gemini.decode_error(502, b"<html>").code,
+            ErrorCode::UpstreamError
+        );
+    }
+
+    const TEXT_STREAM: &str = concat!(
+        "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"H\u{e9}llo \u{1f30d}\"}],\"role\": \"model\"},\"index\": 0}],\"usageMetadata\": {\"promptTokenCount\": 4,\"totalTokenCount\": 4},\"modelVersion\": \"gemini-2.5-flash\",\"responseId\": \"rs1\"}\r\n\r\n",
+        "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \" there\"}],\"role\": \"model\"},\"finishReason\": \"STOP\",\"index\": 0}],\"usageMetadata\": {\"promptTokenCount\": 4,\"candidatesTokenCount\": 3,\"totalTokenCount\": 9,\"thoughtsTokenCount\": 2},\"modelVersion\": \"gemini-2.5-flash\",\"responseId\": \"rs1\"}\r\n\r\n",
+    );
+
+    const TOOL_STREAM: &str = concat!(
+        "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Checking.\"}],\"role\": \"model\"}}],\"responseId\": \"rs2\",\"modelVersion\": \"gemini-2.5-pro\"}\r\n\r\n",
+        "data: {\"candidates\": [{\"content\": {\"parts\": [{\"functionCall\": {\"name\": \"get_weather\",\"args\": {\"city\": \"Paris\"}},\"thoughtSignature\": \"CiQB+/x=\"},{\"functionCall\": {\"name\": \"get_time\",\"args\": {}}}],\"role\": \"model\"},\"finishReason\": \"STOP\"}],\"usageMetadata\": {\"promptTokenCount\": 8,\"candidatesTokenCount\": 5,\"totalTokenCount\": 13},\"responseId\": \"rs2\",\"modelVersion\": \"gemini-2.5-pro\"}\r\n\r\n",
+    );
+
+    fn run(chunks: &[&[u8]], include_usage: bool) -> (Vec<Value>, String) {
+        let mut d = Gemini.stream_decoder(ChunkWriter::new(origin(), "rid".into(), include_usage));
+        let mut out = Vec::new();
+        for c in chunks {
+            d.feed(c, &mut out);
+        }
+        d.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        let events = text
+            .split("\n\n")
+            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
+            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+            .collect();
+        (events, text)
+    }
+
+    #[test]
+    fn stream_text_with_crlf_and_usage() {
+        let (ev, text) = run(&[TEXT_STREAM.as_bytes()], true);
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+        assert!(ev
+            .iter()
+            .all(|e| e["id"] == "rs1" && e["model"] == "gemini-2.5-flash"));
+        assert_eq!(
+            ev[0]["choices"][0]["delta"],
+            serde_json::json!({"role":"assistant","content":"H\u{e9}llo \u{1f30d}"})
+        );
+        assert_eq!(ev[1]["choices"][0]["delta"]["content"], " there");
+        assert_eq!(ev[2]["choices"][0]["finish_reason"], "stop");
+        assert_eq!(
+            ev[3]["usage"],
+            serde_json::json!({"prompt_tokens":4,"completion_tokens":5,"total_tokens":9,
+                "completion_tokens_details":{"reasoning_tokens":2}})
+        );
+        assert_eq!(ev.len(), 4);
+        let (ev, _) = run(&[TEXT_STREAM.as_bytes()], false);
+        assert_eq!(ev.len(), 3, "no usage chunk unless asked");
+    }
+
+    #[test]
+    fn stream_tool_calls() {
+        let (ev, text) = run(&[TOOL_STREAM.as_bytes()], false);
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        assert_eq!(ev[0]["choices"][0]["delta"]["content"], "Checking.");
+        let tc = |i: usize| ev[i]["choices"][0]["delta"]["tool_calls"][0].clone();
+        assert_eq!(
+            tc(1),
+            serde_json::json!({"index":0,"id":tool_call_id("rs2", 0, Some("CiQB+/x=")),"type":"function",
+                "function":{"name":"get_weather","arguments":""}})
+        );
+        assert_eq!(
+            tc(2),
+            serde_json::json!({"index":0,"function":{"arguments":"{\"city\":\"Paris\"}"}})
+        );
+        assert_eq!(tc(3)["index"], 1);
+        assert_eq!(tc(3)["id"], tool_call_id("rs2", 1, None));
+        assert_eq!(tc(4)["function"]["arguments"], "{}");
+        assert_eq!(ev[5]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(ev.len(), 6);
+    }
+
+    #[test]
+    fn any_split_gives_the_same_output() {
+        let bytes = TOOL_STREAM.as_bytes();
+        let (_, whole) = run(&[bytes], true);
+        for i in 0..bytes.len() {
+            let (a, b) = bytes.split_at(i);
+            assert_eq!(run(&[a, b], true).1, whole, "split at {i}");
+        }
+    }
+
+    #[test]
+    fn stream_content_filter_errors_and_cuts() {
+        // A prompt blocked once the stream started: a unified stream error.
+        let blocked = "data: {\"promptFeedback\": {\"blockReason\": \"SAFETY\"},\"usageMetadata\": {\"promptTokenCount\": 3},\"responseId\": \"b\"}\r\n\r\n";
+        let (ev, text) = run(&[blocked.as_bytes()], false);
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0]["error"]["code"], "CONTENT_FILTERED");
+        assert_eq!(ev[0]["error"]["request_id"], "rid");
+        assert!(!text.contains("[DONE]"));
+        // The answer filtered mid-stream: finish_reason content_filter.
+        let filtered = TEXT_STREAM.replace("\"STOP\"", "\"SAFETY\"");
+        let (ev, text) = run(&[filtered.as_bytes()], false);
+        assert_eq!(ev[2]["choices"][0]["finish_reason"], "content_filter");
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        // A Google error object in the stream.
+        let error = "data: {\"error\": {\"code\": 503,\"message\": \"The model is overloaded.\",\"status\": \"UNAVAILABLE\"}}\r\n\r\n";
+        let (ev, _) = run(&[error.as_bytes()], false);
+        assert_eq!(ev[0]["error"]["code"], "UPSTREAM_BUSY");
+        // Ended without a finish reason, or mid-event: an error, never [DONE].
+        let first_event = TEXT_STREAM.split_inclusive("\r\n\r\n").next().unwrap();
+        for cut in [first_event, &TEXT_STREAM[..TEXT_STREAM.len() - 3]] {
+            let (ev, text) = run(&[cut.as_bytes()], false);
+            assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
+            assert!(!text.contains("[DONE]"));
+        }
+    }
+}
