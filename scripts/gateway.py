@@ -99,7 +99,8 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
     listener = bootstrap["static_resources"]["listeners"][0]
     listener["address"]["socket_address"]["port_value"] = listen_port
     for cluster in bootstrap["static_resources"]["clusters"]:
-        for group in cluster["load_assignment"]["endpoints"]:
+        # Aggregate clusters have no endpoints of their own.
+        for group in cluster.get("load_assignment", {}).get("endpoints", []):
             for ep in group["lb_endpoints"]:
                 ep["endpoint"]["address"]["socket_address"]["port_value"] = mock_port
     hcm, edge, upstream = _wasm_filters(bootstrap)
@@ -195,10 +196,10 @@ def run(args):
         if not path.exists():
             sys.exit(f"{path} is missing: run `{make}` first")
     mock, mock_port = start_mock(args.mock_port)
-    bootstrap = build_bootstrap(args.port, args.admin_port, mock_port)
     try:
+        bootstrap = build_bootstrap(args.port, args.admin_port, mock_port)
         envoy = start_envoy(bootstrap, ROOT / ".run", args.admin_port, log_level=args.log_level)
-    except RuntimeError as e:
+    except Exception as e:
         stop(mock)
         sys.exit(str(e))
     _, edge, _ = _wasm_filters(bootstrap)
