@@ -1,0 +1,79 @@
+"""Every Envoy config we ship is checked with the real binary, so an example
+cannot rot; the production failover example is also run against the mock."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+import gateway
+from conftest import Gateway
+
+ENVOY_DIR = gateway.ROOT / "envoy"
+SHIPPED = sorted(p.name for p in ENVOY_DIR.glob("*.yaml") if "docker-compose" not in p.name)
+DUMMY_ENV = {"OPENAI_API_KEY": "sk-dummy", "ANTHROPIC_API_KEY": "sk-dummy", "PATH": "/usr/bin:/bin"}
+
+
+def test_something_is_shipped():
+    assert {"gateway.yaml", "failover.yaml"} <= set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_config_validates(name):
+    # Run from the repo root: the configs name the wasm by its build path.
+    result = subprocess.run([gateway.envoy_binary(), "--mode", "validate", "-c", str(ENVOY_DIR / name)],
+                            cwd=gateway.ROOT, env=DUMMY_ENV, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "OK" in result.stdout + result.stderr
+
+
+def test_a_bad_filter_config_is_rejected_naming_the_field(tmp_path):
+    bootstrap = gateway.build_bootstrap(gateway.free_port(), gateway.free_port(), 1, env={},
+                                        edit=lambda c: c["model_groups"]["mock-openai"].update(cluster=""))
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bootstrap))
+    result = subprocess.run([gateway.envoy_binary(), "--mode", "validate", "-c", str(path)],
+                            cwd=gateway.ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "model_groups.mock-openai.candidates[0].cluster: must not be empty" in result.stdout + result.stderr
+
+
+def test_production_failover_example_fails_over(tmp_path):
+    """envoy/failover.yaml with its vendor clusters pointed at the mock, the
+    Anthropic one always answering 529: requests end at OpenAI."""
+    mock, mock_port = gateway.start_mock()
+    port, admin_port = gateway.free_port(), gateway.free_port()
+    bootstrap = yaml.safe_load((ENVOY_DIR / "failover.yaml").read_text())
+    bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port
+    listener = bootstrap["static_resources"]["listeners"][0]
+    listener["address"]["socket_address"].update(address="127.0.0.1", port_value=port)
+    clusters = bootstrap["static_resources"]["clusters"]
+    for i, c in enumerate(clusters):
+        if c["name"] in ("anthropic", "openai"):
+            clusters[i] = gateway.static_cluster(c["name"], mock_port, c["name"])
+    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+    edge = hcm["http_filters"][0]["typed_config"]["config"]
+    upstream = hcm["http_filters"][-1]["typed_config"]["upstream_http_filters"][0]["typed_config"]["config"]
+    config = json.loads(edge["configuration"]["value"])
+    for provider in config["providers"].values():
+        provider.pop("host")
+    config["providers"]["anthropic"]["base_path"] = "/scenario/error-529"
+    for role in (edge, upstream):
+        role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
+        role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
+    envoy = None
+    try:
+        envoy = gateway.start_envoy(bootstrap, tmp_path, admin_port, env=DUMMY_ENV)
+        gw = Gateway(port, admin_port, mock_port, tmp_path, key="example-gateway-key")
+        status, headers, body = gw.chat({"model": "chat", "messages": [{"role": "user", "content": "hi"}]},
+                                        **{"x-test-id": "failover-example"})
+        assert status == 200, body
+        assert headers["x-llm-provider"] == "openai" and body["model"] == "gpt-4o"
+        first, second = gw.mock_requests("failover-example")
+        assert first["path"] == "/scenario/error-529/v1/messages" and first["body"]["model"] == "claude-sonnet-4-5"
+        assert second["path"] == "/v1/chat/completions" and second["headers"]["authorization"] == "Bearer sk-dummy"
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
