@@ -10,6 +10,7 @@ use serde::Deserialize;
 use crate::auth::Auth;
 use crate::dialects::DialectKind;
 use crate::error::{ErrorCode, GatewayError};
+use crate::metering::Price;
 pub use crate::routing::{Candidate, ModelGroup, Rule};
 
 #[derive(Debug, Deserialize)]
@@ -114,6 +115,9 @@ pub struct Provider {
     /// accepted for, the azure dialect.
     #[serde(default)]
     pub api_version: Option<String>,
+    /// USD per million tokens by vendor model ("*" for the rest), for cost accounting.
+    #[serde(default)]
+    pub prices: BTreeMap<String, Price>,
 }
 
 /// A credential: its `Debug` never shows it, so no log line can.
@@ -225,6 +229,9 @@ impl Config {
                     ));
                 }
                 _ => {}
+            }
+            for (model, price) in &provider.prices {
+                price.validate(&format!("{field}.prices.{model}"))?;
             }
             if provider.default_max_tokens == 0 {
                 return Err(format!("{field}.default_max_tokens: must be at least 1"));
