@@ -607,7 +607,10 @@ mod reference {
             ("providers.*.prices.*.", fields::<Price>()),
             ("model_groups.*.", fields::<ModelGroup>()),
             ("model_groups.*.candidates[].", fields::<Candidate>()),
-            ("model_groups.*.candidates[].capabilities.", fields::<Capabilities>()),
+            (
+                "model_groups.*.candidates[].capabilities.",
+                fields::<Capabilities>(),
+            ),
             ("rules[].", fields::<Rule>()),
             ("rules[].match.", fields::<RuleMatch>()),
             ("auth.", fields::<Auth>()),
@@ -625,6 +628,10 @@ mod reference {
                 }
             }
         }
-        assert!(missing.is_empty(), "README.md lacks configuration rows:\n{}", missing.join("\n"));
+        assert!(
+            missing.is_empty(),
+            "README.md lacks configuration rows:\n{}",
+            missing.join("\n")
+        );
     }
 }
