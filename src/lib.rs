@@ -6,6 +6,7 @@
 pub mod config;
 pub mod dialects;
 pub mod error;
+pub mod eventstream;
 pub mod response;
 pub mod sse;
 pub mod unified;
