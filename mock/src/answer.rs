@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::dialect::{count_words, Prompt, Tool, ToolChoice};
-use crate::scenario::Scenario;
+use crate::scenario::{Filter, Scenario};
 
 /// Prepended to the answer under the `split` directive so that tiny writes
 /// cut through multibyte UTF-8 characters.
@@ -16,6 +16,8 @@ pub enum Finish {
     Length,
     StopSequence(String),
     ToolCalls,
+    /// The vendor's content filter cut the answer.
+    ContentFilter,
 }
 
 #[derive(Debug, Clone)]
@@ -101,7 +103,14 @@ pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> 
 
     let said: String = p.last_user_text.chars().take(200).collect();
     let text = format!("{prefix}Hello from the mock {dialect} provider. You said: {said}");
-    text_answer(&text, p, prompt_tokens)
+    let mut answer = text_answer(&text, p, prompt_tokens);
+    if matches!(
+        sc.filter,
+        Some(Filter::FilteredAnswer | Filter::FilteredStream)
+    ) {
+        answer.finish = Finish::ContentFilter;
+    }
+    answer
 }
 
 /// Which tools to call, as (name, schema). Empty: answer with text.

@@ -266,6 +266,7 @@ fn stop_reason(f: &Finish) -> (&'static str, Value) {
         Finish::Length => ("max_tokens", Value::Null),
         Finish::StopSequence(s) => ("stop_sequence", json!(s)),
         Finish::ToolCalls => ("tool_use", Value::Null),
+        Finish::ContentFilter => ("refusal", Value::Null),
     }
 }
 

@@ -10,6 +10,8 @@ use serde_json::Value;
 
 use crate::answer::Answer;
 use crate::http::Request;
+use crate::scenario::Filter;
+use crate::sse;
 
 /// What the answer planner needs from a request, whatever its dialect.
 #[derive(Debug, Default)]
@@ -111,6 +113,26 @@ pub trait Dialect: Sync + Send {
     fn stream(&self, prompt: &Prompt, answer: &Answer, meta: Meta) -> Vec<SseEvent>;
     /// The vendor's mid-stream error event.
     fn stream_error(&self) -> SseEvent;
+    /// Whether the request asks for a stream (Bedrock: the path; DashScope: a header).
+    fn is_stream(&self, _req: &Request, body: &Value) -> bool {
+        body.get("stream").and_then(Value::as_bool).unwrap_or(false)
+    }
+    fn stream_content_type(&self) -> &'static str {
+        "text/event-stream; charset=utf-8"
+    }
+    /// Appends event number `index` in the stream's wire format.
+    fn encode_event(&self, _index: usize, e: &SseEvent, crlf: bool, out: &mut Vec<u8>) {
+        sse::encode(e, crlf, out);
+    }
+    /// A header naming the error type (AWS: `x-amzn-errortype`).
+    fn error_header(&self, _failure: &Failure) -> Option<(&'static str, String)> {
+        None
+    }
+    /// The vendor's answer when its content filter strikes; None: the usual
+    /// answer, with the content-filter finish the planner chose.
+    fn filtered(&self, _filter: Filter, _p: &Prompt, _meta: Meta) -> Option<Reply> {
+        None
+    }
 }
 
 /// serde_json::Value to text; serialising a Value cannot fail, but avoid

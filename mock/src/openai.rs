@@ -37,6 +37,7 @@ fn finish_reason(f: &Finish) -> &'static str {
         Finish::Stop | Finish::StopSequence(_) => "stop",
         Finish::Length => "length",
         Finish::ToolCalls => "tool_calls",
+        Finish::ContentFilter => "content_filter",
     }
 }
 

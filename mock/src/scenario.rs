@@ -32,6 +32,18 @@ pub struct Scenario {
     pub tool: bool,
     /// `two-tools`: call the first two tools in parallel.
     pub two_tools: bool,
+    /// `blocked-prompt`, `filtered-answer`, `filtered-stream`: the vendor's content filter strikes.
+    pub filter: Option<Filter>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Filter {
+    /// The prompt is refused before any answer.
+    BlockedPrompt,
+    /// The answer is cut by the filter (finish reason content filter, or the vendor's error).
+    FilteredAnswer,
+    /// A stream is stopped midway by the filter.
+    FilteredStream,
 }
 
 const DEFAULT_SLOW: Duration = Duration::from_millis(200);
@@ -52,6 +64,9 @@ impl Scenario {
                 "empty-200" => s.empty_200 = true,
                 "tool" => s.tool = true,
                 "two-tools" => s.two_tools = true,
+                "blocked-prompt" => s.filter = Some(Filter::BlockedPrompt),
+                "filtered-answer" => s.filter = Some(Filter::FilteredAnswer),
+                "filtered-stream" => s.filter = Some(Filter::FilteredStream),
                 _ => {
                     if let Some(ms) = d.strip_prefix("slow=") {
                         s.slow = ms.parse().ok().map(Duration::from_millis);

@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use crate::answer::plan;
 use crate::anthropic::Anthropic;
-use crate::dialect::{to_json, Dialect, Failure, Meta, Reply};
+use crate::bedrock::Bedrock;
+use crate::dashscope::DashScope;
+use crate::dialect::{to_json, Dialect, Failure, Meta, Reply, SseEvent};
 use crate::fast::{FastAnswers, FastRequest};
 use crate::http::{
     push_chunk, query_param, read_request, stream_head, write_response, ReadError, Request,
@@ -21,15 +23,21 @@ use crate::http::{
 use crate::openai::OpenAi;
 use crate::record::Recorder;
 use crate::scenario::{self, Scenario, SeenIds};
+use crate::sigv4::Credentials;
 use crate::sse::{self, End};
 
 const JSON: &str = "application/json";
-const SSE: &str = "text/event-stream; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
 
 /// Every dialect the mock speaks. A new vendor is one more line here.
-pub fn dialects() -> Vec<Box<dyn Dialect>> {
-    vec![Box::new(OpenAi), Box::new(Anthropic)]
+/// `aws`: credentials Bedrock requests must be SigV4-signed with.
+pub fn dialects(aws: Option<Credentials>) -> Vec<Box<dyn Dialect>> {
+    vec![
+        Box::new(OpenAi),
+        Box::new(Anthropic),
+        Box::new(Bedrock { credentials: aws }),
+        Box::new(DashScope),
+    ]
 }
 
 pub struct State {
@@ -44,8 +52,8 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(fast: bool, verbose: bool) -> State {
-        let dialects = dialects();
+    pub fn new(fast: bool, verbose: bool, aws: Option<Credentials>) -> State {
+        let dialects = dialects(aws);
         let fast_answers = dialects
             .iter()
             .map(|d| FastAnswers::new(d.as_ref(), now()))
@@ -135,6 +143,21 @@ impl Conn {
             None => &[],
         };
         self.send(r.status, JSON, extra, r.body.as_bytes())
+    }
+
+    /// The dialect's error response, with its error-type header if it has one.
+    fn fail(&mut self, d: &dyn Dialect, f: &Failure) -> io::Result<bool> {
+        let r = d.error(f);
+        let mut extra: Vec<(&str, &str)> = r
+            .retry_after
+            .map(|s| ("retry-after", s))
+            .into_iter()
+            .collect();
+        let header = d.error_header(f);
+        if let Some((name, value)) = &header {
+            extra.push((name, value));
+        }
+        self.send(r.status, JSON, &extra, r.body.as_bytes())
     }
 }
 
@@ -227,16 +250,16 @@ fn completion(req: &Request, c: &mut Conn, st: &State, d: &dyn Dialect) -> io::R
         .map(Scenario::parse)
         .unwrap_or_default();
     if let Err(f) = d.check_headers(req) {
-        return c.reply(&d.error(&f));
+        return c.fail(d, &f);
     }
     let body: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
         Err(e) => {
             let msg = format!("We could not parse the JSON body of your request: {e}");
-            return c.reply(&d.error(&Failure::Invalid(msg)));
+            return c.fail(d, &Failure::Invalid(msg));
         }
     };
-    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let stream = d.is_stream(req, &body);
     if let (false, Some(pause)) = (stream, sc.slow) {
         thread::sleep(pause);
     }
@@ -244,10 +267,10 @@ fn completion(req: &Request, c: &mut Conn, st: &State, d: &dyn Dialect) -> io::R
         return c.send(200, JSON, &[], b"not json");
     }
     if sc.context_error {
-        return c.reply(&d.error(&Failure::ContextLength));
+        return c.fail(d, &Failure::ContextLength);
     }
     if let Some(status) = sc.error {
-        return c.reply(&d.error(&Failure::Status(status)));
+        return c.fail(d, &Failure::Status(status));
     }
     // Without an x-request-id there is nothing to remember: answer normally.
     if sc.fail_first
@@ -255,14 +278,18 @@ fn completion(req: &Request, c: &mut Conn, st: &State, d: &dyn Dialect) -> io::R
             .header("x-request-id")
             .is_some_and(|id| st.fail_first.first_time(id))
     {
-        return c.reply(&d.error(&Failure::Status(503)));
+        return c.fail(d, &Failure::Status(503));
     }
-    let prompt = match d.parse(&body) {
+    let mut prompt = match d.parse(&body) {
         Ok(p) => p,
-        Err(f) => return c.reply(&d.error(&f)),
+        Err(f) => return c.fail(d, &f),
     };
-    let answer = plan(&prompt, &sc, d.name(), d.tool_preface());
+    prompt.stream = stream;
     let meta = st.meta();
+    if let Some(reply) = sc.filter.and_then(|f| d.filtered(f, &prompt, meta)) {
+        return c.reply(&reply);
+    }
+    let answer = plan(&prompt, &sc, d.name(), d.tool_preface());
     if !prompt.stream {
         let body = to_json(&d.response(&prompt, &answer, meta));
         return c.send(200, JSON, &[], body.as_bytes());
@@ -271,10 +298,12 @@ fn completion(req: &Request, c: &mut Conn, st: &State, d: &dyn Dialect) -> io::R
         eprintln!("  -> 200 stream");
     }
     c.buf.clear();
-    stream_head(&mut c.buf, SSE, c.keep_alive);
+    stream_head(&mut c.buf, d.stream_content_type(), c.keep_alive);
     c.w.write_all(&c.buf)?;
     let events = d.stream(&prompt, &answer, meta);
-    match sse::send(&mut c.w, &events, &d.stream_error(), &sc)? {
+    let encode =
+        |i: usize, e: &SseEvent, crlf: bool, out: &mut Vec<u8>| d.encode_event(i, e, crlf, out);
+    match sse::send(&mut c.w, &events, &d.stream_error(), &sc, &encode)? {
         End::Complete => Ok(c.keep_alive),
         End::Cut => {
             // Abrupt end: no terminating chunk, connection gone.
@@ -293,7 +322,7 @@ fn fast(
     answers: &FastAnswers,
 ) -> io::Result<bool> {
     if let Err(f) = d.check_headers(req) {
-        return c.reply(&d.error(&f));
+        return c.fail(d, &f);
     }
     let Ok(FastRequest {
         model: Some(model),
@@ -304,10 +333,10 @@ fn fast(
         return completion(req, c, st, d);
     };
     c.body.clear();
-    if stream {
+    if d.is_stream(req, &serde_json::json!({ "stream": stream })) {
         answers.sse.render(&model, &mut c.body);
         c.buf.clear();
-        stream_head(&mut c.buf, SSE, c.keep_alive);
+        stream_head(&mut c.buf, d.stream_content_type(), c.keep_alive);
         push_chunk(&mut c.buf, &c.body);
         c.buf.extend_from_slice(LAST_CHUNK);
         c.w.write_all(&c.buf)?;

@@ -46,7 +46,10 @@ fn stream(d: &dyn Dialect, body: Value, scenario: &str) -> Vec<(Option<String>, 
     let a = plan(&p, &sc, d.name(), d.tool_preface());
     let events = d.stream(&p, &a, Meta { seq: 7, created: 1 });
     let mut out = Vec::new();
-    send(&mut out, &events, &d.stream_error(), &sc).unwrap();
+    let encode = |i: usize, e: &crate::dialect::SseEvent, crlf: bool, out: &mut Vec<u8>| {
+        d.encode_event(i, e, crlf, out)
+    };
+    send(&mut out, &events, &d.stream_error(), &sc, &encode).unwrap();
     let (body, _, terminated) = dechunk(&out);
     assert!(terminated);
     parse_sse(std::str::from_utf8(&body).unwrap())
@@ -369,7 +372,7 @@ fn error_bodies() {
 fn start() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let state = Arc::new(State::new(false, false));
+    let state = Arc::new(State::new(false, false, None));
     std::thread::spawn(move || serve(listener, state));
     addr
 }
