@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WASM = ROOT / "target/wasm32-wasip1/release/llm_gateway.wasm"
 MOCK = ROOT / "target/release/mock-provider"
 TEMPLATE = ROOT / "envoy/gateway.yaml"
+# The dummy AWS credentials envoy/gateway.yaml signs mock Bedrock requests with.
+MOCK_AWS_CREDENTIALS = "AKIDMOCKBEDROCK:mock-bedrock-secret-key"
 
 # Real vendors offered by `make run` when their key is in the environment.
 VENDORS = {
@@ -133,8 +135,8 @@ def wait_http(url, timeout=20.0, proc=None):
     raise RuntimeError(f"{url} not ready after {timeout}s")
 
 
-def start_mock(port=0, args=(), log=None):
-    """Starts the mock provider; returns (process, port)."""
+def start_mock(port=0, args=("--aws-credentials", MOCK_AWS_CREDENTIALS), log=None):
+    """Starts the mock provider (checking Bedrock signatures); returns (process, port)."""
     proc = subprocess.Popen([str(MOCK), "--listen", f"127.0.0.1:{port}", *args],
                             stdout=subprocess.PIPE, stderr=log or subprocess.DEVNULL, text=True)
     line = proc.stdout.readline().strip()
