@@ -86,9 +86,11 @@ def _wasm_filters(bootstrap):
 
 
 def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
-                    extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None):
+                    extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None,
+                    edit_bootstrap=None):
     """The Envoy bootstrap as a dict. `edit(config_dict)` may change the filter
-    config; `extra_routes(template_route)` returns routes to put first."""
+    config; `extra_routes(template_route)` returns routes to put first;
+    `edit_bootstrap(bootstrap)` may change the rest (e.g. a cluster's filters)."""
     env = os.environ if env is None else env
     bootstrap = yaml.safe_load(TEMPLATE.read_text())
     bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port
@@ -117,6 +119,8 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
         # Each role gets its own copy: the YAML anchors resolved to one shared object.
         role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(wasm)}})
         role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
+    if edit_bootstrap:
+        edit_bootstrap(bootstrap)
     return bootstrap
 
 

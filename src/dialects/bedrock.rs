@@ -433,6 +433,11 @@ fn short_type(kind: &str) -> &str {
 /// `__type`, or the stream's `:exception-type`, which starts lower case).
 pub fn error_code(kind: &str, status: u16, message: &str) -> ErrorCode {
     let lower = message.to_ascii_lowercase();
+    // Without a type (it travels in a header we do not see), a 400 is a ValidationException.
+    let kind = match (kind, status) {
+        ("", 400) => "ValidationException",
+        _ => kind,
+    };
     match kind.to_ascii_lowercase().as_str() {
         "throttlingexception" | "servicequotaexceededexception" => ErrorCode::UpstreamRateLimit,
         "validationexception"
@@ -456,7 +461,11 @@ pub fn error_code(kind: &str, status: u16, message: &str) -> ErrorCode {
             ErrorCode::UpstreamError
         }
         // No type: AWS answers a bad key or signature with a bare 403.
-        _ if status == 403 && (lower.contains("signature") || lower.contains("security token")) => {
+        _ if status == 403
+            && ["signature", "security token", "authentication token"]
+                .iter()
+                .any(|s| lower.contains(s)) =>
+        {
             ErrorCode::AuthFailed
         }
         _ => ErrorCode::from_status(status),
@@ -1045,6 +1054,11 @@ mod tests {
             assert_eq!((e.code, e.message.as_str()), (code, message), "{kind}");
         }
         // The usual body has only the message (the type is in x-amzn-errortype).
+        let e = Bedrock.decode_error(
+            400,
+            br#"{"message":"Input is too long for requested model."}"#,
+        );
+        assert_eq!(e.code, ErrorCode::ContextLengthExceeded);
         let e = Bedrock.decode_error(403, br#"{"message":"The request signature we calculated does not match the signature you provided."}"#);
         assert_eq!(e.code, ErrorCode::AuthFailed);
         assert_eq!(
