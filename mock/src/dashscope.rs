@@ -47,9 +47,11 @@ fn content_text(content: Option<&Value>, multimodal: bool, at: &str) -> Result<S
                     (Some(t), None) => texts.push(t),
                     (None, Some(Value::String(url)))
                         if url.starts_with("http") || url.starts_with("data:image/") => {}
-                    _ => return Err(invalid(format!(
+                    _ => {
+                        return Err(invalid(format!(
                         "{at}: each content item must be {{\"text\": ...}} or {{\"image\": url}}"
-                    ))),
+                    )))
+                    }
                 }
             }
             Ok(texts.join(" "))
