@@ -1,5 +1,6 @@
 //! mock-provider: a mock LLM vendor API speaking the real wire formats of
-//! OpenAI Chat Completions and Anthropic Messages, for the gateway's
+//! OpenAI Chat Completions, Anthropic Messages, AWS Bedrock Converse and
+//! Alibaba DashScope, for the gateway's
 //! integration tests and benchmarks.
 //!
 //! Usage: mock-provider [--listen ADDR] [--fast] [--verbose] [--aws-credentials ID:SECRET]
