@@ -1,7 +1,6 @@
 //! mock-provider: a mock LLM vendor API speaking the real wire formats of
 //! OpenAI Chat Completions, Anthropic Messages, AWS Bedrock Converse and
-//! Alibaba DashScope, for the gateway's
-//! integration tests and benchmarks.
+//! Alibaba DashScope, for the gateway's integration tests and benchmarks.
 //!
 //! Usage: mock-provider [--listen ADDR] [--fast] [--verbose] [--aws-credentials ID:SECRET]
 //!   --listen ADDR  address to bind (default 127.0.0.1:0, port 0 = any free)
