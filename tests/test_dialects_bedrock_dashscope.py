@@ -2,6 +2,7 @@
 client gets, what the mock received, content filters, vendor errors, and the
 SigV4 proof (the mock recomputes every Bedrock signature)."""
 
+import http.client
 import json
 import os
 import urllib.error
@@ -133,6 +134,23 @@ def test_stream_split_into_tiny_chunks(gw, group):
     for piece in ("héllo", "wörld", "你好", "🌍", "You said: hi there"):
         assert piece in text, text
     assert events[-1][1] == "[DONE]"
+
+
+@pytest.mark.parametrize("group", [BEDROCK, DASHSCOPE])
+def test_stream_arrives_incrementally(gw, group):
+    _, _, events = stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+                          {"x-model-group": group, "x-mock-scenario": "slow=100"})
+    times = [t for t, e in events if isinstance(e, dict) and e["choices"] and e["choices"][0]["delta"].get("content")]
+    assert len(times) >= 5
+    # Paced 100 ms apart upstream: a gateway that buffered would deliver them together.
+    assert times[-1] - times[0] > 0.3
+
+
+@pytest.mark.parametrize("group", [BEDROCK, DASHSCOPE])
+def test_stream_cut_mid_event_fails_the_client_stream(gw, group):
+    with pytest.raises(http.client.IncompleteRead):
+        stream(gw.base, {"model": "m", "messages": USER_HI, "stream": True},
+               {"x-model-group": group, "x-mock-scenario": "cut"})
 
 
 @pytest.mark.parametrize("group,code", [(BEDROCK, "UPSTREAM_BUSY"), (DASHSCOPE, "UPSTREAM_ERROR")])
