@@ -309,15 +309,14 @@ impl Dialect for Bedrock {
                 format!("request could not be encoded: {e}"),
             )
         })?;
-        let (operation, accept) = if req.stream {
-            ("converse-stream", EVENT_STREAM)
+        // The operation alone picks the answer's format: no `accept`, which
+        // would stay on the shared header map for a retry on another vendor.
+        let operation = if req.stream {
+            "converse-stream"
         } else {
-            ("converse", "application/json")
+            "converse"
         };
-        let mut headers = vec![
-            ("content-type", "application/json".to_owned()),
-            ("accept", accept.to_owned()),
-        ];
+        let mut headers = vec![("content-type", "application/json".to_owned())];
         if let Some(key) = &target.provider.resolved_key {
             headers.push(("authorization", format!("Bearer {key}")));
         }
@@ -796,7 +795,6 @@ mod tests {
             up.path,
             "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse"
         );
-        assert!(up.headers.contains(&("accept", "application/json".into())));
         assert!(
             !up.headers.iter().any(|(n, _)| *n == "authorization"),
             "SigV4 is Envoy's job"
@@ -824,7 +822,6 @@ mod tests {
             up.path,
             "/proxy/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"
         );
-        assert!(up.headers.contains(&("accept", EVENT_STREAM.into())));
         assert!(up
             .headers
             .contains(&("authorization", "Bearer br-key".into())));

@@ -174,7 +174,6 @@ impl Dialect for DashScope {
         let mut headers = vec![("content-type", "application/json".to_owned())];
         if req.stream {
             headers.push(("x-dashscope-sse", "enable".to_owned()));
-            headers.push(("accept", "text/event-stream".to_owned()));
         }
         if let Some(key) = &target.provider.resolved_key {
             headers.push(("authorization", format!("Bearer {key}")));
