@@ -432,17 +432,25 @@ fn short_type(kind: &str) -> &str {
 /// `__type`, or the stream's `:exception-type`, which starts lower case).
 pub fn error_code(kind: &str, status: u16, message: &str) -> ErrorCode {
     let lower = message.to_ascii_lowercase();
-    // Without a type (it travels in a header we do not see), a 400 is a ValidationException.
+    // Without a type (it travels in a header we do not see), the status says
+    // which exception Bedrock documents for it.
     let kind = match (kind, status) {
+        ("", 400) if lower.contains("quota") => "ServiceQuotaExceededException",
         ("", 400) => "ValidationException",
+        ("", 424) => "ModelErrorException",
         _ => kind,
     };
     match kind.to_ascii_lowercase().as_str() {
         "throttlingexception" | "servicequotaexceededexception" => ErrorCode::UpstreamRateLimit,
         "validationexception"
-            if ["too long", "too many", "context window", "input length"]
-                .iter()
-                .any(|s| lower.contains(s)) =>
+            if [
+                "too long",
+                "too many input tokens",
+                "context window",
+                "input length",
+            ]
+            .iter()
+            .any(|s| lower.contains(s)) =>
         {
             ErrorCode::ContextLengthExceeded
         }
@@ -1074,6 +1082,22 @@ mod tests {
             Bedrock.decode_error(503, b"<html>").code,
             ErrorCode::UpstreamBusy
         );
+        for (status, message, code) in [
+            (424, "model failed", ErrorCode::UpstreamError),
+            (408, "Model has timed out", ErrorCode::UpstreamTimeout),
+            (
+                400,
+                "Your request exceeds the service quota for your account.",
+                ErrorCode::UpstreamRateLimit,
+            ),
+        ] {
+            let body = format!(r#"{{"message":"{message}"}}"#);
+            assert_eq!(
+                Bedrock.decode_error(status, body.as_bytes()).code,
+                code,
+                "{status}"
+            );
+        }
         assert_eq!(
             short_type("ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"),
             "ThrottlingException"
