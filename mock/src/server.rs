@@ -137,27 +137,21 @@ impl Conn {
         Ok(self.keep_alive)
     }
 
-    fn reply(&mut self, r: &Reply) -> io::Result<bool> {
-        let extra: &[(&str, &str)] = match r.retry_after {
-            Some(secs) => &[("retry-after", secs)],
-            None => &[],
-        };
-        self.send(r.status, JSON, extra, r.body.as_bytes())
-    }
-
-    /// The dialect's error response, with its error-type header if it has one.
-    fn fail(&mut self, d: &dyn Dialect, f: &Failure) -> io::Result<bool> {
-        let r = d.error(f);
-        let mut extra: Vec<(&str, &str)> = r
-            .retry_after
-            .map(|s| ("retry-after", s))
-            .into_iter()
-            .collect();
-        let header = d.error_header(f);
-        if let Some((name, value)) = &header {
+    /// A JSON reply, with `retry-after` and the dialect's error-type header when set.
+    fn reply(&mut self, r: &Reply, error_header: Option<(&str, String)>) -> io::Result<bool> {
+        let mut extra: Vec<(&str, &str)> = Vec::new();
+        if let Some(secs) = r.retry_after {
+            extra.push(("retry-after", secs));
+        }
+        if let Some((name, value)) = &error_header {
             extra.push((name, value));
         }
         self.send(r.status, JSON, &extra, r.body.as_bytes())
+    }
+
+    /// The dialect's error response for a failure.
+    fn fail(&mut self, d: &dyn Dialect, f: &Failure) -> io::Result<bool> {
+        self.reply(&d.error(f), d.error_header(f))
     }
 }
 
@@ -287,7 +281,7 @@ fn completion(req: &Request, c: &mut Conn, st: &State, d: &dyn Dialect) -> io::R
     prompt.stream = stream;
     let meta = st.meta();
     if let Some(reply) = sc.filter.and_then(|f| d.filtered(f, &prompt, meta)) {
-        return c.reply(&reply);
+        return c.reply(&reply, None);
     }
     let answer = plan(&prompt, &sc, d.name(), d.tool_preface());
     if !prompt.stream {
