@@ -90,7 +90,8 @@ def _wasm_filters(bootstrap):
 
 
 def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
-                    extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None):
+                    extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None,
+                    access_log=None):
     """The Envoy bootstrap as a dict. `edit(config_dict)` may change the filter
     config; `extra_routes(template_route)` returns routes to put first."""
     env = os.environ if env is None else env
@@ -104,6 +105,9 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
             for ep in group["lb_endpoints"]:
                 ep["endpoint"]["address"]["socket_address"]["port_value"] = mock_port
     hcm, edge, upstream = _wasm_filters(bootstrap)
+    if access_log:
+        for log in hcm.get("access_log", []):
+            log["typed_config"]["path"] = str(access_log)
     if extra_routes:
         routes = hcm["route_config"]["virtual_hosts"][0]["routes"]
         routes[:0] = extra_routes(routes[-1])

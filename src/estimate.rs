@@ -15,16 +15,33 @@ const TOKENS_PER_MESSAGE: u64 = 4;
 const TOKENS_PER_IMAGE: u64 = 1000;
 
 pub fn text_tokens(text: &str) -> u64 {
-    let mut ascii = 0u64;
-    let mut other = 0u64;
-    for c in text.chars() {
-        if c.is_ascii() {
-            ascii += 1;
-        } else {
-            other += 1;
+    let mut count = TextCount::default();
+    count.add(text);
+    count.tokens()
+}
+
+/// Text seen so far, for an estimate over many pieces (stream deltas) that
+/// does not round every piece up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TextCount {
+    ascii: u64,
+    other: u64,
+}
+
+impl TextCount {
+    pub fn add(&mut self, text: &str) {
+        for c in text.chars() {
+            if c.is_ascii() {
+                self.ascii += 1;
+            } else {
+                self.other += 1;
+            }
         }
     }
-    ascii.div_ceil(4) + other
+
+    pub fn tokens(&self) -> u64 {
+        self.ascii.div_ceil(4) + self.other
+    }
 }
 
 fn content_tokens(content: &Content) -> u64 {
@@ -96,6 +113,15 @@ mod tests {
             11
         );
         assert_eq!(text_tokens(""), 0);
+    }
+
+    #[test]
+    fn pieces_add_up_without_rounding_each() {
+        let mut c = TextCount::default();
+        for word in ["Hello", " from", " the", " mock"] {
+            c.add(word);
+        }
+        assert_eq!(c.tokens(), text_tokens("Hello from the mock"));
     }
 
     #[test]

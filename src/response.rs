@@ -204,6 +204,10 @@ pub struct ChunkWriter {
     content_started: bool,
     /// The error the stream ended with, if it did.
     failure: Option<GatewayError>,
+    /// Answer text and tool arguments written so far: what the client was
+    /// sent, for reconciling a cut stream.
+    delivered: crate::estimate::TextCount,
+    finish_reason: Option<FinishReason>,
     pub usage: Option<Usage>,
     done: bool,
 }
@@ -218,6 +222,8 @@ impl ChunkWriter {
             finished: false,
             content_started: false,
             failure: None,
+            delivered: Default::default(),
+            finish_reason: None,
             usage: None,
             done: false,
         }
@@ -256,6 +262,15 @@ impl ChunkWriter {
             || finish_reason.is_some()
         {
             self.content_started = true;
+        }
+        if let Some(text) = delta.content {
+            self.count_delivered(text);
+        }
+        if let Some([call]) = &delta.tool_calls {
+            self.count_delivered(call.function.arguments);
+        }
+        if finish_reason.is_some() {
+            self.finish_reason = finish_reason;
         }
         let chunk = Chunk {
             id: &self.origin.id,
@@ -427,6 +442,21 @@ impl ChunkWriter {
     /// True once a finish reason has been sent.
     pub fn finished(&self) -> bool {
         self.finished
+    }
+
+    /// Adds answer text a passed-through chunk carried to what was delivered.
+    pub fn count_delivered(&mut self, text: &str) {
+        self.delivered.add(text);
+    }
+
+    /// Estimated tokens delivered so far.
+    pub fn delivered_tokens(&self) -> u64 {
+        self.delivered.tokens()
+    }
+
+    /// The finish reason written, when this writer wrote it.
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.finish_reason
     }
 
     pub fn mark_finished(&mut self) {

@@ -285,6 +285,17 @@ impl SseEvents for OpenAiEvents {
             let delta = choice.get("delta").and_then(Value::as_object);
             says_something |= delta.is_some_and(|d| !d.is_empty());
             // Part of the answer, unlike the opening role chunk.
+            if let Some(d) = delta {
+                let text = d.get("content").and_then(Value::as_str);
+                let calls = d.get("tool_calls").and_then(Value::as_array);
+                let args = calls
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.pointer("/function/arguments").and_then(Value::as_str));
+                for piece in text.into_iter().chain(args) {
+                    w.count_delivered(piece);
+                }
+            }
             has_content |= delta.is_some_and(|d| {
                 d.get("content")
                     .and_then(Value::as_str)

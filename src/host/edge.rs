@@ -8,10 +8,15 @@ use std::rc::Rc;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use super::{send_error, CANDIDATE_PROPERTY, GROUP_PROPERTY, KEY_NAME_PROPERTY};
+use super::metrics;
+use super::{
+    elapsed_micros, send_error, ATTEMPT_PROPERTY, CANDIDATE_PROPERTY, GROUP_PROPERTY, LOG_PROPERTY,
+    ROUTE_PROPERTY,
+};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
+use crate::metering::{price_for, AttemptRecord, RequestLog};
 use crate::routing::Needs;
 use crate::unified::{valid_request_id, ChatRequest};
 
@@ -41,6 +46,22 @@ pub struct Edge {
     caller: Caller,
     /// `x-llm-provider` from the client, kept only when pins are allowed.
     provider_pin: Option<String>,
+    /// What the request log needs from the request side.
+    chat: Option<ChatFacts>,
+    started: std::time::SystemTime,
+    status: u16,
+    code: Option<ErrorCode>,
+    response_complete: bool,
+}
+
+/// Facts about a chat request, for metering at the end (filled in as far
+/// as the request got).
+#[derive(Default)]
+struct ChatFacts {
+    group: String,
+    request_model: String,
+    stream: bool,
+    estimated_prompt_tokens: u64,
 }
 
 impl Edge {
@@ -51,10 +72,17 @@ impl Edge {
             request_id: String::new(),
             caller: Caller::Anyone,
             provider_pin: None,
+            chat: None,
+            started: std::time::SystemTime::UNIX_EPOCH,
+            status: 0,
+            code: None,
+            response_complete: false,
         }
     }
 
     fn reject(&mut self, error: GatewayError) -> Action {
+        self.status = error.status();
+        self.code = Some(error.code);
         send_error(self, &error, &self.request_id);
         self.state = State::Replied;
         Action::Pause
@@ -71,10 +99,6 @@ impl Edge {
             authorization.as_deref(),
             x_api_key.as_deref(),
         ))?;
-        let name = self.config.auth.caller_name(self.caller);
-        if !name.is_empty() {
-            self.set_property(vec![KEY_NAME_PROPERTY], Some(name.as_bytes()));
-        }
         Ok(())
     }
 
@@ -184,12 +208,14 @@ impl Edge {
             Some(u) => u.as_bytes().to_vec(),
             None => next_spread_key(&self.request_id),
         };
-        let index = model_group.choose(
-            group,
-            &Needs::of(&request),
-            &bucket_key,
-            self.provider_pin.as_deref(),
-        )?;
+        let needs = Needs::of(&request);
+        self.chat = Some(ChatFacts {
+            group: group.to_owned(),
+            request_model: request.model.clone(),
+            stream: request.stream,
+            estimated_prompt_tokens: needs.prompt_tokens,
+        });
+        let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
         let cluster = model_group
             .candidates
             .get(index)
@@ -218,10 +244,160 @@ fn next_spread_key(request_id: &str) -> Vec<u8> {
     key
 }
 
+impl Edge {
+    /// The request's metrics, access-log line and tracing attributes, from
+    /// the last attempt's record (also when the client left mid-stream).
+    fn meter(&self, chat: &ChatFacts) {
+        let record: AttemptRecord = self
+            .get_property(vec![ATTEMPT_PROPERTY])
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        let route_bytes = self.get_property(vec![ROUTE_PROPERTY]).unwrap_or_default();
+        let route_text = String::from_utf8_lossy(&route_bytes);
+        let route: Vec<&str> = route_text.split(',').filter(|r| !r.is_empty()).collect();
+        let reached_vendor = !record.provider.is_empty();
+        let (usage, estimated) = if reached_vendor {
+            record.usage_or_estimate(chat.estimated_prompt_tokens)
+        } else {
+            Default::default()
+        };
+        let cost = self
+            .config
+            .providers
+            .get(&record.provider)
+            .and_then(|p| price_for(&p.prices, &record.model))
+            .map(|price| price.cost(&usage));
+        // An answer that never ended: the client left, or the vendor's side broke.
+        let details = self
+            .get_property(vec!["response", "code_details"])
+            .map(|d| String::from_utf8_lossy(&d).into_owned())
+            .unwrap_or_default();
+        let cut_short = reached_vendor && !self.response_complete;
+        let client_disconnected = cut_short && !details.starts_with("upstream");
+        let vendor_failed =
+            (cut_short && !client_disconnected).then_some(ErrorCode::UpstreamError.as_str());
+        let code = self
+            .code
+            .map(ErrorCode::as_str)
+            .or(record.code.as_deref())
+            .or(vendor_failed);
+        let status = self.status.to_string();
+        let key = self.config.auth.caller_name(self.caller);
+        let duration_ms = elapsed_micros(self, self.started) / 1000;
+        let (provider, model, group) = (
+            record.provider.as_str(),
+            record.model.as_str(),
+            chat.group.as_str(),
+        );
+
+        let who = [
+            ("provider", provider),
+            ("model", model),
+            ("group", group),
+            ("key", key),
+        ];
+        metrics::count(
+            "llm_gateway.requests",
+            &[
+                ("group", group),
+                ("provider", provider),
+                ("model", model),
+                ("status", &status),
+                ("code", code.unwrap_or("")),
+                ("key", key),
+            ],
+            1,
+        );
+        for (token_type, n) in [
+            ("input", usage.prompt_tokens),
+            ("output", usage.completion_tokens),
+            ("cached", usage.cached_tokens.unwrap_or(0)),
+            ("reasoning", usage.reasoning_tokens.unwrap_or(0)),
+        ] {
+            let [p, m, g, k] = who;
+            metrics::count(
+                "gen_ai.client.token.usage",
+                &[("token_type", token_type), p, m, g, k],
+                n,
+            );
+        }
+        if let Some(cost) = cost {
+            metrics::count(
+                "llm_gateway.cost_micro_usd",
+                &who,
+                (cost * 1e6).round() as u64,
+            );
+        }
+        if reached_vendor {
+            metrics::record("gen_ai.server.request.duration_ms", &who[..3], duration_ms);
+        }
+        if let Some(ttft) = record.ttft_ms {
+            metrics::record("gen_ai.server.time_to_first_token_ms", &who[..2], ttft);
+        }
+        let one = |name: &str, labels: &[(&str, &str)], yes: bool| {
+            metrics::count(name, labels, u64::from(yes))
+        };
+        let attempts = route.len() as u64;
+        metrics::count(
+            "llm_gateway.failovers",
+            &[("group", group)],
+            attempts.saturating_sub(1),
+        );
+        one(
+            "llm_gateway.content_filtered",
+            &who[..1],
+            record.content_filtered(),
+        );
+        one("llm_gateway.usage_estimated", &who[..1], estimated);
+        one(
+            "llm_gateway.client_disconnects",
+            &who[..1],
+            client_disconnected,
+        );
+
+        let log = RequestLog {
+            request_id: &self.request_id,
+            key,
+            group,
+            status: self.status,
+            code,
+            attempts,
+            route,
+            provider,
+            model,
+            stream: chat.stream,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            cached_tokens: usage.cached_tokens.unwrap_or(0),
+            reasoning_tokens: usage.reasoning_tokens.unwrap_or(0),
+            usage_estimated: estimated,
+            cost_usd: cost,
+            ttft_ms: record.ttft_ms,
+            duration_ms,
+            delivered_tokens: record.delivered_tokens,
+            client_disconnected,
+        };
+        if let Ok(line) = serde_json::to_vec(&log) {
+            self.set_property(vec![LOG_PROPERTY], Some(&line));
+        }
+        // For tracing custom tags (envoy/tracing.yaml).
+        for (name, value) in [
+            ("llm_provider", provider),
+            ("llm_request_model", chat.request_model.as_str()),
+            ("llm_response_model", model),
+            ("llm_input_tokens", &usage.prompt_tokens.to_string()),
+            ("llm_output_tokens", &usage.completion_tokens.to_string()),
+        ] {
+            self.set_property(vec![name], Some(value.as_bytes()));
+        }
+    }
+}
+
 impl Context for Edge {}
 
 impl HttpContext for Edge {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        self.started = self.get_current_time();
         if self.config.allow_provider_pin {
             self.provider_pin = self.get_http_request_header("x-llm-provider");
         }
@@ -245,6 +421,9 @@ impl HttpContext for Edge {
         let path = path.split_once('?').map_or(path.as_str(), |(p, _)| p);
         if !path.starts_with("/v1/") {
             return Action::Continue;
+        }
+        if path == "/v1/chat/completions" {
+            self.chat = Some(ChatFacts::default());
         }
         if let Err(e) = self.authenticate() {
             return self.reject(e);
@@ -311,10 +490,11 @@ impl HttpContext for Edge {
         }
     }
 
-    fn on_http_response_headers(&mut self, _headers: usize, _end_of_stream: bool) -> Action {
+    fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         if matches!(self.state, State::Passthrough | State::Replied) {
             return Action::Continue;
         }
+        self.response_complete = end_of_stream;
         self.set_http_response_header("x-request-id", Some(&self.request_id));
         let status = self
             .get_http_response_header(":status")
@@ -322,8 +502,11 @@ impl HttpContext for Edge {
             .unwrap_or(502);
         // Responses through the upstream role carry x-llm-provider; anything
         // else that failed is Envoy's own reply (no healthy upstream, timeout, 413...).
+        self.status = status;
         if status >= 400 && self.get_http_response_header("x-llm-provider").is_none() {
             let code = ErrorCode::from_status(status);
+            self.status = code.status();
+            self.code = Some(code);
             self.set_http_response_header(":status", Some(&code.status().to_string()));
             self.set_http_response_header("content-type", Some("application/json"));
             self.set_http_response_header("content-length", None);
@@ -333,6 +516,7 @@ impl HttpContext for Edge {
     }
 
     fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        self.response_complete |= end_of_stream;
         let State::RewriteLocalReply(code) = self.state else {
             return Action::Continue;
         };
@@ -356,5 +540,11 @@ impl HttpContext for Edge {
         let body = GatewayError::new(code, message).to_json(Some(&self.request_id));
         self.set_http_response_body(0, size, &body);
         Action::Continue
+    }
+
+    fn on_log(&mut self) {
+        if let Some(chat) = &self.chat {
+            self.meter(chat);
+        }
     }
 }

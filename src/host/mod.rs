@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::error::GatewayError;
 
 mod edge;
+mod metrics;
 mod upstream;
 
 pub const EDGE_ROOT_ID: &str = "llm_edge";
@@ -25,8 +26,12 @@ pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
 const GROUP_PROPERTY: &str = "llm_group";
 /// Filter state: which candidate of the group the edge role chose (index).
 const CANDIDATE_PROPERTY: &str = "llm_candidate";
-/// Filter state: the caller's gateway key name.
-const KEY_NAME_PROPERTY: &str = "llm_key_name";
+/// Filter state: the current attempt's `metering::AttemptRecord` (JSON).
+const ATTEMPT_PROPERTY: &str = "llm_attempt";
+/// Filter state: every attempt's `provider/model:status`, comma-separated.
+const ROUTE_PROPERTY: &str = "llm_route";
+/// Filter state: the request's access-log line (JSON), set when it ends.
+const LOG_PROPERTY: &str = "llm_log";
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
@@ -93,6 +98,13 @@ impl RootContext for Root {
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::HttpContext)
     }
+}
+
+fn elapsed_micros(ctx: &dyn Context, since: std::time::SystemTime) -> u64 {
+    ctx.get_current_time()
+        .duration_since(since)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or_default()
 }
 
 fn unix_seconds(ctx: &dyn Context) -> u64 {

@@ -9,10 +9,15 @@ use std::time::{Duration, SystemTime};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use super::{send_error, unix_seconds, CANDIDATE_PROPERTY, GROUP_PROPERTY};
+use super::metrics::{self, Phase};
+use super::{
+    elapsed_micros, send_error, unix_seconds, ATTEMPT_PROPERTY, CANDIDATE_PROPERTY, GROUP_PROPERTY,
+    ROUTE_PROPERTY,
+};
 use crate::config::{Config, Provider, Secret};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target, AUTH_HEADERS};
 use crate::error::{redact, ErrorCode, GatewayError};
+use crate::metering::AttemptRecord;
 use crate::response::{ChunkWriter, Origin};
 use crate::unified::ChatRequest;
 
@@ -61,7 +66,18 @@ pub struct Upstream {
     include_usage: bool,
     /// Reused for every translated chunk.
     out: Vec<u8>,
+    /// When this attempt started, for time to first token.
+    started: SystemTime,
+    first_content: Option<SystemTime>,
+    chunks: u64,
+    /// What this attempt did; kept in filter state for the edge role.
+    record: AttemptRecord,
 }
+
+/// Stream progress reaches filter state every this many chunks (and at the
+/// first content and the end), so a client that leaves mid-stream still
+/// leaves a record of what it was sent.
+const PROGRESS_EVERY: u64 = 8;
 
 impl Upstream {
     pub fn new(config: Rc<Config>) -> Self {
@@ -77,6 +93,99 @@ impl Upstream {
             stream: false,
             include_usage: false,
             out: Vec::new(),
+            started: SystemTime::UNIX_EPOCH,
+            first_content: None,
+            chunks: 0,
+            record: AttemptRecord::default(),
+        }
+    }
+
+    fn save_record(&self) {
+        if let Ok(json) = serde_json::to_vec(&self.record) {
+            self.set_property(vec![ATTEMPT_PROPERTY], Some(&json));
+        }
+    }
+
+    /// Appends this attempt to the request's route (`provider/model:status,...`).
+    fn append_route(&self) {
+        let mut route = self.get_property(vec![ROUTE_PROPERTY]).unwrap_or_default();
+        if !route.is_empty() {
+            route.push(b',');
+        }
+        route.extend_from_slice(
+            format!(
+                "{}/{}:{}",
+                self.provider_name, self.model, self.record.status
+            )
+            .as_bytes(),
+        );
+        self.set_property(vec![ROUTE_PROPERTY], Some(&route));
+    }
+
+    /// After a stream chunk: time to first token, delivered tokens, and at
+    /// the end the vendor's usage and finish.
+    fn track_stream(&mut self, end_of_stream: bool) {
+        let (content_started, delivered, usage, finish, failure, done) = match &self.mode {
+            Mode::Stream(d) | Mode::Holding { decoder: d, .. } => {
+                let w = d.writer();
+                (
+                    w.content_started(),
+                    w.delivered_tokens(),
+                    w.usage,
+                    w.finish_reason(),
+                    w.failure().map(|e| e.code),
+                    w.is_done(),
+                )
+            }
+            _ => return,
+        };
+        self.chunks += 1;
+        let first = content_started && self.first_content.is_none();
+        if first {
+            let now = self.get_current_time();
+            self.first_content = Some(now);
+            self.record.ttft_ms = Some(
+                now.duration_since(self.started)
+                    .unwrap_or_default()
+                    .as_millis() as u64,
+            );
+        }
+        self.record.delivered_tokens = delivered;
+        let end = end_of_stream || done;
+        if end {
+            self.record.complete = end_of_stream;
+            if let Some(usage) = &usage {
+                self.record.set_usage(usage);
+            }
+            self.record.finish_reason = finish.map(|f| f.as_str().to_owned());
+            self.record.code = failure.map(|c| c.as_str().to_owned());
+            self.record_time_per_output_token();
+        }
+        if first || end || self.chunks.is_multiple_of(PROGRESS_EVERY) {
+            self.save_record();
+        }
+    }
+
+    fn record_time_per_output_token(&self) {
+        let (Some(first), Some(tokens)) = (self.first_content, self.record.completion_tokens)
+        else {
+            return;
+        };
+        if tokens > 1 {
+            let micros = self
+                .get_current_time()
+                .duration_since(first)
+                .unwrap_or_default()
+                .as_micros() as u64;
+            let labels = [
+                ("provider", self.provider_name.as_str()),
+                ("model", self.model.as_str()),
+            ];
+            metrics::record(
+                "gen_ai.server.time_per_output_token_us",
+                &labels,
+                micros / (tokens - 1),
+            );
         }
     }
 
@@ -184,7 +293,16 @@ impl Upstream {
         let result = match (status, self.provider()) {
             (None, Some((_, dialect))) => {
                 let mut origin = self.origin();
-                dialect.decode_response(body, &mut origin).map(|d| d.body)
+                dialect.decode_response(body, &mut origin).map(|d| {
+                    if let Some(usage) = &d.usage {
+                        self.record.set_usage(usage);
+                        self.record.delivered_tokens = usage.completion_tokens;
+                    }
+                    if contains(&d.body, b"\"finish_reason\":\"content_filter\"") {
+                        self.record.finish_reason = Some("content_filter".into());
+                    }
+                    d.body
+                })
             }
             (Some(status), _) => Err(self.vendor_error(status, body)),
             (None, None) => Err(no_provider(&self.provider_name)),
@@ -194,6 +312,8 @@ impl Upstream {
             Ok(body) => body,
             Err(error) => {
                 let error = error.with_provider(&self.provider_name);
+                self.record.status = error.status();
+                self.record.code = Some(error.code.as_str().to_owned());
                 self.set_http_response_header(":status", Some(&error.status().to_string()));
                 error.to_json(Some(&self.request_id))
             }
@@ -204,6 +324,7 @@ impl Upstream {
     /// held output followed by the new raw bytes, and is replaced whole:
     /// Envoy only lets a filter replace a buffer's prefix or append to it.
     fn translate_chunk(&mut self, size: usize, end_of_stream: bool) {
+        let started = self.get_current_time();
         let buffer = self.get_http_response_body(0, size).unwrap_or_default();
         let mut out = std::mem::take(&mut self.out);
         let (decoder, raw, output) = match &mut self.mode {
@@ -227,7 +348,12 @@ impl Upstream {
         };
         self.set_http_response_body(0, size, replacement);
         self.out = out;
+        metrics::overhead(Phase::Chunk, elapsed_micros(self, started));
     }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn no_provider(name: &str) -> GatewayError {
@@ -254,6 +380,7 @@ impl HttpContext for Upstream {
         self.request_id = self
             .get_http_request_header("x-request-id")
             .unwrap_or_default();
+        self.started = self.get_current_time();
         self.attempt = self
             .get_property(ATTEMPT_COUNT.to_vec())
             .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
@@ -288,7 +415,10 @@ impl HttpContext for Upstream {
             return Action::Pause;
         }
         let body = self.get_http_request_body(0, size).unwrap_or_default();
-        match self.translate_request(&body) {
+        let started = self.get_current_time();
+        let result = self.translate_request(&body);
+        metrics::overhead(Phase::Request, elapsed_micros(self, started));
+        match result {
             Ok(()) => Action::Continue,
             Err(e) => self.fail(e),
         }
@@ -306,6 +436,15 @@ impl HttpContext for Upstream {
         self.set_http_response_header("x-llm-model", Some(&self.model));
         self.set_http_response_header("x-llm-attempts", Some(&self.attempt.to_string()));
         self.set_http_response_header("content-length", None);
+        self.record = AttemptRecord {
+            provider: self.provider_name.clone(),
+            model: self.model.clone(),
+            status,
+            stream: self.stream,
+            ..AttemptRecord::default()
+        };
+        self.append_route();
+        self.save_record();
         if !(200..300).contains(&status) {
             self.mode = Mode::Error(status);
             return Action::Pause;
@@ -346,10 +485,12 @@ impl HttpContext for Upstream {
         match self.mode {
             Mode::Stream(_) => {
                 self.translate_chunk(size, end_of_stream);
+                self.track_stream(end_of_stream);
                 Action::Continue
             }
             Mode::Holding { .. } => {
                 self.translate_chunk(size, end_of_stream);
+                self.track_stream(end_of_stream);
                 let now = self.get_current_time();
                 let limits = &self.config.streaming;
                 let Mode::Holding {
@@ -369,6 +510,9 @@ impl HttpContext for Upstream {
                     .cloned()
                 {
                     let held_len = held.len();
+                    self.record.status = error.status();
+                    self.record.code = Some(error.code.as_str().to_owned());
+                    self.save_record();
                     self.answer_with_error(&error, held_len);
                     self.mode = Mode::Discard;
                     return Action::Continue;
@@ -401,9 +545,13 @@ impl HttpContext for Upstream {
                     Mode::Error(s) => Some(s),
                     _ => None,
                 };
+                let started = self.get_current_time();
                 let body = self.get_http_response_body(0, size).unwrap_or_default();
                 let translated = self.finish_buffered(status, &body);
                 self.set_http_response_body(0, size, &translated);
+                metrics::overhead(Phase::Response, elapsed_micros(self, started));
+                self.record.complete = true;
+                self.save_record();
                 self.mode = Mode::Passthrough;
                 Action::Continue
             }

@@ -1,0 +1,82 @@
+//! Envoy stats from the filter: counters and histograms whose names carry
+//! their labels (`base;label=value;...`, see `metering::metric_name`), split
+//! into Prometheus labels by the `stats_tags` in the shipped Envoy configs.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::MetricType;
+
+use crate::metering::metric_name;
+
+thread_local! {
+    /// Metric ids by full name: defining a metric is a host call; do it once.
+    static IDS: RefCell<HashMap<String, u32>> = RefCell::new(HashMap::new());
+}
+
+/// Distinct label combinations we keep ids for; beyond it, ids are not cached
+/// (Envoy still counts), so a label explosion cannot grow this map forever.
+const MAX_CACHED: usize = 4096;
+
+fn id(kind: MetricType, name: String) -> Option<u32> {
+    IDS.with(|ids| {
+        if let Some(id) = ids.borrow().get(&name) {
+            return Some(*id);
+        }
+        let id = hostcalls::define_metric(kind, &name).ok()?;
+        let mut ids = ids.borrow_mut();
+        if ids.len() < MAX_CACHED {
+            ids.insert(name, id);
+        }
+        Some(id)
+    })
+}
+
+pub fn count(base: &str, labels: &[(&str, &str)], value: u64) {
+    if value == 0 {
+        return;
+    }
+    if let Some(id) = id(MetricType::Counter, metric_name(base, labels)) {
+        let _ = hostcalls::increment_metric(id, i64::try_from(value).unwrap_or(i64::MAX));
+    }
+}
+
+pub fn record(base: &str, labels: &[(&str, &str)], value: u64) {
+    if let Some(id) = id(MetricType::Histogram, metric_name(base, labels)) {
+        let _ = hostcalls::record_metric(id, value);
+    }
+}
+
+/// Where the gateway spends its own time, per request and per chunk.
+#[derive(Clone, Copy)]
+pub enum Phase {
+    /// Parsing and translating a request for the vendor.
+    Request = 0,
+    /// Translating one chunk of a stream.
+    Chunk = 1,
+    /// Translating a complete (non-stream) answer or error.
+    Response = 2,
+}
+
+/// Records gateway overhead in microseconds. On the per-chunk path, so the
+/// three ids are kept apart from the map (no name to build per chunk).
+pub fn overhead(phase: Phase, micros: u64) {
+    thread_local! {
+        static PHASE_IDS: RefCell<[Option<u32>; 3]> = const { RefCell::new([None; 3]) };
+    }
+    const NAMES: [&str; 3] = ["request", "chunk", "response"];
+    let index = phase as usize;
+    let id = PHASE_IDS.with(|ids| {
+        let mut ids = ids.borrow_mut();
+        let slot = ids.get_mut(index)?;
+        if slot.is_none() {
+            let name = metric_name("llm_gateway.overhead_us", &[("phase", NAMES.get(index)?)]);
+            *slot = hostcalls::define_metric(MetricType::Histogram, &name).ok();
+        }
+        *slot
+    });
+    if let Some(id) = id {
+        let _ = hostcalls::record_metric(id, micros);
+    }
+}
