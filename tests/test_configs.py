@@ -19,7 +19,7 @@ DUMMY_ENV = {"OPENAI_API_KEY": "sk-dummy", "ANTHROPIC_API_KEY": "sk-dummy", "PAT
 
 
 def test_something_is_shipped():
-    assert {"gateway.yaml", "failover.yaml", "hot-reload/gateway.yaml"} <= set(SHIPPED)
+    assert {"gateway.yaml", "failover.yaml", "tracing.yaml", "hot-reload/gateway.yaml"} <= set(SHIPPED)
 
 
 def validate(path):
