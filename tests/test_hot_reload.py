@@ -64,7 +64,8 @@ class HotGateway:
         except Exception:
             gateway.stop(self.mock)
             raise
-        self.gw = Gateway(port, admin_port, mock_port, tmp_path, key=None)
+        # The example's gateway key (its SHA-256 is in the role files).
+        self.gw = Gateway(port, admin_port, mock_port, tmp_path, key="example-gateway-key")
 
     def stop(self):
         gateway.stop(self.envoy)
@@ -163,6 +164,8 @@ def test_shipped_files_start_with_version_1(hot):
         assert hot.stat(role, "config_fail") == "0"
     status, headers, _ = hot.gw.chat({"model": "m", "messages": USER_HI})
     assert status == 200 and headers["x-llm-provider"] == "mock-openai"
+    status, _, body = hot.gw.chat({"model": "m", "messages": USER_HI}, authorization=None)
+    assert status == 401 and body["error"]["code"] == "AUTH_FAILED"
 
 
 def test_stream_in_flight_survives_a_config_replacement(hot, test_id):
