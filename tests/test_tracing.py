@@ -112,7 +112,7 @@ def test_tracing_config_is_the_gateway_config_plus_tracing():
     clusters = tracing["static_resources"]["clusters"]
     assert clusters[-1]["name"] == "otel_collector"
     del clusters[-1]
-    assert tracing == plain, "envoy/tracing.yaml drifted from envoy/gateway.yaml: apply the change to both"
+    assert tracing == plain, "envoy/tracing.yaml drifted from envoy/gateway.yaml: run scripts/tracing_config.py"
 
 
 @pytest.fixture(scope="module")
