@@ -170,7 +170,8 @@ def test_shipped_files_start_with_version_1(hot):
 
 def test_stream_in_flight_survives_a_config_replacement(hot, test_id):
     gw = hot.gw
-    slow = SlowStream(gw, test_id)
+    # About 2.5 s: ample time to swap the config while it runs.
+    slow = SlowStream(gw, test_id, pace_ms=200)
     slow.start()
     # The request reached the vendor: both roles ran with the old config.
     hot.wait_requests_at_mock(test_id)
