@@ -159,14 +159,6 @@ def test_span_carries_group_and_route(traced):
     assert attrs["llm.route"] == "mock-anthropic-down/mock-claude-sonnet:529,mock-openai/mock-gpt-4o:200"
 
 
-# The filter writes wasm.llm_provider & co. in the edge role's on_log, which
-# Envoy runs after it has finalized the span (custom tags read filter state
-# when the span ends); state written by the end of the response is seen.
-FILTER_STATE_TOO_LATE = pytest.mark.xfail(
-    strict=True, reason="the edge role sets the gen_ai filter state in on_log, after the span is finalized")
-
-
-@FILTER_STATE_TOO_LATE
 def test_span_carries_gen_ai_attributes(traced):
     gw, receiver = traced
     status, headers, body = gw.chat({"model": "any", "messages": USER_HI},
@@ -181,7 +173,6 @@ def test_span_carries_gen_ai_attributes(traced):
     assert attrs["gen_ai.usage.output_tokens"] == str(body["usage"]["completion_tokens"])
 
 
-@FILTER_STATE_TOO_LATE
 def test_stream_span_carries_gen_ai_attributes(traced):
     gw, receiver = traced
     status, _, events = stream(gw, {"model": "any", "messages": USER_HI, "stream": True,
