@@ -53,6 +53,8 @@ pub struct Edge {
     status: u16,
     code: Option<ErrorCode>,
     response_complete: bool,
+    /// The last attempt's record, read once the response ended.
+    final_record: Option<AttemptRecord>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -78,6 +80,7 @@ impl Edge {
             status: 0,
             code: None,
             response_complete: false,
+            final_record: None,
         }
     }
 
@@ -249,7 +252,14 @@ impl Edge {
     /// The request's metrics, access-log line and tracing attributes, from
     /// the last attempt's record (also when the client left mid-stream).
     fn meter(&self, chat: &ChatFacts) {
-        let record = self.attempt_record();
+        let fetched;
+        let record = match &self.final_record {
+            Some(record) => record,
+            None => {
+                fetched = self.attempt_record();
+                &fetched
+            }
+        };
         let route_bytes = self.get_property(vec![ROUTE_PROPERTY]).unwrap_or_default();
         let route_text = String::from_utf8_lossy(&route_bytes);
         let route: Vec<&str> = route_text.split(',').filter(|r| !r.is_empty()).collect();
@@ -378,7 +388,7 @@ impl Edge {
         if let Ok(line) = serde_json::to_vec(&log) {
             self.set_property(vec![LOG_PROPERTY], Some(&line));
         }
-        self.publish_span_attributes(chat, &record, &usage);
+        self.publish_span_attributes(chat, record, &usage);
     }
 }
 
@@ -413,6 +423,7 @@ impl Edge {
                 let (usage, _) = record.usage_or_estimate(chat.estimated_prompt_tokens);
                 self.publish_span_attributes(chat, &record, &usage);
             }
+            self.final_record = Some(record);
         }
     }
 }
