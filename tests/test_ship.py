@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import compose_config
+import compose_config as compose_gen
 import gateway
 
 ROOT = gateway.ROOT
@@ -90,7 +90,7 @@ def test_compose_file_parses_and_everything_it_mounts_or_builds_from_exists():
 
 def test_compose_envoy_config_validates_and_matches_the_make_run_config(tmp_path):
     text = COMPOSE_ENVOY.read_text()
-    assert text == compose_config.render(), \
+    assert text == compose_gen.render(), \
         "envoy/compose/envoy.yaml is out of date: run `python3 scripts/compose_config.py`"
     bootstrap = yaml.safe_load(text)
     assert bootstrap["admin"]["address"]["socket_address"]["address"] == "0.0.0.0"
