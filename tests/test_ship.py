@@ -68,6 +68,9 @@ def test_compose_file_parses_and_everything_it_mounts_or_builds_from_exists():
         if line.startswith("COPY") and "--from=" not in line:
             for src in line.split()[1:-1]:
                 assert (context / src).exists(), f"{dockerfile} copies {src}, missing from the repository"
+    # The image's own health check is the one compose runs (tested live below).
+    healthcheck = dockerfile.read_text().split("HEALTHCHECK", 1)[1].split("CMD", 1)[1].strip()
+    assert ["CMD", *json.loads(healthcheck)] == services["mock"]["healthcheck"]["test"]
     # Every bind mount exists in the repository, or is a build output.
     mounts = [v.split(":")[0] for svc in services.values() for v in svc.get("volumes", [])]
     assert mounts, "the compose file mounts the gateway config and the .wasm"
@@ -143,3 +146,40 @@ def test_make_dist_writes_a_checksummed_versioned_wasm_that_envoy_loads(tmp_path
     config.write_text((ROOT / "envoy/gateway.yaml").read_text().replace(
         "target/wasm32-wasip1/release/llm_gateway.wasm", str(wasm)))
     assert "configured 5 providers" in validate(config)
+
+
+def run_healthcheck(test, port_from, port_to):
+    """A compose health check (["CMD", "bash", "-c", script]) run here, on our port."""
+    assert test[:3] == ["CMD", "bash", "-c"], test
+    script = test[3].replace(f"/{port_from} ", f"/{port_to} ")
+    return subprocess.run(["bash", "-c", script], capture_output=True, timeout=10).returncode
+
+
+def test_compose_stack_answers_and_its_health_checks_work(tmp_path):
+    """envoy/compose/envoy.yaml run for real, with only the mock's address and
+    the ports changed (`mock` -> localhost, still STRICT_DNS), and the compose
+    health checks run against the live processes."""
+    from conftest import Gateway
+    services = compose_config()["services"]
+    mock, mock_port = gateway.start_mock()
+    port, admin_port = gateway.free_port(), gateway.free_port()
+    text = COMPOSE_ENVOY.read_text().replace("/etc/envoy/llm_gateway.wasm", str(gateway.WASM))
+    text = text.replace("address: mock, port_value: 18000", f"address: localhost, port_value: {mock_port}")
+    text = text.replace("address: 0.0.0.0, port_value: 10000", f"address: 127.0.0.1, port_value: {port}")
+    text = text.replace("address: 0.0.0.0, port_value: 9901", f"address: 127.0.0.1, port_value: {admin_port}")
+    envoy = None
+    try:
+        assert run_healthcheck(services["mock"]["healthcheck"]["test"], 18000, mock_port) == 0
+        envoy = gateway.start_envoy(yaml.safe_load(text), tmp_path, admin_port)
+        assert run_healthcheck(services["envoy"]["healthcheck"]["test"], 9901, admin_port) == 0
+        gw = Gateway(port, admin_port, mock_port, tmp_path, key=None)
+        for group, provider in (("mock-anthropic", "mock-anthropic"), ("mock-failover", "mock-openai")):
+            status, headers, body = gw.chat({"model": "any", "messages": [{"role": "user", "content": "hi"}]},
+                                            **{"x-model-group": group})
+            assert status == 200, body
+            assert headers["x-llm-provider"] == provider and body["choices"][0]["message"]["content"]
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+    # And the checks fail when nothing answers.
+    assert run_healthcheck(services["envoy"]["healthcheck"]["test"], 9901, admin_port) != 0
