@@ -69,7 +69,7 @@ def test_compose_file_parses_and_everything_it_mounts_or_builds_from_exists():
             for src in line.split()[1:-1]:
                 assert (context / src).exists(), f"{dockerfile} copies {src}, missing from the repository"
     # The image's own health check is the one compose runs (tested live below).
-    healthcheck = dockerfile.read_text().split("HEALTHCHECK", 1)[1].split("CMD", 1)[1].strip()
+    healthcheck = dockerfile.read_text().split("HEALTHCHECK", 1)[1].split("CMD", 1)[1].split("\n", 1)[0].strip()
     assert ["CMD", *json.loads(healthcheck)] == services["mock"]["healthcheck"]["test"]
     # Every bind mount exists in the repository, or is a build output.
     mounts = [v.split(":")[0] for svc in services.values() for v in svc.get("volumes", [])]
