@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WASM = ROOT / "target/wasm32-wasip1/release/llm_gateway.wasm"
 MOCK = ROOT / "target/release/mock-provider"
 TEMPLATE = ROOT / "envoy/gateway.yaml"
+# The dummy AWS credentials envoy/gateway.yaml signs mock Bedrock requests with.
+MOCK_AWS_CREDENTIALS = "AKIDMOCKBEDROCK:mock-bedrock-secret-key"
 
 # Real vendors offered by `make run` when their key is in the environment.
 VENDORS = {
@@ -91,9 +93,10 @@ def _wasm_filters(bootstrap):
 
 def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
                     extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None,
-                    access_log=None):
+                    access_log=None, edit_bootstrap=None):
     """The Envoy bootstrap as a dict. `edit(config_dict)` may change the filter
-    config; `extra_routes(template_route)` returns routes to put first."""
+    config; `extra_routes(template_route)` returns routes to put first;
+    `edit_bootstrap(bootstrap)` may change the rest (e.g. a cluster's filters)."""
     env = os.environ if env is None else env
     bootstrap = yaml.safe_load(TEMPLATE.read_text())
     bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port
@@ -128,8 +131,12 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
         edit(config)
     for role in (edge, upstream):
         # Each role gets its own copy: the YAML anchors resolved to one shared object.
+        # (The Bedrock cluster's upstream filter is the alias *llm_upstream_filter,
+        # the very object `upstream` is, so it gets the same wasm and config.)
         role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(wasm)}})
         role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
+    if edit_bootstrap:
+        edit_bootstrap(bootstrap)
     return bootstrap
 
 
@@ -148,8 +155,8 @@ def wait_http(url, timeout=20.0, proc=None):
     raise RuntimeError(f"{url} not ready after {timeout}s")
 
 
-def start_mock(port=0, args=(), log=None):
-    """Starts the mock provider; returns (process, port)."""
+def start_mock(port=0, args=("--aws-credentials", MOCK_AWS_CREDENTIALS), log=None):
+    """Starts the mock provider (checking Bedrock signatures); returns (process, port)."""
     proc = subprocess.Popen([str(MOCK), "--listen", f"127.0.0.1:{port}", *args],
                             stdout=subprocess.PIPE, stderr=log or subprocess.DEVNULL, text=True)
     line = proc.stdout.readline().strip()

@@ -553,3 +553,85 @@ mod tests {
         assert!(!err.contains("sk-verysecret"), "{err}");
     }
 }
+
+/// The configuration reference in README.md cannot drift from the code:
+/// every field serde knows must have its row there.
+#[cfg(test)]
+mod reference {
+    use serde::de::{self, DeserializeOwned, Visitor};
+    use serde::forward_to_deserialize_any;
+
+    use super::*;
+    use crate::auth::GatewayKey;
+    use crate::routing::{Capabilities, RuleMatch};
+
+    /// A deserializer that only records the field names a struct asks for.
+    struct FieldNames<'a>(&'a mut Vec<&'static str>);
+
+    impl<'de> de::Deserializer<'de> for FieldNames<'_> {
+        type Error = de::value::Error;
+
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _name: &'static str,
+            fields: &'static [&'static str],
+            _visitor: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0.extend_from_slice(fields);
+            Err(de::Error::custom("fields recorded"))
+        }
+
+        fn deserialize_any<V: Visitor<'de>>(self, _visitor: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("not a struct"))
+        }
+
+        forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf option unit unit_struct newtype_struct seq tuple
+            tuple_struct map enum identifier ignored_any
+        }
+    }
+
+    fn fields<T: DeserializeOwned>() -> Vec<&'static str> {
+        let mut names = Vec::new();
+        let _ = T::deserialize(FieldNames(&mut names));
+        names
+    }
+
+    #[test]
+    fn every_config_field_is_documented_in_the_readme() {
+        let readme = include_str!("../README.md");
+        let sections: Vec<(&str, Vec<&'static str>)> = vec![
+            ("", fields::<Config>()),
+            ("providers.*.", fields::<Provider>()),
+            ("providers.*.prices.*.", fields::<Price>()),
+            ("model_groups.*.", fields::<ModelGroup>()),
+            ("model_groups.*.candidates[].", fields::<Candidate>()),
+            (
+                "model_groups.*.candidates[].capabilities.",
+                fields::<Capabilities>(),
+            ),
+            ("rules[].", fields::<Rule>()),
+            ("rules[].match.", fields::<RuleMatch>()),
+            ("auth.", fields::<Auth>()),
+            ("auth.keys[].", fields::<GatewayKey>()),
+            ("limits.", fields::<Limits>()),
+            ("streaming.", fields::<Streaming>()),
+        ];
+        let mut missing = Vec::new();
+        for (prefix, names) in &sections {
+            assert!(!names.is_empty(), "no fields recorded under '{prefix}'");
+            for name in names {
+                let row = format!("| `{prefix}{name}` |");
+                if !readme.contains(&row) {
+                    missing.push(row);
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "README.md lacks configuration rows:\n{}",
+            missing.join("\n")
+        );
+    }
+}

@@ -8,6 +8,7 @@ pub mod config;
 pub mod dialects;
 pub mod error;
 pub mod estimate;
+pub mod eventstream;
 pub mod metering;
 pub mod response;
 pub mod routing;

@@ -16,11 +16,25 @@ import gateway  # noqa: E402
 # Gateway keys of the test gateway (auth is on, as in production).
 ALL_GROUPS_KEY = "gw-test-key-all-groups"
 OPENAI_ONLY_KEY = "gw-test-key-openai-only"
+
+
+def _aws_secrets(node):
+    """The inline AWS secret keys anywhere in the bootstrap (SigV4 signing filters)."""
+    if isinstance(node, dict):
+        found = [node["secret_access_key"]] if "secret_access_key" in node else []
+        return found + [s for v in node.values() for s in _aws_secrets(v)]
+    if isinstance(node, list):
+        return [s for v in node for s in _aws_secrets(v)]
+    return []
+
+
 def _vendor_keys():
-    """Every inline vendor key in envoy/gateway.yaml: no client may ever see them."""
+    """Every inline vendor key in envoy/gateway.yaml (the filter config's
+    `api_key`s, the Bedrock signer's AWS secret): no client may ever see them."""
     bootstrap = gateway.build_bootstrap(1, 2, 3, env={})
     config = json.loads(gateway._wasm_filters(bootstrap)[1]["configuration"]["value"])
-    return tuple(p["api_key"] for p in config["providers"].values() if "api_key" in p)
+    keys = [p["api_key"] for p in config["providers"].values() if "api_key" in p]
+    return tuple(keys + _aws_secrets(bootstrap))
 
 
 VENDOR_KEYS = _vendor_keys()

@@ -141,7 +141,13 @@ fn config() -> Config {
         .enumerate()
         .map(|(i, kind)| {
             let name = serde_json::to_string(kind).unwrap_or_default();
-            format!(r#""p{i}":{{"dialect":{name},"api_key":"k"}}"#)
+            // Azure requires its api-version; the others refuse one.
+            let version = if *kind == DialectKind::Azure {
+                r#","api_version":"2024-10-21""#
+            } else {
+                ""
+            };
+            format!(r#""p{i}":{{"dialect":{name},"api_key":"k"{version}}}"#)
         })
         .collect();
     let doc = format!(

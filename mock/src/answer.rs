@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::dialect::{count_words, Prompt, Tool, ToolChoice};
-use crate::scenario::Scenario;
+use crate::scenario::{Filter, Scenario};
 
 /// Prepended to the answer under the `split` directive so that tiny writes
 /// cut through multibyte UTF-8 characters.
@@ -66,13 +66,13 @@ pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> 
     let prefix = if sc.split { SPLIT_TEXT } else { "" };
 
     // The output filter strikes: before any text, or a few words in.
-    if sc.filtered_answer || sc.filtered_stream {
+    let kept = match sc.filter {
+        Some(Filter::FilteredAnswer) => Some(0),
+        Some(Filter::FilteredStream) => Some(FILTERED_AFTER_WORDS),
+        Some(Filter::BlockedPrompt) | None => None,
+    };
+    if let Some(kept) = kept {
         let said = format!("{prefix}Hello from the mock {dialect} provider.");
-        let kept = if sc.filtered_stream {
-            FILTERED_AFTER_WORDS
-        } else {
-            0
-        };
         let text = truncate_words(&said, kept);
         return Answer {
             completion_tokens: count_words(text),

@@ -7,9 +7,10 @@
 use serde_json::{json, Value};
 
 use crate::answer::{Answer, Finish};
-use crate::dialect::{to_json, Blocked, Dialect, Failure, Meta, Prompt, Reply, SseEvent};
+use crate::dialect::{to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent};
 use crate::http::{query_param, Request};
 use crate::openai::OpenAi;
+use crate::scenario::Filter;
 
 pub struct Azure;
 
@@ -165,8 +166,12 @@ impl Dialect for Azure {
         }
     }
 
-    /// Azure refuses a filtered prompt with a 400, stream or not.
-    fn blocked_prompt(&self, _p: &Prompt, _meta: Meta) -> Option<Blocked> {
+    /// Azure refuses a filtered prompt with a 400, stream or not; its
+    /// output filter is the usual answer's `content_filter` finish.
+    fn filtered(&self, filter: Filter, _p: &Prompt, _meta: Meta) -> Option<Filtered> {
+        if filter != Filter::BlockedPrompt {
+            return None;
+        }
         let body = json!({"error": {
             "message": "The response was filtered due to the prompt triggering Azure OpenAI's \
                         content management policy. Please modify your prompt and retry. To learn \
@@ -178,7 +183,7 @@ impl Dialect for Azure {
                 "content_filter_result": filter_results(true),
             },
         }});
-        Some(Blocked::Reply(Reply {
+        Some(Filtered::Reply(Reply {
             status: 400,
             body: to_json(&body),
             retry_after: None,

@@ -3,14 +3,18 @@
 //!
 //! Flow of one request (see server.rs): `check_headers` -> scenario errors
 //! (`error`) -> `parse_request` (by default `parse`) the body into a
-//! [`Prompt`] -> `blocked_prompt` if asked -> `answer::plan` ->
-//! `response` (JSON) or `stream` (SSE events). Adding a vendor means one more
-//! file implementing [`Dialect`] and one line in `server::dialects()`.
+//! [`Prompt`] (`is_stream` says whether it asks for a stream) -> `filtered`
+//! if a content-filter directive is set -> `answer::plan` -> `response`
+//! (JSON) or `stream` (events, written by `encode_event`). Adding a vendor
+//! means one more file implementing [`Dialect`] and one line in
+//! `server::dialects()`.
 
 use serde_json::Value;
 
 use crate::answer::Answer;
 use crate::http::Request;
+use crate::scenario::Filter;
+use crate::sse;
 
 /// What the answer planner needs from a request, whatever its dialect.
 #[derive(Debug, Default)]
@@ -91,11 +95,10 @@ pub struct Meta {
     pub created: u64,
 }
 
-/// The vendor's answer to a prompt its input filter refuses
-/// (`blocked-prompt`): an error or a 200 verdict as JSON, or, to a stream
-/// request, a stream carrying the verdict.
+/// The vendor's own answer when its content filter strikes: an error or a
+/// 200 verdict as JSON, or, to a stream request, a stream carrying the verdict.
 #[derive(Debug)]
-pub enum Blocked {
+pub enum Filtered {
     Reply(Reply),
     Stream(Vec<SseEvent>),
 }
@@ -109,21 +112,19 @@ pub trait Dialect: Sync + Send {
     fn check_headers(&self, req: &Request) -> Result<(), Failure>;
     /// Validates the JSON body like the vendor does; extracts the prompt.
     fn parse(&self, body: &Value) -> Result<Prompt, Failure>;
-    /// `parse`, for vendors that put the model or the stream switch in the URL.
+    /// `parse`, for vendors that put the model in the URL. The server sets
+    /// `Prompt::stream` from `is_stream` afterwards.
     fn parse_request(&self, _req: &Request, body: &Value) -> Result<Prompt, Failure> {
         self.parse(body)
     }
-    /// Whether the request asks for a stream.
+    /// Whether the request asks for a stream (Gemini and Bedrock: the path;
+    /// DashScope: a header).
     fn is_stream(&self, _req: &Request, body: &Value) -> bool {
         body.get("stream").and_then(Value::as_bool).unwrap_or(false)
     }
     /// Whether this vendor's stream lines always end with CRLF.
     fn crlf(&self) -> bool {
         false
-    }
-    /// The answer to `blocked-prompt`; `None`: the dialect ignores it.
-    fn blocked_prompt(&self, _p: &Prompt, _meta: Meta) -> Option<Blocked> {
-        None
     }
     /// The vendor's error response.
     fn error(&self, failure: &Failure) -> Reply;
@@ -137,6 +138,25 @@ pub trait Dialect: Sync + Send {
     fn stream(&self, prompt: &Prompt, answer: &Answer, meta: Meta) -> Vec<SseEvent>;
     /// The vendor's mid-stream error event.
     fn stream_error(&self) -> SseEvent;
+    /// The stream's content type (Bedrock: the binary AWS event stream).
+    fn stream_content_type(&self) -> &'static str {
+        "text/event-stream; charset=utf-8"
+    }
+    /// Appends event number `index` in the stream's wire format.
+    fn encode_event(&self, _index: usize, e: &SseEvent, crlf: bool, out: &mut Vec<u8>) {
+        sse::encode(e, crlf, out);
+    }
+    /// A header naming the error type (AWS: `x-amzn-errortype`).
+    fn error_header(&self, _failure: &Failure) -> Option<(&'static str, String)> {
+        None
+    }
+    /// The vendor's answer when its content filter strikes (`blocked-prompt`,
+    /// `filtered-answer`, `filtered-stream`); `None`: the usual answer, with
+    /// the content-filter finish the planner chose (a blocked prompt is then
+    /// answered normally: the dialect has no input filter).
+    fn filtered(&self, _filter: Filter, _p: &Prompt, _meta: Meta) -> Option<Filtered> {
+        None
+    }
 }
 
 /// serde_json::Value to text; serialising a Value cannot fail, but avoid

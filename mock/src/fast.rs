@@ -8,7 +8,6 @@ use serde::Deserialize;
 
 use crate::answer::Answer;
 use crate::dialect::{to_json, Dialect, Meta, Prompt};
-use crate::sse::encode;
 
 /// Stands in for the model name, quotes included, in the templates.
 const PLACEHOLDER: &str = "\"@@MODEL@@\"";
@@ -84,8 +83,8 @@ impl FastAnswers {
         let meta = Meta { seq: 0, created };
         let json = to_json(&dialect.response(&prompt, &answer, meta));
         let mut sse = Vec::new();
-        for e in dialect.stream(&prompt, &answer, meta) {
-            encode(&e, false, &mut sse);
+        for (i, e) in dialect.stream(&prompt, &answer, meta).iter().enumerate() {
+            dialect.encode_event(i, e, false, &mut sse);
         }
         FastAnswers {
             json: Template::new(json.as_bytes()),

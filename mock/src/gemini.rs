@@ -9,10 +9,11 @@ use serde_json::{json, Map, Value};
 
 use crate::answer::{Answer, Finish};
 use crate::dialect::{
-    count_words, to_json, Blocked, Dialect, Failure, Meta, Prompt, Reply, SseEvent, Tool,
+    count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent, Tool,
     ToolChoice,
 };
 use crate::http::{query_param, Request};
+use crate::scenario::Filter;
 
 pub struct Gemini;
 
@@ -111,10 +112,10 @@ fn signature(n: u64) -> String {
     format!("{SIGNATURE_PREFIX}{:03}=", n % 1000)
 }
 
-fn model_and_method(path: &str) -> Option<(&str, &str)> {
+/// The model a `/models/<model>:<method>` path names.
+fn path_model(path: &str) -> Option<&str> {
     let rest = path.get(path.find(PATH_PREFIX)? + PATH_PREFIX.len()..)?;
-    let (model, method) = rest.split_once(':')?;
-    Some((model, method))
+    Some(rest.split_once(':')?.0)
 }
 
 /// A function response's text as the answer planner echoes it: our
@@ -320,10 +321,8 @@ impl Dialect for Gemini {
 
     fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
         let mut p = self.parse(body)?;
-        let (model, method) = model_and_method(req.path()).unwrap_or_default();
-        p.model = model.to_owned();
-        p.stream = format!(":{method}") == STREAM;
-        if p.stream && query_param(req.query(), "alt").as_deref() != Some("sse") {
+        p.model = path_model(req.path()).unwrap_or_default().to_owned();
+        if self.is_stream(req, body) && query_param(req.query(), "alt").as_deref() != Some("sse") {
             return Err(invalid(
                 "the mock speaks only server-sent event streams: add ?alt=sse",
             ));
@@ -606,7 +605,12 @@ impl Dialect for Gemini {
         }
     }
 
-    fn blocked_prompt(&self, p: &Prompt, meta: Meta) -> Option<Blocked> {
+    /// A blocked prompt is a 200 verdict (`promptFeedback`), the only event
+    /// of a stream; the output filter is the usual answer's `SAFETY` finish.
+    fn filtered(&self, filter: Filter, p: &Prompt, meta: Meta) -> Option<Filtered> {
+        if filter != Filter::BlockedPrompt {
+            return None;
+        }
         let verdict = json!({
             "promptFeedback": {"blockReason": "SAFETY", "safetyRatings": safety_ratings(true)},
             "usageMetadata": {"promptTokenCount": p.prompt_words.max(1), "totalTokenCount": p.prompt_words.max(1)},
@@ -614,9 +618,9 @@ impl Dialect for Gemini {
             "responseId": format!("mockGemini{}", meta.seq),
         });
         Some(if p.stream {
-            Blocked::Stream(vec![self.event(&verdict, false)])
+            Filtered::Stream(vec![self.event(&verdict, false)])
         } else {
-            Blocked::Reply(Reply {
+            Filtered::Reply(Reply {
                 status: 200,
                 body: to_json(&verdict),
                 retry_after: None,

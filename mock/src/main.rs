@@ -1,9 +1,12 @@
 //! mock-provider: a mock LLM vendor API speaking the real wire formats of
-//! OpenAI Chat Completions, Azure OpenAI, Anthropic Messages and Google
-//! Gemini, for the gateway's integration tests and benchmarks.
+//! OpenAI Chat Completions, Azure OpenAI, Anthropic Messages, Google Gemini,
+//! AWS Bedrock Converse and Alibaba DashScope, for the gateway's integration
+//! tests and benchmarks.
 //!
-//! Usage: mock-provider [--listen ADDR] [--fast] [--verbose]
+//! Usage: mock-provider [--listen ADDR] [--fast] [--verbose] [--aws-credentials ID:SECRET]
 //!   --listen ADDR  address to bind (default 127.0.0.1:0, port 0 = any free)
+//!   --aws-credentials ID:SECRET  Bedrock requests must carry a valid SigV4
+//!                  signature made with these (default: any authorization)
 //!   --fast         benchmark mode: fixed answers, no recording
 //!   --verbose      log each request to stderr
 //!
@@ -12,6 +15,8 @@
 mod answer;
 mod anthropic;
 mod azure;
+mod bedrock;
+mod dashscope;
 mod dialect;
 mod fast;
 mod gemini;
@@ -20,6 +25,7 @@ mod openai;
 mod record;
 mod scenario;
 mod server;
+mod sigv4;
 mod sse;
 
 #[cfg(test)]
@@ -30,12 +36,16 @@ use std::net::TcpListener;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-const USAGE: &str = "usage: mock-provider [--listen ADDR] [--fast] [--verbose]";
+use sigv4::Credentials;
+
+const USAGE: &str =
+    "usage: mock-provider [--listen ADDR] [--fast] [--verbose] [--aws-credentials ID:SECRET]";
 
 fn main() -> ExitCode {
     let mut listen = "127.0.0.1:0".to_owned();
     let mut fast = false;
     let mut verbose = false;
+    let mut aws = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -44,6 +54,10 @@ fn main() -> ExitCode {
                 None => return usage_error("--listen needs an address"),
             },
             "--fast" => fast = true,
+            "--aws-credentials" => match args.next().as_deref().and_then(Credentials::parse) {
+                Some(c) => aws = Some(c),
+                None => return usage_error("--aws-credentials needs ID:SECRET"),
+            },
             "--verbose" => verbose = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -67,7 +81,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let state = Arc::new(server::State::new(fast, verbose));
+    let state = Arc::new(server::State::new(fast, verbose, aws));
     // Tests wait for exactly this line to learn the port.
     let mut out = std::io::stdout();
     let _ = writeln!(out, "listening {addr}");

@@ -37,13 +37,20 @@ pub struct Scenario {
     /// `echo-key`: a 401 whose message quotes the credential received, as
     /// some vendors do (the gateway must redact it).
     pub echo_key: bool,
+    /// `blocked-prompt`, `filtered-answer`, `filtered-stream`: the vendor's content filter strikes.
+    pub filter: Option<Filter>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Filter {
     /// `blocked-prompt`: the vendor's input filter refuses the prompt, in
     /// its own shape (dialects without one ignore it).
-    pub blocked_prompt: bool,
-    /// `filtered-answer`: the output filter cuts the answer before any text.
-    pub filtered_answer: bool,
+    BlockedPrompt,
+    /// `filtered-answer`: the output filter cuts the answer before any text
+    /// (finish reason content filter, or the vendor's error).
+    FilteredAnswer,
     /// `filtered-stream`: the output filter cuts the answer a few words in.
-    pub filtered_stream: bool,
+    FilteredStream,
 }
 
 const DEFAULT_SLOW: Duration = Duration::from_millis(200);
@@ -66,9 +73,9 @@ impl Scenario {
                 "tool" => s.tool = true,
                 "two-tools" => s.two_tools = true,
                 "echo-key" => s.echo_key = true,
-                "blocked-prompt" => s.blocked_prompt = true,
-                "filtered-answer" => s.filtered_answer = true,
-                "filtered-stream" => s.filtered_stream = true,
+                "blocked-prompt" => s.filter = Some(Filter::BlockedPrompt),
+                "filtered-answer" => s.filter = Some(Filter::FilteredAnswer),
+                "filtered-stream" => s.filter = Some(Filter::FilteredStream),
                 _ => {
                     if let Some(ms) = d.strip_prefix("slow=") {
                         s.slow = ms.parse().ok().map(Duration::from_millis);
@@ -122,7 +129,8 @@ mod tests {
     #[test]
     fn parses_directives() {
         let s = Scenario::parse(" tool , slow=50,crlf,error-429, bogus,blocked-prompt");
-        assert!(s.tool && s.crlf && s.blocked_prompt);
+        assert!(s.tool && s.crlf);
+        assert_eq!(s.filter, Some(Filter::BlockedPrompt));
         assert_eq!(s.slow, Some(Duration::from_millis(50)));
         assert_eq!(s.error, Some(429));
         let s = Scenario::parse("error-400-context,slow,error-418");

@@ -13,7 +13,9 @@ use serde_json::Value;
 use crate::answer::plan;
 use crate::anthropic::Anthropic;
 use crate::azure::Azure;
-use crate::dialect::{to_json, Blocked, Dialect, Failure, Meta, Reply, SseEvent};
+use crate::bedrock::Bedrock;
+use crate::dashscope::DashScope;
+use crate::dialect::{to_json, Dialect, Failure, Filtered, Meta, Reply, SseEvent};
 use crate::fast::{FastAnswers, FastRequest};
 use crate::gemini::Gemini;
 use crate::http::{
@@ -23,20 +25,23 @@ use crate::http::{
 use crate::openai::OpenAi;
 use crate::record::Recorder;
 use crate::scenario::{self, Scenario, SeenIds};
+use crate::sigv4::Credentials;
 use crate::sse::{self, End};
 
 const JSON: &str = "application/json";
-const SSE: &str = "text/event-stream; charset=utf-8";
 const TEXT: &str = "text/plain; charset=utf-8";
 
 /// Every dialect the mock speaks. A new vendor is one more line here.
 /// Azure comes before OpenAI: its paths also end in /chat/completions.
-pub fn dialects() -> Vec<Box<dyn Dialect>> {
+/// `aws`: credentials Bedrock requests must be SigV4-signed with.
+pub fn dialects(aws: Option<Credentials>) -> Vec<Box<dyn Dialect>> {
     vec![
         Box::new(Azure),
         Box::new(OpenAi),
         Box::new(Anthropic),
         Box::new(Gemini),
+        Box::new(Bedrock { credentials: aws }),
+        Box::new(DashScope),
     ]
 }
 
@@ -52,8 +57,8 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(fast: bool, verbose: bool) -> State {
-        let dialects = dialects();
+    pub fn new(fast: bool, verbose: bool, aws: Option<Credentials>) -> State {
+        let dialects = dialects(aws);
         let fast_answers = dialects
             .iter()
             .map(|d| FastAnswers::new(d.as_ref(), now()))
@@ -137,12 +142,21 @@ impl Conn {
         Ok(self.keep_alive)
     }
 
-    fn reply(&mut self, r: &Reply) -> io::Result<bool> {
-        let extra: &[(&str, &str)] = match r.retry_after {
-            Some(secs) => &[("retry-after", secs)],
-            None => &[],
-        };
-        self.send(r.status, JSON, extra, r.body.as_bytes())
+    /// A JSON reply, with `retry-after` and the dialect's error-type header when set.
+    fn reply(&mut self, r: &Reply, error_header: Option<(&str, String)>) -> io::Result<bool> {
+        let mut extra: Vec<(&str, &str)> = Vec::new();
+        if let Some(secs) = r.retry_after {
+            extra.push(("retry-after", secs));
+        }
+        if let Some((name, value)) = &error_header {
+            extra.push((name, value));
+        }
+        self.send(r.status, JSON, &extra, r.body.as_bytes())
+    }
+
+    /// The dialect's error response for a failure.
+    fn fail(&mut self, d: &dyn Dialect, f: &Failure) -> io::Result<bool> {
+        self.reply(&d.error(f), d.error_header(f))
     }
 }
 
@@ -248,16 +262,17 @@ fn completion(
     let header = req.header(scenario::HEADER).unwrap_or_default();
     let sc = Scenario::parse(&format!("{header},{}", path_directives.unwrap_or_default()));
     if let Err(f) = d.check_headers(req) {
-        return c.reply(&d.error(&f));
+        return c.fail(d, &f);
     }
     let body: Value = match serde_json::from_slice(&req.body) {
         Ok(v) => v,
         Err(e) => {
             let msg = format!("We could not parse the JSON body of your request: {e}");
-            return c.reply(&d.error(&Failure::Invalid(msg)));
+            return c.fail(d, &Failure::Invalid(msg));
         }
     };
-    if let (false, Some(pause)) = (d.is_stream(req, &body), sc.slow) {
+    let stream = d.is_stream(req, &body);
+    if let (false, Some(pause)) = (stream, sc.slow) {
         thread::sleep(pause);
     }
     if sc.empty_200 {
@@ -269,13 +284,13 @@ fn completion(
             .find_map(|h| req.header(h))
             .unwrap_or_default();
         let msg = format!("Incorrect API key provided: {received}");
-        return c.reply(&d.error(&Failure::Auth(msg)));
+        return c.fail(d, &Failure::Auth(msg));
     }
     if sc.context_error {
-        return c.reply(&d.error(&Failure::ContextLength));
+        return c.fail(d, &Failure::ContextLength);
     }
     if let Some(status) = sc.error {
-        return c.reply(&d.error(&Failure::Status(status)));
+        return c.fail(d, &Failure::Status(status));
     }
     // Without an x-request-id there is nothing to remember: answer normally.
     if sc.fail_first
@@ -283,24 +298,21 @@ fn completion(
             .header("x-request-id")
             .is_some_and(|id| st.fail_first.first_time(id))
     {
-        return c.reply(&d.error(&Failure::Status(503)));
+        return c.fail(d, &Failure::Status(503));
     }
-    let prompt = match d.parse_request(req, &body) {
+    let mut prompt = match d.parse_request(req, &body) {
         Ok(p) => p,
-        Err(f) => return c.reply(&d.error(&f)),
+        Err(f) => return c.fail(d, &f),
     };
+    prompt.stream = stream;
     let meta = st.meta();
     let sc = Scenario {
         crlf: sc.crlf || d.crlf(),
         ..sc
     };
-    match sc
-        .blocked_prompt
-        .then(|| d.blocked_prompt(&prompt, meta))
-        .flatten()
-    {
-        Some(Blocked::Reply(reply)) => return c.reply(&reply),
-        Some(Blocked::Stream(events)) => return send_stream(c, d, &events, &sc),
+    match sc.filter.and_then(|f| d.filtered(f, &prompt, meta)) {
+        Some(Filtered::Reply(reply)) => return c.reply(&reply, None),
+        Some(Filtered::Stream(events)) => return send_stream(c, d, &events, &sc),
         None => {}
     }
     let answer = plan(&prompt, &sc, d.name(), d.tool_preface());
@@ -321,9 +333,11 @@ fn send_stream(
         eprintln!("  -> 200 stream");
     }
     c.buf.clear();
-    stream_head(&mut c.buf, SSE, c.keep_alive);
+    stream_head(&mut c.buf, d.stream_content_type(), c.keep_alive);
     c.w.write_all(&c.buf)?;
-    match sse::send(&mut c.w, events, &d.stream_error(), sc)? {
+    let encode =
+        |i: usize, e: &SseEvent, crlf: bool, out: &mut Vec<u8>| d.encode_event(i, e, crlf, out);
+    match sse::send(&mut c.w, events, &d.stream_error(), sc, &encode)? {
         End::Complete => Ok(c.keep_alive),
         End::Cut => {
             // Abrupt end: no terminating chunk, connection gone.
@@ -342,7 +356,7 @@ fn fast(
     answers: &FastAnswers,
 ) -> io::Result<bool> {
     if let Err(f) = d.check_headers(req) {
-        return c.reply(&d.error(&f));
+        return c.fail(d, &f);
     }
     let Ok(FastRequest {
         model: Some(model),
@@ -353,10 +367,10 @@ fn fast(
         return completion(req, c, st, d, None);
     };
     c.body.clear();
-    if stream {
+    if d.is_stream(req, &serde_json::json!({ "stream": stream })) {
         answers.sse.render(&model, &mut c.body);
         c.buf.clear();
-        stream_head(&mut c.buf, SSE, c.keep_alive);
+        stream_head(&mut c.buf, d.stream_content_type(), c.keep_alive);
         push_chunk(&mut c.buf, &c.body);
         c.buf.extend_from_slice(LAST_CHUNK);
         c.w.write_all(&c.buf)?;

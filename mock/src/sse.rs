@@ -55,6 +55,9 @@ fn after_deltas(events: &[SseEvent], n: usize) -> usize {
     after
 }
 
+/// Writes event number `index` in the dialect's wire format (SSE or binary).
+pub type Encode<'a> = &'a dyn Fn(usize, &SseEvent, bool, &mut Vec<u8>);
+
 /// Sends `events` (the head is already written). `error` is the dialect's
 /// mid-stream error, used by `stream-error`.
 pub fn send<W: Write>(
@@ -62,6 +65,7 @@ pub fn send<W: Write>(
     events: &[SseEvent],
     error: &SseEvent,
     sc: &Scenario,
+    encode: Encode,
 ) -> io::Result<End> {
     let cut_at = sc
         .cut
@@ -84,7 +88,7 @@ pub fn send<W: Write>(
             break;
         }
         buf.clear();
-        encode(e, sc.crlf, &mut buf);
+        encode(i, e, sc.crlf, &mut buf);
         if cut_at == Some(i) {
             out.write(buf.get(..buf.len() / 2).unwrap_or_default())?;
             out.flush()?;
@@ -92,9 +96,9 @@ pub fn send<W: Write>(
         }
         out.write(&buf)?;
     }
-    if error_at.is_some() {
+    if let Some(at) = error_at {
         buf.clear();
-        encode(error, sc.crlf, &mut buf);
+        encode(at, error, sc.crlf, &mut buf);
         out.write(&buf)?;
     }
     out.finish()?;
@@ -206,7 +210,8 @@ mod tests {
 
     fn run(sc: &str) -> (End, String, usize, bool) {
         let mut out = Vec::new();
-        let end = send(&mut out, &events(), &error(), &Scenario::parse(sc)).unwrap();
+        let sse = |_: usize, e: &SseEvent, crlf: bool, out: &mut Vec<u8>| encode(e, crlf, out);
+        let end = send(&mut out, &events(), &error(), &Scenario::parse(sc), &sse).unwrap();
         let (body, chunks, terminated) = dechunk(&out);
         (end, String::from_utf8(body).unwrap(), chunks, terminated)
     }

@@ -10,9 +10,11 @@ use serde_json::{json, Value};
 
 use crate::answer::plan;
 use crate::anthropic::Anthropic;
-use crate::dialect::{Dialect, Failure, Meta};
+use crate::bedrock::Bedrock;
+use crate::dashscope::DashScope;
+use crate::dialect::{Dialect, Failure, Filtered, Meta, Prompt};
 use crate::openai::OpenAi;
-use crate::scenario::Scenario;
+use crate::scenario::{Filter, Scenario};
 use crate::server::{serve, State};
 use crate::sse::{dechunk, send};
 
@@ -46,7 +48,10 @@ fn stream(d: &dyn Dialect, body: Value, scenario: &str) -> Vec<(Option<String>, 
     let a = plan(&p, &sc, d.name(), d.tool_preface());
     let events = d.stream(&p, &a, Meta { seq: 7, created: 1 });
     let mut out = Vec::new();
-    send(&mut out, &events, &d.stream_error(), &sc).unwrap();
+    let encode = |i: usize, e: &crate::dialect::SseEvent, crlf: bool, out: &mut Vec<u8>| {
+        d.encode_event(i, e, crlf, out)
+    };
+    send(&mut out, &events, &d.stream_error(), &sc, &encode).unwrap();
     let (body, _, terminated) = dechunk(&out);
     assert!(terminated);
     parse_sse(std::str::from_utf8(&body).unwrap())
@@ -369,7 +374,7 @@ fn error_bodies() {
 fn start() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let state = Arc::new(State::new(false, false));
+    let state = Arc::new(State::new(false, false, None));
     std::thread::spawn(move || serve(listener, state));
     addr
 }
@@ -670,4 +675,181 @@ fn gemini_and_azure_content_filter_scenarios() {
         finish["choices"][0]["content_filter_results"]["violence"]["filtered"],
         true
     );
+}
+
+// --- Bedrock and DashScope ------------------------------------------------------
+
+/// The raw stream bytes of a dialect whose stream mode comes from the
+/// path or a header rather than the body.
+fn raw_stream(d: &dyn Dialect, body: Value, scenario: &str) -> Vec<u8> {
+    let sc = Scenario::parse(scenario);
+    let mut p = d.parse(&body).unwrap();
+    p.stream = true;
+    let a = plan(&p, &sc, d.name(), d.tool_preface());
+    let events = d.stream(&p, &a, Meta { seq: 7, created: 1 });
+    let encode = |i: usize, e: &crate::dialect::SseEvent, crlf: bool, out: &mut Vec<u8>| {
+        d.encode_event(i, e, crlf, out)
+    };
+    let mut out = Vec::new();
+    send(&mut out, &events, &d.stream_error(), &sc, &encode).unwrap();
+    let (body, _, terminated) = dechunk(&out);
+    assert!(terminated);
+    body
+}
+
+/// Splits an AWS event stream into (headers, payload), checking both CRCs.
+fn frames(mut raw: &[u8]) -> Vec<(Vec<(String, String)>, Value)> {
+    let be = |b: &[u8]| u32::from_be_bytes(b.try_into().unwrap()) as usize;
+    let mut out = Vec::new();
+    while !raw.is_empty() {
+        let total = be(&raw[0..4]);
+        let headers_len = be(&raw[4..8]);
+        assert_eq!(crate::bedrock::crc32(&raw[..8]) as usize, be(&raw[8..12]));
+        assert_eq!(
+            crate::bedrock::crc32(&raw[..total - 4]) as usize,
+            be(&raw[total - 4..total])
+        );
+        let mut h = &raw[12..12 + headers_len];
+        let mut headers = Vec::new();
+        while !h.is_empty() {
+            let n = h[0] as usize;
+            let name = String::from_utf8(h[1..1 + n].to_vec()).unwrap();
+            assert_eq!(h[1 + n], 7, "string header");
+            let len = u16::from_be_bytes([h[2 + n], h[3 + n]]) as usize;
+            headers.push((
+                name,
+                String::from_utf8(h[4 + n..4 + n + len].to_vec()).unwrap(),
+            ));
+            h = &h[4 + n + len..];
+        }
+        out.push((
+            headers,
+            serde_json::from_slice(&raw[12 + headers_len..total - 4]).unwrap(),
+        ));
+        raw = &raw[total..];
+    }
+    out
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+        .unwrap()
+}
+
+#[test]
+fn crc32_check_value() {
+    assert_eq!(crate::bedrock::crc32(b"123456789"), 0xCBF4_3926);
+}
+
+#[test]
+fn bedrock_tool_stream_frames() {
+    let body = json!({"messages": [{"role": "user", "content": [{"text": "weather?"}]}],
+        "toolConfig": {"tools": [{"toolSpec": {"name": "get_weather", "inputSchema": {"json": {
+            "type": "object", "properties": {"city": {"type": "string"}}}}}}], "toolChoice": {"any": {}}}});
+    let fr = frames(&raw_stream(&Bedrock { credentials: None }, body, "split"));
+    let kinds: Vec<&str> = fr.iter().map(|(h, _)| header(h, ":event-type")).collect();
+    assert_eq!(kinds.first(), Some(&"messageStart"));
+    assert_eq!(kinds[1], "contentBlockStart");
+    assert_eq!(
+        fr[1].1["start"]["toolUse"],
+        json!({"toolUseId": "tooluse_1", "name": "get_weather"})
+    );
+    let args: String = fr
+        .iter()
+        .filter(|(h, _)| header(h, ":event-type") == "contentBlockDelta")
+        .map(|(_, p)| p["delta"]["toolUse"]["input"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(args, r#"{"city":"example"}"#);
+    assert_eq!(&kinds[kinds.len() - 2..], ["messageStop", "metadata"]);
+    assert_eq!(fr[fr.len() - 2].1["stopReason"], "tool_use");
+    assert!(fr.iter().all(|(h, _)| header(h, ":message-type") == "event"
+        && header(h, ":content-type") == "application/json"));
+}
+
+#[test]
+fn bedrock_exception_and_filter_in_stream() {
+    let body = json!({"messages": [{"role": "user", "content": [{"text": "a b c d e"}]}]});
+    let d = Bedrock { credentials: None };
+    let fr = frames(&raw_stream(&d, body.clone(), "stream-error"));
+    let (h, p) = fr.last().unwrap();
+    assert_eq!(header(h, ":message-type"), "exception");
+    assert_eq!(header(h, ":exception-type"), "serviceUnavailableException");
+    assert!(p["message"].is_string());
+    let fr = frames(&raw_stream(&d, body, "filtered-stream"));
+    assert_eq!(fr[fr.len() - 2].1["stopReason"], "guardrail_intervened");
+}
+
+#[test]
+fn bedrock_validation() {
+    let d = Bedrock { credentials: None };
+    let bad = |body: Value| match d.parse(&body) {
+        Err(Failure::Invalid(m)) => m,
+        other => panic!("{other:?}"),
+    };
+    assert!(bad(json!({"messages": [], "stream": true})).contains("extraneous key [stream]"));
+    assert!(
+        bad(json!({"messages": [{"role": "assistant", "content": [{"text": "x"}]}]}))
+            .contains("alternate")
+    );
+    let tool_use = json!({"messages": [
+        {"role": "user", "content": [{"text": "x"}]},
+        {"role": "assistant", "content": [{"toolUse": {"toolUseId": "t1", "name": "f", "input": {}}}]},
+        {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "content": [{"text": "ok"}]}}]}]});
+    assert!(bad(tool_use.clone()).contains("toolConfig field must be defined"));
+    let mut with_config = tool_use;
+    with_config["toolConfig"] =
+        json!({"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": {}}}}]});
+    let p = d.parse(&with_config).unwrap();
+    assert_eq!(p.tool_results, Some(vec!["ok".to_owned()]));
+    assert_eq!(p.prior_tool_calls, 1);
+    assert!(
+        bad(json!({"messages": [{"role": "user", "content": [{"text": "x", "image": {}}]}]}))
+            .contains("exactly one")
+    );
+}
+
+#[test]
+fn dashscope_stream_lines() {
+    let body = json!({"model": "qwen-plus", "input": {"messages": [{"role": "user", "content": "hi"}]},
+                      "parameters": {"result_format": "message", "incremental_output": true}});
+    let raw = String::from_utf8(raw_stream(&DashScope, body.clone(), "")).unwrap();
+    let events: Vec<&str> = raw.split("\n\n").filter(|e| !e.is_empty()).collect();
+    for (i, e) in events.iter().enumerate() {
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines[0], format!("id:{}", i + 1));
+        assert_eq!(lines[1], "event:result");
+        assert_eq!(lines[2], ":HTTP_STATUS/200");
+        assert!(lines[3].starts_with("data:{"));
+    }
+    let last: Value =
+        serde_json::from_str(events.last().unwrap().lines().nth(3).unwrap()[5..].trim()).unwrap();
+    assert_eq!(last["output"]["choices"][0]["finish_reason"], "stop");
+    assert_eq!(last["usage"]["output_tokens"], 9);
+    let raw = String::from_utf8(raw_stream(&DashScope, body, "filtered-stream")).unwrap();
+    let last = raw.trim_end().rsplit("\n\n").next().unwrap();
+    assert!(
+        last.contains("event:error\n:HTTP_STATUS/400\ndata:{\"code\":\"DataInspectionFailed\""),
+        "{last}"
+    );
+}
+
+#[test]
+fn dashscope_validation_and_filters() {
+    let d = DashScope;
+    let body = json!({"model": "qwen-plus", "input": {"messages": [{"role": "user", "content": "hi"}]},
+                      "parameters": {"result_format": "text"}});
+    assert!(matches!(d.parse(&body), Err(Failure::Invalid(m)) if m.contains("result_format")));
+    let p = Prompt::default();
+    let meta = Meta { seq: 1, created: 1 };
+    let Some(Filtered::Reply(r)) = d.filtered(Filter::BlockedPrompt, &p, meta) else {
+        panic!("DashScope refuses a blocked prompt with an error reply");
+    };
+    assert_eq!(r.status, 400);
+    assert!(r.body.contains("DataInspectionFailed"));
+    let r = d.error(&Failure::Status(429));
+    assert_eq!(r.status, 429);
+    assert!(r.body.contains("Throttling.RateQuota"));
 }

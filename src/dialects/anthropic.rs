@@ -11,14 +11,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    fallback_message, tool_arguments, unparseable, DecodedResponse, Dialect, SseEvents, SseStream,
-    StreamDecoder, Target, UpstreamRequest,
+    fallback_message, json_instruction, tool_arguments, unparseable, DecodedResponse, Dialect,
+    SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::unified::{
-    ChatRequest, Content, ContentPart, Image, Message, ResponseFormat, ToolChoice,
-};
+use crate::unified::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
 
 pub struct Anthropic;
 
@@ -220,23 +218,10 @@ impl Dialect for Anthropic {
             }
         }
         // Anthropic has no JSON mode: ask for JSON in the system prompt.
-        match &req.response_format {
-            Some(ResponseFormat::JsonObject) => system.push(Block::Text {
-                text: Cow::Borrowed("Respond with a single valid JSON object and nothing else."),
-            }),
-            Some(ResponseFormat::JsonSchema { json_schema }) => {
-                let schema = json_schema
-                    .schema
-                    .as_ref()
-                    .map(Value::to_string)
-                    .unwrap_or_default();
-                system.push(Block::Text {
-                    text: Cow::Owned(format!(
-                        "Respond with a single valid JSON object and nothing else. It must conform to this JSON schema: {schema}"
-                    )),
-                });
-            }
-            Some(ResponseFormat::Text) | None => {}
+        if let Some(instruction) = json_instruction(req.response_format.as_ref()) {
+            system.push(Block::Text {
+                text: Cow::Owned(instruction),
+            });
         }
         let tools = req
             .tools

@@ -10,10 +10,12 @@ use crate::config::Provider;
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Origin, Usage};
 use crate::sse::{SseError, SseParser};
-use crate::unified::{ChatRequest, ToolCall};
+use crate::unified::{ChatRequest, ResponseFormat, ToolCall};
 
 pub mod anthropic;
 pub mod azure;
+pub mod bedrock;
+pub mod dashscope;
 pub mod gemini;
 pub mod openai;
 
@@ -24,6 +26,8 @@ pub enum DialectKind {
     Anthropic,
     Gemini,
     Azure,
+    Bedrock,
+    Dashscope,
 }
 
 impl DialectKind {
@@ -33,6 +37,8 @@ impl DialectKind {
         DialectKind::Anthropic,
         DialectKind::Gemini,
         DialectKind::Azure,
+        DialectKind::Bedrock,
+        DialectKind::Dashscope,
     ];
 }
 
@@ -42,6 +48,8 @@ pub fn dialect(kind: DialectKind) -> &'static dyn Dialect {
         DialectKind::Anthropic => &anthropic::Anthropic,
         DialectKind::Gemini => &gemini::Gemini,
         DialectKind::Azure => &azure::Azure,
+        DialectKind::Bedrock => &bedrock::Bedrock,
+        DialectKind::Dashscope => &dashscope::DashScope,
     }
 }
 
@@ -63,7 +71,16 @@ pub struct UpstreamRequest {
 
 /// Request headers that carry some vendor's credentials: cleared on every
 /// attempt so a retry on another vendor never sends the wrong key.
-pub const AUTH_HEADERS: &[&str] = &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
+/// (`x-amz-*`: what SigV4 signing added on an earlier attempt.)
+pub const AUTH_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "x-amz-date",
+    "x-amz-security-token",
+    "x-amz-content-sha256",
+];
 
 /// A decoded non-stream response, already in the unified shape.
 #[derive(Debug)]
@@ -239,4 +256,23 @@ pub fn unparseable(what: &str, e: impl std::fmt::Display) -> GatewayError {
         ErrorCode::UpstreamError,
         format!("the provider's {what} could not be parsed: {e}"),
     )
+}
+
+/// For vendors without a JSON mode: the system-prompt instruction that asks for JSON.
+pub fn json_instruction(format: Option<&ResponseFormat>) -> Option<String> {
+    const JSON_ONLY: &str = "Respond with a single valid JSON object and nothing else.";
+    match format? {
+        ResponseFormat::JsonObject => Some(JSON_ONLY.to_owned()),
+        ResponseFormat::JsonSchema { json_schema } => {
+            let schema = json_schema
+                .schema
+                .as_ref()
+                .map(serde_json::Value::to_string)
+                .unwrap_or_default();
+            Some(format!(
+                "{JSON_ONLY} It must conform to this JSON schema: {schema}"
+            ))
+        }
+        ResponseFormat::Text => None,
+    }
 }

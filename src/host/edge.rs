@@ -10,8 +10,8 @@ use proxy_wasm::types::Action;
 
 use super::metrics;
 use super::{
-    elapsed_micros, send_error, ATTEMPT_PROPERTY, CANDIDATE_PROPERTY, GROUP_PROPERTY,
-    KEY_NAME_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
+    elapsed_micros, send_error, ATTEMPT_PROPERTY, CANDIDATE_PROPERTY, GROUP_PROPERTY, LOG_PROPERTY,
+    ROUTE_PROPERTY,
 };
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
@@ -99,10 +99,6 @@ impl Edge {
             authorization.as_deref(),
             x_api_key.as_deref(),
         ))?;
-        let name = self.config.auth.caller_name(self.caller);
-        if !name.is_empty() {
-            self.set_property(vec![KEY_NAME_PROPERTY], Some(name.as_bytes()));
-        }
         Ok(())
     }
 

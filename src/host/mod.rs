@@ -32,8 +32,6 @@ const ATTEMPT_PROPERTY: &str = "llm_attempt";
 const ROUTE_PROPERTY: &str = "llm_route";
 /// Filter state: the request's access-log line (JSON), set when it ends.
 const LOG_PROPERTY: &str = "llm_log";
-/// Filter state: the caller's gateway key name.
-const KEY_NAME_PROPERTY: &str = "llm_key_name";
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);

@@ -1,0 +1,534 @@
+//! AWS Bedrock Converse (`POST /model/{modelId}/converse` and
+//! `/converse-stream`): SigV4 check (when the mock has credentials),
+//! validation with Bedrock's ValidationException messages, Converse
+//! responses, the binary event stream (`application/vnd.amazon.eventstream`,
+//! CRC32s included), exceptions mid-stream, and `x-amzn-errortype` errors.
+
+use serde_json::{json, Map, Value};
+
+use crate::answer::{fragments, Answer, Finish};
+use crate::dialect::{
+    count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent, Tool,
+    ToolChoice,
+};
+use crate::http::Request;
+use crate::scenario::Filter;
+use crate::sigv4::{self, Credentials};
+
+pub struct Bedrock {
+    /// When set, every request must be SigV4-signed with these.
+    pub credentials: Option<Credentials>,
+}
+
+const TOP_LEVEL: [&str; 10] = [
+    "messages",
+    "system",
+    "inferenceConfig",
+    "toolConfig",
+    "guardrailConfig",
+    "additionalModelRequestFields",
+    "additionalModelResponseFieldPaths",
+    "promptVariables",
+    "requestMetadata",
+    "performanceConfig",
+];
+const BLOCK_TYPES: [&str; 7] = [
+    "text",
+    "image",
+    "document",
+    "toolUse",
+    "toolResult",
+    "guardContent",
+    "reasoningContent",
+];
+const IMAGE_FORMATS: [&str; 4] = ["png", "jpeg", "gif", "webp"];
+const ERROR_NAMESPACE: &str = ":http://internal.amazon.com/coral/com.amazon.bedrock/";
+const BLOCKED_MESSAGE: &str = "Sorry, the model cannot answer this question.";
+
+fn invalid(msg: impl Into<String>) -> Failure {
+    Failure::Invalid(msg.into())
+}
+
+/// The one member of a content block, e.g. `{"text": ...}` → ("text", value).
+fn block_member(block: &Value, at: &str) -> Result<(String, Value), Failure> {
+    let obj = block
+        .as_object()
+        .ok_or_else(|| invalid(format!("Malformed input request: {at} must be an object")))?;
+    let mut members = obj.iter();
+    match (members.next(), members.next()) {
+        (Some((k, v)), None) if BLOCK_TYPES.contains(&k.as_str()) => Ok((k.clone(), v.clone())),
+        _ => Err(invalid(format!(
+            "Malformed input request: {at} must set exactly one of {}",
+            BLOCK_TYPES.join(", ")
+        ))),
+    }
+}
+
+fn parse_tools(config: Option<&Value>) -> Result<(Vec<Tool>, ToolChoice), Failure> {
+    let Some(config) = config else {
+        return Ok((Vec::new(), ToolChoice::Auto));
+    };
+    let tools = config
+        .get("tools")
+        .and_then(Value::as_array)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| invalid("Malformed input request: toolConfig.tools must not be empty"))?;
+    let tools = tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let spec = t.get("toolSpec").ok_or_else(|| {
+                invalid(format!("Malformed input request: toolConfig.tools.{i}.toolSpec is required"))
+            })?;
+            let name = spec.get("name").and_then(Value::as_str).ok_or_else(|| {
+                invalid(format!("Malformed input request: toolConfig.tools.{i}.toolSpec.name is required"))
+            })?;
+            let schema = spec
+                .get("inputSchema")
+                .and_then(|s| s.get("json"))
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "Malformed input request: toolConfig.tools.{i}.toolSpec.inputSchema.json is required"
+                    ))
+                })?;
+            Ok(Tool {
+                name: name.to_owned(),
+                schema: schema.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>, Failure>>()?;
+    let choice = match config.get("toolChoice") {
+        None => ToolChoice::Auto,
+        Some(c) if c.get("auto").is_some() => ToolChoice::Auto,
+        Some(c) if c.get("any").is_some() => ToolChoice::Any,
+        Some(c) => match c
+            .get("tool")
+            .and_then(|t| t.get("name"))
+            .and_then(Value::as_str)
+        {
+            Some(name) => ToolChoice::Named(name.to_owned()),
+            None => {
+                return Err(invalid(
+                    "Malformed input request: toolChoice must set one of auto, any, tool",
+                ))
+            }
+        },
+    };
+    Ok((tools, choice))
+}
+
+fn stop_reason(f: &Finish) -> &'static str {
+    match f {
+        Finish::Stop => "end_turn",
+        Finish::Length => "max_tokens",
+        Finish::StopSequence(_) => "stop_sequence",
+        Finish::ToolCalls => "tool_use",
+        Finish::ContentFilter => "guardrail_intervened",
+    }
+}
+
+fn usage(a: &Answer) -> Value {
+    json!({"inputTokens": a.prompt_tokens, "outputTokens": a.completion_tokens,
+           "totalTokens": a.prompt_tokens + a.completion_tokens})
+}
+
+fn event(name: &'static str, data: Value) -> SseEvent {
+    SseEvent {
+        name: Some(name),
+        data: to_json(&data),
+        delta: false,
+    }
+}
+
+fn delta_event(index: usize, delta: Value) -> SseEvent {
+    let mut e = event(
+        "contentBlockDelta",
+        json!({"contentBlockIndex": index, "delta": delta, "p": "abcdefgh"}),
+    );
+    e.delta = true;
+    e
+}
+
+/// One event stream message with string headers: prelude, headers, payload, CRCs.
+pub fn encode_message(headers: &[(&str, &str)], payload: &[u8], out: &mut Vec<u8>) {
+    let mut block = Vec::new();
+    for (name, value) in headers {
+        block.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
+        block.extend_from_slice(name.as_bytes());
+        block.push(7); // string
+        block.extend_from_slice(&u16::try_from(value.len()).unwrap_or(u16::MAX).to_be_bytes());
+        block.extend_from_slice(value.as_bytes());
+    }
+    let total = 12 + block.len() + payload.len() + 4;
+    let start = out.len();
+    out.extend_from_slice(&u32::try_from(total).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(&u32::try_from(block.len()).unwrap_or(u32::MAX).to_be_bytes());
+    let prelude_crc = crc32(out.get(start..).unwrap_or_default());
+    out.extend_from_slice(&prelude_crc.to_be_bytes());
+    out.extend_from_slice(&block);
+    out.extend_from_slice(payload);
+    let crc = crc32(out.get(start..).unwrap_or_default());
+    out.extend_from_slice(&crc.to_be_bytes());
+}
+
+/// CRC-32 (IEEE), bit by bit: the mock is not on a hot path.
+pub fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 == 1 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+impl Dialect for Bedrock {
+    fn name(&self) -> &'static str {
+        "bedrock"
+    }
+
+    fn handles(&self, path: &str) -> bool {
+        path.starts_with("/model/")
+            && (path.ends_with("/converse") || path.ends_with("/converse-stream"))
+    }
+
+    fn is_stream(&self, req: &Request, _body: &Value) -> bool {
+        req.path().ends_with("/converse-stream")
+    }
+
+    fn stream_content_type(&self) -> &'static str {
+        "application/vnd.amazon.eventstream"
+    }
+
+    /// Events ending in "Exception" are sent as `:message-type: exception`.
+    fn encode_event(&self, _index: usize, e: &SseEvent, _crlf: bool, out: &mut Vec<u8>) {
+        let name = e.name.unwrap_or_default();
+        let headers: [(&str, &str); 3] = if name.ends_with("Exception") {
+            [
+                (":exception-type", name),
+                (":content-type", "application/json"),
+                (":message-type", "exception"),
+            ]
+        } else {
+            [
+                (":event-type", name),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ]
+        };
+        encode_message(&headers, e.data.as_bytes(), out);
+    }
+
+    fn check_headers(&self, req: &Request) -> Result<(), Failure> {
+        match &self.credentials {
+            Some(creds) => sigv4::verify(req, creds).map_err(|r| Failure::Auth(r.message())),
+            None if req
+                .header("authorization")
+                .is_some_and(|a| !a.trim().is_empty()) =>
+            {
+                Ok(())
+            }
+            None => Err(Failure::Auth(sigv4::Refusal::Missing.message())),
+        }
+    }
+
+    fn parse(&self, body: &Value) -> Result<Prompt, Failure> {
+        let obj = body
+            .as_object()
+            .ok_or_else(|| invalid("Malformed input request: expected a JSON object"))?;
+        if let Some(extra) = obj.keys().find(|k| !TOP_LEVEL.contains(&k.as_str())) {
+            return Err(invalid(format!(
+                "Malformed input request: extraneous key [{extra}] is not permitted, please reformat your input and try again."
+            )));
+        }
+        let messages = obj
+            .get("messages")
+            .and_then(Value::as_array)
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| invalid("The model returned the following errors: messages: at least one message is required"))?;
+        let mut p = Prompt::default();
+        let empty = Map::new();
+        let inference = obj
+            .get("inferenceConfig")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        p.max_tokens = inference.get("maxTokens").and_then(Value::as_u64);
+        p.stop = inference
+            .get("stopSequences")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if let Some(system) = obj.get("system") {
+            let blocks = system
+                .as_array()
+                .ok_or_else(|| invalid("Malformed input request: system must be a list"))?;
+            for b in blocks {
+                p.prompt_words += count_words(b.get("text").and_then(Value::as_str).unwrap_or(""));
+            }
+        }
+        let (tools, choice) = parse_tools(obj.get("toolConfig"))?;
+        p.tools = tools;
+        p.tool_choice = choice;
+        let mut pending: Vec<String> = Vec::new();
+        let mut uses_tools = false;
+        for (i, m) in messages.iter().enumerate() {
+            let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+            let expected = if i % 2 == 0 { "user" } else { "assistant" };
+            if role != "user" && role != "assistant" {
+                return Err(invalid(format!(
+                    "Malformed input request: messages.{i}.role must be one of [user, assistant]"
+                )));
+            }
+            if role != expected {
+                return Err(invalid(
+                    "A conversation must alternate between user and assistant roles. Make sure the conversation alternates between user and assistant roles and try again.",
+                ));
+            }
+            let blocks = m
+                .get("content")
+                .and_then(Value::as_array)
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "Malformed input request: messages.{i}.content must be a non-empty list"
+                    ))
+                })?;
+            let mut texts = Vec::new();
+            let mut results = Vec::new();
+            let mut answered = Vec::new();
+            let mut uses = Vec::new();
+            for (j, b) in blocks.iter().enumerate() {
+                let at = format!("messages.{i}.content.{j}");
+                let (kind, v) = block_member(b, &at)?;
+                match kind.as_str() {
+                    "text" => {
+                        let t = v.as_str().unwrap_or("");
+                        if t.trim().is_empty() {
+                            return Err(invalid(format!("The text field in the ContentBlock object at {at} is blank. Add text to the text field, and try again.")));
+                        }
+                        texts.push(t.to_owned());
+                    }
+                    "image" => {
+                        let format = v.get("format").and_then(Value::as_str).unwrap_or("");
+                        if !IMAGE_FORMATS.contains(&format) {
+                            return Err(invalid(format!("Malformed input request: {at}.image.format must be one of png, jpeg, gif, webp")));
+                        }
+                        if !v
+                            .get("source")
+                            .and_then(|s| s.get("bytes"))
+                            .is_some_and(Value::is_string)
+                        {
+                            return Err(invalid(format!(
+                                "Malformed input request: {at}.image.source.bytes is required"
+                            )));
+                        }
+                    }
+                    "toolUse" if role == "assistant" => {
+                        uses_tools = true;
+                        let id = v.get("toolUseId").and_then(Value::as_str).unwrap_or("");
+                        if id.is_empty()
+                            || v.get("name").and_then(Value::as_str).is_none()
+                            || !v.get("input").is_some_and(Value::is_object)
+                        {
+                            return Err(invalid(format!("Malformed input request: {at}.toolUse needs toolUseId, name and an input object")));
+                        }
+                        uses.push(id.to_owned());
+                    }
+                    "toolResult" if role == "user" => {
+                        uses_tools = true;
+                        let id = v.get("toolUseId").and_then(Value::as_str).unwrap_or("");
+                        answered.push(id.to_owned());
+                        let text: Vec<&str> = v
+                            .get("content")
+                            .and_then(Value::as_array)
+                            .map(|c| {
+                                c.iter()
+                                    .filter_map(|x| x.get("text").and_then(Value::as_str))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        results.push(text.join(" "));
+                    }
+                    "toolUse" | "toolResult" => {
+                        return Err(invalid(format!("Malformed input request: {at}.{kind} is not allowed in a {role} message")));
+                    }
+                    _ => {}
+                }
+            }
+            if pending.iter().any(|id| !answered.contains(id))
+                || answered.iter().any(|id| !pending.contains(id))
+            {
+                return Err(invalid(
+                    "The number of toolResult blocks at messages.".to_owned() + &i.to_string()
+                        + ".content exceeds or does not match the number of toolUse blocks of previous turn.",
+                ));
+            }
+            pending = uses;
+            p.prior_tool_calls += pending.len() as u64;
+            let text = texts.join(" ");
+            p.prompt_words +=
+                count_words(&text) + results.iter().map(|r| count_words(r)).sum::<u64>();
+            if role == "user" && !text.is_empty() {
+                p.last_user_text = text;
+            }
+            p.tool_results = (role == "user" && !results.is_empty()).then_some(results);
+        }
+        if !pending.is_empty() {
+            return Err(invalid("Expected toolResult blocks at the last user message for the toolUse blocks of the previous turn."));
+        }
+        if uses_tools && obj.get("toolConfig").is_none() {
+            return Err(invalid(
+                "The toolConfig field must be defined when using toolUse and toolResult content blocks.",
+            ));
+        }
+        Ok(p)
+    }
+
+    fn error(&self, failure: &Failure) -> Reply {
+        let (status, message) = match failure {
+            Failure::Auth(m) => (403, m.clone()),
+            Failure::Invalid(m) => (400, m.clone()),
+            Failure::ContextLength => (400, "Input is too long for requested model.".into()),
+            Failure::Status(s) => {
+                let message = match s {
+                    400 => "Malformed input request, please reformat your input and try again.",
+                    401 => "The security token included in the request is invalid.",
+                    403 => "You don't have access to the model with the specified model ID.",
+                    404 => "The provided model identifier is invalid.",
+                    429 => "Too many requests, please wait before trying again.",
+                    500 => "The system encountered an unexpected error during processing. Try your request again.",
+                    _ => "Bedrock is unable to process your request.",
+                };
+                (bedrock_status(*s), message.to_owned())
+            }
+        };
+        Reply {
+            status,
+            body: to_json(&json!({ "message": message })),
+            retry_after: None,
+        }
+    }
+
+    fn error_header(&self, failure: &Failure) -> Option<(&'static str, String)> {
+        let kind = match failure {
+            Failure::Auth(m) if m.contains("signature") => "InvalidSignatureException",
+            Failure::Auth(m) if m.contains("Missing") => "MissingAuthenticationTokenException",
+            Failure::Auth(_) => "UnrecognizedClientException",
+            Failure::Invalid(_) | Failure::ContextLength => "ValidationException",
+            Failure::Status(s) => match s {
+                400 | 413 => "ValidationException",
+                401 => "UnrecognizedClientException",
+                403 => "AccessDeniedException",
+                404 => "ResourceNotFoundException",
+                429 => "ThrottlingException",
+                500 => "InternalServerException",
+                _ => "ServiceUnavailableException",
+            },
+        };
+        Some(("x-amzn-errortype", format!("{kind}{ERROR_NAMESPACE}")))
+    }
+
+    /// A guardrail that blocks the prompt answers 200 with its canned
+    /// message, stop reason `guardrail_intervened`, and (trace enabled) the
+    /// input assessment.
+    fn filtered(&self, filter: Filter, p: &Prompt, _meta: Meta) -> Option<Filtered> {
+        if filter != Filter::BlockedPrompt || p.stream {
+            return None;
+        }
+        let body = json!({
+            "output": {"message": {"role": "assistant", "content": [{"text": BLOCKED_MESSAGE}]}},
+            "stopReason": "guardrail_intervened",
+            "usage": {"inputTokens": p.prompt_words.max(1), "outputTokens": 0, "totalTokens": p.prompt_words.max(1)},
+            "metrics": {"latencyMs": 12},
+            "trace": {"guardrail": {"inputAssessment": {"mockguardrail": {"contentPolicy": {"filters": [
+                {"type": "VIOLENCE", "confidence": "HIGH", "filterStrength": "HIGH", "action": "BLOCKED"}]}}}}},
+        });
+        Some(Filtered::Reply(Reply {
+            status: 200,
+            body: to_json(&body),
+            retry_after: None,
+        }))
+    }
+
+    fn response(&self, _p: &Prompt, a: &Answer, _meta: Meta) -> Value {
+        let mut content = Vec::new();
+        if !a.text.is_empty() || a.tool_calls.is_empty() {
+            content.push(json!({"text": a.text}));
+        }
+        for c in &a.tool_calls {
+            content.push(json!({"toolUse": {"toolUseId": format!("tooluse_{}", c.n),
+                                             "name": c.name, "input": c.arguments}}));
+        }
+        json!({
+            "output": {"message": {"role": "assistant", "content": content}},
+            "stopReason": stop_reason(&a.finish),
+            "usage": usage(a),
+            "metrics": {"latencyMs": 12},
+        })
+    }
+
+    fn stream(&self, _p: &Prompt, a: &Answer, _meta: Meta) -> Vec<SseEvent> {
+        let mut events = vec![event(
+            "messageStart",
+            json!({"role": "assistant", "p": "abcd"}),
+        )];
+        let mut index = 0;
+        if !a.text.is_empty() || a.tool_calls.is_empty() {
+            for c in &a.chunks {
+                events.push(delta_event(0, json!({"text": c})));
+            }
+            events.push(event("contentBlockStop", json!({"contentBlockIndex": 0})));
+            index = 1;
+        }
+        for c in &a.tool_calls {
+            events.push(event(
+                "contentBlockStart",
+                json!({"contentBlockIndex": index, "start": {"toolUse": {
+                    "toolUseId": format!("tooluse_{}", c.n), "name": c.name}}}),
+            ));
+            for frag in fragments(&c.arguments_json) {
+                events.push(delta_event(index, json!({"toolUse": {"input": frag}})));
+            }
+            events.push(event(
+                "contentBlockStop",
+                json!({"contentBlockIndex": index}),
+            ));
+            index += 1;
+        }
+        events.push(event(
+            "messageStop",
+            json!({"stopReason": stop_reason(&a.finish)}),
+        ));
+        events.push(event(
+            "metadata",
+            json!({"usage": usage(a), "metrics": {"latencyMs": 12}}),
+        ));
+        events
+    }
+
+    fn stream_error(&self) -> SseEvent {
+        event(
+            "serviceUnavailableException",
+            json!({"message": "Bedrock is unable to process your request."}),
+        )
+    }
+}
+
+/// Bedrock has no 401 (bad keys are 403) and no 529.
+fn bedrock_status(s: u16) -> u16 {
+    match s {
+        401 => 403,
+        529 => 503,
+        other => other,
+    }
+}

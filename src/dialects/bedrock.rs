@@ -1,0 +1,1251 @@
+//! AWS Bedrock Converse (`POST /model/{modelId}/converse` and
+//! `/converse-stream`).
+//!
+//! Requests are signed with SigV4 by Envoy's own `aws_request_signing` filter,
+//! placed after ours on the Bedrock cluster; with an `api_key` (a Bedrock API
+//! key) we send it as a bearer token instead. The stream is the binary AWS
+//! event stream ([`crate::eventstream`]), one JSON payload per event.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{
+    fallback_message, json_instruction, unparseable, DecodedResponse, Dialect, StreamDecoder,
+    Target, UpstreamRequest,
+};
+use crate::error::{ErrorCode, GatewayError};
+use crate::eventstream::{EventStreamDecoder, FrameError, Message as Frame};
+use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::unified::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
+
+pub struct Bedrock;
+
+pub const EVENT_STREAM: &str = "application/vnd.amazon.eventstream";
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Request<'a> {
+    messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    system: Vec<Block<'a>>,
+    #[serde(skip_serializing_if = "InferenceConfig::is_empty")]
+    inference_config: InferenceConfig<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct InferenceConfig<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'a [String],
+}
+
+impl InferenceConfig<'_> {
+    fn is_empty(&self) -> bool {
+        self.max_tokens.is_none()
+            && self.temperature.is_none()
+            && self.top_p.is_none()
+            && self.stop_sequences.is_empty()
+    }
+}
+
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+/// A Converse content block: exactly one of its members is set.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+enum Block<'a> {
+    Text(Cow<'a, str>),
+    Image {
+        format: &'static str,
+        source: ImageSource<'a>,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolUse {
+        tool_use_id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolResult {
+        tool_use_id: &'a str,
+        content: [ToolResultText; 1],
+    },
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    bytes: &'a str,
+}
+
+#[derive(Serialize)]
+struct ToolResultText {
+    text: String,
+}
+
+fn text_blocks(content: &Content) -> Vec<Block<'_>> {
+    match content {
+        Content::Text(t) if t.is_empty() => Vec::new(),
+        Content::Text(t) => vec![Block::Text(Cow::Borrowed(t))],
+        Content::Parts(parts) => parts
+            .iter()
+            .filter_map(|p| match p {
+                ContentPart::Text { text } if !text.is_empty() => {
+                    Some(Block::Text(Cow::Borrowed(text)))
+                }
+                _ => None,
+            })
+            .collect(),
+    }
+}
+
+/// Converse takes image bytes only (or S3 locations): no URLs.
+fn image_format(media_type: &str) -> Option<&'static str> {
+    match media_type {
+        "image/png" => Some("png"),
+        "image/jpeg" | "image/jpg" => Some("jpeg"),
+        "image/gif" => Some("gif"),
+        "image/webp" => Some("webp"),
+        _ => None,
+    }
+}
+
+fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayError> {
+    let Content::Parts(parts) = content else {
+        return Ok(text_blocks(content));
+    };
+    let mut blocks = Vec::with_capacity(parts.len());
+    for (j, part) in parts.iter().enumerate() {
+        match part {
+            ContentPart::Text { text } if text.is_empty() => {}
+            ContentPart::Text { text } => blocks.push(Block::Text(Cow::Borrowed(text))),
+            ContentPart::ImageUrl { image_url } => {
+                let param = || format!("messages[{i}].content[{j}].image_url.url");
+                let image = match image_url.parse() {
+                    Ok(Image::Base64 { media_type, data }) => image_format(media_type)
+                        .map(|format| Block::Image {
+                            format,
+                            source: ImageSource { bytes: data },
+                        })
+                        .ok_or_else(|| {
+                            GatewayError::invalid(
+                                param(),
+                                format!("this provider does not accept {media_type} images"),
+                            )
+                        })?,
+                    Ok(Image::Url(_)) => {
+                        return Err(GatewayError::invalid(
+                            param(),
+                            "this provider accepts images only as base64 data URLs",
+                        ))
+                    }
+                    Err(e) => return Err(GatewayError::invalid(param(), e)),
+                };
+                blocks.push(image);
+            }
+        }
+    }
+    Ok(blocks)
+}
+
+/// Appends blocks, merging consecutive turns of one role (Converse wants
+/// strictly alternating roles, tool results in one user turn).
+fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, blocks: Vec<Block<'a>>) {
+    if blocks.is_empty() {
+        return;
+    }
+    match turns.last_mut() {
+        Some(last) if last.role == role => last.content.extend(blocks),
+        _ => turns.push(Turn {
+            role,
+            content: blocks,
+        }),
+    }
+}
+
+/// A model id or ARN as one path segment: everything but unreserved characters escaped.
+fn path_segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn tool_config(req: &ChatRequest, history_has_tools: bool) -> Option<Value> {
+    if req.tools.is_empty() {
+        return None;
+    }
+    // Converse has no "none": leave the tools out, unless the conversation
+    // already holds tool blocks (Converse then requires the tool config).
+    let choice = match &req.tool_choice {
+        Some(ToolChoice::None) if !history_has_tools => return None,
+        Some(ToolChoice::None) | Some(ToolChoice::Auto) | None => None,
+        Some(ToolChoice::Required) => Some(json!({"any": {}})),
+        Some(ToolChoice::Function(name)) => Some(json!({"tool": {"name": name}})),
+    };
+    let tools: Vec<Value> = req
+        .tools
+        .iter()
+        .map(|t| {
+            let mut spec = json!({
+                "name": t.function.name,
+                "inputSchema": {"json": t.function.parameters.clone()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}))},
+            });
+            if let (Some(d), Some(obj)) = (&t.function.description, spec.as_object_mut()) {
+                obj.insert("description".into(), Value::String(d.clone()));
+            }
+            json!({ "toolSpec": spec })
+        })
+        .collect();
+    let mut config = json!({ "tools": tools });
+    if let (Some(choice), Some(obj)) = (choice, config.as_object_mut()) {
+        obj.insert("toolChoice".into(), choice);
+    }
+    Some(config)
+}
+
+impl Dialect for Bedrock {
+    fn encode_request(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        if req.n.is_some_and(|n| n > 1) {
+            return Err(GatewayError::invalid(
+                "n",
+                "n > 1 is not supported by this provider",
+            ));
+        }
+        let mut system = Vec::new();
+        let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
+        let mut history_has_tools = false;
+        for (i, message) in req.messages.iter().enumerate() {
+            match message {
+                Message::System { content, .. } | Message::Developer { content, .. } => {
+                    system.extend(text_blocks(content));
+                }
+                Message::User { content, .. } => {
+                    push_turn(&mut turns, "user", user_blocks(content, i)?)
+                }
+                Message::Tool {
+                    content,
+                    tool_call_id,
+                } => {
+                    history_has_tools = true;
+                    let result = Block::ToolResult {
+                        tool_use_id: tool_call_id,
+                        content: [ToolResultText {
+                            text: content.text(),
+                        }],
+                    };
+                    push_turn(&mut turns, "user", vec![result]);
+                }
+                Message::Assistant {
+                    content,
+                    tool_calls,
+                    ..
+                } => {
+                    let mut blocks = content.as_ref().map(text_blocks).unwrap_or_default();
+                    for (j, call) in tool_calls.iter().enumerate() {
+                        history_has_tools = true;
+                        let args = call.function.arguments.trim();
+                        let input = match serde_json::from_str::<Value>(args) {
+                            _ if args.is_empty() => json!({}),
+                            Ok(v @ Value::Object(_)) => v,
+                            _ => {
+                                return Err(GatewayError::invalid(
+                                    format!("messages[{i}].tool_calls[{j}].function.arguments"),
+                                    "tool call arguments must be a JSON object",
+                                ))
+                            }
+                        };
+                        blocks.push(Block::ToolUse {
+                            tool_use_id: &call.id,
+                            name: &call.function.name,
+                            input,
+                        });
+                    }
+                    push_turn(&mut turns, "assistant", blocks);
+                }
+            }
+        }
+        // Converse has no JSON mode: ask for JSON in the system prompt.
+        if let Some(instruction) = json_instruction(req.response_format.as_ref()) {
+            system.push(Block::Text(Cow::Owned(instruction)));
+        }
+        let request = Request {
+            messages: turns,
+            system,
+            inference_config: InferenceConfig {
+                max_tokens: req.max_output_tokens(),
+                temperature: req.temperature.map(|t| t.min(1.0)),
+                top_p: req.top_p,
+                stop_sequences: &req.stop,
+            },
+            tool_config: tool_config(req, history_has_tools),
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| {
+            GatewayError::new(
+                ErrorCode::InvalidRequest,
+                format!("request could not be encoded: {e}"),
+            )
+        })?;
+        // The operation alone picks the answer's format: no `accept`, which
+        // would stay on the shared header map for a retry on another vendor.
+        let operation = if req.stream {
+            "converse-stream"
+        } else {
+            "converse"
+        };
+        let mut headers = vec![("content-type", "application/json".to_owned())];
+        if let Some(key) = &target.provider.resolved_key {
+            headers.push(("authorization", format!("Bearer {}", key.expose())));
+        }
+        Ok(UpstreamRequest {
+            path: format!(
+                "{}/model/{}/{operation}",
+                target.provider.base_path,
+                path_segment(target.model)
+            ),
+            headers,
+            body,
+        })
+    }
+
+    fn decode_response(
+        &self,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        let response: ConverseResponse =
+            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+        let mut text: Option<String> = None;
+        let mut tool_calls = Vec::new();
+        for block in response.output.message.content {
+            if let Some(t) = block.text {
+                text.get_or_insert_with(String::new).push_str(&t);
+            }
+            if let Some(call) = block.tool_use {
+                tool_calls.push(ToolCallOut::new(
+                    call.tool_use_id,
+                    call.name,
+                    call.input.to_string(),
+                ));
+            }
+        }
+        if response.stop_reason == "guardrail_intervened" && prompt_blocked(&response.trace) {
+            return Err(GatewayError::new(
+                ErrorCode::ContentFiltered,
+                text.unwrap_or_else(|| "the provider's guardrail blocked the prompt".into()),
+            ));
+        }
+        let usage = response.usage.map(BedrockUsage::unified);
+        let completion = Completion {
+            content: text,
+            tool_calls,
+            finish_reason: Some(finish_reason(&response.stop_reason)),
+            usage,
+        };
+        Ok(DecodedResponse {
+            body: completion.to_json(origin),
+            usage,
+        })
+    }
+
+    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+        Box::new(BedrockStream {
+            frames: EventStreamDecoder::default(),
+            writer,
+            tool_blocks: Vec::new(),
+        })
+    }
+
+    fn is_stream_content_type(&self, content_type: &str) -> bool {
+        content_type.starts_with(EVENT_STREAM)
+    }
+
+    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        match serde_json::from_slice::<AwsError>(body) {
+            Ok(e) => {
+                let message = e.message.unwrap_or_else(|| fallback_message(status, b""));
+                let kind = e.kind.as_deref().map(short_type).unwrap_or_default();
+                GatewayError::new(error_code(kind, status, &message), message)
+            }
+            Err(_) => GatewayError::new(error_code("", status, ""), fallback_message(status, body)),
+        }
+    }
+}
+
+pub fn finish_reason(stop_reason: &str) -> FinishReason {
+    match stop_reason {
+        "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
+        "tool_use" => FinishReason::ToolCalls,
+        "guardrail_intervened" | "content_filtered" => FinishReason::ContentFilter,
+        // end_turn, stop_sequence and anything new.
+        _ => FinishReason::Stop,
+    }
+}
+
+/// True when a guardrail trace says the INPUT was blocked (not the answer).
+fn prompt_blocked(trace: &Value) -> bool {
+    fn blocked(v: &Value) -> bool {
+        match v {
+            Value::Object(m) => m
+                .iter()
+                .any(|(k, v)| (k == "action" && v == "BLOCKED") || blocked(v)),
+            Value::Array(a) => a.iter().any(blocked),
+            _ => false,
+        }
+    }
+    trace
+        .get("guardrail")
+        .and_then(|g| g.get("inputAssessment"))
+        .is_some_and(blocked)
+}
+
+/// `ThrottlingException:http://internal...` or `com.amazon...#ThrottlingException` → `ThrottlingException`.
+fn short_type(kind: &str) -> &str {
+    let kind = kind.split(':').next().unwrap_or(kind);
+    kind.rsplit('#').next().unwrap_or(kind)
+}
+
+/// The unified code for an AWS error type (HTTP `x-amzn-errortype`, body
+/// `__type`, or the stream's `:exception-type`, which starts lower case).
+pub fn error_code(kind: &str, status: u16, message: &str) -> ErrorCode {
+    let lower = message.to_ascii_lowercase();
+    // Without a type (it travels in a header we do not see), the status says
+    // which exception Bedrock documents for it.
+    let kind = match (kind, status) {
+        ("", 400) if lower.contains("quota") => "ServiceQuotaExceededException",
+        ("", 400) => "ValidationException",
+        ("", 424) => "ModelErrorException",
+        _ => kind,
+    };
+    match kind.to_ascii_lowercase().as_str() {
+        "throttlingexception" | "servicequotaexceededexception" => ErrorCode::UpstreamRateLimit,
+        "validationexception"
+            if [
+                "too long",
+                "too many input tokens",
+                "context window",
+                "input length",
+            ]
+            .iter()
+            .any(|s| lower.contains(s)) =>
+        {
+            ErrorCode::ContextLengthExceeded
+        }
+        "validationexception" => ErrorCode::InvalidRequest,
+        "accessdeniedexception" => ErrorCode::PermissionDenied,
+        "unrecognizedclientexception"
+        | "invalidsignatureexception"
+        | "incompletesignatureexception"
+        | "expiredtokenexception"
+        | "missingauthenticationtokenexception" => ErrorCode::AuthFailed,
+        "resourcenotfoundexception" => ErrorCode::ModelNotFound,
+        "modeltimeoutexception" => ErrorCode::UpstreamTimeout,
+        "serviceunavailableexception" | "modelnotreadyexception" => ErrorCode::UpstreamBusy,
+        "internalserverexception" | "modelstreamerrorexception" | "modelerrorexception" => {
+            ErrorCode::UpstreamError
+        }
+        // No type: AWS answers a bad key or signature with a bare 403.
+        _ if status == 403
+            && ["signature", "security token", "authentication token"]
+                .iter()
+                .any(|s| lower.contains(s)) =>
+        {
+            ErrorCode::AuthFailed
+        }
+        _ => ErrorCode::from_status(status),
+    }
+}
+
+#[derive(Deserialize)]
+struct AwsError {
+    #[serde(default, alias = "Message")]
+    message: Option<String>,
+    #[serde(default, rename = "__type")]
+    kind: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConverseResponse {
+    output: Output,
+    #[serde(default)]
+    stop_reason: String,
+    #[serde(default)]
+    usage: Option<BedrockUsage>,
+    #[serde(default)]
+    trace: Value,
+}
+
+#[derive(Deserialize)]
+struct Output {
+    message: OutputMessage,
+}
+
+#[derive(Deserialize)]
+struct OutputMessage {
+    #[serde(default)]
+    content: Vec<OutputBlock>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OutputBlock {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    tool_use: Option<ToolUse>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolUse {
+    tool_use_id: String,
+    name: String,
+    #[serde(default)]
+    input: Value,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "camelCase")]
+struct BedrockUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_write_input_tokens: Option<u64>,
+}
+
+impl BedrockUsage {
+    /// Bedrock counts cached input apart; OpenAI's prompt_tokens includes it.
+    fn unified(self) -> Usage {
+        let cached = self.cache_read_input_tokens;
+        Usage {
+            prompt_tokens: self.input_tokens
+                + cached.unwrap_or(0)
+                + self.cache_write_input_tokens.unwrap_or(0),
+            completion_tokens: self.output_tokens,
+            cached_tokens: cached,
+            reasoning_tokens: None,
+        }
+    }
+}
+
+// --- stream -----------------------------------------------------------------
+
+struct BedrockStream {
+    frames: EventStreamDecoder,
+    writer: ChunkWriter,
+    /// (content block index, tool call index) for each toolUse block.
+    tool_blocks: Vec<(u64, u32)>,
+}
+
+impl From<FrameError> for GatewayError {
+    fn from(e: FrameError) -> Self {
+        GatewayError::new(
+            ErrorCode::UpstreamError,
+            format!("the provider's event stream contained {e}"),
+        )
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlockStart {
+    #[serde(default)]
+    content_block_index: u64,
+    #[serde(default)]
+    start: Option<StartBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StartBody {
+    #[serde(default)]
+    tool_use: Option<StartToolUse>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StartToolUse {
+    tool_use_id: String,
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BlockDelta {
+    #[serde(default)]
+    content_block_index: u64,
+    delta: DeltaBody,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeltaBody {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    tool_use: Option<DeltaToolUse>,
+}
+
+#[derive(Deserialize)]
+struct DeltaToolUse {
+    #[serde(default)]
+    input: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MessageStop {
+    #[serde(default)]
+    stop_reason: String,
+}
+
+#[derive(Deserialize)]
+struct Metadata {
+    #[serde(default)]
+    usage: Option<BedrockUsage>,
+}
+
+#[derive(Deserialize)]
+struct ExceptionBody {
+    #[serde(default, alias = "Message")]
+    message: String,
+}
+
+fn parse<'a, T: Deserialize<'a>>(payload: &'a [u8]) -> Result<T, GatewayError> {
+    serde_json::from_slice(payload).map_err(|e| unparseable("stream event", e))
+}
+
+impl BedrockStream {
+    fn on_frame(&mut self, frame: &Frame, out: &mut Vec<u8>) -> Result<(), GatewayError> {
+        let w = &mut self.writer;
+        match frame.header_str(":message-type") {
+            Some("event") => {}
+            Some("exception") => {
+                let kind = frame.header_str(":exception-type").unwrap_or_default();
+                let body: ExceptionBody = parse(&frame.payload)?;
+                return Err(GatewayError::new(
+                    error_code(kind, 500, &body.message),
+                    body.message,
+                ));
+            }
+            Some("error") => {
+                let code = frame.header_str(":error-code").unwrap_or_default();
+                let message = frame.header_str(":error-message").unwrap_or(code);
+                return Err(GatewayError::new(
+                    error_code(code, 500, message),
+                    message.to_owned(),
+                ));
+            }
+            other => {
+                return Err(unparseable(
+                    "stream",
+                    format!("unknown :message-type {other:?}"),
+                ))
+            }
+        }
+        match frame.header_str(":event-type").unwrap_or_default() {
+            "messageStart" => w.start(out),
+            "contentBlockStart" => {
+                let start: BlockStart = parse(&frame.payload)?;
+                if let Some(tool) = start.start.and_then(|s| s.tool_use) {
+                    let index = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
+                    self.tool_blocks.push((start.content_block_index, index));
+                    w.tool_call_start(out, index, &tool.tool_use_id, &tool.name);
+                }
+            }
+            "contentBlockDelta" => {
+                let delta: BlockDelta = parse(&frame.payload)?;
+                if let Some(text) = delta.delta.text {
+                    w.content(out, &text);
+                }
+                if let Some(tool) = delta.delta.tool_use {
+                    if let Some(&(_, index)) = self
+                        .tool_blocks
+                        .iter()
+                        .find(|(block, _)| *block == delta.content_block_index)
+                    {
+                        w.tool_call_arguments(out, index, &tool.input);
+                    }
+                }
+            }
+            "messageStop" => {
+                let stop: MessageStop = parse(&frame.payload)?;
+                w.finish(out, finish_reason(&stop.stop_reason));
+            }
+            "metadata" => {
+                let meta: Metadata = parse(&frame.payload)?;
+                w.usage = meta.usage.map(BedrockUsage::unified);
+                if w.finished() {
+                    w.done(out);
+                }
+            }
+            // contentBlockStop, and event types added later.
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl StreamDecoder for BedrockStream {
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        if self.writer.is_done() {
+            return;
+        }
+        let mut frames = std::mem::take(&mut self.frames);
+        let result = frames.feed(input, &mut |frame: Frame| {
+            if self.writer.is_done() {
+                return Ok(());
+            }
+            self.on_frame(&frame, out)
+        });
+        self.frames = frames;
+        if let Err(e) = result {
+            self.writer.error(out, &e);
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.writer.is_done() {
+            return;
+        }
+        // The usage event may be missing; a stop reason is what makes the answer complete.
+        if self.writer.finished() && !self.frames.has_partial() {
+            self.writer.done(out);
+        } else {
+            let e = GatewayError::new(
+                ErrorCode::UpstreamError,
+                "the provider's stream ended before it was complete",
+            );
+            self.writer.error(out, &e);
+        }
+    }
+
+    fn writer(&self) -> &ChunkWriter {
+        &self.writer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::eventstream::encode as frame;
+
+    fn config(extra: &str) -> Config {
+        Config::parse(
+            format!(
+                r#"{{"providers":{{"br":{{"dialect":"bedrock"{extra}}}}},
+                     "model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
+            )
+            .as_bytes(),
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    fn encode_with(body: &str, extra: &str) -> (UpstreamRequest, Value) {
+        let config = config(extra);
+        let req = ChatRequest::parse(body.as_bytes()).unwrap();
+        let up = Bedrock
+            .encode_request(
+                &req,
+                &Target {
+                    provider: &config.providers["br"],
+                    model: "anthropic.claude-3-haiku-20240307-v1:0",
+                },
+            )
+            .unwrap();
+        let v = serde_json::from_slice(&up.body).unwrap();
+        (up, v)
+    }
+
+    fn encode(body: &str) -> Value {
+        encode_with(body, "").1
+    }
+
+    #[test]
+    fn encodes_path_headers_and_inference_config() {
+        let (up, v) = encode_with(
+            r#"{"model":"g","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},
+                {"role":"assistant","content":"hello"},{"role":"user","content":"more"}],
+                "temperature":1.5,"top_p":0.5,"stop":["X"],"max_tokens":20,"seed":3,"user":"u"}"#,
+            "",
+        );
+        assert_eq!(
+            up.path,
+            "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse"
+        );
+        assert!(
+            !up.headers.iter().any(|(n, _)| *n == "authorization"),
+            "SigV4 is Envoy's job"
+        );
+        assert_eq!(
+            v,
+            json!({
+                "messages":[
+                    {"role":"user","content":[{"text":"hi"}]},
+                    {"role":"assistant","content":[{"text":"hello"}]},
+                    {"role":"user","content":[{"text":"more"}]}],
+                "system":[{"text":"be brief"}],
+                "inferenceConfig":{"maxTokens":20,"temperature":1.0,"topP":0.5,"stopSequences":["X"]}
+            })
+        );
+    }
+
+    #[test]
+    fn stream_path_and_bearer_api_key() {
+        let (up, v) = encode_with(
+            r#"{"model":"g","messages":[{"role":"user","content":"hi"}],"stream":true}"#,
+            r#","api_key":"br-key","base_path":"/proxy""#,
+        );
+        assert_eq!(
+            up.path,
+            "/proxy/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse-stream"
+        );
+        assert!(up
+            .headers
+            .contains(&("authorization", "Bearer br-key".into())));
+        assert!(v.get("inferenceConfig").is_none() && v.get("stream").is_none());
+        assert_eq!(
+            path_segment("arn:aws:bedrock:us-east-1:1:inference-profile/x"),
+            "arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fx"
+        );
+    }
+
+    #[test]
+    fn encodes_tools_images_and_results() {
+        let v = encode(
+            r#"{"model":"g","messages":[
+                {"role":"user","content":[{"type":"text","text":"weather?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,QUJD"}}]},
+                {"role":"assistant","content":null,"tool_calls":[
+                    {"id":"t1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},
+                    {"id":"t2","type":"function","function":{"name":"get_time","arguments":""}}]},
+                {"role":"tool","tool_call_id":"t1","content":"sunny"},
+                {"role":"tool","tool_call_id":"t2","content":"noon"}],
+              "tools":[{"type":"function","function":{"name":"get_weather","description":"w","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},
+                       {"type":"function","function":{"name":"get_time"}}],
+              "tool_choice":"required"}"#,
+        );
+        let msgs = v["messages"].as_array().unwrap();
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(
+            msgs[0]["content"][1],
+            json!({"image":{"format":"png","source":{"bytes":"QUJD"}}})
+        );
+        assert_eq!(
+            msgs[1]["content"],
+            json!([{"toolUse":{"toolUseId":"t1","name":"get_weather","input":{"city":"Paris"}}},
+                   {"toolUse":{"toolUseId":"t2","name":"get_time","input":{}}}])
+        );
+        assert_eq!(
+            msgs[2]["content"],
+            json!([{"toolResult":{"toolUseId":"t1","content":[{"text":"sunny"}]}},
+                   {"toolResult":{"toolUseId":"t2","content":[{"text":"noon"}]}}])
+        );
+        assert_eq!(
+            v["toolConfig"]["tools"][0],
+            json!({"toolSpec":{"name":"get_weather","description":"w",
+                   "inputSchema":{"json":{"type":"object","properties":{"city":{"type":"string"}}}}}})
+        );
+        assert_eq!(
+            v["toolConfig"]["tools"][1]["toolSpec"]["inputSchema"]["json"],
+            json!({"type":"object","properties":{}})
+        );
+        assert_eq!(v["toolConfig"]["toolChoice"], json!({"any":{}}));
+    }
+
+    #[test]
+    fn tool_choice_variants_and_json_mode() {
+        let base = r#"{"model":"g","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":TC}"#;
+        let v = encode(&base.replace("TC", r#""auto""#));
+        assert!(v["toolConfig"].get("toolChoice").is_none());
+        let v = encode(&base.replace("TC", r#""none""#));
+        assert!(v.get("toolConfig").is_none());
+        let v = encode(&base.replace("TC", r#"{"type":"function","function":{"name":"f"}}"#));
+        assert_eq!(v["toolConfig"]["toolChoice"], json!({"tool":{"name":"f"}}));
+        let v = encode(
+            r#"{"model":"g","messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+        );
+        assert!(v["system"][0]["text"].as_str().unwrap().contains("JSON"));
+        assert!(v.get("response_format").is_none());
+    }
+
+    #[test]
+    fn rejects_what_converse_cannot_take() {
+        let config = config("");
+        let target = Target {
+            provider: &config.providers["br"],
+            model: "m",
+        };
+        for (body, param) in [
+            (
+                r#"{"model":"g","n":2,"messages":[{"role":"user","content":"x"}]}"#,
+                "n",
+            ),
+            (
+                r#"{"model":"g","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}"#,
+                "messages[0].content[0].image_url.url",
+            ),
+            (
+                r#"{"model":"g","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/bmp;base64,QQ=="}}]}]}"#,
+                "messages[0].content[0].image_url.url",
+            ),
+        ] {
+            let req = ChatRequest::parse(body.as_bytes()).unwrap();
+            let e = Bedrock.encode_request(&req, &target).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param));
+        }
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            id: "chatcmpl-r".into(),
+            provider: "br".into(),
+            model: "m".into(),
+            ..Origin::default()
+        }
+    }
+
+    #[test]
+    fn decodes_response_with_parallel_tool_calls() {
+        let body = br#"{"output":{"message":{"role":"assistant","content":[
+            {"text":"Let me check."},
+            {"toolUse":{"toolUseId":"tooluse_1","name":"get_weather","input":{"city":"Paris"}}},
+            {"toolUse":{"toolUseId":"tooluse_2","name":"get_time","input":{}}}]}},
+            "stopReason":"tool_use",
+            "usage":{"inputTokens":10,"outputTokens":5,"totalTokens":15,"cacheReadInputTokens":4,"cacheWriteInputTokens":1},
+            "metrics":{"latencyMs":100}}"#;
+        let mut origin = origin();
+        let d = Bedrock.decode_response(body, &mut origin).unwrap();
+        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        assert_eq!(v["id"], "chatcmpl-r");
+        assert_eq!(v["model"], "m");
+        assert_eq!(v["choices"][0]["message"]["content"], "Let me check.");
+        let calls = &v["choices"][0]["message"]["tool_calls"];
+        assert_eq!(calls[0]["id"], "tooluse_1");
+        assert_eq!(calls[0]["function"]["arguments"], "{\"city\":\"Paris\"}");
+        assert_eq!(calls[1]["function"]["name"], "get_time");
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(
+            v["usage"],
+            json!({"prompt_tokens":15,"completion_tokens":5,"total_tokens":20,"prompt_tokens_details":{"cached_tokens":4}})
+        );
+    }
+
+    #[test]
+    fn finish_reasons_and_filters() {
+        for (b, o) in [
+            ("end_turn", "stop"),
+            ("stop_sequence", "stop"),
+            ("max_tokens", "length"),
+            ("tool_use", "tool_calls"),
+            ("guardrail_intervened", "content_filter"),
+            ("content_filtered", "content_filter"),
+        ] {
+            assert_eq!(finish_reason(b).as_str(), o);
+        }
+        // A guardrail that blocked the answer: 200 with content_filter.
+        let filtered = br#"{"output":{"message":{"role":"assistant","content":[{"text":"Sorry."}]}},"stopReason":"guardrail_intervened",
+            "usage":{"inputTokens":3,"outputTokens":1},
+            "trace":{"guardrail":{"outputAssessments":{"0":[{"contentPolicy":{"filters":[{"type":"VIOLENCE","action":"BLOCKED"}]}}]}}}}"#;
+        let d = Bedrock.decode_response(filtered, &mut origin()).unwrap();
+        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        assert_eq!(v["choices"][0]["finish_reason"], "content_filter");
+        // A guardrail that blocked the prompt: 400 CONTENT_FILTERED.
+        let blocked = br#"{"output":{"message":{"role":"assistant","content":[{"text":"Sorry, I cannot help with that."}]}},"stopReason":"guardrail_intervened",
+            "usage":{"inputTokens":3,"outputTokens":0},
+            "trace":{"guardrail":{"inputAssessment":{"gr1":{"contentPolicy":{"filters":[{"type":"VIOLENCE","confidence":"HIGH","action":"BLOCKED"}]}}}}}}"#;
+        let e = Bedrock.decode_response(blocked, &mut origin()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ContentFiltered);
+        assert_eq!(e.message, "Sorry, I cannot help with that.");
+        assert!(Bedrock.decode_response(b"{}", &mut origin()).is_err());
+    }
+
+    #[test]
+    fn maps_errors() {
+        let cases = [
+            (
+                400,
+                "ValidationException",
+                "Malformed input request",
+                ErrorCode::InvalidRequest,
+            ),
+            (
+                400,
+                "ValidationException",
+                "Input is too long for requested model.",
+                ErrorCode::ContextLengthExceeded,
+            ),
+            (
+                403,
+                "AccessDeniedException",
+                "You don't have access to the model with the specified model ID.",
+                ErrorCode::PermissionDenied,
+            ),
+            (
+                403,
+                "UnrecognizedClientException",
+                "The security token included in the request is invalid.",
+                ErrorCode::AuthFailed,
+            ),
+            (
+                404,
+                "ResourceNotFoundException",
+                "Model not found",
+                ErrorCode::ModelNotFound,
+            ),
+            (
+                408,
+                "ModelTimeoutException",
+                "timeout",
+                ErrorCode::UpstreamTimeout,
+            ),
+            (
+                429,
+                "ThrottlingException",
+                "Too many requests, please wait before trying again.",
+                ErrorCode::UpstreamRateLimit,
+            ),
+            (
+                429,
+                "ModelNotReadyException",
+                "not ready",
+                ErrorCode::UpstreamBusy,
+            ),
+            (
+                500,
+                "InternalServerException",
+                "boom",
+                ErrorCode::UpstreamError,
+            ),
+            (
+                503,
+                "ServiceUnavailableException",
+                "unavailable",
+                ErrorCode::UpstreamBusy,
+            ),
+        ];
+        for (status, kind, message, code) in cases {
+            let body = format!(r#"{{"__type":"com.amazon.bedrock#{kind}","message":"{message}"}}"#);
+            let e = Bedrock.decode_error(status, body.as_bytes());
+            assert_eq!((e.code, e.message.as_str()), (code, message), "{kind}");
+        }
+        // The usual body has only the message (the type is in x-amzn-errortype).
+        let e = Bedrock.decode_error(
+            400,
+            br#"{"message":"Input is too long for requested model."}"#,
+        );
+        assert_eq!(e.code, ErrorCode::ContextLengthExceeded);
+        let e = Bedrock.decode_error(403, br#"{"message":"The request signature we calculated does not match the signature you provided."}"#);
+        assert_eq!(e.code, ErrorCode::AuthFailed);
+        assert_eq!(
+            Bedrock
+                .decode_error(403, br#"{"Message":"User is not authorized"}"#)
+                .code,
+            ErrorCode::PermissionDenied
+        );
+        assert_eq!(
+            Bedrock
+                .decode_error(429, br#"{"message":"slow down"}"#)
+                .code,
+            ErrorCode::UpstreamRateLimit
+        );
+        assert_eq!(
+            Bedrock.decode_error(503, b"<html>").code,
+            ErrorCode::UpstreamBusy
+        );
+        for (status, message, code) in [
+            (424, "model failed", ErrorCode::UpstreamError),
+            (408, "Model has timed out", ErrorCode::UpstreamTimeout),
+            (
+                400,
+                "Your request exceeds the service quota for your account.",
+                ErrorCode::UpstreamRateLimit,
+            ),
+        ] {
+            let body = format!(r#"{{"message":"{message}"}}"#);
+            assert_eq!(
+                Bedrock.decode_error(status, body.as_bytes()).code,
+                code,
+                "{status}"
+            );
+        }
+        assert_eq!(
+            short_type("ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"),
+            "ThrottlingException"
+        );
+    }
+
+    fn event(kind: &str, payload: Value) -> Vec<u8> {
+        frame(
+            &[
+                (":event-type", kind),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ],
+            payload.to_string().as_bytes(),
+        )
+    }
+
+    /// A tool-call stream as Bedrock sends it (payloads carry a `p` padding field).
+    fn tool_stream() -> Vec<u8> {
+        [
+            event("messageStart", json!({"p":"abc","role":"assistant"})),
+            event("contentBlockDelta", json!({"contentBlockIndex":0,"delta":{"text":"Let me \u{e9}\u{1f30d}"},"p":"ab"})),
+            event("contentBlockStop", json!({"contentBlockIndex":0})),
+            event("contentBlockStart", json!({"contentBlockIndex":1,"start":{"toolUse":{"toolUseId":"tooluse_1","name":"get_weather"}}})),
+            event("contentBlockDelta", json!({"contentBlockIndex":1,"delta":{"toolUse":{"input":"{\"city\": "}}})),
+            event("contentBlockDelta", json!({"contentBlockIndex":1,"delta":{"toolUse":{"input":"\"Paris\"}"}}})),
+            event("contentBlockStop", json!({"contentBlockIndex":1})),
+            event("contentBlockStart", json!({"contentBlockIndex":2,"start":{"toolUse":{"toolUseId":"tooluse_2","name":"get_time"}}})),
+            event("contentBlockDelta", json!({"contentBlockIndex":2,"delta":{"toolUse":{"input":"{}"}}})),
+            event("contentBlockStop", json!({"contentBlockIndex":2})),
+            event("messageStop", json!({"stopReason":"tool_use"})),
+            event("metadata", json!({"usage":{"inputTokens":12,"outputTokens":30,"totalTokens":42},"metrics":{"latencyMs":5}})),
+        ]
+        .concat()
+    }
+
+    fn run(chunks: &[&[u8]], include_usage: bool) -> (Vec<Value>, String) {
+        let mut d = Bedrock.stream_decoder(ChunkWriter::new(origin(), "rid".into(), include_usage));
+        let mut out = Vec::new();
+        for c in chunks {
+            d.feed(c, &mut out);
+        }
+        d.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        let events = text
+            .split("\n\n")
+            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
+            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+            .collect();
+        (events, text)
+    }
+
+    #[test]
+    fn stream_translates_to_unified_chunks() {
+        assert!(Bedrock.is_stream_content_type(EVENT_STREAM));
+        assert!(!Bedrock.is_stream_content_type("text/event-stream"));
+        let bytes = tool_stream();
+        let (ev, text) = run(&[&bytes], true);
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        assert!(ev
+            .iter()
+            .all(|e| e["id"] == "chatcmpl-r" && e["model"] == "m"));
+        assert_eq!(
+            ev[0]["choices"][0]["delta"],
+            json!({"role":"assistant","content":""})
+        );
+        assert_eq!(
+            ev[1]["choices"][0]["delta"]["content"],
+            "Let me \u{e9}\u{1f30d}"
+        );
+        let tc = |i: usize| ev[i]["choices"][0]["delta"]["tool_calls"][0].clone();
+        assert_eq!(
+            tc(2),
+            json!({"index":0,"id":"tooluse_1","type":"function","function":{"name":"get_weather","arguments":""}})
+        );
+        assert_eq!(
+            tc(3),
+            json!({"index":0,"function":{"arguments":"{\"city\": "}})
+        );
+        assert_eq!(tc(4)["function"]["arguments"], "\"Paris\"}");
+        assert_eq!(
+            (tc(5)["index"].clone(), tc(5)["id"].clone()),
+            (json!(1), json!("tooluse_2"))
+        );
+        assert_eq!(tc(6), json!({"index":1,"function":{"arguments":"{}"}}));
+        assert_eq!(ev[7]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(ev[8]["choices"], json!([]));
+        assert_eq!(
+            ev[8]["usage"],
+            json!({"prompt_tokens":12,"completion_tokens":30,"total_tokens":42})
+        );
+        assert_eq!(ev.len(), 9);
+        let (ev, _) = run(&[&bytes], false);
+        assert_eq!(ev.len(), 8, "no usage chunk unless asked");
+    }
+
+    #[test]
+    fn any_split_gives_the_same_output() {
+        let bytes = tool_stream();
+        let (_, whole) = run(&[&bytes], true);
+        for i in 0..bytes.len() {
+            let (a, b) = bytes.split_at(i);
+            assert_eq!(run(&[a, b], true).1, whole, "split at {i}");
+        }
+    }
+
+    #[test]
+    fn stream_exceptions_cuts_and_bad_crcs() {
+        let exception = frame(
+            &[
+                (":exception-type", "throttlingException"),
+                (":content-type", "application/json"),
+                (":message-type", "exception"),
+            ],
+            br#"{"message":"Too many tokens, please wait before trying again."}"#,
+        );
+        let start = event("messageStart", json!({"role":"assistant"}));
+        let (ev, text) = run(&[&start, &exception], false);
+        assert_eq!(ev[1]["error"]["code"], "UPSTREAM_RATE_LIMIT");
+        assert_eq!(ev[1]["error"]["request_id"], "rid");
+        assert!(!text.contains("[DONE]"));
+        // A guardrail stopping the answer mid-stream: finish reason content_filter.
+        let filtered = [
+            start.clone(),
+            event(
+                "contentBlockDelta",
+                json!({"contentBlockIndex":0,"delta":{"text":"Sure"}}),
+            ),
+            event("messageStop", json!({"stopReason":"guardrail_intervened"})),
+        ]
+        .concat();
+        let (ev, text) = run(&[&filtered], false);
+        assert_eq!(ev[2]["choices"][0]["finish_reason"], "content_filter");
+        assert!(
+            text.ends_with("data: [DONE]\n\n"),
+            "complete without metadata"
+        );
+        // Cut mid-message, and cut before messageStop.
+        let bytes = tool_stream();
+        let (ev, _) = run(&[&bytes[..bytes.len() - 10]], false);
+        assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
+        let (ev, _) = run(&[&bytes[..start.len()]], false);
+        assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
+        let mut corrupt = bytes.clone();
+        corrupt[start.len() + 40] ^= 1;
+        let (ev, _) = run(&[&corrupt], false);
+        let err = ev.last().unwrap()["error"].clone();
+        assert_eq!(err["code"], "UPSTREAM_ERROR");
+        assert!(err["message"].as_str().unwrap().contains("CRC"), "{err}");
+    }
+}

@@ -1,0 +1,763 @@
+//! Alibaba DashScope native text generation
+//! (`POST /api/v1/services/aigc/text-generation/generation`, and
+//! `multimodal-generation` when the request carries images).
+//!
+//! Always `result_format: "message"` (OpenAI-like choices); streams are SSE
+//! with `X-DashScope-SSE: enable` and `incremental_output: true`, one
+//! `event:result` per delta with cumulative usage, `event:error` on failure.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{
+    fallback_message, unparseable, DecodedResponse, Dialect, SseEvents, SseStream, StreamDecoder,
+    Target, UpstreamRequest,
+};
+use crate::error::{ErrorCode, GatewayError};
+use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::unified::{
+    ChatRequest, Content, ContentPart, Message, ResponseFormat, Tool, ToolCall, ToolChoice,
+};
+
+pub struct DashScope;
+
+pub const TEXT_PATH: &str = "/api/v1/services/aigc/text-generation/generation";
+pub const MULTIMODAL_PATH: &str = "/api/v1/services/aigc/multimodal-generation/generation";
+
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    input: Input,
+    parameters: Parameters<'a>,
+}
+
+#[derive(Serialize)]
+struct Input {
+    messages: Vec<Value>,
+}
+
+#[derive(Serialize)]
+struct Parameters<'a> {
+    result_format: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<i64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tools: &'a [Tool],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<&'a ResponseFormat>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    incremental_output: bool,
+}
+
+/// Message content: a string for text models, `[{"text"}, {"image"}]` for VL models.
+fn content(content: &Content, multimodal: bool) -> Value {
+    if !multimodal {
+        return Value::String(content.text());
+    }
+    let parts: Vec<Value> = match content {
+        Content::Text(t) => vec![json!({ "text": t })],
+        Content::Parts(parts) => parts
+            .iter()
+            .map(|p| match p {
+                ContentPart::Text { text } => json!({ "text": text }),
+                // DashScope takes http(s) and base64 data URLs alike.
+                ContentPart::ImageUrl { image_url } => json!({ "image": image_url.url }),
+            })
+            .collect(),
+    };
+    Value::Array(parts)
+}
+
+fn assistant_message(text: Option<&Content>, tool_calls: &[ToolCall], multimodal: bool) -> Value {
+    let text = text.map_or_else(
+        || content(&Content::Text(String::new()), multimodal),
+        |c| content(c, multimodal),
+    );
+    let mut m = json!({"role": "assistant", "content": text});
+    if let (false, Some(obj)) = (tool_calls.is_empty(), m.as_object_mut()) {
+        obj.insert("tool_calls".into(), json!(tool_calls));
+    }
+    m
+}
+
+impl Dialect for DashScope {
+    fn encode_request(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        if req.n.is_some_and(|n| n > 1) {
+            return Err(GatewayError::invalid(
+                "n",
+                "n > 1 is not supported by this provider",
+            ));
+        }
+        let multimodal = req.has_images();
+        let messages = req
+            .messages
+            .iter()
+            .map(|m| match m {
+                Message::System { content: c, .. } | Message::Developer { content: c, .. } => {
+                    json!({"role": "system", "content": content(c, multimodal)})
+                }
+                Message::User { content: c, .. } => {
+                    json!({"role": "user", "content": content(c, multimodal)})
+                }
+                Message::Assistant {
+                    content: c,
+                    tool_calls,
+                    ..
+                } => assistant_message(c.as_ref(), tool_calls, multimodal),
+                Message::Tool {
+                    content: c,
+                    tool_call_id,
+                } => json!({"role": "tool", "content": content(c, multimodal),
+                            "tool_call_id": tool_call_id}),
+            })
+            .collect();
+        let tool_choice = match &req.tool_choice {
+            _ if req.tools.is_empty() => None,
+            None => None,
+            Some(ToolChoice::Auto) => Some(json!("auto")),
+            Some(ToolChoice::None) => Some(json!("none")),
+            // DashScope has no "required": naming the only tool forces it; otherwise auto.
+            Some(ToolChoice::Required) => match req.tools.as_slice() {
+                [only] => {
+                    Some(json!({"type": "function", "function": {"name": only.function.name}}))
+                }
+                _ => Some(json!("auto")),
+            },
+            Some(ToolChoice::Function(name)) => {
+                Some(json!({"type": "function", "function": {"name": name}}))
+            }
+        };
+        let request = Request {
+            model: target.model,
+            input: Input { messages },
+            parameters: Parameters {
+                result_format: "message",
+                temperature: req.temperature,
+                top_p: req.top_p,
+                max_tokens: req.max_output_tokens(),
+                stop: &req.stop,
+                seed: req.seed,
+                tools: &req.tools,
+                tool_choice,
+                parallel_tool_calls: req.parallel_tool_calls.filter(|_| !req.tools.is_empty()),
+                response_format: req
+                    .response_format
+                    .as_ref()
+                    .filter(|f| !matches!(f, ResponseFormat::Text)),
+                incremental_output: req.stream,
+            },
+        };
+        let body = serde_json::to_vec(&request).map_err(|e| {
+            GatewayError::new(
+                ErrorCode::InvalidRequest,
+                format!("request could not be encoded: {e}"),
+            )
+        })?;
+        let mut headers = vec![("content-type", "application/json".to_owned())];
+        if req.stream {
+            headers.push(("x-dashscope-sse", "enable".to_owned()));
+        }
+        if let Some(key) = &target.provider.resolved_key {
+            headers.push(("authorization", format!("Bearer {}", key.expose())));
+        }
+        let path = if multimodal {
+            MULTIMODAL_PATH
+        } else {
+            TEXT_PATH
+        };
+        Ok(UpstreamRequest {
+            path: format!("{}{path}", target.provider.base_path),
+            headers,
+            body,
+        })
+    }
+
+    fn decode_response(
+        &self,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        let response: Response =
+            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+        // A 200 may still carry an error code (DataInspectionFailed, ...).
+        if let Some(code) = response.code.as_deref().filter(|c| !c.is_empty()) {
+            let message = response.message.as_deref().unwrap_or(code);
+            return Err(GatewayError::new(error_code(code, 400, message), message));
+        }
+        let output = response
+            .output
+            .ok_or_else(|| unparseable("response", "no output"))?;
+        let choice = output
+            .choices
+            .into_iter()
+            .next()
+            .ok_or_else(|| unparseable("response", "no choices"))?;
+        if let Some(id) = response.request_id {
+            origin.id = id;
+        }
+        let tool_calls = choice
+            .message
+            .tool_calls
+            .into_iter()
+            .map(|c| {
+                ToolCallOut::new(
+                    c.id.unwrap_or_default(),
+                    c.function.name.unwrap_or_default(),
+                    c.function.arguments,
+                )
+            })
+            .collect();
+        let usage = response.usage.map(DashScopeUsage::unified);
+        let completion = Completion {
+            content: choice.message.content.map(MessageContent::into_text),
+            tool_calls,
+            finish_reason: choice.finish_reason.as_deref().and_then(finish_reason),
+            usage,
+        };
+        Ok(DecodedResponse {
+            body: completion.to_json(origin),
+            usage,
+        })
+    }
+
+    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+        Box::new(SseStream::new(writer, DashScopeEvents::default()))
+    }
+
+    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        match serde_json::from_slice::<VendorError>(body) {
+            Ok(e) if !e.code.is_empty() => {
+                let message = e.message.unwrap_or_else(|| e.code.clone());
+                GatewayError::new(error_code(&e.code, status, &message), message)
+            }
+            _ => GatewayError::new(
+                ErrorCode::from_status(status),
+                fallback_message(status, body),
+            ),
+        }
+    }
+}
+
+/// `None` for DashScope's "null" (a stream event that does not finish).
+pub fn finish_reason(reason: &str) -> Option<FinishReason> {
+    match reason {
+        "" | "null" => None,
+        "length" => Some(FinishReason::Length),
+        "tool_calls" => Some(FinishReason::ToolCalls),
+        "content_filter" => Some(FinishReason::ContentFilter),
+        _ => Some(FinishReason::Stop),
+    }
+}
+
+/// The unified code for a DashScope error `code`.
+pub fn error_code(code: &str, status: u16, message: &str) -> ErrorCode {
+    let lower = message.to_ascii_lowercase();
+    match code {
+        "DataInspectionFailed" | "data_inspection_failed" => ErrorCode::ContentFiltered,
+        "InvalidApiKey" | "invalid_api_key" => ErrorCode::AuthFailed,
+        "InvalidParameter" | "invalid_parameter_error"
+            if lower.contains("input length") || lower.contains("too long") =>
+        {
+            ErrorCode::ContextLengthExceeded
+        }
+        "InvalidParameter" | "invalid_parameter_error" => ErrorCode::InvalidRequest,
+        "ModelNotFound" | "model_not_found" => ErrorCode::ModelNotFound,
+        "RequestTimeOut" => ErrorCode::UpstreamTimeout,
+        c if c.starts_with("Throttling") => ErrorCode::UpstreamRateLimit,
+        c if c.starts_with("AccessDenied") => ErrorCode::PermissionDenied,
+        _ => ErrorCode::from_status(status),
+    }
+}
+
+#[derive(Deserialize)]
+struct VendorError {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    #[serde(default)]
+    output: Option<Output>,
+    #[serde(default)]
+    usage: Option<DashScopeUsage>,
+    #[serde(default)]
+    request_id: Option<String>,
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Output {
+    #[serde(default)]
+    choices: Vec<Choice>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(default)]
+    finish_reason: Option<String>,
+    #[serde(default)]
+    message: OutputMessage,
+}
+
+#[derive(Deserialize, Default)]
+struct OutputMessage {
+    #[serde(default)]
+    content: Option<MessageContent>,
+    #[serde(default)]
+    tool_calls: Vec<OutputToolCall>,
+}
+
+/// Text models answer a string, VL models `[{"text": ...}]`.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum MessageContent {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+impl MessageContent {
+    fn into_text(self) -> String {
+        match self {
+            Self::Text(t) => t,
+            Self::Parts(parts) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct OutputToolCall {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: OutputFunction,
+}
+
+#[derive(Deserialize, Default)]
+struct OutputFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: String,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct DashScopeUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<Details>,
+    #[serde(default)]
+    output_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl DashScopeUsage {
+    fn unified(self) -> Usage {
+        Usage {
+            prompt_tokens: self.input_tokens,
+            completion_tokens: self.output_tokens,
+            cached_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning_tokens: self.output_tokens_details.and_then(|d| d.reasoning_tokens),
+        }
+    }
+}
+
+// --- stream -----------------------------------------------------------------
+
+#[derive(Default)]
+struct DashScopeEvents {
+    /// Vendor tool call index → ours, in order of appearance.
+    tool_calls: BTreeMap<u64, u32>,
+}
+
+impl SseEvents for DashScopeEvents {
+    fn on_event(
+        &mut self,
+        event: &str,
+        data: &str,
+        w: &mut ChunkWriter,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GatewayError> {
+        if event == "error" {
+            let e: VendorError =
+                serde_json::from_str(data).map_err(|e| unparseable("stream error", e))?;
+            let message = e.message.unwrap_or_else(|| e.code.clone());
+            return Err(GatewayError::new(
+                error_code(&e.code, 500, &message),
+                message,
+            ));
+        }
+        let response: Response =
+            serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
+        if let Some(code) = response.code.as_deref().filter(|c| !c.is_empty()) {
+            let message = response.message.as_deref().unwrap_or(code);
+            return Err(GatewayError::new(error_code(code, 500, message), message));
+        }
+        if let Some(id) = response.request_id.filter(|_| !w.finished()) {
+            if w.origin.id != id {
+                w.origin.id = id;
+            }
+        }
+        if let Some(usage) = response.usage {
+            w.usage = Some(usage.unified());
+        }
+        let Some(choice) = response.output.and_then(|o| o.choices.into_iter().next()) else {
+            return Ok(());
+        };
+        if let Some(text) = choice.message.content.map(MessageContent::into_text) {
+            w.content(out, &text);
+        }
+        for call in choice.message.tool_calls {
+            let vendor_index = call
+                .index
+                .unwrap_or(u64::try_from(self.tool_calls.len()).unwrap_or(u64::MAX));
+            let next = u32::try_from(self.tool_calls.len()).unwrap_or(u32::MAX);
+            let index = match self.tool_calls.get(&vendor_index) {
+                Some(&index) => index,
+                None => {
+                    self.tool_calls.insert(vendor_index, next);
+                    let id = call
+                        .id
+                        .filter(|id| !id.is_empty())
+                        .unwrap_or_else(|| format!("call_{next}"));
+                    let name = call.function.name.as_deref().unwrap_or_default();
+                    w.tool_call_start(out, next, &id, name);
+                    next
+                }
+            };
+            w.tool_call_arguments(out, index, &call.function.arguments);
+        }
+        if let Some(reason) = choice.finish_reason.as_deref().and_then(finish_reason) {
+            w.finish(out, reason);
+            w.done(out);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn encode(body: &str) -> (UpstreamRequest, Value) {
+        let config = Config::parse(
+            br#"{"providers":{"ds":{"dialect":"dashscope","api_key":"sk-ds"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let req = ChatRequest::parse(body.as_bytes()).unwrap();
+        let up = DashScope
+            .encode_request(
+                &req,
+                &Target {
+                    provider: &config.providers["ds"],
+                    model: "qwen-plus",
+                },
+            )
+            .unwrap();
+        assert!(up
+            .headers
+            .contains(&("authorization", "Bearer sk-ds".into())));
+        let v = serde_json::from_slice(&up.body).unwrap();
+        (up, v)
+    }
+
+    #[test]
+    fn encodes_text_request() {
+        let (up, v) = encode(
+            r#"{"model":"g","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},
+                {"role":"assistant","content":"hello"},{"role":"user","content":[{"type":"text","text":"more"}]}],
+                "temperature":1.5,"top_p":0.5,"stop":["X"],"max_completion_tokens":20,"seed":3,"user":"u",
+                "response_format":{"type":"json_object"}}"#,
+        );
+        assert_eq!(up.path, TEXT_PATH);
+        assert!(!up.headers.iter().any(|(n, _)| *n == "x-dashscope-sse"));
+        assert_eq!(
+            v,
+            json!({"model":"qwen-plus",
+                "input":{"messages":[
+                    {"role":"system","content":"be brief"},{"role":"user","content":"hi"},
+                    {"role":"assistant","content":"hello"},{"role":"user","content":"more"}]},
+                "parameters":{"result_format":"message","temperature":1.5,"top_p":0.5,"max_tokens":20,
+                    "stop":["X"],"seed":3,"response_format":{"type":"json_object"}}})
+        );
+    }
+
+    #[test]
+    fn encodes_stream_tools_and_results() {
+        let (up, v) = encode(
+            r#"{"model":"g","stream":true,"messages":[{"role":"user","content":"weather?"},
+                {"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+                {"role":"tool","tool_call_id":"call_1","content":"sunny"}],
+              "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],
+              "tool_choice":"required","parallel_tool_calls":true}"#,
+        );
+        assert!(up.headers.contains(&("x-dashscope-sse", "enable".into())));
+        assert_eq!(v["parameters"]["incremental_output"], true);
+        assert_eq!(
+            v["parameters"]["tool_choice"],
+            json!({"type":"function","function":{"name":"get_weather"}})
+        );
+        assert_eq!(v["parameters"]["parallel_tool_calls"], true);
+        assert_eq!(
+            v["parameters"]["tools"][0]["function"]["name"],
+            "get_weather"
+        );
+        assert_eq!(
+            v["input"]["messages"][1],
+            json!({"role":"assistant","content":"","tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]})
+        );
+        assert_eq!(
+            v["input"]["messages"][2],
+            json!({"role":"tool","content":"sunny","tool_call_id":"call_1"})
+        );
+    }
+
+    #[test]
+    fn images_go_to_the_multimodal_endpoint() {
+        let (up, v) = encode(
+            r#"{"model":"g","messages":[{"role":"system","content":"look"},{"role":"user","content":[{"type":"text","text":"what is it?"},
+                {"type":"image_url","image_url":{"url":"https://x/y.png"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,QUJD"}}]}]}"#,
+        );
+        assert_eq!(up.path, MULTIMODAL_PATH);
+        assert_eq!(
+            v["input"]["messages"],
+            json!([{"role":"system","content":[{"text":"look"}]},
+                   {"role":"user","content":[{"text":"what is it?"},{"image":"https://x/y.png"},{"image":"data:image/png;base64,QUJD"}]}])
+        );
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            id: "chatcmpl-r".into(),
+            provider: "ds".into(),
+            model: "qwen-plus".into(),
+            ..Origin::default()
+        }
+    }
+
+    #[test]
+    fn decodes_responses() {
+        let body = br#"{"output":{"choices":[{"finish_reason":"tool_calls","message":{"role":"assistant","content":"",
+            "tool_calls":[{"function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"},"index":0,"id":"call_a","type":"function"},
+                          {"function":{"name":"get_time","arguments":"{}"},"index":1,"id":"call_b","type":"function"}]}}]},
+            "usage":{"total_tokens":30,"output_tokens":10,"input_tokens":20,"prompt_tokens_details":{"cached_tokens":8}},
+            "request_id":"b1a2"}"#;
+        let mut origin = origin();
+        let d = DashScope.decode_response(body, &mut origin).unwrap();
+        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        assert_eq!(v["id"], "b1a2");
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
+        let calls = &v["choices"][0]["message"]["tool_calls"];
+        assert_eq!(calls[0]["id"], "call_a");
+        assert_eq!(calls[1]["function"]["name"], "get_time");
+        assert_eq!(
+            v["usage"],
+            json!({"prompt_tokens":20,"completion_tokens":10,"total_tokens":30,"prompt_tokens_details":{"cached_tokens":8}})
+        );
+        let vl = br#"{"output":{"choices":[{"finish_reason":"length","message":{"role":"assistant","content":[{"text":"A cat"}]}}]},"usage":{"input_tokens":5,"output_tokens":2},"request_id":"x"}"#;
+        let v: Value =
+            serde_json::from_slice(&DashScope.decode_response(vl, &mut origin).unwrap().body)
+                .unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], "A cat");
+        assert_eq!(v["choices"][0]["finish_reason"], "length");
+        assert!(DashScope.decode_response(b"{}", &mut origin).is_err());
+    }
+
+    #[test]
+    fn maps_errors() {
+        let cases = [
+            (
+                400,
+                "InvalidParameter",
+                "Role must be user or assistant",
+                ErrorCode::InvalidRequest,
+            ),
+            (
+                400,
+                "InvalidParameter",
+                "Range of input length should be [1, 30720]",
+                ErrorCode::ContextLengthExceeded,
+            ),
+            (
+                400,
+                "DataInspectionFailed",
+                "Input data may contain inappropriate content.",
+                ErrorCode::ContentFiltered,
+            ),
+            (
+                401,
+                "InvalidApiKey",
+                "Invalid API-key provided.",
+                ErrorCode::AuthFailed,
+            ),
+            (
+                403,
+                "AccessDenied.Unpurchased",
+                "Access to model denied.",
+                ErrorCode::PermissionDenied,
+            ),
+            (
+                404,
+                "ModelNotFound",
+                "Model not exist.",
+                ErrorCode::ModelNotFound,
+            ),
+            (
+                429,
+                "Throttling.RateQuota",
+                "Requests rate limit exceeded, please try again later.",
+                ErrorCode::UpstreamRateLimit,
+            ),
+            (
+                429,
+                "Throttling.AllocationQuota",
+                "Allocated quota exceeded",
+                ErrorCode::UpstreamRateLimit,
+            ),
+            (
+                500,
+                "InternalError",
+                "An internal error has occured",
+                ErrorCode::UpstreamError,
+            ),
+            (503, "ServiceUnavailable", "busy", ErrorCode::UpstreamBusy),
+        ];
+        for (status, code, message, want) in cases {
+            let body = format!(r#"{{"code":"{code}","message":"{message}","request_id":"r"}}"#);
+            let e = DashScope.decode_error(status, body.as_bytes());
+            assert_eq!((e.code, e.message.as_str()), (want, message), "{code}");
+        }
+        assert_eq!(
+            DashScope.decode_error(502, b"bad gateway").code,
+            ErrorCode::UpstreamError
+        );
+    }
+
+    const TOOL_STREAM: &str = concat!(
+        "id:1\nevent:result\n:HTTP_STATUS/200\ndata:{\"output\":{\"choices\":[{\"message\":{\"content\":\"Let me \u{e9}\u{1f30d}\",\"role\":\"assistant\"},\"finish_reason\":\"null\"}]},\"usage\":{\"total_tokens\":13,\"input_tokens\":12,\"output_tokens\":1},\"request_id\":\"req-1\"}\n\n",
+        "id:2\nevent:result\n:HTTP_STATUS/200\ndata:{\"output\":{\"choices\":[{\"message\":{\"content\":\"\",\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"call_a\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": \"}}]},\"finish_reason\":\"null\"}]},\"usage\":{\"total_tokens\":20,\"input_tokens\":12,\"output_tokens\":8},\"request_id\":\"req-1\"}\n\n",
+        "id:3\nevent:result\n:HTTP_STATUS/200\ndata:{\"output\":{\"choices\":[{\"message\":{\"content\":\"\",\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"\",\"type\":\"function\",\"function\":{\"arguments\":\"\\\"Paris\\\"}\"}}]},\"finish_reason\":\"null\"}]},\"usage\":{\"total_tokens\":25,\"input_tokens\":12,\"output_tokens\":13},\"request_id\":\"req-1\"}\n\n",
+        "id:4\nevent:result\n:HTTP_STATUS/200\ndata:{\"output\":{\"choices\":[{\"message\":{\"content\":\"\",\"role\":\"assistant\",\"tool_calls\":[{\"index\":1,\"id\":\"call_b\",\"type\":\"function\",\"function\":{\"name\":\"get_time\",\"arguments\":\"{}\"}}]},\"finish_reason\":\"null\"}]},\"usage\":{\"total_tokens\":28,\"input_tokens\":12,\"output_tokens\":16},\"request_id\":\"req-1\"}\n\n",
+        "id:5\nevent:result\n:HTTP_STATUS/200\ndata:{\"output\":{\"choices\":[{\"message\":{\"content\":\"\",\"role\":\"assistant\"},\"finish_reason\":\"tool_calls\"}]},\"usage\":{\"total_tokens\":30,\"input_tokens\":12,\"output_tokens\":18},\"request_id\":\"req-1\"}\n\n",
+    );
+
+    fn run(chunks: &[&[u8]], include_usage: bool) -> (Vec<Value>, String) {
+        let mut d =
+            DashScope.stream_decoder(ChunkWriter::new(origin(), "rid".into(), include_usage));
+        let mut out = Vec::new();
+        for c in chunks {
+            d.feed(c, &mut out);
+        }
+        d.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        let events = text
+            .split("\n\n")
+            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
+            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+            .collect();
+        (events, text)
+    }
+
+    #[test]
+    fn stream_translates_to_unified_chunks() {
+        let (ev, text) = run(&[TOOL_STREAM.as_bytes()], true);
+        assert!(text.ends_with("data: [DONE]\n\n"));
+        assert!(ev.iter().all(|e| e["id"] == "req-1"));
+        assert_eq!(
+            ev[0]["choices"][0]["delta"],
+            json!({"role":"assistant","content":"Let me \u{e9}\u{1f30d}"})
+        );
+        let tc = |i: usize| ev[i]["choices"][0]["delta"]["tool_calls"][0].clone();
+        assert_eq!(
+            tc(1),
+            json!({"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}})
+        );
+        assert_eq!(
+            tc(2),
+            json!({"index":0,"function":{"arguments":"{\"city\": "}})
+        );
+        assert_eq!(
+            tc(3),
+            json!({"index":0,"function":{"arguments":"\"Paris\"}"}})
+        );
+        assert_eq!(
+            (tc(4)["index"].clone(), tc(4)["id"].clone()),
+            (json!(1), json!("call_b"))
+        );
+        assert_eq!(tc(5)["function"]["arguments"], "{}");
+        assert_eq!(ev[6]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(
+            ev[7]["usage"],
+            json!({"prompt_tokens":12,"completion_tokens":18,"total_tokens":30})
+        );
+        assert_eq!(ev.len(), 8);
+    }
+
+    #[test]
+    fn any_split_gives_the_same_output() {
+        let bytes = TOOL_STREAM.as_bytes();
+        let (_, whole) = run(&[bytes], false);
+        for i in 0..bytes.len() {
+            let (a, b) = bytes.split_at(i);
+            assert_eq!(run(&[a, b], false).1, whole, "split at {i}");
+        }
+    }
+
+    #[test]
+    fn stream_errors_and_cuts() {
+        let first = TOOL_STREAM.split_inclusive("\n\n").next().unwrap();
+        let filtered = format!("{first}id:2\nevent:error\n:HTTP_STATUS/400\ndata:{{\"code\":\"DataInspectionFailed\",\"message\":\"Output data may contain inappropriate content.\",\"request_id\":\"req-1\"}}\n\n");
+        let (ev, text) = run(&[filtered.as_bytes()], false);
+        assert_eq!(ev[1]["error"]["code"], "CONTENT_FILTERED");
+        assert_eq!(
+            ev[1]["error"]["message"],
+            "Output data may contain inappropriate content."
+        );
+        assert!(!text.contains("[DONE]"));
+        let throttled = "id:1\nevent:error\n:HTTP_STATUS/429\ndata:{\"code\":\"Throttling.RateQuota\",\"message\":\"slow\"}\n\n";
+        let (ev, _) = run(&[throttled.as_bytes()], false);
+        assert_eq!(ev[0]["error"]["code"], "UPSTREAM_RATE_LIMIT");
+        let (ev, _) = run(&[first.as_bytes()], false);
+        assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
+    }
+}
