@@ -87,8 +87,11 @@ def test_compose_file_parses_and_everything_it_mounts_or_builds_from_exists():
     edge, upstream = filter_configs(yaml.safe_load(COMPOSE_ENVOY.read_text()))
     assert edge["vm_config"]["code"]["local"]["filename"] == wasm_target
     assert upstream["vm_config"]["code"]["local"]["filename"] == wasm_target
-    # The mock listens where the clusters look for it.
-    assert "0.0.0.0:18000" in services["mock"]["command"]
+    # The mock listens where the clusters look for it, and checks Bedrock
+    # signatures made with the credentials the Envoy config signs with.
+    command = services["mock"]["command"]
+    assert "0.0.0.0:18000" in command
+    assert command[command.index("--aws-credentials") + 1] == gateway.MOCK_AWS_CREDENTIALS
 
 
 def test_compose_envoy_config_validates_and_matches_the_make_run_config(tmp_path):
@@ -118,7 +121,8 @@ def test_compose_envoy_config_validates_and_matches_the_make_run_config(tmp_path
     local = tmp_path / "compose-envoy.yaml"
     local.write_text(text.replace("/etc/envoy/llm_gateway.wasm", str(gateway.WASM)))
     out = validate(local)
-    assert "configured 5 providers" in out
+    providers = len(json.loads(edge["configuration"]["value"])["providers"])
+    assert f"llm gateway (llm_upstream): configured {providers} providers" in out
 
 
 # ---- make dist --------------------------------------------------------------
@@ -145,7 +149,9 @@ def test_make_dist_writes_a_checksummed_versioned_wasm_that_envoy_loads(tmp_path
     config = tmp_path / "gateway-dist.yaml"
     config.write_text((ROOT / "envoy/gateway.yaml").read_text().replace(
         "target/wasm32-wasip1/release/llm_gateway.wasm", str(wasm)))
-    assert "configured 5 providers" in validate(config)
+    edge, _ = filter_configs(yaml.safe_load(config.read_text()))
+    providers = len(json.loads(edge["configuration"]["value"])["providers"])
+    assert f"llm gateway (llm_edge): configured {providers} providers" in validate(config)
 
 
 def run_healthcheck(test, port_from, port_to):
@@ -173,7 +179,8 @@ def test_compose_stack_answers_and_its_health_checks_work(tmp_path):
         envoy = gateway.start_envoy(yaml.safe_load(text), tmp_path, admin_port)
         assert run_healthcheck(services["envoy"]["healthcheck"]["test"], 9901, admin_port) == 0
         gw = Gateway(port, admin_port, mock_port, tmp_path, key=None)
-        for group, provider in (("mock-anthropic", "mock-anthropic"), ("mock-failover", "mock-openai")):
+        for group, provider in (("mock-anthropic", "mock-anthropic"), ("mock-failover", "mock-openai"),
+                                ("mock-bedrock", "mock-bedrock"), ("mock-gemini", "mock-gemini")):
             status, headers, body = gw.chat({"model": "any", "messages": [{"role": "user", "content": "hi"}]},
                                             **{"x-model-group": group})
             assert status == 200, body
