@@ -10,12 +10,14 @@ PY        := $(VENV)/bin/python
 WASM      := target/wasm32-wasip1/release/llm_gateway.wasm
 MOCK      := target/release/mock-provider
 
-.PHONY: fuzz key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean dist compose-tools
+.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean dist compose-tools
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set)"
 	@echo "make test   - install everything needed and run all tests"
 	@echo "make dist   - the release artifact: dist/llm_gateway.wasm (+ .sha256, VERSION, versioned copy)"
+	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
+	@echo "make soak   - 100k mixed requests through one Envoy, RSS before/during/after, into BENCHMARKS.md"
 
 setup: toolchain venv
 
@@ -92,6 +94,17 @@ test-integration: build venv compose-tools
 	$(PY) -m pytest -q tests
 
 test: lint test-unit test-wasm test-integration
+
+# The load generator (Debian package), installed when missing.
+wrk:
+	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+
+# Not part of `make test`: performance is measured here, never asserted in tests.
+bench: build venv wrk
+	$(PY) scripts/bench.py bench
+
+soak: build venv wrk
+	$(PY) scripts/bench.py soak
 
 clean:
 	cargo clean

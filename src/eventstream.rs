@@ -264,8 +264,7 @@ fn parse_headers(mut cursor: &[u8]) -> Result<Vec<(String, HeaderValue)>, FrameE
     Ok(headers)
 }
 
-/// Encodes a message with string headers: what tests (and mocks) need.
-#[cfg(test)]
+/// Encodes a message with string headers: what tests and benchmarks need.
 pub fn encode(headers: &[(&str, &str)], payload: &[u8]) -> Vec<u8> {
     let mut block = Vec::new();
     for (name, value) in headers {

@@ -160,6 +160,17 @@ impl Completion {
     }
 }
 
+/// Appends one `data: <json>\n\n` event, serialising straight into `out`
+/// (no intermediate buffer per chunk).
+fn write_event(out: &mut Vec<u8>, value: &impl Serialize) {
+    let start = out.len();
+    out.extend_from_slice(b"data: ");
+    match serde_json::to_writer(&mut *out, value) {
+        Ok(()) => out.extend_from_slice(b"\n\n"),
+        Err(_) => out.truncate(start),
+    }
+}
+
 /// What one chunk's `delta` carries.
 #[derive(Serialize, Default)]
 struct Delta<'a> {
@@ -284,9 +295,7 @@ impl ChunkWriter {
                 finish_reason,
             }],
         };
-        if let Ok(json) = serde_json::to_vec(&chunk) {
-            write_data(out, &json);
-        }
+        write_event(out, &chunk);
     }
 
     /// The opening chunk: `{"role":"assistant","content":""}`.
@@ -393,9 +402,7 @@ impl ChunkWriter {
                     choices: [],
                     usage,
                 };
-                if let Ok(json) = serde_json::to_vec(&chunk) {
-                    write_data(out, &json);
-                }
+                write_event(out, &chunk);
             }
         }
         out.extend_from_slice(b"data: [DONE]\n\n");

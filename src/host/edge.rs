@@ -17,6 +17,7 @@ use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
 use crate::metering::{price_for, AttemptRecord, RequestLog};
+use crate::response::Usage;
 use crate::routing::Needs;
 use crate::unified::{valid_request_id, ChatRequest};
 
@@ -248,10 +249,7 @@ impl Edge {
     /// The request's metrics, access-log line and tracing attributes, from
     /// the last attempt's record (also when the client left mid-stream).
     fn meter(&self, chat: &ChatFacts) {
-        let record: AttemptRecord = self
-            .get_property(vec![ATTEMPT_PROPERTY])
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
+        let record = self.attempt_record();
         let route_bytes = self.get_property(vec![ROUTE_PROPERTY]).unwrap_or_default();
         let route_text = String::from_utf8_lossy(&route_bytes);
         let route: Vec<&str> = route_text.split(',').filter(|r| !r.is_empty()).collect();
@@ -380,15 +378,41 @@ impl Edge {
         if let Ok(line) = serde_json::to_vec(&log) {
             self.set_property(vec![LOG_PROPERTY], Some(&line));
         }
-        // For tracing custom tags (envoy/tracing.yaml).
+        self.publish_span_attributes(chat, &record, &usage);
+    }
+}
+
+impl Edge {
+    fn attempt_record(&self) -> AttemptRecord {
+        self.get_property(vec![ATTEMPT_PROPERTY])
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Filter state for tracing custom tags (envoy/tracing.yaml). Envoy reads
+    /// the tags when it closes the span, before `on_log`, so this runs when the
+    /// response ends (and again from `on_log` for a client that left).
+    fn publish_span_attributes(&self, chat: &ChatFacts, record: &AttemptRecord, usage: &Usage) {
         for (name, value) in [
-            ("llm_provider", provider),
+            ("llm_provider", record.provider.as_str()),
             ("llm_request_model", chat.request_model.as_str()),
-            ("llm_response_model", model),
+            ("llm_response_model", record.model.as_str()),
             ("llm_input_tokens", &usage.prompt_tokens.to_string()),
             ("llm_output_tokens", &usage.completion_tokens.to_string()),
         ] {
             self.set_property(vec![name], Some(value.as_bytes()));
+        }
+    }
+
+    /// The response is complete: what tracing needs must be in place now.
+    fn on_response_end(&mut self) {
+        self.response_complete = true;
+        if let Some(chat) = &self.chat {
+            let record = self.attempt_record();
+            if !record.provider.is_empty() {
+                let (usage, _) = record.usage_or_estimate(chat.estimated_prompt_tokens);
+                self.publish_span_attributes(chat, &record, &usage);
+            }
         }
     }
 }
@@ -494,7 +518,9 @@ impl HttpContext for Edge {
         if matches!(self.state, State::Passthrough | State::Replied) {
             return Action::Continue;
         }
-        self.response_complete = end_of_stream;
+        if end_of_stream {
+            self.on_response_end();
+        }
         self.set_http_response_header("x-request-id", Some(&self.request_id));
         let status = self
             .get_http_response_header(":status")
@@ -516,7 +542,9 @@ impl HttpContext for Edge {
     }
 
     fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
-        self.response_complete |= end_of_stream;
+        if end_of_stream && !self.response_complete {
+            self.on_response_end();
+        }
         let State::RewriteLocalReply(code) = self.state else {
             return Action::Continue;
         };

@@ -1,0 +1,400 @@
+//! Micro benchmarks of the pure core, natively: `cargo bench --bench core`.
+//!
+//! No criterion: a timing loop (std::time::Instant, black_box) reporting the
+//! median of several batches is enough to compare changes on one machine,
+//! and keeps the dependency tree and compile time as they are. Prints a
+//! markdown table that `make bench` puts into BENCHMARKS.md.
+#![allow(
+    // A benchmark harness, not filter code: failing loudly is what we want.
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use llm_gateway::config::Config;
+use llm_gateway::dialects::{dialect, DialectKind, Target};
+use llm_gateway::response::{ChunkWriter, Origin};
+use llm_gateway::sse::{SseError, SseParser};
+use llm_gateway::unified::ChatRequest;
+
+/// A dialect, its provider config fields, a vendor response, a vendor stream's events.
+type Sample = (DialectKind, &'static str, Vec<u8>, Vec<Vec<u8>>);
+
+/// Every dialect, with its config and sample vendor answers: a response and
+/// a stream as its events. The match has no wildcard: a new `DialectKind`
+/// does not compile until it is benchmarked here too.
+fn dialects() -> Vec<Sample> {
+    DialectKind::ALL
+        .iter()
+        .map(|&kind| match kind {
+            DialectKind::Openai => (
+                kind,
+                r#""dialect":"openai""#,
+                openai_response(),
+                openai_stream(),
+            ),
+            DialectKind::Azure => (
+                kind,
+                r#""dialect":"azure","api_version":"2024-10-21""#,
+                openai_response(),
+                openai_stream(),
+            ),
+            DialectKind::Anthropic => (
+                kind,
+                r#""dialect":"anthropic""#,
+                anthropic_response(),
+                anthropic_stream(),
+            ),
+            DialectKind::Gemini => (
+                kind,
+                r#""dialect":"gemini""#,
+                gemini_response(),
+                gemini_stream(),
+            ),
+            DialectKind::Bedrock => (
+                kind,
+                r#""dialect":"bedrock""#,
+                bedrock_response(),
+                bedrock_stream(),
+            ),
+            DialectKind::Dashscope => (
+                kind,
+                r#""dialect":"dashscope""#,
+                dashscope_response(),
+                dashscope_stream(),
+            ),
+        })
+        .collect()
+}
+
+fn sse_events(s: &str) -> Vec<Vec<u8>> {
+    s.split_inclusive("\n\n")
+        .map(|e| e.as_bytes().to_vec())
+        .collect()
+}
+
+fn gemini_response() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "candidates": [{"content": {"parts": [{"text": answer_text()}], "role": "model"},
+                        "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 20, "candidatesTokenCount": 200, "totalTokenCount": 220},
+        "modelVersion": "gemini-x", "responseId": "r1"
+    }))
+    .unwrap()
+}
+
+fn gemini_stream() -> Vec<Vec<u8>> {
+    (0..STREAM_CHUNKS)
+        .map(|i| {
+            let mut c = serde_json::json!({"candidates": [{"content": {"parts": [{"text": CHUNK_TEXT}], "role": "model"}, "index": 0}],
+                "modelVersion": "gemini-x", "responseId": "r1"});
+            if i + 1 == STREAM_CHUNKS {
+                c["candidates"][0]["finishReason"] = "STOP".into();
+                c["usageMetadata"] = serde_json::json!({"promptTokenCount": 20, "candidatesTokenCount": 200});
+            }
+            format!("data: {c}\r\n\r\n").into_bytes()
+        })
+        .collect()
+}
+
+fn bedrock_response() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "output": {"message": {"role": "assistant", "content": [{"text": answer_text()}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 20, "outputTokens": 200, "totalTokens": 220}
+    }))
+    .unwrap()
+}
+
+fn bedrock_stream() -> Vec<Vec<u8>> {
+    let event = |kind: &str, payload: serde_json::Value| {
+        llm_gateway::eventstream::encode(
+            &[
+                (":event-type", kind),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ],
+            payload.to_string().as_bytes(),
+        )
+    };
+    let mut events = vec![event(
+        "messageStart",
+        serde_json::json!({"role": "assistant"}),
+    )];
+    for _ in 0..STREAM_CHUNKS {
+        events.push(event(
+            "contentBlockDelta",
+            serde_json::json!({"contentBlockIndex": 0, "delta": {"text": CHUNK_TEXT}}),
+        ));
+    }
+    events.push(event(
+        "contentBlockStop",
+        serde_json::json!({"contentBlockIndex": 0}),
+    ));
+    events.push(event(
+        "messageStop",
+        serde_json::json!({"stopReason": "end_turn"}),
+    ));
+    events.push(event(
+        "metadata",
+        serde_json::json!({"usage": {"inputTokens": 20, "outputTokens": 200, "totalTokens": 220}, "metrics": {"latencyMs": 1}}),
+    ));
+    events
+}
+
+fn dashscope_response() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "output": {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": answer_text()}}]},
+        "usage": {"input_tokens": 20, "output_tokens": 200, "total_tokens": 220},
+        "request_id": "r1"
+    }))
+    .unwrap()
+}
+
+fn dashscope_stream() -> Vec<Vec<u8>> {
+    (0..STREAM_CHUNKS)
+        .map(|i| {
+            let last = i + 1 == STREAM_CHUNKS;
+            let c = serde_json::json!({
+                "output": {"choices": [{"finish_reason": if last { "stop" } else { "null" },
+                                         "message": {"role": "assistant", "content": CHUNK_TEXT}}]},
+                "usage": {"input_tokens": 20, "output_tokens": (i + 1) * 10, "total_tokens": 20 + (i + 1) * 10},
+                "request_id": "r1"});
+            format!("id:{}\nevent:result\n:HTTP_STATUS/200\ndata:{c}\n\n", i + 1).into_bytes()
+        })
+        .collect()
+}
+
+const STREAM_CHUNKS: usize = 20;
+/// ~50 bytes per chunk, ~1 KB in all: like the mock's `--fast` answers.
+const CHUNK_TEXT: &str = "The quick brown fox jumps over the lazy dog again. ";
+
+fn answer_text() -> String {
+    CHUNK_TEXT.repeat(STREAM_CHUNKS)
+}
+
+fn openai_response() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": answer_text()},
+                     "finish_reason": "stop", "logprobs": null}],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 200, "total_tokens": 220},
+        "system_fingerprint": "fp_1"
+    }))
+    .unwrap()
+}
+
+fn openai_stream() -> Vec<Vec<u8>> {
+    let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+        let c = serde_json::json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1,
+            "model": "gpt-4o", "system_fingerprint": "fp_1",
+            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]});
+        format!("data: {c}\n\n")
+    };
+    let mut s = chunk(
+        serde_json::json!({"role": "assistant", "content": ""}),
+        serde_json::Value::Null,
+    );
+    for _ in 0..STREAM_CHUNKS {
+        s += &chunk(
+            serde_json::json!({"content": CHUNK_TEXT}),
+            serde_json::Value::Null,
+        );
+    }
+    s += &chunk(serde_json::json!({}), serde_json::json!("stop"));
+    s += "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"gpt-4o\",\"choices\":[],\"usage\":{\"prompt_tokens\":20,\"completion_tokens\":200,\"total_tokens\":220}}\n\n";
+    s += "data: [DONE]\n\n";
+    sse_events(&s)
+}
+
+fn anthropic_response() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+        "content": [{"type": "text", "text": answer_text()}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 20, "output_tokens": 200}
+    }))
+    .unwrap()
+}
+
+fn anthropic_stream() -> Vec<Vec<u8>> {
+    let event = |name: &str, data: serde_json::Value| format!("event: {name}\ndata: {data}\n\n");
+    let mut s = event(
+        "message_start",
+        serde_json::json!({"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x", "content": [],
+        "stop_reason": null, "usage": {"input_tokens": 20, "output_tokens": 1}}}),
+    );
+    s += &event(
+        "content_block_start",
+        serde_json::json!({"type": "content_block_start", "index": 0,
+        "content_block": {"type": "text", "text": ""}}),
+    );
+    for _ in 0..STREAM_CHUNKS {
+        s += &event(
+            "content_block_delta",
+            serde_json::json!({"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": CHUNK_TEXT}}),
+        );
+    }
+    s += &event(
+        "content_block_stop",
+        serde_json::json!({"type": "content_block_stop", "index": 0}),
+    );
+    s += &event(
+        "message_delta",
+        serde_json::json!({"type": "message_delta",
+        "delta": {"stop_reason": "end_turn", "stop_sequence": null}, "usage": {"output_tokens": 200}}),
+    );
+    s += &event("message_stop", serde_json::json!({"type": "message_stop"}));
+    sse_events(&s)
+}
+
+/// A unified request of about `size` bytes.
+fn unified_request(size: usize) -> Vec<u8> {
+    let mut body = serde_json::json!({"model": "bench", "max_tokens": 256,
+        "messages": [{"role": "system", "content": "You are a benchmark."},
+                     {"role": "user", "content": ""}]});
+    let empty = serde_json::to_vec(&body).unwrap().len();
+    body["messages"][1]["content"] = "lorem ipsum "
+        .repeat(size.saturating_sub(empty) / 12)
+        .into();
+    serde_json::to_vec(&body).unwrap()
+}
+
+/// Median time of one call of `f`, over batches of about 5 ms each.
+fn time<R>(mut f: impl FnMut() -> R) -> Duration {
+    const BATCHES: usize = 21;
+    let start = Instant::now();
+    let mut iterations = 0u32;
+    while start.elapsed() < Duration::from_millis(5) {
+        black_box(f());
+        iterations += 1;
+    }
+    let mut per_call: Vec<Duration> = (0..BATCHES)
+        .map(|_| {
+            let start = Instant::now();
+            for _ in 0..iterations {
+                black_box(f());
+            }
+            start.elapsed() / iterations
+        })
+        .collect();
+    per_call.sort();
+    per_call[BATCHES / 2]
+}
+
+fn row(name: &str, t: Duration, note: &str) {
+    println!("| {name} | {:.2} | {note} |", t.as_secs_f64() * 1e6);
+}
+
+fn main() {
+    println!("| benchmark | median µs | note |");
+    println!("|---|---|---|");
+    let origin = || Origin {
+        id: "chatcmpl-r".into(),
+        created: 1,
+        model: "m".into(),
+        provider: "p".into(),
+    };
+    for size in [1024, 100 * 1024] {
+        let body = unified_request(size);
+        let t = time(|| ChatRequest::parse(black_box(&body)).unwrap());
+        row(&format!("unified parse, {} KB", size / 1024), t, "");
+    }
+    for (kind, provider, response, events) in dialects() {
+        let name = serde_json::to_value(kind)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let config = Config::parse(
+            format!(r#"{{"providers":{{"p":{{{provider},"api_key":"k"}}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#)
+                .as_bytes(),
+            |_| None,
+        )
+        .unwrap();
+        let stream: Vec<u8> = events.concat();
+        let d = dialect(kind);
+        let target = Target {
+            provider: &config.providers["p"],
+            model: "vendor-model",
+        };
+        for size in [1024, 100 * 1024] {
+            let body = unified_request(size);
+            let t = time(|| {
+                let req = ChatRequest::parse(black_box(&body)).unwrap();
+                d.encode_request(&req, &target).unwrap()
+            });
+            row(
+                &format!("{name}: parse + encode request, {} KB", size / 1024),
+                t,
+                "",
+            );
+        }
+        let t = time(|| {
+            let mut o = origin();
+            d.decode_response(black_box(&response), &mut o).unwrap()
+        });
+        row(
+            &format!("{name}: decode response, {} B", response.len()),
+            t,
+            "",
+        );
+        let mut out = Vec::with_capacity(8192);
+        let t = time(|| {
+            let mut decoder = d.stream_decoder(ChunkWriter::new(origin(), "r".into(), false));
+            out.clear();
+            decoder.feed(black_box(&stream), &mut out);
+            decoder.finish(&mut out);
+            assert!(out.ends_with(b"data: [DONE]\n\n"));
+        });
+        let per_chunk = t / u32::try_from(STREAM_CHUNKS).unwrap();
+        row(
+            &format!("{name}: translate a {STREAM_CHUNKS}-chunk stream, one feed"),
+            t,
+            &format!("{:.2} µs per chunk", per_chunk.as_secs_f64() * 1e6),
+        );
+        let t = time(|| {
+            let mut decoder = d.stream_decoder(ChunkWriter::new(origin(), "r".into(), false));
+            out.clear();
+            for event in &events {
+                decoder.feed(black_box(event), &mut out);
+            }
+            decoder.finish(&mut out);
+        });
+        row(
+            &format!("{name}: translate a {STREAM_CHUNKS}-chunk stream, one feed per event"),
+            t,
+            &format!(
+                "{:.2} µs per event",
+                t.as_secs_f64() * 1e6 / events.len() as f64
+            ),
+        );
+    }
+    // SSE framing alone: 1 MB of events fed in 16 KB network chunks.
+    let event = format!("event: delta\ndata: {{\"text\":\"{CHUNK_TEXT}\"}}\n\n");
+    let input = event.repeat((1 << 20) / event.len());
+    let t = time(|| {
+        let mut parser = SseParser::default();
+        let mut n = 0usize;
+        for chunk in input.as_bytes().chunks(16 * 1024) {
+            parser
+                .feed(chunk, &mut |_: &str, data: &str| {
+                    n += data.len();
+                    Ok::<(), SseError>(())
+                })
+                .unwrap();
+        }
+        n
+    });
+    row(
+        "SSE framing, 1 MB in 16 KB chunks",
+        t,
+        &format!("{:.0} MB/s", input.len() as f64 / t.as_secs_f64() / 1e6),
+    );
+}

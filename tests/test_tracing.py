@@ -1,0 +1,198 @@
+"""envoy/tracing.yaml: Envoy's OpenTelemetry tracer exports a span per
+request to an OTLP/HTTP receiver (here, a small one in this file), and the
+span carries the gen_ai attributes read from the filter's state."""
+
+import copy
+import queue
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest, ExportTraceServiceResponse)
+
+import gateway
+from conftest import ALL_GROUPS_KEY, Gateway, configure_test_gateway
+from sse_client import stream
+
+TRACING = gateway.ROOT / "envoy/tracing.yaml"
+USER_HI = [{"role": "user", "content": "hi there"}]
+
+
+def _hcm(bootstrap):
+    return bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+
+
+def _value(any_value):
+    return getattr(any_value, any_value.WhichOneof("value"))
+
+
+def _read_body(handler):
+    """The request body, sized or chunked (Envoy sends OTLP chunked)."""
+    if handler.headers["content-length"] is not None:
+        return handler.rfile.read(int(handler.headers["content-length"]))
+    assert handler.headers["transfer-encoding"] == "chunked", dict(handler.headers)
+    body = b""
+    while True:
+        size = int(handler.rfile.readline().split(b";")[0], 16)
+        chunk = handler.rfile.read(size)
+        handler.rfile.readline()
+        if size == 0:
+            return body
+        body += chunk
+
+
+class OtlpReceiver:
+    """OTLP/HTTP on a free loopback port: POST /v1/traces with a protobuf
+    ExportTraceServiceRequest; every span lands in `spans` as
+    (name, {attribute: value}, content type)."""
+
+    def __init__(self):
+        self.spans = queue.Queue()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = _read_body(self)
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource_spans in request.resource_spans:
+                    resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+                    for scope_spans in resource_spans.scope_spans:
+                        for span in scope_spans.spans:
+                            receiver.spans.put({
+                                "path": self.path,
+                                "content_type": self.headers["content-type"],
+                                "name": span.name,
+                                "resource": resource,
+                                "attributes": {a.key: _value(a.value) for a in span.attributes},
+                            })
+                reply = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def span_for(self, request_id, timeout=15.0):
+        """The span of the request with this x-request-id (Envoy tags it as guid:x-request-id)."""
+        deadline = time.monotonic() + timeout
+        seen = []
+        while time.monotonic() < deadline:
+            try:
+                span = self.spans.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            seen.append(span)
+            if span["attributes"].get("guid:x-request-id") == request_id:
+                return span
+        raise AssertionError(f"no span for {request_id} within {timeout}s; saw {seen}")
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_tracing_config_is_the_gateway_config_plus_tracing():
+    """tracing.yaml stays the `make run` gateway: only the HCM's `tracing`
+    and `request_id_extension` and the collector cluster differ."""
+    tracing = yaml.safe_load(TRACING.read_text())
+    plain = yaml.safe_load(gateway.TEMPLATE.read_text())
+    del _hcm(tracing)["tracing"]
+    del _hcm(tracing)["request_id_extension"]
+    clusters = tracing["static_resources"]["clusters"]
+    assert clusters[-1]["name"] == "otel_collector"
+    del clusters[-1]
+    assert tracing == plain, "envoy/tracing.yaml drifted from envoy/gateway.yaml: run scripts/tracing_config.py"
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """The gateway as the tests run it (gateway.yaml with test keys and free
+    ports), with tracing.yaml's tracing block and collector cluster."""
+    workdir = tmp_path_factory.mktemp("tracing")
+    shipped = yaml.safe_load(TRACING.read_text())
+    receiver = OtlpReceiver()
+    mock, mock_port = gateway.start_mock(log=open(workdir / "mock.log", "w"))
+    port, admin_port = gateway.free_port(), gateway.free_port()
+    bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={}, edit=configure_test_gateway)
+    for key in ("tracing", "request_id_extension"):
+        _hcm(bootstrap)[key] = copy.deepcopy(_hcm(shipped)[key])
+    collector = copy.deepcopy(shipped["static_resources"]["clusters"][-1])
+    endpoint = collector["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
+    endpoint["address"]["socket_address"]["port_value"] = receiver.port
+    bootstrap["static_resources"]["clusters"].append(collector)
+    # Export each span at once (default: batches of 5, or every 5 s).
+    bootstrap["layered_runtime"] = {"layers": [{"name": "static", "static_layer": {
+        "tracing.opentelemetry.min_flush_spans": 1}}]}
+    envoy = None
+    try:
+        envoy = gateway.start_envoy(bootstrap, workdir, admin_port, log_level="info")
+        yield Gateway(port, admin_port, mock_port, workdir, key=ALL_GROUPS_KEY), receiver
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+        receiver.stop()
+
+
+def test_span_carries_group_and_route(traced):
+    gw, receiver = traced
+    status, _, body = gw.chat({"model": "any", "messages": USER_HI},
+                              **{"x-model-group": "mock-failover", "x-request-id": "trace-route-1"})
+    assert status == 200, body
+    span = receiver.span_for("trace-route-1")
+    assert span["path"] == "/v1/traces" and span["content_type"] == "application/x-protobuf"
+    assert span["resource"]["service.name"] == "llm-gateway"
+    attrs = span["attributes"]
+    assert attrs["http.status_code"] == "200"
+    assert attrs["llm.model_group"] == "mock-failover"
+    # Both attempts: the Anthropic mock's 529 (the vendor's status), then OpenAI.
+    assert attrs["llm.route"] == "mock-anthropic-down/mock-claude-sonnet:529,mock-openai/mock-gpt-4o:200"
+
+
+def test_span_carries_gen_ai_attributes(traced):
+    gw, receiver = traced
+    status, headers, body = gw.chat({"model": "any", "messages": USER_HI},
+                                    **{"x-model-group": "mock-anthropic", "x-request-id": "trace-json-1"})
+    assert status == 200, body
+    attrs = receiver.span_for("trace-json-1")["attributes"]
+    assert attrs["llm.model_group"] == "mock-anthropic"
+    assert attrs["gen_ai.system"] == "mock-anthropic"
+    assert attrs["gen_ai.request.model"] == "any"
+    assert attrs["gen_ai.response.model"] == body["model"] == "mock-claude-sonnet"
+    assert attrs["gen_ai.usage.input_tokens"] == str(body["usage"]["prompt_tokens"])
+    assert attrs["gen_ai.usage.output_tokens"] == str(body["usage"]["completion_tokens"])
+
+
+def test_stream_span_carries_gen_ai_attributes(traced):
+    gw, receiver = traced
+    status, _, events = stream(gw, {"model": "any", "messages": USER_HI, "stream": True,
+                                    "stream_options": {"include_usage": True}},
+                               {"x-model-group": "mock-openai", "x-request-id": "trace-stream-1"})
+    assert status == 200 and events[-1][1] == "[DONE]"
+    [usage] = [e["usage"] for _, e in events if isinstance(e, dict) and e.get("usage")]
+    attrs = receiver.span_for("trace-stream-1")["attributes"]
+    assert attrs["llm.model_group"] == "mock-openai"
+    assert attrs["gen_ai.system"] == "mock-openai"
+    assert attrs["gen_ai.request.model"] == "any"
+    assert attrs["gen_ai.response.model"] == "mock-gpt-4o"
+    assert attrs["gen_ai.usage.input_tokens"] == str(usage["prompt_tokens"])
+    assert attrs["gen_ai.usage.output_tokens"] == str(usage["completion_tokens"])
+
+
+def test_rejected_request_has_no_gen_ai_attributes(traced):
+    gw, receiver = traced
+    status, _, _ = gw.chat({"model": "any", "messages": "not a list"}, **{"x-request-id": "trace-bad-1"})
+    assert status == 400
+    attrs = receiver.span_for("trace-bad-1")["attributes"]
+    assert attrs["http.status_code"] == "400"
+    assert not [k for k in attrs if k.startswith(("gen_ai.", "llm."))], attrs
