@@ -45,12 +45,13 @@ CRATE_VER   := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -
 GIT_DESC    := $(shell git describe --tags --always --dirty 2>/dev/null)
 DIST_VER    := $(CRATE_VER)$(if $(GIT_DESC),-$(GIT_DESC))
 WASM_OPT    ?= $(shell command -v wasm-opt)
+WASM_OPT_FLAGS ?= -Oz
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
 dist: toolchain
 	cargo build --release --target wasm32-wasip1 -p llm-gateway
 	rm -rf $(DIST) && mkdir -p $(DIST)
 ifneq ($(WASM_OPT),)
-	$(WASM_OPT) -Oz $(WASM_FEATURES) $(WASM) -o $(DIST)/llm_gateway.wasm
+	$(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM_FEATURES) $(WASM) -o $(DIST)/llm_gateway.wasm
 else
 	@echo "wasm-opt not found (apt-get install binaryen): the .wasm is shipped as cargo built it"
 	cp $(WASM) $(DIST)/llm_gateway.wasm
