@@ -10,11 +10,12 @@ PY        := $(VENV)/bin/python
 WASM      := target/wasm32-wasip1/release/llm_gateway.wasm
 MOCK      := target/release/mock-provider
 
-.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean
+.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean dist compose-tools
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set)"
 	@echo "make test   - install everything needed and run all tests"
+	@echo "make dist   - the release artifact: dist/llm_gateway.wasm (+ .sha256, VERSION, versioned copy)"
 	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
 	@echo "make soak   - 100k mixed requests through one Envoy, RSS before/during/after, into BENCHMARKS.md"
 
@@ -35,6 +36,30 @@ venv: $(VENV)/.installed
 build: toolchain
 	cargo build --release --target wasm32-wasip1 -p llm-gateway
 	cargo build --release -p llm-mock
+
+# The release artifact: the optimised .wasm (wasm-opt -Oz from Debian's
+# `binaryen` when it is installed), its SHA-256 (sha256sum format, what
+# Envoy's `vm_config.code.remote.sha256` takes) and the version stamp.
+DIST        ?= dist
+CRATE_VER   := $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -1)
+GIT_DESC    := $(shell git describe --tags --always --dirty 2>/dev/null)
+DIST_VER    := $(CRATE_VER)$(if $(GIT_DESC),-$(GIT_DESC))
+WASM_OPT    ?= $(shell command -v wasm-opt)
+WASM_OPT_FLAGS ?= -Oz
+WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
+dist: toolchain
+	cargo build --release --target wasm32-wasip1 -p llm-gateway
+	rm -rf $(DIST) && mkdir -p $(DIST)
+ifneq ($(WASM_OPT),)
+	$(WASM_OPT) $(WASM_OPT_FLAGS) $(WASM_FEATURES) $(WASM) -o $(DIST)/llm_gateway.wasm
+else
+	@echo "wasm-opt not found (apt-get install binaryen): the .wasm is shipped as cargo built it"
+	cp $(WASM) $(DIST)/llm_gateway.wasm
+endif
+	cp $(DIST)/llm_gateway.wasm $(DIST)/llm_gateway-$(DIST_VER).wasm
+	echo "$(DIST_VER)" > $(DIST)/VERSION
+	cd $(DIST) && sha256sum llm_gateway.wasm llm_gateway-$(DIST_VER).wasm > llm_gateway.wasm.sha256
+	@cat $(DIST)/VERSION $(DIST)/llm_gateway.wasm.sha256
 
 run: build venv
 	$(PY) scripts/gateway.py run
@@ -61,7 +86,12 @@ FUZZ_ITERATIONS ?= 200000
 fuzz: toolchain
 	FUZZ_ITERATIONS=$(FUZZ_ITERATIONS) cargo test --release --test fuzz -- --nocapture
 
-test-integration: build venv
+# envoy/docker-compose.yaml is parsed by docker-compose in the tests (no
+# Docker engine needed): Debian's package, installed when missing (CI is root).
+compose-tools:
+	@command -v docker-compose >/dev/null || { apt-get update && apt-get install -y docker-compose; }
+
+test-integration: build venv compose-tools
 	$(PY) -m pytest -q tests
 
 test: lint test-unit test-wasm test-integration
@@ -79,4 +109,4 @@ soak: build venv wrk
 
 clean:
 	cargo clean
-	rm -rf $(VENV) .run
+	rm -rf $(VENV) .run $(DIST)
