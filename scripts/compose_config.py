@@ -23,9 +23,7 @@ HEADER = """\
 #     10000 and 9901 on the host);
 #   - the clusters reach the mock provider by its compose service name `mock`
 #     (STRICT_DNS: Docker's DNS resolves it);
-#   - the .wasm is mounted at /etc/envoy/llm_gateway.wasm;
-#   - no auto_host_rewrite on the route (the mock needs no Host; with DNS
-#     clusters it would change the Host after Bedrock's SigV4 signing).
+#   - the .wasm is mounted at /etc/envoy/llm_gateway.wasm.
 # Gateway keys are off: CI talks to the mock. Production configs keep "auth" on.
 
 """
@@ -38,14 +36,6 @@ REPLACEMENTS = [
     ("code: {local: {filename: target/wasm32-wasip1/release/llm_gateway.wasm}}",
      "code: {local: {filename: /etc/envoy/llm_gateway.wasm}}"),
     ("    type: STATIC\n", "    type: STRICT_DNS\n    dns_lookup_family: V4_ONLY\n"),
-    # Every cluster is the mock, which needs no Host of its own. With DNS
-    # clusters, auto_host_rewrite would set the Host to `mock` when the
-    # connection is ready, AFTER the upstream filters ran, so the Bedrock
-    # request's SigV4 signature (made over the earlier Host) would not match.
-    ("                  # Host header from the cluster's DNS name (real vendors); the\n"
-     "                  # provider's \"host\" in the filter config overrides it.\n"
-     "                  auto_host_rewrite: true\n",
-     "                  # No auto_host_rewrite: see scripts/compose_config.py.\n"),
     ("address: {socket_address: {address: 127.0.0.1, port_value: 18000}}",
      "address: {socket_address: {address: mock, port_value: 18000}}"),
 ]

@@ -103,6 +103,14 @@ class Gateway:
 DEAD_PORT_PROVIDER = "mock-anthropic"
 
 
+def dns_cluster(name, host, port, provider):
+    cluster = gateway.static_cluster(name, port, provider)
+    cluster.update(type="STRICT_DNS", dns_lookup_family="V4_ONLY")
+    endpoint = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]
+    endpoint["address"]["socket_address"]["address"] = host
+    return cluster
+
+
 def short_timeout_route(route):
     """The shipped route with a 300 ms timeout, for requests with `x-test-route: short-timeout`."""
     short = json.loads(json.dumps(route))
@@ -119,8 +127,11 @@ def gw(tmp_path_factory):
     bootstrap = gateway.build_bootstrap(
         port, admin_port, mock_port, env={},
         # A cluster where nothing listens: connection refused.
-        extra_groups={"dead": {"cluster": "dead"}},
-        extra_clusters=[gateway.static_cluster("dead", dead_port, DEAD_PORT_PROVIDER)],
+        extra_groups={"dead": {"cluster": "dead"}, "hosted": {"cluster": "dns_mock"}},
+        # A provider with its own Host, behind a DNS cluster (as real vendors are).
+        extra_providers={"hosted": {"dialect": "openai", "host": "api.example.test", "api_key": "sk-mock-openai"}},
+        extra_clusters=[gateway.static_cluster("dead", dead_port, DEAD_PORT_PROVIDER),
+                        dns_cluster("dns_mock", "localhost", mock_port, "hosted")],
         extra_routes=short_timeout_route,
         edit=configure_test_gateway,
     )

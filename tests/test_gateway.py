@@ -312,6 +312,15 @@ def test_unknown_model_group_is_404(gw):
     assert err["param"] == "x-model-group"
 
 
+def test_provider_host_reaches_the_vendor(gw, test_id):
+    # Behind a DNS cluster too: nothing in Envoy may rewrite it after us.
+    status, _, body = gw.chat({"model": "m", "messages": USER_HI},
+                              **{"x-model-group": "hosted", "x-test-id": test_id, "host": "client.example"})
+    assert status == 200, body
+    [sent] = gw.mock_requests(test_id)
+    assert sent["headers"]["host"] == "api.example.test"
+
+
 def test_client_cannot_steer_the_cluster(gw, test_id):
     status, headers, body = gw.chat({"model": "mock-openai", "messages": USER_HI},
                                     **{"x-llm-cluster": "mock_anthropic", "x-test-id": test_id})
