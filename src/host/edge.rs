@@ -388,7 +388,10 @@ impl Edge {
         if let Ok(line) = serde_json::to_vec(&log) {
             self.set_property(vec![LOG_PROPERTY], Some(&line));
         }
-        self.publish_span_attributes(chat, record, &usage);
+        // Published already when the response ended; not so for a client that left.
+        if self.final_record.is_none() {
+            self.publish_span_attributes(chat, record, &usage);
+        }
     }
 }
 

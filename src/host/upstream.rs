@@ -245,12 +245,14 @@ impl Upstream {
                 model: &model,
             },
         )?;
-        // Header changes persist into the next attempt: clear every vendor's auth each time.
-        for name in AUTH_HEADERS {
-            self.set_http_request_header(name, None);
+        // Header changes persist into the next attempt: clear every vendor's
+        // auth each time, and compression (we must read what comes back).
+        // One call to list the headers beats a host call per candidate name.
+        for (name, _) in self.get_http_request_headers() {
+            if AUTH_HEADERS.contains(&name.as_str()) || name == "accept-encoding" {
+                self.set_http_request_header(&name, None);
+            }
         }
-        // We must read what comes back, so no compression.
-        self.set_http_request_header("accept-encoding", None);
         if let Some(host) = &provider.host {
             self.set_http_request_header(":authority", Some(host));
         }
