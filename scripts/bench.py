@@ -109,9 +109,18 @@ def reset_peak_rss(pid):
 
 
 def model_groups():
-    """Every model group in envoy/gateway.yaml (no real vendors): name -> cluster."""
-    _, edge, _ = gateway._wasm_filters(gateway.build_bootstrap(1, 2, 3, env={}))
-    return {g: c["cluster"] for g, c in json.loads(edge["configuration"]["value"])["model_groups"].items()}
+    """The model groups of envoy/gateway.yaml (no real vendors) that reach one
+    vendor directly: name -> cluster. Weighted and failover groups are left
+    out: their cost is that of the groups they are made of."""
+    bootstrap = gateway.build_bootstrap(1, 2, 3, env={})
+    plain = {c["name"] for c in bootstrap["static_resources"]["clusters"] if "load_assignment" in c}
+    _, edge, _ = gateway._wasm_filters(bootstrap)
+    groups = {}
+    for name, group in json.loads(edge["configuration"]["value"])["model_groups"].items():
+        clusters = [group["cluster"]] if "cluster" in group else [c["cluster"] for c in group["candidates"]]
+        if len(clusters) == 1 and clusters[0] in plain:
+            groups[name] = clusters[0]
+    return groups
 
 
 def free_ports(n):
@@ -126,6 +135,16 @@ def floor_bootstrap(listen_port, admin_port, mock_port):
     hcm["http_filters"] = [f for f in hcm["http_filters"] if f["name"] == "envoy.filters.http.router"]
     router = hcm["http_filters"][0]["typed_config"]
     router.pop("upstream_http_filters", None)
+    # Vendor paths are not all under /v1/ (Gemini's /v1beta/, Bedrock's /model/).
+    for route in hcm["route_config"]["virtual_hosts"][0]["routes"]:
+        route["match"] = {"prefix": "/"}
+    # Clusters with filters of their own (Bedrock: our upstream role, then
+    # SigV4 signing) keep everything but ours.
+    for cluster in bootstrap["static_resources"]["clusters"]:
+        options = cluster.get("typed_extension_protocol_options", {}).get(
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions", {})
+        if "http_filters" in options:
+            options["http_filters"] = [f for f in options["http_filters"] if f["name"] != "llm_upstream"]
     return bootstrap
 
 

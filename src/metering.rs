@@ -71,8 +71,6 @@ pub struct AttemptRecord {
     pub ttft_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
-    /// The vendor's answer ended (the stream completed, the body arrived).
-    pub complete: bool,
 }
 
 impl AttemptRecord {

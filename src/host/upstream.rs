@@ -70,6 +70,7 @@ pub struct Upstream {
     started: SystemTime,
     first_content: Option<SystemTime>,
     chunks: u64,
+    stream_ended: bool,
     /// What this attempt did; kept in filter state for the edge role.
     record: AttemptRecord,
 }
@@ -96,6 +97,7 @@ impl Upstream {
             started: SystemTime::UNIX_EPOCH,
             first_content: None,
             chunks: 0,
+            stream_ended: false,
             record: AttemptRecord::default(),
         }
     }
@@ -151,9 +153,11 @@ impl Upstream {
             );
         }
         self.record.delivered_tokens = delivered;
-        let end = end_of_stream || done;
+        // The end: the vendor's last event, or the body's end, whichever
+        // comes first (once).
+        let end = (end_of_stream || done) && !self.stream_ended;
         if end {
-            self.record.complete = end_of_stream;
+            self.stream_ended = true;
             if let Some(usage) = &usage {
                 self.record.set_usage(usage);
             }
@@ -552,7 +556,6 @@ impl HttpContext for Upstream {
                 let translated = self.finish_buffered(status, &body);
                 self.set_http_response_body(0, size, &translated);
                 metrics::overhead(Phase::Response, elapsed_micros(self, started));
-                self.record.complete = true;
                 self.save_record();
                 self.mode = Mode::Passthrough;
                 Action::Continue
