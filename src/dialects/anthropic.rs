@@ -901,19 +901,7 @@ mod tests {
             model: "req-model".into(),
             ..Origin::default()
         };
-        let mut d = Anthropic.stream_decoder(ChunkWriter::new(origin, "rid".into(), include_usage));
-        let mut out = Vec::new();
-        for c in chunks {
-            d.feed(c, &mut out);
-        }
-        d.finish(&mut out);
-        let text = String::from_utf8(out).unwrap();
-        let events = text
-            .split("\n\n")
-            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
-            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
-            .collect();
-        (events, text)
+        crate::dialects::run_stream(&Anthropic, origin, chunks, include_usage)
     }
 
     #[test]

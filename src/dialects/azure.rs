@@ -210,17 +210,7 @@ mod tests {
     }
 
     fn run(input: &str, include_usage: bool) -> (Vec<Value>, String) {
-        let mut d = Azure.stream_decoder(ChunkWriter::new(origin(), "rid".into(), include_usage));
-        let mut out = Vec::new();
-        d.feed(input.as_bytes(), &mut out);
-        d.finish(&mut out);
-        let text = String::from_utf8(out).unwrap();
-        let events = text
-            .split("\n\n")
-            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
-            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
-            .collect();
-        (events, text)
+        crate::dialects::run_stream(&Azure, origin(), &[input.as_bytes()], include_usage)
     }
 
     fn chunk(choices: &str) -> String {

@@ -740,11 +740,7 @@ impl StreamDecoder for BedrockStream {
         if self.writer.finished() && !self.frames.has_partial() {
             self.writer.done(out);
         } else {
-            let e = GatewayError::new(
-                ErrorCode::UpstreamError,
-                "the provider's stream ended before it was complete",
-            );
-            self.writer.error(out, &e);
+            self.writer.error(out, &super::incomplete_stream());
         }
     }
 
@@ -1135,19 +1131,7 @@ mod tests {
     }
 
     fn run(chunks: &[&[u8]], include_usage: bool) -> (Vec<Value>, String) {
-        let mut d = Bedrock.stream_decoder(ChunkWriter::new(origin(), "rid".into(), include_usage));
-        let mut out = Vec::new();
-        for c in chunks {
-            d.feed(c, &mut out);
-        }
-        d.finish(&mut out);
-        let text = String::from_utf8(out).unwrap();
-        let events = text
-            .split("\n\n")
-            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
-            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
-            .collect();
-        (events, text)
+        crate::dialects::run_stream(&Bedrock, origin(), chunks, include_usage)
     }
 
     #[test]

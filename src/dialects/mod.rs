@@ -197,11 +197,7 @@ impl<H: SseEvents> StreamDecoder for SseStream<H> {
             self.handler.on_end(&mut self.writer, out);
         }
         if !self.writer.is_done() {
-            let e = GatewayError::new(
-                ErrorCode::UpstreamError,
-                "the provider's stream ended before it was complete",
-            );
-            self.writer.error(out, &e);
+            self.writer.error(out, &incomplete_stream());
         }
     }
 
@@ -251,6 +247,14 @@ pub fn path_segment(name: &str) -> String {
     out
 }
 
+/// A vendor stream that ended before its last event.
+pub fn incomplete_stream() -> GatewayError {
+    GatewayError::new(
+        ErrorCode::UpstreamError,
+        "the provider's stream ended before it was complete",
+    )
+}
+
 pub fn unparseable(what: &str, e: impl std::fmt::Display) -> GatewayError {
     GatewayError::new(
         ErrorCode::UpstreamError,
@@ -275,4 +279,28 @@ pub fn json_instruction(format: Option<&ResponseFormat>) -> Option<String> {
         }
         ResponseFormat::Text => None,
     }
+}
+
+/// Test helper shared by the dialects' tests: runs a stream through a
+/// dialect's decoder, chunk by chunk; returns the unified events and the raw text.
+#[cfg(test)]
+pub(crate) fn run_stream(
+    dialect: &dyn Dialect,
+    origin: Origin,
+    chunks: &[&[u8]],
+    include_usage: bool,
+) -> (Vec<serde_json::Value>, String) {
+    let mut d = dialect.stream_decoder(ChunkWriter::new(origin, "rid".into(), include_usage));
+    let mut out = Vec::new();
+    for c in chunks {
+        d.feed(c, &mut out);
+    }
+    d.finish(&mut out);
+    let text = String::from_utf8(out).unwrap();
+    let events = text
+        .split("\n\n")
+        .filter(|e| !e.is_empty() && *e != "data: [DONE]")
+        .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+        .collect();
+    (events, text)
 }

@@ -391,11 +391,7 @@ mod tests {
             provider: "oa".into(),
             ..Origin::default()
         };
-        let mut d = OpenAi.stream_decoder(ChunkWriter::new(origin, "r".into(), include_usage));
-        let mut out = Vec::new();
-        d.feed(input.as_bytes(), &mut out);
-        d.finish(&mut out);
-        String::from_utf8(out).unwrap()
+        crate::dialects::run_stream(&OpenAi, origin, &[input.as_bytes()], include_usage).1
     }
 
     const STREAM: &str = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}],\"usage\":null}\n\n\
