@@ -31,3 +31,30 @@ def stream(gw, body, headers=None, timeout=30):
     conn.close()
     assert buf == b"", f"unterminated event at end of stream: {buf!r}"
     return status, resp_headers, events
+
+
+def chunks(events):
+    """The JSON events of a stream (without `[DONE]`)."""
+    return [e for _, e in events if isinstance(e, dict)]
+
+
+def content_of(events):
+    """The answer text a stream carried."""
+    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks(events) if c.get("choices"))
+
+
+def finishes(events):
+    return [c["choices"][0]["finish_reason"] for c in chunks(events)
+            if c["choices"] and c["choices"][0]["finish_reason"]]
+
+
+def tool_calls_of(events):
+    """Tool calls reassembled from their deltas: {index: {id, name, args}}."""
+    calls = {}
+    for c in chunks(events):
+        for tc in c["choices"][0]["delta"].get("tool_calls", []) if c["choices"] else []:
+            slot = calls.setdefault(tc["index"], {"id": None, "name": None, "args": ""})
+            slot["id"] = tc.get("id") or slot["id"]
+            slot["name"] = tc.get("function", {}).get("name") or slot["name"]
+            slot["args"] += tc.get("function", {}).get("arguments", "")
+    return calls

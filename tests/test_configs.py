@@ -3,7 +3,6 @@ cannot rot; the production failover example is also run against the mock."""
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml

@@ -13,8 +13,8 @@ import pytest
 
 import gateway
 from conftest import Gateway, configure_test_gateway
-from sse_client import stream
-from test_gateway import USER_HI, WEATHER_TOOL, assert_unified_error, chunks, content_of
+from sse_client import chunks, content_of, finishes, stream, tool_calls_of
+from test_gateway import USER_HI, WEATHER_TOOL, assert_unified_error
 
 BEDROCK, DASHSCOPE = "mock-bedrock", "mock-dashscope"
 BEDROCK_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
@@ -23,19 +23,8 @@ DASHSCOPE_PATH = "/api/v1/services/aigc/text-generation/generation"
 TIME_TOOL = {"type": "function", "function": {"name": "get_time"}}
 
 
-def finishes(events):
-    return [c["choices"][0]["finish_reason"] for c in chunks(events) if c["choices"] and c["choices"][0]["finish_reason"]]
 
 
-def tool_calls_of(events):
-    calls = {}
-    for c in chunks(events):
-        for tc in c["choices"][0]["delta"].get("tool_calls", []) if c["choices"] else []:
-            slot = calls.setdefault(tc["index"], {"id": None, "name": None, "args": ""})
-            slot["id"] = tc.get("id") or slot["id"]
-            slot["name"] = tc.get("function", {}).get("name") or slot["name"]
-            slot["args"] += tc.get("function", {}).get("arguments", "")
-    return calls
 
 
 # --- non-stream ----------------------------------------------------------------

@@ -8,27 +8,16 @@ import json
 import openai
 import pytest
 
-from sse_client import stream
-from test_gateway import USER_HI, WEATHER_TOOL, assert_unified_error, chunks, content_of
+from sse_client import chunks, content_of, finishes, stream, tool_calls_of
+from test_gateway import USER_HI, WEATHER_TOOL, assert_unified_error
 
 GEMINI = "mock-gemini"
 AZURE = "mock-azure"
 TIME_TOOL = {"type": "function", "function": {"name": "get_time"}}
 
 
-def finishes(events):
-    return [c["choices"][0]["finish_reason"] for c in chunks(events) if c["choices"] and c["choices"][0]["finish_reason"]]
 
 
-def streamed_calls(events):
-    calls = {}
-    for c in chunks(events):
-        for tc in c["choices"][0]["delta"].get("tool_calls", []) if c["choices"] else []:
-            slot = calls.setdefault(tc["index"], {"id": None, "name": None, "args": ""})
-            slot["id"] = tc.get("id") or slot["id"]
-            slot["name"] = tc.get("function", {}).get("name") or slot["name"]
-            slot["args"] += tc.get("function", {}).get("arguments", "")
-    return calls
 
 
 # --- plain chat -------------------------------------------------------------------
@@ -185,7 +174,7 @@ def test_streamed_parallel_tool_calls(gw, group):
     _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True,
                                     "tools": [WEATHER_TOOL, TIME_TOOL]},
                           {"x-model-group": group, "x-mock-scenario": "two-tools"})
-    calls = streamed_calls(events)
+    calls = tool_calls_of(events)
     assert sorted(calls) == [0, 1]
     assert calls[0]["name"] == "get_weather" and json.loads(calls[0]["args"]) == {"city": "example"}
     assert calls[1]["name"] == "get_time" and json.loads(calls[1]["args"] or "{}") == {}

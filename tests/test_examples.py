@@ -4,11 +4,8 @@ bootstrap from the patches and filter configs they carry (with the built
 .wasm) and checked by `envoy --mode validate`, which runs our filter's
 on_configure: a config the filter rejects fails the test, naming the field."""
 
-import copy
 import json
-from pathlib import Path
 
-import pytest
 import yaml
 
 import gateway

@@ -9,17 +9,13 @@ import time
 import pytest
 
 from conftest import ALL_GROUPS_KEY, MAX_BODY_BYTES
-from sse_client import stream
+from sse_client import chunks, content_of, finishes, stream, tool_calls_of
 
 USER_HI = [{"role": "user", "content": "hi there"}]
 
 
-def chunks(events):
-    return [e for _, e in events if isinstance(e, dict)]
 
 
-def content_of(events):
-    return "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks(events) if c.get("choices"))
 
 
 # --- plain chat, both dialects ------------------------------------------------
@@ -99,8 +95,7 @@ def test_stream(gw, group, include_usage):
     assert all(c["object"] == "chat.completion.chunk" for c in cs)
     assert cs[0]["choices"][0]["delta"]["role"] == "assistant"
     assert content_of(events).endswith("You said: hi there")
-    finishes = [c["choices"][0]["finish_reason"] for c in cs if c["choices"] and c["choices"][0]["finish_reason"]]
-    assert finishes == ["stop"]
+    assert finishes(events) == ["stop"]
     usage_chunks = [c for c in cs if c.get("usage")]
     if include_usage:
         assert len(usage_chunks) == 1 and usage_chunks[0]["choices"] == []
@@ -188,18 +183,11 @@ def test_anthropic_streamed_parallel_tool_calls(gw):
     _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True,
                                     "tools": [WEATHER_TOOL, {"type": "function", "function": {"name": "get_time"}}]},
                           {"x-model-group": "mock-anthropic", "x-mock-scenario": "two-tools"})
-    calls = {}
-    for c in chunks(events):
-        for tc in c["choices"][0]["delta"].get("tool_calls", []) if c["choices"] else []:
-            slot = calls.setdefault(tc["index"], {"id": None, "name": None, "args": ""})
-            slot["id"] = tc.get("id") or slot["id"]
-            slot["name"] = tc.get("function", {}).get("name") or slot["name"]
-            slot["args"] += tc.get("function", {}).get("arguments", "")
+    calls = tool_calls_of(events)
     assert sorted(calls) == [0, 1], "tool calls are numbered 0,1 whatever the vendor block index"
     assert calls[0]["name"] == "get_weather" and json.loads(calls[0]["args"]) == {"city": "example"}
     assert calls[1]["name"] == "get_time" and json.loads(calls[1]["args"] or "{}") == {}
-    finishes = [c["choices"][0]["finish_reason"] for c in chunks(events) if c["choices"] and c["choices"][0]["finish_reason"]]
-    assert finishes == ["tool_calls"]
+    assert finishes(events) == ["tool_calls"]
 
 
 # --- errors ---------------------------------------------------------------------

@@ -13,7 +13,7 @@ import yaml
 
 import gateway
 from conftest import Gateway
-from sse_client import stream
+from sse_client import chunks, stream
 
 HOT_DIR = gateway.ROOT / "envoy/hot-reload"
 # Role file -> the ECDS stats prefix of its filter.
@@ -24,8 +24,6 @@ STATS = {
 USER_HI = [{"role": "user", "content": "hi"}]
 
 
-def chunks(events):
-    return [e for _, e in events if isinstance(e, dict)]
 
 
 class HotGateway:
