@@ -56,12 +56,14 @@ def test_tools(client):
     assert r.choices[0].message.content == "Tool result received: found it"
 
 
-def test_streamed_tool_call(client):
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-openai"])
+def test_streamed_tool_call(client, group):
     tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
         "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]
     args, name = "", None
     for chunk in client.chat.completions.create(model="any", messages=[{"role": "user", "content": "x"}],
-                                                tools=tools, tool_choice="required", stream=True):
+                                                tools=tools, tool_choice="required", stream=True,
+                                                extra_headers={"x-model-group": group}):
         for tc in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
             assert tc.index == 0
             name = tc.function.name or name
