@@ -89,7 +89,7 @@ fuzz: toolchain
 # envoy/docker-compose.yaml is parsed by docker-compose in the tests (no
 # Docker engine needed): Debian's package, installed when missing (CI is root).
 compose-tools:
-	@command -v docker-compose >/dev/null || { apt-get update && apt-get install -y docker-compose; }
+	@command -v docker-compose >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y docker-compose; }
 
 test-integration: build venv compose-tools
 	$(PY) -m pytest -q tests
