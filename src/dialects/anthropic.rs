@@ -173,12 +173,7 @@ impl Dialect for Anthropic {
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
-        if req.n.is_some_and(|n| n > 1) {
-            return Err(GatewayError::invalid(
-                "n",
-                "n > 1 is not supported by this provider",
-            ));
-        }
+        super::single_choice(req)?;
         let mut system = Vec::new();
         let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
         for (i, message) in req.messages.iter().enumerate() {

@@ -100,12 +100,7 @@ impl Dialect for DashScope {
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
-        if req.n.is_some_and(|n| n > 1) {
-            return Err(GatewayError::invalid(
-                "n",
-                "n > 1 is not supported by this provider",
-            ));
-        }
+        super::single_choice(req)?;
         let multimodal = req.has_images();
         let messages = req
             .messages

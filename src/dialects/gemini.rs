@@ -253,12 +253,7 @@ impl Dialect for Gemini {
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
-        if req.n.is_some_and(|n| n > 1) {
-            return Err(GatewayError::invalid(
-                "n",
-                "n > 1 is not supported by this provider",
-            ));
-        }
+        super::single_choice(req)?;
         let mut system = Vec::new();
         let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
         // Tool call id → function name, from the assistant turns seen so far.

@@ -247,6 +247,18 @@ pub fn path_segment(name: &str) -> String {
     out
 }
 
+/// For vendors that answer with one choice only: `n` > 1 is refused before
+/// any vendor is called.
+pub fn single_choice(req: &ChatRequest) -> Result<(), GatewayError> {
+    if req.n.is_some_and(|n| n > 1) {
+        return Err(GatewayError::invalid(
+            "n",
+            "n > 1 is not supported by this provider",
+        ));
+    }
+    Ok(())
+}
+
 /// A vendor stream that ended before its last event.
 pub fn incomplete_stream() -> GatewayError {
     GatewayError::new(
