@@ -45,11 +45,8 @@ struct Request<'a> {
     stream: bool,
 }
 
-#[derive(Serialize)]
-struct Turn<'a> {
-    role: &'static str,
-    content: Vec<Block<'a>>,
-}
+/// One conversation turn of content blocks.
+type Turn<'a> = super::Turn<Block<'a>>;
 
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -150,21 +147,6 @@ fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayErr
     Ok(blocks)
 }
 
-/// Appends blocks to the conversation, merging consecutive turns of one role
-/// (Anthropic wants all tool results for one assistant turn in one user turn).
-fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, blocks: Vec<Block<'a>>) {
-    if blocks.is_empty() {
-        return;
-    }
-    match turns.last_mut() {
-        Some(last) if last.role == role => last.content.extend(blocks),
-        _ => turns.push(Turn {
-            role,
-            content: blocks,
-        }),
-    }
-}
-
 const EMPTY_SCHEMA: &str = r#"{"type":"object","properties":{}}"#;
 
 impl Dialect for Anthropic {
@@ -182,7 +164,7 @@ impl Dialect for Anthropic {
                     system.extend(text_blocks(content));
                 }
                 Message::User { content, .. } => {
-                    push_turn(&mut turns, "user", user_blocks(content, i)?)
+                    super::push_turn(&mut turns, "user", user_blocks(content, i)?)
                 }
                 Message::Tool {
                     content,
@@ -192,7 +174,7 @@ impl Dialect for Anthropic {
                         tool_use_id: tool_call_id,
                         content: content.text(),
                     };
-                    push_turn(&mut turns, "user", vec![result]);
+                    super::push_turn(&mut turns, "user", vec![result]);
                 }
                 Message::Assistant {
                     content,
@@ -208,7 +190,7 @@ impl Dialect for Anthropic {
                             input,
                         });
                     }
-                    push_turn(&mut turns, "assistant", blocks);
+                    super::push_turn(&mut turns, "assistant", blocks);
                 }
             }
         }

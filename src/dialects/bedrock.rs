@@ -58,11 +58,8 @@ impl InferenceConfig<'_> {
     }
 }
 
-#[derive(Serialize)]
-struct Turn<'a> {
-    role: &'static str,
-    content: Vec<Block<'a>>,
-}
+/// One conversation turn of content blocks.
+type Turn<'a> = super::Turn<Block<'a>>;
 
 /// A Converse content block: exactly one of its members is set.
 #[derive(Serialize)]
@@ -161,21 +158,6 @@ fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayErr
     Ok(blocks)
 }
 
-/// Appends blocks, merging consecutive turns of one role (Converse wants
-/// strictly alternating roles, tool results in one user turn).
-fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, blocks: Vec<Block<'a>>) {
-    if blocks.is_empty() {
-        return;
-    }
-    match turns.last_mut() {
-        Some(last) if last.role == role => last.content.extend(blocks),
-        _ => turns.push(Turn {
-            role,
-            content: blocks,
-        }),
-    }
-}
-
 /// A model id or ARN as one path segment: everything but unreserved characters escaped.
 fn path_segment(id: &str) -> String {
     let mut out = String::with_capacity(id.len());
@@ -239,7 +221,7 @@ impl Dialect for Bedrock {
                     system.extend(text_blocks(content));
                 }
                 Message::User { content, .. } => {
-                    push_turn(&mut turns, "user", user_blocks(content, i)?)
+                    super::push_turn(&mut turns, "user", user_blocks(content, i)?)
                 }
                 Message::Tool {
                     content,
@@ -252,7 +234,7 @@ impl Dialect for Bedrock {
                             text: content.text(),
                         }],
                     };
-                    push_turn(&mut turns, "user", vec![result]);
+                    super::push_turn(&mut turns, "user", vec![result]);
                 }
                 Message::Assistant {
                     content,
@@ -279,7 +261,7 @@ impl Dialect for Bedrock {
                             input,
                         });
                     }
-                    push_turn(&mut turns, "assistant", blocks);
+                    super::push_turn(&mut turns, "assistant", blocks);
                 }
             }
         }

@@ -247,6 +247,29 @@ pub fn path_segment(name: &str) -> String {
     out
 }
 
+/// A conversation turn of content blocks (Anthropic Messages, Bedrock Converse).
+#[derive(serde::Serialize)]
+pub struct Turn<B> {
+    role: &'static str,
+    content: Vec<B>,
+}
+
+/// Appends blocks to a conversation, merging consecutive turns of one role:
+/// these vendors want alternating roles, and all tool results for one
+/// assistant turn in one user turn.
+pub fn push_turn<B>(turns: &mut Vec<Turn<B>>, role: &'static str, blocks: Vec<B>) {
+    if blocks.is_empty() {
+        return;
+    }
+    match turns.last_mut() {
+        Some(last) if last.role == role => last.content.extend(blocks),
+        _ => turns.push(Turn {
+            role,
+            content: blocks,
+        }),
+    }
+}
+
 /// For vendors that answer with one choice only: `n` > 1 is refused before
 /// any vendor is called.
 pub fn single_choice(req: &ChatRequest) -> Result<(), GatewayError> {
