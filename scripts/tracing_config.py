@@ -2,8 +2,8 @@
 """Rewrites envoy/tracing.yaml from envoy/gateway.yaml after a change to the
 latter: tracing.yaml keeps its own header comment, the HTTP connection
 manager's `request_id_extension` and `tracing`, and the `otel_collector`
-cluster; everything else comes from gateway.yaml. tests/test_tracing.py fails
-when the two drift apart."""
+cluster, and turns on the filter's `span_attributes`; everything else comes
+from gateway.yaml. tests/test_tracing.py fails when the two drift apart."""
 
 from pathlib import Path
 
@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACING = ROOT / "envoy/tracing.yaml"
 GATEWAY = ROOT / "envoy/gateway.yaml"
 HCM_ANCHOR = "          stat_prefix: llm\n"
+CONFIG_ANCHOR = "                  value: &llm_config |\n                    {\n"
+SPAN_ATTRIBUTES = '                      "span_attributes": true,\n'
 
 
 def main():
@@ -23,6 +25,8 @@ def main():
     body = gateway[gateway.index("\nadmin:"):]
     assert body.count(HCM_ANCHOR) == 1, "gateway.yaml's HCM no longer has one `stat_prefix: llm` line"
     body = body.replace(HCM_ANCHOR, HCM_ANCHOR + cur[start:end])
+    assert body.count(CONFIG_ANCHOR) == 1, "gateway.yaml's filter config no longer starts as expected"
+    body = body.replace(CONFIG_ANCHOR, CONFIG_ANCHOR + SPAN_ATTRIBUTES)
     TRACING.write_text(header + body.rstrip("\n") + "\n" + tail)
 
 

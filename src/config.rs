@@ -38,6 +38,11 @@ pub struct Config {
     pub auth: Auth,
     #[serde(default)]
     pub limits: Limits,
+    /// Leave the GenAI span attributes in filter state for Envoy tracing's
+    /// custom tags (`wasm.llm_provider`, `wasm.llm_group`, ...). Off by
+    /// default: each is a host call on every request.
+    #[serde(default)]
+    pub span_attributes: bool,
 }
 
 /// First-event gating: the client's response headers wait for the vendor's

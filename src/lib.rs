@@ -9,6 +9,7 @@ pub mod dialects;
 pub mod error;
 pub mod estimate;
 pub mod eventstream;
+pub mod exchange;
 pub mod metering;
 pub mod response;
 pub mod routing;

@@ -1,6 +1,9 @@
 """Metering through a real Envoy: Prometheus metrics with labels, the access
-log line, cost, estimated usage, and a client that leaves mid-stream."""
+log line, cost, estimated usage, and a client that leaves mid-stream. Every
+test runs twice: with both roles in one VM (records shared in memory) and in
+separate VMs (records through filter state)."""
 
+import copy
 import http.client
 import json
 import time
@@ -22,20 +25,38 @@ def priced(config):
     config["providers"]["mock-openai"]["prices"] = {"*": {"input": 2.5, "output": 10.0}}
 
 
-@pytest.fixture(scope="module")
-def mgw(tmp_path_factory):
+def route_log(bootstrap, separate_vms):
+    """A second access log showing the route the upstream role leaves in
+    filter state: `<x-request-id> <wasm.llm_route>`; with `separate_vms`, the
+    upstream role gets a VM of its own."""
+    hcm, _, upstream = gateway._wasm_filters(bootstrap)
+    if separate_vms:
+        # The Bedrock cluster's upstream filter is this same object.
+        upstream["vm_config"] = dict(upstream["vm_config"], vm_id="llm_gateway_upstream")
+    route_log = copy.deepcopy(hcm["access_log"][0])
+    route_log["typed_config"]["path"] += ".route"
+    route_log["typed_config"]["log_format"] = {"text_format_source": {
+        "inline_string": "%REQ(x-request-id)% %FILTER_STATE(wasm.llm_route:PLAIN)%\n"}}
+    hcm["access_log"].append(route_log)
+
+
+@pytest.fixture(scope="module", params=["one-vm", "separate-vms"])
+def mgw(tmp_path_factory, request):
     workdir = tmp_path_factory.mktemp("envoy-metering")
     mock, mock_port = gateway.start_mock()
     port, admin_port = gateway.free_port(), gateway.free_port()
     bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={}, edit=priced,
-                                        access_log=workdir / "access.log")
+                                        access_log=workdir / "access.log",
+                                        edit_bootstrap=lambda b: route_log(b, request.param == "separate-vms"))
     # Histograms reach /stats/prometheus at each flush.
     bootstrap["stats_flush_interval"] = "0.2s"
     envoy = None
     try:
         # Access-log files are flushed every 10 s by default.
         envoy = gateway.start_envoy(bootstrap, workdir, admin_port, extra_args=["--file-flush-interval-msec", "50"])
-        yield Gateway(port, admin_port, mock_port, workdir, key=None)
+        gw = Gateway(port, admin_port, mock_port, workdir, key=None)
+        gw.separate_vms = request.param == "separate-vms"
+        yield gw
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)
@@ -97,6 +118,25 @@ def test_access_log_line_for_a_plain_request(mgw):
     want_cost = (usage["prompt_tokens"] * 3.0 + usage["completion_tokens"] * 15.0) / 1e6
     assert line["cost_usd"] == pytest.approx(want_cost)
     assert line["duration_ms"] >= 0 and line["stream"] is False
+
+
+def test_roles_hand_over_in_memory_or_through_filter_state(mgw):
+    """One VM: the attempts' records never touch filter state. Separate VMs:
+    they do, and the access log line above comes out the same."""
+    status, _, _ = mgw.chat({"model": "m", "messages": OK_MSG, "request_id": "meter-handover"},
+                            **{"x-model-group": "mock-failover"})
+    assert status == 200
+    line = log_for(mgw, "meter-handover")
+    assert line["attempts"] == 2 and line["route"][1] == "mock-openai/mock-gpt-4o:200"
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        found = [ln for ln in (mgw.workdir / "access.log.route").read_text().splitlines()
+                 if ln.startswith("meter-handover ")]
+        if found:
+            break
+        time.sleep(0.05)
+    # Envoy logs "-" for filter state that is not there.
+    assert found == ["meter-handover " + (",".join(line["route"]) if mgw.separate_vms else "-")]
 
 
 def test_access_log_line_for_a_stream_and_a_failover(mgw):

@@ -3,6 +3,7 @@ request to an OTLP/HTTP receiver (here, a small one in this file), and the
 span carries the gen_ai attributes read from the filter's state."""
 
 import copy
+import json
 import queue
 import threading
 import time
@@ -104,11 +105,18 @@ class OtlpReceiver:
 
 def test_tracing_config_is_the_gateway_config_plus_tracing():
     """tracing.yaml stays the `make run` gateway: only the HCM's `tracing`
-    and `request_id_extension` and the collector cluster differ."""
+    and `request_id_extension`, the collector cluster and the filter's
+    `span_attributes` differ."""
     tracing = yaml.safe_load(TRACING.read_text())
     plain = yaml.safe_load(gateway.TEMPLATE.read_text())
     del _hcm(tracing)["tracing"]
     del _hcm(tracing)["request_id_extension"]
+    for role in gateway._wasm_filters(tracing)[1:]:
+        config = json.loads(role["configuration"]["value"])
+        assert config.pop("span_attributes") is True
+        role["configuration"]["value"] = json.dumps(config)
+    for role in gateway._wasm_filters(plain)[1:]:
+        role["configuration"]["value"] = json.dumps(json.loads(role["configuration"]["value"]))
     clusters = tracing["static_resources"]["clusters"]
     assert clusters[-1]["name"] == "otel_collector"
     del clusters[-1]
@@ -124,7 +132,11 @@ def traced(tmp_path_factory):
     receiver = OtlpReceiver()
     mock, mock_port = gateway.start_mock(log=open(workdir / "mock.log", "w"))
     port, admin_port = gateway.free_port(), gateway.free_port()
-    bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={}, edit=configure_test_gateway)
+    def edit(config):
+        configure_test_gateway(config)
+        config["span_attributes"] = True
+
+    bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={}, edit=edit)
     for key in ("tracing", "request_id_extension"):
         _hcm(bootstrap)[key] = copy.deepcopy(_hcm(shipped)[key])
     collector = copy.deepcopy(shipped["static_resources"]["clusters"][-1])

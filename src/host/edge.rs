@@ -10,12 +10,13 @@ use proxy_wasm::types::Action;
 
 use super::metrics;
 use super::{
-    elapsed_micros, send_error, ATTEMPT_PROPERTY, CANDIDATE_PROPERTY, GROUP_PROPERTY, LOG_PROPERTY,
-    ROUTE_PROPERTY,
+    elapsed_micros, send_error, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
 };
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
+use crate::dialects::AUTH_HEADERS;
 use crate::error::{ErrorCode, GatewayError};
+use crate::exchange::{self, Handoff, Shared, Token};
 use crate::metering::{price_for, AttemptRecord, RequestLog};
 use crate::response::Usage;
 use crate::routing::Needs;
@@ -26,6 +27,24 @@ pub const CLUSTER_HEADER: &str = "x-llm-cluster";
 
 /// Request headers only the gateway may set: dropped from every client request.
 const INTERNAL_HEADERS: &[&str] = &[CLUSTER_HEADER, "x-llm-provider", "x-llm-model"];
+
+/// Headers read with one host call (each call costs more than the lookups
+/// it saves).
+#[derive(Default)]
+struct Headers(Vec<(String, String)>);
+
+impl Headers {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+}
 
 enum State {
     /// Not an API path of ours: pass through untouched.
@@ -53,8 +72,11 @@ pub struct Edge {
     status: u16,
     code: Option<ErrorCode>,
     response_complete: bool,
-    /// The last attempt's record, read once the response ended.
-    final_record: Option<AttemptRecord>,
+    /// The last attempt's record and the route, read once the response ended.
+    final_record: Option<(AttemptRecord, Vec<String>)>,
+    request_headers: Headers,
+    /// What this request shares with its attempts (see `exchange`).
+    exchange: Option<(Token, Shared)>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -81,6 +103,8 @@ impl Edge {
             code: None,
             response_complete: false,
             final_record: None,
+            request_headers: Headers::default(),
+            exchange: None,
         }
     }
 
@@ -92,17 +116,19 @@ impl Edge {
         Action::Pause
     }
 
-    /// Authenticates the caller and removes its key from the request, so it
-    /// never reaches a vendor.
+    /// Authenticates the caller and removes its key (and any vendor
+    /// credential) from the request, so it never reaches a vendor.
     fn authenticate(&mut self) -> Result<(), GatewayError> {
-        let authorization = self.get_http_request_header("authorization");
-        let x_api_key = self.get_http_request_header("x-api-key");
-        self.set_http_request_header("authorization", None);
-        self.set_http_request_header("x-api-key", None);
+        let headers = &self.request_headers;
         self.caller = self.config.auth.authenticate(presented_key(
-            authorization.as_deref(),
-            x_api_key.as_deref(),
+            headers.get("authorization"),
+            headers.get("x-api-key"),
         ))?;
+        for name in AUTH_HEADERS {
+            if self.request_headers.has(name) {
+                self.set_http_request_header(name, None);
+            }
+        }
         Ok(())
     }
 
@@ -131,7 +157,7 @@ impl Edge {
                 ),
             ));
         }
-        if let Some(ct) = self.get_http_request_header("content-type") {
+        if let Some(ct) = self.request_headers.get("content-type") {
             if !ct.to_ascii_lowercase().starts_with("application/json") {
                 return Err(GatewayError::invalid(
                     "content-type",
@@ -144,7 +170,7 @@ impl Edge {
         }
         // Refuse an oversized body before buffering a byte of it.
         let max = self.config.limits.max_body_bytes;
-        if let Some(length) = self.get_http_request_header("content-length") {
+        if let Some(length) = self.request_headers.get("content-length") {
             if length.trim().parse::<u64>().map_or(true, |n| n > max) {
                 return Err(GatewayError::new(
                     ErrorCode::PayloadTooLarge,
@@ -156,6 +182,7 @@ impl Edge {
     }
 
     fn on_chat_body(&mut self, body: &[u8]) -> Result<(), GatewayError> {
+        let headers = std::mem::take(&mut self.request_headers);
         let limits = &self.config.limits;
         if body.len() as u64 > limits.max_body_bytes {
             return Err(GatewayError::new(
@@ -189,24 +216,24 @@ impl Edge {
             self.request_id.clone_from(id);
             self.set_http_request_header("x-request-id", Some(id));
         }
-        let header = self.get_http_request_header("x-model-group");
         let task_type = request
             .extra
             .get("metadata")
             .and_then(|m| m.get("task_type"))
             .and_then(serde_json::Value::as_str);
         let config = Rc::clone(&self.config);
-        let request_header = |name: &str| self.get_http_request_header(name);
+        let request_header = |name: &str| headers.get(name).map(str::to_owned);
         let (group, model_group) = config.resolve_group(
-            header.as_deref(),
+            headers.get("x-model-group"),
             &request.model,
             &request_header,
             task_type,
         )?;
         config.auth.check_group(self.caller, group)?;
         // Sticky by user when the request names one; otherwise spread by request id.
-        let user = self
-            .get_http_request_header("x-user-id")
+        let user = headers
+            .get("x-user-id")
+            .map(str::to_owned)
             .or_else(|| request.user.clone());
         let bucket_key = match &user {
             Some(u) => u.as_bytes().to_vec(),
@@ -226,8 +253,15 @@ impl Edge {
             .map(|c| c.cluster.as_str())
             .unwrap_or_default();
         self.set_http_request_header(CLUSTER_HEADER, Some(cluster));
-        self.set_property(vec![CANDIDATE_PROPERTY], Some(index.to_string().as_bytes()));
-        self.set_property(vec![GROUP_PROPERTY], Some(group.as_bytes()));
+        let mut handoff = Handoff {
+            token: None,
+            candidate: Some(index),
+            request_id: self.request_id.clone(),
+            group: group.to_owned(),
+        };
+        self.exchange = exchange::open(request);
+        handoff.token = self.exchange.as_ref().map(|(token, _)| *token);
+        self.set_property(vec![HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()));
         Ok(())
     }
 }
@@ -253,16 +287,13 @@ impl Edge {
     /// the last attempt's record (also when the client left mid-stream).
     fn meter(&self, chat: &ChatFacts) {
         let fetched;
-        let record = match &self.final_record {
-            Some(record) => record,
+        let (record, route) = match &self.final_record {
+            Some(last) => last,
             None => {
-                fetched = self.attempt_record();
+                fetched = self.last_attempt();
                 &fetched
             }
         };
-        let route_bytes = self.get_property(vec![ROUTE_PROPERTY]).unwrap_or_default();
-        let route_text = String::from_utf8_lossy(&route_bytes);
-        let route: Vec<&str> = route_text.split(',').filter(|r| !r.is_empty()).collect();
         let reached_vendor = !record.provider.is_empty();
         let (usage, estimated) = if reached_vendor {
             record.usage_or_estimate(chat.estimated_prompt_tokens)
@@ -276,12 +307,11 @@ impl Edge {
             .and_then(|p| price_for(&p.prices, &record.model))
             .map(|price| price.cost(&usage));
         // An answer that never ended: the client left, or the vendor's side broke.
-        let details = self
-            .get_property(vec!["response", "code_details"])
-            .map(|d| String::from_utf8_lossy(&d).into_owned())
-            .unwrap_or_default();
         let cut_short = reached_vendor && !self.response_complete;
-        let client_disconnected = cut_short && !details.starts_with("upstream");
+        let client_disconnected = cut_short
+            && !self
+                .get_property(vec!["response", "code_details"])
+                .is_some_and(|d| d.starts_with(b"upstream"));
         let vendor_failed =
             (cut_short && !client_disconnected).then_some(ErrorCode::UpstreamError.as_str());
         let code = self
@@ -370,7 +400,7 @@ impl Edge {
             status: self.status,
             code,
             attempts,
-            route,
+            route: route.iter().map(String::as_str).collect(),
             provider,
             model,
             stream: chat.stream,
@@ -390,28 +420,62 @@ impl Edge {
         }
         // Published already when the response ended; not so for a client that left.
         if self.final_record.is_none() {
-            self.publish_span_attributes(chat, record, &usage);
+            self.publish_span_attributes(chat, record, route, &usage);
         }
     }
 }
 
 impl Edge {
-    fn attempt_record(&self) -> AttemptRecord {
-        self.get_property(vec![ATTEMPT_PROPERTY])
+    /// The last attempt's record and every attempt's route entry: from the
+    /// exchange when an attempt shared it, else from filter state (the roles
+    /// run in different VMs, or no attempt was made).
+    fn last_attempt(&self) -> (AttemptRecord, Vec<String>) {
+        if let Some((_, exchange)) = &self.exchange {
+            let exchange = exchange.borrow();
+            if exchange.attempts > 0 {
+                let record = exchange.record.clone().unwrap_or_default();
+                return (record, exchange.route.clone());
+            }
+        }
+        let record = self
+            .get_property(vec![ATTEMPT_PROPERTY])
             .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        let route = self
+            .get_property(vec![ROUTE_PROPERTY])
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .split(',')
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        (record, route)
     }
 
-    /// Filter state for tracing custom tags (envoy/tracing.yaml). Envoy reads
-    /// the tags when it closes the span, before `on_log`, so this runs when the
-    /// response ends (and again from `on_log` for a client that left).
-    fn publish_span_attributes(&self, chat: &ChatFacts, record: &AttemptRecord, usage: &Usage) {
+    /// Filter state for tracing custom tags (envoy/tracing.yaml), when the
+    /// configuration asks for it. Envoy reads the tags when it closes the
+    /// span, before `on_log`, so this runs when the response ends (and again
+    /// from `on_log` for a client that left).
+    fn publish_span_attributes(
+        &self,
+        chat: &ChatFacts,
+        record: &AttemptRecord,
+        route: &[String],
+        usage: &Usage,
+    ) {
+        if !self.config.span_attributes || record.provider.is_empty() {
+            return;
+        }
         for (name, value) in [
             ("llm_provider", record.provider.as_str()),
             ("llm_request_model", chat.request_model.as_str()),
             ("llm_response_model", record.model.as_str()),
             ("llm_input_tokens", &usage.prompt_tokens.to_string()),
             ("llm_output_tokens", &usage.completion_tokens.to_string()),
+            ("llm_group", chat.group.as_str()),
+            (ROUTE_PROPERTY, &route.join(",")),
         ] {
             self.set_property(vec![name], Some(value.as_bytes()));
         }
@@ -421,12 +485,18 @@ impl Edge {
     fn on_response_end(&mut self) {
         self.response_complete = true;
         if let Some(chat) = &self.chat {
-            let record = self.attempt_record();
-            if !record.provider.is_empty() {
-                let (usage, _) = record.usage_or_estimate(chat.estimated_prompt_tokens);
-                self.publish_span_attributes(chat, &record, &usage);
-            }
-            self.final_record = Some(record);
+            let (record, route) = self.last_attempt();
+            let (usage, _) = record.usage_or_estimate(chat.estimated_prompt_tokens);
+            self.publish_span_attributes(chat, &record, &route, &usage);
+            self.final_record = Some((record, route));
+        }
+    }
+}
+
+impl Drop for Edge {
+    fn drop(&mut self) {
+        if let Some((token, _)) = self.exchange.take() {
+            exchange::close(token);
         }
     }
 }
@@ -436,14 +506,18 @@ impl Context for Edge {}
 impl HttpContext for Edge {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         self.started = self.get_current_time();
+        self.request_headers = Headers(self.get_http_request_headers());
+        let headers = &self.request_headers;
         if self.config.allow_provider_pin {
-            self.provider_pin = self.get_http_request_header("x-llm-provider");
+            self.provider_pin = headers.get("x-llm-provider").map(str::to_owned);
         }
         for name in INTERNAL_HEADERS {
-            self.set_http_request_header(name, None);
+            if self.request_headers.has(name) {
+                self.set_http_request_header(name, None);
+            }
         }
-        self.request_id = match self.get_http_request_header("x-request-id") {
-            Some(id) if valid_request_id(&id) => id,
+        self.request_id = match self.request_headers.get("x-request-id") {
+            Some(id) if valid_request_id(id) => id.to_owned(),
             _ => {
                 let nanos = self
                     .get_current_time()
@@ -455,9 +529,14 @@ impl HttpContext for Edge {
                 id
             }
         };
-        let path = self.get_http_request_header(":path").unwrap_or_default();
+        let path = self
+            .request_headers
+            .get(":path")
+            .unwrap_or_default()
+            .to_owned();
         let path = path.split_once('?').map_or(path.as_str(), |(p, _)| p);
         if !path.starts_with("/v1/") {
+            self.request_headers = Headers::default();
             return Action::Continue;
         }
         if path == "/v1/chat/completions" {
@@ -466,7 +545,11 @@ impl HttpContext for Edge {
         if let Err(e) = self.authenticate() {
             return self.reject(e);
         }
-        let method = self.get_http_request_header(":method").unwrap_or_default();
+        let method = self
+            .request_headers
+            .get(":method")
+            .unwrap_or_default()
+            .to_owned();
         match path {
             "/v1/chat/completions" => match self.on_chat_headers(&method, end_of_stream) {
                 Ok(()) => {
@@ -536,14 +619,15 @@ impl HttpContext for Edge {
             self.on_response_end();
         }
         self.set_http_response_header("x-request-id", Some(&self.request_id));
-        let status = self
-            .get_http_response_header(":status")
+        let headers = Headers(self.get_http_response_headers());
+        let status = headers
+            .get(":status")
             .and_then(|s| s.parse::<u16>().ok())
             .unwrap_or(502);
         // Responses through the upstream role carry x-llm-provider; anything
         // else that failed is Envoy's own reply (no healthy upstream, timeout, 413...).
         self.status = status;
-        if status >= 400 && self.get_http_response_header("x-llm-provider").is_none() {
+        if status >= 400 && !headers.has("x-llm-provider") {
             let code = ErrorCode::from_status(status);
             self.status = code.status();
             self.code = Some(code);

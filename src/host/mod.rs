@@ -21,14 +21,15 @@ mod upstream;
 pub const EDGE_ROOT_ID: &str = "llm_edge";
 pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
 
-/// Filter state the edge role writes (`wasm.<name>` in access logs) and
-/// every attempt reads: the model group.
-const GROUP_PROPERTY: &str = "llm_group";
-/// Filter state: which candidate of the group the edge role chose (index).
-const CANDIDATE_PROPERTY: &str = "llm_candidate";
-/// Filter state: the current attempt's `metering::AttemptRecord` (JSON).
+/// Filter state the edge role writes and every attempt reads: an
+/// `exchange::Handoff` (model group, candidate, request id, exchange token).
+const HANDOFF_PROPERTY: &str = "llm_handoff";
+/// Filter state, when the roles share no VM (see `exchange`): the current
+/// attempt's `metering::AttemptRecord` (JSON).
 const ATTEMPT_PROPERTY: &str = "llm_attempt";
-/// Filter state: every attempt's `provider/model:status`, comma-separated.
+/// Filter state: every attempt's `provider/model:status`, comma-separated
+/// (from the upstream role when the roles share no VM; for tracing, from
+/// the edge role).
 const ROUTE_PROPERTY: &str = "llm_route";
 /// Filter state: the request's access-log line (JSON), set when it ends.
 const LOG_PROPERTY: &str = "llm_log";

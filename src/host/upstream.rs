@@ -11,12 +11,12 @@ use proxy_wasm::types::Action;
 
 use super::metrics::{self, Phase};
 use super::{
-    elapsed_micros, send_error, unix_seconds, ATTEMPT_PROPERTY, CANDIDATE_PROPERTY, GROUP_PROPERTY,
-    ROUTE_PROPERTY,
+    elapsed_micros, send_error, unix_seconds, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, ROUTE_PROPERTY,
 };
 use crate::config::{Config, Provider, Secret};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target, AUTH_HEADERS};
 use crate::error::{redact, ErrorCode, GatewayError};
+use crate::exchange::{self, Handoff, Shared};
 use crate::metering::AttemptRecord;
 use crate::response::{ChunkWriter, Origin};
 use crate::unified::ChatRequest;
@@ -71,8 +71,10 @@ pub struct Upstream {
     first_content: Option<SystemTime>,
     chunks: u64,
     stream_ended: bool,
-    /// What this attempt did; kept in filter state for the edge role.
+    /// What this attempt did; handed back to the edge role.
     record: AttemptRecord,
+    /// The request's exchange with the edge role, when both share this VM.
+    exchange: Option<Shared>,
 }
 
 /// Stream progress reaches filter state every this many chunks (and at the
@@ -99,28 +101,35 @@ impl Upstream {
             chunks: 0,
             stream_ended: false,
             record: AttemptRecord::default(),
+            exchange: None,
         }
     }
 
+    /// Hands this attempt's record to the edge role: through the exchange,
+    /// or filter state when there is none.
     fn save_record(&self) {
-        if let Ok(json) = serde_json::to_vec(&self.record) {
+        if let Some(exchange) = &self.exchange {
+            exchange.borrow_mut().record = Some(self.record.clone());
+        } else if let Ok(json) = serde_json::to_vec(&self.record) {
             self.set_property(vec![ATTEMPT_PROPERTY], Some(&json));
         }
     }
 
-    /// Appends this attempt to the request's route (`provider/model:status,...`).
+    /// Appends this attempt to the request's route (`provider/model:status`).
     fn append_route(&self) {
+        let entry = format!(
+            "{}/{}:{}",
+            self.provider_name, self.model, self.record.status
+        );
+        if let Some(exchange) = &self.exchange {
+            exchange.borrow_mut().route.push(entry);
+            return;
+        }
         let mut route = self.get_property(vec![ROUTE_PROPERTY]).unwrap_or_default();
         if !route.is_empty() {
             route.push(b',');
         }
-        route.extend_from_slice(
-            format!(
-                "{}/{}:{}",
-                self.provider_name, self.model, self.record.status
-            )
-            .as_bytes(),
-        );
+        route.extend_from_slice(entry.as_bytes());
         self.set_property(vec![ROUTE_PROPERTY], Some(&route));
     }
 
@@ -234,27 +243,45 @@ impl Upstream {
         }
     }
 
-    /// Encodes the original body for this attempt's provider and sets the
-    /// vendor's path, authority and auth.
-    fn translate_request(&mut self, body: &[u8]) -> Result<(), GatewayError> {
-        let request = ChatRequest::parse(body)?;
+    /// Encodes the original body (`size` bytes in Envoy's buffer) for this
+    /// attempt's provider and sets the vendor's path, authority and auth.
+    fn translate_request(&mut self, size: usize) -> Result<(), GatewayError> {
+        let parsed;
+        let shared;
+        let request = match &self.exchange {
+            Some(exchange) => {
+                shared = exchange.borrow();
+                &shared.request
+            }
+            None => {
+                let body = self.get_http_request_body(0, size).unwrap_or_default();
+                parsed = ChatRequest::parse(&body)?;
+                &parsed
+            }
+        };
         let (provider, dialect) = self
             .provider()
             .ok_or_else(|| no_provider(&self.provider_name))?;
         let model = self.vendor_model(provider, &request.model);
         let encoded = dialect.encode_request(
-            &request,
+            request,
             &Target {
                 provider,
                 model: &model,
             },
         )?;
-        // Header changes persist into the next attempt: clear every vendor's
-        // auth each time, and compression (we must read what comes back).
-        // One call to list the headers beats a host call per candidate name.
-        for (name, _) in self.get_http_request_headers() {
-            if AUTH_HEADERS.contains(&name.as_str()) || name == "accept-encoding" {
-                self.set_http_request_header(&name, None);
+        let (stream, include_usage) = (request.stream, request.include_usage);
+        // The edge role removed the client's credentials, so the first
+        // attempt only drops compression (we must read what comes back).
+        // Header changes persist into the next attempt: later ones clear
+        // every vendor's auth again, found with one call listing the headers.
+        if self.attempt <= 1 {
+            self.set_http_request_header("accept-encoding", None);
+        } else {
+            for (name, _) in self.get_http_request_headers() {
+                if AUTH_HEADERS.contains(&name.as_str()) || name == "accept-encoding" {
+                    self.set_http_request_header(&name, None);
+                }
             }
         }
         if let Some(host) = &provider.host {
@@ -265,10 +292,10 @@ impl Upstream {
             self.set_http_request_header(name, Some(value));
         }
         self.set_http_request_header("content-length", Some(&encoded.body.len().to_string()));
-        self.set_http_request_body(0, body.len(), &encoded.body);
+        self.set_http_request_body(0, size, &encoded.body);
         self.model = model;
-        self.stream = request.stream;
-        self.include_usage = request.include_usage;
+        self.stream = stream;
+        self.include_usage = include_usage;
         Ok(())
     }
 
@@ -376,21 +403,28 @@ impl Context for Upstream {}
 
 impl HttpContext for Upstream {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        let Some(group) = self.get_property(vec![GROUP_PROPERTY]) else {
+        let Some(handoff) = self
+            .get_property(vec![HANDOFF_PROPERTY])
+            .and_then(|b| Handoff::decode(&b))
+        else {
             return Action::Continue;
         };
-        self.group = String::from_utf8_lossy(&group).into_owned();
-        self.candidate = self
-            .get_property(vec![CANDIDATE_PROPERTY])
-            .and_then(|b| String::from_utf8_lossy(&b).parse().ok());
-        self.request_id = self
-            .get_http_request_header("x-request-id")
-            .unwrap_or_default();
+        self.group = handoff.group;
+        self.candidate = handoff.candidate;
+        self.request_id = handoff.request_id;
+        self.exchange = handoff.token.and_then(exchange::find);
         self.started = self.get_current_time();
-        self.attempt = self
-            .get_property(ATTEMPT_COUNT.to_vec())
-            .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
-            .map_or(1, u64::from_le_bytes);
+        self.attempt = match &self.exchange {
+            Some(exchange) => {
+                let mut exchange = exchange.borrow_mut();
+                exchange.attempts += 1;
+                exchange.attempts
+            }
+            None => self
+                .get_property(ATTEMPT_COUNT.to_vec())
+                .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
+                .map_or(1, u64::from_le_bytes),
+        };
         self.provider_name = self
             .get_property(PROVIDER_METADATA.to_vec())
             .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -420,9 +454,8 @@ impl HttpContext for Upstream {
         if !end_of_stream {
             return Action::Pause;
         }
-        let body = self.get_http_request_body(0, size).unwrap_or_default();
         let started = self.get_current_time();
-        let result = self.translate_request(&body);
+        let result = self.translate_request(size);
         metrics::overhead(Phase::Request, elapsed_micros(self, started));
         match result {
             Ok(()) => Action::Continue,
@@ -434,10 +467,15 @@ impl HttpContext for Upstream {
         if !matches!(self.mode, Mode::Request) {
             return Action::Continue;
         }
-        let status = self
-            .get_http_response_header(":status")
-            .and_then(|s| s.parse::<u16>().ok())
-            .unwrap_or(0);
+        // One host call for the two headers we read.
+        let (mut status, mut content_type) = (0, String::new());
+        for (name, value) in self.get_http_response_headers() {
+            match name.as_str() {
+                ":status" => status = value.parse::<u16>().unwrap_or(0),
+                "content-type" => content_type = value,
+                _ => {}
+            }
+        }
         self.set_http_response_header("x-llm-provider", Some(&self.provider_name));
         self.set_http_response_header("x-llm-model", Some(&self.model));
         self.set_http_response_header("x-llm-attempts", Some(&self.attempt.to_string()));
@@ -458,9 +496,6 @@ impl HttpContext for Upstream {
         let Some((_, dialect)) = self.provider() else {
             return self.fail(no_provider(&self.provider_name));
         };
-        let content_type = self
-            .get_http_response_header("content-type")
-            .unwrap_or_default();
         if self.stream && dialect.is_stream_content_type(&content_type) {
             let writer =
                 ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
