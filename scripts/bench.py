@@ -47,10 +47,16 @@ GATEWAY_CORE, LOAD_CORE = 0, 1
 SECONDS = int(os.environ.get("BENCH_SECONDS", "3"))
 # Another build of the filter to measure (e.g. other compiler settings).
 WASM = Path(os.environ.get("BENCH_WASM", str(gateway.WASM)))
+# benches/wasm-floor: the same two-role plugin shape and buffering, no work.
+WASM_FLOOR = ROOT / "target/wasm32-wasip1/release/wasm_floor.wasm"
+# The wasm floor does not depend on the dialect: measured for this group only.
+WASM_FLOOR_GROUP = "mock-anthropic"
 # The filter's own overhead histograms (llm_gateway.overhead_us;phase=...).
 TIMING_PHASES = ("request", "chunk", "response")
 # Only these scenarios (comma-separated names, e.g. "c=1,stream c=16"); all when empty.
 ONLY = [name for name in os.environ.get("BENCH_ONLY", "").split(",") if name]
+# Only these model groups (comma-separated); all when empty.
+ONLY_GROUPS = [name for name in os.environ.get("BENCH_GROUPS", "").split(",") if name]
 WARMUP_SECONDS = 1
 RUNS = 2
 # Two runs differing by more than this are flagged as noisy.
@@ -126,6 +132,20 @@ def free_ports(n):
     return [gateway.free_port() for _ in range(n)]
 
 
+def _match_every_path(hcm):
+    # Vendor paths are not all under /v1/ (Gemini's /v1beta/, Bedrock's /model/).
+    for route in hcm["route_config"]["virtual_hosts"][0]["routes"]:
+        route["match"] = {"prefix": "/"}
+
+
+def wasm_floor_bootstrap(listen_port, admin_port, mock_port):
+    """The gateway bootstrap with benches/wasm-floor in place of our module
+    (both roles), taking the vendor request like the floor."""
+    bootstrap = gateway.build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM_FLOOR, env={})
+    _match_every_path(gateway._wasm_filters(bootstrap)[0])
+    return bootstrap
+
+
 def floor_bootstrap(listen_port, admin_port, mock_port):
     """The gateway bootstrap without the wasm filters: same listener, route
     (`cluster_header: x-llm-cluster`, set by the client) and clusters."""
@@ -134,9 +154,7 @@ def floor_bootstrap(listen_port, admin_port, mock_port):
     hcm["http_filters"] = [f for f in hcm["http_filters"] if f["name"] == "envoy.filters.http.router"]
     router = hcm["http_filters"][0]["typed_config"]
     router.pop("upstream_http_filters", None)
-    # Vendor paths are not all under /v1/ (Gemini's /v1beta/, Bedrock's /model/).
-    for route in hcm["route_config"]["virtual_hosts"][0]["routes"]:
-        route["match"] = {"prefix": "/"}
+    _match_every_path(hcm)
     # Clusters with filters of their own (Bedrock: our upstream role, then
     # SigV4 signing) keep everything but ours.
     for cluster in bootstrap["static_resources"]["clusters"]:
@@ -390,7 +408,7 @@ def in_envoy_timing(workdir):
     """The upstream role's own time per phase inside Envoy (V8), from the
     filter's always-on overhead histograms: {group: {phase: (p50, p99) in µs}}."""
     timings = {}
-    for group in sorted(model_groups()):
+    for group in sorted(g for g in model_groups() if not ONLY_GROUPS or g in ONLY_GROUPS):
         stack = Stack()
         try:
             mock_port = start_mock(stack, fast=True)
@@ -433,7 +451,7 @@ def bench(args):
     started = time.time()
     os.sched_setaffinity(0, {LOAD_CORE})
     cluster_of = model_groups()
-    groups = sorted(cluster_of)
+    groups = sorted(g for g in cluster_of if not ONLY_GROUPS or g in ONLY_GROUPS)
     lines = machine() + [f"filter: {WASM.relative_to(ROOT) if WASM.is_relative_to(ROOT) else WASM} "
                           f"({WASM.stat().st_size // 1024} KB)"]
     workdir = Path(tempfile.mkdtemp(prefix="llm-bench-"))
@@ -446,6 +464,9 @@ def bench(args):
         mock_port = start_mock(stack, fast=True)
         gw_port, gw_admin, floor_port, floor_admin = free_ports(4)
         floor = Envoy(stack, "floor", floor_bootstrap(floor_port, floor_admin, mock_port), floor_port, floor_admin, workdir)
+        wf_port, wf_admin = free_ports(2)
+        wasm_floor = Envoy(stack, "wasm-floor", wasm_floor_bootstrap(wf_port, wf_admin, mock_port), wf_port, wf_admin,
+                           workdir)
         gw = Envoy(stack, "gateway", gateway.build_bootstrap(gw_port, gw_admin, mock_port, wasm=WASM, env={}),
                    gw_port, gw_admin, workdir)
         for group in groups:
@@ -457,14 +478,19 @@ def bench(args):
                                     dict(vendor_headers, **{"x-llm-cluster": cluster_of[group]}), vendor_body)
                 gw_req = Request(workdir, f"gw-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{gw_port}/v1/chat/completions",
                                  {"content-type": "application/json", "x-model-group": group}, unified_body(size, stream))
-                for envoy, req in ((floor, floor_req), (gw, gw_req)):
+                measured = [(floor, floor_req), (gw, gw_req)]
+                if group == WASM_FLOOR_GROUP:
+                    wf_req = Request(workdir, f"wf-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{wf_port}{path}",
+                                     floor_req.headers, vendor_body)
+                    measured.insert(1, (wasm_floor, wf_req))
+                for envoy, req in measured:
                     status, answer = post(req.url, req.headers, req.body)
                     if status != 200 or (stream and envoy is gw and not answer.endswith(b"data: [DONE]\n\n")):
                         raise RuntimeError(f"{envoy.name} {group} {name}: HTTP {status} {answer[:200]!r}")
                     wrk([req], connections, WARMUP_SECONDS, workdir)
-                runs = {"floor": [], "gateway": []}
+                runs = {envoy.name: [] for envoy, _ in measured}
                 for _ in range(RUNS):
-                    for envoy, req in ((floor, floor_req), (gw, gw_req)):
+                    for envoy, req in measured:
                         runs[envoy.name].append(measure(envoy, req, connections, SECONDS, workdir))
                 row = summarise(group, name, stream, runs)
                 if stream:
@@ -490,6 +516,12 @@ def bench(args):
 def summarise(group, name, stream, runs):
     f, g = runs["floor"], runs["gateway"]
     row = {"group": group, "scenario": name, "stream": stream}
+    w = runs.get("wasm-floor")
+    if w:
+        row["wf_rps"] = mean([r["rps"] for r in w])
+        row["wf_p50_ms"] = mean([r["p50_us"] for r in w]) / 1000
+        row["wf_cpu_us"] = 1e6 * sum(r["cpu_s"] for r in w) / max(1, sum(r["requests"] for r in w))
+        row["wf_failed"] = sum(r["failed"] for r in w)
     row["floor_rps"] = mean([r["rps"] for r in f])
     row["gw_rps"] = mean([r["rps"] for r in g])
     row["ratio"] = row["gw_rps"] / row["floor_rps"] if row["floor_rps"] else 0.0
@@ -523,6 +555,9 @@ def render_bench(lines, rows, stream_rows, micro, timings, elapsed):
 - **floor**: plain Envoy, same listener, route, retry policy and clusters, no wasm filter; the client sends the
   vendor request the gateway would send (captured once through the gateway) with `x-llm-cluster` set itself.
   **gateway**: Envoy with `llm_edge` + `llm_upstream`, the client sends the unified request.
+  **wasm floor** ({WASM_FLOOR_GROUP} only): the floor's request through Envoy with `benches/wasm-floor` loaded
+  as both roles: the gateway's plugin shape and body buffering, no work of its own. The least any filter built
+  this way costs.
 - Each scenario: {WARMUP_SECONDS} s warm-up each, then {RUNS} runs of {SECONDS:g} s, floor and gateway interleaved;
   the tables show the mean of the runs. **noisy** = the runs' req/s differ by more than {NOISE:.0%}.
 - CPU per request: utime+stime of the Envoy process (all threads, /proc/PID/stat) over the runs / requests.
@@ -555,6 +590,20 @@ def render_bench(lines, rows, stream_rows, micro, timings, elapsed):
                    f"| {s['floor']['ttfb'][0]:.2f} / {s['floor']['ttfb'][1]:.2f} | {s['gateway']['ttfb'][0]:.2f} / {s['gateway']['ttfb'][1]:.2f} "
                    f"| {s['floor']['total'][0]:.2f} / {s['floor']['total'][1]:.2f} | {s['gateway']['total'][0]:.2f} / {s['gateway']['total'][1]:.2f} "
                    f"| {r['gw_cpu_us']:.1f} ({r['floor_cpu_us']:.1f}) | {r['gw_cpu_us'] / STREAM_CHUNKS:.2f} ({added:+.2f}) |")
+    out.append(f"\n### What the wasm runtime costs by itself ({WASM_FLOOR_GROUP})\n")
+    out.append("The wasm floor is benches/wasm-floor: two proxy-wasm contexts per request, the request body "
+               "buffered by both, read by both and written back by the upstream one; nothing else. The gateway's "
+               "cost above the wasm floor is what its own work (and host calls) add.\n")
+    out.append("| scenario | floor req/s | wasm floor req/s | gateway req/s | floor p50 ms | wasm floor +p50 ms "
+               "| gateway +p50 ms | CPU µs/req floor / wasm floor / gateway | gateway CPU above the wasm floor µs/req |")
+    out.append("|" + "---|" * 9)
+    for r in rows:
+        if "wf_rps" not in r:
+            continue
+        out.append(f"| {r['scenario']} | {r['floor_rps']:.0f} | {r['wf_rps']:.0f} | {r['gw_rps']:.0f} "
+                   f"| {r['floor_p50_ms']:.3f} | {r['wf_p50_ms'] - r['floor_p50_ms']:+.3f} | {r['added_p50_ms']:+.3f} "
+                   f"| {r['floor_cpu_us']:.1f} / {r['wf_cpu_us']:.1f} / {r['gw_cpu_us']:.1f} "
+                   f"| {r['gw_cpu_us'] - r['wf_cpu_us']:+.1f} |")
     out.append("\n### Targets\n")
     out += targets(rows)
     out.append("\n### Micro benchmarks (native, pure core; `cargo bench --bench core`)\n")
@@ -592,16 +641,20 @@ def targets(rows):
     out = []
     r = find("mock-anthropic", "c=64")
     if r:
-        out.append(f"- OpenAI→Anthropic non-stream c=64 keeps ≥ 50% of the floor's req/s: {r['ratio']:.0%} "
+        alone = f" (the wasm floor alone: {r['wf_rps'] / r['floor_rps']:.0%})" if r.get("wf_rps") and r["floor_rps"] else ""
+        out.append(f"- OpenAI→Anthropic non-stream c=64 keeps ≥ 50% of the floor's req/s: {r['ratio']:.0%}{alone} "
                    f"→ {'met' if r['ratio'] >= 0.5 else 'NOT met'}")
     for r in rows:
         if r["scenario"] == "c=1":
-            out.append(f"- {r['group']}: at most +0.05 ms p50 at c=1: {r['added_p50_ms']:+.3f} ms "
+            alone = (f" (the wasm floor alone: {r['wf_p50_ms'] - r['floor_p50_ms']:+.3f} ms)"
+                     if "wf_p50_ms" in r else "")
+            out.append(f"- {r['group']}: at most +0.05 ms p50 at c=1: {r['added_p50_ms']:+.3f} ms{alone} "
                        f"→ {'met' if r['added_p50_ms'] <= 0.05 else 'NOT met'}")
     for r in rows:
         if r["stream"]:
             ratio = r["gw_cpu_us"] / r["floor_cpu_us"] if r["floor_cpu_us"] else 0
-            out.append(f"- {r['group']}: a 20-chunk stream costs at most 2× the floor's CPU: {ratio:.2f}× "
+            alone = f" (the wasm floor alone: {r['wf_cpu_us'] / r['floor_cpu_us']:.2f}×)" if "wf_cpu_us" in r else ""
+            out.append(f"- {r['group']}: a 20-chunk stream costs at most 2× the floor's CPU: {ratio:.2f}×{alone} "
                        f"({r['gw_cpu_us'] / STREAM_CHUNKS:.1f} µs per chunk in all) → {'met' if ratio <= 2 else 'NOT met'}")
     out.append("- RSS grows < 5 MB over the soak: see `make soak` below.")
     return out

@@ -13,6 +13,10 @@
 //! When the roles run in different VMs, the upstream role finds no exchange
 //! for the token and falls back to filter state: it parses the body itself
 //! and writes its record where the edge role reads it. Same result, slower.
+//!
+//! Attempts translate the request as the edge role parsed it: a filter
+//! placed between the two roles that rewrites the body is not seen (in
+//! separate VMs it would be).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -26,8 +30,10 @@ use crate::unified::ChatRequest;
 /// One request's shared state.
 #[derive(Debug)]
 pub struct Exchange {
-    /// The unified request, parsed and validated by the edge role.
-    pub request: ChatRequest,
+    /// The unified request, parsed and validated by the edge role; dropped
+    /// once a vendor accepted it (a long stream need not hold it), after
+    /// which an attempt parses the body itself.
+    pub request: Option<ChatRequest>,
     /// Attempts that found this exchange (so far): records come back here,
     /// not through filter state, once it is not 0.
     pub attempts: u64,
@@ -95,7 +101,7 @@ pub fn open(request: ChatRequest) -> Option<(Token, Shared)> {
             id: table.next_id,
         };
         let exchange = Rc::new(RefCell::new(Exchange {
-            request,
+            request: Some(request),
             attempts: 0,
             route: Vec::new(),
             record: None,
@@ -176,7 +182,7 @@ mod tests {
         exchange.borrow_mut().route.push("a/m:200".into());
         let found = find(token).unwrap();
         assert_eq!(found.borrow().route, ["a/m:200"]);
-        assert_eq!(found.borrow().request.model, "m");
+        assert_eq!(found.borrow().request.as_ref().unwrap().model, "m");
         close(token);
         assert!(find(token).is_none());
     }

@@ -247,12 +247,9 @@ impl Upstream {
     /// attempt's provider and sets the vendor's path, authority and auth.
     fn translate_request(&mut self, size: usize) -> Result<(), GatewayError> {
         let parsed;
-        let shared;
-        let request = match &self.exchange {
-            Some(exchange) => {
-                shared = exchange.borrow();
-                &shared.request
-            }
+        let shared = self.exchange.as_ref().map(|e| e.borrow());
+        let request = match shared.as_ref().and_then(|e| e.request.as_ref()) {
+            Some(request) => request,
             None => {
                 let body = self.get_http_request_body(0, size).unwrap_or_default();
                 parsed = ChatRequest::parse(&body)?;
@@ -492,6 +489,10 @@ impl HttpContext for Upstream {
         if !(200..300).contains(&status) {
             self.mode = Mode::Error(status);
             return Action::Pause;
+        }
+        // A vendor accepted the request: a stream need not keep it parsed.
+        if let Some(exchange) = &self.exchange {
+            exchange.borrow_mut().request = None;
         }
         let Some((_, dialect)) = self.provider() else {
             return self.fail(no_provider(&self.provider_name));
