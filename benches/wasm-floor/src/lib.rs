@@ -7,17 +7,29 @@
 //!
 //! What plain Envoy plus this costs is the floor of any filter built this
 //! way; the gateway's cost above it is ours to shrink.
+//!
+//! With the plugin configuration `probe`, the upstream role also times the
+//! host calls the gateway makes, each [`REPEAT`] times per request, into the
+//! histograms `wasm_floor.host_call_ns;call=<name>` (ns per call): what a
+//! host call costs inside Envoy, warm.
 
+use std::time::{Duration, SystemTime};
+
+use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, ContextType, LogLevel};
+use proxy_wasm::types::{Action, ContextType, LogLevel, MetricType};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Warn);
-    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root { upstream: false }) });
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
 }}
 
+const REPEAT: u32 = 10;
+
+#[derive(Default)]
 struct Root {
     upstream: bool,
+    probe: bool,
 }
 
 impl Context for Root {}
@@ -27,12 +39,16 @@ impl RootContext for Root {
         self.upstream = self
             .get_property(vec!["plugin_root_id"])
             .is_some_and(|id| id == b"llm_upstream");
+        self.probe = self
+            .get_plugin_configuration()
+            .is_some_and(|c| c == b"probe");
         true
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         Some(Box::new(BufferBody {
             write_back: self.upstream,
+            probe: self.upstream && self.probe,
         }))
     }
 
@@ -43,12 +59,16 @@ impl RootContext for Root {
 
 struct BufferBody {
     write_back: bool,
+    probe: bool,
 }
 
 impl Context for BufferBody {}
 
 impl HttpContext for BufferBody {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        if self.probe {
+            probe_host_calls(self);
+        }
         if end_of_stream {
             Action::Continue
         } else {
@@ -65,5 +85,65 @@ impl HttpContext for BufferBody {
             self.set_http_request_body(0, size, &body);
         }
         Action::Continue
+    }
+}
+
+fn now() -> SystemTime {
+    hostcalls::get_current_time().unwrap_or(SystemTime::UNIX_EPOCH)
+}
+
+/// Runs `call` REPEAT times and records the mean ns per call.
+fn time(name: &str, mut call: impl FnMut()) {
+    let started = now();
+    for _ in 0..REPEAT {
+        call();
+    }
+    let spent = now().duration_since(started).unwrap_or(Duration::ZERO);
+    let histogram = format!("wasm_floor.host_call_ns;call={name}");
+    if let Ok(id) = hostcalls::define_metric(MetricType::Histogram, &histogram) {
+        let _ = hostcalls::record_metric(id, (spent.as_nanos() / u128::from(REPEAT)) as u64);
+    }
+}
+
+/// The host calls the gateway makes on a request, timed.
+fn probe_host_calls(ctx: &mut BufferBody) {
+    const PROVIDER: [&str; 5] = [
+        "xds",
+        "upstream_host_metadata",
+        "filter_metadata",
+        "llm",
+        "provider",
+    ];
+    time("get_current_time", || {
+        let _ = now();
+    });
+    time("get_header", || {
+        let _ = ctx.get_http_request_header("content-type");
+    });
+    time("get_header_absent", || {
+        let _ = ctx.get_http_request_header("x-absent");
+    });
+    time("get_headers", || {
+        let _ = ctx.get_http_request_headers();
+    });
+    time("set_header", || {
+        ctx.set_http_request_header("x-probe", Some("value"));
+    });
+    time("remove_header", || {
+        ctx.set_http_request_header("x-probe", None);
+    });
+    time("set_property", || {
+        ctx.set_property(vec!["wasm_floor_probe"], Some(b"value"));
+    });
+    time("get_property", || {
+        let _ = ctx.get_property(vec!["wasm_floor_probe"]);
+    });
+    time("get_property_endpoint_metadata", || {
+        let _ = ctx.get_property(PROVIDER.to_vec());
+    });
+    if let Ok(id) = hostcalls::define_metric(MetricType::Counter, "wasm_floor.probe") {
+        time("increment_metric", || {
+            let _ = hostcalls::increment_metric(id, 1);
+        });
     }
 }
