@@ -30,12 +30,11 @@ pub struct TextCount {
 
 impl TextCount {
     pub fn add(&mut self, text: &str) {
-        for c in text.chars() {
-            if c.is_ascii() {
-                self.ascii += 1;
-            } else {
-                self.other += 1;
-            }
+        // Bytes, not chars (no UTF-8 decoding): a non-ASCII character is one
+        // lead byte (>= 0xC0) plus continuation bytes (0x80..0xC0).
+        for &b in text.as_bytes() {
+            self.ascii += u64::from(b < 0x80);
+            self.other += u64::from(b >= 0xC0);
         }
     }
 
@@ -122,6 +121,24 @@ mod tests {
             c.add(word);
         }
         assert_eq!(c.tokens(), text_tokens("Hello from the mock"));
+    }
+
+    #[test]
+    fn counting_bytes_matches_counting_chars() {
+        for text in [
+            "",
+            "plain ascii",
+            "héllo wörld",
+            "日本語のテキスト",
+            "emoji 😀 mix ü",
+            "\u{7f}\u{80}\u{7ff}\u{800}\u{ffff}\u{10000}",
+        ] {
+            let mut count = TextCount::default();
+            count.add(text);
+            let ascii = text.chars().filter(char::is_ascii).count() as u64;
+            let other = text.chars().count() as u64 - ascii;
+            assert_eq!((count.ascii, count.other), (ascii, other), "{text:?}");
+        }
     }
 
     #[test]
