@@ -57,7 +57,7 @@ impl Dialect for Azure {
     }
 
     fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
-        Box::new(SseStream::new(writer, openai::OpenAiEvents))
+        Box::new(SseStream::new(writer, openai::OpenAiEvents::default()))
     }
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
