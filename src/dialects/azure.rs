@@ -11,8 +11,8 @@
 //!   or empty deltas with `content_filter_results`) are dropped.
 
 use super::{
-    openai, path_segment, DecodedResponse, Dialect, SseStream, StreamDecoder, Target,
-    UpstreamRequest,
+    openai, openai_stream, path_segment, DecodedResponse, Dialect, SseStream, StreamDecoder,
+    Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Origin};
@@ -57,7 +57,10 @@ impl Dialect for Azure {
     }
 
     fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
-        Box::new(SseStream::new(writer, openai::OpenAiEvents::default()))
+        Box::new(SseStream::new(
+            writer,
+            openai_stream::OpenAiEvents::default(),
+        ))
     }
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {

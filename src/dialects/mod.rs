@@ -18,6 +18,7 @@ pub mod bedrock;
 pub mod dashscope;
 pub mod gemini;
 pub mod openai;
+mod openai_stream;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
