@@ -115,18 +115,22 @@ pub(super) fn decode_error(status: u16, body: &[u8]) -> GatewayError {
     }
 }
 
+/// Whether Azure's `content_filter_results` says a category was filtered.
+pub(super) fn content_filtered(results: &Value) -> bool {
+    results.as_object().is_some_and(|results| {
+        results
+            .values()
+            .any(|r| r.get("filtered") == Some(&Value::Bool(true)))
+    })
+}
+
 /// Azure reports its output filter per choice in `content_filter_results`:
 /// a category with `filtered: true` means the answer was cut by the filter,
 /// whatever `finish_reason` says.
 pub(super) fn fold_content_filter(choice: &mut Value) {
     let filtered = choice
         .get("content_filter_results")
-        .and_then(Value::as_object)
-        .is_some_and(|results| {
-            results
-                .values()
-                .any(|r| r.get("filtered") == Some(&Value::Bool(true)))
-        });
+        .is_some_and(content_filtered);
     if filtered {
         if let Some(choice) = choice.as_object_mut() {
             choice.insert(

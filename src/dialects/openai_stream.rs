@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::openai::{fold_content_filter, parse_usage, VendorError};
+use super::openai::{content_filtered, fold_content_filter, parse_usage, VendorError};
 use super::{unparseable, SseEvents};
 use crate::error::GatewayError;
 use crate::response::ChunkWriter;
@@ -134,7 +134,7 @@ fn slow_event(data: &str, w: &mut ChunkWriter, out: &mut Vec<u8>) -> Result<(), 
 
 /// One event the cheap way, or `None` (before touching `w` or `out`) when
 /// it holds anything [`slow_event`] should judge: an `error`, Azure's
-/// `content_filter_results`, a repeated key, a lone surrogate escape, or
+/// `content_filter_results` with a category filtered, a repeated key, a lone surrogate escape, or
 /// JSON this reader does not take. The vendor's members are copied as
 /// they came, never parsed into values; only what the writer needs is read.
 fn fast_event(
@@ -372,10 +372,17 @@ impl<'a> Visitor<'a> for Choice<'_, 'a> {
     }
     fn visit_map<A: MapAccess<'a>>(self, mut map: A) -> Result<(), A::Error> {
         self.0.count += 1;
-        let (mut finish, mut delta) = (false, false);
+        let (mut finish, mut delta, mut filter) = (false, false, false);
         while let Some(Text(key)) = map.next_key()? {
             match &*key {
-                "content_filter_results" => return Err(de::Error::custom(LEFT_TO_SLOW_PATH)),
+                // Azure annotates every choice; only a filtered one (which
+                // changes the finish reason) needs the slow path.
+                "content_filter_results" => {
+                    first_time(&mut filter)?;
+                    if content_filtered(&map.next_value::<Value>()?) {
+                        return Err(de::Error::custom(LEFT_TO_SLOW_PATH));
+                    }
+                }
                 "finish_reason" => {
                     first_time(&mut finish)?;
                     let reason: Option<IgnoredAny> = map.next_value()?;
@@ -691,6 +698,10 @@ mod tests {
     /// Chunks as OpenAI, vLLM, Ollama and friends send them, and some odd
     /// but valid ones.
     const CHUNKS: &[&str] = &[
+        // Azure: its prompt annotation, and every choice annotated, unfiltered.
+        r#"{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}}}]}"#,
+        r#"{"choices":[{"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"}},"delta":{"content":"Hi"},"finish_reason":null,"index":0}],"created":1,"id":"az","model":"gpt-4o","object":"chat.completion.chunk"}"#,
+        r#"{"choices":[{"content_filter_results":{},"delta":{},"finish_reason":"stop","index":0}],"created":1,"id":"az","model":"gpt-4o","object":"chat.completion.chunk"}"#,
         // The role chunk, with every field OpenAI adds nowadays.
         r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-2024","service_tier":"default","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"xYz"}"#,
         r#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o-2024","choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}],"usage":null}"#,
@@ -874,9 +885,9 @@ mod tests {
             // Errors.
             r#"{"error":{"message":"boom","type":"server_error"}}"#,
             r#"{"id":"new","error":null,"choices":[{"delta":{"content":"x"}}]}"#,
-            // Azure's content filter, filtered or not.
+            // Azure's content filter, when it filtered (or twice).
             r#"{"id":"new","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null,"content_filter_results":{"hate":{"filtered":true,"severity":"high"}}}]}"#,
-            r#"{"id":"new","choices":[{"index":0,"delta":{},"content_filter_results":{}}]}"#,
+            r#"{"id":"new","choices":[{"index":0,"delta":{},"content_filter_results":{},"content_filter_results":{}}]}"#,
             // Repeated keys, at the top, in a choice, in a delta, in a call.
             r#"{"id":"new","id":"other","choices":[{"delta":{"content":"x"}}]}"#,
             r#"{"id":"new","choices":[{"delta":{"content":"x"}}],"ch\u006fices":[]}"#,
