@@ -406,14 +406,15 @@ def replace_section(name, text):
 
 def in_envoy_timing(workdir):
     """The upstream role's own time per phase inside Envoy (V8), from the
-    filter's always-on overhead histograms: {group: {phase: (p50, p99) in µs}}."""
+    filter's overhead histograms (turned on here): {group: {phase: (p50, p99) in µs}}."""
     timings = {}
     for group in sorted(g for g in model_groups() if not ONLY_GROUPS or g in ONLY_GROUPS):
         stack = Stack()
         try:
             mock_port = start_mock(stack, fast=True)
             port, admin = free_ports(2)
-            bootstrap = gateway.build_bootstrap(port, admin, mock_port, wasm=WASM, env={})
+            bootstrap = gateway.build_bootstrap(port, admin, mock_port, wasm=WASM, env={},
+                                                edit=lambda config: config.update(overhead_histograms=True))
             bootstrap["stats_flush_interval"] = "1s"  # histograms are read after a flush
             envoy = Envoy(stack, f"timing-{group}", bootstrap, port, admin, workdir)
             url = f"http://127.0.0.1:{port}/v1/chat/completions"
@@ -646,8 +647,8 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
     if not timings:
         out.append("(not measured)")
     else:
-        out.append("The upstream role's own time per phase, from the filter's always-on histograms "
-                   "`llm_gateway_overhead_us{phase}` (2 s non-stream + 2 s stream at c=16, 1 KB requests). "
+        out.append("The upstream role's own time per phase, from the filter's histograms "
+                   "`llm_gateway_overhead_us{phase}` (`overhead_histograms` on; 2 s non-stream + 2 s stream at c=16, 1 KB requests). "
                    "request = parse + encode (native: \"parse + encode request, 1 KB\"), chunk = one stream "
                    "chunk, response = a whole non-stream answer (native: \"decode response\"). The edge "
                    "role's parse is not timed.\n")

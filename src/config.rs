@@ -43,6 +43,10 @@ pub struct Config {
     /// default: each is a host call on every request.
     #[serde(default)]
     pub span_attributes: bool,
+    /// Record the filter's own time per phase (`llm_gateway_overhead_us`).
+    /// Off by default: timing costs host calls on every request and chunk.
+    #[serde(default)]
+    pub overhead_histograms: bool,
 }
 
 /// First-event gating: the client's response headers wait for the vendor's

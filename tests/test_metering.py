@@ -25,6 +25,11 @@ def priced(config):
     config["providers"]["mock-openai"]["prices"] = {"*": {"input": 2.5, "output": 10.0}}
 
 
+def priced_and_timed(config):
+    priced(config)
+    config["overhead_histograms"] = True
+
+
 def route_log(bootstrap, separate_vms):
     """A second access log showing the route the upstream role leaves in
     filter state: `<x-request-id> <wasm.llm_route>`; with `separate_vms`, the
@@ -45,7 +50,10 @@ def mgw(tmp_path_factory, request):
     workdir = tmp_path_factory.mktemp("envoy-metering")
     mock, mock_port = gateway.start_mock()
     port, admin_port = gateway.free_port(), gateway.free_port()
-    bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={}, edit=priced,
+    # One VM also records the filter's own time (overhead_histograms); separate VMs do not.
+    timed = request.param == "one-vm"
+    bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={},
+                                        edit=priced_and_timed if timed else priced,
                                         access_log=workdir / "access.log",
                                         edit_bootstrap=lambda b: route_log(b, request.param == "separate-vms"))
     # Histograms reach /stats/prometheus at each flush.
@@ -56,6 +64,7 @@ def mgw(tmp_path_factory, request):
         envoy = gateway.start_envoy(bootstrap, workdir, admin_port, extra_args=["--file-flush-interval-msec", "50"])
         gw = Gateway(port, admin_port, mock_port, workdir, key=None)
         gw.separate_vms = request.param == "separate-vms"
+        gw.timed = timed
         yield gw
     finally:
         gateway.stop(envoy)
@@ -214,4 +223,7 @@ def test_prometheus_metrics_with_labels(mgw):
     assert delta("llm_gateway_content_filtered", provider="mock-azure") == 1
     assert delta("llm_gateway_usage_estimated", provider="mock-anthropic") == 1
     for phase in ("request", "chunk", "response"):
-        assert delta("llm_gateway_overhead_us_count", phase=phase) > 0, phase
+        if mgw.timed:
+            assert delta("llm_gateway_overhead_us_count", phase=phase) > 0, phase
+        else:
+            assert sample(after, "llm_gateway_overhead_us_count", phase=phase) == 0, phase

@@ -202,6 +202,19 @@ impl Upstream {
         }
     }
 
+    /// Starts timing a phase, when the configuration asks for it.
+    fn start_timing(&self) -> Option<SystemTime> {
+        self.config
+            .overhead_histograms
+            .then(|| self.get_current_time())
+    }
+
+    fn record_timing(&self, phase: Phase, started: Option<SystemTime>) {
+        if let Some(started) = started {
+            metrics::overhead(phase, elapsed_micros(self, started));
+        }
+    }
+
     fn provider(&self) -> Option<(&Provider, &'static dyn Dialect)> {
         let p = self.config.providers.get(&self.provider_name)?;
         Some((p, dialect(p.dialect)))
@@ -354,7 +367,7 @@ impl Upstream {
     /// held output followed by the new raw bytes, and is replaced whole:
     /// Envoy only lets a filter replace a buffer's prefix or append to it.
     fn translate_chunk(&mut self, size: usize, end_of_stream: bool) {
-        let started = self.get_current_time();
+        let started = self.start_timing();
         let buffer = self.get_http_response_body(0, size).unwrap_or_default();
         let mut out = std::mem::take(&mut self.out);
         let (decoder, raw, output) = match &mut self.mode {
@@ -378,7 +391,7 @@ impl Upstream {
         };
         self.set_http_response_body(0, size, replacement);
         self.out = out;
-        metrics::overhead(Phase::Chunk, elapsed_micros(self, started));
+        self.record_timing(Phase::Chunk, started);
     }
 }
 
@@ -451,9 +464,9 @@ impl HttpContext for Upstream {
         if !end_of_stream {
             return Action::Pause;
         }
-        let started = self.get_current_time();
+        let started = self.start_timing();
         let result = self.translate_request(size);
-        metrics::overhead(Phase::Request, elapsed_micros(self, started));
+        self.record_timing(Phase::Request, started);
         match result {
             Ok(()) => Action::Continue,
             Err(e) => self.fail(e),
@@ -587,11 +600,11 @@ impl HttpContext for Upstream {
                     Mode::Error(s) => Some(s),
                     _ => None,
                 };
-                let started = self.get_current_time();
+                let started = self.start_timing();
                 let body = self.get_http_response_body(0, size).unwrap_or_default();
                 let translated = self.finish_buffered(status, &body);
                 self.set_http_response_body(0, size, &translated);
-                metrics::overhead(Phase::Response, elapsed_micros(self, started));
+                self.record_timing(Phase::Response, started);
                 self.save_record();
                 self.mode = Mode::Passthrough;
                 Action::Continue
