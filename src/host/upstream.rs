@@ -66,8 +66,10 @@ pub struct Upstream {
     include_usage: bool,
     /// Reused for every translated chunk.
     out: Vec<u8>,
-    /// When this attempt started, for time to first token.
+    /// When this attempt started, for time to first token (streams only).
     started: SystemTime,
+    /// The vendor answered with a JSON content type (kept as it is).
+    vendor_json: bool,
     first_content: Option<SystemTime>,
     chunks: u64,
     stream_ended: bool,
@@ -97,6 +99,7 @@ impl Upstream {
             include_usage: false,
             out: Vec::new(),
             started: SystemTime::UNIX_EPOCH,
+            vendor_json: false,
             first_content: None,
             chunks: 0,
             stream_ended: false,
@@ -281,6 +284,7 @@ impl Upstream {
             },
         )?;
         let (stream, include_usage) = (request.stream, request.include_usage);
+
         // The edge role removed the client's credentials, so the first
         // attempt only drops compression (we must read what comes back).
         // Header changes persist into the next attempt: later ones clear
@@ -306,6 +310,10 @@ impl Upstream {
         self.model = model;
         self.stream = stream;
         self.include_usage = include_usage;
+        if stream {
+            // For the time to first token (non-streams do not report one).
+            self.started = self.get_current_time();
+        }
         Ok(())
     }
 
@@ -350,7 +358,9 @@ impl Upstream {
             (Some(status), _) => Err(self.vendor_error(status, body)),
             (None, None) => Err(no_provider(&self.provider_name)),
         };
-        self.set_http_response_header("content-type", Some("application/json"));
+        if result.is_err() || !self.vendor_json {
+            self.set_http_response_header("content-type", Some("application/json"));
+        }
         match result {
             Ok(body) => body,
             Err(error) => {
@@ -423,7 +433,6 @@ impl HttpContext for Upstream {
         self.candidate = handoff.candidate;
         self.request_id = handoff.request_id;
         self.exchange = handoff.token.and_then(exchange::find);
-        self.started = self.get_current_time();
         self.attempt = match &self.exchange {
             Some(exchange) => {
                 let mut exchange = exchange.borrow_mut();
@@ -510,6 +519,7 @@ impl HttpContext for Upstream {
         let Some((_, dialect)) = self.provider() else {
             return self.fail(no_provider(&self.provider_name));
         };
+        self.vendor_json = content_type.starts_with("application/json");
         if self.stream && dialect.is_stream_content_type(&content_type) {
             let writer =
                 ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
