@@ -776,7 +776,8 @@ def render_soak(samples, requests, cut, failed, elapsed):
     warm = next(s for s in samples if s["label"] == "after warm-up")
     end = samples[-1]
     growth = (end["rss_kb"] - warm["rss_kb"]) / 1024
-    wasm_keys = sorted({k for s in samples for k in s["wasm"]})
+    # Envoy's own wasm stats (not the filter's metrics, which are wasmcustom.*).
+    wasm_keys = sorted({k for s in samples for k in s["wasm"] if not k.startswith("wasmcustom.")})
     out = [f"## `make soak`, {now}\n",
            f"- {requests} requests after a 1 s warm-up through one gateway Envoy (`--concurrency 1`), every group in "
            f"gateway.yaml: non-stream and stream requests in turn (wrk c={SOAK_CONNECTIONS}) and, on "
