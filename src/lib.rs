@@ -10,6 +10,7 @@ pub mod error;
 pub mod estimate;
 pub mod eventstream;
 pub mod exchange;
+pub mod json_text;
 pub mod metering;
 pub mod response;
 pub mod routing;

@@ -125,8 +125,13 @@ impl Content {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentPart {
-    Text { text: String },
-    ImageUrl { image_url: ImageUrl },
+    Text {
+        #[serde(serialize_with = "crate::json_text::serialize")]
+        text: String,
+    },
+    ImageUrl {
+        image_url: ImageUrl,
+    },
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -557,7 +562,7 @@ impl<'de> Deserialize<'de> for Content {
 impl Serialize for Content {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            Content::Text(t) => s.serialize_str(t),
+            Content::Text(t) => crate::json_text::serialize(t, s),
             Content::Parts(p) => p.serialize(s),
         }
     }

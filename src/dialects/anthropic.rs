@@ -52,6 +52,7 @@ type Turn<'a> = super::Turn<Block<'a>>;
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
     Text {
+        #[serde(serialize_with = "crate::json_text::serialize")]
         text: Cow<'a, str>,
     },
     Image {
@@ -64,6 +65,7 @@ enum Block<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
+        #[serde(serialize_with = "crate::json_text::serialize")]
         content: String,
     },
 }

@@ -65,7 +65,7 @@ type Turn<'a> = super::Turn<Block<'a>>;
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 enum Block<'a> {
-    Text(Cow<'a, str>),
+    Text(#[serde(serialize_with = "crate::json_text::serialize")] Cow<'a, str>),
     Image {
         format: &'static str,
         source: ImageSource<'a>,
@@ -90,6 +90,7 @@ struct ImageSource<'a> {
 
 #[derive(Serialize)]
 struct ToolResultText {
+    #[serde(serialize_with = "crate::json_text::serialize")]
     text: String,
 }
 

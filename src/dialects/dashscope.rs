@@ -6,6 +6,7 @@
 //! with `X-DashScope-SSE: enable` and `incremental_output: true`, one
 //! `event:result` per delta with cumulative usage, `event:error` on failure.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -29,13 +30,44 @@ pub const MULTIMODAL_PATH: &str = "/api/v1/services/aigc/multimodal-generation/g
 #[derive(Serialize)]
 struct Request<'a> {
     model: &'a str,
-    input: Input,
+    input: Input<'a>,
     parameters: Parameters<'a>,
 }
 
 #[derive(Serialize)]
-struct Input {
-    messages: Vec<Value>,
+struct Input<'a> {
+    messages: Vec<OutMessage<'a>>,
+}
+
+#[derive(Serialize)]
+struct OutMessage<'a> {
+    role: &'static str,
+    content: OutContent<'a>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tool_calls: &'a [ToolCall],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+/// Message content: a string for text models, `[{"text"}, {"image"}]` for VL models.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum OutContent<'a> {
+    Text(#[serde(serialize_with = "crate::json_text::serialize")] Cow<'a, str>),
+    Parts(Vec<OutPart<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum OutPart<'a> {
+    Text {
+        #[serde(serialize_with = "crate::json_text::serialize")]
+        text: &'a str,
+    },
+    // DashScope takes http(s) and base64 data URLs alike.
+    Image {
+        image: &'a str,
+    },
 }
 
 #[derive(Serialize)]
@@ -63,35 +95,25 @@ struct Parameters<'a> {
     incremental_output: bool,
 }
 
-/// Message content: a string for text models, `[{"text"}, {"image"}]` for VL models.
-fn content(content: &Content, multimodal: bool) -> Value {
-    if !multimodal {
-        return Value::String(content.text());
-    }
-    let parts: Vec<Value> = match content {
-        Content::Text(t) => vec![json!({ "text": t })],
-        Content::Parts(parts) => parts
-            .iter()
-            .map(|p| match p {
-                ContentPart::Text { text } => json!({ "text": text }),
-                // DashScope takes http(s) and base64 data URLs alike.
-                ContentPart::ImageUrl { image_url } => json!({ "image": image_url.url }),
-            })
-            .collect(),
-    };
-    Value::Array(parts)
-}
+static NO_CONTENT: Content = Content::Text(String::new());
 
-fn assistant_message(text: Option<&Content>, tool_calls: &[ToolCall], multimodal: bool) -> Value {
-    let text = text.map_or_else(
-        || content(&Content::Text(String::new()), multimodal),
-        |c| content(c, multimodal),
-    );
-    let mut m = json!({"role": "assistant", "content": text});
-    if let (false, Some(obj)) = (tool_calls.is_empty(), m.as_object_mut()) {
-        obj.insert("tool_calls".into(), json!(tool_calls));
+fn content(content: &Content, multimodal: bool) -> OutContent<'_> {
+    match content {
+        Content::Text(t) if multimodal => OutContent::Parts(vec![OutPart::Text { text: t }]),
+        Content::Text(t) => OutContent::Text(Cow::Borrowed(t)),
+        Content::Parts(_) if !multimodal => OutContent::Text(Cow::Owned(content.text())),
+        Content::Parts(parts) => OutContent::Parts(
+            parts
+                .iter()
+                .map(|p| match p {
+                    ContentPart::Text { text } => OutPart::Text { text },
+                    ContentPart::ImageUrl { image_url } => OutPart::Image {
+                        image: &image_url.url,
+                    },
+                })
+                .collect(),
+        ),
     }
-    m
 }
 
 impl Dialect for DashScope {
@@ -105,23 +127,28 @@ impl Dialect for DashScope {
         let messages = req
             .messages
             .iter()
-            .map(|m| match m {
-                Message::System { content: c, .. } | Message::Developer { content: c, .. } => {
-                    json!({"role": "system", "content": content(c, multimodal)})
+            .map(|m| {
+                let (role, c) = match m {
+                    Message::System { content, .. } | Message::Developer { content, .. } => {
+                        ("system", Some(content))
+                    }
+                    Message::User { content, .. } => ("user", Some(content)),
+                    Message::Assistant { content, .. } => ("assistant", content.as_ref()),
+                    Message::Tool { content, .. } => ("tool", Some(content)),
+                };
+                OutMessage {
+                    role,
+                    // An assistant turn with only tool calls has empty content.
+                    content: content(c.unwrap_or(&NO_CONTENT), multimodal),
+                    tool_calls: match m {
+                        Message::Assistant { tool_calls, .. } => tool_calls,
+                        _ => &[],
+                    },
+                    tool_call_id: match m {
+                        Message::Tool { tool_call_id, .. } => Some(tool_call_id),
+                        _ => None,
+                    },
                 }
-                Message::User { content: c, .. } => {
-                    json!({"role": "user", "content": content(c, multimodal)})
-                }
-                Message::Assistant {
-                    content: c,
-                    tool_calls,
-                    ..
-                } => assistant_message(c.as_ref(), tool_calls, multimodal),
-                Message::Tool {
-                    content: c,
-                    tool_call_id,
-                } => json!({"role": "tool", "content": content(c, multimodal),
-                            "tool_call_id": tool_call_id}),
             })
             .collect();
         let tool_choice = match &req.tool_choice {

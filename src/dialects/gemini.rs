@@ -76,7 +76,10 @@ struct Turn<'a> {
 #[derive(Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct Part<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::json_text::serialize_option"
+    )]
     text: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     inline_data: Option<Blob<'a>>,
