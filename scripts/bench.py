@@ -404,6 +404,24 @@ def replace_section(name, text):
     REPORT.write_text(header + "\n".join(sections[k].rstrip("\n") + "\n" for k in SECTION if k in sections))
 
 
+def histogram_quantiles(envoy, name_filter, label):
+    """The filter's histograms whose name contains `name_filter`, read from
+    Envoy's admin after a stats flush: {value of `label`: (p50, p99)}."""
+    with urllib.request.urlopen(f"{envoy.admin}/stats?format=json&filter={name_filter}", timeout=5) as r:
+        stats = json.loads(r.read())["stats"]
+    histograms = next((s["histograms"] for s in stats if "histograms" in s), {})
+    quantiles = histograms.get("supported_quantiles", [])
+    if 50 not in quantiles or 99 not in quantiles:
+        return {}
+    found = {}
+    for h in histograms.get("computed_quantiles", []):
+        key = h["name"].rsplit(f"{label}=", 1)[-1]
+        values = [v.get("cumulative") for v in h["values"]]
+        if values[quantiles.index(50)] is not None:
+            found[key] = (values[quantiles.index(50)], values[quantiles.index(99)])
+    return found
+
+
 def in_envoy_timing(workdir):
     """The upstream role's own time per phase inside Envoy (V8), from the
     filter's overhead histograms (turned on here): {group: {phase: (p50, p99) in µs}}."""
@@ -423,17 +441,7 @@ def in_envoy_timing(workdir):
                 req = Request(workdir, f"timing-{group}-{int(stream)}", url, headers, unified_body(1024, stream))
                 wrk([req], 16, 2, workdir)
             time.sleep(2)
-            with urllib.request.urlopen(f"{envoy.admin}/stats?format=json&filter=overhead_us", timeout=5) as r:
-                stats = json.loads(r.read())["stats"]
-            histograms = next((s["histograms"] for s in stats if "histograms" in s), {})
-            quantiles = histograms.get("supported_quantiles", [])
-            found = {}
-            for h in histograms.get("computed_quantiles", []):
-                phase = h["name"].rsplit("phase=", 1)[-1].rsplit(".", 1)[-1]
-                values = [v.get("cumulative") for v in h["values"]]
-                if 50 in quantiles and 99 in quantiles and values[quantiles.index(50)] is not None:
-                    found[phase] = (values[quantiles.index(50)], values[quantiles.index(99)])
-            timings[group] = found
+            timings[group] = histogram_quantiles(envoy, "overhead_us", "phase")
         finally:
             stack.stop()
     return timings
@@ -455,17 +463,7 @@ def host_call_costs(workdir, captured, cluster):
         req = Request(workdir, "probe", f"http://127.0.0.1:{port}{path}", dict(headers, **{"x-llm-cluster": cluster}), body)
         wrk([req], 16, 2, workdir)
         time.sleep(2)
-        with urllib.request.urlopen(f"{envoy.admin}/stats?format=json&filter=host_call_ns", timeout=5) as r:
-            stats = json.loads(r.read())["stats"]
-        histograms = next((s["histograms"] for s in stats if "histograms" in s), {})
-        quantiles = histograms.get("supported_quantiles", [])
-        costs = {}
-        for h in histograms.get("computed_quantiles", []):
-            call = h["name"].rsplit("call=", 1)[-1]
-            values = [v.get("cumulative") for v in h["values"]]
-            if 50 in quantiles and values[quantiles.index(50)] is not None:
-                costs[call] = values[quantiles.index(50)]
-        return costs
+        return {call: p50 for call, (p50, _) in histogram_quantiles(envoy, "host_call_ns", "call").items()}
     finally:
         stack.stop()
 

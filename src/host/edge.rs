@@ -10,7 +10,8 @@ use proxy_wasm::types::Action;
 
 use super::metrics;
 use super::{
-    elapsed_micros, send_error, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
+    elapsed_micros, send_error, Headers, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, LOG_PROPERTY,
+    ROUTE_PROPERTY,
 };
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
@@ -27,24 +28,6 @@ pub const CLUSTER_HEADER: &str = "x-llm-cluster";
 
 /// Request headers only the gateway may set: dropped from every client request.
 const INTERNAL_HEADERS: &[&str] = &[CLUSTER_HEADER, "x-llm-provider", "x-llm-model"];
-
-/// Headers read with one host call (each call costs more than the lookups
-/// it saves).
-#[derive(Default)]
-struct Headers(Vec<(String, String)>);
-
-impl Headers {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn has(&self, name: &str) -> bool {
-        self.get(name).is_some()
-    }
-}
 
 enum State {
     /// Not an API path of ours: pass through untouched.

@@ -34,6 +34,24 @@ const ROUTE_PROPERTY: &str = "llm_route";
 /// Filter state: the request's access-log line (JSON), set when it ends.
 const LOG_PROPERTY: &str = "llm_log";
 
+/// Headers read with one host call (each call costs more than the lookups
+/// it saves).
+#[derive(Default)]
+struct Headers(Vec<(String, String)>);
+
+impl Headers {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.get(name).is_some()
+    }
+}
+
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });

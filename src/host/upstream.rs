@@ -11,7 +11,8 @@ use proxy_wasm::types::Action;
 
 use super::metrics::{self, Phase};
 use super::{
-    elapsed_micros, send_error, unix_seconds, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, ROUTE_PROPERTY,
+    elapsed_micros, send_error, unix_seconds, Headers, ATTEMPT_PROPERTY, HANDOFF_PROPERTY,
+    ROUTE_PROPERTY,
 };
 use crate::config::{Config, Provider, Secret};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target, AUTH_HEADERS};
@@ -486,15 +487,12 @@ impl HttpContext for Upstream {
         if !matches!(self.mode, Mode::Request) {
             return Action::Continue;
         }
-        // One host call for the two headers we read.
-        let (mut status, mut content_type) = (0, String::new());
-        for (name, value) in self.get_http_response_headers() {
-            match name.as_str() {
-                ":status" => status = value.parse::<u16>().unwrap_or(0),
-                "content-type" => content_type = value,
-                _ => {}
-            }
-        }
+        let headers = Headers(self.get_http_response_headers());
+        let status = headers
+            .get(":status")
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(0);
+        let content_type = headers.get("content-type").unwrap_or_default();
         self.set_http_response_header("x-llm-provider", Some(&self.provider_name));
         self.set_http_response_header("x-llm-model", Some(&self.model));
         self.set_http_response_header("x-llm-attempts", Some(&self.attempt.to_string()));
@@ -520,7 +518,7 @@ impl HttpContext for Upstream {
             return self.fail(no_provider(&self.provider_name));
         };
         self.vendor_json = content_type.starts_with("application/json");
-        if self.stream && dialect.is_stream_content_type(&content_type) {
+        if self.stream && dialect.is_stream_content_type(content_type) {
             let writer =
                 ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
             let decoder = dialect.stream_decoder(writer);
