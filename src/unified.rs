@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -58,7 +58,9 @@ pub struct ChatRequest {
     pub extra: Map<String, Value>,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+/// Deserialised by hand (below), not by serde's internally tagged enum,
+/// which buffers every message into a tree before choosing the variant.
+#[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum Message {
     System {
@@ -122,7 +124,8 @@ impl Content {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+/// Deserialised by hand (below), like [`Message`].
+#[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentPart {
     Text {
@@ -387,8 +390,9 @@ pub fn valid_request_id(id: &str) -> bool {
 // ---------------------------------------------------------------------------
 // Deserialisation with field paths in errors. serde_json appends the position.
 
-/// Wraps a field's deserialisation error with the field's path.
-fn at<T, E: de::Error>(path: &str, r: Result<T, E>) -> Result<T, E> {
+/// Wraps a field's deserialisation error with the field's path (formatted
+/// only when there is an error).
+fn at<T, E: de::Error>(path: impl fmt::Display, r: Result<T, E>) -> Result<T, E> {
     r.map_err(|e| {
         let msg = e.to_string();
         // Nested paths arrive as "[3].role: ..." or "role: ...": join them.
@@ -512,7 +516,7 @@ impl<'de> Deserialize<'de> for Messages {
                         )));
                     }
                     let i = out.len();
-                    match at(&format!("[{i}]"), seq.next_element_seed(MessageSeed))? {
+                    match at(Index(i), seq.next_element::<Message>())? {
                         Some(m) => out.push(m),
                         None => return Ok(Messages(out)),
                     }
@@ -523,12 +527,173 @@ impl<'de> Deserialize<'de> for Messages {
     }
 }
 
-struct MessageSeed;
+/// An array index in an error's path, `[i]`.
+struct Index(usize);
 
-impl<'de> DeserializeSeed<'de> for MessageSeed {
-    type Value = Message;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Message, D::Error> {
-        Message::deserialize(d)
+impl fmt::Display for Index {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "[{}]", self.0)
+    }
+}
+
+/// Stores a field's value, refusing a second one (parsers disagree on which wins).
+fn once<T, E: de::Error>(slot: &mut Option<T>, name: &str, value: Result<T, E>) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::custom(format!("{name}: duplicate field")));
+    }
+    *slot = Some(at(name, value)?);
+    Ok(())
+}
+
+fn missing<E: de::Error>(name: &str) -> E {
+    E::custom(format!("{name}: missing field"))
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    System,
+    Developer,
+    User,
+    Assistant,
+    Tool,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum MessageField {
+    Role,
+    Content,
+    Name,
+    ToolCalls,
+    Refusal,
+    ToolCallId,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Message;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a message object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+                let mut role = None;
+                // `content: null` is an assistant message's way to say "none".
+                let mut content: Option<Option<Content>> = None;
+                let mut name: Option<Option<String>> = None;
+                let mut tool_calls: Option<Option<Vec<ToolCall>>> = None;
+                let mut refusal: Option<Option<String>> = None;
+                let mut tool_call_id: Option<String> = None;
+                while let Some(field) = map.next_key::<MessageField>()? {
+                    match field {
+                        MessageField::Role => once(&mut role, "role", map.next_value::<Role>())?,
+                        MessageField::Content => once(&mut content, "content", map.next_value())?,
+                        MessageField::Name => once(&mut name, "name", map.next_value())?,
+                        MessageField::ToolCalls => {
+                            once(&mut tool_calls, "tool_calls", map.next_value())?
+                        }
+                        MessageField::Refusal => once(&mut refusal, "refusal", map.next_value())?,
+                        MessageField::ToolCallId => {
+                            once(&mut tool_call_id, "tool_call_id", map.next_value())?
+                        }
+                        // Fields we do not model (e.g. an echoed `annotations`).
+                        MessageField::Other => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                let name = name.flatten();
+                let required = |content: Option<Option<Content>>| match content {
+                    Some(Some(content)) => Ok(content),
+                    Some(None) => Err(de::Error::custom(
+                        "content: must be a string or an array of content parts, not null",
+                    )),
+                    None => Err(missing("content")),
+                };
+                Ok(match role.ok_or_else(|| missing("role"))? {
+                    Role::System => Message::System {
+                        content: required(content)?,
+                        name,
+                    },
+                    Role::Developer => Message::Developer {
+                        content: required(content)?,
+                        name,
+                    },
+                    Role::User => Message::User {
+                        content: required(content)?,
+                        name,
+                    },
+                    Role::Assistant => Message::Assistant {
+                        content: content.flatten(),
+                        tool_calls: tool_calls.flatten().unwrap_or_default(),
+                        refusal: refusal.flatten(),
+                        name,
+                    },
+                    Role::Tool => Message::Tool {
+                        content: required(content)?,
+                        tool_call_id: tool_call_id.ok_or_else(|| missing("tool_call_id"))?,
+                    },
+                })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "snake_case")]
+enum PartKind {
+    Text,
+    ImageUrl,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "snake_case")]
+enum PartField {
+    Type,
+    Text,
+    ImageUrl,
+    #[serde(other)]
+    Other,
+}
+
+impl<'de> Deserialize<'de> for ContentPart {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ContentPart;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a content part object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContentPart, A::Error> {
+                let mut kind = None;
+                let mut text: Option<String> = None;
+                let mut image_url: Option<ImageUrl> = None;
+                while let Some(field) = map.next_key::<PartField>()? {
+                    match field {
+                        PartField::Type => once(&mut kind, "type", map.next_value::<PartKind>())?,
+                        PartField::Text => once(&mut text, "text", map.next_value())?,
+                        PartField::ImageUrl => once(&mut image_url, "image_url", map.next_value())?,
+                        PartField::Other => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(match kind.ok_or_else(|| missing("type"))? {
+                    PartKind::Text => ContentPart::Text {
+                        text: text.ok_or_else(|| missing("text"))?,
+                    },
+                    PartKind::ImageUrl => ContentPart::ImageUrl {
+                        image_url: image_url.ok_or_else(|| missing("image_url"))?,
+                    },
+                })
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 
@@ -548,8 +713,7 @@ impl<'de> Deserialize<'de> for Content {
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
                 let mut parts = Vec::new();
-                while let Some(part) = at(&format!("content[{}]", parts.len()), seq.next_element())?
-                {
+                while let Some(part) = at(Index(parts.len()), seq.next_element())? {
                     parts.push(part);
                 }
                 Ok(Content::Parts(parts))
@@ -675,15 +839,47 @@ mod tests {
         let cases = [
             (
                 r#"{"model":"m","messages":[{"role":"robot","content":"x"}]}"#,
-                "messages[0]",
+                "messages[0].role",
+            ),
+            (
+                r#"{"model":"m","messages":[{"content":"x"}]}"#,
+                "messages[0].role",
             ),
             (
                 r#"{"model":"m","messages":[{"role":"user","content":"x"},{"role":"tool","content":"x"}]}"#,
-                "messages[1]",
+                "messages[1].tool_call_id",
             ),
             (
                 r#"{"model":"m","messages":[{"role":"user","content":5}]}"#,
-                "messages[0]",
+                "messages[0].content",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":null}]}"#,
+                "messages[0].content",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user"}]}"#,
+                "messages[0].content",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":"a","content":"b"}]}"#,
+                "messages[0].content",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","role":"system","content":"a"}]}"#,
+                "messages[0].role",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]}"#,
+                "messages[0].content[0].text",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":[{"text":"x"}]}]}"#,
+                "messages[0].content[0].type",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"},{"type":"video"}]}]}"#,
+                "messages[0].content[1].type",
             ),
             (r#"{"model":"m","messages":[]}"#, "messages"),
             (r#"{"model":"m"}"#, "messages"),
@@ -731,6 +927,46 @@ mod tests {
             assert_eq!(err.param.as_deref(), Some(param), "{body}: {}", err.message);
             assert_eq!(err.status(), 400);
         }
+    }
+
+    #[test]
+    fn messages_in_any_field_order_and_with_fields_we_do_not_model() {
+        let r = parse(
+            r#"{"model":"m","messages":[
+                {"content":"be brief","role":"system","name":"ops"},
+                {"content":[{"text":"hi","type":"text","cache":1}],"role":"user"},
+                {"role":"assistant","content":null,"refusal":null,"tool_calls":null,"annotations":[]},
+                {"tool_call_id":"c1","role":"tool","content":"42"},
+                {"role":"developer","content":"x","audio":null}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            r.messages,
+            vec![
+                Message::System {
+                    content: Content::Text("be brief".into()),
+                    name: Some("ops".into())
+                },
+                Message::User {
+                    content: Content::Parts(vec![ContentPart::Text { text: "hi".into() }]),
+                    name: None
+                },
+                Message::Assistant {
+                    content: None,
+                    tool_calls: vec![],
+                    refusal: None,
+                    name: None
+                },
+                Message::Tool {
+                    content: Content::Text("42".into()),
+                    tool_call_id: "c1".into()
+                },
+                Message::Developer {
+                    content: Content::Text("x".into()),
+                    name: None
+                },
+            ]
+        );
     }
 
     #[test]
