@@ -4,46 +4,92 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
 
-use crate::metering::metric_name;
+use crate::metering::{metric_name, MetricParts};
 
 thread_local! {
-    /// Metric ids by full name: defining a metric is a host call; do it once.
-    static IDS: RefCell<HashMap<String, u32>> = RefCell::new(HashMap::new());
+    /// Metric ids by a hash of kind, base name and raw labels: defining a
+    /// metric is a host call, and building its name on every request costs
+    /// more than hashing what it is made of.
+    static IDS: RefCell<HashMap<u64, Cached, BuildHasherDefault<Prehashed>>> =
+        RefCell::new(HashMap::default());
 }
 
 /// Distinct label combinations we keep ids for; beyond it, ids are not cached
 /// (Envoy still counts), so a label explosion cannot grow this map forever.
 const MAX_CACHED: usize = 4096;
 
-fn id(kind: MetricType, name: String) -> Option<u32> {
+struct Cached {
+    id: u32,
+    /// What the hash was made of, to tell a collision from a hit.
+    parts: Vec<u8>,
+}
+
+fn id(metric_type: MetricType, base: &str, labels: &[(&str, &str)]) -> Option<u32> {
+    let parts = MetricParts::new(
+        if metric_type == MetricType::Counter {
+            b'c'
+        } else {
+            b'h'
+        },
+        base,
+        labels,
+    );
+    let key = parts.hash();
     IDS.with(|ids| {
-        if let Some(id) = ids.borrow().get(&name) {
-            return Some(*id);
+        if let Some(cached) = ids.borrow().get(&key) {
+            if parts.matches(&cached.parts) {
+                return Some(cached.id);
+            }
         }
-        let id = hostcalls::define_metric(kind, &name).ok()?;
+        let id = hostcalls::define_metric(metric_type, &metric_name(base, labels)).ok()?;
         let mut ids = ids.borrow_mut();
-        if ids.len() < MAX_CACHED {
-            ids.insert(name, id);
+        if ids.len() < MAX_CACHED && !ids.contains_key(&key) {
+            ids.insert(
+                key,
+                Cached {
+                    id,
+                    parts: parts.flatten(),
+                },
+            );
         }
         Some(id)
     })
+}
+
+/// The map's keys are hashes already.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
 }
 
 pub fn count(base: &str, labels: &[(&str, &str)], value: u64) {
     if value == 0 {
         return;
     }
-    if let Some(id) = id(MetricType::Counter, metric_name(base, labels)) {
+    if let Some(id) = id(MetricType::Counter, base, labels) {
         let _ = hostcalls::increment_metric(id, i64::try_from(value).unwrap_or(i64::MAX));
     }
 }
 
 pub fn record(base: &str, labels: &[(&str, &str)], value: u64) {
-    if let Some(id) = id(MetricType::Histogram, metric_name(base, labels)) {
+    if let Some(id) = id(MetricType::Histogram, base, labels) {
         let _ = hostcalls::record_metric(id, value);
     }
 }
