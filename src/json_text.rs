@@ -10,6 +10,8 @@
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 
+use crate::swar;
+
 /// Shorter strings take serde_json's own path: the raw value's check and
 /// copy cost more than they save.
 const FAST_FROM: usize = 256;
@@ -45,27 +47,9 @@ where
 }
 
 /// Whether any of the eight bytes in `word` needs escaping: a control
-/// character (< 0x20), `"` or `\`. Classic SWAR zero-byte tests.
+/// character (< 0x20), `"` or `\\`.
 fn needs_escape(word: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS;
-    let control = word.wrapping_sub(ONES * 0x20) & !word & HIGHS;
-    let quote = zero_byte(word ^ (ONES * u64::from(b'"')));
-    let backslash = zero_byte(word ^ (ONES * u64::from(b'\\')));
-    control | quote | backslash != 0
-}
-
-/// How many leading bytes, in whole eight-byte words, need no escaping.
-fn clean_prefix(bytes: &[u8]) -> usize {
-    let mut clean = 0;
-    for chunk in bytes.chunks_exact(8) {
-        match <[u8; 8]>::try_from(chunk) {
-            Ok(word) if !needs_escape(u64::from_le_bytes(word)) => clean += 8,
-            _ => break,
-        }
-    }
-    clean
+    swar::has_byte_below(word, 0x20) || swar::has_byte(word, b'"') || swar::has_byte(word, b'\\')
 }
 
 /// `text` as a JSON string literal, escaped exactly as serde_json does.
@@ -76,7 +60,7 @@ fn escape(text: &str) -> String {
     let mut run_start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        i += clean_prefix(bytes.get(i..).unwrap_or_default());
+        i += swar::skip_words(bytes.get(i..).unwrap_or_default(), needs_escape);
         let Some(&byte) = bytes.get(i) else { break };
         let short = match byte {
             b'"' => "\\\"",

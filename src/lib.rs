@@ -15,6 +15,7 @@ pub mod metering;
 pub mod response;
 pub mod routing;
 pub mod sse;
+pub mod swar;
 pub mod unified;
 
 // The plugin entry and glue exist only in the wasm build (not in the wasm

@@ -5,6 +5,8 @@
 //! incomplete tail (bounded) and hands out each complete event as soon as its
 //! terminating blank line arrives.
 
+use crate::swar;
+
 /// Largest event (or partial line) we are willing to hold.
 pub const MAX_EVENT_BYTES: usize = 1 << 20;
 
@@ -14,6 +16,19 @@ pub enum SseError {
     TooLarge,
     /// An event's data is not valid UTF-8.
     InvalidUtf8,
+}
+
+/// Where the first line ends (the first CR or LF): most of a stream's bytes
+/// are JSON inside `data:` lines, so skip them a word at a time.
+fn line_end(bytes: &[u8]) -> Option<usize> {
+    let clean = swar::skip_words(bytes, |w| {
+        swar::has_byte(w, b'\n') || swar::has_byte(w, b'\r')
+    });
+    bytes
+        .get(clean..)?
+        .iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .map(|pos| clean + pos)
 }
 
 #[derive(Debug)]
@@ -65,7 +80,7 @@ impl SseParser {
                 input = rest;
             }
         }
-        while let Some(pos) = input.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(pos) = line_end(input) {
             let (line_part, rest) = input.split_at(pos);
             let terminator = rest.first().copied();
             let mut rest = rest.get(1..).unwrap_or_default();
