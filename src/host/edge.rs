@@ -602,15 +602,16 @@ impl HttpContext for Edge {
             self.on_response_end();
         }
         self.set_http_response_header("x-request-id", Some(&self.request_id));
-        let headers = Headers(self.get_http_response_headers());
-        let status = headers
-            .get(":status")
+        let status = self
+            .get_http_response_header(":status")
             .and_then(|s| s.parse::<u16>().ok())
             .unwrap_or(502);
         // Responses through the upstream role carry x-llm-provider; anything
         // else that failed is Envoy's own reply (no healthy upstream, timeout, 413...).
+        // (Two single lookups: the second only for errors, and each is
+        // cheaper than listing every header.)
         self.status = status;
-        if status >= 400 && !headers.has("x-llm-provider") {
+        if status >= 400 && self.get_http_response_header("x-llm-provider").is_none() {
             let code = ErrorCode::from_status(status);
             self.status = code.status();
             self.code = Some(code);
