@@ -18,4 +18,7 @@ for (const imp of WebAssembly.Module.imports(module)) {
   };
 }
 const instance = await WebAssembly.instantiate(module, imports);
-process.exitCode = wasi.start(instance);
+// A command that also links the filter (a bench binary) exports the filter's
+// `_initialize` next to its own `_start`; WASI refuses both, so run `_start`.
+const { _start, memory } = instance.exports;
+process.exitCode = wasi.start({ exports: { _start, memory } });
