@@ -56,6 +56,10 @@ pub struct ChatRequest {
     /// OpenAI fields we do not model (presence_penalty, logprobs, ...).
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+    /// Size of the body this was parsed from: vendor bodies are about as
+    /// long, so encoders size their buffer once.
+    #[serde(skip)]
+    pub source_len: usize,
 }
 
 /// Deserialised by hand (below), not by serde's internally tagged enum,
@@ -260,7 +264,10 @@ impl ChatRequest {
             GatewayError::invalid(param, format!("invalid request body: {msg}"))
         })?;
         request.validate()?;
-        Ok(request)
+        Ok(ChatRequest {
+            source_len: body.len(),
+            ..request
+        })
     }
 
     /// Checks that typed parsing cannot express.

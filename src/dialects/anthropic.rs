@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    fallback_message, json_instruction, tool_arguments, unparseable, DecodedResponse, Dialect,
-    SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
+    encode_json, fallback_message, json_instruction, tool_arguments, unparseable, DecodedResponse,
+    Dialect, SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
@@ -262,12 +262,7 @@ impl Dialect for Anthropic {
             metadata: req.user.as_deref().map(|user_id| Metadata { user_id }),
             stream: req.stream,
         };
-        let body = serde_json::to_vec(&request).map_err(|e| {
-            GatewayError::new(
-                ErrorCode::InvalidRequest,
-                format!("request could not be encoded: {e}"),
-            )
-        })?;
+        let body = encode_json(req, &request)?;
         let mut headers = vec![
             ("content-type", "application/json".to_owned()),
             ("anthropic-version", API_VERSION.to_owned()),

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{
-    fallback_message, json_instruction, unparseable, DecodedResponse, Dialect, StreamDecoder,
-    Target, UpstreamRequest,
+    encode_json, fallback_message, json_instruction, unparseable, DecodedResponse, Dialect,
+    StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::eventstream::{EventStreamDecoder, FrameError, Message as Frame};
@@ -281,12 +281,7 @@ impl Dialect for Bedrock {
             },
             tool_config: tool_config(req, history_has_tools),
         };
-        let body = serde_json::to_vec(&request).map_err(|e| {
-            GatewayError::new(
-                ErrorCode::InvalidRequest,
-                format!("request could not be encoded: {e}"),
-            )
-        })?;
+        let body = encode_json(req, &request)?;
         // The operation alone picks the answer's format: no `accept`, which
         // would stay on the shared header map for a retry on another vendor.
         let operation = if req.stream {

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{
-    fallback_message, unparseable, DecodedResponse, Dialect, SseEvents, SseStream, StreamDecoder,
-    Target, UpstreamRequest,
+    encode_json, fallback_message, unparseable, DecodedResponse, Dialect, SseEvents, SseStream,
+    StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
@@ -187,12 +187,7 @@ impl Dialect for DashScope {
                 incremental_output: req.stream,
             },
         };
-        let body = serde_json::to_vec(&request).map_err(|e| {
-            GatewayError::new(
-                ErrorCode::InvalidRequest,
-                format!("request could not be encoded: {e}"),
-            )
-        })?;
+        let body = encode_json(req, &request)?;
         let mut headers = vec![("content-type", "application/json".to_owned())];
         if req.stream {
             headers.push(("x-dashscope-sse", "enable".to_owned()));

@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    fallback_message, path_segment, tool_arguments, unparseable, DecodedResponse, Dialect,
-    SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
+    encode_json, fallback_message, path_segment, tool_arguments, unparseable, DecodedResponse,
+    Dialect, SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
@@ -376,12 +376,7 @@ impl Dialect for Gemini {
                 response_json_schema,
             },
         };
-        let body = serde_json::to_vec(&request).map_err(|e| {
-            GatewayError::new(
-                ErrorCode::InvalidRequest,
-                format!("request could not be encoded: {e}"),
-            )
-        })?;
+        let body = encode_json(req, &request)?;
         let mut headers = vec![("content-type", "application/json".to_owned())];
         if let Some(key) = &target.provider.resolved_key {
             headers.push(("x-goog-api-key", key.expose().to_owned()));

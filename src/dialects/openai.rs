@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 
 use super::openai_stream::OpenAiEvents;
 use super::{
-    fallback_message, unparseable, DecodedResponse, Dialect, SseStream, StreamDecoder, Target,
-    UpstreamRequest,
+    encode_json, fallback_message, unparseable, DecodedResponse, Dialect, SseStream, StreamDecoder,
+    Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, FinishReason, Origin, Usage};
@@ -78,12 +78,7 @@ pub(super) fn encode_body(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Gat
             include_usage: true,
         }),
     };
-    serde_json::to_vec(&outgoing).map_err(|e| {
-        GatewayError::new(
-            ErrorCode::InvalidRequest,
-            format!("request could not be encoded: {e}"),
-        )
-    })
+    encode_json(req, &outgoing)
 }
 
 pub(super) fn decode_completion(
