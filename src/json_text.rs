@@ -47,7 +47,7 @@ where
 }
 
 /// Whether any of the eight bytes in `word` needs escaping: a control
-/// character (< 0x20), `"` or `\\`.
+/// character (< 0x20), `"` or `\`.
 fn needs_escape(word: u64) -> bool {
     swar::has_byte_below(word, 0x20) || swar::has_byte(word, b'"') || swar::has_byte(word, b'\\')
 }

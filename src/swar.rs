@@ -5,7 +5,7 @@
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGHS: u64 = 0x8080_8080_8080_8080;
 
-/// Nonzero when some byte of `word` equals `byte`. (The classic zero-byte
+/// Whether some byte of `word` equals `byte`. (The classic zero-byte
 /// test: exact about whether there is one, not about which.)
 pub fn has_byte(word: u64, byte: u8) -> bool {
     let v = word ^ (ONES * u64::from(byte));
