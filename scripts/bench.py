@@ -52,7 +52,7 @@ WASM_FLOOR = ROOT / "target/wasm32-wasip1/release/wasm_floor.wasm"
 # The wasm floor does not depend on the dialect: measured for this group only.
 WASM_FLOOR_GROUP = "mock-anthropic"
 # The filter's own overhead histograms (llm_gateway.overhead_us;phase=...).
-TIMING_PHASES = ("request", "chunk", "response")
+TIMING_PHASES = ("admit", "request", "response", "log", "chunk")
 # Only these scenarios (comma-separated names, e.g. "c=1,stream c=16"); all when empty.
 ONLY = [name for name in os.environ.get("BENCH_ONLY", "").split(",") if name]
 # Only these model groups (comma-separated); all when empty.
@@ -680,11 +680,14 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
     if not timings:
         out.append("(not measured)")
     else:
-        out.append("The upstream role's own time per phase, from the filter's histograms "
+        out.append("The filter's own time per phase, host calls included, from its histograms "
                    "`llm_gateway_overhead_us{phase}` (`overhead_histograms` on; 2 s non-stream + 2 s stream at c=16, 1 KB requests). "
-                   "request = parse + encode (native: \"parse + encode request, 1 KB\"), chunk = one stream "
-                   "chunk, response = a whole non-stream answer (native: \"decode response\"). The edge "
-                   "role's parse is not timed.\n")
+                   "Edge role: admit = read, parse, validate and route a request (native: \"unified parse, 1 KB\"), "
+                   "log = the request's metrics and access-log line. Upstream role: request = encode for the vendor and "
+                   "rewrite the request (native: \"parse + encode request, 1 KB\" less the parse), response = "
+                   "translate a whole non-stream answer (native: \"decode response\"), chunk = one stream "
+                   "chunk (a body callback). What the phases leave out: the callbacks' other host calls (headers, "
+                   "the handoff, the endpoint's provider) and entering the VM.\n")
         out.append("| group | " + " | ".join(f"{p} p50 / p99 µs" for p in TIMING_PHASES) + " |")
         out.append("|---|" + "---|" * len(TIMING_PHASES))
         for group, found in timings.items():
@@ -694,14 +697,14 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
         wasm_floor = next((r for r in rows if "wf_cpu_us" in r and r["scenario"] == "c=16"), None)
         for group, found in timings.items():
             row = next((r for r in rows if r["group"] == group and r["scenario"] == "c=16"), None)
-            if row and "request" in found and "response" in found:
+            if row and all(p in found for p in ("admit", "request", "response", "log")):
                 added = row["gw_cpu_us"] - row["floor_cpu_us"]
-                own = found["request"][0] + found["response"][0]
+                own = sum(found[p][0] for p in ("admit", "request", "response", "log"))
                 runtime = (f" {wasm_floor['wf_cpu_us'] - wasm_floor['floor_cpu_us']:.0f} µs of it is what the wasm "
                            f"floor costs ({wasm_floor['group']});") if wasm_floor else ""
                 out.append(f"- {group}, non-stream c=16: the filter adds {added:.0f} µs of Envoy CPU per request;"
-                           f"{runtime} the upstream role's timed translation is {own:.0f} µs (p50); the rest is "
-                           "the edge role's work (auth, parse, routing, metering, the access-log line) and host calls.")
+                           f"{runtime} its four timed phases take {own:.0f} µs (sum of p50s); the rest is "
+                           "the callbacks' other host calls, entering the VM, and Envoy's own work for what the filter asks.")
     out.append("\n### What a host call costs inside Envoy\n")
     if not host_calls:
         out.append("(not measured)")

@@ -222,7 +222,7 @@ def test_prometheus_metrics_with_labels(mgw):
     assert delta("gen_ai_server_time_to_first_token_ms_count", provider="mock-anthropic") >= 1
     assert delta("llm_gateway_content_filtered", provider="mock-azure") == 1
     assert delta("llm_gateway_usage_estimated", provider="mock-anthropic") == 1
-    for phase in ("request", "chunk", "response"):
+    for phase in ("admit", "request", "chunk", "response", "log"):
         if mgw.timed:
             assert delta("llm_gateway_overhead_us_count", phase=phase) > 0, phase
         else:

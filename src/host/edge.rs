@@ -8,7 +8,7 @@ use std::rc::Rc;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use super::metrics;
+use super::metrics::{self, Phase, PhaseTimer};
 use super::{
     elapsed_micros, send_error, Headers, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, LOG_PROPERTY,
     ROUTE_PROPERTY,
@@ -584,8 +584,11 @@ impl HttpContext for Edge {
             }
             return Action::Pause;
         }
+        let timer = PhaseTimer::start(self, self.config.overhead_histograms);
         let body = self.get_http_request_body(0, size).unwrap_or_default();
-        match self.on_chat_body(&body) {
+        let result = self.on_chat_body(&body);
+        timer.stop(self, Phase::Admit);
+        match result {
             Ok(()) => {
                 self.state = State::Forwarded;
                 Action::Continue
@@ -654,7 +657,9 @@ impl HttpContext for Edge {
 
     fn on_log(&mut self) {
         if let Some(chat) = &self.chat {
+            let timer = PhaseTimer::start(self, self.config.overhead_histograms);
             self.meter(chat);
+            timer.stop(self, Phase::Log);
         }
     }
 }

@@ -5,10 +5,13 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::time::SystemTime;
 
 use proxy_wasm::hostcalls;
+use proxy_wasm::traits::Context;
 use proxy_wasm::types::MetricType;
 
+use super::elapsed_micros;
 use crate::metering::{metric_name, MetricParts};
 
 thread_local! {
@@ -97,27 +100,50 @@ pub fn record(base: &str, labels: &[(&str, &str)], value: u64) {
 /// Where the gateway spends its own time, per request and per chunk.
 #[derive(Clone, Copy)]
 pub enum Phase {
-    /// Parsing and translating a request for the vendor.
-    Request = 0,
-    /// Translating one chunk of a stream.
-    Chunk = 1,
-    /// Translating a complete (non-stream) answer or error.
-    Response = 2,
+    /// Edge role: reading, parsing, validating and routing a request.
+    Admit = 0,
+    /// Upstream role: translating a request for the vendor.
+    Request = 1,
+    /// Upstream role: translating one chunk of a stream.
+    Chunk = 2,
+    /// Upstream role: translating a complete (non-stream) answer or error.
+    Response = 3,
+    /// Edge role: the request's metrics and access-log line, at its end.
+    Log = 4,
+}
+
+const PHASES: [&str; 5] = ["admit", "request", "chunk", "response", "log"];
+
+/// Times one phase into `llm_gateway.overhead_us;phase=...` when the
+/// configuration asks for it (`overhead_histograms`); otherwise costs no
+/// host call.
+pub struct PhaseTimer(Option<SystemTime>);
+
+impl PhaseTimer {
+    pub fn start(ctx: &dyn Context, on: bool) -> Self {
+        Self(on.then(|| ctx.get_current_time()))
+    }
+
+    pub fn stop(self, ctx: &dyn Context, phase: Phase) {
+        if let Some(started) = self.0 {
+            overhead(phase, elapsed_micros(ctx, started));
+        }
+    }
 }
 
 /// Records gateway overhead in microseconds. On the per-chunk path, so the
-/// three ids are kept apart from the map (no name to build per chunk).
-pub fn overhead(phase: Phase, micros: u64) {
+/// phases' ids are kept apart from the map (no name to build per chunk).
+fn overhead(phase: Phase, micros: u64) {
     thread_local! {
-        static PHASE_IDS: RefCell<[Option<u32>; 3]> = const { RefCell::new([None; 3]) };
+        static PHASE_IDS: RefCell<[Option<u32>; PHASES.len()]> =
+            const { RefCell::new([None; PHASES.len()]) };
     }
-    const NAMES: [&str; 3] = ["request", "chunk", "response"];
     let index = phase as usize;
     let id = PHASE_IDS.with(|ids| {
         let mut ids = ids.borrow_mut();
         let slot = ids.get_mut(index)?;
         if slot.is_none() {
-            let name = metric_name("llm_gateway.overhead_us", &[("phase", NAMES.get(index)?)]);
+            let name = metric_name("llm_gateway.overhead_us", &[("phase", PHASES.get(index)?)]);
             *slot = hostcalls::define_metric(MetricType::Histogram, &name).ok();
         }
         *slot

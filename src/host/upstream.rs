@@ -9,10 +9,9 @@ use std::time::{Duration, SystemTime};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use super::metrics::{self, Phase};
+use super::metrics::{self, Phase, PhaseTimer};
 use super::{
-    elapsed_micros, send_error, unix_seconds, Headers, ATTEMPT_PROPERTY, HANDOFF_PROPERTY,
-    ROUTE_PROPERTY,
+    send_error, unix_seconds, Headers, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, ROUTE_PROPERTY,
 };
 use crate::config::{Config, Provider, Secret};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target, AUTH_HEADERS};
@@ -206,17 +205,8 @@ impl Upstream {
         }
     }
 
-    /// Starts timing a phase, when the configuration asks for it.
-    fn start_timing(&self) -> Option<SystemTime> {
-        self.config
-            .overhead_histograms
-            .then(|| self.get_current_time())
-    }
-
-    fn record_timing(&self, phase: Phase, started: Option<SystemTime>) {
-        if let Some(started) = started {
-            metrics::overhead(phase, elapsed_micros(self, started));
-        }
+    fn timer(&self) -> PhaseTimer {
+        PhaseTimer::start(self, self.config.overhead_histograms)
     }
 
     fn provider(&self) -> Option<(&Provider, &'static dyn Dialect)> {
@@ -378,7 +368,7 @@ impl Upstream {
     /// held output followed by the new raw bytes, and is replaced whole:
     /// Envoy only lets a filter replace a buffer's prefix or append to it.
     fn translate_chunk(&mut self, size: usize, end_of_stream: bool) {
-        let started = self.start_timing();
+        let timer = self.timer();
         let buffer = self.get_http_response_body(0, size).unwrap_or_default();
         let mut out = std::mem::take(&mut self.out);
         let (decoder, raw, output) = match &mut self.mode {
@@ -402,7 +392,7 @@ impl Upstream {
         };
         self.set_http_response_body(0, size, replacement);
         self.out = out;
-        self.record_timing(Phase::Chunk, started);
+        timer.stop(self, Phase::Chunk);
     }
 }
 
@@ -474,9 +464,9 @@ impl HttpContext for Upstream {
         if !end_of_stream {
             return Action::Pause;
         }
-        let started = self.start_timing();
+        let timer = self.timer();
         let result = self.translate_request(size);
-        self.record_timing(Phase::Request, started);
+        timer.stop(self, Phase::Request);
         match result {
             Ok(()) => Action::Continue,
             Err(e) => self.fail(e),
@@ -608,11 +598,11 @@ impl HttpContext for Upstream {
                     Mode::Error(s) => Some(s),
                     _ => None,
                 };
-                let started = self.start_timing();
+                let timer = self.timer();
                 let body = self.get_http_response_body(0, size).unwrap_or_default();
                 let translated = self.finish_buffered(status, &body);
                 self.set_http_response_body(0, size, &translated);
-                self.record_timing(Phase::Response, started);
+                timer.stop(self, Phase::Response);
                 self.save_record();
                 self.mode = Mode::Passthrough;
                 Action::Continue
