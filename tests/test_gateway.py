@@ -274,11 +274,11 @@ def test_stream_cut_mid_event_ends_with_error(gw):
 # --- the edge's own answers -------------------------------------------------------
 
 @pytest.mark.parametrize("body,param", [
-    ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages[0]"),
+    ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
     ({"model": "m", "messages": []}, "messages"),
     ({"model": "m"}, "messages"),
     ({"model": "m", "messages": USER_HI, "temperature": "hot"}, "temperature"),
-    ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "messages[0]"),
+    ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "messages[0].tool_call_id"),
 ])
 def test_bad_input_is_400_naming_the_field(gw, test_id, body, param):
     status, headers, resp = gw.chat(body, **{"x-test-id": test_id})
