@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::response::Usage;
+use crate::routing::{stable_hash, stable_hash_more};
 
 /// USD per million tokens.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
@@ -190,20 +191,12 @@ impl<'a> MetricParts<'a> {
         )
     }
 
-    /// FxHash's step, a word at a time: cheap in wasm.
+    /// The routing's FNV-1a over the length-prefixed parts.
     pub fn hash(&self) -> u64 {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut h = 0u64;
-        let mut step = |word: u64| h = (h.rotate_left(5) ^ word).wrapping_mul(K);
-        for part in self.parts() {
-            step(part.len() as u64);
-            for chunk in part.chunks(8) {
-                let mut word = [0u8; 8];
-                word.iter_mut().zip(chunk).for_each(|(w, b)| *w = *b);
-                step(u64::from_le_bytes(word));
-            }
-        }
-        h
+        self.parts().fold(stable_hash(&[]), |h, part| {
+            let h = stable_hash_more(h, &(part.len() as u32).to_le_bytes());
+            stable_hash_more(h, part)
+        })
     }
 
     pub fn flatten(&self) -> Vec<u8> {

@@ -222,7 +222,12 @@ const BUCKETS: u64 = 10_000;
 
 /// FNV-1a: tiny, stable across builds and platforms, good spread for ids.
 pub fn stable_hash(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+    stable_hash_more(0xcbf2_9ce4_8422_2325, bytes)
+}
+
+/// Continues [`stable_hash`] over more bytes (a key made of several parts).
+pub fn stable_hash_more(hash: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(hash, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
