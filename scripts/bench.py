@@ -138,11 +138,16 @@ def _match_every_path(hcm):
         route["match"] = {"prefix": "/"}
 
 
-def wasm_floor_bootstrap(listen_port, admin_port, mock_port):
+def wasm_floor_bootstrap(listen_port, admin_port, mock_port, mode=None):
     """The gateway bootstrap with benches/wasm-floor in place of our module
-    (both roles), taking the vendor request like the floor."""
+    (both roles), taking the vendor request like the floor. `mode` is the
+    plugin configuration of both roles (`replay`: the host-call floor)."""
     bootstrap = gateway.build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM_FLOOR, env={})
-    _match_every_path(gateway._wasm_filters(bootstrap)[0])
+    hcm, edge, upstream = gateway._wasm_filters(bootstrap)
+    _match_every_path(hcm)
+    if mode:
+        for plugin in (edge, upstream):
+            plugin["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": mode}
     return bootstrap
 
 
@@ -454,10 +459,8 @@ def host_call_costs(workdir, captured, cluster):
     try:
         mock_port = start_mock(stack, fast=True)
         port, admin = free_ports(2)
-        bootstrap = wasm_floor_bootstrap(port, admin, mock_port)
+        bootstrap = wasm_floor_bootstrap(port, admin, mock_port, mode="probe")
         bootstrap["stats_flush_interval"] = "1s"
-        upstream = gateway._wasm_filters(bootstrap)[2]
-        upstream["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": "probe"}
         envoy = Envoy(stack, "probe", bootstrap, port, admin, workdir)
         path, headers, body = captured
         req = Request(workdir, "probe", f"http://127.0.0.1:{port}{path}", dict(headers, **{"x-llm-cluster": cluster}), body)
@@ -532,6 +535,9 @@ def bench(args):
         wf_port, wf_admin = free_ports(2)
         wasm_floor = Envoy(stack, "wasm-floor", wasm_floor_bootstrap(wf_port, wf_admin, mock_port), wf_port, wf_admin,
                            workdir)
+        hf_port, hf_admin = free_ports(2)
+        host_floor = Envoy(stack, "host-call-floor", wasm_floor_bootstrap(hf_port, hf_admin, mock_port, mode="replay"),
+                           hf_port, hf_admin, workdir)
         gw = Envoy(stack, "gateway", gateway.build_bootstrap(gw_port, gw_admin, mock_port, wasm=WASM, env={}),
                    gw_port, gw_admin, workdir)
         for group in groups:
@@ -547,7 +553,9 @@ def bench(args):
                 if group == WASM_FLOOR_GROUP:
                     wf_req = Request(workdir, f"wf-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{wf_port}{path}",
                                      floor_req.headers, vendor_body)
-                    measured.insert(1, (wasm_floor, wf_req))
+                    hf_req = Request(workdir, f"hf-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{hf_port}{path}",
+                                     floor_req.headers, vendor_body)
+                    measured[1:1] = [(wasm_floor, wf_req), (host_floor, hf_req)]
                 for envoy, req in measured:
                     status, answer = post(req.url, req.headers, req.body)
                     if status != 200 or (stream and envoy is gw and not answer.endswith(b"data: [DONE]\n\n")):
@@ -584,12 +592,13 @@ def bench(args):
 def summarise(group, name, stream, runs):
     f, g = runs["floor"], runs["gateway"]
     row = {"group": group, "scenario": name, "stream": stream}
-    w = runs.get("wasm-floor")
-    if w:
-        row["wf_rps"] = mean([r["rps"] for r in w])
-        row["wf_p50_ms"] = mean([r["p50_us"] for r in w]) / 1000
-        row["wf_cpu_us"] = 1e6 * sum(r["cpu_s"] for r in w) / max(1, sum(r["requests"] for r in w))
-        row["wf_failed"] = sum(r["failed"] for r in w)
+    for who, name in (("wf", "wasm-floor"), ("hf", "host-call-floor")):
+        w = runs.get(name)
+        if w:
+            row[f"{who}_rps"] = mean([r["rps"] for r in w])
+            row[f"{who}_p50_ms"] = mean([r["p50_us"] for r in w]) / 1000
+            row[f"{who}_cpu_us"] = 1e6 * sum(r["cpu_s"] for r in w) / max(1, sum(r["requests"] for r in w))
+            row[f"{who}_failed"] = sum(r["failed"] for r in w)
     row["floor_rps"] = mean([r["rps"] for r in f])
     row["gw_rps"] = mean([r["rps"] for r in g])
     row["ratio"] = row["gw_rps"] / row["floor_rps"] if row["floor_rps"] else 0.0
@@ -623,10 +632,10 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
 - **floor**: plain Envoy, same listener, route, retry policy and clusters, no wasm filter; the client sends the
   vendor request the gateway would send (captured once through the gateway) with `x-llm-cluster` set itself.
   **gateway**: Envoy with `llm_edge` + `llm_upstream`, the client sends the unified request.
-  **wasm floor** ({WASM_FLOOR_GROUP} only): the floor's request through Envoy with `benches/wasm-floor` loaded
-  as both roles: the gateway's plugin shape and body buffering, no work of its own. The least any filter built
-  this way costs.
-- Each scenario: {WARMUP_SECONDS} s warm-up each, then {RUNS} runs of {SECONDS:g} s, floor and gateway interleaved;
+  **wasm floor** and **host-call floor** ({WASM_FLOOR_GROUP} only): the floor's request through Envoy with
+  `benches/wasm-floor` loaded as both roles: the gateway's plugin shape and body buffering, no work of its own;
+  the host-call floor also makes the gateway's host calls (see "Where the gateway's cost goes").
+- Each scenario: {WARMUP_SECONDS} s warm-up each, then {RUNS} runs of {SECONDS:g} s, all Envoys interleaved;
   the tables show the mean of the runs. **noisy** = the runs' req/s differ by more than {NOISE:.0%}.
 - CPU per request: utime+stime of the Envoy process (all threads, /proc/PID/stat) over the runs / requests.
   Peak RSS: VmHWM, reset before each run (`clear_refs` 5).
@@ -658,20 +667,30 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
                    f"| {s['floor']['ttfb'][0]:.2f} / {s['floor']['ttfb'][1]:.2f} | {s['gateway']['ttfb'][0]:.2f} / {s['gateway']['ttfb'][1]:.2f} "
                    f"| {s['floor']['total'][0]:.2f} / {s['floor']['total'][1]:.2f} | {s['gateway']['total'][0]:.2f} / {s['gateway']['total'][1]:.2f} "
                    f"| {r['gw_cpu_us']:.1f} ({r['floor_cpu_us']:.1f}) | {r['gw_cpu_us'] / STREAM_CHUNKS:.2f} ({added:+.2f}) |")
-    out.append(f"\n### What the wasm runtime costs by itself ({WASM_FLOOR_GROUP})\n")
-    out.append("The wasm floor is benches/wasm-floor: two proxy-wasm contexts per request, the request body "
-               "buffered by both, read by both and written back by the upstream one; nothing else. The gateway's "
-               "cost above the wasm floor is what its own work (and host calls) add.\n")
-    out.append("| scenario | floor req/s | wasm floor req/s | gateway req/s | floor p50 ms | wasm floor +p50 ms "
-               "| gateway +p50 ms | CPU µs/req floor / wasm floor / gateway | gateway CPU above the wasm floor µs/req |")
-    out.append("|" + "---|" * 9)
+    out.append(f"\n### Where the gateway's cost goes ({WASM_FLOOR_GROUP})\n")
+    out.append("Two more Envoys take the floor's request, with benches/wasm-floor loaded as both roles. "
+               "**wasm floor**: two proxy-wasm contexts per request, the request body buffered by both, read by both "
+               "and written back by the upstream one; nothing else: what the wasm runtime costs by itself. "
+               "**host-call floor** (`replay`): the host calls the gateway makes for this request, in the same "
+               "callbacks (headers, bodies, the handoff, the endpoint's provider, metrics, the access-log line), "
+               "with none of its work: the least any filter making those calls costs. The gateway's cost above "
+               "the host-call floor is its own code.\n")
+    out.append("| scenario | req/s floor / wasm floor / host-call floor / gateway | ratio to the floor: wasm floor / "
+               "host-call floor / gateway | +p50 ms: wasm floor / host-call floor / gateway "
+               "| CPU µs/req: floor / wasm floor / host-call floor / gateway | gateway CPU µs/req above the "
+               "host-call floor | failed |")
+    out.append("|" + "---|" * 6)
     for r in rows:
-        if "wf_rps" not in r:
+        if "wf_rps" not in r or "hf_rps" not in r:
             continue
-        out.append(f"| {r['scenario']} | {r['floor_rps']:.0f} | {r['wf_rps']:.0f} | {r['gw_rps']:.0f} "
-                   f"| {r['floor_p50_ms']:.3f} | {r['wf_p50_ms'] - r['floor_p50_ms']:+.3f} | {r['added_p50_ms']:+.3f} "
-                   f"| {r['floor_cpu_us']:.1f} / {r['wf_cpu_us']:.1f} / {r['gw_cpu_us']:.1f} "
-                   f"| {r['gw_cpu_us'] - r['wf_cpu_us']:+.1f} |")
+        ratio = (lambda rps: f"{rps / r['floor_rps']:.2f}" if r["floor_rps"] else "-")
+        out.append(f"| {r['scenario']} | {r['floor_rps']:.0f} / {r['wf_rps']:.0f} / {r['hf_rps']:.0f} / {r['gw_rps']:.0f} "
+                   f"| {ratio(r['wf_rps'])} / {ratio(r['hf_rps'])} / {ratio(r['gw_rps'])} "
+                   f"| {r['wf_p50_ms'] - r['floor_p50_ms']:+.3f} / {r['hf_p50_ms'] - r['floor_p50_ms']:+.3f} "
+                   f"/ {r['added_p50_ms']:+.3f} "
+                   f"| {r['floor_cpu_us']:.1f} / {r['wf_cpu_us']:.1f} / {r['hf_cpu_us']:.1f} / {r['gw_cpu_us']:.1f} "
+                   f"| {r['gw_cpu_us'] - r['hf_cpu_us']:+.1f} "
+                   f"| {r['floor_failed']} / {r['wf_failed']} / {r['hf_failed']} / {r['gw_failed']} |")
     out.append("\n### Targets\n")
     out += targets(rows)
     out.append("\n### Micro benchmarks (pure core; `cargo bench --bench core`, natively and as wasm in Node's V8; the faster of two runs)\n")
@@ -694,17 +713,21 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
             cells = [f"{found[p][0]:.1f} / {found[p][1]:.1f}" if p in found else "-" for p in TIMING_PHASES]
             out.append(f"| {group} | " + " | ".join(cells) + " |")
         out.append("")
-        wasm_floor = next((r for r in rows if "wf_cpu_us" in r and r["scenario"] == "c=16"), None)
+        floors = next((r for r in rows if "hf_cpu_us" in r and r["scenario"] == "c=16"), None)
         for group, found in timings.items():
             row = next((r for r in rows if r["group"] == group and r["scenario"] == "c=16"), None)
             if row and all(p in found for p in ("admit", "request", "response", "log")):
                 added = row["gw_cpu_us"] - row["floor_cpu_us"]
                 own = sum(found[p][0] for p in ("admit", "request", "response", "log"))
-                runtime = (f" {wasm_floor['wf_cpu_us'] - wasm_floor['floor_cpu_us']:.0f} µs of it is what the wasm "
-                           f"floor costs ({wasm_floor['group']});") if wasm_floor else ""
+                split = ""
+                if floors:
+                    split = (f" in {floors['group']}'s run, {floors['wf_cpu_us'] - floors['floor_cpu_us']:.0f} µs of "
+                             f"that is the wasm runtime (wasm floor), {floors['hf_cpu_us'] - floors['wf_cpu_us']:.0f} µs "
+                             f"the host calls (host-call floor) and {floors['gw_cpu_us'] - floors['hf_cpu_us']:.0f} µs "
+                             "the gateway's own code;")
                 out.append(f"- {group}, non-stream c=16: the filter adds {added:.0f} µs of Envoy CPU per request;"
-                           f"{runtime} its four timed phases take {own:.0f} µs (sum of p50s); the rest is "
-                           "the callbacks' other host calls, entering the VM, and Envoy's own work for what the filter asks.")
+                           f"{split} its four timed phases (own code and the host calls made in them) take "
+                           f"{own:.0f} µs (sum of p50s).")
     out.append("\n### What a host call costs inside Envoy\n")
     if not host_calls:
         out.append("(not measured)")
@@ -729,19 +752,21 @@ def targets(rows):
     out = []
     r = find("mock-anthropic", "c=64")
     if r:
-        alone = f" (the wasm floor alone: {r['wf_rps'] / r['floor_rps']:.0%})" if r.get("wf_rps") and r["floor_rps"] else ""
+        alone = (f" (the wasm floor alone: {r['wf_rps'] / r['floor_rps']:.0%}; the gateway's host calls alone: "
+                 f"{r['hf_rps'] / r['floor_rps']:.0%})" if r.get("hf_rps") and r["floor_rps"] else "")
         out.append(f"- OpenAI→Anthropic non-stream c=64 keeps ≥ 50% of the floor's req/s: {r['ratio']:.0%}{alone} "
                    f"→ {'met' if r['ratio'] >= 0.5 else 'NOT met'}")
     for r in rows:
         if r["scenario"] == "c=1":
-            alone = (f" (the wasm floor alone: {r['wf_p50_ms'] - r['floor_p50_ms']:+.3f} ms)"
-                     if "wf_p50_ms" in r else "")
+            alone = (f" (the wasm floor alone: {r['wf_p50_ms'] - r['floor_p50_ms']:+.3f} ms; the host calls "
+                     f"alone: {r['hf_p50_ms'] - r['floor_p50_ms']:+.3f} ms)" if "hf_p50_ms" in r else "")
             out.append(f"- {r['group']}: at most +0.05 ms p50 at c=1: {r['added_p50_ms']:+.3f} ms{alone} "
                        f"→ {'met' if r['added_p50_ms'] <= 0.05 else 'NOT met'}")
     for r in rows:
         if r["stream"]:
             ratio = r["gw_cpu_us"] / r["floor_cpu_us"] if r["floor_cpu_us"] else 0
-            alone = f" (the wasm floor alone: {r['wf_cpu_us'] / r['floor_cpu_us']:.2f}×)" if "wf_cpu_us" in r else ""
+            alone = (f" (the wasm floor alone: {r['wf_cpu_us'] / r['floor_cpu_us']:.2f}×; the host calls alone: "
+                     f"{r['hf_cpu_us'] / r['floor_cpu_us']:.2f}×)" if "hf_cpu_us" in r and r["floor_cpu_us"] else "")
             out.append(f"- {r['group']}: a 20-chunk stream costs at most 2× the floor's CPU: {ratio:.2f}×{alone} "
                        f"({r['gw_cpu_us'] / STREAM_CHUNKS:.1f} µs per chunk in all) → {'met' if ratio <= 2 else 'NOT met'}")
     out.append("- RSS grows < 5 MB over the soak: see `make soak` below.")

@@ -13,12 +13,17 @@
 //! it, into `wasm_floor.first_host_call_ns;call=<name>`, then [`REPEAT`]
 //! times in a row into `wasm_floor.host_call_ns;call=<name>` (ns per call):
 //! what a host call costs inside Envoy, first and warm.
+//!
+//! With `replay` (both roles), it makes the gateway's host calls instead,
+//! with none of its work: see [`replay`].
 
 use std::time::{Duration, SystemTime};
 
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType, LogLevel, MetricType};
+
+mod replay;
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Warn);
@@ -31,6 +36,7 @@ const REPEAT: u32 = 10;
 struct Root {
     upstream: bool,
     probe: bool,
+    replay: bool,
 }
 
 impl Context for Root {}
@@ -40,13 +46,20 @@ impl RootContext for Root {
         self.upstream = self
             .get_property(vec!["plugin_root_id"])
             .is_some_and(|id| id == b"llm_upstream");
-        self.probe = self
-            .get_plugin_configuration()
-            .is_some_and(|c| c == b"probe");
+        let configuration = self.get_plugin_configuration().unwrap_or_default();
+        self.probe = configuration == b"probe";
+        self.replay = configuration == b"replay";
         true
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        if self.replay {
+            return Some(if self.upstream {
+                Box::new(replay::Upstream::new())
+            } else {
+                Box::new(replay::Edge::new())
+            });
+        }
         Some(Box::new(BufferBody {
             write_back: self.upstream,
             probe: self.upstream && self.probe,
