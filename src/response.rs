@@ -69,7 +69,7 @@ impl Serialize for Usage {
 }
 
 /// Who answered: stamped on every unified response and chunk.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Origin {
     /// Response id (`chatcmpl-...`), one per response.
     pub id: String,
@@ -160,17 +160,6 @@ impl Completion {
     }
 }
 
-/// Appends one `data: <json>\n\n` event, serialising straight into `out`
-/// (no intermediate buffer per chunk).
-fn write_event(out: &mut Vec<u8>, value: &impl Serialize) {
-    let start = out.len();
-    out.extend_from_slice(b"data: ");
-    match serde_json::to_writer(&mut *out, value) {
-        Ok(()) => out.extend_from_slice(b"\n\n"),
-        Err(_) => out.truncate(start),
-    }
-}
-
 /// What one chunk's `delta` carries.
 #[derive(Serialize, Default)]
 struct Delta<'a> {
@@ -221,6 +210,16 @@ pub struct ChunkWriter {
     finish_reason: Option<FinishReason>,
     pub usage: Option<Usage>,
     done: bool,
+    /// Every chunk's opening, up to its `choices`, for the origin it was made from.
+    head: ChunkHead,
+}
+
+/// `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…,"provider":…,"choices":[`,
+/// the same in every chunk of a stream: written once, copied per chunk.
+#[derive(Debug, Default)]
+struct ChunkHead {
+    origin: Origin,
+    bytes: Vec<u8>,
 }
 
 impl ChunkWriter {
@@ -237,6 +236,55 @@ impl ChunkWriter {
             finish_reason: None,
             usage: None,
             done: false,
+            head: ChunkHead::default(),
+        }
+    }
+
+    /// Appends the chunk head for the current origin (dialects set the
+    /// origin from the vendor's first events, so it is checked each time).
+    fn write_head(&mut self, out: &mut Vec<u8>) {
+        #[derive(Serialize)]
+        struct Head<'a> {
+            id: &'a str,
+            object: &'static str,
+            created: u64,
+            model: &'a str,
+            provider: &'a str,
+        }
+        if self.head.bytes.is_empty() || self.head.origin != self.origin {
+            let origin = &self.origin;
+            let mut bytes = b"data: ".to_vec();
+            let head = Head {
+                id: &origin.id,
+                object: "chat.completion.chunk",
+                created: origin.created,
+                model: &origin.model,
+                provider: &origin.provider,
+            };
+            if serde_json::to_writer(&mut bytes, &head).is_ok() {
+                bytes.pop(); // the object's closing brace: the chunk goes on
+            }
+            bytes.extend_from_slice(b",\"choices\":[");
+            self.head = ChunkHead {
+                origin: origin.clone(),
+                bytes,
+            };
+        }
+        out.extend_from_slice(&self.head.bytes);
+    }
+
+    /// One chunk event: the head, then `tail` writes the rest of the
+    /// object after the opening of `choices`.
+    fn write_chunk(
+        &mut self,
+        out: &mut Vec<u8>,
+        tail: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+    ) {
+        let start = out.len();
+        self.write_head(out);
+        match tail(out) {
+            Ok(()) => out.extend_from_slice(b"}\n\n"),
+            Err(_) => out.truncate(start),
         }
     }
 
@@ -251,15 +299,6 @@ impl ChunkWriter {
             index: u32,
             delta: Delta<'a>,
             finish_reason: Option<FinishReason>,
-        }
-        #[derive(Serialize)]
-        struct Chunk<'a> {
-            id: &'a str,
-            object: &'static str,
-            created: u64,
-            model: &'a str,
-            provider: &'a str,
-            choices: [Choice<'a>; 1],
         }
         if self.done {
             return;
@@ -283,19 +322,16 @@ impl ChunkWriter {
         if finish_reason.is_some() {
             self.finish_reason = finish_reason;
         }
-        let chunk = Chunk {
-            id: &self.origin.id,
-            object: "chat.completion.chunk",
-            created: self.origin.created,
-            model: &self.origin.model,
-            provider: &self.origin.provider,
-            choices: [Choice {
-                index: 0,
-                delta,
-                finish_reason,
-            }],
+        let choice = Choice {
+            index: 0,
+            delta,
+            finish_reason,
         };
-        write_event(out, &chunk);
+        self.write_chunk(out, |out| {
+            serde_json::to_writer(&mut *out, &choice)?;
+            out.push(b']');
+            Ok(())
+        });
     }
 
     /// The opening chunk: `{"role":"assistant","content":""}`.
@@ -383,26 +419,10 @@ impl ChunkWriter {
         }
         if self.include_usage {
             if let Some(usage) = self.usage {
-                #[derive(Serialize)]
-                struct UsageChunk<'a> {
-                    id: &'a str,
-                    object: &'static str,
-                    created: u64,
-                    model: &'a str,
-                    provider: &'a str,
-                    choices: [(); 0],
-                    usage: Usage,
-                }
-                let chunk = UsageChunk {
-                    id: &self.origin.id,
-                    object: "chat.completion.chunk",
-                    created: self.origin.created,
-                    model: &self.origin.model,
-                    provider: &self.origin.provider,
-                    choices: [],
-                    usage,
-                };
-                write_event(out, &chunk);
+                self.write_chunk(out, |out| {
+                    out.extend_from_slice(b"],\"usage\":");
+                    serde_json::to_writer(out, &usage)
+                });
             }
         }
         out.extend_from_slice(b"data: [DONE]\n\n");
@@ -528,6 +548,33 @@ mod tests {
         assert_eq!(ev[4]["choices"], serde_json::json!([]));
         assert_eq!(ev[4]["usage"]["total_tokens"], 7);
         assert!(ev.iter().all(|e| e["id"] == "chatcmpl-1"));
+    }
+
+    #[test]
+    fn chunk_bytes_follow_the_origin() {
+        let mut w = ChunkWriter::new(origin(), "r".into(), true);
+        let mut out = Vec::new();
+        w.content(&mut out, "a\"b");
+        // A vendor event names the answer's id and model after the first chunk.
+        w.origin.id = "msg_\"2".into();
+        w.origin.model = "m2".into();
+        w.finish(&mut out, FinishReason::Stop);
+        w.usage = Some(Usage {
+            prompt_tokens: 1,
+            completion_tokens: 2,
+            ..Usage::default()
+        });
+        w.done(&mut out);
+        let expected = concat!(
+            r#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","provider":"p","choices":[{"index":0,"delta":{"role":"assistant","content":"a\"b"},"finish_reason":null}]}"#,
+            "\n\n",
+            r#"data: {"id":"msg_\"2","object":"chat.completion.chunk","created":1,"model":"m2","provider":"p","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            "\n\n",
+            r#"data: {"id":"msg_\"2","object":"chat.completion.chunk","created":1,"model":"m2","provider":"p","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#,
+            "\n\n",
+            "data: [DONE]\n\n",
+        );
+        assert_eq!(String::from_utf8_lossy(&out), expected);
     }
 
     #[test]
