@@ -714,19 +714,18 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
             out.append(f"| {group} | " + " | ".join(cells) + " |")
         out.append("")
         floors = next((r for r in rows if "hf_cpu_us" in r and r["scenario"] == "c=16"), None)
+        if floors:
+            out.append(f"- {floors['group']}, non-stream c=16: of the {floors['gw_cpu_us'] - floors['floor_cpu_us']:.0f} µs "
+                       f"of Envoy CPU the filter adds per request, {floors['wf_cpu_us'] - floors['floor_cpu_us']:.0f} µs "
+                       f"is the wasm runtime (wasm floor), {floors['hf_cpu_us'] - floors['wf_cpu_us']:.0f} µs the host "
+                       f"calls (host-call floor) and {floors['gw_cpu_us'] - floors['hf_cpu_us']:.0f} µs the gateway's own code.")
         for group, found in timings.items():
             row = next((r for r in rows if r["group"] == group and r["scenario"] == "c=16"), None)
             if row and all(p in found for p in ("admit", "request", "response", "log")):
                 added = row["gw_cpu_us"] - row["floor_cpu_us"]
                 own = sum(found[p][0] for p in ("admit", "request", "response", "log"))
-                split = ""
-                if floors:
-                    split = (f" in {floors['group']}'s run, {floors['wf_cpu_us'] - floors['floor_cpu_us']:.0f} µs of "
-                             f"that is the wasm runtime (wasm floor), {floors['hf_cpu_us'] - floors['wf_cpu_us']:.0f} µs "
-                             f"the host calls (host-call floor) and {floors['gw_cpu_us'] - floors['hf_cpu_us']:.0f} µs "
-                             "the gateway's own code;")
-                out.append(f"- {group}, non-stream c=16: the filter adds {added:.0f} µs of Envoy CPU per request;"
-                           f"{split} its four timed phases (own code and the host calls made in them) take "
+                out.append(f"- {group}, non-stream c=16: the filter adds {added:.0f} µs of Envoy CPU per request; "
+                           f"its four timed phases (own code and the host calls made in them) take "
                            f"{own:.0f} µs (sum of p50s).")
     out.append("\n### What a host call costs inside Envoy\n")
     if not host_calls:

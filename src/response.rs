@@ -242,7 +242,7 @@ impl ChunkWriter {
 
     /// Appends the chunk head for the current origin (dialects set the
     /// origin from the vendor's first events, so it is checked each time).
-    fn write_head(&mut self, out: &mut Vec<u8>) {
+    fn write_head(&mut self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         #[derive(Serialize)]
         struct Head<'a> {
             id: &'a str,
@@ -261,9 +261,8 @@ impl ChunkWriter {
                 model: &origin.model,
                 provider: &origin.provider,
             };
-            if serde_json::to_writer(&mut bytes, &head).is_ok() {
-                bytes.pop(); // the object's closing brace: the chunk goes on
-            }
+            serde_json::to_writer(&mut bytes, &head)?;
+            bytes.pop(); // the object's closing brace: the chunk goes on
             bytes.extend_from_slice(b",\"choices\":[");
             self.head = ChunkHead {
                 origin: origin.clone(),
@@ -271,6 +270,7 @@ impl ChunkWriter {
             };
         }
         out.extend_from_slice(&self.head.bytes);
+        Ok(())
     }
 
     /// One chunk event: the head, then `tail` writes the rest of the
@@ -281,8 +281,7 @@ impl ChunkWriter {
         tail: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
     ) {
         let start = out.len();
-        self.write_head(out);
-        match tail(out) {
+        match self.write_head(out).and_then(|()| tail(out)) {
             Ok(()) => out.extend_from_slice(b"}\n\n"),
             Err(_) => out.truncate(start),
         }

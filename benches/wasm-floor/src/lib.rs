@@ -32,6 +32,15 @@ proxy_wasm::main! {{
 
 const REPEAT: u32 = 10;
 
+/// Where the gateway reads an attempt's provider: the endpoint's metadata.
+const PROVIDER_METADATA: [&str; 5] = [
+    "xds",
+    "upstream_host_metadata",
+    "filter_metadata",
+    "llm",
+    "provider",
+];
+
 #[derive(Default)]
 struct Root {
     upstream: bool,
@@ -124,13 +133,6 @@ fn time(histogram: &str, repeat: u32, name: &str, mut call: impl FnMut()) {
 }
 
 fn probe_host_calls(ctx: &mut BufferBody, histogram: &str, repeat: u32) {
-    const PROVIDER: [&str; 5] = [
-        "xds",
-        "upstream_host_metadata",
-        "filter_metadata",
-        "llm",
-        "provider",
-    ];
     time(histogram, repeat, "get_current_time", || {
         let _ = now();
     });
@@ -156,7 +158,7 @@ fn probe_host_calls(ctx: &mut BufferBody, histogram: &str, repeat: u32) {
         let _ = ctx.get_property(vec!["wasm_floor_probe"]);
     });
     time(histogram, repeat, "get_property_endpoint_metadata", || {
-        let _ = ctx.get_property(PROVIDER.to_vec());
+        let _ = ctx.get_property(PROVIDER_METADATA.to_vec());
     });
     if let Ok(id) = hostcalls::define_metric(MetricType::Counter, "wasm_floor.probe") {
         time(histogram, repeat, "increment_metric", || {

@@ -19,15 +19,8 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, MetricType};
 
-use crate::now;
+use crate::{now, PROVIDER_METADATA};
 
-const PROVIDER_METADATA: [&str; 5] = [
-    "xds",
-    "upstream_host_metadata",
-    "filter_metadata",
-    "llm",
-    "provider",
-];
 /// The headers the Anthropic dialect sets on a vendor request.
 const VENDOR_HEADERS: [&str; 3] = ["content-type", "anthropic-version", "x-api-key"];
 
