@@ -7,10 +7,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::SystemTime;
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::traits::Context;
-use proxy_wasm::types::MetricType;
-
+use super::abi::{self, MetricKind};
 use super::elapsed_micros;
 use crate::metering::{metric_name, MetricParts};
 
@@ -32,9 +29,9 @@ struct Cached {
     parts: Vec<u8>,
 }
 
-fn id(metric_type: MetricType, base: &str, labels: &[(&str, &str)]) -> Option<u32> {
+fn id(metric_type: MetricKind, base: &str, labels: &[(&str, &str)]) -> Option<u32> {
     let parts = MetricParts::new(
-        if metric_type == MetricType::Counter {
+        if metric_type == MetricKind::Counter {
             b'c'
         } else {
             b'h'
@@ -49,7 +46,7 @@ fn id(metric_type: MetricType, base: &str, labels: &[(&str, &str)]) -> Option<u3
                 return Some(cached.id);
             }
         }
-        let id = hostcalls::define_metric(metric_type, &metric_name(base, labels)).ok()?;
+        let id = abi::define_metric(metric_type, &metric_name(base, labels))?;
         let mut ids = ids.borrow_mut();
         if ids.len() < MAX_CACHED && !ids.contains_key(&key) {
             ids.insert(
@@ -86,14 +83,14 @@ pub fn count(base: &str, labels: &[(&str, &str)], value: u64) {
     if value == 0 {
         return;
     }
-    if let Some(id) = id(MetricType::Counter, base, labels) {
-        let _ = hostcalls::increment_metric(id, i64::try_from(value).unwrap_or(i64::MAX));
+    if let Some(id) = id(MetricKind::Counter, base, labels) {
+        abi::increment_metric(id, value);
     }
 }
 
 pub fn record(base: &str, labels: &[(&str, &str)], value: u64) {
-    if let Some(id) = id(MetricType::Histogram, base, labels) {
-        let _ = hostcalls::record_metric(id, value);
+    if let Some(id) = id(MetricKind::Histogram, base, labels) {
+        abi::record_metric(id, value);
     }
 }
 
@@ -120,13 +117,13 @@ const PHASES: [&str; 5] = ["admit", "request", "chunk", "response", "log"];
 pub struct PhaseTimer(Option<SystemTime>);
 
 impl PhaseTimer {
-    pub fn start(ctx: &dyn Context, on: bool) -> Self {
-        Self(on.then(|| ctx.get_current_time()))
+    pub fn start(on: bool) -> Self {
+        Self(on.then(abi::now))
     }
 
-    pub fn stop(self, ctx: &dyn Context, phase: Phase) {
+    pub fn stop(self, phase: Phase) {
         if let Some(started) = self.0 {
-            overhead(phase, elapsed_micros(ctx, started));
+            overhead(phase, elapsed_micros(started));
         }
     }
 }
@@ -144,11 +141,11 @@ fn overhead(phase: Phase, micros: u64) {
         let slot = ids.get_mut(index)?;
         if slot.is_none() {
             let name = metric_name("llm_gateway.overhead_us", &[("phase", PHASES.get(index)?)]);
-            *slot = hostcalls::define_metric(MetricType::Histogram, &name).ok();
+            *slot = abi::define_metric(MetricKind::Histogram, &name);
         }
         *slot
     });
     if let Some(id) = id {
-        let _ = hostcalls::record_metric(id, micros);
+        abi::record_metric(id, micros);
     }
 }

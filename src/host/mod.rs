@@ -6,14 +6,15 @@
 //! Both read the same configuration document.
 
 use std::rc::Rc;
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{ContextType, LogLevel};
+use proxy_wasm::types::ContextType;
 
 use crate::config::Config;
 use crate::error::GatewayError;
 
+mod abi;
 mod edge;
 mod metrics;
 mod upstream;
@@ -34,26 +35,8 @@ const ROUTE_PROPERTY: &str = "llm_route";
 /// Filter state: the request's access-log line (JSON), set when it ends.
 const LOG_PROPERTY: &str = "llm_log";
 
-/// Headers read with one host call (each call costs more than the lookups
-/// it saves).
-#[derive(Default)]
-struct Headers(Vec<(String, String)>);
-
-impl Headers {
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn has(&self, name: &str) -> bool {
-        self.get(name).is_some()
-    }
-}
-
 proxy_wasm::main! {{
-    proxy_wasm::set_log_level(LogLevel::Info);
+    abi::init_logging();
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
 }}
 
@@ -73,8 +56,7 @@ impl Context for Root {}
 
 impl RootContext for Root {
     fn on_configure(&mut self, _size: usize) -> bool {
-        let root_id = self
-            .get_property(vec!["plugin_root_id"])
+        let root_id = abi::property(&["plugin_root_id"])
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         let role = match root_id.as_str() {
@@ -87,7 +69,7 @@ impl RootContext for Root {
                 return false;
             }
         };
-        let bytes = self.get_plugin_configuration().unwrap_or_default();
+        let bytes = abi::body(abi::Buffer::PluginConfiguration, 0, usize::MAX);
         match Config::parse(&bytes, |name| std::env::var(name).ok()) {
             Ok(config) => {
                 log::info!(
@@ -119,29 +101,29 @@ impl RootContext for Root {
     }
 }
 
-fn elapsed_micros(ctx: &dyn Context, since: std::time::SystemTime) -> u64 {
-    ctx.get_current_time()
+fn elapsed_micros(since: SystemTime) -> u64 {
+    abi::now()
         .duration_since(since)
         .map(|d| d.as_micros() as u64)
         .unwrap_or_default()
 }
 
-fn unix_seconds(ctx: &dyn Context) -> u64 {
-    ctx.get_current_time()
+fn unix_seconds() -> u64 {
+    abi::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or_default()
 }
 
 /// Answers the request with a unified error, from either role.
-fn send_error(ctx: &dyn HttpContext, error: &GatewayError, request_id: &str) {
+fn send_error(error: &GatewayError, request_id: &str) {
     let body = error.to_json(Some(request_id));
-    let mut headers = vec![
-        ("content-type", "application/json"),
-        ("x-request-id", request_id),
+    let mut headers: Vec<(&str, &[u8])> = vec![
+        ("content-type", b"application/json"),
+        ("x-request-id", request_id.as_bytes()),
     ];
     if let Some(provider) = error.provider.as_deref() {
-        headers.push(("x-llm-provider", provider));
+        headers.push(("x-llm-provider", provider.as_bytes()));
     }
-    ctx.send_http_response(u32::from(error.status()), headers, Some(&body));
+    abi::send_response(error.status(), &headers, &body, "");
 }

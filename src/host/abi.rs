@@ -1,0 +1,322 @@
+//! Every proxy-wasm host call the filter makes, declared here rather than
+//! taken from the SDK's wrappers: those turn header names and values into
+//! `String` (one non-UTF-8 byte panics, which kills the VM for every later
+//! request) and panic on any host status they do not expect. Here headers
+//! are bytes, lengths are checked, and a failed call is a `None` / `false`
+//! the caller decides about. Nothing in this module can panic.
+//!
+//! The SDK is still used for its dispatcher (the `proxy_on_*` exports that
+//! call our `HttpContext`s) and its allocator (`proxy_on_memory_allocate`,
+//! which the host uses for the buffers returned here: each is a `Vec` with
+//! capacity equal to its length, taken back with `Vec::from_raw_parts`).
+
+use std::ptr::{null, null_mut};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::headers::Headers;
+
+const OK: u32 = 0;
+
+#[link(wasm_import_module = "env")]
+extern "C" {
+    fn proxy_log(level: u32, message_data: *const u8, message_size: usize) -> u32;
+    fn proxy_get_current_time_nanoseconds(return_time: *mut u64) -> u32;
+    fn proxy_get_buffer_bytes(
+        buffer_type: u32,
+        start: usize,
+        max_size: usize,
+        return_buffer_data: *mut *mut u8,
+        return_buffer_size: *mut usize,
+    ) -> u32;
+    fn proxy_set_buffer_bytes(
+        buffer_type: u32,
+        start: usize,
+        size: usize,
+        buffer_data: *const u8,
+        buffer_size: usize,
+    ) -> u32;
+    fn proxy_get_header_map_pairs(
+        map_type: u32,
+        return_map_data: *mut *mut u8,
+        return_map_size: *mut usize,
+    ) -> u32;
+    fn proxy_get_header_map_value(
+        map_type: u32,
+        key_data: *const u8,
+        key_size: usize,
+        return_value_data: *mut *mut u8,
+        return_value_size: *mut usize,
+    ) -> u32;
+    fn proxy_replace_header_map_value(
+        map_type: u32,
+        key_data: *const u8,
+        key_size: usize,
+        value_data: *const u8,
+        value_size: usize,
+    ) -> u32;
+    fn proxy_remove_header_map_value(map_type: u32, key_data: *const u8, key_size: usize) -> u32;
+    fn proxy_get_property(
+        path_data: *const u8,
+        path_size: usize,
+        return_value_data: *mut *mut u8,
+        return_value_size: *mut usize,
+    ) -> u32;
+    fn proxy_set_property(
+        path_data: *const u8,
+        path_size: usize,
+        value_data: *const u8,
+        value_size: usize,
+    ) -> u32;
+    #[allow(clippy::too_many_arguments)]
+    fn proxy_send_local_response(
+        status_code: u32,
+        status_code_details_data: *const u8,
+        status_code_details_size: usize,
+        body_data: *const u8,
+        body_size: usize,
+        headers_data: *const u8,
+        headers_size: usize,
+        grpc_status: i32,
+    ) -> u32;
+    fn proxy_define_metric(
+        metric_type: u32,
+        name_data: *const u8,
+        name_size: usize,
+        return_id: *mut u32,
+    ) -> u32;
+    fn proxy_increment_metric(metric_id: u32, offset: i64) -> u32;
+    fn proxy_record_metric(metric_id: u32, value: u64) -> u32;
+}
+
+/// Which header map a call is about.
+#[derive(Clone, Copy)]
+pub enum Map {
+    Request = 0,
+    Response = 2,
+}
+
+/// Which body buffer a call is about.
+#[derive(Clone, Copy)]
+pub enum Buffer {
+    Request = 0,
+    Response = 1,
+    PluginConfiguration = 7,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Counter = 0,
+    Histogram = 2,
+}
+
+/// Takes ownership of a buffer the host allocated for us.
+///
+/// # Safety
+/// `data` is null or was allocated by the SDK's `proxy_on_memory_allocate`
+/// with exactly `size` bytes, and is handed over to us by the host.
+unsafe fn owned(data: *mut u8, size: usize) -> Option<Vec<u8>> {
+    if data.is_null() {
+        None
+    } else {
+        // SAFETY: as the function's contract says.
+        Some(unsafe { Vec::from_raw_parts(data, size, size) })
+    }
+}
+
+/// A property path as the ABI wants it: segments separated by NUL.
+fn property_path(path: &[&str]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(path.iter().map(|s| s.len() + 1).sum());
+    for (i, segment) in path.iter().enumerate() {
+        if i > 0 {
+            out.push(0);
+        }
+        out.extend_from_slice(segment.as_bytes());
+    }
+    out
+}
+
+pub fn log(level: log::Level, message: &str) {
+    let level = match level {
+        log::Level::Trace => 0,
+        log::Level::Debug => 1,
+        log::Level::Info => 2,
+        log::Level::Warn => 3,
+        log::Level::Error => 4,
+    };
+    // SAFETY: the pointer and length describe `message`.
+    unsafe {
+        proxy_log(level, message.as_ptr(), message.len());
+    }
+}
+
+/// The host's clock; the epoch if the host will not say.
+pub fn now() -> SystemTime {
+    let mut nanos: u64 = 0;
+    // SAFETY: `nanos` outlives the call.
+    let status = unsafe { proxy_get_current_time_nanoseconds(&mut nanos) };
+    if status == OK {
+        UNIX_EPOCH + Duration::from_nanos(nanos)
+    } else {
+        UNIX_EPOCH
+    }
+}
+
+/// `size` bytes of a body buffer from `start` (empty when there is none).
+pub fn body(buffer: Buffer, start: usize, size: usize) -> Vec<u8> {
+    let (mut data, mut len) = (null_mut(), 0);
+    // SAFETY: the out-pointers outlive the call; the host allocates `data`.
+    unsafe {
+        if proxy_get_buffer_bytes(buffer as u32, start, size, &mut data, &mut len) != OK {
+            return Vec::new();
+        }
+        owned(data, len).unwrap_or_default()
+    }
+}
+
+/// Replaces `size` bytes of a body buffer from `start` with `data`.
+pub fn set_body(buffer: Buffer, start: usize, size: usize, data: &[u8]) -> bool {
+    // SAFETY: the pointer and length describe `data`.
+    unsafe { proxy_set_buffer_bytes(buffer as u32, start, size, data.as_ptr(), data.len()) == OK }
+}
+
+/// Every header of a map, as bytes (empty if the host gives none).
+pub fn headers(map: Map) -> Headers {
+    let (mut data, mut len) = (null_mut(), 0);
+    // SAFETY: the out-pointers outlive the call; the host allocates `data`.
+    let serialized = unsafe {
+        if proxy_get_header_map_pairs(map as u32, &mut data, &mut len) != OK {
+            return Headers::default();
+        }
+        owned(data, len).unwrap_or_default()
+    };
+    Headers::deserialize(&serialized)
+}
+
+/// One header's value, as bytes.
+pub fn header(map: Map, name: &str) -> Option<Vec<u8>> {
+    let (mut data, mut len) = (null_mut(), 0);
+    // SAFETY: the pointer and length describe `name`; the out-pointers
+    // outlive the call; the host allocates `data`.
+    unsafe {
+        if proxy_get_header_map_value(map as u32, name.as_ptr(), name.len(), &mut data, &mut len)
+            != OK
+        {
+            return None;
+        }
+        owned(data, len)
+    }
+}
+
+/// Sets (replacing) or, with `None`, removes a header.
+pub fn set_header(map: Map, name: impl AsRef<[u8]>, value: Option<&[u8]>) {
+    let name = name.as_ref();
+    // SAFETY: the pointers and lengths describe `name` and `value`.
+    unsafe {
+        match value {
+            Some(v) => {
+                proxy_replace_header_map_value(
+                    map as u32,
+                    name.as_ptr(),
+                    name.len(),
+                    v.as_ptr(),
+                    v.len(),
+                );
+            }
+            None => {
+                proxy_remove_header_map_value(map as u32, name.as_ptr(), name.len());
+            }
+        }
+    }
+}
+
+pub fn property(path: &[&str]) -> Option<Vec<u8>> {
+    let path = property_path(path);
+    let (mut data, mut len) = (null_mut(), 0);
+    // SAFETY: the pointer and length describe `path`; the out-pointers
+    // outlive the call; the host allocates `data`.
+    unsafe {
+        if proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut len) != OK {
+            return None;
+        }
+        owned(data, len)
+    }
+}
+
+pub fn set_property(path: &[&str], value: Option<&[u8]>) {
+    let path = property_path(path);
+    let (data, len) = value.map_or((null(), 0), |v| (v.as_ptr(), v.len()));
+    // SAFETY: the pointers and lengths describe `path` and `value`.
+    unsafe {
+        proxy_set_property(path.as_ptr(), path.len(), data, len);
+    }
+}
+
+/// Answers the request ourselves (Envoy's local reply), with `details` as
+/// the response code details Envoy logs (`%RESPONSE_CODE_DETAILS%`).
+pub fn send_response(status: u16, headers: &[(&str, &[u8])], body: &[u8], details: &str) {
+    let headers = Headers::serialize(headers);
+    // SAFETY: every pointer and length describes a live slice.
+    unsafe {
+        proxy_send_local_response(
+            u32::from(status),
+            details.as_ptr(),
+            details.len(),
+            body.as_ptr(),
+            body.len(),
+            headers.as_ptr(),
+            headers.len(),
+            -1,
+        );
+    }
+}
+
+pub fn define_metric(kind: MetricKind, name: &str) -> Option<u32> {
+    let mut id = 0;
+    // SAFETY: the pointer and length describe `name`; `id` outlives the call.
+    let status = unsafe { proxy_define_metric(kind as u32, name.as_ptr(), name.len(), &mut id) };
+    (status == OK).then_some(id)
+}
+
+pub fn increment_metric(id: u32, offset: u64) {
+    // SAFETY: plain values.
+    unsafe {
+        proxy_increment_metric(id, i64::try_from(offset).unwrap_or(i64::MAX));
+    }
+}
+
+pub fn record_metric(id: u32, value: u64) {
+    // SAFETY: plain values.
+    unsafe {
+        proxy_record_metric(id, value);
+    }
+}
+
+/// The `log` crate's sink: Envoy's log, through [`log`].
+struct Logger;
+
+impl log::Log for Logger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::max_level()
+    }
+
+    fn log(&self, record: &log::Record) {
+        if self.enabled(record.metadata()) {
+            log(record.level(), &record.args().to_string());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOGGER: Logger = Logger;
+
+/// Routes `log::info!` and friends to Envoy's log, and logs a panic (should
+/// one ever happen) before the VM aborts, so it can be found and alerted on.
+pub fn init_logging() {
+    // Fails only when a logger is set already: then that one stays.
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(log::LevelFilter::Info);
+    std::panic::set_hook(Box::new(|info| {
+        log(log::Level::Error, &format!("llm gateway: panic: {info}"));
+    }));
+}
