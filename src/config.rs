@@ -127,6 +127,14 @@ pub struct Provider {
     /// USD per million tokens by vendor model ("*" for the rest), for cost accounting.
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
+    /// Client headers this provider may receive although the gateway
+    /// withholds them by default (see `headers::vendor_may_receive`), e.g.
+    /// `openai-organization`: lowercase names; never a credential.
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
+    /// Finds this provider's key in what it answers.
+    #[serde(skip)]
+    pub redactor: crate::redact::Redactor,
 }
 
 /// A credential: its `Debug` never shows it, so no log line can.
@@ -257,6 +265,26 @@ impl Config {
                 },
                 _ => None,
             };
+            provider.redactor =
+                crate::redact::Redactor::new(provider.resolved_key.as_ref().map(Secret::expose));
+            for (i, name) in provider.forward_headers.iter().enumerate() {
+                let token = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+                if !token {
+                    return Err(format!(
+                        "{field}.forward_headers[{i}]: a lowercase header name (letters, digits, '-')"
+                    ));
+                }
+                if crate::headers::CREDENTIAL_HEADERS.contains(&name.as_str())
+                    || name.starts_with("x-llm-")
+                {
+                    return Err(format!(
+                        "{field}.forward_headers[{i}]: {name} is a credential or the gateway's own header and is never forwarded"
+                    ));
+                }
+            }
         }
         if config.model_groups.is_empty() {
             return Err("model_groups: at least one model group is required".into());
@@ -386,6 +414,26 @@ mod tests {
         assert_eq!(c.providers["oa"].vendor_model("fast", "x"), "gpt-4o-mini");
         assert_eq!(c.providers["oa"].vendor_model("smart", "x"), "x");
         assert_eq!(c.providers["an"].vendor_model("smart", "x"), "claude");
+    }
+
+    #[test]
+    fn forward_headers_are_names_and_never_credentials() {
+        let with = |list: &str| {
+            GOOD.replace(
+                r#""api_key": "k","#,
+                &format!(r#""api_key": "k", "forward_headers": {list},"#),
+            )
+        };
+        let c = Config::parse(with(r#"["openai-organization"]"#).as_bytes(), env).unwrap();
+        assert_eq!(c.providers["an"].forward_headers, ["openai-organization"]);
+        for (list, expected) in [
+            (r#"["Authorization"]"#, "providers.an.forward_headers[0]: a lowercase"),
+            (r#"["ok", "x-api-key"]"#, "providers.an.forward_headers[1]: x-api-key is a credential"),
+            (r#"["x-llm-cluster"]"#, "providers.an.forward_headers[0]: x-llm-cluster is a credential or the gateway's own"),
+        ] {
+            let e = Config::parse(with(list).as_bytes(), env).unwrap_err();
+            assert!(e.starts_with(expected), "{e}");
+        }
     }
 
     #[test]

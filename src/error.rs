@@ -157,15 +157,6 @@ impl std::fmt::Display for GatewayError {
     }
 }
 
-/// Replaces every occurrence of `secret` in `text`: vendors sometimes quote
-/// the key they were sent back in their error messages.
-pub fn redact(text: &str, secret: Option<&str>) -> String {
-    match secret {
-        Some(s) if s.len() >= 4 && text.contains(s) => text.replace(s, "[REDACTED]"),
-        _ => text.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,14 +182,5 @@ mod tests {
         assert_eq!(v["error"]["provider"], "x");
         assert_eq!(v["error"]["request_id"], "r1");
         assert_eq!(v["error"]["message"], "messages must not be empty");
-    }
-
-    #[test]
-    fn redact_hides_secrets() {
-        assert_eq!(
-            redact("Incorrect API key provided: sk-abc123", Some("sk-abc123")),
-            "Incorrect API key provided: [REDACTED]"
-        );
-        assert_eq!(redact("fine", None), "fine");
     }
 }

@@ -433,8 +433,12 @@ impl ChunkWriter {
         if self.done {
             return;
         }
+        let mut error = error.clone();
+        if error.provider.is_none() {
+            error.provider = Some(self.origin.provider.clone());
+        }
         write_data(out, &error.to_json(Some(&self.request_id)));
-        self.failure = Some(error.clone());
+        self.failure = Some(error);
         self.done = true;
     }
 
@@ -584,7 +588,12 @@ mod tests {
         assert!(!w.content_started(), "the role chunk is not content");
         let e = GatewayError::new(crate::error::ErrorCode::UpstreamBusy, "Overloaded");
         w.error(&mut out, &e);
-        assert_eq!(w.failure(), Some(&e));
+        assert_eq!(w.failure(), Some(&e.clone().with_provider("p")));
+        let event = events(&out).pop().unwrap();
+        assert_eq!(
+            event["error"]["provider"], "p",
+            "stream errors name the provider"
+        );
         let mut w = ChunkWriter::new(origin(), "r".into(), false);
         w.content(&mut out, "x");
         assert!(w.content_started());

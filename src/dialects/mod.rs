@@ -70,19 +70,6 @@ pub struct UpstreamRequest {
     pub body: Vec<u8>,
 }
 
-/// Request headers that carry some vendor's credentials: cleared on every
-/// attempt so a retry on another vendor never sends the wrong key.
-/// (`x-amz-*`: what SigV4 signing added on an earlier attempt.)
-pub const AUTH_HEADERS: &[&str] = &[
-    "authorization",
-    "x-api-key",
-    "api-key",
-    "x-goog-api-key",
-    "x-amz-date",
-    "x-amz-security-token",
-    "x-amz-content-sha256",
-];
-
 /// A decoded non-stream response, already in the unified shape.
 #[derive(Debug)]
 pub struct DecodedResponse {

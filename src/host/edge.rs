@@ -8,16 +8,16 @@ use std::rc::Rc;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
+use super::abi::{self, Buffer, Map};
 use super::metrics::{self, Phase, PhaseTimer};
 use super::{
-    elapsed_micros, send_error, Headers, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, LOG_PROPERTY,
-    ROUTE_PROPERTY,
+    elapsed_micros, send_error, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
 };
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
-use crate::dialects::AUTH_HEADERS;
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared, Token};
+use crate::headers::{Headers, CREDENTIAL_HEADERS};
 use crate::metering::{price_for, AttemptRecord, RequestLog};
 use crate::response::Usage;
 use crate::routing::Needs;
@@ -28,6 +28,18 @@ pub const CLUSTER_HEADER: &str = "x-llm-cluster";
 
 /// Request headers only the gateway may set: dropped from every client request.
 const INTERNAL_HEADERS: &[&str] = &[CLUSTER_HEADER, "x-llm-provider", "x-llm-model"];
+
+/// Request headers the gateway reads as text on its API paths: a value that
+/// is not UTF-8 is refused (400 naming the header) rather than guessed at.
+const TEXT_HEADERS: &[&str] = &[
+    ":method",
+    "x-request-id",
+    "x-model-group",
+    "x-user-id",
+    "x-llm-provider",
+    "content-type",
+    "content-length",
+];
 
 enum State {
     /// Not an API path of ours: pass through untouched.
@@ -94,7 +106,7 @@ impl Edge {
     fn reject(&mut self, error: GatewayError) -> Action {
         self.status = error.status();
         self.code = Some(error.code);
-        send_error(self, &error, &self.request_id);
+        send_error(&error, &self.request_id);
         self.state = State::Replied;
         Action::Pause
     }
@@ -103,16 +115,44 @@ impl Edge {
     /// credential) from the request, so it never reaches a vendor.
     fn authenticate(&mut self) -> Result<(), GatewayError> {
         let headers = &self.request_headers;
-        self.caller = self.config.auth.authenticate(presented_key(
-            headers.get("authorization"),
-            headers.get("x-api-key"),
-        ))?;
-        for name in AUTH_HEADERS {
+        let key = |name: &str| {
+            headers.text(name).map_err(|_| {
+                let mut e = GatewayError::new(
+                    ErrorCode::AuthFailed,
+                    format!("the {name} header is not valid UTF-8, so it holds no gateway key"),
+                );
+                e.param = Some(name.to_owned());
+                e
+            })
+        };
+        self.caller = self
+            .config
+            .auth
+            .authenticate(presented_key(key("authorization")?, key("x-api-key")?))?;
+        for name in CREDENTIAL_HEADERS {
             if self.request_headers.has(name) {
-                self.set_http_request_header(name, None);
+                abi::set_header(Map::Request, name, None);
             }
         }
         Ok(())
+    }
+
+    /// The first header the gateway reads as text that is not UTF-8.
+    fn check_text_headers(&self) -> Result<(), GatewayError> {
+        for name in TEXT_HEADERS {
+            if self.request_headers.text(name).is_err() {
+                return Err(GatewayError::invalid(
+                    *name,
+                    format!("the {name} header is not valid UTF-8"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A header checked by `check_text_headers` (so never `Err` by then).
+    fn text(&self, name: &str) -> Option<&str> {
+        self.request_headers.text(name).ok().flatten()
     }
 
     /// `GET /v1/models`: the groups this caller may use.
@@ -140,7 +180,7 @@ impl Edge {
                 ),
             ));
         }
-        if let Some(ct) = self.request_headers.get("content-type") {
+        if let Some(ct) = self.text("content-type") {
             if !ct.to_ascii_lowercase().starts_with("application/json") {
                 return Err(GatewayError::invalid(
                     "content-type",
@@ -153,7 +193,7 @@ impl Edge {
         }
         // Refuse an oversized body before buffering a byte of it.
         let max = self.config.limits.max_body_bytes;
-        if let Some(length) = self.request_headers.get("content-length") {
+        if let Some(length) = self.text("content-length") {
             if length.trim().parse::<u64>().map_or(true, |n| n > max) {
                 return Err(GatewayError::new(
                     ErrorCode::PayloadTooLarge,
@@ -197,7 +237,7 @@ impl Edge {
                 ));
             }
             self.request_id.clone_from(id);
-            self.set_http_request_header("x-request-id", Some(id));
+            abi::set_header(Map::Request, "x-request-id", Some(id.as_bytes()));
         }
         let task_type = request
             .extra
@@ -205,17 +245,17 @@ impl Edge {
             .and_then(|m| m.get("task_type"))
             .and_then(serde_json::Value::as_str);
         let config = Rc::clone(&self.config);
-        let request_header = |name: &str| headers.get(name).map(str::to_owned);
+        let text = |name: &str| headers.text(name).ok().flatten();
+        let request_header = |name: &str| text(name).map(str::to_owned);
         let (group, model_group) = config.resolve_group(
-            headers.get("x-model-group"),
+            text("x-model-group"),
             &request.model,
             &request_header,
             task_type,
         )?;
         config.auth.check_group(self.caller, group)?;
         // Sticky by user when the request names one; otherwise spread by request id.
-        let user = headers
-            .get("x-user-id")
+        let user = text("x-user-id")
             .map(str::to_owned)
             .or_else(|| request.user.clone());
         let bucket_key = match &user {
@@ -235,7 +275,7 @@ impl Edge {
             .get(index)
             .map(|c| c.cluster.as_str())
             .unwrap_or_default();
-        self.set_http_request_header(CLUSTER_HEADER, Some(cluster));
+        abi::set_header(Map::Request, CLUSTER_HEADER, Some(cluster.as_bytes()));
         let mut handoff = Handoff {
             token: None,
             candidate: Some(index),
@@ -244,7 +284,7 @@ impl Edge {
         };
         self.exchange = exchange::open(request);
         handoff.token = self.exchange.as_ref().map(|(token, _)| *token);
-        self.set_property(vec![HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()));
+        abi::set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()));
         Ok(())
     }
 }
@@ -292,8 +332,7 @@ impl Edge {
         // An answer that never ended: the client left, or the vendor's side broke.
         let cut_short = reached_vendor && !self.response_complete;
         let client_disconnected = cut_short
-            && !self
-                .get_property(vec!["response", "code_details"])
+            && !abi::property(&["response", "code_details"])
                 .is_some_and(|d| d.starts_with(b"upstream"));
         let vendor_failed =
             (cut_short && !client_disconnected).then_some(ErrorCode::UpstreamError.as_str());
@@ -304,7 +343,7 @@ impl Edge {
             .or(vendor_failed);
         let status = self.status.to_string();
         let key = self.config.auth.caller_name(self.caller);
-        let duration_ms = elapsed_micros(self, self.started) / 1000;
+        let duration_ms = elapsed_micros(self.started) / 1000;
         let (provider, model, group) = (
             record.provider.as_str(),
             record.model.as_str(),
@@ -399,7 +438,7 @@ impl Edge {
             client_disconnected,
         };
         if let Ok(line) = serde_json::to_vec(&log) {
-            self.set_property(vec![LOG_PROPERTY], Some(&line));
+            abi::set_property(&[LOG_PROPERTY], Some(&line));
         }
         // Published already when the response ended; not so for a client that left.
         if self.final_record.is_none() {
@@ -420,12 +459,10 @@ impl Edge {
                 return (record, exchange.route.clone());
             }
         }
-        let record = self
-            .get_property(vec![ATTEMPT_PROPERTY])
+        let record = abi::property(&[ATTEMPT_PROPERTY])
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default();
-        let route = self
-            .get_property(vec![ROUTE_PROPERTY])
+        let route = abi::property(&[ROUTE_PROPERTY])
             .map(|b| {
                 String::from_utf8_lossy(&b)
                     .split(',')
@@ -460,7 +497,7 @@ impl Edge {
             ("llm_group", chat.group.as_str()),
             (ROUTE_PROPERTY, &route.join(",")),
         ] {
-            self.set_property(vec![name], Some(value.as_bytes()));
+            abi::set_property(&[name], Some(value.as_bytes()));
         }
     }
 
@@ -488,52 +525,51 @@ impl Context for Edge {}
 
 impl HttpContext for Edge {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        self.started = self.get_current_time();
-        self.request_headers = Headers(self.get_http_request_headers());
-        let headers = &self.request_headers;
-        if self.config.allow_provider_pin {
-            self.provider_pin = headers.get("x-llm-provider").map(str::to_owned);
-        }
+        self.started = abi::now();
+        self.request_headers = abi::headers(Map::Request);
         for name in INTERNAL_HEADERS {
             if self.request_headers.has(name) {
-                self.set_http_request_header(name, None);
+                abi::set_header(Map::Request, name, None);
             }
         }
-        self.request_id = match self.request_headers.get("x-request-id") {
+        let client_id = self.request_headers.text("x-request-id").ok().flatten();
+        self.request_id = match client_id {
             Some(id) if valid_request_id(id) => id.to_owned(),
             _ => {
-                let nanos = self
-                    .get_current_time()
+                let nanos = abi::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_nanos())
                     .unwrap_or_default();
                 let id = format!("llm-{nanos:x}");
-                self.set_http_request_header("x-request-id", Some(&id));
+                abi::set_header(Map::Request, "x-request-id", Some(id.as_bytes()));
                 id
             }
         };
-        let path = self
-            .request_headers
-            .get(":path")
-            .unwrap_or_default()
-            .to_owned();
-        let path = path.split_once('?').map_or(path.as_str(), |(p, _)| p);
-        if !path.starts_with("/v1/") {
+        // The path as bytes: over HTTP/2 it may hold any byte.
+        let raw_path = self.request_headers.get(":path").unwrap_or_default();
+        let raw_path = raw_path
+            .iter()
+            .position(|&b| b == b'?')
+            .map_or(raw_path, |end| raw_path.get(..end).unwrap_or_default());
+        if !raw_path.starts_with(b"/v1/") {
             self.request_headers = Headers::default();
             return Action::Continue;
         }
+        let path = String::from_utf8_lossy(raw_path).into_owned();
         if path == "/v1/chat/completions" {
             self.chat = Some(ChatFacts::default());
         }
         if let Err(e) = self.authenticate() {
             return self.reject(e);
         }
-        let method = self
-            .request_headers
-            .get(":method")
-            .unwrap_or_default()
-            .to_owned();
-        match path {
+        if let Err(e) = self.check_text_headers() {
+            return self.reject(e);
+        }
+        if self.config.allow_provider_pin {
+            self.provider_pin = self.text("x-llm-provider").map(str::to_owned);
+        }
+        let method = self.text(":method").unwrap_or_default().to_owned();
+        match path.as_str() {
             "/v1/chat/completions" => match self.on_chat_headers(&method, end_of_stream) {
                 Ok(()) => {
                     self.state = State::Chat;
@@ -543,13 +579,14 @@ impl HttpContext for Edge {
             },
             "/v1/models" if method == "GET" => {
                 let body = self.models_list();
-                self.send_http_response(
+                abi::send_response(
                     200,
-                    vec![
-                        ("content-type", "application/json"),
-                        ("x-request-id", &self.request_id),
+                    &[
+                        ("content-type", b"application/json"),
+                        ("x-request-id", self.request_id.as_bytes()),
                     ],
-                    Some(&body),
+                    &body,
+                    "",
                 );
                 self.state = State::Replied;
                 Action::Pause
@@ -584,10 +621,10 @@ impl HttpContext for Edge {
             }
             return Action::Pause;
         }
-        let timer = PhaseTimer::start(self, self.config.overhead_histograms);
-        let body = self.get_http_request_body(0, size).unwrap_or_default();
+        let timer = PhaseTimer::start(self.config.overhead_histograms);
+        let body = abi::body(Buffer::Request, 0, size);
         let result = self.on_chat_body(&body);
-        timer.stop(self, Phase::Admit);
+        timer.stop(Phase::Admit);
         match result {
             Ok(()) => {
                 self.state = State::Forwarded;
@@ -604,24 +641,30 @@ impl HttpContext for Edge {
         if end_of_stream {
             self.on_response_end();
         }
-        self.set_http_response_header("x-request-id", Some(&self.request_id));
-        let status = self
-            .get_http_response_header(":status")
-            .and_then(|s| s.parse::<u16>().ok())
+        abi::set_header(
+            Map::Response,
+            "x-request-id",
+            Some(self.request_id.as_bytes()),
+        );
+        let status = abi::header(Map::Response, ":status")
+            .and_then(|s| std::str::from_utf8(&s).ok()?.parse::<u16>().ok())
             .unwrap_or(502);
         // Responses through the upstream role carry x-llm-provider; anything
         // else that failed is Envoy's own reply (no healthy upstream, timeout, 413...).
         // (Two single lookups: the second only for errors, and each is
         // cheaper than listing every header.)
         self.status = status;
-        if status >= 400 && self.get_http_response_header("x-llm-provider").is_none() {
+        if status >= 400 && abi::header(Map::Response, "x-llm-provider").is_none() {
             let code = ErrorCode::from_status(status);
             self.status = code.status();
             self.code = Some(code);
-            self.set_http_response_header(":status", Some(&code.status().to_string()));
-            self.set_http_response_header("content-type", Some("application/json"));
-            self.set_http_response_header("content-length", None);
-            self.state = State::RewriteLocalReply(code);
+            if !end_of_stream {
+                self.state = State::RewriteLocalReply(code);
+            }
+            let status = code.status().to_string();
+            abi::set_header(Map::Response, ":status", Some(status.as_bytes()));
+            abi::set_header(Map::Response, "content-type", Some(b"application/json"));
+            abi::set_header(Map::Response, "content-length", None);
         }
         Action::Continue
     }
@@ -636,30 +679,46 @@ impl HttpContext for Edge {
         if !end_of_stream {
             return Action::Pause;
         }
-        let original = self.get_http_response_body(0, size).unwrap_or_default();
-        let detail = String::from_utf8_lossy(&original);
-        let detail = detail.trim();
-        let message = match code {
-            ErrorCode::UpstreamBusy => "no provider is available right now",
-            ErrorCode::UpstreamTimeout => "the provider did not answer in time",
-            ErrorCode::PayloadTooLarge => "the request body is larger than the gateway accepts",
-            _ => "the gateway could not complete the request",
-        };
-        let message = if detail.is_empty() {
-            message.to_owned()
-        } else {
-            format!("{message} ({detail})")
-        };
-        let body = GatewayError::new(code, message).to_json(Some(&self.request_id));
-        self.set_http_response_body(0, size, &body);
+        let original = abi::body(Buffer::Response, 0, size);
+        // Already in the unified envelope (the HCM's local_reply_config).
+        if is_unified_error(&original) {
+            return Action::Continue;
+        }
+        let body = GatewayError::new(code, local_reply_message(code, &original))
+            .to_json(Some(&self.request_id));
+        abi::set_body(Buffer::Response, 0, size, &body);
         Action::Continue
     }
 
     fn on_log(&mut self) {
         if let Some(chat) = &self.chat {
-            let timer = PhaseTimer::start(self, self.config.overhead_histograms);
+            let timer = PhaseTimer::start(self.config.overhead_histograms);
             self.meter(chat);
-            timer.stop(self, Phase::Log);
+            timer.stop(Phase::Log);
         }
     }
+}
+
+/// What a client is told for one of Envoy's own error replies: what it
+/// means, and Envoy's text (as text: it may hold any byte) in brackets.
+fn local_reply_message(code: ErrorCode, envoy_body: &[u8]) -> String {
+    let message = match code {
+        ErrorCode::UpstreamBusy => "no provider is available right now",
+        ErrorCode::UpstreamTimeout => "the provider did not answer in time",
+        ErrorCode::PayloadTooLarge => "the request body is larger than the gateway accepts",
+        _ => "the gateway could not complete the request",
+    };
+    let detail = String::from_utf8_lossy(envoy_body);
+    let detail = detail.trim();
+    if detail.is_empty() {
+        message.to_owned()
+    } else {
+        format!("{message} ({detail})")
+    }
+}
+
+/// A body that is already `{"error": {...}}`.
+fn is_unified_error(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .is_ok_and(|v| v.get("error").is_some_and(serde_json::Value::is_object))
 }

@@ -9,14 +9,14 @@ use std::time::{Duration, SystemTime};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
+use super::abi::{self, Buffer, Map};
 use super::metrics::{self, Phase, PhaseTimer};
-use super::{
-    send_error, unix_seconds, Headers, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, ROUTE_PROPERTY,
-};
-use crate::config::{Config, Provider, Secret};
-use crate::dialects::{dialect, Dialect, StreamDecoder, Target, AUTH_HEADERS};
-use crate::error::{redact, ErrorCode, GatewayError};
+use super::{send_error, unix_seconds, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, ROUTE_PROPERTY};
+use crate::config::{Config, Provider};
+use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
+use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared};
+use crate::headers::{client_may_receive, vendor_may_receive};
 use crate::metering::AttemptRecord;
 use crate::response::{ChunkWriter, Origin};
 use crate::unified::ChatRequest;
@@ -114,7 +114,7 @@ impl Upstream {
         if let Some(exchange) = &self.exchange {
             exchange.borrow_mut().record = Some(self.record.clone());
         } else if let Ok(json) = serde_json::to_vec(&self.record) {
-            self.set_property(vec![ATTEMPT_PROPERTY], Some(&json));
+            abi::set_property(&[ATTEMPT_PROPERTY], Some(&json));
         }
     }
 
@@ -128,12 +128,12 @@ impl Upstream {
             exchange.borrow_mut().route.push(entry);
             return;
         }
-        let mut route = self.get_property(vec![ROUTE_PROPERTY]).unwrap_or_default();
+        let mut route = abi::property(&[ROUTE_PROPERTY]).unwrap_or_default();
         if !route.is_empty() {
             route.push(b',');
         }
         route.extend_from_slice(entry.as_bytes());
-        self.set_property(vec![ROUTE_PROPERTY], Some(&route));
+        abi::set_property(&[ROUTE_PROPERTY], Some(&route));
     }
 
     /// After a stream chunk: time to first token, delivered tokens, and at
@@ -156,7 +156,7 @@ impl Upstream {
         self.chunks += 1;
         let first = content_started && self.first_content.is_none();
         if first {
-            let now = self.get_current_time();
+            let now = abi::now();
             self.first_content = Some(now);
             self.record.ttft_ms = Some(
                 now.duration_since(self.started)
@@ -188,8 +188,7 @@ impl Upstream {
             return;
         };
         if tokens > 1 {
-            let micros = self
-                .get_current_time()
+            let micros = abi::now()
                 .duration_since(first)
                 .unwrap_or_default()
                 .as_micros() as u64;
@@ -206,7 +205,7 @@ impl Upstream {
     }
 
     fn timer(&self) -> PhaseTimer {
-        PhaseTimer::start(self, self.config.overhead_histograms)
+        PhaseTimer::start(self.config.overhead_histograms)
     }
 
     fn provider(&self) -> Option<(&Provider, &'static dyn Dialect)> {
@@ -216,7 +215,7 @@ impl Upstream {
 
     fn fail(&mut self, error: GatewayError) -> Action {
         let error = error.with_provider(&self.provider_name);
-        send_error(self, &error, &self.request_id);
+        send_error(&error, &self.request_id);
         self.mode = Mode::Passthrough;
         Action::Pause
     }
@@ -224,7 +223,7 @@ impl Upstream {
     fn origin(&self) -> Origin {
         Origin {
             id: format!("chatcmpl-{}", self.request_id),
-            created: unix_seconds(self),
+            created: unix_seconds(),
             model: self.model.clone(),
             provider: self.provider_name.clone(),
         }
@@ -258,7 +257,7 @@ impl Upstream {
         let request = match shared.as_ref().and_then(|e| e.request.as_ref()) {
             Some(request) => request,
             None => {
-                let body = self.get_http_request_body(0, size).unwrap_or_default();
+                let body = abi::body(Buffer::Request, 0, size);
                 parsed = ChatRequest::parse(&body)?;
                 &parsed
             }
@@ -276,59 +275,66 @@ impl Upstream {
         )?;
         let (stream, include_usage) = (request.stream, request.include_usage);
 
-        // The edge role removed the client's credentials, so the first
-        // attempt only drops compression (we must read what comes back).
-        // Header changes persist into the next attempt: later ones clear
-        // every vendor's auth again, found with one call listing the headers.
-        if self.attempt <= 1 {
-            self.set_http_request_header("accept-encoding", None);
-        } else {
-            for (name, _) in self.get_http_request_headers() {
-                if AUTH_HEADERS.contains(&name.as_str()) || name == "accept-encoding" {
-                    self.set_http_request_header(&name, None);
-                }
+        // What the vendor must not receive (credentials, cookies, account
+        // selectors, compression, the gateway's and Envoy's own headers,
+        // which Envoy adds after the edge role ran), found with one call
+        // listing the headers. Header changes persist into the next attempt,
+        // so this also clears the previous attempt's vendor headers: every
+        // dialect's auth and vendor headers are in the withheld set.
+        for (name, _) in abi::headers(Map::Request).0 {
+            if !name.starts_with(b":") && !vendor_may_receive(&name, &provider.forward_headers) {
+                abi::set_header(Map::Request, &name, None);
             }
         }
         if let Some(host) = &provider.host {
-            self.set_http_request_header(":authority", Some(host));
+            abi::set_header(Map::Request, ":authority", Some(host.as_bytes()));
         }
-        self.set_http_request_header(":path", Some(&encoded.path));
+        abi::set_header(Map::Request, ":path", Some(encoded.path.as_bytes()));
         for (name, value) in &encoded.headers {
-            self.set_http_request_header(name, Some(value));
+            abi::set_header(Map::Request, name, Some(value.as_bytes()));
         }
-        self.set_http_request_header("content-length", Some(&encoded.body.len().to_string()));
-        self.set_http_request_body(0, size, &encoded.body);
+        let length = encoded.body.len().to_string();
+        abi::set_header(Map::Request, "content-length", Some(length.as_bytes()));
+        abi::set_body(Buffer::Request, 0, size, &encoded.body);
         self.model = model;
         self.stream = stream;
         self.include_usage = include_usage;
         if stream {
             // For the time to first token (non-streams do not report one).
-            self.started = self.get_current_time();
+            self.started = abi::now();
         }
         Ok(())
     }
 
-    /// A vendor error, without ever echoing our key back.
+    /// A vendor error (its key is scrubbed from the rendered answer).
     fn vendor_error(&self, status: u16, body: &[u8]) -> GatewayError {
-        let Some((provider, dialect)) = self.provider() else {
+        let Some((_, dialect)) = self.provider() else {
             return no_provider(&self.provider_name);
         };
-        let mut error = dialect.decode_error(status, body);
-        error.message = redact(
-            &error.message,
-            provider.resolved_key.as_ref().map(Secret::expose),
-        );
-        error.with_provider(&self.provider_name)
+        dialect
+            .decode_error(status, body)
+            .with_provider(&self.provider_name)
+    }
+
+    /// Masks this provider's key in bytes made from its answer: every
+    /// body, chunk and error we pass on goes through here.
+    fn scrub(&self, bytes: &mut Vec<u8>) {
+        if let Some((provider, _)) = self.provider() {
+            provider.redactor.scrub(bytes);
+        }
     }
 
     /// Turns the held response into a unified error answer (status included),
     /// replacing the `len` bytes waiting in Envoy's buffer.
     fn answer_with_error(&mut self, error: &GatewayError, len: usize) {
         let error = error.clone().with_provider(&self.provider_name);
-        self.set_http_response_header(":status", Some(&error.status().to_string()));
-        self.set_http_response_header("content-type", Some("application/json"));
-        self.set_http_response_header("cache-control", None);
-        self.set_http_response_body(0, len, &error.to_json(Some(&self.request_id)));
+        let status = error.status().to_string();
+        abi::set_header(Map::Response, ":status", Some(status.as_bytes()));
+        abi::set_header(Map::Response, "content-type", Some(b"application/json"));
+        abi::set_header(Map::Response, "cache-control", None);
+        let mut body = error.to_json(Some(&self.request_id));
+        self.scrub(&mut body);
+        abi::set_body(Buffer::Response, 0, len, &body);
     }
 
     fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Vec<u8> {
@@ -350,18 +356,21 @@ impl Upstream {
             (None, None) => Err(no_provider(&self.provider_name)),
         };
         if result.is_err() || !self.vendor_json {
-            self.set_http_response_header("content-type", Some("application/json"));
+            abi::set_header(Map::Response, "content-type", Some(b"application/json"));
         }
-        match result {
+        let mut body = match result {
             Ok(body) => body,
             Err(error) => {
                 let error = error.with_provider(&self.provider_name);
                 self.record.status = error.status();
                 self.record.code = Some(error.code.as_str().to_owned());
-                self.set_http_response_header(":status", Some(&error.status().to_string()));
+                let status = error.status().to_string();
+                abi::set_header(Map::Response, ":status", Some(status.as_bytes()));
                 error.to_json(Some(&self.request_id))
             }
-        }
+        };
+        self.scrub(&mut body);
+        body
     }
 
     /// Translates one response chunk. While holding, Envoy's buffer is the
@@ -369,30 +378,47 @@ impl Upstream {
     /// Envoy only lets a filter replace a buffer's prefix or append to it.
     fn translate_chunk(&mut self, size: usize, end_of_stream: bool) {
         let timer = self.timer();
-        let buffer = self.get_http_response_body(0, size).unwrap_or_default();
+        let buffer = abi::body(Buffer::Response, 0, size);
         let mut out = std::mem::take(&mut self.out);
-        let (decoder, raw, output) = match &mut self.mode {
-            Mode::Stream(decoder) => {
-                out.clear();
-                (decoder, buffer.as_slice(), &mut out)
-            }
+        out.clear();
+        let (decoder, raw) = match &mut self.mode {
+            Mode::Stream(decoder) => (decoder, buffer.as_slice()),
             Mode::Holding { decoder, held, .. } => {
-                let raw = buffer.get(held.len()..).unwrap_or_default();
-                (decoder, raw, held)
+                (decoder, buffer.get(held.len()..).unwrap_or_default())
             }
             _ => return,
         };
-        decoder.feed(raw, output);
+        decoder.feed(raw, &mut out);
         if end_of_stream {
-            decoder.finish(output);
+            decoder.finish(&mut out);
         }
-        let replacement = match &self.mode {
-            Mode::Holding { held, .. } => held.as_slice(),
+        self.scrub(&mut out);
+        let replacement = match &mut self.mode {
+            Mode::Holding { held, .. } => {
+                held.extend_from_slice(&out);
+                held.as_slice()
+            }
             _ => out.as_slice(),
         };
-        self.set_http_response_body(0, size, replacement);
+        abi::set_body(Buffer::Response, 0, size, replacement);
         self.out = out;
-        timer.stop(self, Phase::Chunk);
+        timer.stop(Phase::Chunk);
+    }
+}
+
+impl Upstream {
+    /// Drops the vendor's response headers clients have no use for (cookies,
+    /// account ids, debug echoes, infrastructure) and masks the key in the
+    /// ones passed on (`headers::client_may_receive`).
+    fn pass_vendor_headers(&self, headers: &crate::headers::Headers) {
+        let redactor = self.provider().map(|(p, _)| &p.redactor);
+        for (name, value) in &headers.0 {
+            if !client_may_receive(name) {
+                abi::set_header(Map::Response, name, None);
+            } else if let Some(clean) = redactor.and_then(|r| r.scrubbed(value)) {
+                abi::set_header(Map::Response, name, Some(&clean));
+            }
+        }
     }
 }
 
@@ -414,9 +440,7 @@ impl Context for Upstream {}
 
 impl HttpContext for Upstream {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        let Some(handoff) = self
-            .get_property(vec![HANDOFF_PROPERTY])
-            .and_then(|b| Handoff::decode(&b))
+        let Some(handoff) = abi::property(&[HANDOFF_PROPERTY]).and_then(|b| Handoff::decode(&b))
         else {
             return Action::Continue;
         };
@@ -430,13 +454,11 @@ impl HttpContext for Upstream {
                 exchange.attempts += 1;
                 exchange.attempts
             }
-            None => self
-                .get_property(ATTEMPT_COUNT.to_vec())
+            None => abi::property(&ATTEMPT_COUNT)
                 .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
                 .map_or(1, u64::from_le_bytes),
         };
-        self.provider_name = self
-            .get_property(PROVIDER_METADATA.to_vec())
+        self.provider_name = abi::property(&PROVIDER_METADATA)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         if self.provider().is_none() {
@@ -466,7 +488,7 @@ impl HttpContext for Upstream {
         }
         let timer = self.timer();
         let result = self.translate_request(size);
-        timer.stop(self, Phase::Request);
+        timer.stop(Phase::Request);
         match result {
             Ok(()) => Action::Continue,
             Err(e) => self.fail(e),
@@ -477,16 +499,29 @@ impl HttpContext for Upstream {
         if !matches!(self.mode, Mode::Request) {
             return Action::Continue;
         }
-        let headers = Headers(self.get_http_response_headers());
+        let headers = abi::headers(Map::Response);
         let status = headers
-            .get(":status")
+            .text(":status")
+            .ok()
+            .flatten()
             .and_then(|s| s.parse::<u16>().ok())
             .unwrap_or(0);
-        let content_type = headers.get("content-type").unwrap_or_default();
-        self.set_http_response_header("x-llm-provider", Some(&self.provider_name));
-        self.set_http_response_header("x-llm-model", Some(&self.model));
-        self.set_http_response_header("x-llm-attempts", Some(&self.attempt.to_string()));
-        self.set_http_response_header("content-length", None);
+        // Not UTF-8: not a content type we know (the answer is then an error).
+        let content_type = headers
+            .text("content-type")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        self.pass_vendor_headers(&headers);
+        abi::set_header(
+            Map::Response,
+            "x-llm-provider",
+            Some(self.provider_name.as_bytes()),
+        );
+        abi::set_header(Map::Response, "x-llm-model", Some(self.model.as_bytes()));
+        let attempt = self.attempt.to_string();
+        abi::set_header(Map::Response, "x-llm-attempts", Some(attempt.as_bytes()));
+        abi::set_header(Map::Response, "content-length", None);
         self.record = AttemptRecord {
             provider: self.provider_name.clone(),
             model: self.model.clone(),
@@ -512,12 +547,12 @@ impl HttpContext for Upstream {
             let writer =
                 ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
             let decoder = dialect.stream_decoder(writer);
-            self.set_http_response_header("content-type", Some("text/event-stream"));
-            self.set_http_response_header("cache-control", Some("no-cache"));
+            abi::set_header(Map::Response, "content-type", Some(b"text/event-stream"));
+            abi::set_header(Map::Response, "cache-control", Some(b"no-cache"));
             if self.config.streaming.hold_until_first_content && !end_of_stream {
                 self.mode = Mode::Holding {
                     decoder,
-                    since: self.get_current_time(),
+                    since: abi::now(),
                     held: Vec::new(),
                 };
                 return Action::Pause;
@@ -544,7 +579,7 @@ impl HttpContext for Upstream {
             Mode::Holding { .. } => {
                 self.translate_chunk(size, end_of_stream);
                 self.track_stream(end_of_stream);
-                let now = self.get_current_time();
+                let now = abi::now();
                 let limits = &self.config.streaming;
                 let Mode::Holding {
                     decoder,
@@ -587,7 +622,7 @@ impl HttpContext for Upstream {
                 Action::Continue
             }
             Mode::Discard => {
-                self.set_http_response_body(0, size, b"");
+                abi::set_body(Buffer::Response, 0, size, b"");
                 Action::Continue
             }
             Mode::Complete | Mode::Error(_) => {
@@ -599,10 +634,10 @@ impl HttpContext for Upstream {
                     _ => None,
                 };
                 let timer = self.timer();
-                let body = self.get_http_response_body(0, size).unwrap_or_default();
+                let body = abi::body(Buffer::Response, 0, size);
                 let translated = self.finish_buffered(status, &body);
-                self.set_http_response_body(0, size, &translated);
-                timer.stop(self, Phase::Response);
+                abi::set_body(Buffer::Response, 0, size, &translated);
+                timer.stop(Phase::Response);
                 self.save_record();
                 self.mode = Mode::Passthrough;
                 Action::Continue
