@@ -200,6 +200,7 @@ pub struct FunctionCall {
 pub struct Tool {
     #[serde(rename = "type")]
     pub kind: ToolKind,
+    #[serde(deserialize_with = "function_def")]
     pub function: FunctionDef,
 }
 
@@ -214,7 +215,11 @@ pub struct FunctionDef {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "strict_parameters",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub parameters: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
@@ -233,7 +238,10 @@ pub enum ToolChoice {
 pub enum ResponseFormat {
     Text,
     JsonObject,
-    JsonSchema { json_schema: JsonSchema },
+    JsonSchema {
+        #[serde(deserialize_with = "json_schema")]
+        json_schema: JsonSchema,
+    },
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -241,7 +249,11 @@ pub struct JsonSchema {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "strict_schema",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub schema: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
@@ -326,10 +338,13 @@ impl ChatRequest {
                 Message::Assistant { tool_calls, .. } => {
                     for (j, call) in tool_calls.iter().enumerate() {
                         let args = call.function.arguments.trim();
-                        if !args.is_empty() && serde_json::from_str::<Value>(args).is_err() {
+                        if args.is_empty() {
+                            continue;
+                        }
+                        if let Err(e) = serde_json::from_str::<Strict>(args) {
                             return Err(GatewayError::invalid(
                                 format!("messages[{i}].tool_calls[{j}].function.arguments"),
-                                "tool call arguments must be a JSON string",
+                                format!("tool call arguments must be a string of JSON: {e}"),
                             ));
                         }
                     }
@@ -448,8 +463,9 @@ impl<'de> Visitor<'de> for RequestVisitor {
                     has_messages = true;
                 }
                 "tools" => {
-                    r.tools =
-                        at("tools", map.next_value::<Option<Vec<Tool>>>())?.unwrap_or_default()
+                    r.tools = at("tools", map.next_value::<Option<Listed<Tool>>>())?
+                        .map(|t| t.0)
+                        .unwrap_or_default()
                 }
                 "tool_choice" => r.tool_choice = at("tool_choice", map.next_value())?,
                 "parallel_tool_calls" => {
@@ -479,7 +495,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
                 }
                 "request_id" => r.request_id = at("request_id", map.next_value())?,
                 _ => {
-                    let value: Value = map.next_value()?;
+                    let Strict(value) = at(&key, map.next_value())?;
                     r.extra.insert(key, value);
                     continue;
                 }
@@ -540,6 +556,133 @@ struct Index(usize);
 impl fmt::Display for Index {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "[{}]", self.0)
+    }
+}
+
+/// Any JSON value, refusing duplicate object keys at every depth (serde_json's
+/// `Value` silently keeps the last; vendors' parsers may keep the first).
+struct Strict(Value);
+
+impl<'de> Deserialize<'de> for Strict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        Strict::deserialize(d).map(|s| s.0)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(Strict(item)) = at(Index(items.len()), seq.next_element())? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(de::Error::custom(format!("{key}: duplicate field")));
+            }
+            let Strict(value) = at(&key, map.next_value())?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+/// A JSON Schema field (`parameters`, `schema`): an object, without
+/// duplicate keys.
+fn strict_object<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    match Option::<Strict>::deserialize(d)? {
+        None => Ok(None),
+        Some(Strict(v @ Value::Object(_))) => Ok(Some(v)),
+        Some(_) => Err(de::Error::custom("must be a JSON Schema object")),
+    }
+}
+
+fn strict_parameters<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    at("parameters", strict_object(d))
+}
+
+fn strict_schema<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    at("schema", strict_object(d))
+}
+
+/// `tools[i].function`, with its path in errors.
+fn function_def<'de, D: Deserializer<'de>>(d: D) -> Result<FunctionDef, D::Error> {
+    at("function", FunctionDef::deserialize(d))
+}
+
+/// `response_format.json_schema`, with its path in errors.
+fn json_schema<'de, D: Deserializer<'de>>(d: D) -> Result<JsonSchema, D::Error> {
+    at("json_schema", JsonSchema::deserialize(d))
+}
+
+/// An array whose element errors name the index (`[2].function...`).
+struct Listed<T>(Vec<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Listed<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Listed<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Listed<T>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = at(Index(out.len()), seq.next_element())? {
+                    out.push(item);
+                }
+                Ok(Listed(out))
+            }
+        }
+        d.deserialize_seq(V(std::marker::PhantomData))
     }
 }
 
@@ -751,7 +894,7 @@ impl<'de> Deserialize<'de> for ToolChoice {
         struct NamedFunction {
             name: String,
         }
-        let value = Value::deserialize(d)?;
+        let Strict(value) = Strict::deserialize(d)?;
         match value {
             Value::String(s) => match s.as_str() {
                 "none" => Ok(ToolChoice::None),
@@ -814,6 +957,80 @@ mod tests {
 
     fn parse(s: &str) -> Result<ChatRequest, GatewayError> {
         ChatRequest::parse(s.as_bytes())
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_every_depth() {
+        let m = r#""model":"m","messages":[{"role":"user","content":"hi"}]"#;
+        let tool = |params: &str| {
+            format!(
+                r#"{{{m},"tools":[{{"type":"function","function":{{"name":"a"}}}},{{"type":"function","function":{{"name":"f","parameters":{params}}}}}]}}"#
+            )
+        };
+        for (body, param) in [
+            (
+                tool(r#"{"type":"object","properties":{"x":{},"x":{}}}"#),
+                "tools[1].function.parameters.properties.x",
+            ),
+            (
+                format!(r#"{{{m},"metadata":{{"a":1,"a":2}}}}"#),
+                "metadata.a",
+            ),
+            (
+                format!(r#"{{{m},"logit_bias":[{{"k":1,"k":1}}]}}"#),
+                "logit_bias[0].k",
+            ),
+            (
+                format!(
+                    r#"{{{m},"response_format":{{"type":"json_schema","json_schema":{{"name":"n","schema":{{"a":{{"b":1,"b":2}}}}}}}}}}"#
+                ),
+                "response_format.json_schema.schema.a.b",
+            ),
+            (
+                format!(
+                    r#"{{{m},"tools":[{{"type":"function","function":{{"name":"f"}}}}],"tool_choice":{{"type":"function","type":"function","function":{{"name":"f"}}}}}}"#
+                ),
+                "tool_choice.type",
+            ),
+        ] {
+            let e = parse(&body).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{body}: {}", e.message);
+            assert!(e.message.contains("duplicate field"), "{}", e.message);
+        }
+        let e = parse(
+            r#"{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1,\"a\":2}"}}]}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.param.as_deref(),
+            Some("messages[0].tool_calls[0].function.arguments"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("duplicate field"), "{}", e.message);
+    }
+
+    #[test]
+    fn tool_parameters_must_be_an_object() {
+        for params in [r#""abc""#, "[]", "1", "true"] {
+            let body = format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"tools":[{{"type":"function","function":{{"name":"f","parameters":{params}}}}}]}}"#
+            );
+            let e = parse(&body).unwrap_err();
+            assert_eq!(
+                e.param.as_deref(),
+                Some("tools[0].function.parameters"),
+                "{}",
+                e.message
+            );
+            assert!(
+                e.message.contains("must be a JSON Schema object"),
+                "{}",
+                e.message
+            );
+        }
+        let ok = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":null}}]}"#;
+        assert_eq!(parse(ok).unwrap().tools[0].function.parameters, None);
     }
 
     #[test]

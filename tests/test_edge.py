@@ -97,8 +97,8 @@ CORPUS = [
     ("parallel-tool-calls-string", "POST", "/v1/chat/completions", req(parallel_tool_calls="yes"), {}, 400, "INVALID_REQUEST", "parallel_tool_calls"),
     # tools
     ("tools-object", "POST", "/v1/chat/completions", req(tools={"type": "function"}), {}, 400, "INVALID_REQUEST", "tools"),
-    ("tool-type-unknown", "POST", "/v1/chat/completions", req(tools=[{"type": "retrieval"}]), {}, 400, "INVALID_REQUEST", "tools"),
-    ("tool-without-name", "POST", "/v1/chat/completions", req(tools=[{"type": "function", "function": {}}]), {}, 400, "INVALID_REQUEST", "tools"),
+    ("tool-type-unknown", "POST", "/v1/chat/completions", req(tools=[{"type": "retrieval"}]), {}, 400, "INVALID_REQUEST", "tools[0]"),
+    ("tool-without-name", "POST", "/v1/chat/completions", req(tools=[{"type": "function", "function": {}}]), {}, 400, "INVALID_REQUEST", "tools[0].function"),
     ("tool-choice-unknown", "POST", "/v1/chat/completions", req(tool_choice="sometimes"), {}, 400, "INVALID_REQUEST", "tool_choice"),
     ("tool-choice-missing-tool", "POST", "/v1/chat/completions", req(tools=[{"type": "function", "function": {"name": "f"}}], tool_choice={"type": "function", "function": {"name": "g"}}), {}, 400, "INVALID_REQUEST", "tool_choice"),
     ("tool-choice-object-without-function", "POST", "/v1/chat/completions", req(tool_choice={"type": "function"}), {}, 400, "INVALID_REQUEST", "tool_choice"),
