@@ -127,11 +127,16 @@ def gw(tmp_path_factory):
     bootstrap = gateway.build_bootstrap(
         port, admin_port, mock_port, env={},
         # A cluster where nothing listens: connection refused.
-        extra_groups={"dead": {"cluster": "dead"}, "hosted": {"cluster": "dns_mock"}},
+        extra_groups={"dead": {"cluster": "dead"}, "hosted": {"cluster": "dns_mock"},
+                      "forwarding": {"cluster": "forwarding"}},
         # A provider with its own Host, behind a DNS cluster (as real vendors are).
-        extra_providers={"hosted": {"dialect": "openai", "host": "api.example.test", "api_key": "sk-mock-openai"}},
+        extra_providers={"hosted": {"dialect": "openai", "host": "api.example.test", "api_key": "sk-mock-openai"},
+                         # One that lets a client's account selector through.
+                         "forwarding": {"dialect": "openai", "api_key": "sk-mock-openai",
+                                        "forward_headers": ["openai-organization"]}},
         extra_clusters=[gateway.static_cluster("dead", dead_port, DEAD_PORT_PROVIDER),
-                        dns_cluster("dns_mock", "localhost", mock_port, "hosted")],
+                        dns_cluster("dns_mock", "localhost", mock_port, "hosted"),
+                        gateway.static_cluster("forwarding", mock_port, "forwarding")],
         extra_routes=short_timeout_route,
         edit=configure_test_gateway,
     )

@@ -114,7 +114,11 @@ pub fn read_request<R: BufRead, W: Write>(
         if room == 0 {
             return Err(ReadError::Bad(431, "request head too large"));
         }
-        let n = (&mut *r).take(room).read_line(&mut req.head)?;
+        // Header values may carry any byte (obs-text, Latin-1 from old
+        // clients): read bytes and keep them as text the tests can read.
+        let mut raw = Vec::new();
+        let n = (&mut *r).take(room).read_until(b'\n', &mut raw)?;
+        req.head.push_str(&String::from_utf8_lossy(&raw));
         if n == 0 {
             return if first && req.head.is_empty() {
                 Ok(false)
@@ -273,6 +277,7 @@ fn write_head(
     status: u16,
     content_type: &str,
     extra: &[(&str, &str)],
+    raw_headers: &[u8],
     keep_alive: bool,
 ) {
     // Writing into a Vec cannot fail; ignore the io::Result.
@@ -284,24 +289,28 @@ fn write_head(
     for (n, v) in extra {
         let _ = write!(buf, "{n}: {v}\r\n");
     }
+    buf.extend_from_slice(raw_headers);
     if !keep_alive {
         buf.extend_from_slice(b"connection: close\r\n");
     }
 }
 
 /// A whole response, written with a single write call. `buf` is scratch
-/// space reused by the connection.
+/// space reused by the connection; `raw_headers` are header lines as bytes
+/// (each ending in CRLF), for scenarios that send any byte.
+#[allow(clippy::too_many_arguments)]
 pub fn write_response<W: Write>(
     w: &mut W,
     buf: &mut Vec<u8>,
     status: u16,
     content_type: &str,
     extra: &[(&str, &str)],
+    raw_headers: &[u8],
     body: &[u8],
     keep_alive: bool,
 ) -> io::Result<()> {
     buf.clear();
-    write_head(buf, status, content_type, extra, keep_alive);
+    write_head(buf, status, content_type, extra, raw_headers, keep_alive);
     let _ = write!(buf, "content-length: {}\r\n\r\n", body.len());
     buf.extend_from_slice(body);
     w.write_all(buf)?;
@@ -310,12 +319,13 @@ pub fn write_response<W: Write>(
 
 /// Appends the head of a 200 chunked (streamed) response to `buf`; the
 /// body follows as chunks (`push_chunk`, then `LAST_CHUNK`).
-pub fn stream_head(buf: &mut Vec<u8>, content_type: &str, keep_alive: bool) {
+pub fn stream_head(buf: &mut Vec<u8>, content_type: &str, raw_headers: &[u8], keep_alive: bool) {
     write_head(
         buf,
         200,
         content_type,
         &[("cache-control", "no-cache")],
+        raw_headers,
         keep_alive,
     );
     buf.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n");

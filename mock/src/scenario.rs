@@ -37,6 +37,13 @@ pub struct Scenario {
     /// `echo-key`: a 401 whose message quotes the credential received, as
     /// some vendors do (the gateway must redact it).
     pub echo_key: bool,
+    /// `quote-key`: a vendor that quotes the credential it received (and
+    /// its base64) into every string of every body and stream event it
+    /// sends, and into response headers.
+    pub quote_key: bool,
+    /// `header-bytes=LO-HI` (hex): a response header whose value holds every
+    /// byte from LO to HI, in a header clients get and in one they do not.
+    pub header_bytes: Option<(u8, u8)>,
     /// `blocked-prompt`, `filtered-answer`, `filtered-stream`: the vendor's content filter strikes.
     pub filter: Option<Filter>,
 }
@@ -73,11 +80,18 @@ impl Scenario {
                 "tool" => s.tool = true,
                 "two-tools" => s.two_tools = true,
                 "echo-key" => s.echo_key = true,
+                "quote-key" => s.quote_key = true,
                 "blocked-prompt" => s.filter = Some(Filter::BlockedPrompt),
                 "filtered-answer" => s.filter = Some(Filter::FilteredAnswer),
                 "filtered-stream" => s.filter = Some(Filter::FilteredStream),
                 _ => {
-                    if let Some(ms) = d.strip_prefix("slow=") {
+                    if let Some(range) = d.strip_prefix("header-bytes=") {
+                        s.header_bytes = range.split_once('-').and_then(|(lo, hi)| {
+                            let lo = u8::from_str_radix(lo, 16).ok()?;
+                            let hi = u8::from_str_radix(hi, 16).ok()?;
+                            (lo <= hi).then_some((lo, hi))
+                        });
+                    } else if let Some(ms) = d.strip_prefix("slow=") {
                         s.slow = ms.parse().ok().map(Duration::from_millis);
                     } else if let Some(code) = d.strip_prefix("error-") {
                         s.error = code.parse().ok().filter(|c| ERROR_STATUSES.contains(c));
@@ -133,6 +147,10 @@ mod tests {
         assert_eq!(s.filter, Some(Filter::BlockedPrompt));
         assert_eq!(s.slow, Some(Duration::from_millis(50)));
         assert_eq!(s.error, Some(429));
+        let s = Scenario::parse("quote-key, header-bytes=80-ff");
+        assert!(s.quote_key);
+        assert_eq!(s.header_bytes, Some((0x80, 0xff)));
+        assert_eq!(Scenario::parse("header-bytes=ff-80").header_bytes, None);
         let s = Scenario::parse("error-400-context,slow,error-418");
         assert!(s.context_error);
         assert_eq!(s.error, None);

@@ -117,6 +117,10 @@ struct Conn {
     body: Vec<u8>,
     keep_alive: bool,
     verbose: bool,
+    /// This request's scenario header lines (raw bytes, CRLF-terminated).
+    raw_headers: Vec<u8>,
+    /// `quote-key`: the credential to quote into every JSON string sent.
+    quote: Option<String>,
 }
 
 impl Conn {
@@ -130,13 +134,15 @@ impl Conn {
         if self.verbose {
             eprintln!("  -> {status}");
         }
+        let quoted = self.quote.as_deref().and_then(|q| quote_json(body, q));
         write_response(
             &mut self.w,
             &mut self.buf,
             status,
             ctype,
             extra,
-            body,
+            &self.raw_headers,
+            quoted.as_deref().unwrap_or(body),
             self.keep_alive,
         )?;
         Ok(self.keep_alive)
@@ -176,6 +182,8 @@ fn connection(stream: TcpStream, st: &State) {
         body: Vec::with_capacity(4096),
         keep_alive: true,
         verbose: st.verbose,
+        raw_headers: Vec::new(),
+        quote: None,
     };
     let mut req = Request::default();
     loop {
@@ -189,6 +197,8 @@ fn connection(stream: TcpStream, st: &State) {
             }
         }
         c.keep_alive = req.keep_alive();
+        c.raw_headers.clear();
+        c.quote = None;
         match handle(&req, &mut c, st) {
             Ok(true) => {}
             Ok(false) | Err(_) => return,
@@ -261,6 +271,25 @@ fn completion(
 ) -> io::Result<bool> {
     let header = req.header(scenario::HEADER).unwrap_or_default();
     let sc = Scenario::parse(&format!("{header},{}", path_directives.unwrap_or_default()));
+    if sc.quote_key {
+        let received = ["authorization", "x-api-key", "api-key", "x-goog-api-key"]
+            .iter()
+            .find_map(|h| req.header(h))
+            .unwrap_or_default();
+        for name in ["x-debug-received-auth", "x-ratelimit-debug", "request-id"] {
+            c.raw_headers
+                .extend_from_slice(format!("{name}: {}\r\n", quoted(received)).as_bytes());
+        }
+        c.quote = Some(received.to_owned());
+    }
+    if let Some((lo, hi)) = sc.header_bytes {
+        for name in ["x-mock-bytes", "x-ratelimit-mock-bytes"] {
+            c.raw_headers.extend_from_slice(name.as_bytes());
+            c.raw_headers.extend_from_slice(b": a");
+            c.raw_headers.extend(lo..=hi);
+            c.raw_headers.extend_from_slice(b"b\r\n");
+        }
+    }
     if let Err(f) = d.check_headers(req) {
         return c.fail(d, &f);
     }
@@ -333,11 +362,29 @@ fn send_stream(
         eprintln!("  -> 200 stream");
     }
     c.buf.clear();
-    stream_head(&mut c.buf, d.stream_content_type(), c.keep_alive);
+    stream_head(
+        &mut c.buf,
+        d.stream_content_type(),
+        &c.raw_headers,
+        c.keep_alive,
+    );
     c.w.write_all(&c.buf)?;
     let encode =
         |i: usize, e: &SseEvent, crlf: bool, out: &mut Vec<u8>| d.encode_event(i, e, crlf, out);
-    match sse::send(&mut c.w, events, &d.stream_error(), sc, &encode)? {
+    let quote_event = |e: &SseEvent| {
+        let mut e = e.clone();
+        if let Some(q) = c
+            .quote
+            .as_deref()
+            .and_then(|q| quote_json(e.data.as_bytes(), q))
+        {
+            e.data = String::from_utf8_lossy(&q).into_owned();
+        }
+        e
+    };
+    let events: Vec<SseEvent> = events.iter().map(quote_event).collect();
+    let error = quote_event(&d.stream_error());
+    match sse::send(&mut c.w, &events, &error, sc, &encode)? {
         End::Complete => Ok(c.keep_alive),
         End::Cut => {
             // Abrupt end: no terminating chunk, connection gone.
@@ -370,13 +417,101 @@ fn fast(
     if d.is_stream(req, &serde_json::json!({ "stream": stream })) {
         answers.sse.render(&model, &mut c.body);
         c.buf.clear();
-        stream_head(&mut c.buf, d.stream_content_type(), c.keep_alive);
+        stream_head(&mut c.buf, d.stream_content_type(), b"", c.keep_alive);
         push_chunk(&mut c.buf, &c.body);
         c.buf.extend_from_slice(LAST_CHUNK);
         c.w.write_all(&c.buf)?;
         return Ok(c.keep_alive);
     }
     answers.json.render(&model, &mut c.body);
-    write_response(&mut c.w, &mut c.buf, 200, JSON, &[], &c.body, c.keep_alive)?;
+    write_response(
+        &mut c.w,
+        &mut c.buf,
+        200,
+        JSON,
+        &[],
+        b"",
+        &c.body,
+        c.keep_alive,
+    )?;
     Ok(c.keep_alive)
+}
+
+/// Fields `quote-key` leaves alone: what makes an answer parse as the
+/// vendor's (types, roles, finish reasons, ids that tie events together)
+/// and strings that must stay JSON (tool arguments).
+const UNQUOTED: &[&str] = &[
+    "type",
+    "code",
+    "status",
+    "__type",
+    "object",
+    "role",
+    "event",
+    "id",
+    "index",
+    "finish_reason",
+    "finishReason",
+    "stop_reason",
+    "stopReason",
+    "arguments",
+    "partial_json",
+    "tool_call_id",
+    "toolUseId",
+    "name",
+    "model",
+    "modelVersion",
+    "result_format",
+    "request_id",
+    "responseId",
+];
+
+/// What `quote-key` appends to a string: the credential and its base64.
+fn quoted(credential: &str) -> String {
+    format!(
+        "[received: {credential}] [base64: {}]",
+        base64(credential.as_bytes())
+    )
+}
+
+/// `body` with the credential quoted into every JSON string (but the
+/// fields in [`UNQUOTED`]); `None` when it is not JSON.
+fn quote_json(body: &[u8], credential: &str) -> Option<Vec<u8>> {
+    fn walk(v: &mut Value, q: &str) {
+        match v {
+            Value::String(s) => {
+                s.push(' ');
+                s.push_str(q);
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| walk(i, q)),
+            Value::Object(map) => {
+                for (k, v) in map.iter_mut() {
+                    if !UNQUOTED.contains(&k.as_str()) {
+                        walk(v, q);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut v: Value = serde_json::from_slice(body).ok()?;
+    walk(&mut v, &quoted(credential));
+    serde_json::to_vec(&v).ok()
+}
+
+fn base64(input: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in input.chunks(3) {
+        let b = [0, 1, 2].map(|i| chunk.get(i).copied().unwrap_or(0));
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize])
+            } else {
+                '='
+            });
+        }
+    }
+    out
 }
