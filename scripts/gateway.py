@@ -178,11 +178,19 @@ def start_envoy(bootstrap, workdir, admin_port, log_level="warn", concurrency=1,
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "envoy.json"
     config_path.write_text(json.dumps(bootstrap, indent=1))
-    log = open(workdir / "envoy.log", "w")
+    # Envoy's own log (stderr) and the access log (the shipped configs write
+    # it to /dev/stdout) each get a file of their own: sharing one file, the
+    # log's writes landed inside access-log lines (the access log is flushed
+    # in pieces by another thread, so even O_APPEND cannot keep lines whole),
+    # and opened "w" without O_APPEND they overwrote each other.
+    log = open(workdir / "envoy.log", "wb")
+    access = open(workdir / "access.log", "wb")
     proc = subprocess.Popen(
         [envoy_binary(), "-c", str(config_path), "--concurrency", str(concurrency), "-l", log_level,
          "--disable-hot-restart", *extra_args],
-        stdout=log, stderr=subprocess.STDOUT, env=env)
+        stdout=access, stderr=log, env=env)
+    log.close()
+    access.close()
     try:
         wait_http(f"http://127.0.0.1:{admin_port}/ready", proc=proc)
     except RuntimeError:
@@ -220,7 +228,7 @@ def run(args):
     auth = json.loads(edge["configuration"]["value"])["auth"]
     print("gateway keys: " + ("on (GATEWAY_API_KEYS)" if auth.get("enabled", True) else
                               "off (set GATEWAY_API_KEYS=key1,key2 to require them)"))
-    print(f"Envoy log: {ROOT / '.run/envoy.log'}; Ctrl-C to stop")
+    print(f"Envoy log: {ROOT / '.run/envoy.log'}; access log: {ROOT / '.run/access.log'}; Ctrl-C to stop")
     print(f"""try: curl -s http://127.0.0.1:{args.port}/v1/chat/completions -H 'content-type: application/json' \\
        -H 'x-model-group: mock-anthropic' -d '{{"model":"any","messages":[{{"role":"user","content":"hi"}}]}}'""")
     sys.stdout.flush()
