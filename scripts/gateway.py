@@ -53,12 +53,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def vendor_breakers():
+    """The circuit breakers of envoy/gateway.yaml's vendor clusters (its
+    `&vendor_breakers`), for the real vendors `make run` adds."""
+    bootstrap = yaml.safe_load(TEMPLATE.read_text())
+    [openai] = [c for c in bootstrap["static_resources"]["clusters"] if c["name"] == "mock_openai"]
+    return openai["circuit_breakers"]
+
+
 def tls_cluster(name, host, provider):
     return {
         "name": name,
         "type": "LOGICAL_DNS",
         "dns_lookup_family": "V4_PREFERRED",
         "connect_timeout": "5s",
+        "circuit_breakers": vendor_breakers(),
         "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{
             "endpoint": {"address": {"socket_address": {"address": host, "port_value": 443}}},
             "metadata": {"filter_metadata": {"llm": {"provider": provider}}},
