@@ -36,6 +36,7 @@ venv: $(VENV)/.installed
 build: toolchain
 	cargo build --release --target wasm32-wasip1 -p llm-gateway
 	cargo build --release -p llm-mock
+	cargo build --release --target wasm32-wasip1 -p wasm-floor
 
 # The release artifact: the optimised .wasm (wasm-opt -Oz from Debian's
 # `binaryen` when it is installed), its SHA-256 (sha256sum format, what

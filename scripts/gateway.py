@@ -53,12 +53,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def vendor_breakers():
+    """The circuit breakers of envoy/gateway.yaml's vendor clusters (its
+    `&vendor_breakers`), for the real vendors `make run` adds."""
+    bootstrap = yaml.safe_load(TEMPLATE.read_text())
+    [openai] = [c for c in bootstrap["static_resources"]["clusters"] if c["name"] == "mock_openai"]
+    return openai["circuit_breakers"]
+
+
 def tls_cluster(name, host, provider):
     return {
         "name": name,
         "type": "LOGICAL_DNS",
         "dns_lookup_family": "V4_PREFERRED",
         "connect_timeout": "5s",
+        "circuit_breakers": vendor_breakers(),
         "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{
             "endpoint": {"address": {"socket_address": {"address": host, "port_value": 443}}},
             "metadata": {"filter_metadata": {"llm": {"provider": provider}}},
@@ -178,11 +187,19 @@ def start_envoy(bootstrap, workdir, admin_port, log_level="warn", concurrency=1,
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "envoy.json"
     config_path.write_text(json.dumps(bootstrap, indent=1))
-    log = open(workdir / "envoy.log", "w")
+    # Envoy's own log (stderr) and the access log (the shipped configs write
+    # it to /dev/stdout) each get a file of their own: sharing one file, the
+    # log's writes landed inside access-log lines (the access log is flushed
+    # in pieces by another thread, so even O_APPEND cannot keep lines whole),
+    # and opened "w" without O_APPEND they overwrote each other.
+    log = open(workdir / "envoy.log", "wb")
+    access = open(workdir / "access.log", "wb")
     proc = subprocess.Popen(
         [envoy_binary(), "-c", str(config_path), "--concurrency", str(concurrency), "-l", log_level,
          "--disable-hot-restart", *extra_args],
-        stdout=log, stderr=subprocess.STDOUT, env=env)
+        stdout=access, stderr=log, env=env)
+    log.close()
+    access.close()
     try:
         wait_http(f"http://127.0.0.1:{admin_port}/ready", proc=proc)
     except RuntimeError:
@@ -220,7 +237,7 @@ def run(args):
     auth = json.loads(edge["configuration"]["value"])["auth"]
     print("gateway keys: " + ("on (GATEWAY_API_KEYS)" if auth.get("enabled", True) else
                               "off (set GATEWAY_API_KEYS=key1,key2 to require them)"))
-    print(f"Envoy log: {ROOT / '.run/envoy.log'}; Ctrl-C to stop")
+    print(f"Envoy log: {ROOT / '.run/envoy.log'}; access log: {ROOT / '.run/access.log'}; Ctrl-C to stop")
     print(f"""try: curl -s http://127.0.0.1:{args.port}/v1/chat/completions -H 'content-type: application/json' \\
        -H 'x-model-group: mock-anthropic' -d '{{"model":"any","messages":[{{"role":"user","content":"hi"}}]}}'""")
     sys.stdout.flush()

@@ -41,7 +41,8 @@ def with_built_wasm(obj):
     return json.loads(json.dumps(obj).replace(MOUNTED_WASM, str(gateway.WASM)))
 
 
-def bootstrap(http_filters, routes, clusters):
+def bootstrap(http_filters, routes, clusters, hcm_extra=None):
+    """`hcm_extra`: more HCM fields the example sets (e.g. local_reply_config)."""
     return {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
         "static_resources": {
@@ -50,6 +51,7 @@ def bootstrap(http_filters, routes, clusters):
                 "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": {
                     "@type": HCM, "stat_prefix": "example", "http_filters": http_filters,
                     "route_config": {"virtual_hosts": [{"name": "all", "domains": ["*"], "routes": routes}]},
+                    **(hcm_extra or {}),
                 }}]}],
             }],
             "clusters": clusters,
@@ -102,8 +104,12 @@ def test_istio_envoyfilter_builds_a_config_envoy_and_the_filter_accept(tmp_path)
     route_name = route[0]["match"]["routeConfiguration"]["vhost"]["route"]["name"]
     assert route_name in [r["name"] for r in vs["spec"]["http"]]
     action = dict(route[0]["patch"]["value"]["route"], timeout="300s")
+    # The HCM patch (local_reply_config) is validated with the rest.
+    (hcm_patch,) = [p["patch"]["value"]["typed_config"] for p in patches if p["applyTo"] == "NETWORK_FILTER"]
+    hcm_extra = {k: v for k, v in hcm_patch.items() if k != "@type"}
+    assert "local_reply_config" in hcm_extra
     config = bootstrap([edge_filter, router_filter],
-                       [{"name": route_name, "match": {"prefix": "/v1/"}, "route": action}], clusters)
+                       [{"name": route_name, "match": {"prefix": "/v1/"}, "route": action}], clusters, hcm_extra)
     out = check(tmp_path, "istio", config)
     assert "llm gateway (llm_edge): configured 2 providers" in out
     assert "llm gateway (llm_upstream): configured 2 providers" in out
@@ -192,7 +198,11 @@ def test_envoy_gateway_policies_build_a_config_envoy_and_the_filter_accept(tmp_p
         filters = cluster["typed_extension_protocol_options"][HTTP_OPTIONS]["http_filters"]
         assert [f["name"] for f in filters] == ["llm_upstream", "envoy.filters.http.upstream_codec"]
         assert json.loads(filters[0]["typed_config"]["config"]["configuration"]["value"]) == wasm["config"]
-    http_filters = hcm["default_filter_chain"]["filters"][0]["typed_config"]["http_filters"]
-    out = check(tmp_path, "envoy-gateway", bootstrap(http_filters, routes, list(clusters.values())))
+    hcm_config = hcm["default_filter_chain"]["filters"][0]["typed_config"]
+    http_filters = hcm_config["http_filters"]
+    # The HCM fields the patches add (local_reply_config) are validated too.
+    hcm_extra = {k: v for k, v in hcm_config.items() if k != "http_filters"}
+    assert "local_reply_config" in hcm_extra
+    out = check(tmp_path, "envoy-gateway", bootstrap(http_filters, routes, list(clusters.values()), hcm_extra))
     assert "llm gateway (llm_edge): configured 2 providers" in out
     assert "llm gateway (llm_upstream): configured 2 providers" in out

@@ -16,6 +16,15 @@
 //!
 //! With `replay` (both roles), it makes the gateway's host calls instead,
 //! with none of its work: see [`replay`].
+//!
+//! With `crash` (TESTS ONLY, never in a benchmark or a shipped config), the
+//! module panics in `on_http_request_headers` when the request carries the
+//! header `x-crash-test`; with `panic = "abort"` that traps and kills the VM.
+//! The gateway itself must never be crashable; this mode exists only so that
+//! tests/test_envoy_hardening.py can prove that the shipped
+//! `failure_policy: FAIL_RELOAD` reloads a dead VM and that the alerting
+//! signal the README documents (`wasm.<plugin name>.vm_reload_success`
+//! and Envoy's log line) really appears.
 
 use std::time::{Duration, SystemTime};
 
@@ -46,6 +55,7 @@ struct Root {
     upstream: bool,
     probe: bool,
     replay: bool,
+    crash: bool,
 }
 
 impl Context for Root {}
@@ -58,6 +68,7 @@ impl RootContext for Root {
         let configuration = self.get_plugin_configuration().unwrap_or_default();
         self.probe = configuration == b"probe";
         self.replay = configuration == b"replay";
+        self.crash = configuration == b"crash";
         true
     }
 
@@ -72,6 +83,7 @@ impl RootContext for Root {
         Some(Box::new(BufferBody {
             write_back: self.upstream,
             probe: self.upstream && self.probe,
+            crash: self.crash,
         }))
     }
 
@@ -83,12 +95,22 @@ impl RootContext for Root {
 struct BufferBody {
     write_back: bool,
     probe: bool,
+    /// Test-only `crash` mode (see the crate docs).
+    crash: bool,
 }
 
 impl Context for BufferBody {}
 
 impl HttpContext for BufferBody {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        if self.crash && self.get_http_request_header_bytes("x-crash-test").is_some() {
+            // Deliberate: the tests' stand-in for a filter bug that kills the VM
+            // (only in the test-only `crash` mode, see the crate docs).
+            #[allow(clippy::panic)]
+            {
+                panic!("x-crash-test: deliberate crash (wasm-floor `crash` mode, tests only)");
+            }
+        }
         if self.probe {
             // Each call once, as a request makes it, then warm, in a row.
             probe_host_calls(self, "first_host_call_ns", 1);
