@@ -14,15 +14,18 @@ def test_no_vendor_key_in_any_response_or_log(gw):
         for key in VENDOR_KEYS:
             assert key not in headers, headers
             assert key.encode() not in body, body[:300]
-    log = (gw.workdir / "envoy.log").read_text()
+    log = (gw.workdir / "envoy.log").read_text(errors="replace")
     assert "llm gateway" in log, "the filter's own log lines are in the scanned log"
+    log += (gw.workdir / "access.log").read_text(errors="replace")
     for key in VENDOR_KEYS:
         assert key not in log
 
 
 def test_the_filter_never_panicked(gw):
-    log = (gw.workdir / "envoy.log").read_text()
+    log = (gw.workdir / "envoy.log").read_text(errors="replace")
     assert "panicked" not in log
     assert "RuntimeError" not in log
     stats = gw.stats("wasm")
-    assert stats["wasm.llm_edge.vm_reload"] == "0" and stats["wasm.llm_upstream.vm_reload"] == "0"
+    # VMs rebuilt after dying (FAIL_RELOAD); `vm_reload` itself never moves.
+    assert stats.get("wasm.llm_edge.vm_reload_success", "0") == "0"
+    assert stats.get("wasm.llm_upstream.vm_reload_success", "0") == "0"
