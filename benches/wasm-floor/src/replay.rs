@@ -237,7 +237,16 @@ impl HttpContext for Upstream {
             return Action::Continue;
         };
         self.stream = body.windows(14).any(|w| w == b"\"stream\":true");
-        self.set_http_request_header("accept-encoding", None);
+        // The gateway lists the request headers and removes what a vendor
+        // must not receive (a short copy of `headers::vendor_may_receive`).
+        for (name, _) in self.get_http_request_headers_bytes() {
+            let withheld = ["x-llm-", "x-envoy-", "x-forwarded-", "accept-encoding"]
+                .iter()
+                .any(|p| name.starts_with(p));
+            if withheld {
+                self.set_http_request_header(&name, None);
+            }
+        }
         self.set_http_request_header(":path", Some(&path));
         for (name, value) in &vendor_headers {
             self.set_http_request_header(name, Some(value));
@@ -253,6 +262,14 @@ impl HttpContext for Upstream {
     fn on_http_response_headers(&mut self, _headers: usize, _end_of_stream: bool) -> Action {
         let headers = self.get_http_response_headers();
         let _ = header(&headers, ":status");
+        // The gateway drops vendor headers clients have no use for (a short
+        // copy of `headers::client_may_receive`).
+        for (name, _) in &headers {
+            let passed = [":status", "content-type", "content-length", "transfer-encoding"];
+            if !passed.contains(&name.as_str()) {
+                self.set_http_response_header(name, None);
+            }
+        }
         self.set_http_response_header("x-llm-provider", Some(&self.provider));
         self.set_http_response_header("x-llm-model", Some("mock-claude-sonnet"));
         self.set_http_response_header("x-llm-attempts", Some("1"));
