@@ -135,6 +135,25 @@ pub struct Provider {
     /// Finds this provider's key in what it answers.
     #[serde(skip)]
     pub redactor: crate::redact::Redactor,
+    /// Rules by vendor model that rename, drop, default or cap request
+    /// fields (see `policy`); tried before the dialect's built-in ones.
+    #[serde(default)]
+    pub request_policy: Vec<crate::policy::Rule>,
+    /// The dialect's built-in rules.
+    #[serde(skip)]
+    pub builtin_policy: Vec<crate::policy::Rule>,
+}
+
+impl Provider {
+    /// The request as this provider's policy has it for `model`, or `None`
+    /// when no rule changes it.
+    pub fn apply_policy(
+        &self,
+        model: &str,
+        req: &crate::unified::ChatRequest,
+    ) -> Option<crate::unified::ChatRequest> {
+        crate::policy::apply(&self.request_policy, &self.builtin_policy, model, req)
+    }
 }
 
 /// A credential: its `Debug` never shows it, so no log line can.
@@ -267,6 +286,13 @@ impl Config {
             };
             provider.redactor =
                 crate::redact::Redactor::new(provider.resolved_key.as_ref().map(Secret::expose));
+            for (i, rule) in provider.request_policy.iter().enumerate() {
+                rule.validate(&format!("{field}.request_policy[{i}]"))?;
+            }
+            provider.builtin_policy = crate::policy::builtin(matches!(
+                provider.dialect,
+                DialectKind::Openai | DialectKind::Azure
+            ));
             for (i, name) in provider.forward_headers.iter().enumerate() {
                 let token = !name.is_empty()
                     && name

@@ -13,6 +13,7 @@ pub mod exchange;
 pub mod headers;
 pub mod json_text;
 pub mod metering;
+pub mod policy;
 pub mod redact;
 pub mod response;
 pub mod routing;

@@ -53,8 +53,9 @@ pub struct ChatRequest {
     /// Our extension: the request id (also accepted as header `x-request-id`).
     #[serde(skip)]
     pub request_id: Option<String>,
-    /// OpenAI fields we do not model (presence_penalty, logprobs, ...).
-    #[serde(flatten)]
+    /// OpenAI fields we do not model (presence_penalty, logprobs, ...);
+    /// the OpenAI dialect sends them (see `dialects::openai::VendorExtra`).
+    #[serde(skip)]
     pub extra: Map<String, Value>,
     /// Size of the body this was parsed from: vendor bodies are about as
     /// long, so encoders size their buffer once.
@@ -1209,8 +1210,10 @@ mod tests {
         let r = parse(body).unwrap();
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["messages"][0]["role"], "user");
-        assert_eq!(v["logprobs"], true);
         assert!(v.get("tools").is_none());
+        // Unmodelled fields are kept aside; the OpenAI dialect sends them.
+        assert_eq!(r.extra["logprobs"], true);
+        assert!(v.get("logprobs").is_none());
     }
 
     #[test]

@@ -26,6 +26,43 @@ struct Outgoing<'a> {
     request: &'a ChatRequest,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+    #[serde(flatten)]
+    extra: VendorExtra<'a>,
+}
+
+/// The client's fields we do not model, as OpenAI takes them: without what
+/// only the gateway reads (`metadata.task_type`), and `metadata` only with
+/// `store: true` (OpenAI refuses it otherwise: "'metadata' is only allowed
+/// when 'store' is enabled").
+struct VendorExtra<'a>(&'a Map<String, Value>);
+
+/// `metadata` keys the gateway consumes (routing rules) and vendors never see.
+const GATEWAY_METADATA: &[&str] = &["task_type"];
+
+impl Serialize for VendorExtra<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let stored = self.0.get("store") == Some(&Value::Bool(true));
+        let mut map = s.serialize_map(None)?;
+        for (key, value) in self.0 {
+            if key != "metadata" {
+                map.serialize_entry(key, value)?;
+                continue;
+            }
+            let Some(metadata) = value.as_object().filter(|_| stored) else {
+                continue;
+            };
+            let kept: Map<String, Value> = metadata
+                .iter()
+                .filter(|(k, _)| !GATEWAY_METADATA.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !kept.is_empty() {
+                map.serialize_entry(key, &kept)?;
+            }
+        }
+        map.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -77,6 +114,7 @@ pub(super) fn encode_body(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Gat
         stream_options: req.stream.then_some(StreamOptions {
             include_usage: true,
         }),
+        extra: VendorExtra(&req.extra),
     };
     encode_json(req, &outgoing)
 }
@@ -233,6 +271,36 @@ mod tests {
             |_| None,
         )
         .unwrap()
+    }
+
+    fn encoded(body: &str) -> Value {
+        let config = provider_config();
+        let req = ChatRequest::parse(body.as_bytes()).unwrap();
+        let target = Target {
+            provider: &config.providers["oa"],
+            model: "gpt-4o",
+        };
+        serde_json::from_slice(&OpenAi.encode_request(&req, &target).unwrap().body).unwrap()
+    }
+
+    #[test]
+    fn metadata_only_with_store_and_never_the_gateways_keys() {
+        let m = r#""model":"g","messages":[{"role":"user","content":"hi"}]"#;
+        let v = encoded(&format!(
+            r#"{{{m},"metadata":{{"task_type":"code","team":"x"}}}}"#
+        ));
+        assert!(v.get("metadata").is_none(), "{v}");
+        let v = encoded(&format!(
+            r#"{{{m},"store":true,"metadata":{{"task_type":"code","team":"x"}}}}"#
+        ));
+        assert_eq!(v["metadata"], serde_json::json!({"team": "x"}));
+        assert_eq!(v["store"], true);
+        let v = encoded(&format!(
+            r#"{{{m},"store":true,"metadata":{{"task_type":"code"}},"logprobs":true}}"#
+        ));
+        assert!(v.get("metadata").is_none(), "nothing left to send");
+        assert_eq!(v["logprobs"], true);
+        assert!(v.get("request_id").is_none());
     }
 
     #[test]

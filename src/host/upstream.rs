@@ -266,6 +266,10 @@ impl Upstream {
             .provider()
             .ok_or_else(|| no_provider(&self.provider_name))?;
         let model = self.vendor_model(provider, &request.model);
+        // What this vendor model accepts (e.g. OpenAI's reasoning models:
+        // max_completion_tokens, no temperature): copied only when changed.
+        let adapted = provider.apply_policy(&model, request);
+        let request = adapted.as_ref().unwrap_or(request);
         let encoded = dialect.encode_request(
             request,
             &Target {

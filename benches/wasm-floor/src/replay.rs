@@ -265,7 +265,12 @@ impl HttpContext for Upstream {
         // The gateway drops vendor headers clients have no use for (a short
         // copy of `headers::client_may_receive`).
         for (name, _) in &headers {
-            let passed = [":status", "content-type", "content-length", "transfer-encoding"];
+            let passed = [
+                ":status",
+                "content-type",
+                "content-length",
+                "transfer-encoding",
+            ];
             if !passed.contains(&name.as_str()) {
                 self.set_http_response_header(name, None);
             }
