@@ -54,18 +54,21 @@ impl ErrorCode {
         }
     }
 
-    /// The OpenAI-style `type`, so SDKs that branch on it keep working.
+    /// OpenAI's `type` for the same condition, so code written against
+    /// api.openai.com classifies it the same (README "Errors"): OpenAI
+    /// answers `invalid_request_error` for every 4xx but rate limits
+    /// (`requests`), and `server_error` for 5xx.
     pub fn error_type(self) -> &'static str {
         match self {
             Self::InvalidRequest
             | Self::ContextLengthExceeded
             | Self::ContentFiltered
-            | Self::PayloadTooLarge => "invalid_request_error",
-            Self::AuthFailed => "authentication_error",
-            Self::PermissionDenied => "permission_error",
-            Self::ModelNotFound => "not_found_error",
-            Self::UpstreamRateLimit => "rate_limit_error",
-            Self::UpstreamError | Self::UpstreamBusy | Self::UpstreamTimeout => "api_error",
+            | Self::PayloadTooLarge
+            | Self::AuthFailed
+            | Self::PermissionDenied
+            | Self::ModelNotFound => "invalid_request_error",
+            Self::UpstreamRateLimit => "requests",
+            Self::UpstreamError | Self::UpstreamBusy | Self::UpstreamTimeout => "server_error",
         }
     }
 
@@ -137,9 +140,23 @@ impl GatewayError {
         struct Envelope<'a> {
             error: Body<'a>,
         }
+        // The wording OpenAI uses, which frameworks look for to tell a
+        // context-window error from other 400s.
+        let message = match self.code {
+            ErrorCode::ContextLengthExceeded
+                if !self.message.contains("maximum context length") =>
+            {
+                format!(
+                    "This model's maximum context length was exceeded: {}",
+                    self.message
+                )
+                .into()
+            }
+            _ => std::borrow::Cow::Borrowed(self.message.as_str()),
+        };
         let envelope = Envelope {
             error: Body {
-                message: &self.message,
+                message: &message,
                 kind: self.code.error_type(),
                 code: self.code.as_str(),
                 param: self.param.as_deref(),
@@ -170,6 +187,42 @@ mod tests {
         assert_eq!(ErrorCode::from_status(504), ErrorCode::UpstreamTimeout);
         assert_eq!(ErrorCode::from_status(422), ErrorCode::InvalidRequest);
         assert_eq!(ErrorCode::UpstreamError.status(), 502);
+    }
+
+    #[test]
+    fn types_and_wording_are_openais() {
+        let types: Vec<_> = [400, 401, 403, 404, 413, 429, 500, 503, 504]
+            .map(|s| ErrorCode::from_status(s).error_type())
+            .into();
+        assert_eq!(
+            types,
+            [
+                "invalid_request_error",
+                "invalid_request_error",
+                "invalid_request_error",
+                "invalid_request_error",
+                "invalid_request_error",
+                "requests",
+                "server_error",
+                "server_error",
+                "server_error"
+            ]
+        );
+        let e = GatewayError::new(ErrorCode::ContextLengthExceeded, "prompt is too long");
+        let v: serde_json::Value = serde_json::from_slice(&e.to_json(None)).unwrap();
+        assert_eq!(
+            v["error"]["message"],
+            "This model's maximum context length was exceeded: prompt is too long"
+        );
+        let e = GatewayError::new(
+            ErrorCode::ContextLengthExceeded,
+            "This model's maximum context length is 8192 tokens",
+        );
+        let v: serde_json::Value = serde_json::from_slice(&e.to_json(None)).unwrap();
+        assert_eq!(
+            v["error"]["message"],
+            "This model's maximum context length is 8192 tokens"
+        );
     }
 
     #[test]

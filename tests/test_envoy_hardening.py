@@ -219,7 +219,7 @@ def test_envoy_codec_refusals_are_unified(gw, name, request_bytes, status, detai
 
 def test_unknown_path_outside_the_api_is_unified(gw):
     status, headers, body = raw_http(gw, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
-    err = assert_envelope(status, headers, body, 404, "MODEL_NOT_FOUND", "not_found_error")
+    err = assert_envelope(status, headers, body, 404, "MODEL_NOT_FOUND", "invalid_request_error")
     assert err["message"] == "unknown path: the API is under /v1/" and err["param"] == "path"
     assert err["request_id"] == headers["x-request-id"]
 
