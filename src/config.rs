@@ -16,6 +16,10 @@ pub use crate::routing::{Candidate, ModelGroup, Rule};
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// When this configuration was loaded (Unix seconds): the `created` of
+    /// the model groups `/v1/models` lists.
+    #[serde(skip)]
+    pub loaded_at: u64,
     /// Vendors, by a name of our choosing. Endpoints name theirs in
     /// `filter_metadata.llm.provider`.
     pub providers: BTreeMap<String, Provider>,

@@ -16,6 +16,7 @@ pub enum ErrorCode {
     AuthFailed,
     PermissionDenied,
     ModelNotFound,
+    MethodNotAllowed,
     PayloadTooLarge,
     UpstreamRateLimit,
     UpstreamError,
@@ -32,6 +33,7 @@ impl ErrorCode {
             Self::AuthFailed => "AUTH_FAILED",
             Self::PermissionDenied => "PERMISSION_DENIED",
             Self::ModelNotFound => "MODEL_NOT_FOUND",
+            Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             Self::UpstreamRateLimit => "UPSTREAM_RATE_LIMIT",
             Self::UpstreamError => "UPSTREAM_ERROR",
@@ -46,6 +48,7 @@ impl ErrorCode {
             Self::AuthFailed => 401,
             Self::PermissionDenied => 403,
             Self::ModelNotFound => 404,
+            Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
             Self::UpstreamRateLimit => 429,
             Self::UpstreamError => 502,
@@ -66,7 +69,8 @@ impl ErrorCode {
             | Self::PayloadTooLarge
             | Self::AuthFailed
             | Self::PermissionDenied
-            | Self::ModelNotFound => "invalid_request_error",
+            | Self::ModelNotFound
+            | Self::MethodNotAllowed => "invalid_request_error",
             Self::UpstreamRateLimit => "requests",
             Self::UpstreamError | Self::UpstreamBusy | Self::UpstreamTimeout => "server_error",
         }
@@ -78,6 +82,7 @@ impl ErrorCode {
             401 => Self::AuthFailed,
             403 => Self::PermissionDenied,
             404 => Self::ModelNotFound,
+            405 => Self::MethodNotAllowed,
             413 => Self::PayloadTooLarge,
             408 | 504 => Self::UpstreamTimeout,
             429 => Self::UpstreamRateLimit,
@@ -95,6 +100,10 @@ pub struct GatewayError {
     pub message: String,
     pub param: Option<String>,
     pub provider: Option<String>,
+    /// Seconds the vendor asked to wait (sent as `retry-after`).
+    pub retry_after: Option<u64>,
+    /// The methods a path accepts (sent as `allow` with a 405).
+    pub allow: Option<&'static str>,
 }
 
 impl GatewayError {
@@ -104,6 +113,8 @@ impl GatewayError {
             message: message.into(),
             param: None,
             provider: None,
+            retry_after: None,
+            allow: None,
         }
     }
 
@@ -112,6 +123,18 @@ impl GatewayError {
         Self {
             param: Some(param.into()),
             ..Self::new(ErrorCode::InvalidRequest, message)
+        }
+    }
+
+    /// 405 for a method `path` does not accept.
+    pub fn method_not_allowed(path: &str, method: &str, allow: &'static str) -> Self {
+        Self {
+            param: Some("method".into()),
+            allow: Some(allow),
+            ..Self::new(
+                ErrorCode::MethodNotAllowed,
+                format!("{path} accepts {allow}, not {}", method.escape_debug()),
+            )
         }
     }
 

@@ -41,9 +41,9 @@ CORPUS = [
     # request line and headers
     ("text-content-type", "POST", "/v1/chat/completions", req(), {"content-type": "text/plain"}, 400, "INVALID_REQUEST", "content-type"),
     ("form-content-type", "POST", "/v1/chat/completions", req(), {"content-type": "application/x-www-form-urlencoded"}, 400, "INVALID_REQUEST", "content-type"),
-    ("get-chat", "GET", "/v1/chat/completions", None, {}, 400, "INVALID_REQUEST", "method"),
-    ("put-chat", "PUT", "/v1/chat/completions", req(), {}, 400, "INVALID_REQUEST", "method"),
-    ("delete-models", "DELETE", "/v1/models", None, {}, 400, "INVALID_REQUEST", "method"),
+    ("get-chat", "GET", "/v1/chat/completions", None, {}, 405, "METHOD_NOT_ALLOWED", "method"),
+    ("put-chat", "PUT", "/v1/chat/completions", req(), {}, 405, "METHOD_NOT_ALLOWED", "method"),
+    ("delete-models", "DELETE", "/v1/models", None, {}, 405, "METHOD_NOT_ALLOWED", "method"),
     ("unknown-path-completions", "POST", "/v1/completions", req(), {}, 404, "MODEL_NOT_FOUND", "path"),
     ("unknown-path-embeddings", "POST", "/v1/embeddings", req(), {}, 404, "MODEL_NOT_FOUND", "path"),
     ("unknown-path-chat", "POST", "/v1/chat", req(), {}, 404, "MODEL_NOT_FOUND", "path"),
@@ -183,6 +183,39 @@ def test_restricted_key_reaches_only_its_groups(gw):
     assert status == 403 and body["error"]["code"] == "PERMISSION_DENIED"
     status, _, body = gw.request("GET", "/v1/models", headers=headers)
     assert [m["id"] for m in json.loads(body)["data"]] == ["mock-openai"]
+    # One group: only those the key may use; the others do not exist for it.
+    status, _, body = gw.request("GET", "/v1/models/mock-openai", headers=headers)
+    assert status == 200 and json.loads(body)["id"] == "mock-openai"
+    status, _, body = gw.request("GET", "/v1/models/mock-anthropic", headers=headers)
+    assert (status, json.loads(body)["error"]["code"]) == (404, "MODEL_NOT_FOUND")
+
+
+def test_models_retrieve_and_created(gw):
+    import time
+    status, _, body = gw.request("GET", "/v1/models")
+    listed = json.loads(body)["data"]
+    created = {m["created"] for m in listed}
+    assert len(created) == 1, "one configuration, one time"
+    assert time.time() - 3600 < created.pop() <= time.time(), "when the configuration loaded"
+    status, headers, body = gw.request("GET", "/v1/models/mock-gemini")
+    assert status == 200, body
+    assert json.loads(body) == next(m for m in listed if m["id"] == "mock-gemini")
+    status, _, body = gw.request("GET", "/v1/models/mock%2Dgemini")
+    assert status == 200 and json.loads(body)["id"] == "mock-gemini", "the id is percent-decoded"
+    status, _, body = gw.request("GET", "/v1/models/no-such-group")
+    err = json.loads(body)["error"]
+    assert (status, err["code"], err["param"], err["type"]) == (404, "MODEL_NOT_FOUND", "model", "invalid_request_error")
+
+
+@pytest.mark.parametrize("method,path,allow", [("GET", "/v1/chat/completions", "POST"),
+                                               ("PUT", "/v1/chat/completions", "POST"),
+                                               ("POST", "/v1/models", "GET"),
+                                               ("DELETE", "/v1/models/mock-openai", "GET")])
+def test_wrong_methods_are_405_with_allow(gw, method, path, allow):
+    status, headers, body = gw.request(method, path, raw=b"{}" if method in ("POST", "PUT") else None)
+    assert status == 405, body
+    assert headers["allow"] == allow
+    assert json.loads(body)["error"]["code"] == "METHOD_NOT_ALLOWED"
 
 
 @pytest.fixture(scope="module")

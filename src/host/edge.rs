@@ -155,6 +155,11 @@ impl Edge {
         self.request_headers.text(name).ok().flatten()
     }
 
+    /// A model group as OpenAI lists a model.
+    fn model_entry(&self, name: &str) -> serde_json::Value {
+        serde_json::json!({"id": name, "object": "model", "created": self.config.loaded_at, "owned_by": "llm-gateway"})
+    }
+
     /// `GET /v1/models`: the groups this caller may use.
     fn models_list(&self) -> Vec<u8> {
         let data: Vec<serde_json::Value> = self
@@ -162,22 +167,49 @@ impl Edge {
             .model_groups
             .keys()
             .filter(|name| self.config.auth.allows(self.caller, name))
-            .map(|name| {
-                serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "llm-gateway"})
-            })
+            .map(|name| self.model_entry(name))
             .collect();
         serde_json::to_vec(&serde_json::json!({"object": "list", "data": data})).unwrap_or_default()
+    }
+
+    /// `GET /v1/models/{id}`: one group this caller may use (404 otherwise,
+    /// also for a group it may not use: its existence is not revealed).
+    fn model_retrieve(&self, id: &str) -> Result<Vec<u8>, GatewayError> {
+        let known =
+            self.config.model_groups.contains_key(id) && self.config.auth.allows(self.caller, id);
+        if !known {
+            let mut e = GatewayError::new(
+                ErrorCode::ModelNotFound,
+                format!("The model '{}' does not exist", id.escape_debug()),
+            );
+            e.param = Some("model".into());
+            return Err(e);
+        }
+        Ok(serde_json::to_vec(&self.model_entry(id)).unwrap_or_default())
+    }
+
+    fn reply_json(&mut self, body: &[u8]) -> Action {
+        abi::send_response(
+            200,
+            &[
+                ("content-type", b"application/json"),
+                ("x-request-id", self.request_id.as_bytes()),
+            ],
+            body,
+            "",
+        );
+        self.status = 200;
+        self.state = State::Replied;
+        Action::Pause
     }
 
     /// Checks the request line and headers of a chat request.
     fn on_chat_headers(&mut self, method: &str, end_of_stream: bool) -> Result<(), GatewayError> {
         if method != "POST" {
-            return Err(GatewayError::invalid(
-                "method",
-                format!(
-                    "/v1/chat/completions accepts POST, not {}",
-                    method.escape_debug()
-                ),
+            return Err(GatewayError::method_not_allowed(
+                "/v1/chat/completions",
+                method,
+                "POST",
             ));
         }
         if let Some(ct) = self.text("content-type") {
@@ -579,22 +611,24 @@ impl HttpContext for Edge {
             },
             "/v1/models" if method == "GET" => {
                 let body = self.models_list();
-                abi::send_response(
-                    200,
-                    &[
-                        ("content-type", b"application/json"),
-                        ("x-request-id", self.request_id.as_bytes()),
-                    ],
-                    &body,
-                    "",
-                );
-                self.state = State::Replied;
-                Action::Pause
+                self.reply_json(&body)
             }
-            "/v1/models" => self.reject(GatewayError::invalid(
-                "method",
-                format!("/v1/models accepts GET, not {}", method.escape_debug()),
+            "/v1/models" => self.reject(GatewayError::method_not_allowed(
+                "/v1/models",
+                &method,
+                "GET",
             )),
+            p if p.starts_with("/v1/models/") => {
+                if method != "GET" {
+                    let e = GatewayError::method_not_allowed("/v1/models/{model}", &method, "GET");
+                    return self.reject(e);
+                }
+                let id = percent_decode(p.trim_start_matches("/v1/models/"));
+                match self.model_retrieve(&id) {
+                    Ok(body) => self.reply_json(&body),
+                    Err(e) => self.reject(e),
+                }
+            }
             p => {
                 let mut e = GatewayError::new(
                     ErrorCode::ModelNotFound,
@@ -721,4 +755,28 @@ fn local_reply_message(code: ErrorCode, envoy_body: &[u8]) -> String {
 fn is_unified_error(body: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(body)
         .is_ok_and(|v| v.get("error").is_some_and(serde_json::Value::is_object))
+}
+
+/// A path segment percent-decoded (invalid escapes kept as they are).
+fn percent_decode(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b, hex) {
+            (b'%', Some(decoded)) => {
+                out.push(decoded);
+                i += 3;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }

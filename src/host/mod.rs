@@ -71,7 +71,8 @@ impl RootContext for Root {
         };
         let bytes = abi::body(abi::Buffer::PluginConfiguration, 0, usize::MAX);
         match Config::parse(&bytes, |name| std::env::var(name).ok()) {
-            Ok(config) => {
+            Ok(mut config) => {
+                config.loaded_at = unix_seconds();
                 log::info!(
                     "llm gateway ({root_id}): configured {} providers, {} model groups",
                     config.providers.len(),
@@ -122,6 +123,9 @@ fn send_error(error: &GatewayError, request_id: &str) {
         ("content-type", b"application/json"),
         ("x-request-id", request_id.as_bytes()),
     ];
+    if let Some(allow) = &error.allow {
+        headers.push(("allow", allow.as_bytes()));
+    }
     if let Some(provider) = error.provider.as_deref() {
         headers.push(("x-llm-provider", provider.as_bytes()));
     }
