@@ -320,7 +320,13 @@ mod tests {
         )
         .unwrap();
         rule.validate("r").unwrap();
-        let out = apply(std::slice::from_ref(&rule), &[], "claude-sonnet-4-5", &req(BOTH)).unwrap();
+        let out = apply(
+            std::slice::from_ref(&rule),
+            &[],
+            "claude-sonnet-4-5",
+            &req(BOTH),
+        )
+        .unwrap();
         assert_eq!(
             (out.max_tokens, out.top_p, out.seed),
             (Some(50), None, Some(7))

@@ -128,15 +128,18 @@ def gw(tmp_path_factory):
         port, admin_port, mock_port, env={},
         # A cluster where nothing listens: connection refused.
         extra_groups={"dead": {"cluster": "dead"}, "hosted": {"cluster": "dns_mock"},
-                      "forwarding": {"cluster": "forwarding"}},
+                      "forwarding": {"cluster": "forwarding"}, "reasoning": {"cluster": "reasoning"}},
         # A provider with its own Host, behind a DNS cluster (as real vendors are).
         extra_providers={"hosted": {"dialect": "openai", "host": "api.example.test", "api_key": "sk-mock-openai"},
                          # One that lets a client's account selector through.
                          "forwarding": {"dialect": "openai", "api_key": "sk-mock-openai",
-                                        "forward_headers": ["openai-organization"]}},
+                                        "forward_headers": ["openai-organization"]},
+                         # OpenAI's reasoning models take other parameters (request policy).
+                         "reasoning": {"dialect": "openai", "api_key": "sk-mock-openai", "models": {"*": "o3"}}},
         extra_clusters=[gateway.static_cluster("dead", dead_port, DEAD_PORT_PROVIDER),
                         dns_cluster("dns_mock", "localhost", mock_port, "hosted"),
-                        gateway.static_cluster("forwarding", mock_port, "forwarding")],
+                        gateway.static_cluster("forwarding", mock_port, "forwarding"),
+                        gateway.static_cluster("reasoning", mock_port, "reasoning")],
         extra_routes=short_timeout_route,
         edit=configure_test_gateway,
     )

@@ -709,8 +709,28 @@ impl GoogleError {
             // INTERNAL, UNKNOWN and anything new: the HTTP status says more.
             _ => ErrorCode::from_status(status),
         };
-        GatewayError::new(code, self.message)
+        // google.rpc.RetryInfo: how long to wait, e.g. "7s" or "0.5s".
+        let retry_after = self
+            .details
+            .iter()
+            .filter(|d| {
+                d.get("@type").and_then(Value::as_str)
+                    == Some("type.googleapis.com/google.rpc.RetryInfo")
+            })
+            .find_map(|d| d.get("retryDelay").and_then(Value::as_str))
+            .and_then(retry_seconds);
+        GatewayError {
+            retry_after,
+            ..GatewayError::new(code, self.message)
+        }
     }
+}
+
+/// A protobuf Duration in JSON ("7s", "1.5s") as whole seconds, rounded up
+/// (retry-after takes whole seconds; waiting less is retrying too early).
+fn retry_seconds(duration: &str) -> Option<u64> {
+    let secs: f64 = duration.strip_suffix('s')?.parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| secs.ceil() as u64)
 }
 
 // --- stream -----------------------------------------------------------------------
@@ -1147,6 +1167,15 @@ mod tests {
             assert_eq!(e.code, code, "{name}: {msg}");
             assert_eq!(e.message, msg);
         }
+        let retry = r#"{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"6.2s"}"#;
+        let e = Gemini.decode_error(
+            429,
+            err(429, "RESOURCE_EXHAUSTED", "quota", retry).as_bytes(),
+        );
+        assert_eq!(e.retry_after, Some(7), "RetryInfo, rounded up");
+        assert_eq!(retry_seconds("0s"), Some(0));
+        assert_eq!(retry_seconds("7"), None);
+        assert_eq!(retry_seconds("-1s"), None);
         let array = format!("[{}]", err(429, "RESOURCE_EXHAUSTED", "quota", ""));
         assert_eq!(
             Gemini.decode_error(429, array.as_bytes()).code,

@@ -334,6 +334,7 @@ impl Upstream {
         let error = error.clone().with_provider(&self.provider_name);
         let status = error.status().to_string();
         abi::set_header(Map::Response, ":status", Some(status.as_bytes()));
+        set_retry_after(&error);
         abi::set_header(Map::Response, "content-type", Some(b"application/json"));
         abi::set_header(Map::Response, "cache-control", None);
         let mut body = error.to_json(Some(&self.request_id));
@@ -370,6 +371,7 @@ impl Upstream {
                 self.record.code = Some(error.code.as_str().to_owned());
                 let status = error.status().to_string();
                 abi::set_header(Map::Response, ":status", Some(status.as_bytes()));
+                set_retry_after(&error);
                 error.to_json(Some(&self.request_id))
             }
         };
@@ -423,6 +425,15 @@ impl Upstream {
                 abi::set_header(Map::Response, name, Some(&clean));
             }
         }
+    }
+}
+
+/// The wait a vendor asked for in its error body (Gemini's RetryInfo), as
+/// `retry-after` (a vendor's own `retry-after` header passes as it is).
+fn set_retry_after(error: &GatewayError) {
+    if let Some(seconds) = error.retry_after {
+        let value = seconds.to_string();
+        abi::set_header(Map::Response, "retry-after", Some(value.as_bytes()));
     }
 }
 

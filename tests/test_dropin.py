@@ -1,0 +1,52 @@
+"""What api.openai.com would do, through every vendor: the request each
+vendor model accepts, fields only the gateway reads, retry-after from any
+form a vendor gives it."""
+
+from conftest import ALL_GROUPS_KEY  # noqa: F401  (the gw fixture's key)
+
+USER_HI = [{"role": "user", "content": "hi"}]
+
+
+def test_openai_reasoning_models_get_what_they_accept(gw, test_id):
+    status, headers, body = gw.chat({"model": "m", "messages": USER_HI, "max_tokens": 50,
+                                     "temperature": 0.3, "top_p": 0.5, "presence_penalty": 0.1, "user": "u1"},
+                                    **{"x-model-group": "reasoning", "x-test-id": test_id})
+    assert status == 200, body
+    assert headers["x-llm-model"] == "o3"
+    [seen] = gw.mock_requests(test_id)
+    sent = seen["body"]
+    assert sent["model"] == "o3"
+    assert sent["max_completion_tokens"] == 50
+    for dropped in ("max_tokens", "temperature", "top_p", "presence_penalty"):
+        assert dropped not in sent, dropped
+    assert sent["user"] == "u1"
+
+
+def test_other_openai_models_get_the_clients_parameters(gw, test_id):
+    status, _, body = gw.chat({"model": "m", "messages": USER_HI, "max_tokens": 50, "temperature": 0.3},
+                              **{"x-model-group": "mock-openai", "x-test-id": test_id})
+    assert status == 200, body
+    [seen] = gw.mock_requests(test_id)
+    assert (seen["body"]["max_tokens"], seen["body"]["temperature"]) == (50, 0.3)
+
+
+def test_gateway_only_fields_never_reach_openai(gw, test_id):
+    for store, expected in [(None, None), (True, {"team": "search"})]:
+        body = {"model": "m", "messages": USER_HI, "request_id": f"{test_id}-{store}",
+                "metadata": {"task_type": "code", "team": "search"}}
+        if store:
+            body["store"] = True
+        status, _, answer = gw.chat(body, **{"x-model-group": "mock-openai", "x-test-id": test_id})
+        assert status == 200, answer
+        sent = gw.mock_requests(test_id)[-1]["body"]
+        assert sent.get("metadata") == expected
+        assert "request_id" not in sent
+        assert sent["messages"] == USER_HI
+
+
+def test_gemini_retry_info_becomes_retry_after(gw):
+    status, headers, body = gw.chat({"model": "m", "messages": USER_HI},
+                                    **{"x-model-group": "mock-gemini", "x-mock-scenario": "error-429"})
+    assert status == 429, body
+    assert body["error"]["code"] == "UPSTREAM_RATE_LIMIT" and body["error"]["type"] == "requests"
+    assert headers["retry-after"] == "7"
