@@ -274,14 +274,14 @@ def test_dashscope_filtered_answer(gw):
     status, headers, body = gw.chat({"model": "m", "messages": USER_HI, "stream": True},
                                     **{"x-model-group": DASHSCOPE, "x-mock-scenario": "filtered-answer"})
     assert_unified_error(status, headers, body, 400, "CONTENT_FILTERED")
-    # Discovered after the stream started: a unified stream error, no [DONE].
+    # Discovered after the stream started: the answer ends as every dialect's
+    # filtered stream does, finish_reason content_filter, then [DONE].
     _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True},
                           {"x-model-group": DASHSCOPE, "x-mock-scenario": "filtered-stream"})
     assert content_of(events)
-    last = events[-1][1]
-    assert last["error"]["code"] == "CONTENT_FILTERED"
-    assert last["error"]["message"] == "Output data may contain inappropriate content."
-    assert all(e != "[DONE]" for _, e in events)
+    assert finishes(events) == ["content_filter"]
+    assert events[-1][1] == "[DONE]"
+    assert not [e for e in chunks(events) if "error" in e]
 
 
 # --- SigV4: Envoy's aws_request_signing after our filter ------------------------------

@@ -437,10 +437,15 @@ impl SseEvents for DashScopeEvents {
             let e: VendorError =
                 serde_json::from_str(data).map_err(|e| unparseable("stream error", e))?;
             let message = e.message.unwrap_or_else(|| e.code.clone());
-            return Err(GatewayError::new(
-                error_code(&e.code, 500, &message),
-                message,
-            ));
+            let code = error_code(&e.code, 500, &message);
+            // The output filter after content started ends the answer as
+            // every dialect's does: finish_reason content_filter, [DONE].
+            if code == ErrorCode::ContentFiltered && w.content_started() {
+                w.finish(out, FinishReason::ContentFilter);
+                w.done(out);
+                return Ok(());
+            }
+            return Err(GatewayError::new(code, message));
         }
         let response: Response =
             serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
@@ -752,11 +757,16 @@ mod tests {
         let first = TOOL_STREAM.split_inclusive("\n\n").next().unwrap();
         let filtered = format!("{first}id:2\nevent:error\n:HTTP_STATUS/400\ndata:{{\"code\":\"DataInspectionFailed\",\"message\":\"Output data may contain inappropriate content.\",\"request_id\":\"req-1\"}}\n\n");
         let (ev, text) = run(&[filtered.as_bytes()], false);
-        assert_eq!(ev[1]["error"]["code"], "CONTENT_FILTERED");
         assert_eq!(
-            ev[1]["error"]["message"],
-            "Output data may contain inappropriate content."
+            ev.last().unwrap()["choices"][0]["finish_reason"],
+            "content_filter"
         );
+        assert!(ev.iter().all(|e| e.get("error").is_none()));
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+        // Before any content, the filter is an error (gating makes it a 400).
+        let blocked = "id:1\nevent:error\n:HTTP_STATUS/400\ndata:{\"code\":\"DataInspectionFailed\",\"message\":\"Input data may contain inappropriate content.\"}\n\n";
+        let (ev, text) = run(&[blocked.as_bytes()], false);
+        assert_eq!(ev[0]["error"]["code"], "CONTENT_FILTERED");
         assert!(!text.contains("[DONE]"));
         let throttled = "id:1\nevent:error\n:HTTP_STATUS/429\ndata:{\"code\":\"Throttling.RateQuota\",\"message\":\"slow\"}\n\n";
         let (ev, _) = run(&[throttled.as_bytes()], false);
