@@ -115,10 +115,12 @@ pub struct Completion {
 impl Completion {
     /// Renders the OpenAI `chat.completion` object.
     pub fn to_json(&self, origin: &Origin) -> Vec<u8> {
+        // Every field OpenAI sends, null where we have no value.
         #[derive(Serialize)]
         struct Msg<'a> {
             role: &'static str,
             content: Option<&'a str>,
+            refusal: Option<&'a str>,
             #[serde(skip_serializing_if = "<[_]>::is_empty")]
             tool_calls: &'a [ToolCallOut],
         }
@@ -126,6 +128,7 @@ impl Completion {
         struct Choice<'a> {
             index: u32,
             message: Msg<'a>,
+            logprobs: (),
             finish_reason: Option<FinishReason>,
         }
         #[derive(Serialize)]
@@ -135,6 +138,7 @@ impl Completion {
             created: u64,
             model: &'a str,
             provider: &'a str,
+            system_fingerprint: Option<&'a str>,
             choices: [Choice<'a>; 1],
             #[serde(skip_serializing_if = "Option::is_none")]
             usage: Option<&'a Usage>,
@@ -145,13 +149,16 @@ impl Completion {
             created: origin.created,
             model: &origin.model,
             provider: &origin.provider,
+            system_fingerprint: None,
             choices: [Choice {
                 index: 0,
                 message: Msg {
                     role: "assistant",
                     content: self.content.as_deref(),
+                    refusal: None,
                     tool_calls: &self.tool_calls,
                 },
+                logprobs: (),
                 finish_reason: self.finish_reason,
             }],
             usage: self.usage.as_ref(),
@@ -169,6 +176,9 @@ struct Delta<'a> {
     content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_calls: Option<[ToolCallDelta<'a>; 1]>,
+    /// `"refusal": null`, in the role chunk as OpenAI sends it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusal: Option<()>,
 }
 
 #[derive(Serialize)]
@@ -250,6 +260,7 @@ impl ChunkWriter {
             created: u64,
             model: &'a str,
             provider: &'a str,
+            system_fingerprint: Option<&'a str>,
         }
         if self.head.bytes.is_empty() || self.head.origin != self.origin {
             let origin = &self.origin;
@@ -260,6 +271,7 @@ impl ChunkWriter {
                 created: origin.created,
                 model: &origin.model,
                 provider: &origin.provider,
+                system_fingerprint: None,
             };
             serde_json::to_writer(&mut bytes, &head)?;
             bytes.pop(); // the object's closing brace: the chunk goes on
@@ -287,24 +299,23 @@ impl ChunkWriter {
         }
     }
 
-    fn chunk(
-        &mut self,
-        out: &mut Vec<u8>,
-        mut delta: Delta<'_>,
-        finish_reason: Option<FinishReason>,
-    ) {
-        #[derive(Serialize)]
-        struct Choice<'a> {
-            index: u32,
-            delta: Delta<'a>,
-            finish_reason: Option<FinishReason>,
-        }
+    fn chunk(&mut self, out: &mut Vec<u8>, delta: Delta<'_>, finish_reason: Option<FinishReason>) {
         if self.done {
             return;
         }
+        // OpenAI's first chunk carries only the role.
         if !self.role_sent {
-            delta.role = Some("assistant");
             self.role_sent = true;
+            let role = Delta {
+                role: Some("assistant"),
+                content: Some(""),
+                refusal: Some(()),
+                ..Delta::default()
+            };
+            self.write_choice(out, role, None);
+            if delta.content == Some("") && finish_reason.is_none() {
+                return;
+            }
         }
         if delta.content.is_some_and(|c| !c.is_empty())
             || delta.tool_calls.is_some()
@@ -321,14 +332,32 @@ impl ChunkWriter {
         if finish_reason.is_some() {
             self.finish_reason = finish_reason;
         }
+        self.write_choice(out, delta, finish_reason);
+    }
+
+    /// A chunk with one choice (and `"usage": null` when the client asked
+    /// for usage: OpenAI sends the field on every chunk then).
+    fn write_choice(&mut self, out: &mut Vec<u8>, delta: Delta<'_>, finish: Option<FinishReason>) {
+        #[derive(Serialize)]
+        struct Choice<'a> {
+            index: u32,
+            delta: Delta<'a>,
+            logprobs: (),
+            finish_reason: Option<FinishReason>,
+        }
         let choice = Choice {
             index: 0,
             delta,
-            finish_reason,
+            logprobs: (),
+            finish_reason: finish,
         };
+        let usage_null = self.include_usage;
         self.write_chunk(out, |out| {
             serde_json::to_writer(&mut *out, &choice)?;
             out.push(b']');
+            if usage_null {
+                out.extend_from_slice(b",\"usage\":null");
+            }
             Ok(())
         });
     }
@@ -534,22 +563,33 @@ mod tests {
         w.content(&mut out, "late");
         assert!(out.ends_with(b"data: [DONE]\n\n"));
         let ev = events(&out);
-        assert_eq!(ev.len(), 5);
+        assert_eq!(ev.len(), 6);
+        // OpenAI's first chunk carries only the role.
         assert_eq!(
             ev[0]["choices"][0]["delta"],
-            serde_json::json!({"role":"assistant","content":"Hi"})
+            serde_json::json!({"role":"assistant","content":"","refusal":null})
         );
         assert_eq!(
-            ev[1]["choices"][0]["delta"]["tool_calls"][0]["id"],
+            ev[1]["choices"][0]["delta"],
+            serde_json::json!({"content":"Hi"})
+        );
+        assert_eq!(
+            ev[2]["choices"][0]["delta"]["tool_calls"][0]["id"],
             "call_1"
         );
         assert_eq!(
-            ev[2]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"],
+            ev[3]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"],
             "{\"a\""
         );
-        assert_eq!(ev[3]["choices"][0]["finish_reason"], "tool_calls");
-        assert_eq!(ev[4]["choices"], serde_json::json!([]));
-        assert_eq!(ev[4]["usage"]["total_tokens"], 7);
+        assert_eq!(ev[4]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(ev[5]["choices"], serde_json::json!([]));
+        assert_eq!(ev[5]["usage"]["total_tokens"], 7);
+        // Fields OpenAI sends on every chunk; usage null until the last.
+        for e in &ev[..5] {
+            assert!(e["usage"].is_null() && e.as_object().unwrap().contains_key("usage"));
+            assert!(e["system_fingerprint"].is_null());
+            assert!(e["choices"][0]["logprobs"].is_null());
+        }
         assert!(ev.iter().all(|e| e["id"] == "chatcmpl-1"));
     }
 
@@ -569,11 +609,13 @@ mod tests {
         });
         w.done(&mut out);
         let expected = concat!(
-            r#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","provider":"p","choices":[{"index":0,"delta":{"role":"assistant","content":"a\"b"},"finish_reason":null}]}"#,
+            r#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","provider":"p","system_fingerprint":null,"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}"#,
             "\n\n",
-            r#"data: {"id":"msg_\"2","object":"chat.completion.chunk","created":1,"model":"m2","provider":"p","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            r#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","provider":"p","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"a\"b"},"logprobs":null,"finish_reason":null}],"usage":null}"#,
             "\n\n",
-            r#"data: {"id":"msg_\"2","object":"chat.completion.chunk","created":1,"model":"m2","provider":"p","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#,
+            r#"data: {"id":"msg_\"2","object":"chat.completion.chunk","created":1,"model":"m2","provider":"p","system_fingerprint":null,"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}"#,
+            "\n\n",
+            r#"data: {"id":"msg_\"2","object":"chat.completion.chunk","created":1,"model":"m2","provider":"p","system_fingerprint":null,"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#,
             "\n\n",
             "data: [DONE]\n\n",
         );
@@ -624,6 +666,11 @@ mod tests {
         };
         let v: Value = serde_json::from_slice(&c.to_json(&origin())).unwrap();
         assert_eq!(v["object"], "chat.completion");
+        // Every field OpenAI sends, null where there is nothing to say.
+        let (choice, message) = (&v["choices"][0], &v["choices"][0]["message"]);
+        assert!(v.as_object().unwrap()["system_fingerprint"].is_null());
+        assert!(choice.as_object().unwrap()["logprobs"].is_null());
+        assert!(message.as_object().unwrap()["refusal"].is_null());
         assert_eq!(v["provider"], "p");
         assert_eq!(
             v["choices"][0]["message"]["tool_calls"][0]["function"]["name"],

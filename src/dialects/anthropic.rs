@@ -887,7 +887,7 @@ mod tests {
             && e["object"] == "chat.completion.chunk"));
         assert_eq!(
             ev[0]["choices"][0]["delta"],
-            serde_json::json!({"role":"assistant","content":""})
+            serde_json::json!({"role":"assistant","content":"","refusal":null})
         );
         assert_eq!(
             ev[1]["choices"][0]["delta"]["content"],

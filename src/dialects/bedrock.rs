@@ -1119,7 +1119,7 @@ mod tests {
             .all(|e| e["id"] == "chatcmpl-r" && e["model"] == "m"));
         assert_eq!(
             ev[0]["choices"][0]["delta"],
-            json!({"role":"assistant","content":""})
+            json!({"role":"assistant","content":"","refusal":null})
         );
         assert_eq!(
             ev[1]["choices"][0]["delta"]["content"],

@@ -713,33 +713,33 @@ mod tests {
         assert!(text.ends_with("data: [DONE]\n\n"));
         assert!(ev.iter().all(|e| e["id"] == "req-1"));
         assert_eq!(
-            ev[0]["choices"][0]["delta"],
-            json!({"role":"assistant","content":"Let me \u{e9}\u{1f30d}"})
+            ev[1]["choices"][0]["delta"],
+            json!({"content":"Let me \u{e9}\u{1f30d}"})
         );
         let tc = |i: usize| ev[i]["choices"][0]["delta"]["tool_calls"][0].clone();
         assert_eq!(
-            tc(1),
+            tc(2),
             json!({"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}})
         );
         assert_eq!(
-            tc(2),
+            tc(3),
             json!({"index":0,"function":{"arguments":"{\"city\": "}})
         );
         assert_eq!(
-            tc(3),
+            tc(4),
             json!({"index":0,"function":{"arguments":"\"Paris\"}"}})
         );
         assert_eq!(
-            (tc(4)["index"].clone(), tc(4)["id"].clone()),
+            (tc(5)["index"].clone(), tc(5)["id"].clone()),
             (json!(1), json!("call_b"))
         );
-        assert_eq!(tc(5)["function"]["arguments"], "{}");
-        assert_eq!(ev[6]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(tc(6)["function"]["arguments"], "{}");
+        assert_eq!(ev[7]["choices"][0]["finish_reason"], "tool_calls");
         assert_eq!(
-            ev[7]["usage"],
+            ev[8]["usage"],
             json!({"prompt_tokens":12,"completion_tokens":18,"total_tokens":30})
         );
-        assert_eq!(ev.len(), 8);
+        assert_eq!(ev.len(), 9);
     }
 
     #[test]

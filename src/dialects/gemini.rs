@@ -1209,41 +1209,41 @@ mod tests {
             .iter()
             .all(|e| e["id"] == "rs1" && e["model"] == "gemini-2.5-flash"));
         assert_eq!(
-            ev[0]["choices"][0]["delta"],
-            serde_json::json!({"role":"assistant","content":"H\u{e9}llo \u{1f30d}"})
+            ev[1]["choices"][0]["delta"],
+            serde_json::json!({"content":"H\u{e9}llo \u{1f30d}"})
         );
-        assert_eq!(ev[1]["choices"][0]["delta"]["content"], " there");
-        assert_eq!(ev[2]["choices"][0]["finish_reason"], "stop");
+        assert_eq!(ev[2]["choices"][0]["delta"]["content"], " there");
+        assert_eq!(ev[3]["choices"][0]["finish_reason"], "stop");
         assert_eq!(
-            ev[3]["usage"],
+            ev[4]["usage"],
             serde_json::json!({"prompt_tokens":4,"completion_tokens":5,"total_tokens":9,
                 "completion_tokens_details":{"reasoning_tokens":2}})
         );
-        assert_eq!(ev.len(), 4);
+        assert_eq!(ev.len(), 5);
         let (ev, _) = run(&[TEXT_STREAM.as_bytes()], false);
-        assert_eq!(ev.len(), 3, "no usage chunk unless asked");
+        assert_eq!(ev.len(), 4, "no usage chunk unless asked");
     }
 
     #[test]
     fn stream_tool_calls() {
         let (ev, text) = run(&[TOOL_STREAM.as_bytes()], false);
         assert!(text.ends_with("data: [DONE]\n\n"));
-        assert_eq!(ev[0]["choices"][0]["delta"]["content"], "Checking.");
+        assert_eq!(ev[1]["choices"][0]["delta"]["content"], "Checking.");
         let tc = |i: usize| ev[i]["choices"][0]["delta"]["tool_calls"][0].clone();
         assert_eq!(
-            tc(1),
+            tc(2),
             serde_json::json!({"index":0,"id":tool_call_id("rs2", 0, Some("CiQB+/x=")),"type":"function",
                 "function":{"name":"get_weather","arguments":""}})
         );
         assert_eq!(
-            tc(2),
+            tc(3),
             serde_json::json!({"index":0,"function":{"arguments":"{\"city\":\"Paris\"}"}})
         );
-        assert_eq!(tc(3)["index"], 1);
-        assert_eq!(tc(3)["id"], tool_call_id("rs2", 1, None));
-        assert_eq!(tc(4)["function"]["arguments"], "{}");
-        assert_eq!(ev[5]["choices"][0]["finish_reason"], "tool_calls");
-        assert_eq!(ev.len(), 6);
+        assert_eq!(tc(4)["index"], 1);
+        assert_eq!(tc(4)["id"], tool_call_id("rs2", 1, None));
+        assert_eq!(tc(5)["function"]["arguments"], "{}");
+        assert_eq!(ev[6]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(ev.len(), 7);
     }
 
     #[test]
@@ -1268,7 +1268,7 @@ mod tests {
         // The answer filtered mid-stream: finish_reason content_filter.
         let filtered = TEXT_STREAM.replace("\"STOP\"", "\"SAFETY\"");
         let (ev, text) = run(&[filtered.as_bytes()], false);
-        assert_eq!(ev[2]["choices"][0]["finish_reason"], "content_filter");
+        assert_eq!(ev[3]["choices"][0]["finish_reason"], "content_filter");
         assert!(text.ends_with("data: [DONE]\n\n"));
         // A Google error object in the stream.
         let error = "data: {\"error\": {\"code\": 503,\"message\": \"The model is overloaded.\",\"status\": \"UNAVAILABLE\"}}\r\n\r\n";
