@@ -1,5 +1,6 @@
 //! Azure OpenAI (`POST /openai/deployments/{deployment}/chat/completions?api-version=...`,
-//! header `api-key`). The body and answers are OpenAI's, so the OpenAI code
+//! or with `api_version: "v1"` the v1 API's `POST /openai/v1/chat/completions`
+//! with the deployment as `model`; header `api-key`). The body and answers are OpenAI's, so the OpenAI code
 //! serves both; Azure differs in where the model goes (the deployment, from the
 //! provider's `models` mapping), the auth header, and its content-filter
 //! signals, which that shared code folds into the unified ones:
@@ -20,6 +21,9 @@ use crate::unified::ChatRequest;
 
 pub struct Azure;
 
+/// The `api_version` that selects Azure OpenAI's v1 API.
+const V1: &str = "v1";
+
 impl Dialect for Azure {
     fn encode_request(
         &self,
@@ -37,12 +41,19 @@ impl Dialect for Azure {
         if let Some(key) = &target.provider.resolved_key {
             headers.push(("api-key", key.expose().to_owned()));
         }
-        Ok(UpstreamRequest {
-            path: format!(
-                "{}/openai/deployments/{}/chat/completions?api-version={api_version}",
-                target.provider.base_path,
+        let base = &target.provider.base_path;
+        // `api_version: "v1"`: the v1 API (GA since 2025): one path, no
+        // api-version, the deployment named as the body's `model`.
+        let path = if api_version == V1 {
+            format!("{base}/openai/v1/chat/completions")
+        } else {
+            format!(
+                "{base}/openai/deployments/{}/chat/completions?api-version={api_version}",
                 path_segment(target.model)
-            ),
+            )
+        };
+        Ok(UpstreamRequest {
+            path,
             headers,
             body,
         })
@@ -124,6 +135,28 @@ mod tests {
         assert!(up
             .path
             .starts_with("/openai/deployments/..%2Fx%3Fy/chat/completions?"));
+    }
+
+    #[test]
+    fn the_v1_api_names_the_deployment_in_the_body() {
+        let config = Config::parse(
+            br#"{"providers":{"az":{"dialect":"azure","api_key":"az-key","api_version":"v1",
+                 "base_path":"/az"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let req =
+            ChatRequest::parse(br#"{"model":"g","messages":[{"role":"user","content":"hi"}]}"#)
+                .unwrap();
+        let target = Target {
+            provider: &config.providers["az"],
+            model: "gpt4o-prod",
+        };
+        let up = Azure.encode_request(&req, &target).unwrap();
+        assert_eq!(up.path, "/az/openai/v1/chat/completions");
+        assert!(up.headers.contains(&("api-key", "az-key".into())));
+        let v: Value = serde_json::from_slice(&up.body).unwrap();
+        assert_eq!(v["model"], "gpt4o-prod");
     }
 
     fn origin() -> Origin {
