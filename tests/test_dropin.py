@@ -50,3 +50,21 @@ def test_gemini_retry_info_becomes_retry_after(gw):
     assert status == 429, body
     assert body["error"]["code"] == "UPSTREAM_RATE_LIMIT" and body["error"]["type"] == "requests"
     assert headers["retry-after"] == "7"
+
+
+def test_a_single_vendor_429_is_not_retried_and_its_delay_reaches_the_client(gw, test_id):
+    status, headers, body = gw.chat({"model": "m", "messages": USER_HI},
+                                    **{"x-model-group": "mock-anthropic", "x-mock-scenario": "error-429",
+                                       "x-test-id": test_id})
+    assert status == 429, body
+    assert headers["retry-after"] == "7"
+    assert len(gw.mock_requests(test_id)) == 1, "no storm against the vendor that refused"
+
+
+def test_a_failover_429_moves_to_the_next_vendor(gw, test_id):
+    # mock-failover: an Anthropic primary that always fails, then the OpenAI mock.
+    status, headers, body = gw.chat({"model": "m", "messages": USER_HI},
+                                    **{"x-model-group": "mock-failover", "x-test-id": test_id})
+    assert status == 200, body
+    assert headers["x-llm-provider"] == "mock-openai"
+    assert [r["path"].endswith("/v1/messages") for r in gw.mock_requests(test_id)] == [True, False]

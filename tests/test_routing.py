@@ -6,6 +6,7 @@ import json
 from collections import Counter
 
 import pytest
+import yaml
 
 import gateway
 from conftest import Gateway
@@ -65,11 +66,17 @@ def failover_clusters(mock_port, dead_port):
 
 
 def per_try_timeout_route(route):
-    """The shipped route with a 500 ms per-try timeout, for `x-test-route: per-try-timeout`."""
+    """The shipped route with a 500 ms per-try timeout, for `x-test-route: per-try-timeout`;
+    and the shipped failover route (429s retried on the next vendor) for this file's
+    aggregates, as envoy/gateway.yaml asks its users to list theirs."""
     r = json.loads(json.dumps(route))
     r["match"]["headers"] = [{"name": "x-test-route", "string_match": {"exact": "per-try-timeout"}}]
     r["route"]["retry_policy"]["per_try_timeout"] = "0.5s"
-    return [r]
+    shipped = yaml.safe_load(gateway.TEMPLATE.read_text())
+    hcm = shipped["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    failover = hcm["route_config"]["virtual_hosts"][0]["routes"][0]
+    failover["match"]["headers"][0]["string_match"]["safe_regex"]["regex"] = "agg_.*"
+    return [r, failover]
 
 
 @pytest.fixture(scope="module")
