@@ -72,7 +72,9 @@ def test_a_bad_filter_config_is_rejected_naming_the_field(tmp_path):
 def test_production_failover_example_fails_over(tmp_path):
     """envoy/failover.yaml with its vendor clusters pointed at the mock, the
     Anthropic one always answering 529: requests end at OpenAI."""
-    mock, mock_port = gateway.start_mock()
+    # The mock accepts exactly one key per vendor: the one this config's environment gives.
+    mock, mock_port = gateway.start_mock(args=("--aws-credentials", gateway.MOCK_AWS_CREDENTIALS,
+                                               "--api-key", "openai=sk-dummy", "--api-key", "anthropic=sk-dummy"))
     port, admin_port = gateway.free_port(), gateway.free_port()
     bootstrap = yaml.safe_load((ENVOY_DIR / "failover.yaml").read_text())
     bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port

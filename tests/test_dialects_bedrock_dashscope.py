@@ -58,7 +58,8 @@ def test_dashscope_non_stream(gw, test_id):
     assert status == 200, body
     assert body["provider"] == DASHSCOPE and body["model"] == "qwen-plus"
     assert body["id"].startswith("mock-ds-"), "the vendor's request_id is the response id"
-    assert body["choices"][0]["message"]["content"] == "Hello from"
+    # json_object: the mock answers JSON, cut after 2 words like a real model at max_tokens.
+    assert body["choices"][0]["message"]["content"] == '{"answer":"Hello from'
     assert body["choices"][0]["finish_reason"] == "length"
     assert body["usage"]["completion_tokens"] == 2
     [sent] = gw.mock_requests(test_id)

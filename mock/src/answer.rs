@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::dialect::{count_words, Prompt, Tool, ToolChoice};
-use crate::scenario::{Filter, Scenario};
+use crate::scenario::{Filter, Scenario, CACHED_TOKENS, REASONING_TOKENS};
 
 /// Prepended to the answer under the `split` directive so that tiny writes
 /// cut through multibyte UTF-8 characters.
@@ -42,6 +42,11 @@ pub struct Answer {
     pub finish: Finish,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, read from the prompt cache (`cached-usage`).
+    pub cached_tokens: u64,
+    /// Reasoning ("thinking") tokens (`cached-usage`); dialects count them
+    /// into or beside the completion tokens as their vendor does.
+    pub reasoning_tokens: u64,
 }
 
 impl Answer {
@@ -55,6 +60,8 @@ impl Answer {
             tool_calls: Vec::new(),
             finish: Finish::Stop,
             prompt_tokens,
+            cached_tokens: 0,
+            reasoning_tokens: 0,
         }
     }
 }
@@ -62,6 +69,29 @@ impl Answer {
 /// Decides the answer for a prompt. `dialect` names the vendor in the default
 /// text; `preface` is said before tool calls (see `Dialect::tool_preface`).
 pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> Answer {
+    let mut a = plan_content(p, sc, dialect, preface);
+    if sc.cached_usage {
+        a.cached_tokens = CACHED_TOKENS.min(a.prompt_tokens);
+        a.reasoning_tokens = REASONING_TOKENS;
+    }
+    a
+}
+
+/// The answer when structured output is asked for: JSON with the schema's
+/// required properties (plausible example values), or `{"answer": ...}`.
+fn json_text(schema: Option<&Value>, said: &str) -> String {
+    let v = match schema {
+        Some(s) => match example(s, 0) {
+            Value::Object(m) if !m.is_empty() => Value::Object(m),
+            Value::Object(_) | Value::Null => serde_json::json!({"answer": said}),
+            other => other,
+        },
+        None => serde_json::json!({"answer": said}),
+    };
+    serde_json::to_string(&v).unwrap_or_default()
+}
+
+fn plan_content(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> Answer {
     let prompt_tokens = p.prompt_words.max(1);
     let prefix = if sc.split { SPLIT_TEXT } else { "" };
 
@@ -81,6 +111,8 @@ pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> 
             tool_calls: Vec::new(),
             finish: Finish::ContentFilter,
             prompt_tokens,
+            cached_tokens: 0,
+            reasoning_tokens: 0,
         };
     }
 
@@ -120,11 +152,16 @@ pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> 
             finish: Finish::ToolCalls,
             prompt_tokens,
             completion_tokens,
+            cached_tokens: 0,
+            reasoning_tokens: 0,
         };
     }
 
     let said: String = p.last_user_text.chars().take(200).collect();
-    let text = format!("{prefix}Hello from the mock {dialect} provider. You said: {said}");
+    let mut text = format!("{prefix}Hello from the mock {dialect} provider. You said: {said}");
+    if let Some(schema) = &p.json {
+        text = json_text(schema.as_ref(), &text);
+    }
     text_answer(&text, p, prompt_tokens)
 }
 
@@ -162,6 +199,8 @@ fn text_answer(full: &str, p: &Prompt, prompt_tokens: u64) -> Answer {
         tool_calls: Vec::new(),
         finish,
         prompt_tokens,
+        cached_tokens: 0,
+        reasoning_tokens: 0,
     }
 }
 
@@ -261,11 +300,17 @@ fn example(schema: &Value, depth: u32) -> Value {
         return c.clone();
     }
     // "type" may be a list such as ["string", "null"]: take the first non-null.
+    // Gemini's OpenAPI-style schemas spell types in capitals (OBJECT, STRING).
     let ty = match schema.get("type") {
-        Some(Value::String(t)) => Some(t.as_str()),
-        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null"),
+        Some(Value::String(t)) => Some(t.to_ascii_lowercase()),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_ascii_lowercase)
+            .find(|t| t != "null"),
         _ => None,
     };
+    let ty = ty.as_deref();
     let ty = ty.or_else(|| {
         if schema.get("properties").is_some() {
             Some("object")

@@ -11,6 +11,7 @@ use crate::dialect::{
     count_words, to_json, Dialect, Failure, Meta, Prompt, Reply, SseEvent, Tool, ToolChoice,
 };
 use crate::http::Request;
+use crate::keys;
 
 pub struct Anthropic;
 
@@ -43,6 +44,63 @@ const BLOCK_TYPES: [&str; 6] = [
     "thinking",
     "redacted_thinking",
 ];
+
+/// The keys of each content block type (docs.anthropic.com/en/api/messages,
+/// "content" block schemas); others are refused "Extra inputs are not permitted".
+fn block_keys(ty: &str) -> &'static [&'static str] {
+    match ty {
+        "text" => &["type", "text", "cache_control", "citations"],
+        "image" => &["type", "source", "cache_control"],
+        "tool_use" => &["type", "id", "name", "input", "cache_control"],
+        "tool_result" => &[
+            "type",
+            "tool_use_id",
+            "content",
+            "is_error",
+            "cache_control",
+        ],
+        "thinking" => &["type", "thinking", "signature"],
+        "redacted_thinking" => &["type", "data"],
+        _ => &[],
+    }
+}
+
+/// The keys of a custom (client) tool (docs.anthropic.com/en/api/messages, "tools").
+const TOOL_KEYS: [&str; 5] = [
+    "type",
+    "name",
+    "description",
+    "input_schema",
+    "cache_control",
+];
+
+/// Models that still take `temperature` and `top_p` together: Claude 3.x
+/// and older. Every later model (Sonnet 4.5, Haiku 4.5, Opus 4.1 and on)
+/// refuses both ("You should either alter temperature or top_p, but not
+/// both", docs.anthropic.com/en/api/messages#body-top-p); the mock's own
+/// model names (mock-claude-sonnet) count as current.
+fn takes_temperature_and_top_p(model: &str) -> bool {
+    ["claude-3", "claude-2", "claude-instant"]
+        .iter()
+        .any(|old| model.contains(old))
+}
+
+/// A sampling parameter's range check ("Input should be less than or equal to 1").
+fn check_unit_range(obj: &Map<String, Value>, name: &str) -> Result<(), Failure> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(()),
+        Some(v) => match v.as_f64() {
+            Some(x) if x > 1.0 => Err(invalid(format!(
+                "{name}: Input should be less than or equal to 1"
+            ))),
+            Some(x) if x < 0.0 => Err(invalid(format!(
+                "{name}: Input should be greater than or equal to 0"
+            ))),
+            Some(_) => Ok(()),
+            None => Err(invalid(format!("{name}: Input should be a valid number"))),
+        },
+    }
+}
 
 const IMAGE_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
@@ -130,6 +188,12 @@ fn check_message(i: usize, m: &Value) -> Result<(bool, MessageInfo), Failure> {
     let blocks = match m.get("content") {
         None => return Err(invalid(format!("{at}.content: Field required"))),
         Some(Value::String(s)) => {
+            if s.is_empty() {
+                return Err(invalid(format!(
+                    "{at}: all messages must have non-empty content except for the optional \
+                     final assistant message"
+                )));
+            }
             info.text = s.clone();
             return Ok((user, info));
         }
@@ -151,8 +215,22 @@ fn check_message(i: usize, m: &Value) -> Result<(bool, MessageInfo), Failure> {
                 BLOCK_TYPES.map(|t| format!("'{t}'")).join(", ")
             )));
         }
+        if let Some(extra) = b
+            .as_object()
+            .and_then(|o| o.keys().find(|k| !block_keys(ty).contains(&k.as_str())))
+        {
+            return Err(invalid(format!(
+                "{at}.{ty}.{extra}: Extra inputs are not permitted"
+            )));
+        }
         match ty {
-            "text" => texts.push(str_field(b, "text", &at)?.to_owned()),
+            "text" => {
+                let text = str_field(b, "text", &at)?;
+                if text.is_empty() {
+                    return Err(invalid("messages: text content blocks must be non-empty"));
+                }
+                texts.push(text.to_owned());
+            }
             "image" => check_image(b, &at)?,
             "tool_use" => {
                 if user {
@@ -202,6 +280,26 @@ fn check_message(i: usize, m: &Value) -> Result<(bool, MessageInfo), Failure> {
     Ok((user, info))
 }
 
+/// The gateway asks Anthropic and Bedrock for JSON in the system prompt
+/// ("Respond with a single valid JSON object ... this JSON schema: {...}"):
+/// a model that reads it answers JSON. `Some(Some(schema))` when a schema
+/// follows, `Some(None)` for any JSON object.
+pub fn json_instruction(system: &str) -> Option<Option<Value>> {
+    if !system.contains("JSON") {
+        return None;
+    }
+    let schema = system
+        .find("JSON schema: ")
+        .and_then(|at| system.get(at + "JSON schema: ".len()..))
+        .and_then(|rest| {
+            serde_json::Deserializer::from_str(rest)
+                .into_iter::<Value>()
+                .next()
+                .and_then(Result::ok)
+        });
+    Some(schema)
+}
+
 fn system_text(system: Option<&Value>) -> Result<String, Failure> {
     match system {
         None | Some(Value::Null) => Ok(String::new()),
@@ -230,6 +328,18 @@ fn parse_tools(obj: &Map<String, Value>) -> Result<Vec<Tool>, Failure> {
         .enumerate()
         .map(|(i, t)| {
             let at = format!("tools.{i}");
+            let custom = t
+                .get("type")
+                .and_then(Value::as_str)
+                .is_none_or(|ty| ty == "custom");
+            if let Some(extra) = t.as_object().and_then(|o| {
+                o.keys()
+                    .find(|k| custom && !TOOL_KEYS.contains(&k.as_str()))
+            }) {
+                return Err(invalid(format!(
+                    "{at}.custom.{extra}: Extra inputs are not permitted"
+                )));
+            }
             let name = str_field(t, "name", &at)?.to_owned();
             // Server tools (web_search etc.) carry a "type" and no schema.
             let schema = match (t.get("input_schema"), t.get("type")) {
@@ -297,7 +407,11 @@ impl Dialect for Anthropic {
     }
 
     fn check_headers(&self, req: &Request) -> Result<(), Failure> {
-        if req.header("x-api-key").is_none_or(|k| k.trim().is_empty()) {
+        // Exactly the account's key; other vendors' headers are ignored.
+        if req
+            .header("x-api-key")
+            .is_none_or(|k| !keys::matches("anthropic", k))
+        {
             return Err(Failure::Auth("invalid x-api-key".into()));
         }
         match req.header("anthropic-version") {
@@ -333,6 +447,14 @@ impl Dialect for Anthropic {
                 None => return Err(invalid("max_tokens: Input should be a valid integer")),
             },
         };
+        check_unit_range(obj, "temperature")?;
+        check_unit_range(obj, "top_p")?;
+        let set = |k: &str| obj.get(k).is_some_and(|v| !v.is_null());
+        if set("temperature") && set("top_p") && !takes_temperature_and_top_p(&model) {
+            return Err(invalid(
+                "`temperature` and `top_p` cannot both be specified for this model. Please use only one.",
+            ));
+        }
         let messages = match obj.get("messages") {
             None => return Err(invalid("messages: Field required")),
             Some(Value::Array(m)) => m,
@@ -354,6 +476,7 @@ impl Dialect for Anthropic {
         // tool_use ids of the previous assistant message awaiting results.
         let mut pending: Vec<String> = Vec::new();
         let mut last: Option<(bool, MessageInfo)> = None;
+        let mut tool_blocks = false;
         for (i, m) in messages.iter().enumerate() {
             let (user, info) = check_message(i, m)?;
             // Every tool_use needs its tool_result in the very next message,
@@ -380,6 +503,7 @@ impl Dialect for Anthropic {
                 )));
             }
             pending.clone_from(&info.tool_use_ids);
+            tool_blocks |= !info.tool_use_ids.is_empty() || !info.tool_result_ids.is_empty();
             p.prior_tool_calls += info.tool_use_ids.len() as u64;
             p.prompt_words += count_words(&info.text)
                 + info
@@ -409,14 +533,24 @@ impl Dialect for Anthropic {
             Some(_) => return Err(invalid("stop_sequences: Input should be a valid list")),
         };
         p.tools = parse_tools(obj)?;
+        // The API's answer to tool blocks without tool definitions
+        // (github.com/anthropics/anthropic-sdk-python/issues/494).
+        if tool_blocks && p.tools.is_empty() {
+            return Err(invalid(
+                "Requests which include `tool_use` or `tool_result` blocks must define tools.",
+            ));
+        }
         p.tool_choice = parse_tool_choice(obj.get("tool_choice"))?;
+        p.json = json_instruction(&system);
         Ok(p)
     }
 
     fn error(&self, failure: &Failure) -> Reply {
         let (status, kind, message): (u16, &str, String) = match failure {
             Failure::Auth(m) => (401, "authentication_error", m.clone()),
-            Failure::Invalid(m) => (400, "invalid_request_error", m.clone()),
+            Failure::Invalid(m) | Failure::Param { message: m, .. } => {
+                (400, "invalid_request_error", m.clone())
+            }
             Failure::ContextLength => (
                 400,
                 "invalid_request_error",
@@ -476,11 +610,12 @@ impl Dialect for Anthropic {
             "content": content,
             "stop_reason": reason,
             "stop_sequence": sequence,
+            // input_tokens counts the tokens not read from the cache.
             "usage": {
-                "input_tokens": a.prompt_tokens,
+                "input_tokens": a.prompt_tokens - a.cached_tokens,
                 "output_tokens": a.completion_tokens,
                 "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_read_input_tokens": a.cached_tokens,
             },
         })
     }
@@ -492,8 +627,8 @@ impl Dialect for Anthropic {
             json!({"type": "message_start", "message": {
                 "id": format!("msg_mock{}", meta.seq), "type": "message", "role": "assistant",
                 "model": p.model, "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": a.prompt_tokens, "output_tokens": 1,
-                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}}),
+                "usage": {"input_tokens": a.prompt_tokens - a.cached_tokens, "output_tokens": 1,
+                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": a.cached_tokens}}}),
         ));
         let mut index = 0;
         if !a.text.is_empty() || a.tool_calls.is_empty() {

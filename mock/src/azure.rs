@@ -9,12 +9,16 @@ use serde_json::{json, Value};
 use crate::answer::{Answer, Finish};
 use crate::dialect::{to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent};
 use crate::http::{query_param, Request};
+use crate::keys;
 use crate::openai::OpenAi;
 use crate::scenario::Filter;
 
 pub struct Azure;
 
 const DEPLOYMENTS: &str = "/openai/deployments/";
+/// The v1 API (learn.microsoft.com/azure/ai-foundry/openai/api-version-lifecycle,
+/// "API evolution"): no api-version, the deployment is the body's `model`.
+const V1_PATH: &str = "/openai/v1/chat/completions";
 
 /// Every category's verdict; `filtered` marks the one that struck.
 fn filter_results(filtered: bool) -> Value {
@@ -60,11 +64,25 @@ impl Dialect for Azure {
     }
 
     fn handles(&self, path: &str) -> bool {
-        path.contains(DEPLOYMENTS) && path.ends_with("/chat/completions")
+        path.ends_with(V1_PATH)
+            || (path.contains(DEPLOYMENTS) && path.ends_with("/chat/completions"))
     }
 
     fn check_headers(&self, req: &Request) -> Result<(), Failure> {
-        if req.header("api-key").is_none_or(|k| k.trim().is_empty()) {
+        // `Authorization: Bearer` is Microsoft Entra ID auth on Azure OpenAI
+        // (learn.microsoft.com/azure/ai-foundry/openai/reference, "Authentication"):
+        // a token that is not one is refused even next to a valid api-key.
+        if req.header("authorization").is_some() {
+            return Err(Failure::Auth(
+                "Access token is missing, invalid, audience is incorrect \
+                 (https://cognitiveservices.azure.com), or have expired."
+                    .into(),
+            ));
+        }
+        if req
+            .header("api-key")
+            .is_none_or(|k| !keys::matches("azure", k))
+        {
             return Err(Failure::Auth(
                 "Access denied due to invalid subscription key or wrong API endpoint. Make sure \
                  to provide a valid key for an active subscription and use a correct regional API \
@@ -72,7 +90,19 @@ impl Dialect for Azure {
                     .into(),
             ));
         }
-        if query_param(req.query(), "api-version").is_none_or(|v| v.is_empty()) {
+        // The classic path requires api-version; v1 takes none (or "preview").
+        let version = query_param(req.query(), "api-version");
+        if req.path().ends_with(V1_PATH) {
+            if version
+                .as_deref()
+                .is_some_and(|v| v != "preview" && v != "latest")
+            {
+                return Err(Failure::Invalid(
+                    "API version not supported. The v1 API accepts no api-version (or 'preview')."
+                        .into(),
+                ));
+            }
+        } else if version.is_none_or(|v| v.is_empty()) {
             return Err(Failure::Invalid(
                 "Missing required query parameter 'api-version'.".into(),
             ));
@@ -88,7 +118,9 @@ impl Dialect for Azure {
         match failure {
             Failure::Auth(m) => azure_error(401, "401", m),
             // Validation and context-length errors come in OpenAI's shape.
-            Failure::Invalid(_) | Failure::ContextLength => OpenAi.error(failure),
+            Failure::Invalid(_) | Failure::Param { .. } | Failure::ContextLength => {
+                OpenAi.error(failure)
+            }
             Failure::Status(s) => match s {
                 400 => OpenAi.error(failure),
                 401 => azure_error(

@@ -13,11 +13,12 @@ use crate::dialect::{
 };
 use crate::http::Request;
 use crate::scenario::Filter;
-use crate::sigv4::{self, Credentials};
+use crate::sigv4::{self, Verifier};
 
 pub struct Bedrock {
-    /// When set, every request must be SigV4-signed with these.
-    pub credentials: Option<Credentials>,
+    /// When set, every request must be SigV4-signed with these credentials,
+    /// for one of these regions, under every rule AWS applies.
+    pub credentials: Option<Verifier>,
 }
 
 const TOP_LEVEL: [&str; 10] = [
@@ -47,6 +48,99 @@ const BLOCKED_MESSAGE: &str = "Sorry, the model cannot answer this question.";
 
 fn invalid(msg: impl Into<String>) -> Failure {
     Failure::Invalid(msg.into())
+}
+
+/// InferenceConfiguration's members
+/// (docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InferenceConfiguration.html):
+/// anything else (seed, topK...) goes in additionalModelRequestFields.
+const INFERENCE_KEYS: [&str; 4] = ["maxTokens", "temperature", "topP", "stopSequences"];
+
+/// The model id of a `/model/{modelId}/converse[-stream]` path, decoded once.
+fn path_model(path: &str) -> String {
+    let id = path
+        .strip_prefix("/model/")
+        .and_then(|rest| rest.rsplit_once('/'))
+        .map_or("", |(id, _)| id);
+    let mut out = Vec::with_capacity(id.len());
+    let bytes = id.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Claude models after the 3.x generation refuse temperature and topP
+/// together, on Bedrock too ("The model returned the following errors:
+/// `temperature` and `top_p` cannot both be specified for this model.").
+fn claude_refuses_both(model: &str) -> bool {
+    model.contains("claude")
+        && !["claude-3", "claude-v2", "claude-instant"]
+            .iter()
+            .any(|old| model.contains(old))
+}
+
+fn check_inference(inference: &Map<String, Value>, model: &str) -> Result<(), Failure> {
+    if let Some(extra) = inference
+        .keys()
+        .find(|k| !INFERENCE_KEYS.contains(&k.as_str()))
+    {
+        return Err(invalid(format!(
+            "Malformed input request: #/inferenceConfig: extraneous key [{extra}] is not permitted, please reformat your input and try again."
+        )));
+    }
+    for name in ["temperature", "topP"] {
+        if let Some(v) = inference.get(name) {
+            match v.as_f64() {
+                Some(x) if (0.0..=1.0).contains(&x) => {}
+                Some(x) => {
+                    let bound = if x > 1.0 {
+                        "less than or equal to 1"
+                    } else {
+                        "greater than or equal to 0"
+                    };
+                    return Err(invalid(format!(
+                        "1 validation error detected: Value '{x}' at 'inferenceConfig.{name}' failed to satisfy constraint: Member must have value {bound}"
+                    )));
+                }
+                None => {
+                    return Err(invalid(format!(
+                        "Malformed input request: #/inferenceConfig/{name}: expected type: Number, found: {}",
+                        if v.is_string() { "String" } else { "Other" }
+                    )))
+                }
+            }
+        }
+    }
+    if let Some(v) = inference.get("maxTokens") {
+        if v.as_u64().is_none_or(|n| n < 1) {
+            return Err(invalid(format!(
+                "1 validation error detected: Value '{v}' at 'inferenceConfig.maxTokens' failed to satisfy constraint: Member must have value greater than or equal to 1"
+            )));
+        }
+    }
+    if inference.contains_key("temperature")
+        && inference.contains_key("topP")
+        && claude_refuses_both(model)
+    {
+        return Err(invalid(
+            "The model returned the following errors: `temperature` and `top_p` cannot both be specified for this model. Please use only one.",
+        ));
+    }
+    Ok(())
 }
 
 /// The one member of a content block, e.g. `{"text": ...}` → ("text", value).
@@ -128,8 +222,15 @@ fn stop_reason(f: &Finish) -> &'static str {
 }
 
 fn usage(a: &Answer) -> Value {
-    json!({"inputTokens": a.prompt_tokens, "outputTokens": a.completion_tokens,
-           "totalTokens": a.prompt_tokens + a.completion_tokens})
+    // inputTokens excludes what was read from the cache; the total has all.
+    let mut u = json!({"inputTokens": a.prompt_tokens - a.cached_tokens,
+                       "outputTokens": a.completion_tokens,
+                       "totalTokens": a.prompt_tokens + a.completion_tokens});
+    if a.cached_tokens > 0 {
+        u["cacheReadInputTokens"] = json!(a.cached_tokens);
+        u["cacheWriteInputTokens"] = json!(0);
+    }
+    u
 }
 
 fn event(name: &'static str, data: Value) -> SseEvent {
@@ -226,7 +327,9 @@ impl Dialect for Bedrock {
 
     fn check_headers(&self, req: &Request) -> Result<(), Failure> {
         match &self.credentials {
-            Some(creds) => sigv4::verify(req, creds).map_err(|r| Failure::Auth(r.message())),
+            Some(v) => v
+                .check(req, unix_now())
+                .map_err(|r| Failure::Auth(r.message())),
             None if req
                 .header("authorization")
                 .is_some_and(|a| !a.trim().is_empty()) =>
@@ -235,6 +338,19 @@ impl Dialect for Bedrock {
             }
             None => Err(Failure::Auth(sigv4::Refusal::Missing.message())),
         }
+    }
+
+    fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
+        let model = path_model(req.path());
+        let empty = Map::new();
+        let inference = body
+            .get("inferenceConfig")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        check_inference(inference, &model)?;
+        let mut p = self.parse(body)?;
+        p.model = model;
+        Ok(p)
     }
 
     fn parse(&self, body: &Value) -> Result<Prompt, Failure> {
@@ -272,9 +388,13 @@ impl Dialect for Bedrock {
             let blocks = system
                 .as_array()
                 .ok_or_else(|| invalid("Malformed input request: system must be a list"))?;
+            let mut text = Vec::new();
             for b in blocks {
-                p.prompt_words += count_words(b.get("text").and_then(Value::as_str).unwrap_or(""));
+                let t = b.get("text").and_then(Value::as_str).unwrap_or("");
+                p.prompt_words += count_words(t);
+                text.push(t);
             }
+            p.json = crate::anthropic::json_instruction(&text.join(" "));
         }
         let (tools, choice) = parse_tools(obj.get("toolConfig"))?;
         p.tools = tools;
@@ -397,7 +517,7 @@ impl Dialect for Bedrock {
     fn error(&self, failure: &Failure) -> Reply {
         let (status, message) = match failure {
             Failure::Auth(m) => (403, m.clone()),
-            Failure::Invalid(m) => (400, m.clone()),
+            Failure::Invalid(m) | Failure::Param { message: m, .. } => (400, m.clone()),
             Failure::ContextLength => (400, "Input is too long for requested model.".into()),
             Failure::Status(s) => {
                 let message = match s {
@@ -412,19 +532,29 @@ impl Dialect for Bedrock {
                 (bedrock_status(*s), message.to_owned())
             }
         };
+        // The AWS front door answers authentication failures in the Coral
+        // JSON shape, `__type` and `message`; Bedrock's own errors carry
+        // only `message` (the type is in x-amzn-errortype).
+        let body = match failure {
+            Failure::Auth(_) => json!({
+                "__type": format!("com.amazon.coral.service#{}", auth_kind(failure)),
+                "message": message,
+            }),
+            _ => json!({ "message": message }),
+        };
         Reply {
             status,
-            body: to_json(&json!({ "message": message })),
+            body: to_json(&body),
             retry_after: None,
         }
     }
 
     fn error_header(&self, failure: &Failure) -> Option<(&'static str, String)> {
         let kind = match failure {
-            Failure::Auth(m) if m.contains("signature") => "InvalidSignatureException",
-            Failure::Auth(m) if m.contains("Missing") => "MissingAuthenticationTokenException",
-            Failure::Auth(_) => "UnrecognizedClientException",
-            Failure::Invalid(_) | Failure::ContextLength => "ValidationException",
+            Failure::Auth(_) => auth_kind(failure),
+            Failure::Invalid(_) | Failure::Param { .. } | Failure::ContextLength => {
+                "ValidationException"
+            }
             Failure::Status(s) => match s {
                 400 | 413 => "ValidationException",
                 401 => "UnrecognizedClientException",
@@ -521,6 +651,27 @@ impl Dialect for Bedrock {
             "serviceUnavailableException",
             json!({"message": "Bedrock is unable to process your request."}),
         )
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The exception an authentication failure is.
+fn auth_kind(failure: &Failure) -> &'static str {
+    match failure {
+        Failure::Auth(m) if m.contains("Signature expired") => "InvalidSignatureException",
+        Failure::Auth(m)
+            if m.contains("signature") || m.contains("Credential should be scoped") =>
+        {
+            "InvalidSignatureException"
+        }
+        Failure::Auth(m) if m.contains("SignedHeader") => "IncompleteSignatureException",
+        Failure::Auth(m) if m.contains("Missing") => "MissingAuthenticationTokenException",
+        _ => "UnrecognizedClientException",
     }
 }
 

@@ -13,6 +13,7 @@ use crate::dialect::{
     ToolChoice,
 };
 use crate::http::Request;
+use crate::keys;
 use crate::scenario::Filter;
 
 pub struct DashScope;
@@ -24,6 +25,47 @@ const OUTPUT_FILTERED: &str = "Output data may contain inappropriate content.";
 
 fn invalid(msg: impl Into<String>) -> Failure {
     Failure::Invalid(msg.into())
+}
+
+/// The request body's members and `parameters` of the DashScope API
+/// reference for Qwen (help.aliyun.com/zh/model-studio/qwen-api-reference,
+/// "DashScope" request body); others are refused as InvalidParameter.
+const BODY_KEYS: [&str; 3] = ["model", "input", "parameters"];
+const PARAMETERS: &[&str] = &[
+    "result_format",
+    "temperature",
+    "top_p",
+    "top_k",
+    "max_tokens",
+    "max_input_tokens",
+    "seed",
+    "stop",
+    "repetition_penalty",
+    "presence_penalty",
+    "enable_search",
+    "search_options",
+    "incremental_output",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "enable_thinking",
+    "thinking_budget",
+    "n",
+    "logprobs",
+    "top_logprobs",
+    "translation_options",
+    "vl_high_resolution_images",
+    "enable_code_interpreter",
+];
+
+/// Qwen's multimodal models (qwen-vl-*, qwen3-vl-*, qvq-*, qwen-omni-*,
+/// qwen-audio-*), the only ones the multimodal-generation endpoint serves;
+/// text models answer on text-generation only.
+pub fn multimodal_model(model: &str) -> bool {
+    ["-vl", "qvq", "omni", "-audio"]
+        .iter()
+        .any(|m| model.contains(m))
 }
 
 fn request_id(meta: Meta) -> String {
@@ -120,8 +162,15 @@ fn finish(f: &Finish) -> &'static str {
 }
 
 fn usage(a: &Answer, output_tokens: u64) -> Value {
-    json!({"input_tokens": a.prompt_tokens, "output_tokens": output_tokens,
-           "total_tokens": a.prompt_tokens + output_tokens})
+    let mut u = json!({"input_tokens": a.prompt_tokens, "output_tokens": output_tokens,
+                       "total_tokens": a.prompt_tokens + output_tokens});
+    if a.cached_tokens > 0 {
+        u["prompt_tokens_details"] = json!({"cached_tokens": a.cached_tokens});
+    }
+    if a.reasoning_tokens > 0 {
+        u["output_tokens_details"] = json!({"reasoning_tokens": a.reasoning_tokens});
+    }
+    u
 }
 
 impl Dialect for DashScope {
@@ -162,9 +211,37 @@ impl Dialect for DashScope {
             .header("authorization")
             .and_then(|a| a.strip_prefix("Bearer "))
         {
-            Some(key) if !key.trim().is_empty() => Ok(()),
+            Some(key) if keys::matches("dashscope", key) => Ok(()),
             _ => Err(Failure::Auth("Invalid API-key provided.".into())),
         }
+    }
+
+    fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
+        if let Some(obj) = body.as_object() {
+            if let Some(extra) = obj.keys().find(|k| !BODY_KEYS.contains(&k.as_str())) {
+                return Err(invalid(format!("Parameter {extra} is not supported.")));
+            }
+        }
+        if let Some(params) = body.get("parameters").and_then(Value::as_object) {
+            if let Some(extra) = params.keys().find(|k| !PARAMETERS.contains(&k.as_str())) {
+                return Err(invalid(format!(
+                    "parameters.{extra}: parameter {extra} is not supported."
+                )));
+            }
+        }
+        let model = body.get("model").and_then(Value::as_str).unwrap_or("");
+        let on_multimodal = req.path().ends_with(MULTIMODAL_PATH);
+        if !model.is_empty() && on_multimodal != multimodal_model(model) {
+            let (api, other) = if on_multimodal {
+                ("multimodal-generation", "text-generation")
+            } else {
+                ("text-generation", "multimodal-generation")
+            };
+            return Err(invalid(format!(
+                "The model `{model}` is not supported by the {api} API; use {other}."
+            )));
+        }
+        self.parse(body)
     }
 
     fn parse(&self, body: &Value) -> Result<Prompt, Failure> {
@@ -190,7 +267,21 @@ impl Dialect for DashScope {
             .iter()
             .any(|m| m.get("content").is_some_and(Value::is_array));
         let (tools, tool_choice) = parse_tools(&params)?;
+        let json = match params
+            .get("response_format")
+            .and_then(|f| f.get("type"))
+            .and_then(Value::as_str)
+        {
+            Some("json_object") => Some(None),
+            Some("json_schema") => Some(
+                params
+                    .pointer("/response_format/json_schema/schema")
+                    .cloned(),
+            ),
+            _ => None,
+        };
         let mut p = Prompt {
+            json,
             model: model.to_owned(),
             max_tokens: params.get("max_tokens").and_then(Value::as_u64),
             stop: match params.get("stop") {
@@ -259,7 +350,9 @@ impl Dialect for DashScope {
     fn error(&self, failure: &Failure) -> Reply {
         let (status, code, message): (u16, &str, String) = match failure {
             Failure::Auth(m) => (401, "InvalidApiKey", m.clone()),
-            Failure::Invalid(m) => (400, "InvalidParameter", m.clone()),
+            Failure::Invalid(m) | Failure::Param { message: m, .. } => {
+                (400, "InvalidParameter", m.clone())
+            }
             Failure::ContextLength => (
                 400,
                 "InvalidParameter",

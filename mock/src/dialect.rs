@@ -36,6 +36,9 @@ pub struct Prompt {
     /// Tool calls already made in the conversation, so new call ids
     /// (`call_<n>`, `toolu_<n>`) continue the numbering instead of repeating.
     pub prior_tool_calls: u64,
+    /// Structured output asked for: `Some(None)` any JSON object,
+    /// `Some(Some(schema))` JSON matching the schema.
+    pub json: Option<Option<Value>>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +69,13 @@ pub enum Failure {
     Auth(String),
     /// A 400 for an invalid request, with a message naming the problem.
     Invalid(String),
+    /// A 400 naming the parameter at fault (OpenAI's `param` and `code`);
+    /// dialects without those fields render it as an `Invalid`.
+    Param {
+        message: String,
+        param: String,
+        code: Option<&'static str>,
+    },
 }
 
 /// A complete non-stream answer (always JSON).

@@ -13,6 +13,7 @@ use crate::dialect::{
     ToolChoice,
 };
 use crate::http::{query_param, Request};
+use crate::keys;
 use crate::scenario::Filter;
 
 pub struct Gemini;
@@ -26,6 +27,10 @@ const STREAM: &str = ":streamGenerateContent";
 /// calls Gemini did not make is accepted too.
 const SIGNATURE_PREFIX: &str = "bW9ja3NpZy+/";
 const UNSIGNED: &str = "skip_thought_signature_validator";
+
+const OAUTH_REFUSED: &str = "Request had invalid authentication credentials. Expected OAuth 2 \
+    access token, login cookie or other valid authentication credential. See \
+    https://developers.google.com/identity/sign-in/web/devconsole-project.";
 
 const REQUEST_FIELDS: &[&str] = &[
     "contents",
@@ -131,12 +136,20 @@ fn response_text(response: Option<&Value>) -> String {
 }
 
 fn usage(a: &Answer) -> Value {
-    json!({
+    // Thoughts are counted beside the candidates, in the total.
+    let mut u = json!({
         "promptTokenCount": a.prompt_tokens,
         "candidatesTokenCount": a.completion_tokens,
-        "totalTokenCount": a.prompt_tokens + a.completion_tokens,
+        "totalTokenCount": a.prompt_tokens + a.completion_tokens + a.reasoning_tokens,
         "promptTokensDetails": [{"modality": "TEXT", "tokenCount": a.prompt_tokens}],
-    })
+    });
+    if a.cached_tokens > 0 {
+        u["cachedContentTokenCount"] = json!(a.cached_tokens);
+    }
+    if a.reasoning_tokens > 0 {
+        u["thoughtsTokenCount"] = json!(a.reasoning_tokens);
+    }
+    u
 }
 
 fn finish_reason(f: &Finish) -> &'static str {
@@ -254,8 +267,85 @@ impl Gemini {
     }
 }
 
+/// GenerationConfig's typed members
+/// (ai.google.dev/api/generate-content#generationconfig): a value of the
+/// wrong JSON type is refused the way the proto decoder does.
+const FLOAT_FIELDS: [&str; 4] = ["temperature", "topP", "presencePenalty", "frequencyPenalty"];
+const INT_FIELDS: [&str; 4] = ["topK", "maxOutputTokens", "candidateCount", "seed"];
+
+fn check_generation_types(config: &Value) -> Result<(), Failure> {
+    let bad = |name: &str, ty: &str, v: &Value| {
+        invalid(format!(
+            "Invalid value at 'generation_config.{}' ({ty}), {v}",
+            snake(name)
+        ))
+    };
+    for name in FLOAT_FIELDS {
+        if let Some(v) = config.get(name) {
+            if !v.is_number() {
+                return Err(bad(name, "TYPE_FLOAT", v));
+            }
+        }
+    }
+    for name in INT_FIELDS {
+        if let Some(v) = config.get(name) {
+            if !(v.is_i64() || v.is_u64()) {
+                return Err(bad(name, "TYPE_INT32", v));
+            }
+        }
+    }
+    if let Some(v) = config.get("stopSequences") {
+        if !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+            return Err(bad("stopSequences", "TYPE_STRING", v));
+        }
+    }
+    if let Some(v) = config.get("responseMimeType") {
+        if !v.is_string() {
+            return Err(bad("responseMimeType", "TYPE_STRING", v));
+        }
+    }
+    // responseSchema / responseJsonSchema: "If set, a compatible
+    // responseMimeType must also be set. Compatible MIME types: application/json".
+    let mime = config.get("responseMimeType").and_then(Value::as_str);
+    for name in ["responseSchema", "responseJsonSchema"] {
+        if config.get(name).is_some() && mime != Some("application/json") {
+            return Err(invalid(format!(
+                "* GenerateContentRequest.generation_config.response_mime_type: \
+                 {} is only supported with response_mime_type application/json.",
+                snake(name)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// camelCase to the snake_case Google's messages use.
+fn snake(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for c in name.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn check_part(part: &Value, at: &str) -> Result<(), Failure> {
     check_fields(part, PART_FIELDS, at)?;
+    // An empty text is no data at all to the proto decoder (proto3 drops
+    // empty strings), so the part's `data` oneof is unset.
+    let data = part.as_object().is_some_and(|o| {
+        o.keys()
+            .any(|k| k != "text" && k != "thought" && k != "thoughtSignature")
+    });
+    if part.get("text").and_then(Value::as_str) == Some("") && !data {
+        return Err(invalid(format!(
+            "* GenerateContentRequest.{at}.data: required oneof field 'data' must have one initialized field"
+        )));
+    }
     if let Some(blob) = part.get("inlineData") {
         check_fields(blob, &["mimeType", "data"], &format!("{at}.inline_data"))?;
     }
@@ -296,10 +386,16 @@ impl Dialect for Gemini {
     }
 
     fn check_headers(&self, req: &Request) -> Result<(), Failure> {
+        // Google reads `Authorization` as an OAuth 2 token and refuses one
+        // that is not, whatever API key comes with it.
+        if req.header("authorization").is_some() {
+            return Err(Failure::Auth(OAUTH_REFUSED.into()));
+        }
         let key = req
             .header("x-goog-api-key")
             .map(str::to_owned)
             .or_else(|| query_param(req.query(), "key"));
+        let keys = key.clone();
         if key.is_none_or(|k| k.trim().is_empty()) {
             return Err(Failure::Auth(
                 "Method doesn't allow unregistered callers (callers without established \
@@ -307,6 +403,10 @@ impl Dialect for Gemini {
                  this API."
                     .into(),
             ));
+        }
+        if !keys.is_some_and(|k| keys::matches("gemini", &k)) {
+            // "API key not valid. Please pass a valid API key." (400)
+            return Err(Failure::Status(401));
         }
         Ok(())
     }
@@ -364,6 +464,15 @@ impl Dialect for Gemini {
                     "Please use a valid role: user, model. ({at}.role is '{role}')"
                 )));
             }
+            // A conversation opens with the user ("Please ensure that
+            // multiturn requests alternate between user and model", and the
+            // first turn is the user's).
+            if i == 0 && role == "model" {
+                return Err(invalid(
+                    "Please ensure that multiturn requests alternate between user and model. \
+                     First content should be with role 'user', got model.",
+                ));
+            }
             let parts = match c.get("parts") {
                 Some(Value::Array(parts)) if !parts.is_empty() => parts,
                 _ => {
@@ -407,6 +516,15 @@ impl Dialect for Gemini {
         }
         if let Some(config) = body.get("generationConfig") {
             check_fields(config, GENERATION_FIELDS, "generation_config")?;
+            check_generation_types(config)?;
+            if config.get("responseMimeType").and_then(Value::as_str) == Some("application/json") {
+                p.json = Some(
+                    config
+                        .get("responseJsonSchema")
+                        .or_else(|| config.get("responseSchema"))
+                        .cloned(),
+                );
+            }
             p.max_tokens = config.get("maxOutputTokens").and_then(Value::as_u64);
             p.stop = config
                 .get("stopSequences")
@@ -477,8 +595,13 @@ impl Dialect for Gemini {
         }]);
         // (HTTP status, message, Google status, details) as the real API sends them.
         let (status, message, name, details): (u16, String, &str, Value) = match failure {
+            Failure::Auth(m) if m == OAUTH_REFUSED => {
+                (401, m.clone(), "UNAUTHENTICATED", json!([]))
+            }
             Failure::Auth(m) => (403, m.clone(), "PERMISSION_DENIED", json!([])),
-            Failure::Invalid(m) => (400, m.clone(), "INVALID_ARGUMENT", json!([])),
+            Failure::Invalid(m) | Failure::Param { message: m, .. } => {
+                (400, m.clone(), "INVALID_ARGUMENT", json!([]))
+            }
             Failure::ContextLength => (
                 400,
                 "The input token count (250000) exceeds the maximum number of tokens allowed \

@@ -7,6 +7,11 @@
 //!   --listen ADDR  address to bind (default 127.0.0.1:0, port 0 = any free)
 //!   --aws-credentials ID:SECRET  Bedrock requests must carry a valid SigV4
 //!                  signature made with these (default: any authorization)
+//!   --aws-region R  the region Bedrock signatures must be scoped to
+//!                  (repeatable; default us-east-1)
+//!   --api-key VENDOR=KEY  the one key VENDOR (openai, azure, anthropic,
+//!                  gemini, dashscope) accepts (default: the keys of
+//!                  envoy/gateway.yaml, e.g. sk-mock-openai)
 //!   --fast         benchmark mode: fixed answers, no recording
 //!   --verbose      log each request to stderr
 //!
@@ -20,7 +25,9 @@ mod dashscope;
 mod dialect;
 mod fast;
 mod gemini;
+mod gzip;
 mod http;
+mod keys;
 mod openai;
 mod record;
 mod scenario;
@@ -38,14 +45,16 @@ use std::sync::Arc;
 
 use sigv4::Credentials;
 
-const USAGE: &str =
-    "usage: mock-provider [--listen ADDR] [--fast] [--verbose] [--aws-credentials ID:SECRET]";
+const USAGE: &str = "usage: mock-provider [--listen ADDR] [--fast] [--verbose] \
+     [--aws-credentials ID:SECRET] [--aws-region REGION]... [--api-key VENDOR=KEY]...";
 
 fn main() -> ExitCode {
     let mut listen = "127.0.0.1:0".to_owned();
     let mut fast = false;
     let mut verbose = false;
     let mut aws = None;
+    let mut regions = Vec::new();
+    let mut api_keys = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -57,6 +66,14 @@ fn main() -> ExitCode {
             "--aws-credentials" => match args.next().as_deref().and_then(Credentials::parse) {
                 Some(c) => aws = Some(c),
                 None => return usage_error("--aws-credentials needs ID:SECRET"),
+            },
+            "--aws-region" => match args.next() {
+                Some(r) if !r.is_empty() => regions.push(r),
+                _ => return usage_error("--aws-region needs a region"),
+            },
+            "--api-key" => match args.next().as_deref().and_then(keys::parse) {
+                Some(k) => api_keys.push(k),
+                None => return usage_error("--api-key needs VENDOR=KEY"),
             },
             "--verbose" => verbose = true,
             "-h" | "--help" => {
@@ -81,6 +98,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    keys::configure(api_keys);
+    if regions.is_empty() {
+        regions.push("us-east-1".to_owned());
+    }
+    let aws = aws.map(|credentials| sigv4::Verifier {
+        credentials,
+        regions,
+    });
     let state = Arc::new(server::State::new(fast, verbose, aws));
     // Tests wait for exactly this line to learn the port.
     let mut out = std::io::stdout();

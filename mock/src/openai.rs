@@ -9,6 +9,17 @@ use crate::dialect::{
     count_words, to_json, Dialect, Failure, Meta, Prompt, Reply, SseEvent, Tool, ToolChoice,
 };
 use crate::http::Request;
+use crate::keys;
+
+/// `response_format` as the answer planner needs it: `json_object` (no
+/// schema) or `json_schema` (its schema).
+pub fn response_format(format: Option<&Value>) -> Option<Option<Value>> {
+    match format?.get("type")?.as_str()? {
+        "json_object" => Some(None),
+        "json_schema" => Some(format?.pointer("/json_schema/schema").cloned()),
+        _ => None,
+    }
+}
 
 pub struct OpenAi;
 
@@ -16,6 +27,171 @@ const FINGERPRINT: &str = "fp_mock";
 
 fn invalid(msg: impl Into<String>) -> Failure {
     Failure::Invalid(msg.into())
+}
+
+fn param(message: impl Into<String>, param: &str, code: Option<&'static str>) -> Failure {
+    Failure::Param {
+        message: message.into(),
+        param: param.to_owned(),
+        code,
+    }
+}
+
+/// Every request body argument of Chat Completions "Create chat completion"
+/// (platform.openai.com/docs/api-reference/chat/create); anything else is
+/// refused with "Unrecognized request argument supplied: X".
+const ARGUMENTS: &[&str] = &[
+    "messages",
+    "model",
+    "audio",
+    "frequency_penalty",
+    "function_call",
+    "functions",
+    "logit_bias",
+    "logprobs",
+    "max_completion_tokens",
+    "max_tokens",
+    "metadata",
+    "modalities",
+    "n",
+    "parallel_tool_calls",
+    "prediction",
+    "presence_penalty",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "reasoning_effort",
+    "response_format",
+    "safety_identifier",
+    "seed",
+    "service_tier",
+    "stop",
+    "store",
+    "stream",
+    "stream_options",
+    "temperature",
+    "tool_choice",
+    "tools",
+    "top_logprobs",
+    "top_p",
+    "user",
+    "verbosity",
+    "web_search_options",
+];
+
+/// OpenAI's reasoning and GPT-5 families (o1, o3, o4-mini, gpt-5...): they
+/// take `max_completion_tokens` only and the default sampling only
+/// (platform.openai.com/docs/guides/reasoning, "Unsupported parameters").
+pub fn reasoning_model(model: &str) -> bool {
+    model.starts_with("gpt-5")
+        || ["o1", "o3", "o4"]
+            .iter()
+            .any(|p| model == *p || model.starts_with(&format!("{p}-")))
+}
+
+/// The request rules of the Chat Completions reference, checked before
+/// anything is answered. `messages` is already known to be a non-empty array.
+fn check_rules(
+    obj: &serde_json::Map<String, Value>,
+    model: &str,
+    messages: &[Value],
+) -> Result<(), Failure> {
+    // Unknown top-level arguments (the reference's request body list).
+    let unknown: Vec<&str> = obj
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !ARGUMENTS.contains(k))
+        .collect();
+    match unknown.as_slice() {
+        [] => {}
+        [one] => {
+            return Err(invalid(format!(
+                "Unrecognized request argument supplied: {one}"
+            )))
+        }
+        many => {
+            return Err(invalid(format!(
+                "Unrecognized request arguments supplied: {}",
+                many.join(", ")
+            )))
+        }
+    }
+    // stream_options: "Options for streaming response. Only set this when you set stream: true."
+    let streaming = obj.get("stream").and_then(Value::as_bool) == Some(true);
+    if obj.get("stream_options").is_some_and(|o| !o.is_null()) && !streaming {
+        return Err(param(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.",
+            "stream_options",
+            None,
+        ));
+    }
+    // metadata: stored completions only ("'metadata' is only allowed when 'store' is enabled.").
+    let stored = obj.get("store").and_then(Value::as_bool) == Some(true);
+    if obj.get("metadata").is_some_and(|m| !m.is_null()) && !stored {
+        return Err(param(
+            "'metadata' is only allowed when 'store' is enabled.",
+            "metadata",
+            None,
+        ));
+    }
+    // Reasoning models: max_completion_tokens instead of max_tokens; only
+    // the default temperature / top_p (1).
+    if reasoning_model(model) {
+        if obj.get("max_tokens").is_some_and(|m| !m.is_null()) {
+            return Err(param(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use \
+                 'max_completion_tokens' instead.",
+                "max_tokens",
+                Some("unsupported_parameter"),
+            ));
+        }
+        for name in ["temperature", "top_p"] {
+            match obj.get(name) {
+                None | Some(Value::Null) => {}
+                Some(v) if v.as_f64() == Some(1.0) => {}
+                Some(v) => {
+                    return Err(param(
+                        format!(
+                            "Unsupported value: '{name}' does not support {v} with this model. \
+                             Only the default (1) value is supported."
+                        ),
+                        name,
+                        Some("unsupported_value"),
+                    ))
+                }
+            }
+        }
+    }
+    // A tool message answers a tool call of a preceding assistant message.
+    let mut call_ids: Vec<&str> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        match m.get("role").and_then(Value::as_str) {
+            Some("assistant") => {
+                call_ids = m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .map(|calls| {
+                        calls
+                            .iter()
+                            .filter_map(|c| c.get("id").and_then(Value::as_str))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+            }
+            Some("tool") => {
+                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+                if !call_ids.contains(&id) {
+                    return Err(param(
+                        "Invalid parameter: messages with role 'tool' must be a response to a \
+                         preceeding message with 'tool_calls'.",
+                        &format!("messages.[{i}].role"),
+                        None,
+                    ));
+                }
+            }
+            _ => call_ids.clear(),
+        }
+    }
+    Ok(())
 }
 
 /// Text of a message `content`: a string, or the text parts of an array.
@@ -42,13 +218,15 @@ pub fn finish_reason(f: &Finish) -> &'static str {
 }
 
 fn usage(a: &Answer) -> Value {
+    // Reasoning tokens are part of completion_tokens; cached ones of prompt_tokens.
+    let completion = a.completion_tokens + a.reasoning_tokens;
     json!({
         "prompt_tokens": a.prompt_tokens,
-        "completion_tokens": a.completion_tokens,
-        "total_tokens": a.prompt_tokens + a.completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens": completion,
+        "total_tokens": a.prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": a.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
-            "reasoning_tokens": 0, "audio_tokens": 0,
+            "reasoning_tokens": a.reasoning_tokens, "audio_tokens": 0,
             "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0
         }
     })
@@ -106,6 +284,15 @@ impl Dialect for OpenAi {
                     .into(),
             ));
         }
+        // Exactly the account's key (other vendors' auth headers, such as
+        // x-api-key, are ignored by OpenAI: it reads Authorization only).
+        if !keys::matches("openai", key) {
+            return Err(Failure::Auth(format!(
+                "Incorrect API key provided: {}. You can find your API key at \
+                 https://platform.openai.com/account/api-keys.",
+                keys::masked(key)
+            )));
+        }
         Ok(())
     }
 
@@ -128,8 +315,10 @@ impl Dialect for OpenAi {
             ));
         }
 
+        check_rules(obj, model, messages)?;
         let mut p = Prompt {
             model: model.to_owned(),
+            json: response_format(obj.get("response_format")),
             ..Prompt::default()
         };
         for (i, m) in messages.iter().enumerate() {
@@ -224,6 +413,20 @@ impl Dialect for OpenAi {
 
     fn error(&self, failure: &Failure) -> Reply {
         // (status, message, type, code) as the real API sends them.
+        if let Failure::Param {
+            message,
+            param,
+            code,
+        } = failure
+        {
+            let body = json!({"error": {"message": message, "type": "invalid_request_error",
+                                        "param": param, "code": code}});
+            return Reply {
+                status: 400,
+                body: to_json(&body),
+                retry_after: None,
+            };
+        }
         let (status, message, kind, code): (u16, String, &str, Option<&str>) = match failure {
             Failure::Auth(m) => (
                 401,
@@ -231,7 +434,9 @@ impl Dialect for OpenAi {
                 "invalid_request_error",
                 Some("invalid_api_key"),
             ),
-            Failure::Invalid(m) => (400, m.clone(), "invalid_request_error", None),
+            Failure::Invalid(m) | Failure::Param { message: m, .. } => {
+                (400, m.clone(), "invalid_request_error", None)
+            }
             Failure::ContextLength => (
                 400,
                 "This model's maximum context length is 128000 tokens. However, your messages \

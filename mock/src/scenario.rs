@@ -46,7 +46,23 @@ pub struct Scenario {
     pub header_bytes: Option<(u8, u8)>,
     /// `blocked-prompt`, `filtered-answer`, `filtered-stream`: the vendor's content filter strikes.
     pub filter: Option<Filter>,
+    /// `stream-error-after-start`: the vendor's mid-stream error right after
+    /// the stream's opening events (Anthropic: `message_start`, `ping`),
+    /// before any content, as real overloads arrive.
+    pub stream_error_after_start: bool,
+    /// `cached-usage`: usage reports cached prompt tokens and reasoning
+    /// tokens where the dialect has them ([`CACHED_TOKENS`], [`REASONING_TOKENS`]).
+    pub cached_usage: bool,
+    /// Not a directive: the request accepts gzip (set by the server).
+    pub gzip: bool,
 }
+
+/// `cached-usage`: prompt tokens reported as read from the cache (capped at
+/// the prompt's tokens).
+pub const CACHED_TOKENS: u64 = 2;
+/// `cached-usage`: reasoning tokens, part of the completion tokens where the
+/// vendor counts them so (OpenAI), on top of them where it does not (Gemini).
+pub const REASONING_TOKENS: u64 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Filter {
@@ -76,6 +92,8 @@ impl Scenario {
                 "cut" => s.cut = true,
                 "stream-error" => s.stream_error = true,
                 "stream-error-first" => s.stream_error_first = true,
+                "stream-error-after-start" => s.stream_error_after_start = true,
+                "cached-usage" => s.cached_usage = true,
                 "empty-200" => s.empty_200 = true,
                 "tool" => s.tool = true,
                 "two-tools" => s.two_tools = true,

@@ -18,6 +18,7 @@ use crate::dashscope::DashScope;
 use crate::dialect::{to_json, Dialect, Failure, Filtered, Meta, Reply, SseEvent};
 use crate::fast::{FastAnswers, FastRequest};
 use crate::gemini::Gemini;
+use crate::gzip;
 use crate::http::{
     push_chunk, query_param, read_request, stream_head, write_response, ReadError, Request,
     LAST_CHUNK,
@@ -25,7 +26,7 @@ use crate::http::{
 use crate::openai::OpenAi;
 use crate::record::Recorder;
 use crate::scenario::{self, Scenario, SeenIds};
-use crate::sigv4::Credentials;
+use crate::sigv4::Verifier;
 use crate::sse::{self, End};
 
 const JSON: &str = "application/json";
@@ -34,7 +35,7 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// Every dialect the mock speaks. A new vendor is one more line here.
 /// Azure comes before OpenAI: its paths also end in /chat/completions.
 /// `aws`: credentials Bedrock requests must be SigV4-signed with.
-pub fn dialects(aws: Option<Credentials>) -> Vec<Box<dyn Dialect>> {
+pub fn dialects(aws: Option<Verifier>) -> Vec<Box<dyn Dialect>> {
     vec![
         Box::new(Azure),
         Box::new(OpenAi),
@@ -57,7 +58,7 @@ pub struct State {
 }
 
 impl State {
-    pub fn new(fast: bool, verbose: bool, aws: Option<Credentials>) -> State {
+    pub fn new(fast: bool, verbose: bool, aws: Option<Verifier>) -> State {
         let dialects = dialects(aws);
         let fast_answers = dialects
             .iter()
@@ -121,6 +122,9 @@ struct Conn {
     raw_headers: Vec<u8>,
     /// `quote-key`: the credential to quote into every JSON string sent.
     quote: Option<String>,
+    /// The request accepts gzip: bodies (and streams) are sent compressed,
+    /// as real vendors do.
+    gzip: bool,
 }
 
 impl Conn {
@@ -135,14 +139,20 @@ impl Conn {
             eprintln!("  -> {status}");
         }
         let quoted = self.quote.as_deref().and_then(|q| quote_json(body, q));
+        let body = quoted.as_deref().unwrap_or(body);
+        let compressed = (self.gzip && !body.is_empty()).then(|| gzip::compress(body));
+        let mut headers = extra.to_vec();
+        if compressed.is_some() {
+            headers.push(("content-encoding", "gzip"));
+        }
         write_response(
             &mut self.w,
             &mut self.buf,
             status,
             ctype,
-            extra,
+            &headers,
             &self.raw_headers,
-            quoted.as_deref().unwrap_or(body),
+            compressed.as_deref().unwrap_or(body),
             self.keep_alive,
         )?;
         Ok(self.keep_alive)
@@ -184,6 +194,7 @@ fn connection(stream: TcpStream, st: &State) {
         verbose: st.verbose,
         raw_headers: Vec::new(),
         quote: None,
+        gzip: false,
     };
     let mut req = Request::default();
     loop {
@@ -199,6 +210,7 @@ fn connection(stream: TcpStream, st: &State) {
         c.keep_alive = req.keep_alive();
         c.raw_headers.clear();
         c.quote = None;
+        c.gzip = !st.fast && gzip::accepted(req.header("accept-encoding"));
         match handle(&req, &mut c, st) {
             Ok(true) => {}
             Ok(false) | Err(_) => return,
@@ -300,7 +312,14 @@ fn completion(
             return c.fail(d, &Failure::Invalid(msg));
         }
     };
+    // The vendor's request rules come first: a scenario error is only
+    // answered to a request the vendor would have accepted.
+    let mut prompt = match d.parse_request(req, &body) {
+        Ok(p) => p,
+        Err(f) => return c.fail(d, &f),
+    };
     let stream = d.is_stream(req, &body);
+    prompt.stream = stream;
     if let (false, Some(pause)) = (stream, sc.slow) {
         thread::sleep(pause);
     }
@@ -329,14 +348,10 @@ fn completion(
     {
         return c.fail(d, &Failure::Status(503));
     }
-    let mut prompt = match d.parse_request(req, &body) {
-        Ok(p) => p,
-        Err(f) => return c.fail(d, &f),
-    };
-    prompt.stream = stream;
     let meta = st.meta();
     let sc = Scenario {
         crlf: sc.crlf || d.crlf(),
+        gzip: c.gzip,
         ..sc
     };
     match sc.filter.and_then(|f| d.filtered(f, &prompt, meta)) {
@@ -360,6 +375,10 @@ fn send_stream(
 ) -> io::Result<bool> {
     if c.verbose {
         eprintln!("  -> 200 stream");
+    }
+    if c.gzip {
+        c.raw_headers
+            .extend_from_slice(b"content-encoding: gzip\r\n");
     }
     c.buf.clear();
     stream_head(

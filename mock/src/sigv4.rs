@@ -23,12 +23,30 @@ impl Credentials {
     }
 }
 
+/// What the mock's Bedrock checks signatures against: the credentials and
+/// the regions it serves (`--aws-region`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verifier {
+    pub credentials: Credentials,
+    pub regions: Vec<String>,
+}
+
+/// The service name Bedrock's SigV4 scope must carry (the signing name of
+/// bedrock-runtime is `bedrock`: docs.aws.amazon.com/bedrock/latest/userguide/
+/// inference-invoke.html; "Credential should be scoped to correct service").
+pub const SERVICE: &str = "bedrock";
+/// How far x-amz-date may be from now (SigV4: "within 5 minutes",
+/// docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-troubleshooting.html).
+const MAX_SKEW_SECS: u64 = 5 * 60;
+
 /// Why a request's signature was refused (AWS's message says which).
 #[derive(Debug, PartialEq)]
 pub enum Refusal {
     Missing,
     UnknownKey,
     BadSignature(String),
+    /// A scope, date or signed-header rule broken; AWS's own message.
+    Rule(String),
 }
 
 impl Refusal {
@@ -36,12 +54,135 @@ impl Refusal {
         match self {
             Refusal::Missing => "Missing Authentication Token".into(),
             Refusal::UnknownKey => "The security token included in the request is invalid.".into(),
+            Refusal::Rule(m) => m.clone(),
             Refusal::BadSignature(why) => format!(
                 "The request signature we calculated does not match the signature you provided. \
                  Check your AWS Secret Access Key and signing method. ({why})"
             ),
         }
     }
+}
+
+impl Verifier {
+    /// Every SigV4 rule Bedrock applies, `now` in Unix seconds: scope
+    /// service and region, date window, `host` and `x-amz-content-sha256`
+    /// signed, the payload hash that of the body (no UNSIGNED-PAYLOAD),
+    /// then the signature itself.
+    pub fn check(&self, req: &Request, now: u64) -> Result<(), Refusal> {
+        let auth = req.header("authorization").ok_or(Refusal::Missing)?;
+        let fields = auth
+            .strip_prefix("AWS4-HMAC-SHA256 ")
+            .ok_or(Refusal::Missing)?;
+        let field = |name: &str| {
+            fields
+                .split(',')
+                .map(str::trim)
+                .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+        };
+        let rule = |m: &str| Refusal::Rule(m.to_owned());
+        let credential = field("Credential").unwrap_or("");
+        let mut scope = credential.split('/').skip(1);
+        let (date, region, service) = (
+            scope.next().unwrap_or(""),
+            scope.next().unwrap_or(""),
+            scope.next().unwrap_or(""),
+        );
+        if service != SERVICE {
+            return Err(rule(&format!(
+                "Credential should be scoped to correct service: '{SERVICE}'. "
+            )));
+        }
+        if !self.regions.iter().any(|r| r == region) {
+            return Err(rule(&format!(
+                "Credential should be scoped to a valid region, not '{region}'. "
+            )));
+        }
+        let amz_date = req.header("x-amz-date").unwrap_or("");
+        let Some(signed_at) = parse_amz_date(amz_date) else {
+            return Err(rule("Missing or invalid x-amz-date header."));
+        };
+        if amz_date.get(..8) != Some(date) {
+            return Err(rule(&format!(
+                "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: '{date}' != '{}'",
+                amz_date.get(..8).unwrap_or("")
+            )));
+        }
+        if signed_at + MAX_SKEW_SECS < now {
+            return Err(rule(&format!(
+                "Signature expired: {amz_date} is now earlier than {} ({} - 5 min.)",
+                format_amz_date(now - MAX_SKEW_SECS),
+                format_amz_date(now)
+            )));
+        }
+        if signed_at > now + MAX_SKEW_SECS {
+            return Err(rule(&format!(
+                "Signature not yet current: {amz_date} is still later than {} ({} + 5 min.)",
+                format_amz_date(now + MAX_SKEW_SECS),
+                format_amz_date(now)
+            )));
+        }
+        let signed: Vec<&str> = field("SignedHeaders").unwrap_or("").split(';').collect();
+        for required in ["host", "x-amz-content-sha256"] {
+            if !signed.contains(&required) {
+                return Err(rule(&format!(
+                    "'{required}' must be a 'SignedHeader' in the AWS Authorization."
+                )));
+            }
+        }
+        if req.header("x-amz-content-sha256") != Some(hex(&sha256(&req.body)).as_str()) {
+            return Err(Refusal::BadSignature(
+                "x-amz-content-sha256 must be the SHA-256 of the payload: Bedrock takes no \
+                 UNSIGNED-PAYLOAD"
+                    .into(),
+            ));
+        }
+        verify(req, &self.credentials)
+    }
+}
+
+/// `YYYYMMDDTHHMMSSZ` to Unix seconds.
+pub fn parse_amz_date(s: &str) -> Option<u64> {
+    if s.len() != 16 || s.get(8..9) != Some("T") || s.get(15..) != Some("Z") {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<u64>().ok();
+    let (y, m, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
+    let (hh, mm, ss) = (num(9..11)?, num(11..13)?, num(13..15)?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    Some(days_from_civil(y, m, d)? * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
+/// Unix seconds to `YYYYMMDDTHHMMSSZ`.
+pub fn format_amz_date(t: u64) -> String {
+    let (days, secs) = (t / 86_400, t % 86_400);
+    // Civil from days (H. Hinnant's algorithm), days since 1970-01-01.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+fn days_from_civil(y: u64, m: u64, d: u64) -> Option<u64> {
+    let y = if m <= 2 { y.checked_sub(1)? } else { y };
+    let era = y / 400;
+    let yoe = y - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146_097 + doe).checked_sub(719_468)
 }
 
 /// Verifies an `AWS4-HMAC-SHA256` Authorization header against the request.
@@ -334,6 +475,78 @@ mod tests {
             verify(&request("GET / HTTP/1.1\r\n\r\n"), &creds),
             Err(Refusal::Missing)
         );
+    }
+
+    #[test]
+    fn amz_dates_round_trip() {
+        let t = parse_amz_date("20150830T123600Z").unwrap();
+        assert_eq!(t, 1_440_938_160);
+        assert_eq!(format_amz_date(t), "20150830T123600Z");
+        assert_eq!(parse_amz_date("20150830T123600"), None);
+        assert_eq!(format_amz_date(0), "19700101T000000Z");
+    }
+
+    /// The scope, date and signed-header rules, each broken once.
+    #[test]
+    fn bedrock_rules() {
+        let v = Verifier {
+            credentials: Credentials::parse("AKID:secret").unwrap(),
+            regions: vec!["us-east-1".into()],
+        };
+        let now = parse_amz_date("20150830T123600Z").unwrap();
+        let req = |scope: &str, signed: &str, date: &str, sha: &str| {
+            request(&format!(
+                "POST /model/m/converse HTTP/1.1\r\nHost: h\r\nX-Amz-Date: {date}\r\nx-amz-content-sha256: {sha}\r\n\
+                 Authorization: AWS4-HMAC-SHA256 Credential=AKID/{scope}/aws4_request, \
+                 SignedHeaders={signed}, Signature=00\r\ncontent-length: 2\r\n\r\n{{}}"
+            ))
+        };
+        let body_sha = hex(&sha256(b"{}"));
+        let good = (
+            "20150830/us-east-1/bedrock",
+            "host;x-amz-content-sha256;x-amz-date",
+        );
+        let check = |r: Request| v.check(&r, now).unwrap_err().message();
+        let m = check(req(
+            "20150830/us-east-1/bedrock-runtime",
+            good.1,
+            "20150830T123600Z",
+            &body_sha,
+        ));
+        assert!(m.contains("correct service: 'bedrock'"), "{m}");
+        let m = check(req(
+            "20150830/us-west-2/bedrock",
+            good.1,
+            "20150830T123600Z",
+            &body_sha,
+        ));
+        assert!(m.contains("valid region"), "{m}");
+        let m = check(req(good.0, good.1, "20150830T122000Z", &body_sha));
+        assert!(
+            m.starts_with(
+                "Signature expired: 20150830T122000Z is now earlier than 20150830T123100Z"
+            ),
+            "{m}"
+        );
+        let m = check(req(
+            good.0,
+            "x-amz-date;x-amz-content-sha256",
+            "20150830T123600Z",
+            &body_sha,
+        ));
+        assert!(m.contains("'host' must be a 'SignedHeader'"), "{m}");
+        let m = check(req(
+            good.0,
+            "host;x-amz-date",
+            "20150830T123600Z",
+            &body_sha,
+        ));
+        assert!(m.contains("'x-amz-content-sha256' must be"), "{m}");
+        let m = check(req(good.0, good.1, "20150830T123600Z", "UNSIGNED-PAYLOAD"));
+        assert!(m.contains("UNSIGNED-PAYLOAD"), "{m}");
+        // All rules kept: only the (dummy) signature is wrong.
+        let m = check(req(good.0, good.1, "20150830T123600Z", &body_sha));
+        assert!(m.contains("signature mismatch"), "{m}");
     }
 
     #[test]

@@ -72,10 +72,14 @@ pub fn send<W: Write>(
         .then(|| after_deltas(events, CUT_AFTER).min(events.len().saturating_sub(1)));
     let error_at = if sc.stream_error_first {
         Some(0)
+    } else if sc.stream_error_after_start {
+        // The opening events (everything before the first content delta).
+        Some(events.iter().position(|e| e.delta).unwrap_or(events.len()))
     } else {
         sc.stream_error.then(|| after_deltas(events, ERROR_AFTER))
     };
     let mut out = ChunkOut::new(w, sc.split);
+    out.gzip = sc.gzip.then(crate::gzip::Stream::default);
     let mut buf = Vec::with_capacity(512);
     for (i, e) in events.iter().enumerate() {
         if i > 0 {
@@ -113,6 +117,8 @@ struct ChunkOut<'a, W: Write> {
     pending: Vec<u8>,
     pieces: usize,
     scratch: Vec<u8>,
+    /// The response is gzip: each chunk carries the next stored blocks.
+    gzip: Option<crate::gzip::Stream>,
 }
 
 impl<'a, W: Write> ChunkOut<'a, W> {
@@ -123,11 +129,22 @@ impl<'a, W: Write> ChunkOut<'a, W> {
             pending: Vec::new(),
             pieces: 0,
             scratch: Vec::with_capacity(600),
+            gzip: None,
         }
     }
 
     fn emit(&mut self, data: &[u8]) -> io::Result<()> {
         self.scratch.clear();
+        if let Some(z) = self.gzip.as_mut() {
+            if data.is_empty() {
+                return Ok(());
+            }
+            let mut packed = Vec::with_capacity(data.len() + 16);
+            z.push(data, &mut packed);
+            push_chunk(&mut self.scratch, &packed);
+            self.w.write_all(&self.scratch)?;
+            return self.w.flush();
+        }
         push_chunk(&mut self.scratch, data);
         self.w.write_all(&self.scratch)?;
         self.w.flush()
@@ -158,6 +175,13 @@ impl<'a, W: Write> ChunkOut<'a, W> {
 
     fn finish(&mut self) -> io::Result<()> {
         self.flush()?;
+        if let Some(z) = self.gzip.as_mut() {
+            let mut tail = Vec::new();
+            z.finish(&mut tail);
+            self.scratch.clear();
+            push_chunk(&mut self.scratch, &tail);
+            self.w.write_all(&self.scratch)?;
+        }
         self.w.write_all(LAST_CHUNK)?;
         self.w.flush()
     }

@@ -422,7 +422,7 @@ fn socket_keep_alive_chunked_body_and_recording() {
     let body = r#"{"model":"gpt-4o","messages":[{"role":"user","content":"ping"}],"max_tokens":3}"#;
     let (a, b) = body.split_at(10);
     let req = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer k\r\nX-Test-Id: T1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
+        "POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer sk-mock-openai\r\nX-Test-Id: T1\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{a}\r\n{:x}\r\n{b}\r\n0\r\n\r\n",
         a.len(),
         b.len()
     );
@@ -445,7 +445,10 @@ fn socket_keep_alive_chunked_body_and_recording() {
     let (status, _, resp, _) = exchange(&mut c, &req);
     assert_eq!(status, 401);
     assert!(resp.contains("invalid_api_key"));
-    let req = "POST /v1/messages HTTP/1.1\r\nx-api-key: k\r\nanthropic-version: 2023-06-01\r\nx-mock-scenario: error-429\r\nContent-Length: 2\r\n\r\n{}";
+    // Scenario errors answer only requests the vendor accepts: a valid body.
+    let body = r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#;
+    let req = format!("POST /v1/messages HTTP/1.1\r\nx-api-key: sk-mock-anthropic\r\nanthropic-version: 2023-06-01\r\nx-mock-scenario: error-429\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let req = req.as_str();
     let (status, head, resp, _) = exchange(&mut c, req);
     assert_eq!(status, 429);
     assert!(head.contains("retry-after: 7"));
@@ -481,7 +484,7 @@ fn socket_fail_first_and_cut() {
     let body = r#"{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"x"}]}"#;
     let req = |scenario: &str| {
         format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer k\r\nx-request-id: r1\r\nx-mock-scenario: {scenario}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer sk-mock-openai\r\nx-request-id: r1\r\nx-mock-scenario: {scenario}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         )
     };
@@ -509,7 +512,7 @@ fn post(addr: &str, path: &str, headers: &str, body: &Value) -> (u16, String, St
 }
 
 const GEMINI_STREAM: &str = "/v1beta/models/gemini-x:streamGenerateContent?alt=sse";
-const GEMINI_KEY: &str = "x-goog-api-key: k\r\n";
+const GEMINI_KEY: &str = "x-goog-api-key: mock-gemini-key\r\n";
 
 #[test]
 fn gemini_validates_like_the_real_api() {
@@ -649,7 +652,7 @@ fn gemini_and_azure_content_filter_scenarios() {
     let (status, _, resp, _) = post(
         &addr,
         path,
-        "api-key: k\r\nx-mock-scenario: blocked-prompt\r\n",
+        "api-key: mock-azure-key\r\nx-mock-scenario: blocked-prompt\r\n",
         &azure,
     );
     assert_eq!(status, 400);
@@ -661,7 +664,7 @@ fn gemini_and_azure_content_filter_scenarios() {
     let (status, _, resp, _) = post(
         &addr,
         path,
-        "api-key: k\r\nx-mock-scenario: filtered-stream\r\n",
+        "api-key: mock-azure-key\r\nx-mock-scenario: filtered-stream\r\n",
         &azure,
     );
     assert_eq!(status, 200);

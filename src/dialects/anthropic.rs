@@ -202,6 +202,39 @@ impl Dialect for Anthropic {
                 text: Cow::Owned(instruction),
             });
         }
+        // Anthropic refuses tool_use / tool_result blocks without tool
+        // definitions ("Requests which include `tool_use` or `tool_result`
+        // blocks must define tools."): with none from the client, the tools
+        // the history called are declared again (permissive schema) and
+        // tool_choice "none" keeps the model from calling them.
+        let history_names: Vec<&str> = if req.tools.is_empty() {
+            let mut names: Vec<&str> = Vec::new();
+            let mut results = false;
+            for m in &req.messages {
+                match m {
+                    Message::Assistant { tool_calls, .. } => {
+                        for c in tool_calls {
+                            if !names.contains(&c.function.name.as_str()) {
+                                names.push(&c.function.name);
+                            }
+                        }
+                    }
+                    Message::Tool { .. } => results = true,
+                    _ => {}
+                }
+            }
+            if names.is_empty() && results {
+                names.push("tool");
+            }
+            names
+        } else {
+            Vec::new()
+        };
+        let history_tools = history_names.iter().map(|name| ToolDef {
+            name,
+            description: None,
+            input_schema: Cow::Owned(serde_json::from_str(EMPTY_SCHEMA).unwrap_or_default()),
+        });
         let tools = req
             .tools
             .iter()
@@ -213,10 +246,17 @@ impl Dialect for Anthropic {
                     None => Cow::Owned(serde_json::from_str(EMPTY_SCHEMA).unwrap_or_default()),
                 },
             })
+            .chain(history_tools)
             .collect::<Vec<_>>();
         let disable_parallel = (req.parallel_tool_calls == Some(false)).then_some(true);
         let tool_choice = if tools.is_empty() {
             None
+        } else if !history_names.is_empty() {
+            Some(ToolChoiceOut {
+                kind: "none",
+                name: None,
+                disable_parallel_tool_use: None,
+            })
         } else {
             match &req.tool_choice {
                 Some(ToolChoice::None) => Some(ToolChoiceOut {
@@ -256,7 +296,9 @@ impl Dialect for Anthropic {
             stop_sequences: &req.stop,
             // OpenAI allows up to 2, Anthropic up to 1.
             temperature: req.temperature.map(|t| t.min(1.0)),
-            top_p: req.top_p,
+            // Current Claude models refuse both ("`temperature` and `top_p`
+            // cannot both be specified for this model"): temperature wins.
+            top_p: req.top_p.filter(|_| req.temperature.is_none()),
             tools,
             tool_choice,
             metadata: req.user.as_deref().map(|user_id| Metadata { user_id }),
@@ -644,7 +686,7 @@ mod tests {
                 "model":"claude-x","max_tokens":1000,
                 "system":[{"type":"text","text":"be brief"}],
                 "messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],
-                "stop_sequences":["X"],"temperature":1.0,"top_p":0.5,
+                "stop_sequences":["X"],"temperature":1.0,
                 "metadata":{"user_id":"u1"},"stream":true
             })
         );
@@ -711,6 +753,33 @@ mod tests {
             v["tool_choice"],
             serde_json::json!({"type":"any","disable_parallel_tool_use":true})
         );
+    }
+
+    #[test]
+    fn top_p_only_without_temperature() {
+        let v = encode(r#"{"model":"g","messages":[{"role":"user","content":"hi"}],"top_p":0.5}"#);
+        assert_eq!(
+            (v["top_p"].clone(), v.get("temperature")),
+            (serde_json::json!(0.5), None)
+        );
+    }
+
+    #[test]
+    fn tool_history_without_tools_declares_them_with_choice_none() {
+        let v = encode(
+            r#"{"model":"g","messages":[{"role":"user","content":"weather?"},
+                {"role":"assistant","content":null,"tool_calls":[
+                    {"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"toolu_1","content":"sunny"},
+                {"role":"user","content":"thanks"}]}"#,
+        );
+        assert_eq!(
+            v["tools"],
+            serde_json::json!([{"name":"get_weather","input_schema":{"type":"object","properties":{}}}])
+        );
+        assert_eq!(v["tool_choice"], serde_json::json!({"type":"none"}));
+        let v = encode(r#"{"model":"g","messages":[{"role":"user","content":"hi"}]}"#);
+        assert!(v.get("tools").is_none() && v.get("tool_choice").is_none());
     }
 
     #[test]

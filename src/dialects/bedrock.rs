@@ -172,9 +172,49 @@ fn path_segment(id: &str) -> String {
     out
 }
 
+/// Converse refuses toolUse/toolResult blocks without a `toolConfig` ("The
+/// toolConfig field must be defined when using toolUse and toolResult content
+/// blocks."), and a toolConfig needs at least one tool. When the client sent
+/// no `tools` but its history holds tool calls, the tools are declared again
+/// from the names the history used, each with the most permissive schema
+/// Converse takes (`{"type":"object"}`); without tools the client did not
+/// offer any, so no `toolChoice` is set.
+fn history_tools(req: &ChatRequest) -> Option<Value> {
+    let mut names: Vec<&str> = Vec::new();
+    for m in &req.messages {
+        if let Message::Assistant { tool_calls, .. } = m {
+            for call in tool_calls {
+                if !names.contains(&call.function.name.as_str()) {
+                    names.push(&call.function.name);
+                }
+            }
+        }
+    }
+    if names.is_empty() {
+        // Only results (their calls are not in the history): one placeholder.
+        names.push("tool");
+    }
+    let tools: Vec<Value> = names
+        .iter()
+        .map(|n| json!({"toolSpec": {"name": n, "inputSchema": {"json": {"type": "object"}}}}))
+        .collect();
+    Some(json!({ "tools": tools }))
+}
+
+/// Claude refuses `temperature` and `top_p` together (Sonnet 4.5, Haiku 4.5,
+/// Opus 4.1 and later); the gateway keeps `temperature` and drops `top_p`
+/// for every Claude model.
+pub fn is_claude(model: &str) -> bool {
+    model.contains("claude") || model.starts_with("anthropic.")
+}
+
 fn tool_config(req: &ChatRequest, history_has_tools: bool) -> Option<Value> {
     if req.tools.is_empty() {
-        return None;
+        return if history_has_tools {
+            history_tools(req)
+        } else {
+            None
+        };
     }
     // Converse has no "none": leave the tools out, unless the conversation
     // already holds tool blocks (Converse then requires the tool config).
@@ -276,7 +316,9 @@ impl Dialect for Bedrock {
             inference_config: InferenceConfig {
                 max_tokens: req.max_output_tokens(),
                 temperature: req.temperature.map(|t| t.min(1.0)),
-                top_p: req.top_p,
+                top_p: req
+                    .top_p
+                    .filter(|_| !(is_claude(target.model) && req.temperature.is_some())),
                 stop_sequences: &req.stop,
             },
             tool_config: tool_config(req, history_has_tools),
@@ -784,9 +826,58 @@ mod tests {
                     {"role":"assistant","content":[{"text":"hello"}]},
                     {"role":"user","content":[{"text":"more"}]}],
                 "system":[{"text":"be brief"}],
-                "inferenceConfig":{"maxTokens":20,"temperature":1.0,"topP":0.5,"stopSequences":["X"]}
+                "inferenceConfig":{"maxTokens":20,"temperature":1.0,"stopSequences":["X"]}
             })
         );
+    }
+
+    #[test]
+    fn claude_gets_temperature_or_top_p_never_both() {
+        let v = encode(
+            r#"{"model":"g","messages":[{"role":"user","content":"hi"}],"temperature":0.3,"top_p":0.5}"#,
+        );
+        assert_eq!(v["inferenceConfig"], json!({"temperature":0.3}));
+        let v = encode(r#"{"model":"g","messages":[{"role":"user","content":"hi"}],"top_p":0.5}"#);
+        assert_eq!(v["inferenceConfig"], json!({"topP":0.5}));
+        let config = config("");
+        let req = ChatRequest::parse(
+            br#"{"model":"g","messages":[{"role":"user","content":"hi"}],"temperature":0.3,"top_p":0.5}"#,
+        )
+        .unwrap();
+        let up = Bedrock
+            .encode_request(
+                &req,
+                &Target {
+                    provider: &config.providers["br"],
+                    model: "meta.llama3-70b-instruct-v1:0",
+                },
+            )
+            .unwrap();
+        let v: Value = serde_json::from_slice(&up.body).unwrap();
+        assert_eq!(
+            v["inferenceConfig"],
+            json!({"temperature":0.3,"topP":0.5}),
+            "not Claude: both"
+        );
+    }
+
+    #[test]
+    fn tool_history_without_tools_still_gets_a_tool_config() {
+        let v = encode(
+            r#"{"model":"g","messages":[{"role":"user","content":"weather?"},
+                {"role":"assistant","content":null,"tool_calls":[
+                    {"id":"t1","type":"function","function":{"name":"get_weather","arguments":"{}"}},
+                    {"id":"t2","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"t1","content":"sunny"},
+                {"role":"tool","tool_call_id":"t2","content":"rain"},
+                {"role":"user","content":"thanks"}]}"#,
+        );
+        assert_eq!(
+            v["toolConfig"],
+            json!({"tools":[{"toolSpec":{"name":"get_weather","inputSchema":{"json":{"type":"object"}}}}]})
+        );
+        let v = encode(r#"{"model":"g","messages":[{"role":"user","content":"hi"}]}"#);
+        assert!(v.get("toolConfig").is_none());
     }
 
     #[test]
