@@ -92,7 +92,13 @@ fuzz: toolchain
 compose-tools:
 	@command -v docker-compose >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y docker-compose; }
 
-test-integration: build venv compose-tools
+# The Node SDK of the client matrix (tests/node, versions from its lockfile).
+NODE_DEPS := tests/node/node_modules/.installed
+$(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
+	npm ci --prefix tests/node --no-audit --no-fund
+	touch $@
+
+test-integration: build venv compose-tools $(NODE_DEPS)
 	$(PY) -m pytest -q tests
 
 test: lint test-unit test-wasm test-integration

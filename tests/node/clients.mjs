@@ -1,0 +1,94 @@
+// The OpenAI Node SDK (pinned in package.json) through the gateway: runs the
+// client matrix's cases given by tests/test_clients.py and prints what the
+// SDK saw, one JSON object keyed by case id. The expectations live in the
+// Python tests, shared by every client; this only drives the SDK.
+//
+// stdin: {"base": "http://127.0.0.1:PORT/v1", "concurrency": N, "cases": [case, ...]}
+// case:  {"id", "op": "list"|"retrieve"|"chat"|"stream"|"round_trip",
+//         "key", "headers", "body", "model", "max_retries", "results"}
+import OpenAI from 'openai';
+
+function errorObservation(e) {
+  return {
+    class: e?.constructor?.name ?? typeof e,
+    status: e?.status ?? null,
+    body: e?.error && typeof e.error === 'object' ? e.error : null,
+    message: String(e?.message ?? e),
+    retry_after: e?.headers?.get?.('retry-after') ?? null,
+  };
+}
+
+async function runCase(base, c) {
+  const sent = [];
+  // Records when each HTTP request leaves the SDK (its own retries included).
+  const fetchWithLog = (url, init) => {
+    sent.push(Date.now() / 1000);
+    return fetch(url, init);
+  };
+  const client = new OpenAI({
+    baseURL: base,
+    apiKey: c.key,
+    maxRetries: c.max_retries ?? 0,
+    timeout: 60_000,
+    fetch: fetchWithLog,
+  });
+  const opts = { headers: c.headers };
+  const obs = { ok: true, sent };
+  try {
+    switch (c.op) {
+      case 'list': {
+        const page = await client.models.list(opts);
+        obs.result = { data: page.data };
+        break;
+      }
+      case 'retrieve':
+        obs.result = await client.models.retrieve(c.model, opts);
+        break;
+      case 'chat':
+        obs.result = await client.chat.completions.create(c.body, opts);
+        break;
+      case 'stream': {
+        obs.chunks = [];
+        const stream = await client.chat.completions.create({ ...c.body, stream: true }, opts);
+        for await (const chunk of stream) obs.chunks.push(chunk);
+        break;
+      }
+      case 'round_trip': {
+        const first = await client.chat.completions.create(c.body, opts);
+        obs.first = first;
+        const message = first.choices[0].message;
+        const calls = message.tool_calls ?? [];
+        const messages = [...c.body.messages, message,
+          ...calls.map((call, i) => ({ role: 'tool', tool_call_id: call.id, content: c.results[i] }))];
+        obs.result = await client.chat.completions.create({ ...c.body, messages, tool_choice: 'auto' }, opts);
+        break;
+      }
+      default:
+        throw new Error(`unknown op ${c.op}`);
+    }
+  } catch (e) {
+    obs.ok = false;
+    obs.error = errorObservation(e);
+  }
+  return obs;
+}
+
+async function main() {
+  let input = '';
+  for await (const part of process.stdin) input += part;
+  const plan = JSON.parse(input);
+  const out = {};
+  const queue = [...plan.cases];
+  const worker = async () => {
+    for (let c = queue.shift(); c; c = queue.shift()) {
+      out[c.id] = await runCase(plan.base, c);
+    }
+  };
+  await Promise.all(Array.from({ length: plan.concurrency ?? 6 }, worker));
+  process.stdout.write(JSON.stringify(out));
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
