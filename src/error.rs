@@ -163,18 +163,8 @@ impl GatewayError {
         struct Envelope<'a> {
             error: Body<'a>,
         }
-        // The wording OpenAI uses, which frameworks look for to tell a
-        // context-window error from other 400s.
         let message = match self.code {
-            ErrorCode::ContextLengthExceeded
-                if !self.message.contains("maximum context length") =>
-            {
-                format!(
-                    "This model's maximum context length was exceeded: {}",
-                    self.message
-                )
-                .into()
-            }
+            ErrorCode::ContextLengthExceeded => context_message(&self.message).into(),
             _ => std::borrow::Cow::Borrowed(self.message.as_str()),
         };
         let envelope = Envelope {
@@ -189,6 +179,22 @@ impl GatewayError {
         };
         serde_json::to_vec(&envelope).unwrap_or_else(|_| b"{\"error\":{}}".to_vec())
     }
+}
+
+/// A context-window message with the wording OpenAI-aware code looks for:
+/// OpenAI's "maximum context length", and its error code
+/// `context_length_exceeded` (LangChain, for one, searches the error's text
+/// for that string; ours is `CONTEXT_LENGTH_EXCEEDED` in `code`).
+fn context_message(vendor: &str) -> String {
+    let mut message = if vendor.contains("maximum context length") {
+        vendor.to_owned()
+    } else {
+        format!("This model's maximum context length was exceeded: {vendor}")
+    };
+    if !message.contains("context_length_exceeded") {
+        message.push_str(" (context_length_exceeded)");
+    }
+    message
 }
 
 impl std::fmt::Display for GatewayError {
@@ -235,7 +241,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&e.to_json(None)).unwrap();
         assert_eq!(
             v["error"]["message"],
-            "This model's maximum context length was exceeded: prompt is too long"
+            "This model's maximum context length was exceeded: prompt is too long (context_length_exceeded)"
         );
         let e = GatewayError::new(
             ErrorCode::ContextLengthExceeded,
@@ -244,7 +250,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&e.to_json(None)).unwrap();
         assert_eq!(
             v["error"]["message"],
-            "This model's maximum context length is 8192 tokens"
+            "This model's maximum context length is 8192 tokens (context_length_exceeded)"
         );
     }
 

@@ -77,9 +77,15 @@ def test_dashscope_non_stream(gw, test_id):
 def test_images(gw, test_id):
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
     messages = [{"role": "user", "content": [{"type": "text", "text": "what is it?"}, image]}]
-    for group in (BEDROCK, DASHSCOPE):
-        status, _, body = gw.chat({"model": "m", "messages": messages}, **{"x-model-group": group, "x-test-id": test_id})
+    # DashScope takes images on its multimodal endpoint with vision models only:
+    # the client asks for one (envoy/gateway.yaml maps qwen-vl-plus).
+    for group, model in ((BEDROCK, "m"), (DASHSCOPE, "qwen-vl-plus")):
+        status, _, body = gw.chat({"model": model, "messages": messages},
+                                  **{"x-model-group": group, "x-test-id": test_id})
         assert status == 200, body
+    # A text model with an image is refused before DashScope is called.
+    status, _, body = gw.chat({"model": "m", "messages": messages}, **{"x-model-group": DASHSCOPE, "x-test-id": test_id})
+    assert (status, body["error"]["param"]) == (400, "messages"), body
     bedrock, dashscope = gw.mock_requests(test_id)
     assert bedrock["body"]["messages"][0]["content"][1] == {"image": {"format": "png", "source": {"bytes": "iVBORw0KGgo="}}}
     assert dashscope["path"] == "/api/v1/services/aigc/multimodal-generation/generation"

@@ -13,7 +13,6 @@ import pytest
 
 import gateway
 from conftest import Gateway, configure_test_gateway
-from sse_client import stream
 
 ANTHROPIC_H = {"x-api-key": "sk-mock-anthropic", "anthropic-version": "2023-06-01"}
 OPENAI_H = {"authorization": "Bearer sk-mock-openai"}
@@ -339,13 +338,17 @@ def test_anthropic_overload_after_message_start_and_ping(gw):
     assert events == ["message_start", "content_block_start", "ping", "error"]
 
 
-@pytest.mark.xfail(strict=True, reason="gateway bug: an error before the first content is sent as "
-                   "`data: {...}` without the terminating blank line (unterminated SSE event)")
-def test_anthropic_overload_after_start_through_the_gateway(gw):
-    status, _, chunks = stream(gw, {"model": "m", "messages": USER, "stream": True},
-                               {"x-model-group": "mock-anthropic", "x-mock-scenario": "stream-error-after-start"})
-    assert status == 200
-    assert chunks[-1]["error"]["code"] == "UPSTREAM_BUSY", chunks
+def test_anthropic_overload_after_start_through_the_gateway(gw, test_id):
+    # message_start, content_block_start, ping, then overloaded_error: no content
+    # yet, so first-event gating answers with the error's status (503), which
+    # Envoy retries (three attempts), instead of a broken 200 stream.
+    status, headers, body = gw.chat({"model": "m", "messages": USER, "stream": True},
+                                    **{"x-model-group": "mock-anthropic", "x-test-id": test_id,
+                                       "x-mock-scenario": "stream-error-after-start"})
+    assert status == 503, body
+    assert headers["content-type"].startswith("application/json")
+    assert (body["error"]["code"], body["error"]["provider"]) == ("UPSTREAM_BUSY", "mock-anthropic")
+    assert len(gw.mock_requests(test_id)) == 3
 
 
 @pytest.mark.parametrize("group", ["mock-openai", "mock-azure", "mock-anthropic", "mock-gemini", "mock-bedrock",

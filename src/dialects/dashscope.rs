@@ -116,6 +116,13 @@ fn content(content: &Content, multimodal: bool) -> OutContent<'_> {
     }
 }
 
+/// Models DashScope serves on its multimodal endpoint.
+fn is_vision_model(model: &str) -> bool {
+    ["-vl", "qvq", "omni", "-audio"]
+        .iter()
+        .any(|m| model.contains(m))
+}
+
 impl Dialect for DashScope {
     fn encode_request(
         &self,
@@ -124,6 +131,16 @@ impl Dialect for DashScope {
     ) -> Result<UpstreamRequest, GatewayError> {
         super::single_choice(req)?;
         let multimodal = req.has_images();
+        // Images go to the multimodal endpoint, which takes vision models only.
+        if multimodal && !is_vision_model(target.model) {
+            return Err(GatewayError::invalid(
+                "messages",
+                format!(
+                    "the DashScope model {} takes no images: map a vision model (qwen-vl-*, qvq-*, qwen-omni-*) in the provider's models for requests with images",
+                    target.model
+                ),
+            ));
+        }
         let messages = req
             .messages
             .iter()
@@ -501,6 +518,15 @@ mod tests {
     use crate::config::Config;
 
     fn encode(body: &str) -> (UpstreamRequest, Value) {
+        let model = if body.contains("image_url") {
+            "qwen-vl-plus"
+        } else {
+            "qwen-plus"
+        };
+        encode_for(body, model).unwrap()
+    }
+
+    fn encode_for(body: &str, model: &str) -> Result<(UpstreamRequest, Value), GatewayError> {
         let config = Config::parse(
             br#"{"providers":{"ds":{"dialect":"dashscope","api_key":"sk-ds"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
             |_| None,
@@ -512,15 +538,14 @@ mod tests {
                 &req,
                 &Target {
                     provider: &config.providers["ds"],
-                    model: "qwen-plus",
+                    model,
                 },
-            )
-            .unwrap();
+            )?;
         assert!(up
             .headers
             .contains(&("authorization", "Bearer sk-ds".into())));
         let v = serde_json::from_slice(&up.body).unwrap();
-        (up, v)
+        Ok((up, v))
     }
 
     #[test]
@@ -581,6 +606,13 @@ mod tests {
                 {"type":"image_url","image_url":{"url":"https://x/y.png"}},{"type":"image_url","image_url":{"url":"data:image/png;base64,QUJD"}}]}]}"#,
         );
         assert_eq!(up.path, MULTIMODAL_PATH);
+        let e = encode_for(
+            r#"{"model":"g","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}"#,
+            "qwen-plus",
+        )
+        .unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("messages"));
+        assert!(e.message.contains("takes no images"), "{}", e.message);
         assert_eq!(
             v["input"]["messages"],
             json!([{"role":"system","content":[{"text":"look"}]},
