@@ -533,14 +533,13 @@ mod tests {
         )
         .unwrap();
         let req = ChatRequest::parse(body.as_bytes()).unwrap();
-        let up = DashScope
-            .encode_request(
-                &req,
-                &Target {
-                    provider: &config.providers["ds"],
-                    model,
-                },
-            )?;
+        let up = DashScope.encode_request(
+            &req,
+            &Target {
+                provider: &config.providers["ds"],
+                model,
+            },
+        )?;
         assert!(up
             .headers
             .contains(&("authorization", "Bearer sk-ds".into())));
