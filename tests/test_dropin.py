@@ -68,3 +68,16 @@ def test_a_failover_429_moves_to_the_next_vendor(gw, test_id):
     assert status == 200, body
     assert headers["x-llm-provider"] == "mock-openai"
     assert [r["path"].endswith("/v1/messages") for r in gw.mock_requests(test_id)] == [True, False]
+
+
+def test_shipped_hcms_close_cut_streams_promptly():
+    # A vendor that cuts a stream ends the client's HTTP/1.1 connection; with
+    # Envoy's default delayed_close_timeout (1 s) every cut stream ended 1 s late.
+    import gateway
+    import yaml
+    for name in ["gateway.yaml", "failover.yaml", "sidecar.yaml", "tracing.yaml", "hot-reload/gateway.yaml",
+                 "compose/envoy.yaml"]:
+        doc = yaml.safe_load((gateway.ROOT / "envoy" / name).read_text())
+        for listener in doc["static_resources"]["listeners"]:
+            hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+            assert hcm["delayed_close_timeout"] == "0.1s", name
