@@ -128,18 +128,23 @@ def gw(tmp_path_factory):
         port, admin_port, mock_port, env={},
         # A cluster where nothing listens: connection refused.
         extra_groups={"dead": {"cluster": "dead"}, "hosted": {"cluster": "dns_mock"},
-                      "forwarding": {"cluster": "forwarding"}, "reasoning": {"cluster": "reasoning"}},
+                      "forwarding": {"cluster": "forwarding"}, "reasoning": {"cluster": "reasoning"},
+                      "mock-azure-v1": {"cluster": "mock_azure_v1"}},
         # A provider with its own Host, behind a DNS cluster (as real vendors are).
         extra_providers={"hosted": {"dialect": "openai", "host": "api.example.test", "api_key": "sk-mock-openai"},
                          # One that lets a client's account selector through.
                          "forwarding": {"dialect": "openai", "api_key": "sk-mock-openai",
                                         "forward_headers": ["openai-organization"]},
                          # OpenAI's reasoning models take other parameters (request policy).
-                         "reasoning": {"dialect": "openai", "api_key": "sk-mock-openai", "models": {"*": "o3"}}},
+                         "reasoning": {"dialect": "openai", "api_key": "sk-mock-openai", "models": {"*": "o3"}},
+                         # Azure OpenAI's v1 API (no api-version, the deployment as `model`).
+                         "mock-azure-v1": {"dialect": "azure", "api_key": "mock-azure-key", "api_version": "v1",
+                                           "models": {"*": "mock-gpt4o-deployment"}}},
         extra_clusters=[gateway.static_cluster("dead", dead_port, DEAD_PORT_PROVIDER),
                         dns_cluster("dns_mock", "localhost", mock_port, "hosted"),
                         gateway.static_cluster("forwarding", mock_port, "forwarding"),
-                        gateway.static_cluster("reasoning", mock_port, "reasoning")],
+                        gateway.static_cluster("reasoning", mock_port, "reasoning"),
+                        gateway.static_cluster("mock_azure_v1", mock_port, "mock-azure-v1")],
         extra_routes=short_timeout_route,
         edit=configure_test_gateway,
     )

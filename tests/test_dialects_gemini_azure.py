@@ -13,6 +13,8 @@ from test_gateway import USER_HI, WEATHER_TOOL, assert_unified_error
 
 GEMINI = "mock-gemini"
 AZURE = "mock-azure"
+# The same deployment through Azure's v1 API (tests/conftest.py).
+AZURE_V1 = "mock-azure-v1"
 TIME_TOOL = {"type": "function", "function": {"name": "get_time"}}
 
 
@@ -52,6 +54,20 @@ def test_gemini_max_tokens_is_length(gw):
     assert body["usage"]["completion_tokens"] == 2
 
 
+def test_azure_v1_api_non_stream(gw, test_id):
+    status, headers, body = gw.chat(
+        {"model": "m", "messages": USER_HI, "temperature": 0.2},
+        **{"x-model-group": AZURE_V1, "x-test-id": test_id})
+    assert status == 200, body
+    assert body["provider"] == AZURE_V1
+    assert body["choices"][0]["message"]["content"] == "Hello from the mock azure provider. You said: hi there"
+    [sent] = gw.mock_requests(test_id)
+    assert (sent["path"], sent["query"]) == ("/openai/v1/chat/completions", "")
+    assert sent["body"]["model"] == "mock-gpt4o-deployment"
+    assert sent["headers"]["api-key"] == "mock-azure-key"
+    assert "authorization" not in sent["headers"]
+
+
 def test_azure_non_stream(gw, test_id):
     status, headers, body = gw.chat(
         {"model": "m", "messages": USER_HI, "temperature": 0.2},
@@ -70,7 +86,7 @@ def test_azure_non_stream(gw, test_id):
 
 # --- streams ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("group", [GEMINI, AZURE])
+@pytest.mark.parametrize("group", [GEMINI, AZURE, AZURE_V1])
 @pytest.mark.parametrize("include_usage", [False, True])
 def test_stream(gw, group, include_usage):
     body = {"model": "m", "messages": USER_HI, "stream": True}
@@ -104,7 +120,7 @@ def test_gemini_stream_path_and_split_utf8(gw, test_id):
     assert sent["query"] == "alt=sse"
 
 
-@pytest.mark.parametrize("group", [GEMINI, AZURE])
+@pytest.mark.parametrize("group", [GEMINI, AZURE, AZURE_V1])
 def test_stream_error_mid_stream(gw, group):
     _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True},
                           {"x-model-group": group, "x-mock-scenario": "stream-error"})
@@ -169,7 +185,7 @@ def test_azure_tool_round_trip(gw, test_id):
     assert second["body"]["messages"][2] == {"role": "tool", "tool_call_id": call["id"], "content": "sunny"}
 
 
-@pytest.mark.parametrize("group", [GEMINI, AZURE])
+@pytest.mark.parametrize("group", [GEMINI, AZURE, AZURE_V1])
 def test_streamed_parallel_tool_calls(gw, group):
     _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True,
                                     "tools": [WEATHER_TOOL, TIME_TOOL]},
@@ -184,7 +200,7 @@ def test_streamed_parallel_tool_calls(gw, group):
 
 # --- errors -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("group", [GEMINI, AZURE])
+@pytest.mark.parametrize("group", [GEMINI, AZURE, AZURE_V1])
 @pytest.mark.parametrize("scenario,status,code", [
     ("error-400", 400, "INVALID_REQUEST"),
     ("error-400-context", 400, "CONTEXT_LENGTH_EXCEEDED"),
@@ -202,7 +218,7 @@ def test_vendor_errors_are_unified(gw, group, scenario, status, code):
                                **{"x-model-group": group, "x-mock-scenario": scenario})
     err = assert_unified_error(s, headers, body, status, code)
     assert err["provider"] == group
-    if scenario == "error-429" and group == AZURE:
+    if scenario == "error-429" and group in (AZURE, AZURE_V1):
         assert headers["retry-after"] == "7"
 
 
@@ -231,7 +247,7 @@ def test_gemini_image_as_inline_data(gw, test_id):
 
 # --- content filtering --------------------------------------------------------------
 
-@pytest.mark.parametrize("group", [GEMINI, AZURE])
+@pytest.mark.parametrize("group", [GEMINI, AZURE, AZURE_V1])
 def test_blocked_prompt_is_400_content_filtered(gw, group):
     status, headers, body = gw.chat({"model": "m", "messages": USER_HI},
                                     **{"x-model-group": group, "x-mock-scenario": "blocked-prompt"})
@@ -253,7 +269,7 @@ def test_azure_prompt_blocked_before_a_stream_is_400(gw):
     assert_unified_error(status, headers, body, 400, "CONTENT_FILTERED")
 
 
-@pytest.mark.parametrize("group", [GEMINI, AZURE])
+@pytest.mark.parametrize("group", [GEMINI, AZURE, AZURE_V1])
 def test_filtered_answer_is_finish_reason_content_filter(gw, group):
     status, _, body = gw.chat({"model": "m", "messages": USER_HI},
                               **{"x-model-group": group, "x-mock-scenario": "filtered-answer"})
@@ -262,7 +278,7 @@ def test_filtered_answer_is_finish_reason_content_filter(gw, group):
     assert not body["choices"][0]["message"]["content"]
 
 
-@pytest.mark.parametrize("group", [GEMINI, AZURE])
+@pytest.mark.parametrize("group", [GEMINI, AZURE, AZURE_V1])
 def test_filtered_stream_finishes_with_content_filter(gw, group):
     status, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True,
                                          "stream_options": {"include_usage": True}},
@@ -276,7 +292,7 @@ def test_filtered_stream_finishes_with_content_filter(gw, group):
 
 # --- the official SDK -----------------------------------------------------------------
 
-@pytest.mark.parametrize("group", [GEMINI, AZURE])
+@pytest.mark.parametrize("group", [GEMINI, AZURE, AZURE_V1])
 def test_sdk_streamed_tool_call_and_result(gw, group):
     client = openai.OpenAI(base_url=gw.base + "/v1", api_key=gw.key, max_retries=0,
                            default_headers={"x-model-group": group})
