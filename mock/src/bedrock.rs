@@ -272,20 +272,9 @@ pub fn encode_message(headers: &[(&str, &str)], payload: &[u8], out: &mut Vec<u8
     out.extend_from_slice(&crc.to_be_bytes());
 }
 
-/// CRC-32 (IEEE), bit by bit: the mock is not on a hot path.
+/// CRC-32 (IEEE) of `bytes`, as the event-stream frames carry it.
 pub fn crc32(bytes: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in bytes {
-        c ^= u32::from(b);
-        for _ in 0..8 {
-            c = if c & 1 == 1 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-        }
-    }
-    !c
+    crate::gzip::crc32_update(0, bytes)
 }
 
 impl Dialect for Bedrock {

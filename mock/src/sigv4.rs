@@ -69,16 +69,8 @@ impl Verifier {
     /// signed, the payload hash that of the body (no UNSIGNED-PAYLOAD),
     /// then the signature itself.
     pub fn check(&self, req: &Request, now: u64) -> Result<(), Refusal> {
-        let auth = req.header("authorization").ok_or(Refusal::Missing)?;
-        let fields = auth
-            .strip_prefix("AWS4-HMAC-SHA256 ")
-            .ok_or(Refusal::Missing)?;
-        let field = |name: &str| {
-            fields
-                .split(',')
-                .map(str::trim)
-                .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
-        };
+        let fields = auth_fields(req)?;
+        let field = |name: &str| auth_field(fields, name);
         let rule = |m: &str| Refusal::Rule(m.to_owned());
         let credential = field("Credential").unwrap_or("");
         let mut scope = credential.split('/').skip(1);
@@ -185,18 +177,25 @@ fn days_from_civil(y: u64, m: u64, d: u64) -> Option<u64> {
     (era * 146_097 + doe).checked_sub(719_468)
 }
 
+/// The fields of an `AWS4-HMAC-SHA256` Authorization header.
+fn auth_fields(req: &Request) -> Result<&str, Refusal> {
+    req.header("authorization")
+        .and_then(|auth| auth.strip_prefix("AWS4-HMAC-SHA256 "))
+        .ok_or(Refusal::Missing)
+}
+
+/// One field (`Credential`, `SignedHeaders`, `Signature`) of those.
+fn auth_field<'a>(fields: &'a str, name: &str) -> Option<&'a str> {
+    fields
+        .split(',')
+        .map(str::trim)
+        .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+}
+
 /// Verifies an `AWS4-HMAC-SHA256` Authorization header against the request.
 pub fn verify(req: &Request, creds: &Credentials) -> Result<(), Refusal> {
-    let auth = req.header("authorization").ok_or(Refusal::Missing)?;
-    let fields = auth
-        .strip_prefix("AWS4-HMAC-SHA256 ")
-        .ok_or(Refusal::Missing)?;
-    let field = |name: &str| {
-        fields
-            .split(',')
-            .map(str::trim)
-            .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
-    };
+    let fields = auth_fields(req)?;
+    let field = |name: &str| auth_field(fields, name);
     let bad = |why: &str| Refusal::BadSignature(why.to_owned());
     let credential = field("Credential").ok_or_else(|| bad("no Credential"))?;
     let signed_headers = field("SignedHeaders").ok_or_else(|| bad("no SignedHeaders"))?;
