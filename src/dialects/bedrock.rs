@@ -783,6 +783,10 @@ mod tests {
     }
 
     fn encode_with(body: &str, extra: &str) -> (UpstreamRequest, Value) {
+        encode_for(body, extra, "anthropic.claude-3-haiku-20240307-v1:0")
+    }
+
+    fn encode_for(body: &str, extra: &str, model: &str) -> (UpstreamRequest, Value) {
         let config = config(extra);
         let req = ChatRequest::parse(body.as_bytes()).unwrap();
         let up = Bedrock
@@ -790,7 +794,7 @@ mod tests {
                 &req,
                 &Target {
                     provider: &config.providers["br"],
-                    model: "anthropic.claude-3-haiku-20240307-v1:0",
+                    model,
                 },
             )
             .unwrap();
@@ -839,21 +843,11 @@ mod tests {
         assert_eq!(v["inferenceConfig"], json!({"temperature":0.3}));
         let v = encode(r#"{"model":"g","messages":[{"role":"user","content":"hi"}],"top_p":0.5}"#);
         assert_eq!(v["inferenceConfig"], json!({"topP":0.5}));
-        let config = config("");
-        let req = ChatRequest::parse(
-            br#"{"model":"g","messages":[{"role":"user","content":"hi"}],"temperature":0.3,"top_p":0.5}"#,
-        )
-        .unwrap();
-        let up = Bedrock
-            .encode_request(
-                &req,
-                &Target {
-                    provider: &config.providers["br"],
-                    model: "meta.llama3-70b-instruct-v1:0",
-                },
-            )
-            .unwrap();
-        let v: Value = serde_json::from_slice(&up.body).unwrap();
+        let (_, v) = encode_for(
+            r#"{"model":"g","messages":[{"role":"user","content":"hi"}],"temperature":0.3,"top_p":0.5}"#,
+            "",
+            "meta.llama3-70b-instruct-v1:0",
+        );
         assert_eq!(
             v["inferenceConfig"],
             json!({"temperature":0.3,"topP":0.5}),
