@@ -181,6 +181,33 @@ impl GatewayError {
     }
 }
 
+/// The wait a vendor's message asks for, in whole seconds rounded up:
+/// "Please try again in 20s" / "in 1.5s" / "in 350ms" (OpenAI), "Please
+/// retry after 6 seconds" (Azure), "retry in 7.2s" (Gemini's text).
+pub fn retry_delay_in(message: &str) -> Option<u64> {
+    let lower = message.to_ascii_lowercase();
+    ["try again in ", "retry after ", "retry in "]
+        .iter()
+        .find_map(|lead| {
+            let rest = lower.get(lower.find(lead)? + lead.len()..)?;
+            let number_end = rest
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(rest.len());
+            let value: f64 = rest.get(..number_end)?.parse().ok()?;
+            let unit = rest.get(number_end..)?.trim_start();
+            let seconds = if unit.starts_with("ms") || unit.starts_with("millisecond") {
+                value / 1000.0
+            } else if unit.starts_with('s') {
+                value
+            } else if unit.starts_with("min") || unit.starts_with('m') {
+                value * 60.0
+            } else {
+                return None;
+            };
+            (seconds.is_finite() && seconds >= 0.0).then(|| seconds.ceil() as u64)
+        })
+}
+
 /// A context-window message with the wording OpenAI-aware code looks for:
 /// OpenAI's "maximum context length", and its error code
 /// `context_length_exceeded` (LangChain, for one, searches the error's text
@@ -216,6 +243,28 @@ mod tests {
         assert_eq!(ErrorCode::from_status(504), ErrorCode::UpstreamTimeout);
         assert_eq!(ErrorCode::from_status(422), ErrorCode::InvalidRequest);
         assert_eq!(ErrorCode::UpstreamError.status(), 502);
+    }
+
+    #[test]
+    fn retry_delays_in_vendor_messages() {
+        for (message, seconds) in [
+            (
+                "Rate limit reached for gpt-4o. Please try again in 20s. Visit ...",
+                Some(20),
+            ),
+            ("Please try again in 1.5s.", Some(2)),
+            ("Please try again in 350ms.", Some(1)),
+            (
+                "Requests have exceeded the call rate limit. Please retry after 6 seconds.",
+                Some(6),
+            ),
+            ("Please retry in 7.2s.", Some(8)),
+            ("Please try again in 6m0s", Some(360)),
+            ("Please try again later.", None),
+            ("Overloaded", None),
+        ] {
+            assert_eq!(retry_delay_in(message), seconds, "{message}");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::metrics::{self, Phase, PhaseTimer};
 use super::{send_error, unix_seconds, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, ROUTE_PROPERTY};
 use crate::config::{Config, Provider};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::{retry_delay_in, ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared};
 use crate::headers::{client_may_receive, vendor_may_receive};
 use crate::metering::AttemptRecord;
@@ -70,6 +70,10 @@ pub struct Upstream {
     started: SystemTime,
     /// The vendor answered with a JSON content type (kept as it is).
     vendor_json: bool,
+    /// The vendor sent `retry-after` itself (it passes to the client as is).
+    vendor_retry_after: bool,
+    /// Its `retry-after-ms`, in whole seconds, for a `retry-after` of ours.
+    vendor_retry_after_ms: Option<u64>,
     first_content: Option<SystemTime>,
     chunks: u64,
     stream_ended: bool,
@@ -100,6 +104,8 @@ impl Upstream {
             out: Vec::new(),
             started: SystemTime::UNIX_EPOCH,
             vendor_json: false,
+            vendor_retry_after: false,
+            vendor_retry_after_ms: None,
             first_content: None,
             chunks: 0,
             stream_ended: false,
@@ -334,7 +340,7 @@ impl Upstream {
         let error = error.clone().with_provider(&self.provider_name);
         let status = error.status().to_string();
         abi::set_header(Map::Response, ":status", Some(status.as_bytes()));
-        set_retry_after(&error);
+        self.set_retry_after(&error);
         abi::set_header(Map::Response, "content-type", Some(b"application/json"));
         abi::set_header(Map::Response, "cache-control", None);
         let mut body = error.to_json(Some(&self.request_id));
@@ -371,7 +377,7 @@ impl Upstream {
                 self.record.code = Some(error.code.as_str().to_owned());
                 let status = error.status().to_string();
                 abi::set_header(Map::Response, ":status", Some(status.as_bytes()));
-                set_retry_after(&error);
+                self.set_retry_after(&error);
                 error.to_json(Some(&self.request_id))
             }
         };
@@ -413,6 +419,29 @@ impl Upstream {
 }
 
 impl Upstream {
+    /// `retry-after` in seconds for a 429 or 503, from whatever form the
+    /// vendor gave the wait in: its error body (Gemini's RetryInfo), its
+    /// `retry-after-ms`, or its message ("try again in 20s"). A vendor's
+    /// own `retry-after` passes as it is.
+    fn set_retry_after(&self, error: &GatewayError) {
+        if self.vendor_retry_after
+            || !matches!(
+                error.code,
+                ErrorCode::UpstreamRateLimit | ErrorCode::UpstreamBusy
+            )
+        {
+            return;
+        }
+        let seconds = error
+            .retry_after
+            .or(self.vendor_retry_after_ms)
+            .or_else(|| retry_delay_in(&error.message));
+        if let Some(seconds) = seconds {
+            let value = seconds.to_string();
+            abi::set_header(Map::Response, "retry-after", Some(value.as_bytes()));
+        }
+    }
+
     /// Drops the vendor's response headers clients have no use for (cookies,
     /// account ids, debug echoes, infrastructure) and masks the key in the
     /// ones passed on (`headers::client_may_receive`).
@@ -425,15 +454,6 @@ impl Upstream {
                 abi::set_header(Map::Response, name, Some(&clean));
             }
         }
-    }
-}
-
-/// The wait a vendor asked for in its error body (Gemini's RetryInfo), as
-/// `retry-after` (a vendor's own `retry-after` header passes as it is).
-fn set_retry_after(error: &GatewayError) {
-    if let Some(seconds) = error.retry_after {
-        let value = seconds.to_string();
-        abi::set_header(Map::Response, "retry-after", Some(value.as_bytes()));
     }
 }
 
@@ -528,6 +548,14 @@ impl HttpContext for Upstream {
             .flatten()
             .unwrap_or_default();
         self.pass_vendor_headers(&headers);
+        self.vendor_retry_after = headers.has("retry-after");
+        self.vendor_retry_after_ms = headers
+            .text("retry-after-ms")
+            .ok()
+            .flatten()
+            .and_then(|ms| ms.trim().parse::<f64>().ok())
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| (ms / 1000.0).ceil() as u64);
         abi::set_header(
             Map::Response,
             "x-llm-provider",
