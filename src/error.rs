@@ -138,6 +138,34 @@ impl GatewayError {
         }
     }
 
+    /// The error for one of Envoy's own replies (no healthy upstream, a
+    /// circuit breaker, a timeout...): what happened, named from Envoy's
+    /// response code details, then Envoy's own text. Both may hold any
+    /// byte: they are read as text lossily.
+    pub fn envoy_reply(code: ErrorCode, details: &[u8], envoy_body: &[u8]) -> Self {
+        let details = String::from_utf8_lossy(details);
+        let cause = ENVOY_CAUSES
+            .iter()
+            .find(|(marker, _)| details.contains(marker))
+            .map(|(_, cause)| *cause);
+        let message = cause.unwrap_or(match code {
+            ErrorCode::UpstreamBusy => "no provider is available right now",
+            ErrorCode::UpstreamTimeout => "the provider did not answer in time",
+            ErrorCode::PayloadTooLarge => "the request body is larger than the gateway accepts",
+            _ => "the gateway could not complete the request",
+        });
+        let body = String::from_utf8_lossy(envoy_body);
+        let said: Vec<&str> = [body.trim(), details.trim()]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect();
+        let message = match said.as_slice() {
+            [] => message.to_owned(),
+            said => format!("{message} ({})", said.join("; ")),
+        };
+        Self::new(code, message)
+    }
+
     pub fn with_provider(mut self, provider: &str) -> Self {
         self.provider = Some(provider.to_owned());
         self
@@ -180,6 +208,39 @@ impl GatewayError {
         serde_json::to_vec(&envelope).unwrap_or_else(|_| b"{\"error\":{}}".to_vec())
     }
 }
+
+/// Envoy's response code details (a marker they contain) → what the client
+/// is told happened; the first that matches wins.
+const ENVOY_CAUSES: &[(&str, &str)] = &[
+    (
+        "overflow",
+        "the gateway's circuit breaker for this provider is open: too many concurrent requests or retries",
+    ),
+    (
+        "no_healthy_upstream",
+        "no provider endpoint is healthy (all failing health checks or ejected after errors)",
+    ),
+    (
+        "per_try_timeout",
+        "the provider did not start answering within the per-try timeout",
+    ),
+    (
+        "response_timeout",
+        "the provider did not answer within the route's timeout",
+    ),
+    (
+        "connection_failure",
+        "the provider could not be reached: connect failed",
+    ),
+    (
+        "connection_termination",
+        "the provider closed the connection before answering",
+    ),
+    (
+        "request_payload_too_large",
+        "the request body is larger than the gateway accepts",
+    ),
+];
 
 /// The wait a vendor's message asks for, in whole seconds rounded up:
 /// "Please try again in 20s" / "in 1.5s" / "in 350ms" (OpenAI), "Please
@@ -243,6 +304,40 @@ mod tests {
         assert_eq!(ErrorCode::from_status(504), ErrorCode::UpstreamTimeout);
         assert_eq!(ErrorCode::from_status(422), ErrorCode::InvalidRequest);
         assert_eq!(ErrorCode::UpstreamError.status(), 502);
+    }
+
+    #[test]
+    fn envoys_replies_say_why() {
+        let e = GatewayError::envoy_reply(
+            ErrorCode::UpstreamBusy,
+            b"upstream_reset_before_response_started{overflow}",
+            b"upstream connect error or disconnect/reset before headers. reset reason: overflow",
+        );
+        assert!(
+            e.message
+                .starts_with("the gateway's circuit breaker for this provider is open"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.ends_with(
+            "reset reason: overflow; upstream_reset_before_response_started{overflow})"
+        ));
+        for (details, starts) in [
+            (&b"no_healthy_upstream"[..], "no provider endpoint is healthy"),
+            (b"upstream_per_try_timeout", "the provider did not start answering within the per-try"),
+            (b"response_timeout", "the provider did not answer within the route's timeout"),
+            (
+                b"upstream_reset_before_response_started{remote_connection_failure,delayed_connect_error:_111}",
+                "the provider could not be reached: connect failed",
+            ),
+            (b"", "no provider is available right now"),
+            (b"\xff", "no provider is available right now"),
+        ] {
+            let e = GatewayError::envoy_reply(ErrorCode::UpstreamBusy, details, b"");
+            assert!(e.message.starts_with(starts), "{}", e.message);
+        }
+        let e = GatewayError::envoy_reply(ErrorCode::UpstreamBusy, b"", b"");
+        assert_eq!(e.message, "no provider is available right now");
     }
 
     #[test]

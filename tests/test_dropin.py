@@ -81,3 +81,45 @@ def test_shipped_hcms_close_cut_streams_promptly():
         for listener in doc["static_resources"]["listeners"]:
             hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
             assert hcm["delayed_close_timeout"] == "0.1s", name
+
+
+def test_a_circuit_breaker_refusal_says_so(tmp_path):
+    # mock_openai allows one request at a time here: the second of two
+    # concurrent ones is refused by Envoy's breaker, not by the vendor.
+    import json
+    import threading
+    import gateway
+    from conftest import Gateway
+
+    def edit_bootstrap(bootstrap):
+        for cluster in bootstrap["static_resources"]["clusters"]:
+            if cluster["name"] == "mock_openai":
+                cluster["circuit_breakers"] = {"thresholds": [{"max_requests": 1, "max_pending_requests": 1,
+                                                               "max_connections": 1}]}
+    mock, mock_port = gateway.start_mock()
+    port, admin_port = gateway.free_port(), gateway.free_port()
+    envoy = None
+    try:
+        bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={}, edit_bootstrap=edit_bootstrap)
+        envoy = gateway.start_envoy(bootstrap, tmp_path, admin_port)
+        gw = Gateway(port, admin_port, mock_port, tmp_path, key=None)
+        results = []
+
+        def call():
+            results.append(gw.chat({"model": "m", "messages": USER_HI},
+                                   **{"x-model-group": "mock-openai", "x-mock-scenario": "slow=400"}))
+        threads = [threading.Thread(target=call) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        refused = [body for status, _, body in results if status == 503]
+        assert refused, [r[0] for r in results]
+        for body in refused:
+            err = body["error"]
+            assert err["code"] == "UPSTREAM_BUSY", json.dumps(err)
+            assert err["message"].startswith("the gateway's circuit breaker for this provider is open"), err
+        assert any(status == 200 for status, _, _ in results)
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)

@@ -718,8 +718,9 @@ impl HttpContext for Edge {
         if is_unified_error(&original) {
             return Action::Continue;
         }
-        let body = GatewayError::new(code, local_reply_message(code, &original))
-            .to_json(Some(&self.request_id));
+        let details = abi::property(&["response", "code_details"]).unwrap_or_default();
+        let body =
+            GatewayError::envoy_reply(code, &details, &original).to_json(Some(&self.request_id));
         abi::set_body(Buffer::Response, 0, size, &body);
         Action::Continue
     }
@@ -730,24 +731,6 @@ impl HttpContext for Edge {
             self.meter(chat);
             timer.stop(Phase::Log);
         }
-    }
-}
-
-/// What a client is told for one of Envoy's own error replies: what it
-/// means, and Envoy's text (as text: it may hold any byte) in brackets.
-fn local_reply_message(code: ErrorCode, envoy_body: &[u8]) -> String {
-    let message = match code {
-        ErrorCode::UpstreamBusy => "no provider is available right now",
-        ErrorCode::UpstreamTimeout => "the provider did not answer in time",
-        ErrorCode::PayloadTooLarge => "the request body is larger than the gateway accepts",
-        _ => "the gateway could not complete the request",
-    };
-    let detail = String::from_utf8_lossy(envoy_body);
-    let detail = detail.trim();
-    if detail.is_empty() {
-        message.to_owned()
-    } else {
-        format!("{message} ({detail})")
     }
 }
 
