@@ -134,8 +134,9 @@ def free_ports(n):
 
 def _match_every_path(hcm):
     # Vendor paths are not all under /v1/ (Gemini's /v1beta/, Bedrock's /model/).
+    # (Header matchers stay: the failover route is for failover clusters only.)
     for route in hcm["route_config"]["virtual_hosts"][0]["routes"]:
-        route["match"] = {"prefix": "/"}
+        route["match"]["prefix"] = "/"
 
 
 def wasm_floor_bootstrap(listen_port, admin_port, mock_port, mode=None):
