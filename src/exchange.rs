@@ -39,9 +39,28 @@ pub struct Exchange {
     pub attempts: u64,
     /// Every attempt so far, as `provider/model:status`.
     pub route: Vec<String>,
-    /// The latest attempt's record.
-    pub record: Option<AttemptRecord>,
+    /// Every attempt's record, by attempt number (index 0: attempt 1).
+    pub records: Vec<AttemptRecord>,
 }
+
+impl Exchange {
+    /// Stores attempt number `attempt`'s record (1-based).
+    pub fn set_record(&mut self, attempt: u64, record: &AttemptRecord) {
+        let index = usize::try_from(attempt.saturating_sub(1)).unwrap_or(usize::MAX);
+        if index >= MAX_RECORDS {
+            return;
+        }
+        if self.records.len() <= index {
+            self.records.resize(index + 1, AttemptRecord::default());
+        }
+        if let Some(slot) = self.records.get_mut(index) {
+            slot.clone_from(record);
+        }
+    }
+}
+
+/// Attempts whose records are kept (Envoy's retries are far fewer).
+pub const MAX_RECORDS: usize = 16;
 
 pub type Shared = Rc<RefCell<Exchange>>;
 
@@ -104,7 +123,7 @@ pub fn open(request: ChatRequest) -> Option<(Token, Shared)> {
             request: Some(request),
             attempts: 0,
             route: Vec::new(),
-            record: None,
+            records: Vec::new(),
         }));
         table.open.insert(token.id, Rc::clone(&exchange));
         Some((token, exchange))

@@ -112,6 +112,78 @@ impl AttemptRecord {
     }
 }
 
+/// One attempt's part of a request's bill: what the vendor it reached
+/// reported (or what we estimate), and its cost at that vendor's prices.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct AttemptBill {
+    pub provider: String,
+    pub model: String,
+    pub status: u16,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: u64,
+    pub reasoning_tokens: u64,
+    pub usage_estimated: bool,
+    pub cost_usd: Option<f64>,
+    #[serde(skip)]
+    pub usage: Usage,
+}
+
+/// The attempts a vendor would bill, and the request's totals.
+#[derive(Debug, Default, PartialEq)]
+pub struct Bill {
+    pub attempts: Vec<AttemptBill>,
+    pub usage: Usage,
+    /// Some attempt's usage is an estimate.
+    pub usage_estimated: bool,
+    /// The sum over priced attempts (`None` when none is priced).
+    pub cost_usd: Option<f64>,
+}
+
+impl Bill {
+    /// Every attempt that got an answer from a vendor counts: the last one
+    /// (usage as reported, else estimated), and an earlier one that the
+    /// vendor reported usage for or had started streaming (a stream that
+    /// failed after content; estimated from what it delivered). Errors
+    /// without usage (429, 5xx) are not billed by vendors, nor here.
+    pub fn of<'p>(
+        records: &[AttemptRecord],
+        estimated_prompt_tokens: u64,
+        price: impl Fn(&AttemptRecord) -> Option<&'p Price>,
+    ) -> Bill {
+        let mut bill = Bill::default();
+        let last = records.len().saturating_sub(1);
+        for (i, record) in records.iter().enumerate() {
+            let reported = record.prompt_tokens.is_some() && record.completion_tokens.is_some();
+            let billed = !record.provider.is_empty()
+                && (i == last || reported || record.delivered_tokens > 0);
+            if !billed {
+                continue;
+            }
+            let (usage, estimated) = record.usage_or_estimate(estimated_prompt_tokens);
+            let cost = price(record).map(|p| p.cost(&usage));
+            bill.usage = bill.usage.plus(&usage);
+            bill.usage_estimated |= estimated;
+            if let Some(cost) = cost {
+                *bill.cost_usd.get_or_insert(0.0) += cost;
+            }
+            bill.attempts.push(AttemptBill {
+                provider: record.provider.clone(),
+                model: record.model.clone(),
+                status: record.status,
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                cached_tokens: usage.cached_tokens.unwrap_or(0),
+                reasoning_tokens: usage.reasoning_tokens.unwrap_or(0),
+                usage_estimated: estimated,
+                cost_usd: cost,
+                usage,
+            });
+        }
+        bill
+    }
+}
+
 /// The access-log line for one request.
 #[derive(Debug, Serialize)]
 pub struct RequestLog<'a> {
@@ -132,6 +204,8 @@ pub struct RequestLog<'a> {
     pub reasoning_tokens: u64,
     pub usage_estimated: bool,
     pub cost_usd: Option<f64>,
+    /// Every billed attempt's usage and cost (the totals above sum them).
+    pub attempt_usage: &'a [AttemptBill],
     pub ttft_ms: Option<u64>,
     pub duration_ms: u64,
     /// Completion tokens the client was sent; below `completion_tokens` when
@@ -228,6 +302,62 @@ impl<'a> MetricParts<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_attempt_a_vendor_answered_is_billed() {
+        let price = Price {
+            input: 1.0,
+            output: 2.0,
+            cached_input: None,
+        };
+        let attempt = |provider: &str, status: u16| AttemptRecord {
+            provider: provider.into(),
+            model: "m".into(),
+            status,
+            ..AttemptRecord::default()
+        };
+        // A 529 with nothing billed, a stream that failed after content
+        // (estimated from what it delivered), and the answer (reported).
+        let refused = attempt("a", 503);
+        let cut = AttemptRecord {
+            delivered_tokens: 7,
+            ..attempt("b", 200)
+        };
+        let mut answered = attempt("c", 200);
+        answered.set_usage(&Usage {
+            prompt_tokens: 10,
+            completion_tokens: 20,
+            cached_tokens: Some(4),
+            reasoning_tokens: None,
+        });
+        let records = [refused, cut, answered];
+        let bill = Bill::of(&records, 5, |r| (r.provider != "b").then_some(&price));
+        let billed: Vec<(&str, u64, u64, bool)> = bill
+            .attempts
+            .iter()
+            .map(|a| {
+                (
+                    a.provider.as_str(),
+                    a.prompt_tokens,
+                    a.completion_tokens,
+                    a.usage_estimated,
+                )
+            })
+            .collect();
+        assert_eq!(billed, [("b", 5, 7, true), ("c", 10, 20, false)]);
+        assert_eq!(
+            (bill.usage.prompt_tokens, bill.usage.completion_tokens),
+            (15, 27)
+        );
+        assert_eq!(bill.usage.cached_tokens, Some(4));
+        assert!(bill.usage_estimated);
+        assert_eq!(bill.attempts[0].cost_usd, None, "b has no price");
+        let c = (6.0 * 1.0 + 4.0 * 1.0 + 20.0 * 2.0) / 1e6;
+        assert_eq!(bill.cost_usd, Some(c));
+        // Nothing reached a vendor: nothing billed.
+        let none = Bill::of(&[AttemptRecord::default()], 5, |_| Some(&price));
+        assert_eq!(none, Bill::default());
+    }
 
     #[test]
     fn metric_parts_tell_metrics_apart() {

@@ -40,6 +40,22 @@ pub struct Usage {
     pub reasoning_tokens: Option<u64>,
 }
 
+impl Usage {
+    /// The sum of two usages (a request's attempts).
+    pub fn plus(&self, other: &Usage) -> Usage {
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            cached_tokens: sum(self.cached_tokens, other.cached_tokens),
+            reasoning_tokens: sum(self.reasoning_tokens, other.reasoning_tokens),
+        }
+    }
+}
+
 impl Serialize for Usage {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;

@@ -157,6 +157,11 @@ def test_access_log_line_for_a_stream_and_a_failover(mgw):
     assert line["completion_tokens"] == usage["completion_tokens"] and line["stream"] is True
     assert line["ttft_ms"] is not None and line["delivered_tokens"] > 0
     assert line["cost_usd"] == pytest.approx((usage["prompt_tokens"] * 2.5 + usage["completion_tokens"] * 10.0) / 1e6)
+    # Every attempt a vendor answered is billed: the 529 is not, the fallback is.
+    [billed] = line["attempt_usage"]
+    assert (billed["provider"], billed["status"], billed["usage_estimated"]) == ("mock-openai", 200, False)
+    assert (billed["prompt_tokens"], billed["completion_tokens"]) == (usage["prompt_tokens"], usage["completion_tokens"])
+    assert billed["cost_usd"] == pytest.approx(line["cost_usd"])
 
 
 def test_access_log_line_for_errors(mgw):

@@ -11,14 +11,14 @@ use proxy_wasm::types::Action;
 use super::abi::{self, Buffer, Map};
 use super::metrics::{self, Phase, PhaseTimer};
 use super::{
-    elapsed_micros, send_error, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
+    attempt_property, elapsed_micros, send_error, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
 };
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
-use crate::exchange::{self, Handoff, Shared, Token};
+use crate::exchange::{self, Handoff, Shared, Token, MAX_RECORDS};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
-use crate::metering::{price_for, AttemptRecord, RequestLog};
+use crate::metering::{price_for, AttemptRecord, Bill, RequestLog};
 use crate::response::Usage;
 use crate::routing::Needs;
 use crate::unified::{valid_request_id, ChatRequest};
@@ -68,7 +68,7 @@ pub struct Edge {
     code: Option<ErrorCode>,
     response_complete: bool,
     /// The last attempt's record and the route, read once the response ended.
-    final_record: Option<(AttemptRecord, Vec<String>)>,
+    final_attempts: Option<(Vec<AttemptRecord>, Vec<String>)>,
     request_headers: Headers,
     /// What this request shares with its attempts (see `exchange`).
     exchange: Option<(Token, Shared)>,
@@ -97,7 +97,7 @@ impl Edge {
             status: 0,
             code: None,
             response_complete: false,
-            final_record: None,
+            final_attempts: None,
             request_headers: Headers::default(),
             exchange: None,
         }
@@ -342,25 +342,24 @@ impl Edge {
     /// the last attempt's record (also when the client left mid-stream).
     fn meter(&self, chat: &ChatFacts) {
         let fetched;
-        let (record, route) = match &self.final_record {
-            Some(last) => last,
+        let (records, route) = match &self.final_attempts {
+            Some(attempts) => attempts,
             None => {
-                fetched = self.last_attempt();
+                fetched = self.attempts();
                 &fetched
             }
         };
+        let no_attempt = AttemptRecord::default();
+        let record = records.last().unwrap_or(&no_attempt);
         let reached_vendor = !record.provider.is_empty();
-        let (usage, estimated) = if reached_vendor {
-            record.usage_or_estimate(chat.estimated_prompt_tokens)
-        } else {
-            Default::default()
-        };
-        let cost = self
-            .config
-            .providers
-            .get(&record.provider)
-            .and_then(|p| price_for(&p.prices, &record.model))
-            .map(|price| price.cost(&usage));
+        // Every attempt a vendor answered is billed, not only the last.
+        let bill = Bill::of(records, chat.estimated_prompt_tokens, |r| {
+            self.config
+                .providers
+                .get(&r.provider)
+                .and_then(|p| price_for(&p.prices, &r.model))
+        });
+        let (usage, estimated, cost) = (bill.usage, bill.usage_estimated, bill.cost_usd);
         // An answer that never ended: the client left, or the vendor's side broke.
         let cut_short = reached_vendor && !self.response_complete;
         let client_disconnected = cut_short
@@ -400,25 +399,34 @@ impl Edge {
             ],
             1,
         );
-        for (token_type, n) in [
-            ("input", usage.prompt_tokens),
-            ("output", usage.completion_tokens),
-            ("cached", usage.cached_tokens.unwrap_or(0)),
-            ("reasoning", usage.reasoning_tokens.unwrap_or(0)),
-        ] {
-            let [p, m, g, k] = who;
-            metrics::count(
-                "gen_ai.client.token.usage",
-                &[("token_type", token_type), p, m, g, k],
-                n,
-            );
-        }
-        if let Some(cost) = cost {
-            metrics::count(
-                "llm_gateway.cost_micro_usd",
-                &who,
-                (cost * 1e6).round() as u64,
-            );
+        // Tokens and cost under the provider and model of the attempt that used them.
+        for attempt in &bill.attempts {
+            let who = [
+                ("provider", attempt.provider.as_str()),
+                ("model", attempt.model.as_str()),
+                ("group", group),
+                ("key", key),
+            ];
+            for (token_type, n) in [
+                ("input", attempt.prompt_tokens),
+                ("output", attempt.completion_tokens),
+                ("cached", attempt.cached_tokens),
+                ("reasoning", attempt.reasoning_tokens),
+            ] {
+                let [p, m, g, k] = who;
+                metrics::count(
+                    "gen_ai.client.token.usage",
+                    &[("token_type", token_type), p, m, g, k],
+                    n,
+                );
+            }
+            if let Some(cost) = attempt.cost_usd {
+                metrics::count(
+                    "llm_gateway.cost_micro_usd",
+                    &who,
+                    (cost * 1e6).round() as u64,
+                );
+            }
         }
         if reached_vendor {
             metrics::record("gen_ai.server.request.duration_ms", &who[..3], duration_ms);
@@ -464,6 +472,7 @@ impl Edge {
             reasoning_tokens: usage.reasoning_tokens.unwrap_or(0),
             usage_estimated: estimated,
             cost_usd: cost,
+            attempt_usage: &bill.attempts,
             ttft_ms: record.ttft_ms,
             duration_ms,
             delivered_tokens: record.delivered_tokens,
@@ -473,28 +482,24 @@ impl Edge {
             abi::set_property(&[LOG_PROPERTY], Some(&line));
         }
         // Published already when the response ended; not so for a client that left.
-        if self.final_record.is_none() {
+        if self.final_attempts.is_none() {
             self.publish_span_attributes(chat, record, route, &usage);
         }
     }
 }
 
 impl Edge {
-    /// The last attempt's record and every attempt's route entry: from the
-    /// exchange when an attempt shared it, else from filter state (the roles
-    /// run in different VMs, or no attempt was made).
-    fn last_attempt(&self) -> (AttemptRecord, Vec<String>) {
+    /// Every attempt's record and route entry: from the exchange when an
+    /// attempt shared it, else from filter state (the roles run in
+    /// different VMs, or no attempt was made).
+    fn attempts(&self) -> (Vec<AttemptRecord>, Vec<String>) {
         if let Some((_, exchange)) = &self.exchange {
             let exchange = exchange.borrow();
             if exchange.attempts > 0 {
-                let record = exchange.record.clone().unwrap_or_default();
-                return (record, exchange.route.clone());
+                return (exchange.records.clone(), exchange.route.clone());
             }
         }
-        let record = abi::property(&[ATTEMPT_PROPERTY])
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or_default();
-        let route = abi::property(&[ROUTE_PROPERTY])
+        let route: Vec<String> = abi::property(&[ROUTE_PROPERTY])
             .map(|b| {
                 String::from_utf8_lossy(&b)
                     .split(',')
@@ -503,7 +508,18 @@ impl Edge {
                     .collect()
             })
             .unwrap_or_default();
-        (record, route)
+        // Attempt numbers are Envoy's; one that failed before the vendor
+        // answered left no record, so look a little past the route's length.
+        let mut records = Vec::new();
+        let most = (route.len() + 2).min(MAX_RECORDS) as u64;
+        for attempt in 1..=most {
+            let record = abi::property(&[&attempt_property(attempt)])
+                .and_then(|b| serde_json::from_slice::<AttemptRecord>(&b).ok());
+            if let Some(record) = record {
+                records.push(record);
+            }
+        }
+        (records, route)
     }
 
     /// Filter state for tracing custom tags (envoy/tracing.yaml), when the
@@ -537,10 +553,12 @@ impl Edge {
     fn on_response_end(&mut self) {
         self.response_complete = true;
         if let Some(chat) = &self.chat {
-            let (record, route) = self.last_attempt();
+            let (records, route) = self.attempts();
+            let no_attempt = AttemptRecord::default();
+            let record = records.last().unwrap_or(&no_attempt);
             let (usage, _) = record.usage_or_estimate(chat.estimated_prompt_tokens);
-            self.publish_span_attributes(chat, &record, &route, &usage);
-            self.final_record = Some((record, route));
+            self.publish_span_attributes(chat, record, &route, &usage);
+            self.final_attempts = Some((records, route));
         }
     }
 }

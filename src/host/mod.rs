@@ -25,9 +25,11 @@ pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
 /// Filter state the edge role writes and every attempt reads: an
 /// `exchange::Handoff` (model group, candidate, request id, exchange token).
 const HANDOFF_PROPERTY: &str = "llm_handoff";
-/// Filter state, when the roles share no VM (see `exchange`): the current
-/// attempt's `metering::AttemptRecord` (JSON).
-const ATTEMPT_PROPERTY: &str = "llm_attempt";
+/// Filter state, when the roles share no VM (see `exchange`): attempt N's
+/// `metering::AttemptRecord` (JSON) is `llm_attempt.N`.
+fn attempt_property(attempt: u64) -> String {
+    format!("llm_attempt.{attempt}")
+}
 /// Filter state: every attempt's `provider/model:status`, comma-separated
 /// (from the upstream role when the roles share no VM; for tracing, from
 /// the edge role).

@@ -11,7 +11,7 @@ use proxy_wasm::types::Action;
 
 use super::abi::{self, Buffer, Map};
 use super::metrics::{self, Phase, PhaseTimer};
-use super::{send_error, unix_seconds, ATTEMPT_PROPERTY, HANDOFF_PROPERTY, ROUTE_PROPERTY};
+use super::{attempt_property, send_error, unix_seconds, HANDOFF_PROPERTY, ROUTE_PROPERTY};
 use crate::config::{Config, Provider};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
 use crate::error::{retry_delay_in, ErrorCode, GatewayError};
@@ -118,9 +118,10 @@ impl Upstream {
     /// or filter state when there is none.
     fn save_record(&self) {
         if let Some(exchange) = &self.exchange {
-            exchange.borrow_mut().record = Some(self.record.clone());
+            exchange.borrow_mut().set_record(self.attempt, &self.record);
         } else if let Ok(json) = serde_json::to_vec(&self.record) {
-            abi::set_property(&[ATTEMPT_PROPERTY], Some(&json));
+            let name = attempt_property(self.attempt);
+            abi::set_property(&[&name], Some(&json));
         }
     }
 
