@@ -1,0 +1,318 @@
+"""Resilience as shipped: active health checks, outlier ejection, per-try
+timeouts and which statuses are retried, through a real Envoy built from
+envoy/gateway.yaml. The test Envoy shortens only the intervals (outlier
+interval 0.5 s, ejection 3 s, health checks 0.2 s on this file's clusters) and
+turns on the enforcement that envoy/gateway.yaml leaves at detection only
+(its mock clusters fail on purpose in the other tests), with the values it
+ships for real vendors. Every wait is on a stat or a condition, bounded."""
+
+import copy
+import json
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+import gateway
+from conftest import Gateway
+from sse_client import content_of, stream
+
+OK_MSG = [{"role": "user", "content": "hi"}]
+ENFORCING = ("enforcing_consecutive_5xx", "enforcing_consecutive_gateway_failure", "enforcing_failure_percentage")
+# This file's clusters: name -> (provider, base_path or None).
+PROVIDERS = {
+    # Always answers 503: ejected after consecutive gateway failures.
+    "res-flaky": ("anthropic", "/scenario/error-503"),
+    # Would answer fine, but its health check fails.
+    "res-hc-down": ("anthropic", None),
+    # A healthy primary for the 4xx tests.
+    "res-plain": ("anthropic", None),
+    # Always 503, alone (no aggregate), configured to fail fast once ejected.
+    "res-failfast": ("openai", "/scenario/error-503"),
+}
+PER_TRY = "0.3s"
+
+
+def shipped():
+    return yaml.safe_load(gateway.TEMPLATE.read_text())
+
+
+def shipped_routes(bootstrap):
+    hcm = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    return hcm["route_config"]["virtual_hosts"][0]["routes"]
+
+
+def edit_config(config):
+    for name, (dialect, base_path) in PROVIDERS.items():
+        p = {"dialect": dialect, "api_key": f"sk-mock-{dialect}",
+             "models": {"*": "mock-claude-sonnet" if dialect == "anthropic" else "mock-gpt-4o"}}
+        if base_path:
+            p["base_path"] = base_path
+        config["providers"][name] = p
+    config["model_groups"].update({
+        "res-eject": {"cluster": "res_agg_flaky"},
+        "res-hc": {"cluster": "res_agg_hc_down"},
+        "res-plain": {"cluster": "res_agg_plain"},
+        "res-failfast": {"cluster": "res_failfast"},
+    })
+
+
+def extra_routes(default_route):
+    """The shipped failover route for this file's aggregates (as gateway.yaml
+    asks users to list theirs), and the shipped single-vendor route with a
+    short per-try timeout for `x-test-route: per-try`."""
+    failover = shipped_routes(shipped())[0]
+    failover["match"]["headers"][0]["string_match"]["safe_regex"]["regex"] = "res_agg_.*"
+    short = copy.deepcopy(default_route)
+    assert short["route"]["retry_policy"]["per_try_timeout"] == "30s", "the shipped value"
+    short["route"]["retry_policy"]["per_try_timeout"] = PER_TRY
+    short["match"]["headers"] = [{"name": "x-test-route", "string_match": {"exact": "per-try"}}]
+    return [short, failover]
+
+
+def edit_bootstrap(bootstrap):
+    clusters = bootstrap["static_resources"]["clusters"]
+    [template] = [c for c in clusters if c["name"] == "mock_anthropic"]
+    ours = []
+    for provider in PROVIDERS:
+        c = copy.deepcopy(template)  # the shipped health check, outlier detection, breakers
+        name = provider.replace("-", "_")
+        c["name"] = c["load_assignment"]["cluster_name"] = name
+        c["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["metadata"]["filter_metadata"]["llm"]["provider"] = provider
+        od = c["outlier_detection"]
+        # The shipped thresholds; shorter intervals; enforcement as for real vendors.
+        od.update(interval="0.5s", base_ejection_time="3s", **{k: 100 for k in ENFORCING})
+        hc = c["health_checks"][0]
+        hc.update(interval="0.2s", no_traffic_interval="0.2s", interval_jitter="0s")
+        ours.append(c)
+    by_name = {c["name"]: c for c in ours}
+    by_name["res_hc_down"]["health_checks"][0]["http_health_check"]["path"] = "/scenario/error-503/_mock/health"
+    by_name["res_failfast"]["common_lb_config"] = {"healthy_panic_threshold": {"value": 0}}
+    [aggregate] = [c for c in clusters if c["name"] == "mock_failover"]
+    for primary in ("res_flaky", "res_hc_down", "res_plain"):
+        agg = copy.deepcopy(aggregate)
+        agg["name"] = f"res_agg_{primary[4:]}"
+        agg["cluster_type"]["typed_config"]["clusters"] = [primary, "mock_openai"]
+        ours.append(agg)
+    clusters.extend(ours)
+
+
+@pytest.fixture(scope="module")
+def res(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("envoy-resilience")
+    mock, mock_port = gateway.start_mock()
+    port, admin_port = gateway.free_port(), gateway.free_port()
+    bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={}, edit=edit_config,
+                                        extra_routes=extra_routes, edit_bootstrap=edit_bootstrap)
+    envoy = None
+    try:
+        envoy = gateway.start_envoy(bootstrap, workdir, admin_port)
+        yield Gateway(port, admin_port, mock_port, workdir, key=None)
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+
+
+def stat(gw, name):
+    return int(gw.stats(f"^{name.replace('.', '[.]')}$").get(name, "0"))
+
+
+def wait_for(what, condition, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        time.sleep(0.05)
+
+
+def chat(gw, group, test_id=None, **headers):
+    headers = {"x-model-group": group, **headers}
+    if test_id:
+        headers["x-test-id"] = test_id
+    return gw.chat({"model": "m", "messages": OK_MSG}, **headers)
+
+
+# --- the shipped files -------------------------------------------------------------
+
+CONFIGS = ["gateway.yaml", "tracing.yaml", "compose/envoy.yaml", "failover.yaml", "sidecar.yaml",
+           "hot-reload/gateway.yaml"]
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_every_vendor_cluster_and_route_is_guarded(name):
+    bootstrap = yaml.safe_load((gateway.ROOT / "envoy" / name).read_text())
+    vendors = [c for c in bootstrap["static_resources"]["clusters"]
+               if any(ep.get("metadata", {}).get("filter_metadata", {}).get("llm")
+                      for g in c.get("load_assignment", {}).get("endpoints", []) for ep in g["lb_endpoints"])]
+    assert vendors
+    for c in vendors:
+        assert c.get("health_checks"), c["name"]
+        od = c["outlier_detection"]
+        assert od["consecutive_5xx"] and od["consecutive_gateway_failure"], c["name"]
+        assert od["failure_percentage_threshold"] and od["failure_percentage_request_volume"], c["name"]
+        # One endpoint per vendor cluster: below 100% nothing could ever be ejected.
+        assert od["max_ejection_percent"] == 100 and od["failure_percentage_minimum_hosts"] == 1, c["name"]
+        assert od["successful_active_health_check_uneject_host"] is False, c["name"]
+        assert c["circuit_breakers"]["thresholds"][0]["retry_budget"], c["name"]
+        enforced = {od[k] for k in ENFORCING}
+        # Detection only where the clusters are the mock's (see gateway.yaml); enforced for real vendors.
+        assert enforced == ({0} if c["name"].startswith("mock_") else {100}), c["name"]
+    for route in shipped_routes(bootstrap):
+        policy = route["route"]["retry_policy"]
+        assert policy.get("per_try_timeout"), route["match"]
+        # No 4xx other than 429 is ever retried.
+        assert set(policy.get("retriable_status_codes", [])) <= {429}
+        assert "4xx" not in policy["retry_on"] and "retriable-4xx" not in policy["retry_on"]
+
+
+# --- outlier detection ----------------------------------------------------------------
+
+def test_failing_vendor_is_ejected_skipped_and_returns(res, test_id):
+    prefix = "cluster.res_flaky."
+    before = stat(res, prefix + "outlier_detection.ejections_enforced_total")
+    # Each request: the primary's 503, then the fallback. The shipped
+    # consecutive_gateway_failure (3) ejects the primary after three.
+    for _ in range(10):
+        status, headers, body = chat(res, "res-eject")
+        assert status == 200 and headers["x-llm-provider"] == "mock-openai", body
+        if stat(res, prefix + "outlier_detection.ejections_active"):
+            break
+    assert stat(res, prefix + "outlier_detection.ejections_enforced_total") == before + 1
+    assert stat(res, prefix + "outlier_detection.ejections_enforced_consecutive_gateway_failure") == 1
+
+    # While ejected, the aggregate's other vendor serves and the ejected one
+    # is not touched, not even for a first attempt; passing health checks
+    # (its front door, /_mock/health, answers) do not end the ejection.
+    sent = stat(res, prefix + "upstream_rq_total")
+    checks = stat(res, prefix + "health_check.success")
+    for _ in range(5):
+        status, headers, body = chat(res, "res-eject", test_id)
+        assert status == 200 and headers["x-llm-provider"] == "mock-openai", body
+        assert headers["x-llm-attempts"] == "1"
+    wait_for("two more passing health checks", lambda: stat(res, prefix + "health_check.success") >= checks + 2)
+    # Still the same ejection: none ended, none began.
+    assert stat(res, prefix + "outlier_detection.ejections_active") == 1
+    assert stat(res, prefix + "outlier_detection.ejections_enforced_total") == before + 1
+    assert stat(res, prefix + "upstream_rq_total") == sent
+    assert [r["path"] for r in res.mock_requests(test_id)] == ["/v1/chat/completions"] * 5
+
+    # After base_ejection_time it gets traffic again (and, still failing, fails over).
+    wait_for("the ejection to end", lambda: stat(res, prefix + "outlier_detection.ejections_active") == 0)
+    status, headers, body = chat(res, "res-eject", test_id + "-back")
+    assert status == 200 and headers["x-llm-attempts"] == "2", body
+    assert [r["path"] for r in res.mock_requests(test_id + "-back")] == [
+        "/scenario/error-503/v1/messages", "/v1/chat/completions"]
+
+
+def test_no_healthy_upstream_after_ejection_says_why(res, test_id):
+    """The fail-fast variant (healthy_panic_threshold 0, see gateway.yaml):
+    once the only endpoint is ejected, Envoy answers itself, and says why."""
+    prefix = "cluster.res_failfast.outlier_detection."
+    for _ in range(5):
+        status, _, body = chat(res, "res-failfast")
+        assert status == 503, body
+        if stat(res, prefix + "ejections_active"):
+            break
+    assert stat(res, prefix + "ejections_enforced_total") == 1
+    status, headers, body = chat(res, "res-failfast", test_id)
+    assert status == 503, body
+    err = body["error"]
+    assert err["code"] == "UPSTREAM_BUSY" and err["type"] == "server_error", err
+    assert err["message"].startswith("no provider endpoint is healthy"), err
+    assert res.mock_requests(test_id) == [], "no vendor was asked"
+
+
+# --- active health checks -------------------------------------------------------------
+
+def test_health_check_failing_vendor_gets_no_traffic(res, test_id):
+    prefix = "cluster.res_hc_down."
+    wait_for("a failed health check", lambda: stat(res, prefix + "health_check.failure") >= 1)
+    assert stat(res, prefix + "membership_healthy") == 0
+    assert stat(res, prefix + "health_check.success") == 0
+    for _ in range(5):
+        status, headers, body = chat(res, "res-hc", test_id)
+        assert status == 200 and headers["x-llm-provider"] == "mock-openai", body
+        assert headers["x-llm-attempts"] == "1"
+    assert [r["path"] for r in res.mock_requests(test_id)] == ["/v1/chat/completions"] * 5
+    assert stat(res, prefix + "upstream_rq_total") == 0
+    assert stat(res, prefix + "upstream_cx_total") == 0
+
+
+def test_shipped_health_check_passes_and_is_not_recorded(res):
+    wait_for("mock_openai's health check", lambda: stat(res, "cluster.mock_openai.health_check.success") >= 1)
+    assert stat(res, "cluster.mock_openai.membership_healthy") == 1
+    assert stat(res, "cluster.mock_openai.health_check.failure") == 0
+    with urllib.request.urlopen(f"{res.mock}/_mock/requests", timeout=5) as r:
+        assert not [e for e in json.loads(r.read()) if "_mock" in e["path"]], "health checks are not in the log"
+
+
+# --- what is retried ------------------------------------------------------------------
+
+ERRORS_4XX = {400: "INVALID_REQUEST", 401: "AUTH_FAILED", 403: "PERMISSION_DENIED",
+              404: "MODEL_NOT_FOUND", 413: "PAYLOAD_TOO_LARGE"}
+
+
+@pytest.mark.parametrize("group,cluster", [("mock-openai", "mock_openai"), ("res-plain", "res_agg_plain")],
+                         ids=["single-vendor", "failover"])
+@pytest.mark.parametrize("code", sorted(ERRORS_4XX))
+def test_4xx_is_never_retried(res, test_id, group, cluster, code):
+    retries = stat(res, f"cluster.{cluster}.upstream_rq_retry")
+    status, headers, body = chat(res, group, test_id, **{"x-mock-scenario": f"error-{code}"})
+    assert (status, body["error"]["code"]) == (code, ERRORS_4XX[code]), body
+    assert headers["x-llm-attempts"] == "1"
+    assert len(res.mock_requests(test_id)) == 1, "exactly one request reached the vendor"
+    assert stat(res, f"cluster.{cluster}.upstream_rq_retry") == retries
+
+
+# --- per-try timeout ------------------------------------------------------------------
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
+def test_per_try_timeout_says_why(res, test_id, streaming):
+    headers = {"x-model-group": "mock-openai", "x-test-id": test_id, "x-test-route": "per-try",
+               "x-mock-scenario": "slow=1500"}
+    body = {"model": "m", "messages": OK_MSG, "stream": streaming}
+    status, _, resp = res.request("POST", "/v1/chat/completions", body, headers)
+    assert status == 504, resp
+    err = json.loads(resp)["error"]
+    assert err["code"] == "UPSTREAM_TIMEOUT", err
+    assert err["message"].startswith("the provider did not start answering within the per-try timeout"), err
+    # The shipped retries (num_retries 2): every attempt reached the mock and timed out.
+    assert len(res.mock_requests(test_id)) == 3
+
+
+def test_per_try_timeout_does_not_cut_a_stream_that_started(res, test_id):
+    """The first content comes within the per-try timeout, the whole stream
+    takes longer: it is delivered whole, in one attempt."""
+    headers = {"x-model-group": "mock-openai", "x-test-id": test_id, "x-test-route": "per-try",
+               "x-mock-scenario": "slow=100"}
+    status, resp_headers, events = stream(res, {"model": "m", "messages": OK_MSG, "stream": True}, headers)
+    assert status == 200
+    assert events[-1][1] == "[DONE]"
+    assert content_of(events) == "Hello from the mock openai provider. You said: hi"
+    # Ten words 100 ms apart: longer than the 300 ms per-try timeout.
+    assert len([e for _, e in events if isinstance(e, dict) and e.get("choices")
+                and e["choices"][0]["delta"].get("content")]) * 0.1 > float(PER_TRY[:-1])
+    assert resp_headers["x-llm-attempts"] == "1" and len(res.mock_requests(test_id)) == 1
+
+
+def test_examples_guard_their_vendor_clusters():
+    """The Istio EnvoyFilter's clusters and the Envoy Gateway patches carry the
+    same health checks and enforced outlier detection (test_examples.py
+    validates them with Envoy)."""
+    examples = gateway.ROOT / "envoy/examples"
+    envoy_filter = yaml.safe_load((examples / "istio/envoyfilter.yaml").read_text())
+    clusters = [p["patch"]["value"] for p in envoy_filter["spec"]["configPatches"] if p["applyTo"] == "CLUSTER"]
+    patches = [p for d in yaml.safe_load_all((examples / "envoy-gateway/envoypatchpolicy.yaml").read_text())
+               if d and d["kind"] == "EnvoyPatchPolicy" for p in d["spec"]["jsonPatches"]]
+    for name in ("httproute/llm/llm/rule/0", "httproute/llm/llm/rule/1"):
+        ops = {p["operation"]["path"]: p["operation"]["value"] for p in patches if p["name"] == name}
+        clusters.append({"name": name, "health_checks": ops["/health_checks"],
+                         "outlier_detection": ops["/outlier_detection"]})
+    assert len(clusters) == 4
+    for c in clusters:
+        [check] = c["health_checks"]
+        assert check["http_health_check"]["path"] == "/v1/models", c["name"]
+        assert "%ENVIRONMENT(" in json.dumps(check["http_health_check"]["request_headers_to_add"]), c["name"]
+        od = c["outlier_detection"]
+        assert {od[k] for k in ENFORCING} == {100} and od["max_ejection_percent"] == 100, c["name"]
+        assert od["failure_percentage_minimum_hosts"] == 1, c["name"]
