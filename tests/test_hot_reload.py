@@ -33,11 +33,10 @@ class HotGateway:
         self.staging.mkdir()
         shutil.copytree(HOT_DIR, self.dir)
         self.mock, mock_port = gateway.start_mock()
-        port, admin_port = gateway.free_port(), gateway.free_port()
         bootstrap = yaml.safe_load((self.dir / "gateway.yaml").read_text())
-        bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port
+        bootstrap["admin"]["address"]["socket_address"]["port_value"] = 0
         listener = bootstrap["static_resources"]["listeners"][0]
-        listener["address"]["socket_address"]["port_value"] = port
+        listener["address"]["socket_address"]["port_value"] = 0
         for cluster in bootstrap["static_resources"]["clusters"]:
             for group in cluster["load_assignment"]["endpoints"]:
                 for ep in group["lb_endpoints"]:
@@ -58,12 +57,12 @@ class HotGateway:
             (self.dir / f"{role}.yaml").write_text(yaml.safe_dump(doc))
         self.envoy = None
         try:
-            self.envoy = gateway.start_envoy(bootstrap, tmp_path / "envoy", admin_port, log_level="info")
+            self.envoy = gateway.start_envoy(bootstrap, tmp_path / "envoy", log_level="info")
         except Exception:
             gateway.stop(self.mock)
             raise
         # The example's gateway key (its SHA-256 is in the role files).
-        self.gw = Gateway(port, admin_port, mock_port, tmp_path, key="example-gateway-key")
+        self.gw = Gateway(self.envoy.port, self.envoy.admin_port, mock_port, tmp_path, key="example-gateway-key")
 
     def stop(self):
         gateway.stop(self.envoy)
