@@ -13,6 +13,10 @@ def test_the_scan_finds_a_key_anywhere():
     assert len(leaks([("{}", b"..." + key.encode() + b"...")], {})) == 1
     assert [where for where, _ in leaks([], {"a/envoy.log": "x " + key, "a/access.log": key})] == \
         ["a/envoy.log", "a/access.log"]
+    # Only Envoy's echo of its own config at debug level is not a leak.
+    config_echo = "[2026-01-01 00:00:00.000][1][debug][config] [source/x.cc:1]   config: {\"api_key\":\"%s\"}" % key
+    assert leaks([], {"envoy.log": config_echo}) == []
+    assert len(leaks([], {"envoy.log": config_echo + "\n[2026][1][debug][router] authorization: " + key})) == 1
 
 
 def test_the_scan_finds_a_panic_but_not_the_deliberate_one():
