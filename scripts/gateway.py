@@ -48,9 +48,27 @@ def key_hash(key):
 
 
 def free_port():
+    """A port free a moment ago (bind, close, return): another process may
+    take it before the caller binds it. For `make bench` only; the tests let
+    Envoy and the mock bind port 0 and read the real ports back."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def refusing_port():
+    """A socket bound to a loopback port and never listening: connecting to
+    it is refused (RST), and as long as the caller keeps the socket open no
+    other process can bind the port (no SO_REUSEADDR), nor will the kernel
+    hand it out for port 0. Returns (socket, port); close the socket when done."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s, s.getsockname()[1]
+
+
+# The work directories of every Envoy start_envoy started in this process
+# (the tests scan all their logs for vendor keys at the end of the run).
+STARTED_WORKDIRS = []
 
 
 def vendor_breakers():
@@ -103,8 +121,8 @@ def _wasm_filters(bootstrap):
 def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
                     extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None,
                     access_log=None, edit_bootstrap=None):
-    """The Envoy bootstrap as a dict. `edit(config_dict)` may change the filter
-    config; `extra_routes(template_route)` returns routes to put first;
+    """The Envoy bootstrap as a dict. Ports of 0 let Envoy choose (start_envoy
+    reads them back). `edit(config_dict)` may change the filter config; `extra_routes(template_route)` returns routes to put first;
     `edit_bootstrap(bootstrap)` may change the rest (e.g. a cluster's filters)."""
     env = os.environ if env is None else env
     bootstrap = yaml.safe_load(TEMPLATE.read_text())
@@ -182,11 +200,41 @@ def envoy_binary():
     return found
 
 
-def start_envoy(bootstrap, workdir, admin_port, log_level="warn", concurrency=1, env=None, extra_args=()):
+def _read_admin_address(path, proc, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"envoy exited with {proc.returncode} before writing its admin address")
+        try:
+            text = path.read_text().strip()
+        except FileNotFoundError:
+            text = ""
+        # Written once the admin listener is bound: "127.0.0.1:port".
+        if text.rpartition(":")[2].isdigit():
+            return int(text.rpartition(":")[2])
+        time.sleep(0.02)
+    raise RuntimeError(f"envoy wrote no admin address to {path} within {timeout}s")
+
+
+def listener_ports(admin_port):
+    """Listener name -> the port it is bound to, from Envoy's admin API."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/listeners?format=json", timeout=5) as r:
+        statuses = json.loads(r.read())["listener_statuses"]
+    return {s["name"]: s["local_address"]["socket_address"]["port_value"] for s in statuses}
+
+
+def start_envoy(bootstrap, workdir, admin_port=None, log_level="warn", concurrency=1, env=None, extra_args=(),
+                timeout=20.0):
+    """Starts Envoy on `bootstrap` and waits until it is ready. Ports may be 0:
+    the process returned carries the real ones, `admin_port`, `ports`
+    (listener name -> port) and `port` (the first listener's). `admin_port`
+    is ignored (Envoy writes its admin address to a file, read back)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     config_path = workdir / "envoy.json"
     config_path.write_text(json.dumps(bootstrap, indent=1))
+    admin_path = workdir / "admin.address"
+    admin_path.unlink(missing_ok=True)
     # Envoy's own log (stderr) and the access log (the shipped configs write
     # it to /dev/stdout) each get a file of their own: sharing one file, the
     # log's writes landed inside access-log lines (the access log is flushed
@@ -196,16 +244,20 @@ def start_envoy(bootstrap, workdir, admin_port, log_level="warn", concurrency=1,
     access = open(workdir / "access.log", "wb")
     proc = subprocess.Popen(
         [envoy_binary(), "-c", str(config_path), "--concurrency", str(concurrency), "-l", log_level,
-         "--disable-hot-restart", *extra_args],
+         "--disable-hot-restart", "--admin-address-path", str(admin_path), *extra_args],
         stdout=access, stderr=log, env=env)
     log.close()
     access.close()
+    STARTED_WORKDIRS.append(workdir)
     try:
-        wait_http(f"http://127.0.0.1:{admin_port}/ready", proc=proc)
-    except RuntimeError:
-        proc.kill()
+        proc.admin_port = _read_admin_address(admin_path, proc, timeout)
+        wait_http(f"http://127.0.0.1:{proc.admin_port}/ready", timeout=timeout, proc=proc)
+        proc.ports = listener_ports(proc.admin_port)
+    except (RuntimeError, OSError):
+        stop(proc)
         raise RuntimeError(f"envoy did not become ready; see {workdir / 'envoy.log'}:\n"
                            + (workdir / "envoy.log").read_text()[-3000:])
+    proc.port = next(iter(proc.ports.values()), None)
     return proc
 
 

@@ -1,5 +1,8 @@
 """Integration fixtures: a real Envoy 1.40 with the built .wasm, and the mock
-provider, both started on free loopback ports and stopped by PID."""
+provider, both binding port 0 (the ports they got are read back) and stopped
+by PID. At the end of the run, every response any test saw and the logs of
+every Envoy any test started are scanned for vendor keys and filter panics
+(`secrets_scan`, whatever order the tests ran in)."""
 
 import json
 import sys
@@ -53,6 +56,50 @@ def configure_test_gateway(config):
     ]}
 
 
+# Every response any test saw through any Gateway, for the secrets scan.
+SEEN = []
+
+
+def leaks(seen, logs, keys=VENDOR_KEYS):
+    """What the secrets scan finds: (where, key) for each vendor key in a
+    response (headers, body) of `seen` or in a log text of `logs` (name -> text)."""
+    found = []
+    for i, (headers, body) in enumerate(seen):
+        for key in keys:
+            if key in headers or key.encode() in body:
+                found.append((f"response {i}: {headers[:200]} {body[:200]!r}", key))
+    for name, text in logs.items():
+        # Envoy at debug level echoes its own configuration (inline keys
+        # included: what the operator wrote, not what a request leaked).
+        text = "\n".join(line for line in text.splitlines() if "][debug][config] " not in line)
+        found.extend((name, key) for key in keys if key in text)
+    return found
+
+
+def filter_panics(logs):
+    """Lines of wasm panics and traps in Envoy logs (name -> text), but for the
+    deliberate ones of benches/wasm-floor (test_envoy_hardening's FAIL_RELOAD
+    test): its panic, and the trap it causes in a log that has that panic."""
+    found = []
+    for name, text in logs.items():
+        floor = "panicked at benches/wasm-floor/" in text
+        for line in text.splitlines():
+            if "panicked" in line and "panicked at benches/wasm-floor/" not in line:
+                found.append((name, line))
+            elif "RuntimeError" in line and not floor:
+                found.append((name, line))
+    return found
+
+
+def envoy_logs():
+    """envoy.log and access.log (and any other *.log) of every Envoy started so far."""
+    logs = {}
+    for workdir in gateway.STARTED_WORKDIRS:
+        for path in sorted(Path(workdir).glob("*.log*")):
+            logs[str(path)] = path.read_text(errors="replace")
+    return logs
+
+
 class Gateway:
     def __init__(self, port, admin_port, mock_port, workdir, key=ALL_GROUPS_KEY):
         self.base = f"http://127.0.0.1:{port}"
@@ -60,8 +107,8 @@ class Gateway:
         self.mock = f"http://127.0.0.1:{mock_port}"
         self.workdir = workdir
         self.key = key
-        # Every response any test saw, for the secrets scan.
-        self.seen = []
+        # Shared by every Gateway: the scan covers them all.
+        self.seen = SEEN
 
     def default_headers(self, headers=None):
         """Our key unless the test says otherwise; a value of None drops the header."""
@@ -119,13 +166,33 @@ def short_timeout_route(route):
     return [short]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def secrets_scan():
+    """After every test and fixture (this is set up first, so torn down
+    last, once every Envoy is stopped and its logs are complete): no vendor
+    key in any response any test saw nor in any Envoy's logs, and no panic
+    of our filter in them. A finding fails the run (an error at teardown)."""
+    yield
+    logs = envoy_logs()
+    if not logs and not SEEN:
+        return  # no integration test ran
+    assert len(VENDOR_KEYS) >= 6
+    assert gateway.MOCK_AWS_CREDENTIALS.split(":")[1] in VENDOR_KEYS, "the Bedrock signer's secret is scanned"
+    found = leaks(SEEN, logs)
+    assert not found, f"vendor keys leaked: {found[:5]}"
+    panics = filter_panics({k: v for k, v in logs.items() if k.endswith("envoy.log")})
+    assert not panics, f"the filter panicked: {panics[:5]}"
+
+
 @pytest.fixture(scope="session")
 def gw(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("envoy")
     mock, mock_port = gateway.start_mock(log=open(workdir / "mock.log", "w"))
-    port, admin_port, dead_port = gateway.free_port(), gateway.free_port(), gateway.free_port()
+    # Bound and never listening, held for the whole session: connections are
+    # refused, and no other process (no Envoy of another test) can take it.
+    held, dead_port = gateway.refusing_port()
     bootstrap = gateway.build_bootstrap(
-        port, admin_port, mock_port, env={},
+        0, 0, mock_port, env={},
         # A cluster where nothing listens: connection refused.
         extra_groups={"dead": {"cluster": "dead"}, "hosted": {"cluster": "dns_mock"},
                       "forwarding": {"cluster": "forwarding"}, "reasoning": {"cluster": "reasoning"},
@@ -150,11 +217,21 @@ def gw(tmp_path_factory):
     )
     envoy = None
     try:
-        envoy = gateway.start_envoy(bootstrap, workdir, admin_port, log_level="info")
-        yield Gateway(port, admin_port, mock_port, workdir)
+        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info")
+        session = Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
+        yield session
+        # The wasm VMs never died during the run (FAIL_RELOAD rebuilds a dead
+        # VM: a panic kills it, and every request on it fails meanwhile);
+        # `vm_reload` itself never moves.
+        stats = session.stats("wasm")
+        assert stats.get("wasm.llm_edge.vm_reload_success", "0") == "0", stats
+        assert stats.get("wasm.llm_upstream.vm_reload_success", "0") == "0", stats
+        assert "llm gateway" in (workdir / "envoy.log").read_text(errors="replace"), \
+            "the filter's own log lines are in the scanned log"
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)
+        held.close()
 
 
 @pytest.fixture

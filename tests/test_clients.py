@@ -344,6 +344,9 @@ def test_plain(matrix, client, group):
     choice = check_completion(r, group)
     assert choice["message"]["content"].endswith(f"You said: {PROMPT}")
     assert choice["finish_reason"] == "stop"
+    # The mock's counts (a token per word): the prompt's 2 words, the answer's 10.
+    assert {k: r["usage"][k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")} == \
+        {"prompt_tokens": 2, "completion_tokens": 10, "total_tokens": 12}
 
 
 @clients
@@ -400,8 +403,7 @@ def test_stream_with_usage(matrix, client, group):
     *rest, last = chunks
     assert rest == with_choice and last["choices"] == []
     u = last["usage"]
-    assert u["prompt_tokens"] > 0 and u["completion_tokens"] > 0
-    assert u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"]
+    assert (u["prompt_tokens"], u["completion_tokens"], u["total_tokens"]) == (2, 10, 12)
 
 
 @clients

@@ -59,7 +59,7 @@ def test_shipped_config_validates(name, tmp_path):
 
 
 def test_a_bad_filter_config_is_rejected_naming_the_field(tmp_path):
-    bootstrap = gateway.build_bootstrap(gateway.free_port(), gateway.free_port(), 1, env={},
+    bootstrap = gateway.build_bootstrap(0, 0, 1, env={},
                                         edit=lambda c: c["model_groups"]["mock-openai"].update(cluster=""))
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bootstrap))
@@ -75,11 +75,10 @@ def test_production_failover_example_fails_over(tmp_path):
     # The mock accepts exactly one key per vendor: the one this config's environment gives.
     mock, mock_port = gateway.start_mock(args=("--aws-credentials", gateway.MOCK_AWS_CREDENTIALS,
                                                "--api-key", "openai=sk-dummy", "--api-key", "anthropic=sk-dummy"))
-    port, admin_port = gateway.free_port(), gateway.free_port()
     bootstrap = yaml.safe_load((ENVOY_DIR / "failover.yaml").read_text())
-    bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port
+    bootstrap["admin"]["address"]["socket_address"]["port_value"] = 0
     listener = bootstrap["static_resources"]["listeners"][0]
-    listener["address"]["socket_address"].update(address="127.0.0.1", port_value=port)
+    listener["address"]["socket_address"].update(address="127.0.0.1", port_value=0)
     clusters = bootstrap["static_resources"]["clusters"]
     for i, c in enumerate(clusters):
         if c["name"] in ("anthropic", "openai"):
@@ -96,8 +95,8 @@ def test_production_failover_example_fails_over(tmp_path):
         role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
     envoy = None
     try:
-        envoy = gateway.start_envoy(bootstrap, tmp_path, admin_port, env=DUMMY_ENV)
-        gw = Gateway(port, admin_port, mock_port, tmp_path, key="example-gateway-key")
+        envoy = gateway.start_envoy(bootstrap, tmp_path, env=DUMMY_ENV)
+        gw = Gateway(envoy.port, envoy.admin_port, mock_port, tmp_path, key="example-gateway-key")
         status, headers, body = gw.chat({"model": "chat", "messages": [{"role": "user", "content": "hi"}]},
                                         **{"x-test-id": "failover-example"})
         assert status == 200, body

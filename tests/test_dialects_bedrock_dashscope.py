@@ -339,16 +339,16 @@ def envoy_with_env_credentials(gw, tmp_path_factory):
 
     def start(secret):
         workdir = tmp_path_factory.mktemp("envoy-aws")
-        port, admin_port = gateway.free_port(), gateway.free_port()
         mock_port = int(gw.mock.rsplit(":", 1)[1])
-        bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={},
+        bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={},
                                             edit=configure_test_gateway,
                                             edit_bootstrap=use_default_credential_chain)
         access_key, _ = gateway.MOCK_AWS_CREDENTIALS.split(":")
         env = dict(os.environ, AWS_ACCESS_KEY_ID=access_key, AWS_SECRET_ACCESS_KEY=secret)
         env.pop("AWS_SESSION_TOKEN", None)
-        started.append(gateway.start_envoy(bootstrap, workdir, admin_port, env=env))
-        return Gateway(port, admin_port, mock_port, workdir)
+        envoy = gateway.start_envoy(bootstrap, workdir, env=env)
+        started.append(envoy)
+        return Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
 
     yield start
     for proc in started:

@@ -33,7 +33,9 @@ def test_gemini_non_stream(gw, test_id):
     assert body["provider"] == GEMINI and body["model"] == "mock-gemini-flash"
     assert body["choices"][0]["message"]["content"] == "Hello from the mock gemini provider. You said: hi there"
     assert body["choices"][0]["finish_reason"] == "stop"
-    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] > 0
+    # The mock's counts (a token per word): "be brief" and "hi there" in, its 10-word answer out.
+    assert (body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"], body["usage"]["total_tokens"]) == \
+        (4, 10, 14)
     assert headers["x-llm-provider"] == GEMINI
     [sent] = gw.mock_requests(test_id)
     assert sent["path"] == "/v1beta/models/mock-gemini-flash:generateContent"
@@ -103,7 +105,9 @@ def test_stream(gw, group, include_usage):
     assert finishes(events) == ["stop"]
     empty_choices = [c for c in cs if not c["choices"]]
     if include_usage:
-        assert len(empty_choices) == 1 and empty_choices[0]["usage"]["completion_tokens"] > 0
+        assert len(empty_choices) == 1
+        usage = empty_choices[0]["usage"]
+        assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (2, 10, 12)
     else:
         assert empty_choices == [], "Azure's annotation chunks never reach the client"
 
@@ -120,12 +124,19 @@ def test_gemini_stream_path_and_split_utf8(gw, test_id):
     assert sent["query"] == "alt=sse"
 
 
-@pytest.mark.parametrize("group", [GEMINI, AZURE, AZURE_V1])
-def test_stream_error_mid_stream(gw, group):
+# Gemini's overload (UNAVAILABLE), Azure's server_error.
+@pytest.mark.parametrize("group,code,message", [
+    (GEMINI, "UPSTREAM_BUSY", "The model is overloaded. Please try again later."),
+    (AZURE, "UPSTREAM_ERROR", "The server had an error while processing your request."),
+    (AZURE_V1, "UPSTREAM_ERROR", "The server had an error while processing your request."),
+])
+def test_stream_error_mid_stream(gw, group, code, message):
     _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True},
                           {"x-model-group": group, "x-mock-scenario": "stream-error"})
+    assert content_of(events), "content came first: the error is mid-stream"
     last = events[-1][1]
-    assert isinstance(last, dict) and last["error"]["code"] in ("UPSTREAM_BUSY", "UPSTREAM_ERROR")
+    assert isinstance(last, dict), events[-3:]
+    assert (last["error"]["code"], last["error"]["message"], last["error"]["provider"]) == (code, message, group)
     assert all(e != "[DONE]" for _, e in events)
 
 

@@ -223,11 +223,10 @@ def open_gw(tmp_path_factory):
     """A gateway with auth explicitly off, as in a sidecar behind mesh auth."""
     workdir = tmp_path_factory.mktemp("envoy-open")
     mock, mock_port = gateway.start_mock()
-    port, admin_port = gateway.free_port(), gateway.free_port()
     envoy = None
     try:
-        envoy = gateway.start_envoy(gateway.build_bootstrap(port, admin_port, mock_port, env={}), workdir, admin_port)
-        yield Gateway(port, admin_port, mock_port, workdir, key=None)
+        envoy = gateway.start_envoy(gateway.build_bootstrap(0, 0, mock_port, env={}), workdir)
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir, key=None)
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)

@@ -41,12 +41,11 @@ class Shipped:
 
     def __init__(self, workdir, mock_port, wasm=gateway.WASM, edit=None, edit_bootstrap=None,
                  log_level="warn", access_log=None, extra_args=()):
-        self.port, self.admin_port = gateway.free_port(), gateway.free_port()
-        self.bootstrap = gateway.build_bootstrap(self.port, self.admin_port, mock_port, wasm=wasm, env={},
+        self.bootstrap = gateway.build_bootstrap(0, 0, mock_port, wasm=wasm, env={},
                                                  edit=edit, edit_bootstrap=edit_bootstrap, access_log=access_log)
         self.workdir = workdir
-        self.proc = gateway.start_envoy(self.bootstrap, workdir, self.admin_port, log_level=log_level,
-                                        extra_args=extra_args)
+        self.proc = gateway.start_envoy(self.bootstrap, workdir, log_level=log_level, extra_args=extra_args)
+        self.port, self.admin_port = self.proc.port, self.proc.admin_port
         self.gw = Gateway(self.port, self.admin_port, mock_port, workdir, key=None)
 
     def stop(self):

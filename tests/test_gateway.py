@@ -30,7 +30,9 @@ def test_openai_non_stream(gw, test_id):
     assert body["model"] == "mock-gpt-4o"
     assert body["choices"][0]["message"]["content"].endswith("You said: hi there")
     assert body["choices"][0]["finish_reason"] == "stop"
-    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] > 0
+    # The mock's counts (a token per word): "hi there", and the 10 words of its answer.
+    assert {k: body["usage"][k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")} == \
+        {"prompt_tokens": 2, "completion_tokens": 10, "total_tokens": 12}
     assert headers["x-llm-provider"] == "mock-openai"
     assert headers["x-llm-model"] == "mock-gpt-4o"
     assert headers["x-request-id"] == "req-" + test_id
@@ -56,7 +58,9 @@ def test_anthropic_non_stream(gw, test_id):
     assert body["model"] == "mock-claude-sonnet"
     assert body["choices"][0]["message"]["content"].endswith("You said: hi there")
     assert body["choices"][0]["finish_reason"] == "stop"
-    assert body["usage"]["completion_tokens"] > 0
+    # System "be brief" and "hi there": 4 words in, 10 out.
+    assert (body["usage"]["prompt_tokens"], body["usage"]["completion_tokens"], body["usage"]["total_tokens"]) == \
+        (4, 10, 14)
     [sent] = gw.mock_requests(test_id)
     assert sent["path"] == "/v1/messages"
     assert sent["headers"]["x-api-key"] == "sk-mock-anthropic"
@@ -99,7 +103,8 @@ def test_stream(gw, group, include_usage):
     usage_chunks = [c for c in cs if c.get("usage")]
     if include_usage:
         assert len(usage_chunks) == 1 and usage_chunks[0]["choices"] == []
-        assert usage_chunks[0]["usage"]["completion_tokens"] > 0
+        usage = usage_chunks[0]["usage"]
+        assert (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) == (2, 10, 12)
     else:
         assert usage_chunks == []
 
@@ -136,13 +141,19 @@ def test_stream_arrives_incrementally(gw):
     assert times[-1] - times[0] > 0.3
 
 
-@pytest.mark.parametrize("group", ["mock-openai", "mock-anthropic"])
-def test_stream_error_mid_stream(gw, group):
+# Each vendor's own mid-stream error: OpenAI's server_error, Anthropic's overloaded_error.
+@pytest.mark.parametrize("group,code,message", [
+    ("mock-openai", "UPSTREAM_ERROR", "The server had an error"),
+    ("mock-anthropic", "UPSTREAM_BUSY", "Overloaded"),
+])
+def test_stream_error_mid_stream(gw, group, code, message):
     _, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True},
                           {"x-model-group": group, "x-mock-scenario": "stream-error"})
+    assert content_of(events), "content came first: the error is mid-stream"
     last = events[-1][1]
     assert isinstance(last, dict) and "error" in last, events[-3:]
-    assert last["error"]["code"] in ("UPSTREAM_BUSY", "UPSTREAM_ERROR")
+    assert (last["error"]["code"], last["error"]["message"], last["error"]["provider"]) == (code, message, group)
+    assert last["error"]["type"] == "server_error"
     assert all(e != "[DONE]" for _, e in events)
 
 

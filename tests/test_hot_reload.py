@@ -2,6 +2,7 @@
 ports and paths rewritten), its filter configs replaced by an atomic rename
 while traffic flows."""
 
+import http.client
 import json
 import os
 import shutil
@@ -13,7 +14,7 @@ import yaml
 
 import gateway
 from conftest import Gateway
-from sse_client import chunks, stream
+from sse_client import stream
 
 HOT_DIR = gateway.ROOT / "envoy/hot-reload"
 # Role file -> the ECDS stats prefix of its filter.
@@ -22,6 +23,8 @@ STATS = {
     "upstream": "extension_config_discovery.upstream_http_filter.llm_upstream",
 }
 USER_HI = [{"role": "user", "content": "hi"}]
+# The mock echoes the prompt: 60 more words, 60 more stream events.
+LONG_PROMPT = [{"role": "user", "content": " ".join(f"w{i}" for i in range(60))}]
 
 
 
@@ -33,11 +36,10 @@ class HotGateway:
         self.staging.mkdir()
         shutil.copytree(HOT_DIR, self.dir)
         self.mock, mock_port = gateway.start_mock()
-        port, admin_port = gateway.free_port(), gateway.free_port()
         bootstrap = yaml.safe_load((self.dir / "gateway.yaml").read_text())
-        bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port
+        bootstrap["admin"]["address"]["socket_address"]["port_value"] = 0
         listener = bootstrap["static_resources"]["listeners"][0]
-        listener["address"]["socket_address"]["port_value"] = port
+        listener["address"]["socket_address"]["port_value"] = 0
         for cluster in bootstrap["static_resources"]["clusters"]:
             for group in cluster["load_assignment"]["endpoints"]:
                 for ep in group["lb_endpoints"]:
@@ -58,12 +60,12 @@ class HotGateway:
             (self.dir / f"{role}.yaml").write_text(yaml.safe_dump(doc))
         self.envoy = None
         try:
-            self.envoy = gateway.start_envoy(bootstrap, tmp_path / "envoy", admin_port, log_level="info")
+            self.envoy = gateway.start_envoy(bootstrap, tmp_path / "envoy", log_level="info")
         except Exception:
             gateway.stop(self.mock)
             raise
         # The example's gateway key (its SHA-256 is in the role files).
-        self.gw = Gateway(port, admin_port, mock_port, tmp_path, key="example-gateway-key")
+        self.gw = Gateway(self.envoy.port, self.envoy.admin_port, mock_port, tmp_path, key="example-gateway-key")
 
     def stop(self):
         gateway.stop(self.envoy)
@@ -137,22 +139,55 @@ def hot(tmp_path):
 
 
 class SlowStream(threading.Thread):
-    """A paced stream (about 10 events, `pace_ms` apart) running in the background."""
+    """A long paced stream (about 70 events, `pace_ms` apart) read in the
+    background, event by event. The tests never wait for its end: they wait
+    (bounded) for the swap, then for events that arrived after it, and hang up."""
 
-    def __init__(self, gw, test_id, group="mock-openai", pace_ms=100):
+    def __init__(self, gw, test_id, group="mock-openai", pace_ms=200):
         super().__init__(daemon=True)
         self.gw, self.test_id, self.group, self.pace_ms = gw, test_id, group, pace_ms
-        self.result = None
+        self.headers, self.events, self.ended = None, [], False
+        self.lock = threading.Lock()
+        self.leave = threading.Event()
+        self.conn = http.client.HTTPConnection(gw.base.split("//", 1)[1], timeout=30)
 
     def run(self):
-        self.result = stream(self.gw, {"model": "m", "messages": USER_HI, "stream": True},
-                             {"x-model-group": self.group, "x-mock-scenario": f"slow={self.pace_ms}",
-                              "x-test-id": self.test_id})
+        self.conn.request("POST", "/v1/chat/completions",
+                          body=json.dumps({"model": "m", "messages": LONG_PROMPT, "stream": True}),
+                          headers=self.gw.default_headers({"x-model-group": self.group, "x-test-id": self.test_id,
+                                                           "x-mock-scenario": f"slow={self.pace_ms}"}))
+        resp = self.conn.getresponse()
+        self.headers = {k.lower(): v for k, v in resp.getheaders()}
+        buf = b""
+        # Read until the end, or until told to leave (checked at each event).
+        while not self.leave.is_set() and (chunk := resp.read1(65536)):
+            buf += chunk
+            while b"\n\n" in buf:
+                raw, buf = buf.split(b"\n\n", 1)
+                self.gw.record(self.headers, raw)
+                data = raw.decode()[len("data: "):]
+                with self.lock:
+                    self.events.append(data if data == "[DONE]" else json.loads(data))
+        self.conn.close()
+        self.ended = True
 
-    def finish(self):
-        self.join(timeout=30)
-        assert self.result is not None, "the stream did not finish"
-        return self.result
+    def count(self):
+        with self.lock:
+            return len(self.events)
+
+    def wait_for_events(self, n, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while self.count() < n:
+            assert not self.ended, f"the stream ended after {self.count()} events: nothing was tested"
+            assert time.monotonic() < deadline, f"{self.count()} events after {timeout}s, waited for {n}"
+            time.sleep(0.02)
+
+    def hang_up(self):
+        self.leave.set()
+        self.join(timeout=10)
+        assert not self.is_alive()
+        with self.lock:
+            return list(self.events)
 
 
 def test_shipped_files_start_with_version_1(hot):
@@ -168,11 +203,12 @@ def test_shipped_files_start_with_version_1(hot):
 
 def test_stream_in_flight_survives_a_config_replacement(hot, test_id):
     gw = hot.gw
-    # About 2.5 s: ample time to swap the config while it runs.
     slow = SlowStream(gw, test_id, pace_ms=200)
     slow.start()
-    # The request reached the vendor: both roles ran with the old config.
+    # The request reached the vendor and its first event came back: both
+    # roles ran with the old config.
     hot.wait_requests_at_mock(test_id)
+    slow.wait_for_events(1)
 
     new = hot.config()
     new["providers"]["mock-openai"]["models"] = {"*": "mock-gpt-4o-v2"}
@@ -182,9 +218,9 @@ def test_stream_in_flight_survives_a_config_replacement(hot, test_id):
     hot.publish("upstream", "2", new)
     hot.publish("edge", "2", new)
     for role in STATS:
-        hot.wait_stat(role, "version_text", '"2"')
+        hot.wait_stat(role, "version_text", '"2"', timeout=20)
         assert hot.stat(role, "config_reload") == "2"
-    assert slow.is_alive(), "the stream ended before the new config took effect: nothing was tested"
+    swapped_at = slow.count()
 
     # New requests follow the new config...
     status, headers, body = gw.chat({"model": "m", "messages": USER_HI}, **{"x-model-group": "mock-openai"})
@@ -196,13 +232,15 @@ def test_stream_in_flight_survives_a_config_replacement(hot, test_id):
     status, _, body = gw.chat({"model": "m", "messages": USER_HI}, **{"x-model-group": "claude"})
     assert status == 200 and body["provider"] == "mock-anthropic"
 
-    # ...while the stream in flight finishes on the old one.
-    status, headers, events = slow.finish()
-    assert status == 200 and headers["x-llm-model"] == "mock-gpt-4o"
-    assert events[-1][1] == "[DONE]"
-    assert {c["model"] for c in chunks(events)} == {"mock-gpt-4o"}
-    assert "".join(c["choices"][0]["delta"].get("content") or ""
-                   for c in chunks(events) if c["choices"]).endswith("You said: hi")
+    # ...while the stream in flight goes on with the old one: three more
+    # events after the swap, still the old model mapping.
+    slow.wait_for_events(swapped_at + 3)
+    events = slow.hang_up()
+    assert slow.headers["x-llm-model"] == "mock-gpt-4o"
+    assert "[DONE]" not in events[:swapped_at + 3]
+    assert {c["model"] for c in events if isinstance(c, dict)} == {"mock-gpt-4o"}
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in events if isinstance(c, dict) and c["choices"])
+    assert text and ("Hello from the mock openai provider. You said: " + LONG_PROMPT[0]["content"]).startswith(text), text
 
 
 def test_a_broken_config_is_rejected_and_the_old_one_kept(hot):
@@ -240,76 +278,84 @@ def test_a_broken_config_is_rejected_and_the_old_one_kept(hot):
     assert status == 200 and headers["x-llm-provider"] == "mock-openai"
 
 
-def _leb128(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
+# Our build with one header name changed: the upstream role sets
+# `x-llm-build-v2` where the build sets `x-llm-attempts` (the same length,
+# the one place the name occurs: src/host/upstream.rs). A second cargo build
+# with a changed constant would overwrite target/ (or, in a target dir of its
+# own, rebuild every dependency: minutes); patching the constant in the
+# module's data segment gives that build in no time, and Envoy compiles it
+# as the new module it is.
+OLD_HEADER, NEW_HEADER = b"x-llm-attempts", b"x-llm-build-v2"
 
 
-def stamped_build(stamp):
-    """Our build with a custom section appended: the same code, different
-    bytes (so Envoy cannot mistake it for the module it already runs)."""
-    name = b"llm-gateway-build"
-    content = _leb128(len(name)) + name + stamp.encode()
-    return gateway.WASM.read_bytes() + b"\x00" + _leb128(len(content)) + content
+def v2_build():
+    data = gateway.WASM.read_bytes()
+    assert data.count(OLD_HEADER) == 1 and NEW_HEADER not in data
+    return data.replace(OLD_HEADER, NEW_HEADER)
 
 
 def test_a_new_wasm_is_picked_up_without_dropping_traffic(hot, test_id):
     gw = hot.gw
-    statuses = []
+    answers = []
     stop = threading.Event()
 
     def traffic():
         while not stop.is_set():
-            status, _, _ = gw.chat({"model": "m", "messages": USER_HI},
-                                   **{"x-model-group": "mock-anthropic" if len(statuses) % 2 else "mock-openai"})
-            statuses.append(status)
+            status, headers, _ = gw.chat({"model": "m", "messages": USER_HI},
+                                         **{"x-model-group": "mock-anthropic" if len(answers) % 2 else "mock-openai"})
+            answers.append((status, NEW_HEADER.decode() in headers, "x-llm-attempts" in headers))
 
     background = threading.Thread(target=traffic, daemon=True)
     background.start()
-    # Envoy compiles a new module before it swaps (seconds on a busy machine):
-    # the stream must outlast that.
-    slow = SlowStream(gw, test_id, group="mock-anthropic", pace_ms=600)
+    slow = SlowStream(gw, test_id, group="mock-anthropic", pace_ms=200)
     try:
         # A module that does not load is rejected; the old one keeps serving.
         bad = hot.publish_wasm("llm_gateway-bad.wasm", b"\x00asm\x01\x00\x00\x00not a module")
         hot.publish("upstream", "2", wasm=bad)
         hot.publish("edge", "2", wasm=bad)
         for role in STATS:
-            hot.wait_stat(role, "config_fail", "1")
+            hot.wait_stat(role, "config_fail", "1", timeout=20)
 
         # The new build under a new name, then the configs naming it, while a stream is in flight.
-        new = hot.publish_wasm("llm_gateway-v2.wasm", stamped_build("v2"))
+        new = hot.publish_wasm("llm_gateway-v2.wasm", v2_build())
         slow.start()
         hot.wait_requests_at_mock(test_id)
+        slow.wait_for_events(1)
         hot.publish("upstream", "3", wasm=new)
         hot.publish("edge", "3", wasm=new)
+        # Envoy compiles the new module before it swaps: seconds on a busy machine.
         for role in STATS:
-            hot.wait_stat(role, "version_text", '"3"')
+            hot.wait_stat(role, "version_text", '"3"', timeout=30)
             assert hot.stat(role, "config_fail") == "1"
-        assert slow.is_alive(), "the stream ended before the new module took effect: nothing was tested"
-        # Envoy now runs both roles from the new file.
+        swapped_at = slow.count()
+        # Envoy now runs both roles from the new file...
         with gateway.urllib.request.urlopen(f"{gw.admin}/config_dump?resource=ecds_filters", timeout=5) as r:
             dump = json.loads(r.read())
         filenames = {c["ecds_filter"]["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"]
                      for c in dump["configs"]}
         assert filenames == {str(new)}
-        served_before = len(statuses)
-        deadline = time.monotonic() + 10
-        while len(statuses) < served_before + 4 and time.monotonic() < deadline:
+        # ...and new requests get the new module's answer.
+        served_before = len(answers)
+        deadline = time.monotonic() + 20
+        while sum(new for _, new, _ in answers[served_before:]) < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
+        # The stream in flight goes on, on the old module.
+        slow.wait_for_events(swapped_at + 3)
     finally:
         stop.set()
         background.join(timeout=30)
+    events = slow.hang_up()
 
-    assert len(statuses) >= served_before + 4, "no traffic after the swap"
-    assert set(statuses) == {200}, statuses
-    status, _, events = slow.finish()
-    assert status == 200 and events[-1][1] == "[DONE]"
-    assert {c["model"] for c in chunks(events)} == {"mock-claude-sonnet"}
+    assert {status for status, _, _ in answers} == {200}, answers
+    assert sum(new for _, new, _ in answers[served_before:]) >= 4, "no answer from the new module after the swap"
+    # Every answer came from one module or the other, the old ones first.
+    assert all(new != old for _, new, old in answers), answers
+    flags = [new for _, new, _ in answers]
+    assert flags == sorted(flags), "once the new module answered, the old one never did again"
+    assert not flags[0], "the old module answered first"
+    assert slow.headers["x-llm-attempts"] == "1" and NEW_HEADER.decode() not in slow.headers
+    assert {c["model"] for c in events if isinstance(c, dict)} == {"mock-claude-sonnet"}
+    assert "[DONE]" not in events[:swapped_at + 3]
 
 
 def test_shipped_roles_carry_one_configuration():

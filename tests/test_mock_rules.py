@@ -255,14 +255,13 @@ def sigv4_gw(tmp_path_factory):
             signer(c).update(change)
             clusters.append(c)
 
-    port, admin_port = gateway.free_port(), gateway.free_port()
-    bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={},
+    bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={},
                                         extra_groups={g: {"cluster": g} for g in edits},
                                         edit=configure_test_gateway, edit_bootstrap=edit_bootstrap)
     envoy = None
     try:
-        envoy = gateway.start_envoy(bootstrap, workdir, admin_port)
-        yield Gateway(port, admin_port, mock_port, workdir), workdir
+        envoy = gateway.start_envoy(bootstrap, workdir)
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir), workdir
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)

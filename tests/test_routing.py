@@ -43,6 +43,20 @@ def routing_config(dead_port):
              "capabilities": {"tools": False, "context_window": 500}},
             {"cluster": "mock_openai", "provider": "mock-openai", "model": "big-gpt",
              "capabilities": {"context_window": 5000, "vision": False}}]}
+        # One capability each, beside a candidate without that limit.
+        groups["json-or-not"] = {"candidates": [
+            {"cluster": "mock_anthropic", "provider": "mock-anthropic", "weight": 99, "capabilities": {"json": False}},
+            {"cluster": "mock_openai", "provider": "mock-openai", "weight": 1}]}
+        groups["no-json"] = {"candidates": [
+            {"cluster": "mock_anthropic", "provider": "mock-anthropic", "capabilities": {"json": False}}]}
+        groups["short-output"] = {"candidates": [
+            {"cluster": "mock_anthropic", "provider": "mock-anthropic", "capabilities": {"max_output_tokens": 100}}]}
+        groups["short-or-long"] = {"candidates": [
+            {"cluster": "mock_anthropic", "provider": "mock-anthropic", "weight": 99,
+             "capabilities": {"max_output_tokens": 100}},
+            {"cluster": "mock_openai", "provider": "mock-openai", "weight": 1}]}
+        groups["window-300"] = {"candidates": [
+            {"cluster": "mock_openai", "provider": "mock-openai", "capabilities": {"context_window": 300}}]}
         config["rules"] = [
             {"match": {"model": "claude-*"}, "group": "mock-anthropic"},
             {"match": {"headers": {"x-route-key": "beta"}}, "group": "weighted", "priority": 5},
@@ -83,17 +97,19 @@ def per_try_timeout_route(route):
 def rgw(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("envoy-routing")
     mock, mock_port = gateway.start_mock()
-    port, admin_port, dead_port = gateway.free_port(), gateway.free_port(), gateway.free_port()
+    # Connections to it are refused for as long as the fixture holds it.
+    held, dead_port = gateway.refusing_port()
     bootstrap = gateway.build_bootstrap(
-        port, admin_port, mock_port, env={}, edit=routing_config(dead_port),
+        0, 0, mock_port, env={}, edit=routing_config(dead_port),
         extra_clusters=failover_clusters(mock_port, dead_port), extra_routes=per_try_timeout_route)
     envoy = None
     try:
-        envoy = gateway.start_envoy(bootstrap, workdir, admin_port)
-        yield Gateway(port, admin_port, mock_port, workdir, key=None)
+        envoy = gateway.start_envoy(bootstrap, workdir)
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir, key=None)
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)
+        held.close()
 
 
 def provider_of(gw, body=None, **headers):
@@ -105,9 +121,32 @@ def provider_of(gw, body=None, **headers):
 # --- weights and stickiness --------------------------------------------------------
 
 def test_weights_split_traffic(rgw):
-    counts = Counter(provider_of(rgw, **{"x-model-group": "weighted"}) for _ in range(400))
+    # Requests without a user spread by request id (fixed here, so the run is
+    # the same every time).
+    counts = Counter(provider_of(rgw, **{"x-model-group": "weighted", "x-request-id": f"weights-{i}"})
+                     for i in range(400))
     # 70/30 of 400: a binomial sd of about 9; allow 4 sd.
     assert 244 <= counts["mock-openai"] <= 316, counts
+    assert counts["mock-openai"] + counts["mock-anthropic"] == 400, counts
+
+
+def test_weights_split_users(rgw):
+    counts = Counter(provider_of(rgw, **{"x-model-group": "weighted", "x-user-id": f"weights-user-{i}"})
+                     for i in range(400))
+    assert 244 <= counts["mock-openai"] <= 316, counts
+    assert counts["mock-openai"] + counts["mock-anthropic"] == 400, counts
+
+
+def test_shipped_ab_group_is_half_and_half_and_sticky(rgw):
+    """envoy/gateway.yaml's `mock-ab`: 50/50 between the OpenAI and Anthropic
+    mocks, each user always on the same one."""
+    first = {f"ab-user-{i}": provider_of(rgw, **{"x-model-group": "mock-ab", "x-user-id": f"ab-user-{i}"})
+             for i in range(200)}
+    counts = Counter(first.values())
+    # 50/50 of 200: a binomial sd of about 7; allow 4 sd.
+    assert set(counts) == {"mock-openai", "mock-anthropic"} and 72 <= counts["mock-openai"] <= 128, counts
+    again = {user: provider_of(rgw, **{"x-model-group": "mock-ab", "x-user-id": user}) for user in list(first)[:50]}
+    assert again == {user: first[user] for user in again}
 
 
 def test_same_user_same_candidate(rgw):
@@ -157,7 +196,55 @@ def test_missing_capability_is_named(rgw, test_id):
         "tools": [{"type": "function", "function": {"name": "f"}}]}
     status, _, resp = rgw.chat(body, **{"x-model-group": "capable", "x-test-id": test_id})
     assert status == 400 and resp["error"]["code"] == "INVALID_REQUEST", resp
-    assert resp["error"]["param"] in ("tools", "messages")
+    # small-claude takes no tools, big-gpt no images: the later reason (vision) is named.
+    assert resp["error"]["param"] == "messages", resp
+    assert rgw.mock_requests(test_id) == []
+
+
+def test_json_output_skips_a_candidate_without_json(rgw, test_id):
+    body = {"model": "m", "messages": OK_MSG, "response_format": {"type": "json_object"}}
+    # 99 of 100 would go to the candidate without JSON; JSON requests never do.
+    users = [f"json-user-{i}" for i in range(10)]
+    assert {provider_of(rgw, body, **{"x-model-group": "json-or-not", "x-user-id": u}) for u in users} == \
+        {"mock-openai"}
+    plain = {"model": "m", "messages": OK_MSG, "response_format": {"type": "text"}}
+    assert Counter(provider_of(rgw, plain, **{"x-model-group": "json-or-not", "x-user-id": u})
+                   for u in users)["mock-anthropic"] >= 8
+    status, _, resp = rgw.chat(body, **{"x-model-group": "no-json", "x-test-id": test_id})
+    assert status == 400 and resp["error"]["code"] == "INVALID_REQUEST", resp
+    assert resp["error"]["param"] == "response_format"
+    assert resp["error"]["message"] == "no model in group 'no-json' supports JSON output"
+    assert rgw.mock_requests(test_id) == []
+
+
+def test_max_output_tokens(rgw, test_id):
+    def ask(group, max_tokens, **headers):
+        return rgw.chat({"model": "m", "messages": OK_MSG, "max_tokens": max_tokens},
+                        **{"x-model-group": group, **headers})
+
+    status, headers, _ = ask("short-output", 100)
+    assert status == 200 and headers["x-llm-provider"] == "mock-anthropic"
+    status, _, resp = ask("short-output", 101, **{"x-test-id": test_id})
+    assert status == 400 and resp["error"]["code"] == "INVALID_REQUEST", resp
+    assert resp["error"]["param"] == "max_tokens"
+    assert rgw.mock_requests(test_id) == []
+    # max_completion_tokens counts the same.
+    status, _, resp = rgw.chat({"model": "m", "messages": OK_MSG, "max_completion_tokens": 101},
+                               **{"x-model-group": "short-output"})
+    assert status == 400 and resp["error"]["param"] == "max_tokens", resp
+    users = [f"out-user-{i}" for i in range(10)]
+    assert Counter(ask("short-or-long", 100, **{"x-user-id": u})[1]["x-llm-provider"]
+                   for u in users)["mock-anthropic"] >= 8
+    assert {ask("short-or-long", 101, **{"x-user-id": u})[1]["x-llm-provider"] for u in users} == {"mock-openai"}
+
+
+def test_context_window_counts_the_requested_output(rgw, test_id):
+    """The window holds the prompt estimate plus max_tokens: a short prompt
+    fits a 300-token window, with 320 output tokens asked for it does not."""
+    body = {"model": "m", "messages": OK_MSG}
+    assert provider_of(rgw, dict(body, max_tokens=250), **{"x-model-group": "window-300"}) == "mock-openai"
+    status, _, resp = rgw.chat(dict(body, max_tokens=320), **{"x-model-group": "window-300", "x-test-id": test_id})
+    assert status == 400 and resp["error"]["code"] == "CONTEXT_LENGTH_EXCEEDED", resp
     assert rgw.mock_requests(test_id) == []
 
 
@@ -184,18 +271,20 @@ def test_rules(rgw, model, headers, task_type, provider):
 
 def test_header_rule_with_priority(rgw):
     # The header rule (priority 5) beats the glob (priority 0) for a claude-* model.
-    seen = Counter(provider_of(rgw, {"model": "claude-3", "messages": OK_MSG}, **{"x-route-key": "beta"})
-                   for _ in range(40))
+    seen = Counter(provider_of(rgw, {"model": "claude-3", "messages": OK_MSG},
+                               **{"x-route-key": "beta", "x-request-id": f"beta-{i}"})
+                   for i in range(40))
     assert set(seen) == {"mock-openai", "mock-anthropic"}, "routed to the weighted group, not the glob's"
 
 
 # --- failover ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
-@pytest.mark.parametrize("failure", ["503", "429", "refused", "timeout", "first-event-error"])
+# A first-event error only exists in streams.
+@pytest.mark.parametrize("failure,streaming", [
+    (failure, streaming) for failure in ["503", "429", "refused", "timeout", "first-event-error"]
+    for streaming in [False, True] if streaming or failure != "first-event-error"],
+    ids=lambda v: {False: "json", True: "stream"}.get(v, v) if isinstance(v, bool) else v)
 def test_failover_to_another_vendor(rgw, test_id, failure, streaming):
-    if failure == "first-event-error" and not streaming:
-        pytest.skip("a first-event error only exists in streams")
     headers = {"x-model-group": f"failover-{failure}", "x-test-id": test_id}
     if failure == "timeout":
         headers["x-test-route"] = "per-try-timeout"

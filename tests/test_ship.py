@@ -167,17 +167,16 @@ def test_compose_stack_answers_and_its_health_checks_work(tmp_path):
     from conftest import Gateway
     services = compose_config()["services"]
     mock, mock_port = gateway.start_mock()
-    port, admin_port = gateway.free_port(), gateway.free_port()
     text = COMPOSE_ENVOY.read_text().replace("/etc/envoy/llm_gateway.wasm", str(gateway.WASM))
     text = text.replace("address: mock, port_value: 18000", f"address: localhost, port_value: {mock_port}")
-    text = text.replace("address: 0.0.0.0, port_value: 10000", f"address: 127.0.0.1, port_value: {port}")
-    text = text.replace("address: 0.0.0.0, port_value: 9901", f"address: 127.0.0.1, port_value: {admin_port}")
+    text = text.replace("address: 0.0.0.0, port_value: 10000", "address: 127.0.0.1, port_value: 0")
+    text = text.replace("address: 0.0.0.0, port_value: 9901", "address: 127.0.0.1, port_value: 0")
     envoy = None
     try:
         assert run_healthcheck(services["mock"]["healthcheck"]["test"], 18000, mock_port) == 0
-        envoy = gateway.start_envoy(yaml.safe_load(text), tmp_path, admin_port)
-        assert run_healthcheck(services["envoy"]["healthcheck"]["test"], 9901, admin_port) == 0
-        gw = Gateway(port, admin_port, mock_port, tmp_path, key=None)
+        envoy = gateway.start_envoy(yaml.safe_load(text), tmp_path)
+        assert run_healthcheck(services["envoy"]["healthcheck"]["test"], 9901, envoy.admin_port) == 0
+        gw = Gateway(envoy.port, envoy.admin_port, mock_port, tmp_path, key=None)
         for group, provider in (("mock-anthropic", "mock-anthropic"), ("mock-failover", "mock-openai"),
                                 ("mock-bedrock", "mock-bedrock"), ("mock-gemini", "mock-gemini")):
             status, headers, body = gw.chat({"model": "any", "messages": [{"role": "user", "content": "hi"}]},
@@ -187,5 +186,7 @@ def test_compose_stack_answers_and_its_health_checks_work(tmp_path):
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)
-    # And the checks fail when nothing answers.
-    assert run_healthcheck(services["envoy"]["healthcheck"]["test"], 9901, admin_port) != 0
+    # And the checks fail when nothing answers: a port held bound that refuses connections.
+    held, dead_port = gateway.refusing_port()
+    with held:
+        assert run_healthcheck(services["envoy"]["healthcheck"]["test"], 9901, dead_port) != 0

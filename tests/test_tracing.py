@@ -131,12 +131,11 @@ def traced(tmp_path_factory):
     shipped = yaml.safe_load(TRACING.read_text())
     receiver = OtlpReceiver()
     mock, mock_port = gateway.start_mock(log=open(workdir / "mock.log", "w"))
-    port, admin_port = gateway.free_port(), gateway.free_port()
     def edit(config):
         configure_test_gateway(config)
         config["span_attributes"] = True
 
-    bootstrap = gateway.build_bootstrap(port, admin_port, mock_port, env={}, edit=edit)
+    bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=edit)
     for key in ("tracing", "request_id_extension"):
         _hcm(bootstrap)[key] = copy.deepcopy(_hcm(shipped)[key])
     collector = copy.deepcopy(shipped["static_resources"]["clusters"][-1])
@@ -148,8 +147,8 @@ def traced(tmp_path_factory):
         "tracing.opentelemetry.min_flush_spans": 1}}]}
     envoy = None
     try:
-        envoy = gateway.start_envoy(bootstrap, workdir, admin_port, log_level="info")
-        yield Gateway(port, admin_port, mock_port, workdir, key=ALL_GROUPS_KEY), receiver
+        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info")
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir, key=ALL_GROUPS_KEY), receiver
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)
