@@ -79,6 +79,15 @@ def vendor_breakers():
     return openai["circuit_breakers"]
 
 
+def vendor_guards(name):
+    """envoy/failover.yaml's active health check and outlier detection for
+    the real vendor cluster `name` (`openai`, `anthropic`: the names
+    failover.yaml uses too), for the real vendors `make run` adds."""
+    failover = yaml.safe_load((ROOT / "envoy/failover.yaml").read_text())
+    [cluster] = [c for c in failover["static_resources"]["clusters"] if c["name"] == name]
+    return {"health_checks": cluster["health_checks"], "outlier_detection": cluster["outlier_detection"]}
+
+
 def tls_cluster(name, host, provider):
     return {
         "name": name,
@@ -86,6 +95,7 @@ def tls_cluster(name, host, provider):
         "dns_lookup_family": "V4_PREFERRED",
         "connect_timeout": "5s",
         "circuit_breakers": vendor_breakers(),
+        **vendor_guards(name),
         "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{
             "endpoint": {"address": {"socket_address": {"address": host, "port_value": 443}}},
             "metadata": {"filter_metadata": {"llm": {"provider": provider}}},

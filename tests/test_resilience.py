@@ -316,3 +316,16 @@ def test_examples_guard_their_vendor_clusters():
         od = c["outlier_detection"]
         assert {od[k] for k in ENFORCING} == {100} and od["max_ejection_percent"] == 100, c["name"]
         assert od["failure_percentage_minimum_hosts"] == 1, c["name"]
+
+
+def test_make_runs_real_vendor_clusters_are_guarded_too():
+    # `make run` adds api.openai.com / api.anthropic.com when their keys are set.
+    bootstrap = gateway.build_bootstrap(1, 2, 3, env={"OPENAI_API_KEY": "x", "ANTHROPIC_API_KEY": "y"})
+    vendors = {c["name"]: c for c in bootstrap["static_resources"]["clusters"] if c["name"] in ("openai", "anthropic")}
+    assert set(vendors) == {"openai", "anthropic"}
+    for name, cluster in vendors.items():
+        [check] = cluster["health_checks"]
+        assert check["http_health_check"]["path"] == "/v1/models"
+        assert check["http_health_check"]["host"] == f"api.{name}.com"
+        assert cluster["outlier_detection"]["enforcing_consecutive_gateway_failure"] == 100
+        assert cluster["circuit_breakers"]["thresholds"]
