@@ -119,14 +119,34 @@ pub struct AttemptBill {
     pub provider: String,
     pub model: String,
     pub status: u16,
+    #[serde(flatten)]
+    pub counts: TokenCounts,
+    #[serde(skip)]
+    pub usage: Usage,
+}
+
+/// Tokens and cost as the access log shows them (a request's and each attempt's).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct TokenCounts {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cached_tokens: u64,
     pub reasoning_tokens: u64,
     pub usage_estimated: bool,
     pub cost_usd: Option<f64>,
-    #[serde(skip)]
-    pub usage: Usage,
+}
+
+impl TokenCounts {
+    pub fn new(usage: &Usage, usage_estimated: bool, cost_usd: Option<f64>) -> Self {
+        Self {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            cached_tokens: usage.cached_tokens.unwrap_or(0),
+            reasoning_tokens: usage.reasoning_tokens.unwrap_or(0),
+            usage_estimated,
+            cost_usd,
+        }
+    }
 }
 
 /// The attempts a vendor would bill, and the request's totals.
@@ -171,12 +191,7 @@ impl Bill {
                 provider: record.provider.clone(),
                 model: record.model.clone(),
                 status: record.status,
-                prompt_tokens: usage.prompt_tokens,
-                completion_tokens: usage.completion_tokens,
-                cached_tokens: usage.cached_tokens.unwrap_or(0),
-                reasoning_tokens: usage.reasoning_tokens.unwrap_or(0),
-                usage_estimated: estimated,
-                cost_usd: cost,
+                counts: TokenCounts::new(&usage, estimated, cost),
                 usage,
             });
         }
@@ -198,12 +213,9 @@ pub struct RequestLog<'a> {
     pub provider: &'a str,
     pub model: &'a str,
     pub stream: bool,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    pub cached_tokens: u64,
-    pub reasoning_tokens: u64,
-    pub usage_estimated: bool,
-    pub cost_usd: Option<f64>,
+    /// The request's totals.
+    #[serde(flatten)]
+    pub counts: TokenCounts,
     /// Every billed attempt's usage and cost (the totals above sum them).
     pub attempt_usage: &'a [AttemptBill],
     pub ttft_ms: Option<u64>,
@@ -338,9 +350,9 @@ mod tests {
             .map(|a| {
                 (
                     a.provider.as_str(),
-                    a.prompt_tokens,
-                    a.completion_tokens,
-                    a.usage_estimated,
+                    a.counts.prompt_tokens,
+                    a.counts.completion_tokens,
+                    a.counts.usage_estimated,
                 )
             })
             .collect();
@@ -351,7 +363,7 @@ mod tests {
         );
         assert_eq!(bill.usage.cached_tokens, Some(4));
         assert!(bill.usage_estimated);
-        assert_eq!(bill.attempts[0].cost_usd, None, "b has no price");
+        assert_eq!(bill.attempts[0].counts.cost_usd, None, "b has no price");
         let c = (6.0 * 1.0 + 4.0 * 1.0 + 20.0 * 2.0) / 1e6;
         assert_eq!(bill.cost_usd, Some(c));
         // Nothing reached a vendor: nothing billed.

@@ -18,7 +18,7 @@ use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared, Token, MAX_RECORDS};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
-use crate::metering::{price_for, AttemptRecord, Bill, RequestLog};
+use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
 use crate::response::Usage;
 use crate::routing::Needs;
 use crate::unified::{valid_request_id, ChatRequest};
@@ -407,11 +407,12 @@ impl Edge {
                 ("group", group),
                 ("key", key),
             ];
+            let c = &attempt.counts;
             for (token_type, n) in [
-                ("input", attempt.prompt_tokens),
-                ("output", attempt.completion_tokens),
-                ("cached", attempt.cached_tokens),
-                ("reasoning", attempt.reasoning_tokens),
+                ("input", c.prompt_tokens),
+                ("output", c.completion_tokens),
+                ("cached", c.cached_tokens),
+                ("reasoning", c.reasoning_tokens),
             ] {
                 let [p, m, g, k] = who;
                 metrics::count(
@@ -420,7 +421,7 @@ impl Edge {
                     n,
                 );
             }
-            if let Some(cost) = attempt.cost_usd {
+            if let Some(cost) = c.cost_usd {
                 metrics::count(
                     "llm_gateway.cost_micro_usd",
                     &who,
@@ -466,12 +467,7 @@ impl Edge {
             provider,
             model,
             stream: chat.stream,
-            prompt_tokens: usage.prompt_tokens,
-            completion_tokens: usage.completion_tokens,
-            cached_tokens: usage.cached_tokens.unwrap_or(0),
-            reasoning_tokens: usage.reasoning_tokens.unwrap_or(0),
-            usage_estimated: estimated,
-            cost_usd: cost,
+            counts: TokenCounts::new(&usage, estimated, cost),
             attempt_usage: &bill.attempts,
             ttft_ms: record.ttft_ms,
             duration_ms,
