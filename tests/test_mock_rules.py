@@ -202,6 +202,17 @@ def test_tool_history_without_tools_passes_the_vendor(gw, test_id, group):
 
 # --- Bedrock ------------------------------------------------------------------
 
+def test_bedrock_gets_only_what_inference_config_takes(gw, test_id):
+    # OpenAI takes seed and temperature up to 2; Bedrock's inferenceConfig
+    # refuses seed and a temperature above 1 (the mock enforces both).
+    status, _, body = gw.chat({"model": "m", "messages": USER, "seed": 7, "temperature": 1.7, "top_p": 0.5,
+                               "max_tokens": 20, "stop": ["X"]},
+                              **{"x-model-group": "mock-bedrock", "x-test-id": test_id})
+    assert status == 200, body
+    (sent,) = gw.mock_requests(test_id)
+    assert sent["body"]["inferenceConfig"] == {"maxTokens": 20, "temperature": 1.0, "stopSequences": ["X"]}
+
+
 def test_bedrock_rules_refuse(gw):
     """Direct to the mock, unsigned requests are refused first; the rules
     are checked through the gateway's own signing instead, with bodies
