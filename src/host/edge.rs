@@ -36,7 +36,6 @@ const TEXT_HEADERS: &[&str] = &[
     "x-request-id",
     "x-model-group",
     "x-user-id",
-    "x-llm-provider",
     "content-type",
     "content-length",
 ];
@@ -611,8 +610,17 @@ impl HttpContext for Edge {
         if let Err(e) = self.check_text_headers() {
             return self.reject(e);
         }
+        // Read only where pins are allowed (elsewhere the header is dropped unread).
         if self.config.allow_provider_pin {
-            self.provider_pin = self.text("x-llm-provider").map(str::to_owned);
+            match self.request_headers.text("x-llm-provider") {
+                Ok(pin) => self.provider_pin = pin.map(str::to_owned),
+                Err(_) => {
+                    return self.reject(GatewayError::invalid(
+                        "x-llm-provider",
+                        "the x-llm-provider header is not valid UTF-8",
+                    ))
+                }
+            }
         }
         let method = self.text(":method").unwrap_or_default().to_owned();
         match path.as_str() {
