@@ -214,7 +214,13 @@ def test_every_byte_in_vendor_response_headers(gw, group, body):
     def one(b):
         line = b"x-mock-scenario: header-bytes=%02x-%02x" % (b, b)
         return http1(gw, [key, b"x-model-group: " + group.encode(), line], body)[0]
-    statuses = each_byte(one) if group == "mock-openai" else [one(b) for b in (0, 0x0b, 0x7f, 0xff)]
+    # Every byte alone for one dialect; for the others, the control bytes
+    # (0x80-0xFF are all in the header above; printable ASCII is in every answer).
+    if group == "mock-openai":
+        statuses = each_byte(one)
+    else:
+        with ThreadPoolExecutor(16) as pool:
+            statuses = list(pool.map(one, [*range(0x20), 0x7f]))
     assert all(s is None or 200 <= s < 600 for s in statuses), statuses
     assert_still_serving(gw)
 
