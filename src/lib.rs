@@ -20,6 +20,7 @@ pub mod routing;
 pub mod sse;
 pub mod swar;
 pub mod unified;
+pub mod url;
 
 // The plugin entry and glue exist only in the wasm build (not in the wasm
 // unit-test binary, which is a plain WASI command).

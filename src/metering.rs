@@ -121,8 +121,6 @@ pub struct AttemptBill {
     pub status: u16,
     #[serde(flatten)]
     pub counts: TokenCounts,
-    #[serde(skip)]
-    pub usage: Usage,
 }
 
 /// Tokens and cost as the access log shows them (a request's and each attempt's).
@@ -192,7 +190,6 @@ impl Bill {
                 model: record.model.clone(),
                 status: record.status,
                 counts: TokenCounts::new(&usage, estimated, cost),
-                usage,
             });
         }
         bill

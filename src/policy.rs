@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::routing::glob;
-use crate::unified::ChatRequest;
+use crate::unified::{ChatRequest, Stop};
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -259,16 +259,11 @@ fn set(req: &mut ChatRequest, name: &str, value: Option<Value>) -> bool {
             fits(&value, req.parallel_tool_calls.is_some())
         }
         "stop" => {
-            req.stop = match &value {
-                Some(Value::String(s)) => vec![s.clone()],
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect(),
-                _ => Vec::new(),
-            };
-            fits(&value, !req.stop.is_empty())
+            // As the request's own `stop` parses: a string or up to 4 strings.
+            let parsed = value.clone().map(serde_json::from_value::<Stop>);
+            let fit = !matches!(parsed, Some(Err(_)));
+            req.stop = parsed.and_then(Result::ok).map(|s| s.0).unwrap_or_default();
+            fit
         }
         other => {
             match value {

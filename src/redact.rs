@@ -30,7 +30,10 @@ impl Redactor {
         let Some(secret) = secret.filter(|s| s.len() >= MIN_SECRET) else {
             return Self::default();
         };
-        let mut forms = vec![secret.as_bytes().to_vec(), percent_encode(secret)];
+        let mut forms = vec![
+            secret.as_bytes().to_vec(),
+            crate::url::encode_segment(secret).into_bytes(),
+        ];
         for text in [secret.to_owned(), format!("Bearer {secret}")] {
             for alphabet in [STANDARD, URL_SAFE] {
                 forms.push(base64(text.as_bytes(), alphabet));
@@ -95,18 +98,6 @@ fn replace_from(bytes: &[u8], needle: &[u8], first: usize) -> Vec<u8> {
         next = find(rest, needle);
     }
     out.extend_from_slice(rest);
-    out
-}
-
-fn percent_encode(s: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b);
-        } else {
-            out.extend_from_slice(format!("%{b:02X}").as_bytes());
-        }
-    }
     out
 }
 

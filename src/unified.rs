@@ -929,7 +929,7 @@ impl Serialize for ToolChoice {
 }
 
 /// `stop`: a string or an array of strings (at most 4, as OpenAI allows).
-struct Stop(Vec<String>);
+pub(crate) struct Stop(pub Vec<String>);
 
 impl<'de> Deserialize<'de> for Stop {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -12,12 +12,13 @@
 //!   or empty deltas with `content_filter_results`) are dropped.
 
 use super::{
-    openai, openai_stream, path_segment, DecodedResponse, Dialect, SseStream, StreamDecoder,
-    Target, UpstreamRequest,
+    openai, openai_stream, DecodedResponse, Dialect, SseStream, StreamDecoder, Target,
+    UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Origin};
 use crate::unified::ChatRequest;
+use crate::url::encode_segment;
 
 pub struct Azure;
 
@@ -49,7 +50,7 @@ impl Dialect for Azure {
         } else {
             format!(
                 "{base}/openai/deployments/{}/chat/completions?api-version={api_version}",
-                path_segment(target.model)
+                encode_segment(target.model)
             )
         };
         Ok(UpstreamRequest {

@@ -19,6 +19,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::eventstream::{EventStreamDecoder, FrameError, Message as Frame};
 use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::unified::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
+use crate::url::encode_segment;
 
 pub struct Bedrock;
 
@@ -157,19 +158,6 @@ fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayErr
         }
     }
     Ok(blocks)
-}
-
-/// A model id or ARN as one path segment: everything but unreserved characters escaped.
-fn path_segment(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for b in id.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// Converse refuses toolUse/toolResult blocks without a `toolConfig` ("The
@@ -339,7 +327,7 @@ impl Dialect for Bedrock {
             path: format!(
                 "{}/model/{}/{operation}",
                 target.provider.base_path,
-                path_segment(target.model)
+                encode_segment(target.model)
             ),
             headers,
             body,
@@ -889,7 +877,7 @@ mod tests {
             .contains(&("authorization", "Bearer br-key".into())));
         assert!(v.get("inferenceConfig").is_none() && v.get("stream").is_none());
         assert_eq!(
-            path_segment("arn:aws:bedrock:us-east-1:1:inference-profile/x"),
+            encode_segment("arn:aws:bedrock:us-east-1:1:inference-profile/x"),
             "arn%3Aaws%3Abedrock%3Aus-east-1%3A1%3Ainference-profile%2Fx"
         );
     }

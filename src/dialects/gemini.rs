@@ -29,14 +29,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    encode_json, fallback_message, path_segment, tool_arguments, unparseable, DecodedResponse,
-    Dialect, SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
+    encode_json, fallback_message, tool_arguments, unparseable, DecodedResponse, Dialect,
+    SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::unified::{
     ChatRequest, Content, ContentPart, Image, Message, ResponseFormat, ToolChoice,
 };
+use crate::url::encode_segment;
 
 pub struct Gemini;
 
@@ -381,7 +382,7 @@ impl Dialect for Gemini {
         if let Some(key) = &target.provider.resolved_key {
             headers.push(("x-goog-api-key", key.expose().to_owned()));
         }
-        let model = path_segment(target.model.strip_prefix("models/").unwrap_or(target.model));
+        let model = encode_segment(target.model.strip_prefix("models/").unwrap_or(target.model));
         let method = if req.stream {
             "streamGenerateContent?alt=sse"
         } else {

@@ -221,20 +221,6 @@ pub fn tool_arguments(call: &ToolCall, i: usize, j: usize) -> Result<Value, Gate
     }
 }
 
-/// A model or deployment name made safe as one URL path segment: a client's
-/// model may reach the path when no mapping applies.
-pub fn path_segment(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// A conversation turn of content blocks (Anthropic Messages, Bedrock Converse).
 #[derive(serde::Serialize)]
 pub struct Turn<B> {

@@ -645,7 +645,7 @@ impl HttpContext for Edge {
                     let e = GatewayError::method_not_allowed("/v1/models/{model}", &method, "GET");
                     return self.reject(e);
                 }
-                let id = percent_decode(p.trim_start_matches("/v1/models/"));
+                let id = crate::url::decode_segment(p.trim_start_matches("/v1/models/"));
                 match self.model_retrieve(&id) {
                     Ok(body) => self.reply_json(&body),
                     Err(e) => self.reject(e),
@@ -760,28 +760,4 @@ impl HttpContext for Edge {
 fn is_unified_error(body: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(body)
         .is_ok_and(|v| v.get("error").is_some_and(serde_json::Value::is_object))
-}
-
-/// A path segment percent-decoded (invalid escapes kept as they are).
-fn percent_decode(segment: &str) -> String {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (b, hex) {
-            (b'%', Some(decoded)) => {
-                out.push(decoded);
-                i += 3;
-            }
-            _ => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
