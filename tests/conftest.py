@@ -100,6 +100,13 @@ def envoy_logs():
     return logs
 
 
+def complete_lines(path):
+    """The lines of a log Envoy is writing, without a last one it has not
+    finished (Envoy flushes the access log in pieces)."""
+    text = path.read_text()
+    return text[: text.rfind("\n") + 1].splitlines()
+
+
 class Gateway:
     def __init__(self, port, admin_port, mock_port, workdir, key=ALL_GROUPS_KEY):
         self.base = f"http://127.0.0.1:{port}"

@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 import gateway
-from conftest import ALL_GROUPS_KEY, Gateway, configure_test_gateway
+from conftest import ALL_GROUPS_KEY, Gateway, complete_lines, configure_test_gateway
 
 USER_HI = [{"role": "user", "content": "hi"}]
 ENVELOPE = {"message", "type", "code", "param", "provider", "request_id"}
@@ -357,7 +357,7 @@ def test_n_requests_give_exactly_n_access_log_lines(shipped):
         assert list(pool.map(one, range(n))) == [200] * n
 
     def access_lines():
-        lines = (s.workdir / "access.log").read_text().splitlines()
+        lines = complete_lines(s.workdir / "access.log")
         return lines if len(lines) >= n else None
 
     lines = wait_for(access_lines, timeout=10.0, what=f"{n} access-log lines")

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 import gateway
-from conftest import Gateway
+from conftest import Gateway, complete_lines
 from sse_client import stream
 
 OK_MSG = [{"role": "user", "content": "hi there"}]
@@ -97,7 +97,7 @@ def mgw(tmp_path_factory, request):
 
 def log_lines(gw):
     lines = []
-    for line in (gw.workdir / "access.log").read_text().splitlines():
+    for line in complete_lines(gw.workdir / "access.log"):
         if line.startswith("{"):
             lines.append(json.loads(line))
     return lines
