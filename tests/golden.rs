@@ -1,0 +1,252 @@
+//! Golden files for every wire format the gateway writes.
+//!
+//! - `golden/requests/*.json` (client requests) × every dialect →
+//!   `golden/vendor/<request>/<dialect>.txt`: the vendor request (path,
+//!   headers, body) or the error the gateway answers instead.
+//! - `golden/responses/<dialect>/*` (vendor answers: `.json` bodies,
+//!   `error_<status>_*.json` error bodies, `.sse` streams, Bedrock's
+//!   `.events.json` event lists) → `golden/client/openai_chat/<dialect>/*.txt`: what
+//!   the client receives.
+//!
+//! A change in what we send or return shows up as a diff of these files.
+//! `GOLDEN_UPDATE=1 cargo test --test golden` rewrites them; review the diff.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use llm_gateway::config::Config;
+use llm_gateway::dialects::{self, DialectKind, Target};
+use llm_gateway::response::{ChunkWriter, Origin};
+use llm_gateway::unified::ChatRequest;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn config() -> Config {
+    let bytes = fs::read(root().join("config.json")).unwrap();
+    Config::parse(&bytes, |_| None).unwrap()
+}
+
+fn dialect_name(kind: DialectKind) -> String {
+    serde_json::to_value(kind)
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The vendor model each golden provider is asked for.
+fn vendor_model(kind: DialectKind) -> &'static str {
+    match kind {
+        DialectKind::Openai | DialectKind::Azure => "gpt-4o",
+        DialectKind::Anthropic => "claude-sonnet-4-5",
+        DialectKind::Gemini => "gemini-2.5-flash",
+        DialectKind::Bedrock => "anthropic.claude-sonnet-4-5-20250929-v1:0",
+        DialectKind::Dashscope => "qwen-plus",
+    }
+}
+
+fn sorted_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+fn pretty(bytes: &[u8]) -> String {
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(v) => serde_json::to_string_pretty(&v).unwrap(),
+        Err(_) => String::from_utf8_lossy(bytes).into_owned(),
+    }
+}
+
+/// Compares with the golden file (or writes it under `GOLDEN_UPDATE`);
+/// a mismatch is collected so one run reports every changed file.
+fn check(path: &Path, actual: &str, failures: &mut Vec<String>) {
+    if std::env::var_os("GOLDEN_UPDATE").is_some() {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, actual).unwrap();
+        return;
+    }
+    let expected = fs::read_to_string(path).unwrap_or_default();
+    if expected == actual {
+        return;
+    }
+    let line = expected
+        .lines()
+        .zip(actual.lines())
+        .position(|(e, a)| e != a)
+        .unwrap_or(expected.lines().count().min(actual.lines().count()));
+    failures.push(format!(
+        "{} differs from line {}:\n  golden: {:?}\n  actual: {:?}",
+        path.display(),
+        line + 1,
+        expected.lines().nth(line).unwrap_or("<end>"),
+        actual.lines().nth(line).unwrap_or("<end>"),
+    ));
+}
+
+fn report(failures: Vec<String>) {
+    assert!(
+        failures.is_empty(),
+        "{} golden file(s) changed (GOLDEN_UPDATE=1 cargo test --test golden rewrites them):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// What upstream sends for one client request, as the upstream role
+/// builds it: the provider's request policy, then the dialect's encoder.
+fn vendor_request(config: &Config, kind: DialectKind, body: &[u8]) -> String {
+    let name = format!("golden-{}", dialect_name(kind));
+    let provider = &config.providers[&name];
+    let model = vendor_model(kind);
+    let encoded = ChatRequest::parse(body).and_then(|request| {
+        let adapted = provider.apply_policy(model, &request);
+        let request = adapted.as_ref().unwrap_or(&request);
+        dialects::dialect(kind).encode_request(request, &Target { provider, model })
+    });
+    match encoded {
+        Ok(up) => {
+            let mut text = format!("POST {}\n", up.path);
+            for (name, value) in &up.headers {
+                writeln!(text, "{name}: {value}").unwrap();
+            }
+            writeln!(text, "\n{}", pretty(&up.body)).unwrap();
+            text
+        }
+        Err(e) => format!(
+            "HTTP {} (the gateway answers)\n\n{}\n",
+            e.status(),
+            pretty(&e.to_json(None))
+        ),
+    }
+}
+
+#[test]
+fn vendor_requests_match_golden_files() {
+    let config = config();
+    let mut failures = Vec::new();
+    for request in sorted_files(&root().join("requests")) {
+        let body = fs::read(&request).unwrap();
+        let stem = request.file_stem().unwrap().to_string_lossy().into_owned();
+        for &kind in DialectKind::ALL {
+            let out = root()
+                .join("vendor")
+                .join(&stem)
+                .join(format!("{}.txt", dialect_name(kind)));
+            check(&out, &vendor_request(&config, kind, &body), &mut failures);
+        }
+    }
+    report(failures);
+}
+
+fn origin(kind: DialectKind) -> Origin {
+    Origin {
+        id: "chatcmpl-golden".into(),
+        created: 1_733_000_000,
+        model: vendor_model(kind).into(),
+        provider: format!("golden-{}", dialect_name(kind)),
+    }
+}
+
+/// A vendor stream fixture as the bytes on the wire.
+fn stream_bytes(path: &Path) -> Vec<u8> {
+    let raw = fs::read(path).unwrap();
+    if !path.to_string_lossy().ends_with(".events.json") {
+        return raw;
+    }
+    // Bedrock: each [event type, payload] framed as AWS event-stream.
+    let events: Vec<(String, Value)> = serde_json::from_slice(&raw).unwrap();
+    events
+        .iter()
+        .flat_map(|(kind, payload)| {
+            llm_gateway::eventstream::encode(
+                &[
+                    (":event-type", kind),
+                    (":content-type", "application/json"),
+                    (":message-type", "event"),
+                ],
+                payload.to_string().as_bytes(),
+            )
+        })
+        .collect()
+}
+
+/// Runs a vendor stream through the dialect's decoder in the given pieces.
+fn client_stream(kind: DialectKind, pieces: &[&[u8]]) -> String {
+    let writer = ChunkWriter::new(origin(kind), "req-golden".into(), true);
+    let mut decoder = dialects::dialect(kind).stream_decoder(writer);
+    let mut out = Vec::new();
+    for piece in pieces {
+        decoder.feed(piece, &mut out);
+    }
+    decoder.finish(&mut out);
+    String::from_utf8(out).unwrap()
+}
+
+fn client_answer(kind: DialectKind, path: &Path) -> String {
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    let dialect = dialects::dialect(kind);
+    if name.ends_with(".sse") || name.ends_with(".events.json") {
+        let bytes = stream_bytes(path);
+        let whole = client_stream(kind, &[&bytes]);
+        // However the network cuts the stream, the client gets the same bytes.
+        let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
+        assert_eq!(
+            client_stream(kind, &bytewise),
+            whole,
+            "{name}, fed byte by byte"
+        );
+        let thirds: Vec<&[u8]> = bytes.chunks(bytes.len().div_ceil(3).max(1)).collect();
+        assert_eq!(client_stream(kind, &thirds), whole, "{name}, fed in thirds");
+        return whole;
+    }
+    let body = fs::read(path).unwrap();
+    if let Some(status) = name
+        .strip_prefix("error_")
+        .and_then(|rest| rest.split('_').next())
+    {
+        let status: u16 = status.parse().unwrap();
+        let e = dialect.decode_error(status, &body);
+        return format!(
+            "HTTP {} retry-after={:?}\n\n{}\n",
+            e.status(),
+            e.retry_after,
+            pretty(&e.to_json(Some("req-golden")))
+        );
+    }
+    let mut origin = origin(kind);
+    match dialect.decode_response(&body, &mut origin) {
+        Ok(d) => format!("HTTP 200 usage={:?}\n\n{}\n", d.usage, pretty(&d.body)),
+        Err(e) => format!(
+            "HTTP {} (decode failed)\n\n{}\n",
+            e.status(),
+            pretty(&e.to_json(Some("req-golden")))
+        ),
+    }
+}
+
+#[test]
+fn client_answers_match_golden_files() {
+    let mut failures = Vec::new();
+    for &kind in DialectKind::ALL {
+        let name = dialect_name(kind);
+        for fixture in sorted_files(&root().join("responses").join(&name)) {
+            let file = fixture.file_name().unwrap().to_string_lossy().into_owned();
+            let stem = file.split('.').next().unwrap().to_owned();
+            let out = root()
+                .join("client/openai_chat")
+                .join(&name)
+                .join(format!("{stem}.txt"));
+            check(&out, &client_answer(kind, &fixture), &mut failures);
+        }
+    }
+    report(failures);
+}
