@@ -11,6 +11,9 @@
 //! A change in what we send or return shows up as a diff of these files.
 //! `GOLDEN_UPDATE=1 cargo test --test golden` rewrites them; review the diff.
 
+// Test code: unwrap and indexing are fine here.
+#![allow(clippy::indexing_slicing, clippy::unwrap_used)]
+
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
