@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use llm_gateway::config::Config;
 use llm_gateway::dialects::{dialect, DialectKind, Target};
-use llm_gateway::response::{ChunkWriter, Origin};
+use llm_gateway::model::request::ChatRequest;
+use llm_gateway::model::response::Origin;
 use llm_gateway::sse::{SseError, SseParser};
-use llm_gateway::unified::ChatRequest;
 
 /// A dialect, its provider config fields, a vendor response, a vendor stream's events.
 type Sample = (DialectKind, &'static str, Vec<u8>, Vec<Vec<u8>>);
@@ -347,7 +347,13 @@ fn main() {
         );
         let mut out = Vec::with_capacity(8192);
         let t = time(|| {
-            let mut decoder = d.stream_decoder(ChunkWriter::new(origin(), "r".into(), false));
+            let mut decoder = d.stream_decoder(
+                llm_gateway::surfaces::SurfaceKind::OpenAiChat.stream_writer(
+                    origin(),
+                    "r".into(),
+                    false,
+                ),
+            );
             out.clear();
             decoder.feed(black_box(&stream), &mut out);
             decoder.finish(&mut out);
@@ -360,7 +366,13 @@ fn main() {
             &format!("{:.2} µs per chunk", per_chunk.as_secs_f64() * 1e6),
         );
         let t = time(|| {
-            let mut decoder = d.stream_decoder(ChunkWriter::new(origin(), "r".into(), false));
+            let mut decoder = d.stream_decoder(
+                llm_gateway::surfaces::SurfaceKind::OpenAiChat.stream_writer(
+                    origin(),
+                    "r".into(),
+                    false,
+                ),
+            );
             out.clear();
             for event in &events {
                 decoder.feed(black_box(event), &mut out);

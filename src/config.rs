@@ -154,8 +154,8 @@ impl Provider {
     pub fn apply_policy(
         &self,
         model: &str,
-        req: &crate::unified::ChatRequest,
-    ) -> Option<crate::unified::ChatRequest> {
+        req: &crate::model::request::ChatRequest,
+    ) -> Option<crate::model::request::ChatRequest> {
         crate::policy::apply(&self.request_policy, &self.builtin_policy, model, req)
     }
 }
@@ -208,10 +208,10 @@ impl Config {
                 return Err(format!("{field}: must be at least 1"));
             }
         }
-        if config.limits.max_messages > crate::unified::MAX_MESSAGES {
+        if config.limits.max_messages > crate::model::request::MAX_MESSAGES {
             return Err(format!(
                 "limits.max_messages: at most {} is supported",
-                crate::unified::MAX_MESSAGES
+                crate::model::request::MAX_MESSAGES
             ));
         }
         for (i, key) in config.auth.keys.iter().enumerate() {

@@ -7,7 +7,7 @@
 //! check), plus a few tokens of framing per message and a flat cost per image.
 //! It reads each byte once and allocates nothing.
 
-use crate::unified::{ChatRequest, Content, ContentPart, Message};
+use crate::model::request::{ChatRequest, Content, ContentPart, Message};
 
 const TOKENS_PER_MESSAGE: u64 = 4;
 /// What vendors charge for a typical image (OpenAI's high-detail tile math

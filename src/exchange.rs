@@ -25,7 +25,7 @@ use std::hash::BuildHasher;
 use std::rc::Rc;
 
 use crate::metering::AttemptRecord;
-use crate::unified::ChatRequest;
+use crate::model::request::ChatRequest;
 
 /// One request's shared state.
 #[derive(Debug)]

@@ -13,13 +13,13 @@ pub mod exchange;
 pub mod headers;
 pub mod json_text;
 pub mod metering;
+pub mod model;
 pub mod policy;
 pub mod redact;
-pub mod response;
 pub mod routing;
 pub mod sse;
+pub mod surfaces;
 pub mod swar;
-pub mod unified;
 pub mod url;
 
 // The plugin entry and glue exist only in the wasm build (not in the wasm

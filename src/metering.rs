@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::response::Usage;
+use crate::model::response::Usage;
 use crate::routing::{stable_hash, stable_hash_more};
 
 /// USD per million tokens.

@@ -13,8 +13,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::model::request::ChatRequest;
 use crate::routing::glob;
-use crate::unified::{ChatRequest, Stop};
+use crate::surfaces::openai_chat::request::Stop;
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

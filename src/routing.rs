@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::error::{ErrorCode, GatewayError};
 use crate::estimate;
-use crate::unified::{ChatRequest, ResponseFormat};
+use crate::model::request::{ChatRequest, ResponseFormat};
 
 /// A model group: the candidates that can answer for it.
 #[derive(Debug)]

@@ -11,9 +11,9 @@
 
 use llm_gateway::config::Config;
 use llm_gateway::dialects::{dialect, DialectKind, Target};
-use llm_gateway::response::{ChunkWriter, Origin};
+use llm_gateway::model::request::ChatRequest;
+use llm_gateway::model::response::Origin;
 use llm_gateway::sse::SseParser;
-use llm_gateway::unified::ChatRequest;
 
 struct Rng(u64);
 
@@ -201,8 +201,13 @@ fn decoders_never_panic() {
             let _ = d.decode_response(&body, &mut Origin::default());
             let _ = d.decode_error(400 + (rng.below(200) as u16), &body);
             let stream = mutate(&mut rng, STREAMS[i % STREAMS.len()].as_bytes());
-            let mut decoder =
-                d.stream_decoder(ChunkWriter::new(Origin::default(), "r".into(), i % 2 == 0));
+            let mut decoder = d.stream_decoder(
+                llm_gateway::surfaces::SurfaceKind::OpenAiChat.stream_writer(
+                    Origin::default(),
+                    "r".into(),
+                    i % 2 == 0,
+                ),
+            );
             let mut out = Vec::new();
             for chunk in chunks(&mut rng, &stream) {
                 decoder.feed(chunk, &mut out);

@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 
 use llm_gateway::config::Config;
 use llm_gateway::dialects::{self, DialectKind, Target};
-use llm_gateway::response::{ChunkWriter, Origin};
-use llm_gateway::unified::ChatRequest;
+use llm_gateway::model::request::ChatRequest;
+use llm_gateway::model::response::Origin;
+use llm_gateway::surfaces::{surface, SurfaceKind};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -184,7 +185,11 @@ fn stream_bytes(path: &Path) -> Vec<u8> {
 
 /// Runs a vendor stream through the dialect's decoder in the given pieces.
 fn client_stream(kind: DialectKind, pieces: &[&[u8]]) -> String {
-    let writer = ChunkWriter::new(origin(kind), "req-golden".into(), true);
+    let writer = llm_gateway::surfaces::SurfaceKind::OpenAiChat.stream_writer(
+        origin(kind),
+        "req-golden".into(),
+        true,
+    );
     let mut decoder = dialects::dialect(kind).stream_decoder(writer);
     let mut out = Vec::new();
     for piece in pieces {
@@ -227,7 +232,11 @@ fn client_answer(kind: DialectKind, path: &Path) -> String {
     }
     let mut origin = origin(kind);
     match dialect.decode_response(&body, &mut origin) {
-        Ok(d) => format!("HTTP 200 usage={:?}\n\n{}\n", d.usage, pretty(&d.body)),
+        Ok(d) => {
+            let usage = d.usage;
+            let body = surface(SurfaceKind::OpenAiChat).render_answer(d.answer, &origin);
+            format!("HTTP 200 usage={usage:?}\n\n{}\n", pretty(&body))
+        }
         Err(e) => format!(
             "HTTP {} (decode failed)\n\n{}\n",
             e.status(),

@@ -15,8 +15,9 @@ use super::{
     Dialect, SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::unified::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
+use crate::model::request::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
+use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::model::stream::EventWriter;
 
 pub struct Anthropic;
 
@@ -348,13 +349,10 @@ impl Dialect for Anthropic {
             finish_reason: message.stop_reason.as_deref().map(finish_reason),
             usage,
         };
-        Ok(DecodedResponse {
-            body: completion.to_json(origin),
-            usage,
-        })
+        Ok(DecodedResponse::decoded(completion))
     }
 
-    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+    fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(SseStream::new(writer, AnthropicEvents::default()))
     }
 
@@ -563,16 +561,14 @@ impl SseEvents for AnthropicEvents {
         &mut self,
         event: &str,
         data: &str,
-        w: &mut ChunkWriter,
+        w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
         match event {
             "message_start" => {
                 let start: MessageStart = parse(data)?;
-                w.origin.id = start.message.id.into_owned();
-                if !start.message.model.is_empty() {
-                    w.origin.model = start.message.model.into_owned();
-                }
+                w.set_id(&start.message.id);
+                w.set_model(&start.message.model);
                 if let Some(u) = start.message.usage {
                     self.usage = u;
                 }
@@ -625,7 +621,7 @@ impl SseEvents for AnthropicEvents {
             }
             "message_stop" => {
                 w.finish(out, self.stop_reason.unwrap_or(FinishReason::Stop));
-                w.usage = Some(self.usage.unified());
+                w.set_usage(Some(self.usage.unified()));
                 w.done(out);
             }
             "error" => {
@@ -852,7 +848,7 @@ mod tests {
             ..Origin::default()
         };
         let d = Anthropic.decode_response(body, &mut origin).unwrap();
-        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        let v: Value = d.chat_json(&origin);
         assert_eq!(v["id"], "msg_1");
         assert_eq!(v["model"], "claude-x-1");
         assert_eq!(v["choices"][0]["message"]["content"], "Let me check.");

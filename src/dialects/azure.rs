@@ -16,8 +16,9 @@ use super::{
     UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::response::{ChunkWriter, Origin};
-use crate::unified::ChatRequest;
+use crate::model::request::ChatRequest;
+use crate::model::response::Origin;
+use crate::model::stream::EventWriter;
 use crate::url::encode_segment;
 
 pub struct Azure;
@@ -68,7 +69,7 @@ impl Dialect for Azure {
         openai::decode_completion(body, origin)
     }
 
-    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+    fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(SseStream::new(
             writer,
             openai_stream::OpenAiEvents::default(),
@@ -185,7 +186,7 @@ mod tests {
         let d = Azure.decode_response(body.as_bytes(), &mut origin).unwrap();
         assert_eq!(origin.model, "gpt-4o-2024-08-06");
         assert_eq!(d.usage.unwrap().prompt_tokens, 9);
-        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        let v: Value = d.chat_json(&origin);
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
         assert_eq!(
             v["choices"][0]["message"]["tool_calls"][1]["id"], "call_2",
@@ -213,7 +214,7 @@ mod tests {
             let d = Azure
                 .decode_response(body.as_bytes(), &mut origin())
                 .unwrap();
-            let v: Value = serde_json::from_slice(&d.body).unwrap();
+            let v: Value = d.chat_json(&origin());
             assert_eq!(
                 v["choices"][0]["finish_reason"], "content_filter",
                 "{finish}"

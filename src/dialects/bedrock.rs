@@ -17,8 +17,9 @@ use super::{
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::eventstream::{EventStreamDecoder, FrameError, Message as Frame};
-use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::unified::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
+use crate::model::request::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
+use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::model::stream::EventWriter;
 use crate::url::encode_segment;
 
 pub struct Bedrock;
@@ -337,7 +338,7 @@ impl Dialect for Bedrock {
     fn decode_response(
         &self,
         body: &[u8],
-        origin: &mut Origin,
+        _origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
         let response: ConverseResponse =
             serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
@@ -368,13 +369,10 @@ impl Dialect for Bedrock {
             finish_reason: Some(finish_reason(&response.stop_reason)),
             usage,
         };
-        Ok(DecodedResponse {
-            body: completion.to_json(origin),
-            usage,
-        })
+        Ok(DecodedResponse::decoded(completion))
     }
 
-    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+    fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(BedrockStream {
             frames: EventStreamDecoder::default(),
             writer,
@@ -563,7 +561,7 @@ impl BedrockUsage {
 
 struct BedrockStream {
     frames: EventStreamDecoder,
-    writer: ChunkWriter,
+    writer: EventWriter,
     /// (content block index, tool call index) for each toolUse block.
     tool_blocks: Vec<(u64, u32)>,
 }
@@ -705,7 +703,7 @@ impl BedrockStream {
             }
             "metadata" => {
                 let meta: Metadata = parse(&frame.payload)?;
-                w.usage = meta.usage.map(BedrockUsage::unified);
+                w.set_usage(meta.usage.map(BedrockUsage::unified));
                 if w.finished() {
                     w.done(out);
                 }
@@ -747,7 +745,7 @@ impl StreamDecoder for BedrockStream {
         }
     }
 
-    fn writer(&self) -> &ChunkWriter {
+    fn writer(&self) -> &EventWriter {
         &self.writer
     }
 }
@@ -987,7 +985,7 @@ mod tests {
             "metrics":{"latencyMs":100}}"#;
         let mut origin = origin();
         let d = Bedrock.decode_response(body, &mut origin).unwrap();
-        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        let v: Value = d.chat_json(&origin);
         assert_eq!(v["id"], "chatcmpl-r");
         assert_eq!(v["model"], "m");
         assert_eq!(v["choices"][0]["message"]["content"], "Let me check.");
@@ -1019,7 +1017,7 @@ mod tests {
             "usage":{"inputTokens":3,"outputTokens":1},
             "trace":{"guardrail":{"outputAssessments":{"0":[{"contentPolicy":{"filters":[{"type":"VIOLENCE","action":"BLOCKED"}]}}]}}}}"#;
         let d = Bedrock.decode_response(filtered, &mut origin()).unwrap();
-        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        let v: Value = d.chat_json(&origin());
         assert_eq!(v["choices"][0]["finish_reason"], "content_filter");
         // A guardrail that blocked the prompt: 400 CONTENT_FILTERED.
         let blocked = br#"{"output":{"message":{"role":"assistant","content":[{"text":"Sorry, I cannot help with that."}]}},"stopReason":"guardrail_intervened",

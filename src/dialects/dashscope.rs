@@ -17,10 +17,11 @@ use super::{
     StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::unified::{
+use crate::model::request::{
     ChatRequest, Content, ContentPart, Message, ResponseFormat, Tool, ToolCall, ToolChoice,
 };
+use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::model::stream::EventWriter;
 
 pub struct DashScope;
 
@@ -266,13 +267,10 @@ impl Dialect for DashScope {
             finish_reason: choice.finish_reason.as_deref().and_then(finish_reason),
             usage,
         };
-        Ok(DecodedResponse {
-            body: completion.to_json(origin),
-            usage,
-        })
+        Ok(DecodedResponse::decoded(completion))
     }
 
-    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+    fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(SseStream::new(writer, DashScopeEvents::default()))
     }
 
@@ -447,7 +445,7 @@ impl SseEvents for DashScopeEvents {
         &mut self,
         event: &str,
         data: &str,
-        w: &mut ChunkWriter,
+        w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
         if event == "error" {
@@ -471,12 +469,10 @@ impl SseEvents for DashScopeEvents {
             return Err(GatewayError::new(error_code(code, 500, message), message));
         }
         if let Some(id) = response.request_id.filter(|_| !w.finished()) {
-            if w.origin.id != id {
-                w.origin.id = id;
-            }
+            w.set_id(&id);
         }
         if let Some(usage) = response.usage {
-            w.usage = Some(usage.unified());
+            w.set_usage(Some(usage.unified()));
         }
         let Some(choice) = response.output.and_then(|o| o.choices.into_iter().next()) else {
             return Ok(());
@@ -637,7 +633,7 @@ mod tests {
             "request_id":"b1a2"}"#;
         let mut origin = origin();
         let d = DashScope.decode_response(body, &mut origin).unwrap();
-        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        let v: Value = d.chat_json(&origin);
         assert_eq!(v["id"], "b1a2");
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
         let calls = &v["choices"][0]["message"]["tool_calls"];
@@ -648,9 +644,10 @@ mod tests {
             json!({"prompt_tokens":20,"completion_tokens":10,"total_tokens":30,"prompt_tokens_details":{"cached_tokens":8}})
         );
         let vl = br#"{"output":{"choices":[{"finish_reason":"length","message":{"role":"assistant","content":[{"text":"A cat"}]}}]},"usage":{"input_tokens":5,"output_tokens":2},"request_id":"x"}"#;
-        let v: Value =
-            serde_json::from_slice(&DashScope.decode_response(vl, &mut origin).unwrap().body)
-                .unwrap();
+        let v: Value = DashScope
+            .decode_response(vl, &mut origin)
+            .unwrap()
+            .chat_json(&origin);
         assert_eq!(v["choices"][0]["message"]["content"], "A cat");
         assert_eq!(v["choices"][0]["finish_reason"], "length");
         assert!(DashScope.decode_response(b"{}", &mut origin).is_err());

@@ -33,10 +33,11 @@ use super::{
     SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::response::{ChunkWriter, Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::unified::{
+use crate::model::request::{
     ChatRequest, Content, ContentPart, Image, Message, ResponseFormat, ToolChoice,
 };
+use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::model::stream::EventWriter;
 use crate::url::encode_segment;
 
 pub struct Gemini;
@@ -443,13 +444,10 @@ impl Dialect for Gemini {
             finish_reason,
             usage,
         };
-        Ok(DecodedResponse {
-            body: completion.to_json(origin),
-            usage,
-        })
+        Ok(DecodedResponse::decoded(completion))
     }
 
-    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+    fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(SseStream::new(writer, GeminiEvents::default()))
     }
 
@@ -748,7 +746,7 @@ impl SseEvents for GeminiEvents {
         &mut self,
         _event: &str,
         data: &str,
-        w: &mut ChunkWriter,
+        w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
         let response: GenerateResponse =
@@ -756,9 +754,14 @@ impl SseEvents for GeminiEvents {
         if let Some(error) = response.error {
             return Err(error.unified(500));
         }
-        response.stamp(&mut w.origin);
+        if let Some(id) = &response.response_id {
+            w.set_id(id);
+        }
+        if let Some(model) = &response.model_version {
+            w.set_model(model);
+        }
         if let Some(u) = response.usage_metadata {
-            w.usage = Some(u.unified());
+            w.set_usage(Some(u.unified()));
         }
         let Some(candidate) = response.candidates.into_iter().next() else {
             return match response.prompt_feedback.and_then(|f| f.block_reason) {
@@ -774,7 +777,7 @@ impl SseEvents for GeminiEvents {
             if let Some(call) = part.function_call {
                 let index = u32::try_from(self.tool_calls).unwrap_or(u32::MAX);
                 let id = tool_call_id(
-                    &w.origin.id,
+                    &w.origin().id,
                     self.tool_calls,
                     part.thought_signature.as_deref(),
                 );
@@ -792,7 +795,7 @@ impl SseEvents for GeminiEvents {
         Ok(())
     }
 
-    fn on_end(&mut self, w: &mut ChunkWriter, out: &mut Vec<u8>) {
+    fn on_end(&mut self, w: &mut EventWriter, out: &mut Vec<u8>) {
         if w.finished() {
             w.done(out);
         }
@@ -1065,8 +1068,9 @@ mod tests {
     }
 
     fn decode(body: &str) -> Result<Value, GatewayError> {
-        let d = Gemini.decode_response(body.as_bytes(), &mut origin())?;
-        Ok(serde_json::from_slice(&d.body).unwrap())
+        let mut origin = origin();
+        let d = Gemini.decode_response(body.as_bytes(), &mut origin)?;
+        Ok(d.chat_json(&origin))
     }
 
     #[test]

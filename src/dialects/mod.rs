@@ -8,9 +8,10 @@ use serde_json::{Map, Value};
 
 use crate::config::Provider;
 use crate::error::{ErrorCode, GatewayError};
-use crate::response::{ChunkWriter, Origin, Usage};
+use crate::model::request::{ChatRequest, ResponseFormat, ToolCall};
+use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
+use crate::model::stream::EventWriter;
 use crate::sse::{SseError, SseParser};
-use crate::unified::{ChatRequest, ResponseFormat, ToolCall};
 
 pub mod anthropic;
 pub mod azure;
@@ -70,11 +71,23 @@ pub struct UpstreamRequest {
     pub body: Vec<u8>,
 }
 
-/// A decoded non-stream response, already in the unified shape.
+/// A decoded non-stream response and the facts the session meters.
 #[derive(Debug)]
 pub struct DecodedResponse {
-    pub body: Vec<u8>,
+    pub answer: Answer,
     pub usage: Option<Usage>,
+    pub finish_reason: Option<FinishReason>,
+}
+
+impl DecodedResponse {
+    /// A vendor answer decoded into the neutral completion.
+    pub fn decoded(completion: Completion) -> Self {
+        Self {
+            usage: completion.usage,
+            finish_reason: completion.finish_reason,
+            answer: Answer::Decoded(completion),
+        }
+    }
 }
 
 pub trait Dialect: Sync {
@@ -93,7 +106,7 @@ pub trait Dialect: Sync {
     ) -> Result<DecodedResponse, GatewayError>;
 
     /// A decoder for this vendor's stream, writing through `writer`.
-    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder>;
+    fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder>;
 
     /// Whether a 2xx answer with this content type is the stream we asked for.
     fn is_stream_content_type(&self, content_type: &str) -> bool {
@@ -111,7 +124,7 @@ pub trait StreamDecoder {
     /// The vendor stream ended: close the unified stream properly.
     fn finish(&mut self, out: &mut Vec<u8>);
     /// The writer: usage, whether content started, how the stream failed.
-    fn writer(&self) -> &ChunkWriter;
+    fn writer(&self) -> &EventWriter;
 }
 
 impl From<SseError> for GatewayError {
@@ -133,24 +146,24 @@ pub trait SseEvents {
         &mut self,
         event: &str,
         data: &str,
-        w: &mut ChunkWriter,
+        w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError>;
 
     /// The vendor's body ended after a complete event. Vendors whose stream
     /// has no end marker (Gemini) close the unified stream here.
-    fn on_end(&mut self, _w: &mut ChunkWriter, _out: &mut Vec<u8>) {}
+    fn on_end(&mut self, _w: &mut EventWriter, _out: &mut Vec<u8>) {}
 }
 
 /// The SSE plumbing every SSE dialect shares: framing, error events, the end.
 pub struct SseStream<H> {
     parser: SseParser,
-    writer: ChunkWriter,
+    writer: EventWriter,
     handler: H,
 }
 
 impl<H> SseStream<H> {
-    pub fn new(writer: ChunkWriter, handler: H) -> Self {
+    pub fn new(writer: EventWriter, handler: H) -> Self {
         Self {
             parser: SseParser::default(),
             writer,
@@ -189,7 +202,7 @@ impl<H: SseEvents> StreamDecoder for SseStream<H> {
         }
     }
 
-    fn writer(&self) -> &ChunkWriter {
+    fn writer(&self) -> &EventWriter {
         &self.writer
     }
 }
@@ -303,6 +316,15 @@ pub fn json_instruction(format: Option<&ResponseFormat>) -> Option<String> {
     }
 }
 
+#[cfg(test)]
+impl DecodedResponse {
+    /// The answer as the chat surface renders it.
+    pub(crate) fn chat_json(&self, origin: &Origin) -> serde_json::Value {
+        let surface = crate::surfaces::surface(crate::surfaces::SurfaceKind::OpenAiChat);
+        serde_json::from_slice(&surface.render_answer(self.answer.clone(), origin)).unwrap()
+    }
+}
+
 /// Test helper shared by the dialects' tests: runs a stream through a
 /// dialect's decoder, chunk by chunk; returns the unified events and the raw text.
 #[cfg(test)]
@@ -312,7 +334,11 @@ pub(crate) fn run_stream(
     chunks: &[&[u8]],
     include_usage: bool,
 ) -> (Vec<serde_json::Value>, String) {
-    let mut d = dialect.stream_decoder(ChunkWriter::new(origin, "rid".into(), include_usage));
+    let mut d = dialect.stream_decoder(crate::surfaces::SurfaceKind::OpenAiChat.stream_writer(
+        origin,
+        "rid".into(),
+        include_usage,
+    ));
     let mut out = Vec::new();
     for c in chunks {
         d.feed(c, &mut out);

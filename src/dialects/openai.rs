@@ -14,8 +14,9 @@ use super::{
     Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::response::{ChunkWriter, FinishReason, Origin, Usage};
-use crate::unified::ChatRequest;
+use crate::model::request::ChatRequest;
+use crate::model::response::{Answer, FinishReason, Origin, Usage};
+use crate::model::stream::EventWriter;
 
 pub struct OpenAi;
 
@@ -96,7 +97,7 @@ impl Dialect for OpenAi {
         decode_completion(body, origin)
     }
 
-    fn stream_decoder(&self, writer: ChunkWriter) -> Box<dyn StreamDecoder> {
+    fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(SseStream::new(writer, OpenAiEvents::default()))
     }
 
@@ -129,13 +130,23 @@ pub(super) fn decode_completion(
         return Err(unparseable("response", "no choices"));
     };
     choices.iter_mut().for_each(fold_content_filter);
+    let finish_reason = choices
+        .first()
+        .and_then(|c| c.get("finish_reason"))
+        .and_then(Value::as_str)
+        .and_then(FinishReason::parse);
     if let Some(model) = completion.get("model").and_then(Value::as_str) {
         origin.model = model.to_owned();
     }
     let usage = completion.get("usage").and_then(parse_usage);
     completion.insert("provider".into(), Value::String(origin.provider.clone()));
     let body = serde_json::to_vec(&completion).map_err(|e| unparseable("response", e))?;
-    Ok(DecodedResponse { body, usage })
+    // The same API on both sides: the vendor's answer, edited, not rebuilt.
+    Ok(DecodedResponse {
+        answer: Answer::Native(body),
+        usage,
+        finish_reason,
+    })
 }
 
 pub(super) fn decode_error(status: u16, body: &[u8]) -> GatewayError {
@@ -348,7 +359,7 @@ mod tests {
             })
         );
         assert_eq!(origin.model, "gpt-4o-2024");
-        let v: Value = serde_json::from_slice(&d.body).unwrap();
+        let v: Value = d.chat_json(&origin);
         assert_eq!(v["provider"], "oa");
         assert!(OpenAi.decode_response(b"not json", &mut origin).is_err());
     }

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use super::openai::{content_filtered, fold_content_filter, parse_usage, VendorError};
 use super::{unparseable, SseEvents};
 use crate::error::GatewayError;
-use crate::response::ChunkWriter;
+use crate::model::stream::EventWriter;
 
 /// OpenAI's stream events, passed through nearly as they are. Most events
 /// take the fast path ([`fast_event`]), which copies the vendor's JSON
@@ -30,7 +30,7 @@ impl SseEvents for OpenAiEvents {
         &mut self,
         _event: &str,
         data: &str,
-        w: &mut ChunkWriter,
+        w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
         if data.trim() == "[DONE]" {
@@ -45,7 +45,7 @@ impl SseEvents for OpenAiEvents {
 }
 
 /// One event the general way: parsed into a map, edited, written again.
-fn slow_event(data: &str, w: &mut ChunkWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
+fn slow_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
     let mut chunk: Map<String, Value> =
         serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
     if let Some(error) = chunk.remove("error") {
@@ -56,23 +56,17 @@ fn slow_event(data: &str, w: &mut ChunkWriter, out: &mut Vec<u8>) -> Result<(), 
     // Keep the vendor's id and model so our own chunks (usage) match its
     // chunks; Azure's prompt annotation chunk has them empty.
     if let Some(id) = chunk.get("id").and_then(Value::as_str) {
-        if !id.is_empty() && w.origin.id != id {
-            w.origin.id = id.to_owned();
-        }
+        w.set_id(id);
     }
     if let Some(model) = chunk.get("model").and_then(Value::as_str) {
-        if !model.is_empty() && w.origin.model != model {
-            w.origin.model = model.to_owned();
-        }
+        w.set_model(model);
     }
     if let Some(created) = chunk.get("created").and_then(Value::as_u64) {
-        if created != 0 {
-            w.origin.created = created;
-        }
+        w.set_created(created);
     }
     let usage = chunk.remove("usage");
     if let Some(u) = usage.as_ref().filter(|u| !u.is_null()) {
-        w.usage = parse_usage(u);
+        w.set_usage(parse_usage(u));
     }
     let choices_empty = chunk
         .get("choices")
@@ -126,7 +120,10 @@ fn slow_event(data: &str, w: &mut ChunkWriter, out: &mut Vec<u8>) -> Result<(), 
     if w.include_usage() {
         chunk.insert("usage".into(), Value::Null);
     }
-    chunk.insert("provider".into(), Value::String(w.origin.provider.clone()));
+    chunk.insert(
+        "provider".into(),
+        Value::String(w.origin().provider.clone()),
+    );
     let json = serde_json::to_vec(&chunk).map_err(|e| unparseable("stream event", e))?;
     w.passthrough(out, &json, has_content || finishes);
     Ok(())
@@ -139,7 +136,7 @@ fn slow_event(data: &str, w: &mut ChunkWriter, out: &mut Vec<u8>) -> Result<(), 
 /// they came, never parsed into values; only what the writer needs is read.
 fn fast_event(
     data: &str,
-    w: &mut ChunkWriter,
+    w: &mut EventWriter,
     out: &mut Vec<u8>,
     scratch: &mut Scratch,
 ) -> Option<Result<(), GatewayError>> {
@@ -215,22 +212,16 @@ fn fast_event(
 
     // Nothing below falls back: from here on, the same steps as `slow_event`.
     if let Some(id) = id {
-        if !id.is_empty() && w.origin.id != id {
-            w.origin.id = id.into_owned();
-        }
+        w.set_id(&id);
     }
     if let Some(model) = model {
-        if !model.is_empty() && w.origin.model != model {
-            w.origin.model = model.into_owned();
-        }
+        w.set_model(&model);
     }
     if let Some(created) = created {
-        if created != 0 {
-            w.origin.created = created;
-        }
+        w.set_created(created);
     }
     if let Some(u) = usage {
-        w.usage = u;
+        w.set_usage(u);
     }
     if seen.count == 0 {
         // The usage-only chunk, or Azure's prompt filter annotation.
@@ -250,7 +241,7 @@ fn fast_event(
         buf.extend_from_slice(b"\"usage\":null,");
     }
     buf.extend_from_slice(b"\"provider\":");
-    if let Err(e) = serde_json::to_writer(&mut *buf, &w.origin.provider) {
+    if let Err(e) = serde_json::to_writer(&mut *buf, &w.origin().provider) {
         return Some(Err(unparseable("stream event", e)));
     }
     buf.push(b'}');
@@ -638,14 +629,14 @@ fn for_each_member<'a>(
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
-    use crate::response::Origin;
+    use crate::model::response::Origin;
 
-    fn fresh_writer(include_usage: bool) -> ChunkWriter {
+    fn fresh_writer(include_usage: bool) -> EventWriter {
         let origin = Origin {
             provider: "oa".into(),
             ..Origin::default()
         };
-        ChunkWriter::new(origin, "rid".into(), include_usage)
+        crate::surfaces::SurfaceKind::OpenAiChat.stream_writer(origin, "rid".into(), include_usage)
     }
 
     /// The JSON of each `data:` event written.
@@ -659,13 +650,13 @@ mod tests {
     }
 
     /// What the writer keeps from the events it was given.
-    fn state(w: &ChunkWriter) -> String {
+    fn state(w: &EventWriter) -> String {
         format!(
             "{:?} {:?} {:?} {:?} tokens={} finished={} content={}",
-            w.origin.id,
-            w.origin.model,
-            w.origin.created,
-            w.usage,
+            w.origin().id,
+            w.origin().model,
+            w.origin().created,
+            w.usage(),
             w.delivered_tokens(),
             w.finished(),
             w.content_started()
@@ -921,8 +912,8 @@ mod tests {
                 "{data}"
             );
             assert!(out.is_empty(), "{data}");
-            assert_eq!(w.origin.id, "", "the writer is untouched: {data}");
-            assert!(w.usage.is_none() && !w.finished(), "{data}");
+            assert_eq!(w.origin().id, "", "the writer is untouched: {data}");
+            assert!(w.usage().is_none() && !w.finished(), "{data}");
         }
     }
 

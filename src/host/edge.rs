@@ -11,7 +11,8 @@ use proxy_wasm::types::Action;
 use super::abi::{self, Buffer, Map};
 use super::metrics::{self, Phase, PhaseTimer};
 use super::{
-    attempt_property, elapsed_micros, send_error, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
+    attempt_property, client_surface, elapsed_micros, send_error, HANDOFF_PROPERTY, LOG_PROPERTY,
+    ROUTE_PROPERTY,
 };
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
@@ -19,9 +20,9 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared, Token, MAX_RECORDS};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
 use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
-use crate::response::Usage;
+use crate::model::request::{valid_request_id, ChatRequest};
+use crate::model::response::Usage;
 use crate::routing::Needs;
-use crate::unified::{valid_request_id, ChatRequest};
 
 /// Header the route's `cluster_header` reads. Always ours, never the client's.
 pub const CLUSTER_HEADER: &str = "x-llm-cluster";
@@ -741,8 +742,8 @@ impl HttpContext for Edge {
             return Action::Continue;
         }
         let details = abi::property(&["response", "code_details"]).unwrap_or_default();
-        let body =
-            GatewayError::envoy_reply(code, &details, &original).to_json(Some(&self.request_id));
+        let error = GatewayError::envoy_reply(code, &details, &original);
+        let body = client_surface().render_error(&error, Some(&self.request_id));
         abi::set_body(Buffer::Response, 0, size, &body);
         Action::Continue
     }

@@ -13,6 +13,7 @@ use proxy_wasm::types::ContextType;
 
 use crate::config::Config;
 use crate::error::GatewayError;
+use crate::surfaces::{surface, Surface, SurfaceKind};
 
 mod abi;
 mod edge;
@@ -118,9 +119,16 @@ fn unix_seconds() -> u64 {
         .unwrap_or_default()
 }
 
+/// The client API requests speak (the edge serves only this one so far).
+const CLIENT_SURFACE: SurfaceKind = SurfaceKind::OpenAiChat;
+
+fn client_surface() -> &'static dyn Surface {
+    surface(CLIENT_SURFACE)
+}
+
 /// Answers the request with a unified error, from either role.
 fn send_error(error: &GatewayError, request_id: &str) {
-    let body = error.to_json(Some(request_id));
+    let body = client_surface().render_error(error, Some(request_id));
     let mut headers: Vec<(&str, &[u8])> = vec![
         ("content-type", b"application/json"),
         ("x-request-id", request_id.as_bytes()),

@@ -11,15 +11,18 @@ use proxy_wasm::types::Action;
 
 use super::abi::{self, Buffer, Map};
 use super::metrics::{self, Phase, PhaseTimer};
-use super::{attempt_property, send_error, unix_seconds, HANDOFF_PROPERTY, ROUTE_PROPERTY};
+use super::{
+    attempt_property, client_surface, send_error, unix_seconds, CLIENT_SURFACE, HANDOFF_PROPERTY,
+    ROUTE_PROPERTY,
+};
 use crate::config::{Config, Provider};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
 use crate::error::{retry_delay_in, ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared};
 use crate::headers::{client_may_receive, vendor_may_receive};
 use crate::metering::AttemptRecord;
-use crate::response::{ChunkWriter, Origin};
-use crate::unified::ChatRequest;
+use crate::model::request::ChatRequest;
+use crate::model::response::Origin;
 
 const PROVIDER_METADATA: [&str; 5] = [
     "xds",
@@ -152,7 +155,7 @@ impl Upstream {
                 (
                     w.content_started(),
                     w.delivered_tokens(),
-                    w.usage,
+                    w.usage(),
                     w.finish_reason(),
                     w.failure().map(|e| e.code),
                     w.is_done(),
@@ -344,7 +347,7 @@ impl Upstream {
         self.set_retry_after(&error);
         abi::set_header(Map::Response, "content-type", Some(b"application/json"));
         abi::set_header(Map::Response, "cache-control", None);
-        let mut body = error.to_json(Some(&self.request_id));
+        let mut body = client_surface().render_error(&error, Some(&self.request_id));
         self.scrub(&mut body);
         abi::set_body(Buffer::Response, 0, len, &body);
     }
@@ -358,10 +361,8 @@ impl Upstream {
                         self.record.set_usage(usage);
                         self.record.delivered_tokens = usage.completion_tokens;
                     }
-                    if contains(&d.body, b"\"finish_reason\":\"content_filter\"") {
-                        self.record.finish_reason = Some("content_filter".into());
-                    }
-                    d.body
+                    self.record.finish_reason = d.finish_reason.map(|f| f.as_str().to_owned());
+                    client_surface().render_answer(d.answer, &origin)
                 })
             }
             (Some(status), _) => Err(self.vendor_error(status, body)),
@@ -379,7 +380,7 @@ impl Upstream {
                 let status = error.status().to_string();
                 abi::set_header(Map::Response, ":status", Some(status.as_bytes()));
                 self.set_retry_after(&error);
-                error.to_json(Some(&self.request_id))
+                client_surface().render_error(&error, Some(&self.request_id))
             }
         };
         self.scrub(&mut body);
@@ -456,10 +457,6 @@ impl Upstream {
             }
         }
     }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn no_provider(name: &str) -> GatewayError {
@@ -588,8 +585,11 @@ impl HttpContext for Upstream {
         };
         self.vendor_json = content_type.starts_with("application/json");
         if self.stream && dialect.is_stream_content_type(content_type) {
-            let writer =
-                ChunkWriter::new(self.origin(), self.request_id.clone(), self.include_usage);
+            let writer = CLIENT_SURFACE.stream_writer(
+                self.origin(),
+                self.request_id.clone(),
+                self.include_usage,
+            );
             let decoder = dialect.stream_decoder(writer);
             abi::set_header(Map::Response, "content-type", Some(b"text/event-stream"));
             abi::set_header(Map::Response, "cache-control", Some(b"no-cache"));

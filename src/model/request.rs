@@ -1,0 +1,304 @@
+//! The neutral request every client surface decodes into. Its JSON form
+//! (the serde derives and `Serialize` impls here) is OpenAI Chat
+//! Completions', which OpenAI-API vendors receive nearly as it is; the
+//! chat surface's strict parser is `surfaces::openai_chat::request`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::surfaces::openai_chat::request::{
+    function_def, json_schema, strict_parameters, strict_schema,
+};
+
+/// Upper bounds that keep a hostile body from costing more than it is worth.
+pub const MAX_MESSAGES: usize = 10_000;
+pub const MAX_MODEL_NAME: usize = 256;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ChatRequest {
+    /// What the client asked for; dialects send the vendor model instead.
+    #[serde(skip)]
+    pub model: String,
+    pub messages: Vec<Message>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<ResponseFormat>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n: Option<u32>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// `stream_options.include_usage`: whether the CLIENT asked for a usage chunk.
+    #[serde(skip)]
+    pub include_usage: bool,
+    /// Our extension: the request id (also accepted as header `x-request-id`).
+    #[serde(skip)]
+    pub request_id: Option<String>,
+    /// OpenAI fields we do not model (presence_penalty, logprobs, ...);
+    /// the OpenAI dialect sends them (see `dialects::openai::VendorExtra`).
+    #[serde(skip)]
+    pub extra: Map<String, Value>,
+    /// Size of the body this was parsed from: vendor bodies are about as
+    /// long, so encoders size their buffer once.
+    #[serde(skip)]
+    pub source_len: usize,
+}
+
+/// Deserialised by hand (below), not by serde's internally tagged enum,
+/// which buffers every message into a tree before choosing the variant.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "role", rename_all = "lowercase")]
+pub enum Message {
+    System {
+        content: Content,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// OpenAI's newer name for a system message.
+    Developer {
+        content: Content,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    User {
+        content: Content,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    Assistant {
+        #[serde(default)]
+        content: Option<Content>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refusal: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    Tool {
+        content: Content,
+        tool_call_id: String,
+    },
+}
+
+/// Message content: a plain string or a list of typed parts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+impl Content {
+    /// All text parts joined: what vendors without rich content need.
+    pub fn text(&self) -> String {
+        match self {
+            Content::Text(t) => t.clone(),
+            Content::Parts(parts) => {
+                let mut out = String::new();
+                for part in parts {
+                    if let ContentPart::Text { text } = part {
+                        out.push_str(text);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    pub fn has_image(&self) -> bool {
+        matches!(self, Content::Parts(p) if p.iter().any(|x| matches!(x, ContentPart::ImageUrl { .. })))
+    }
+}
+
+/// Deserialised by hand (below), like [`Message`].
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    Text {
+        #[serde(serialize_with = "crate::json_text::serialize")]
+        text: String,
+    },
+    ImageUrl {
+        image_url: ImageUrl,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct ImageUrl {
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// An image reference, decoded from an `image_url.url`.
+#[derive(Debug, PartialEq)]
+pub enum Image<'a> {
+    /// `data:<media type>;base64,<data>`
+    Base64 { media_type: &'a str, data: &'a str },
+    /// An `http(s)://` URL the vendor fetches itself.
+    Url(&'a str),
+}
+
+impl ImageUrl {
+    pub fn parse(&self) -> Result<Image<'_>, String> {
+        if let Some(rest) = self.url.strip_prefix("data:") {
+            let (meta, data) = rest
+                .split_once(',')
+                .ok_or("data URL without a ',' before the data")?;
+            let media_type = meta
+                .strip_suffix(";base64")
+                .ok_or("only base64 data URLs are supported")?;
+            if !media_type.starts_with("image/") {
+                return Err(format!("unsupported media type '{media_type}'"));
+            }
+            Ok(Image::Base64 { media_type, data })
+        } else if self.url.starts_with("https://") || self.url.starts_with("http://") {
+            Ok(Image::Url(&self.url))
+        } else {
+            Err("image_url.url must be an http(s) URL or a base64 data URL".into())
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+fn function_type() -> String {
+    "function".into()
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct FunctionCall {
+    pub name: String,
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct Tool {
+    #[serde(rename = "type")]
+    pub kind: ToolKind,
+    #[serde(deserialize_with = "function_def")]
+    pub function: FunctionDef,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolKind {
+    Function,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct FunctionDef {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "strict_parameters",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub parameters: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolChoice {
+    None,
+    Auto,
+    Required,
+    Function(String),
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    Text,
+    JsonObject,
+    JsonSchema {
+        #[serde(deserialize_with = "json_schema")]
+        json_schema: JsonSchema,
+    },
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct JsonSchema {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "strict_schema",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+impl ChatRequest {
+    /// The maximum output tokens the client asked for, whichever field it used.
+    pub fn max_output_tokens(&self) -> Option<u32> {
+        self.max_completion_tokens.or(self.max_tokens)
+    }
+
+    pub fn has_images(&self) -> bool {
+        self.messages.iter().any(|m| match m {
+            Message::User { content, .. } => content.has_image(),
+            _ => false,
+        })
+    }
+}
+
+/// Request ids travel in headers and logs: keep them short and plain.
+pub fn valid_request_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+}
+
+impl Serialize for Content {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Content::Text(t) => crate::json_text::serialize(t, s),
+            Content::Parts(p) => p.serialize(s),
+        }
+    }
+}
+
+impl Serialize for ToolChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ToolChoice::None => s.serialize_str("none"),
+            ToolChoice::Auto => s.serialize_str("auto"),
+            ToolChoice::Required => s.serialize_str("required"),
+            ToolChoice::Function(name) => {
+                serde_json::json!({"type": "function", "function": {"name": name}}).serialize(s)
+            }
+        }
+    }
+}

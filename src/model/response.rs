@@ -1,0 +1,118 @@
+//! The neutral answer every dialect decodes into and every client surface
+//! renders: finish reasons, token usage, who answered, tool calls, and a
+//! complete (non-stream) completion.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+}
+
+impl FinishReason {
+    /// A finish reason by its name (OpenAI's vocabulary, which is ours).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "stop" => Some(Self::Stop),
+            "length" => Some(Self::Length),
+            "tool_calls" | "function_call" => Some(Self::ToolCalls),
+            "content_filter" => Some(Self::ContentFilter),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ToolCalls => "tool_calls",
+            Self::ContentFilter => "content_filter",
+        }
+    }
+}
+
+impl Serialize for FinishReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Token usage; the details only when the vendor reports them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// The sum of two usages (a request's attempts).
+    pub fn plus(&self, other: &Usage) -> Usage {
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        Usage {
+            prompt_tokens: self.prompt_tokens + other.prompt_tokens,
+            completion_tokens: self.completion_tokens + other.completion_tokens,
+            cached_tokens: sum(self.cached_tokens, other.cached_tokens),
+            reasoning_tokens: sum(self.reasoning_tokens, other.reasoning_tokens),
+        }
+    }
+}
+
+/// Who answered: stamped on every unified response and chunk.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Origin {
+    /// Response id (`chatcmpl-...`), one per response.
+    pub id: String,
+    pub created: u64,
+    /// The vendor model that answered.
+    pub model: String,
+    pub provider: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallOut {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: FunctionOut,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionOut {
+    pub name: String,
+    pub arguments: String,
+}
+
+impl ToolCallOut {
+    pub fn new(id: String, name: String, arguments: String) -> Self {
+        Self {
+            id,
+            kind: "function",
+            function: FunctionOut { name, arguments },
+        }
+    }
+}
+
+/// A complete non-stream answer, as dialects decode it.
+#[derive(Debug, Clone, Default)]
+pub struct Completion {
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCallOut>,
+    pub finish_reason: Option<FinishReason>,
+    pub usage: Option<Usage>,
+}
+
+/// A decoded non-stream answer: neutral, or already in the client
+/// surface's own format (a pass-through pair: the same API on both sides).
+#[derive(Debug, Clone)]
+pub enum Answer {
+    Decoded(Completion),
+    Native(Vec<u8>),
+}

@@ -1,0 +1,271 @@
+//! The neutral stream: dialect decoders push events into an [`EventWriter`],
+//! which keeps the stream contract and the facts the session meters, and
+//! hands each event to the client surface's [`StreamEncoder`].
+
+use crate::error::GatewayError;
+use crate::estimate::TextCount;
+use crate::model::response::{FinishReason, Origin, Usage};
+
+/// A client surface's stream format: it writes each event's bytes. The
+/// [`EventWriter`] calls it in contract order (start first, nothing after
+/// `done` or `error`), so encoders keep only their own format's state.
+pub trait StreamEncoder {
+    /// The stream's opening (OpenAI: the role chunk).
+    fn start(&mut self, origin: &Origin, out: &mut Vec<u8>);
+    fn text(&mut self, origin: &Origin, out: &mut Vec<u8>, text: &str);
+    /// The first event of tool call number `index`: its id and name.
+    fn tool_call_start(
+        &mut self,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        index: u32,
+        id: &str,
+        name: &str,
+    );
+    fn tool_call_arguments(
+        &mut self,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        index: u32,
+        fragment: &str,
+    );
+    fn finish(&mut self, origin: &Origin, out: &mut Vec<u8>, reason: FinishReason);
+    /// The end; `usage` when the vendor reported it.
+    fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>);
+    /// The stream failed after it started.
+    fn error(&mut self, out: &mut Vec<u8>, error: &GatewayError, request_id: &str);
+    /// A vendor event already in this surface's format (a pass-through
+    /// pair), written as it is.
+    fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]);
+}
+
+/// Writes one response stream for a dialect's decoder.
+///
+/// Decoders push what the vendor said (text, tool calls, the finish, usage,
+/// who answered); the writer keeps the contract (one start, nothing after
+/// the end) and the facts the session reads for metering.
+pub struct EventWriter {
+    origin: Origin,
+    request_id: String,
+    /// The client asked for a usage report at the end.
+    include_usage: bool,
+    encoder: Box<dyn StreamEncoder>,
+    started: bool,
+    finished: bool,
+    /// Text, a tool call or a finish reason has been written.
+    content_started: bool,
+    /// The error the stream ended with, if it did.
+    failure: Option<GatewayError>,
+    /// Answer text and tool arguments written so far: what the client was
+    /// sent, for reconciling a cut stream.
+    delivered: TextCount,
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl std::fmt::Debug for EventWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventWriter")
+            .field("origin", &self.origin)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventWriter {
+    pub fn new(
+        encoder: Box<dyn StreamEncoder>,
+        origin: Origin,
+        request_id: String,
+        include_usage: bool,
+    ) -> Self {
+        Self {
+            origin,
+            request_id,
+            include_usage,
+            encoder,
+            started: false,
+            finished: false,
+            content_started: false,
+            failure: None,
+            delivered: TextCount::default(),
+            finish_reason: None,
+            usage: None,
+            done: false,
+        }
+    }
+
+    /// Who answered, as the stream says so far.
+    pub fn origin(&self) -> &Origin {
+        &self.origin
+    }
+
+    /// The vendor's response id (ignored when empty, as Azure's annotation
+    /// chunks have it).
+    pub fn set_id(&mut self, id: &str) {
+        if !id.is_empty() && self.origin.id != id {
+            id.clone_into(&mut self.origin.id);
+        }
+    }
+
+    /// The vendor model that answered (ignored when empty).
+    pub fn set_model(&mut self, model: &str) {
+        if !model.is_empty() && self.origin.model != model {
+            model.clone_into(&mut self.origin.model);
+        }
+    }
+
+    /// The vendor's creation time (ignored when zero).
+    pub fn set_created(&mut self, created: u64) {
+        if created != 0 {
+            self.origin.created = created;
+        }
+    }
+
+    /// The vendor's usage report (the latest wins: vendors repeat it).
+    pub fn set_usage(&mut self, usage: Option<Usage>) {
+        self.usage = usage;
+    }
+
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    fn begin(&mut self, out: &mut Vec<u8>) {
+        if !self.started {
+            self.started = true;
+            self.encoder.start(&self.origin, out);
+        }
+    }
+
+    /// The stream's opening, before any content.
+    pub fn start(&mut self, out: &mut Vec<u8>) {
+        if !self.done {
+            self.begin(out);
+        }
+    }
+
+    pub fn content(&mut self, out: &mut Vec<u8>, text: &str) {
+        if self.done || text.is_empty() {
+            return;
+        }
+        self.begin(out);
+        self.content_started = true;
+        self.delivered.add(text);
+        self.encoder.text(&self.origin, out, text);
+    }
+
+    /// The first delta of tool call number `index`: id and name.
+    pub fn tool_call_start(&mut self, out: &mut Vec<u8>, index: u32, id: &str, name: &str) {
+        if self.done {
+            return;
+        }
+        self.begin(out);
+        self.content_started = true;
+        self.encoder
+            .tool_call_start(&self.origin, out, index, id, name);
+    }
+
+    pub fn tool_call_arguments(&mut self, out: &mut Vec<u8>, index: u32, fragment: &str) {
+        if self.done || fragment.is_empty() {
+            return;
+        }
+        self.begin(out);
+        self.content_started = true;
+        self.delivered.add(fragment);
+        self.encoder
+            .tool_call_arguments(&self.origin, out, index, fragment);
+    }
+
+    pub fn finish(&mut self, out: &mut Vec<u8>, reason: FinishReason) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if self.done {
+            return;
+        }
+        self.begin(out);
+        self.content_started = true;
+        self.finish_reason = Some(reason);
+        self.encoder.finish(&self.origin, out, reason);
+    }
+
+    /// Ends the stream (with the usage report if the client asked).
+    pub fn done(&mut self, out: &mut Vec<u8>) {
+        if self.done {
+            return;
+        }
+        let usage = self.usage.filter(|_| self.include_usage);
+        self.encoder.done(&self.origin, out, usage.as_ref());
+        self.done = true;
+    }
+
+    /// An error after the stream started: the surface's error event, then nothing.
+    pub fn error(&mut self, out: &mut Vec<u8>, error: &GatewayError) {
+        if self.done {
+            return;
+        }
+        let mut error = error.clone();
+        if error.provider.is_none() {
+            error.provider = Some(self.origin.provider.clone());
+        }
+        self.encoder.error(out, &error, &self.request_id);
+        self.failure = Some(error);
+        self.done = true;
+    }
+
+    /// Forwards a vendor event already in the client's format (a
+    /// pass-through pair); `has_content` says whether it carries part of
+    /// the answer.
+    pub fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8], has_content: bool) {
+        if !self.done {
+            self.started = true;
+            self.content_started |= has_content;
+            self.encoder.passthrough(out, event);
+        }
+    }
+
+    /// Whether the client has been sent anything an answer is made of.
+    pub fn content_started(&self) -> bool {
+        self.content_started
+    }
+
+    pub fn failure(&self) -> Option<&GatewayError> {
+        self.failure.as_ref()
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    pub fn include_usage(&self) -> bool {
+        self.include_usage
+    }
+
+    /// True once a finish reason has been sent.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Adds answer text a passed-through event carried to what was delivered.
+    pub fn count_delivered(&mut self, text: &str) {
+        self.delivered.add(text);
+    }
+
+    /// Estimated tokens delivered so far.
+    pub fn delivered_tokens(&self) -> u64 {
+        self.delivered.tokens()
+    }
+
+    /// The finish reason written, when this writer wrote it.
+    pub fn finish_reason(&self) -> Option<FinishReason> {
+        self.finish_reason
+    }
+
+    /// A passed-through event carried the finish.
+    pub fn mark_finished(&mut self) {
+        self.finished = true;
+    }
+}

@@ -1,0 +1,502 @@
+//! OpenAI Chat Completions, the first client surface: `POST
+//! /v1/chat/completions` requests ([`request`]), the `chat.completion`
+//! object, the `chat.completion.chunk` stream and OpenAI's error envelope.
+
+use serde::Serialize;
+
+use super::Surface;
+use crate::error::GatewayError;
+use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::model::stream::StreamEncoder;
+use crate::sse::write_data;
+
+pub mod request;
+
+pub struct OpenAiChat;
+
+impl Surface for OpenAiChat {
+    fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {
+        match answer {
+            Answer::Decoded(completion) => render_completion(&completion, origin),
+            Answer::Native(body) => body,
+        }
+    }
+
+    fn stream_encoder(&self, include_usage: bool) -> Box<dyn StreamEncoder> {
+        Box::new(ChatChunks {
+            include_usage,
+            head: ChunkHead::default(),
+        })
+    }
+
+    fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
+        error.to_json(request_id)
+    }
+}
+
+/// Usage in OpenAI's shape.
+struct ChatUsage<'a>(&'a Usage);
+
+impl Serialize for ChatUsage<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(Serialize)]
+        struct Cached {
+            cached_tokens: u64,
+        }
+        #[derive(Serialize)]
+        struct Reasoning {
+            reasoning_tokens: u64,
+        }
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("prompt_tokens", &self.0.prompt_tokens)?;
+        m.serialize_entry("completion_tokens", &self.0.completion_tokens)?;
+        m.serialize_entry(
+            "total_tokens",
+            &(self.0.prompt_tokens + self.0.completion_tokens),
+        )?;
+        if let Some(cached_tokens) = self.0.cached_tokens {
+            m.serialize_entry("prompt_tokens_details", &Cached { cached_tokens })?;
+        }
+        if let Some(reasoning_tokens) = self.0.reasoning_tokens {
+            m.serialize_entry("completion_tokens_details", &Reasoning { reasoning_tokens })?;
+        }
+        m.end()
+    }
+}
+
+/// The `chat.completion` object.
+fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
+    // Every field OpenAI sends, null where we have no value.
+    #[derive(Serialize)]
+    struct Msg<'a> {
+        role: &'static str,
+        content: Option<&'a str>,
+        refusal: Option<&'a str>,
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        tool_calls: &'a [ToolCallOut],
+    }
+    #[derive(Serialize)]
+    struct Choice<'a> {
+        index: u32,
+        message: Msg<'a>,
+        logprobs: (),
+        finish_reason: Option<FinishReason>,
+    }
+    #[derive(Serialize)]
+    struct Body<'a> {
+        id: &'a str,
+        object: &'static str,
+        created: u64,
+        model: &'a str,
+        provider: &'a str,
+        system_fingerprint: Option<&'a str>,
+        choices: [Choice<'a>; 1],
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<ChatUsage<'a>>,
+    }
+    let body = Body {
+        id: &origin.id,
+        object: "chat.completion",
+        created: origin.created,
+        model: &origin.model,
+        provider: &origin.provider,
+        system_fingerprint: None,
+        choices: [Choice {
+            index: 0,
+            message: Msg {
+                role: "assistant",
+                content: completion.content.as_deref(),
+                refusal: None,
+                tool_calls: &completion.tool_calls,
+            },
+            logprobs: (),
+            finish_reason: completion.finish_reason,
+        }],
+        usage: completion.usage.as_ref().map(ChatUsage),
+    };
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// What one chunk's `delta` carries.
+#[derive(Serialize, Default)]
+struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[ToolCallDelta<'a>; 1]>,
+    /// `"refusal": null`, in the role chunk as OpenAI sends it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    refusal: Option<()>,
+}
+
+#[derive(Serialize)]
+struct ToolCallDelta<'a> {
+    index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: FunctionDelta<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    arguments: &'a str,
+}
+
+/// The `chat.completion.chunk` stream: one chunk per event, `[DONE]` at the end.
+struct ChatChunks {
+    /// The client asked for usage: `"usage": null` on every chunk (as
+    /// OpenAI sends it then) and the usage chunk before `[DONE]`.
+    include_usage: bool,
+    /// Every chunk's opening, up to its `choices`, for the origin it was made from.
+    head: ChunkHead,
+}
+
+/// `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…,"provider":…,"choices":[`,
+/// the same in every chunk of a stream: written once, copied per chunk.
+#[derive(Debug, Default)]
+struct ChunkHead {
+    origin: Origin,
+    bytes: Vec<u8>,
+}
+
+impl ChatChunks {
+    /// Appends the chunk head for the current origin (dialects set the
+    /// origin from the vendor's first events, so it is checked each time).
+    fn write_head(&mut self, origin: &Origin, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        #[derive(Serialize)]
+        struct Head<'a> {
+            id: &'a str,
+            object: &'static str,
+            created: u64,
+            model: &'a str,
+            provider: &'a str,
+            system_fingerprint: Option<&'a str>,
+        }
+        if self.head.bytes.is_empty() || self.head.origin != *origin {
+            let mut bytes = b"data: ".to_vec();
+            let head = Head {
+                id: &origin.id,
+                object: "chat.completion.chunk",
+                created: origin.created,
+                model: &origin.model,
+                provider: &origin.provider,
+                system_fingerprint: None,
+            };
+            serde_json::to_writer(&mut bytes, &head)?;
+            bytes.pop(); // the object's closing brace: the chunk goes on
+            bytes.extend_from_slice(b",\"choices\":[");
+            self.head = ChunkHead {
+                origin: origin.clone(),
+                bytes,
+            };
+        }
+        out.extend_from_slice(&self.head.bytes);
+        Ok(())
+    }
+
+    /// One chunk event: the head, then `tail` writes the rest of the
+    /// object after the opening of `choices`.
+    fn write_chunk(
+        &mut self,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        tail: impl FnOnce(&mut Vec<u8>) -> serde_json::Result<()>,
+    ) {
+        let start = out.len();
+        match self.write_head(origin, out).and_then(|()| tail(out)) {
+            Ok(()) => out.extend_from_slice(b"}\n\n"),
+            Err(_) => out.truncate(start),
+        }
+    }
+
+    /// A chunk with one choice (and `"usage": null` when the client asked
+    /// for usage: OpenAI sends the field on every chunk then).
+    fn write_choice(
+        &mut self,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        delta: Delta<'_>,
+        finish: Option<FinishReason>,
+    ) {
+        #[derive(Serialize)]
+        struct Choice<'a> {
+            index: u32,
+            delta: Delta<'a>,
+            logprobs: (),
+            finish_reason: Option<FinishReason>,
+        }
+        let choice = Choice {
+            index: 0,
+            delta,
+            logprobs: (),
+            finish_reason: finish,
+        };
+        let usage_null = self.include_usage;
+        self.write_chunk(origin, out, |out| {
+            serde_json::to_writer(&mut *out, &choice)?;
+            out.push(b']');
+            if usage_null {
+                out.extend_from_slice(b",\"usage\":null");
+            }
+            Ok(())
+        });
+    }
+
+    fn tool_call(&mut self, origin: &Origin, out: &mut Vec<u8>, call: ToolCallDelta<'_>) {
+        let delta = Delta {
+            tool_calls: Some([call]),
+            ..Delta::default()
+        };
+        self.write_choice(origin, out, delta, None);
+    }
+}
+
+impl StreamEncoder for ChatChunks {
+    /// OpenAI's first chunk carries only the role.
+    fn start(&mut self, origin: &Origin, out: &mut Vec<u8>) {
+        let role = Delta {
+            role: Some("assistant"),
+            content: Some(""),
+            refusal: Some(()),
+            ..Delta::default()
+        };
+        self.write_choice(origin, out, role, None);
+    }
+
+    fn text(&mut self, origin: &Origin, out: &mut Vec<u8>, text: &str) {
+        let delta = Delta {
+            content: Some(text),
+            ..Delta::default()
+        };
+        self.write_choice(origin, out, delta, None);
+    }
+
+    fn tool_call_start(
+        &mut self,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        index: u32,
+        id: &str,
+        name: &str,
+    ) {
+        let call = ToolCallDelta {
+            index,
+            id: Some(id),
+            kind: Some("function"),
+            function: FunctionDelta {
+                name: Some(name),
+                arguments: "",
+            },
+        };
+        self.tool_call(origin, out, call);
+    }
+
+    fn tool_call_arguments(
+        &mut self,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        index: u32,
+        fragment: &str,
+    ) {
+        let call = ToolCallDelta {
+            index,
+            id: None,
+            kind: None,
+            function: FunctionDelta {
+                name: None,
+                arguments: fragment,
+            },
+        };
+        self.tool_call(origin, out, call);
+    }
+
+    fn finish(&mut self, origin: &Origin, out: &mut Vec<u8>, reason: FinishReason) {
+        self.write_choice(origin, out, Delta::default(), Some(reason));
+    }
+
+    /// The usage chunk if the client asked, then `[DONE]`.
+    fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {
+        if let Some(usage) = usage {
+            self.write_chunk(origin, out, |out| {
+                out.extend_from_slice(b"],\"usage\":");
+                serde_json::to_writer(out, &ChatUsage(usage))
+            });
+        }
+        out.extend_from_slice(b"data: [DONE]\n\n");
+    }
+
+    /// One `data: {"error": ...}` event.
+    fn error(&mut self, out: &mut Vec<u8>, error: &GatewayError, request_id: &str) {
+        write_data(out, &error.to_json(Some(request_id)));
+    }
+
+    fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {
+        write_data(out, event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::surfaces::SurfaceKind;
+    use serde_json::Value;
+
+    fn events(out: &[u8]) -> Vec<Value> {
+        std::str::from_utf8(out)
+            .unwrap()
+            .split("\n\n")
+            .filter(|e| !e.is_empty() && *e != "data: [DONE]")
+            .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
+            .collect()
+    }
+
+    fn origin() -> Origin {
+        Origin {
+            id: "chatcmpl-1".into(),
+            created: 1,
+            model: "m".into(),
+            provider: "p".into(),
+        }
+    }
+
+    #[test]
+    fn stream_contract() {
+        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), true);
+        let mut out = Vec::new();
+        w.content(&mut out, "Hi");
+        w.tool_call_start(&mut out, 0, "call_1", "f");
+        w.tool_call_arguments(&mut out, 0, "{\"a\"");
+        w.finish(&mut out, FinishReason::ToolCalls);
+        w.set_usage(Some(Usage {
+            prompt_tokens: 3,
+            completion_tokens: 4,
+            ..Usage::default()
+        }));
+        w.done(&mut out);
+        w.content(&mut out, "late");
+        assert!(out.ends_with(b"data: [DONE]\n\n"));
+        let ev = events(&out);
+        assert_eq!(ev.len(), 6);
+        // OpenAI's first chunk carries only the role.
+        assert_eq!(
+            ev[0]["choices"][0]["delta"],
+            serde_json::json!({"role":"assistant","content":"","refusal":null})
+        );
+        assert_eq!(
+            ev[1]["choices"][0]["delta"],
+            serde_json::json!({"content":"Hi"})
+        );
+        assert_eq!(
+            ev[2]["choices"][0]["delta"]["tool_calls"][0]["id"],
+            "call_1"
+        );
+        assert_eq!(
+            ev[3]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"],
+            "{\"a\""
+        );
+        assert_eq!(ev[4]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(ev[5]["choices"], serde_json::json!([]));
+        assert_eq!(ev[5]["usage"]["total_tokens"], 7);
+        // Fields OpenAI sends on every chunk; usage null until the last.
+        for e in &ev[..5] {
+            assert!(e["usage"].is_null() && e.as_object().unwrap().contains_key("usage"));
+            assert!(e["system_fingerprint"].is_null());
+            assert!(e["choices"][0]["logprobs"].is_null());
+        }
+        assert!(ev.iter().all(|e| e["id"] == "chatcmpl-1"));
+    }
+
+    #[test]
+    fn chunk_bytes_follow_the_origin() {
+        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), true);
+        let mut out = Vec::new();
+        w.content(&mut out, "a\"b");
+        // A vendor event names the answer's id and model after the first chunk.
+        w.set_id("msg_\"2");
+        w.set_model("m2");
+        w.finish(&mut out, FinishReason::Stop);
+        w.set_usage(Some(Usage {
+            prompt_tokens: 1,
+            completion_tokens: 2,
+            ..Usage::default()
+        }));
+        w.done(&mut out);
+        let expected = concat!(
+            r#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","provider":"p","system_fingerprint":null,"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}"#,
+            "\n\n",
+            r#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","provider":"p","system_fingerprint":null,"choices":[{"index":0,"delta":{"content":"a\"b"},"logprobs":null,"finish_reason":null}],"usage":null}"#,
+            "\n\n",
+            r#"data: {"id":"msg_\"2","object":"chat.completion.chunk","created":1,"model":"m2","provider":"p","system_fingerprint":null,"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}"#,
+            "\n\n",
+            r#"data: {"id":"msg_\"2","object":"chat.completion.chunk","created":1,"model":"m2","provider":"p","system_fingerprint":null,"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}"#,
+            "\n\n",
+            "data: [DONE]\n\n",
+        );
+        assert_eq!(String::from_utf8_lossy(&out), expected);
+    }
+
+    #[test]
+    fn tracks_content_and_failure() {
+        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), false);
+        let mut out = Vec::new();
+        w.start(&mut out);
+        assert!(!w.content_started(), "the role chunk is not content");
+        let e = GatewayError::new(crate::error::ErrorCode::UpstreamBusy, "Overloaded");
+        w.error(&mut out, &e);
+        assert_eq!(w.failure(), Some(&e.clone().with_provider("p")));
+        let event = events(&out).pop().unwrap();
+        assert_eq!(
+            event["error"]["provider"], "p",
+            "stream errors name the provider"
+        );
+        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), false);
+        w.content(&mut out, "x");
+        assert!(w.content_started());
+    }
+
+    #[test]
+    fn no_usage_chunk_unless_asked() {
+        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), false);
+        w.set_usage(Some(Usage::default()));
+        let mut out = Vec::new();
+        w.start(&mut out);
+        w.done(&mut out);
+        assert_eq!(events(&out).len(), 1);
+    }
+
+    #[test]
+    fn completion_json() {
+        let c = Completion {
+            content: Some("hello".into()),
+            tool_calls: vec![ToolCallOut::new("t1".into(), "f".into(), "{}".into())],
+            finish_reason: Some(FinishReason::ToolCalls),
+            usage: Some(Usage {
+                prompt_tokens: 1,
+                completion_tokens: 2,
+                cached_tokens: Some(1),
+                reasoning_tokens: None,
+            }),
+        };
+        let v: Value = serde_json::from_slice(&render_completion(&c, &origin())).unwrap();
+        assert_eq!(v["object"], "chat.completion");
+        // Every field OpenAI sends, null where there is nothing to say.
+        let (choice, message) = (&v["choices"][0], &v["choices"][0]["message"]);
+        assert!(v.as_object().unwrap()["system_fingerprint"].is_null());
+        assert!(choice.as_object().unwrap()["logprobs"].is_null());
+        assert!(message.as_object().unwrap()["refusal"].is_null());
+        assert_eq!(v["provider"], "p");
+        assert_eq!(
+            v["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+            "f"
+        );
+        assert_eq!(v["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
+        assert!(v["usage"].get("completion_tokens_details").is_none());
+    }
+}
