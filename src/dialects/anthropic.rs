@@ -12,12 +12,13 @@ use serde_json::Value;
 
 use super::{
     encode_json, fallback_message, json_instruction, tool_arguments, unparseable, DecodedResponse,
-    Dialect, SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
+    Dialect, Events, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::EventWriter;
+use crate::sse::SseParser;
 
 pub struct Anthropic;
 
@@ -471,8 +472,6 @@ impl VendorError {
 
 #[derive(Default)]
 struct AnthropicEvents {
-    /// (content block index, tool call index) for each tool_use block.
-    tool_blocks: Vec<(u64, u32)>,
     usage: AnthropicUsage,
     stop_reason: Option<FinishReason>,
 }
@@ -556,11 +555,10 @@ fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, GatewayError> {
     serde_json::from_str(data).map_err(|e| unparseable("stream event", e))
 }
 
-impl SseEvents for AnthropicEvents {
+impl Events<SseParser> for AnthropicEvents {
     fn on_event(
         &mut self,
-        event: &str,
-        data: &str,
+        (event, data): (&str, &str),
         w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
@@ -579,9 +577,7 @@ impl SseEvents for AnthropicEvents {
                 match start.content_block {
                     StartBlock::Text { text } => w.content(out, &text),
                     StartBlock::ToolUse { id, name } => {
-                        let index = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
-                        self.tool_blocks.push((start.index, index));
-                        w.tool_call_start(out, index, &id, &name);
+                        w.tool_call_start(out, start.index, &id, &name);
                     }
                     StartBlock::Other => {}
                 }
@@ -591,13 +587,7 @@ impl SseEvents for AnthropicEvents {
                 match delta.delta {
                     DeltaBody::TextDelta { text } => w.content(out, &text),
                     DeltaBody::InputJsonDelta { partial_json } => {
-                        if let Some(&(_, tool)) = self
-                            .tool_blocks
-                            .iter()
-                            .find(|(block, _)| *block == delta.index)
-                        {
-                            w.tool_call_arguments(out, tool, &partial_json);
-                        }
+                        w.tool_call_arguments(out, delta.index, &partial_json);
                     }
                     DeltaBody::Other => {}
                 }

@@ -11,12 +11,13 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::stream::FramedStream;
 use super::{
-    encode_json, fallback_message, json_instruction, unparseable, DecodedResponse, Dialect,
+    encode_json, fallback_message, json_instruction, unparseable, DecodedResponse, Dialect, Events,
     StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::eventstream::{EventStreamDecoder, FrameError, Message as Frame};
+use crate::eventstream::{EventStreamDecoder, Message as Frame};
 use crate::model::request::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::EventWriter;
@@ -373,11 +374,10 @@ impl Dialect for Bedrock {
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
-        Box::new(BedrockStream {
-            frames: EventStreamDecoder::default(),
+        Box::new(FramedStream::<EventStreamDecoder, _>::new(
             writer,
-            tool_blocks: Vec::new(),
-        })
+            BedrockEvents,
+        ))
     }
 
     fn is_stream_content_type(&self, content_type: &str) -> bool {
@@ -559,21 +559,7 @@ impl BedrockUsage {
 
 // --- stream -----------------------------------------------------------------
 
-struct BedrockStream {
-    frames: EventStreamDecoder,
-    writer: EventWriter,
-    /// (content block index, tool call index) for each toolUse block.
-    tool_blocks: Vec<(u64, u32)>,
-}
-
-impl From<FrameError> for GatewayError {
-    fn from(e: FrameError) -> Self {
-        GatewayError::new(
-            ErrorCode::UpstreamError,
-            format!("the provider's event stream contained {e}"),
-        )
-    }
-}
+struct BedrockEvents;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -644,109 +630,83 @@ fn parse<'a, T: Deserialize<'a>>(payload: &'a [u8]) -> Result<T, GatewayError> {
     serde_json::from_slice(payload).map_err(|e| unparseable("stream event", e))
 }
 
-impl BedrockStream {
-    fn on_frame(&mut self, frame: &Frame, out: &mut Vec<u8>) -> Result<(), GatewayError> {
-        let w = &mut self.writer;
-        match frame.header_str(":message-type") {
-            Some("event") => {}
-            Some("exception") => {
-                let kind = frame.header_str(":exception-type").unwrap_or_default();
-                let body: ExceptionBody = parse(&frame.payload)?;
-                return Err(GatewayError::new(
-                    error_code(kind, 500, &body.message),
-                    body.message,
-                ));
-            }
-            Some("error") => {
-                let code = frame.header_str(":error-code").unwrap_or_default();
-                let message = frame.header_str(":error-message").unwrap_or(code);
-                return Err(GatewayError::new(
-                    error_code(code, 500, message),
-                    message.to_owned(),
-                ));
-            }
-            other => {
-                return Err(unparseable(
-                    "stream",
-                    format!("unknown :message-type {other:?}"),
-                ))
-            }
+fn on_frame(frame: &Frame, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
+    match frame.header_str(":message-type") {
+        Some("event") => {}
+        Some("exception") => {
+            let kind = frame.header_str(":exception-type").unwrap_or_default();
+            let body: ExceptionBody = parse(&frame.payload)?;
+            return Err(GatewayError::new(
+                error_code(kind, 500, &body.message),
+                body.message,
+            ));
         }
-        match frame.header_str(":event-type").unwrap_or_default() {
-            "messageStart" => w.start(out),
-            "contentBlockStart" => {
-                let start: BlockStart = parse(&frame.payload)?;
-                if let Some(tool) = start.start.and_then(|s| s.tool_use) {
-                    let index = u32::try_from(self.tool_blocks.len()).unwrap_or(u32::MAX);
-                    self.tool_blocks.push((start.content_block_index, index));
-                    w.tool_call_start(out, index, &tool.tool_use_id, &tool.name);
-                }
-            }
-            "contentBlockDelta" => {
-                let delta: BlockDelta = parse(&frame.payload)?;
-                if let Some(text) = delta.delta.text {
-                    w.content(out, &text);
-                }
-                if let Some(tool) = delta.delta.tool_use {
-                    if let Some(&(_, index)) = self
-                        .tool_blocks
-                        .iter()
-                        .find(|(block, _)| *block == delta.content_block_index)
-                    {
-                        w.tool_call_arguments(out, index, &tool.input);
-                    }
-                }
-            }
-            "messageStop" => {
-                let stop: MessageStop = parse(&frame.payload)?;
-                w.finish(out, finish_reason(&stop.stop_reason));
-            }
-            "metadata" => {
-                let meta: Metadata = parse(&frame.payload)?;
-                w.set_usage(meta.usage.map(BedrockUsage::unified));
-                if w.finished() {
-                    w.done(out);
-                }
-            }
-            // contentBlockStop, and event types added later.
-            _ => {}
+        Some("error") => {
+            let code = frame.header_str(":error-code").unwrap_or_default();
+            let message = frame.header_str(":error-message").unwrap_or(code);
+            return Err(GatewayError::new(
+                error_code(code, 500, message),
+                message.to_owned(),
+            ));
         }
-        Ok(())
+        other => {
+            return Err(unparseable(
+                "stream",
+                format!("unknown :message-type {other:?}"),
+            ))
+        }
     }
+    match frame.header_str(":event-type").unwrap_or_default() {
+        "messageStart" => w.start(out),
+        "contentBlockStart" => {
+            let start: BlockStart = parse(&frame.payload)?;
+            if let Some(tool) = start.start.and_then(|s| s.tool_use) {
+                let key = start.content_block_index;
+                w.tool_call_start(out, key, &tool.tool_use_id, &tool.name);
+            }
+        }
+        "contentBlockDelta" => {
+            let delta: BlockDelta = parse(&frame.payload)?;
+            if let Some(text) = delta.delta.text {
+                w.content(out, &text);
+            }
+            if let Some(tool) = delta.delta.tool_use {
+                w.tool_call_arguments(out, delta.content_block_index, &tool.input);
+            }
+        }
+        "messageStop" => {
+            let stop: MessageStop = parse(&frame.payload)?;
+            w.finish(out, finish_reason(&stop.stop_reason));
+        }
+        "metadata" => {
+            let meta: Metadata = parse(&frame.payload)?;
+            w.set_usage(meta.usage.map(BedrockUsage::unified));
+            if w.finished() {
+                w.done(out);
+            }
+        }
+        // contentBlockStop, and event types added later.
+        _ => {}
+    }
+    Ok(())
 }
 
-impl StreamDecoder for BedrockStream {
-    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
-        if self.writer.is_done() {
-            return;
-        }
-        let mut frames = std::mem::take(&mut self.frames);
-        let result = frames.feed(input, &mut |frame: Frame| {
-            if self.writer.is_done() {
-                return Ok(());
-            }
-            self.on_frame(&frame, out)
-        });
-        self.frames = frames;
-        if let Err(e) = result {
-            self.writer.error(out, &e);
-        }
+/// Bedrock's stream has no end event of its own: a stop reason (the
+/// usage event may be missing) is what makes the answer complete.
+impl Events<EventStreamDecoder> for BedrockEvents {
+    fn on_event(
+        &mut self,
+        frame: Frame,
+        w: &mut EventWriter,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GatewayError> {
+        on_frame(&frame, w, out)
     }
 
-    fn finish(&mut self, out: &mut Vec<u8>) {
-        if self.writer.is_done() {
-            return;
+    fn on_end(&mut self, w: &mut EventWriter, out: &mut Vec<u8>) {
+        if w.finished() {
+            w.done(out);
         }
-        // The usage event may be missing; a stop reason is what makes the answer complete.
-        if self.writer.finished() && !self.frames.has_partial() {
-            self.writer.done(out);
-        } else {
-            self.writer.error(out, &super::incomplete_stream());
-        }
-    }
-
-    fn writer(&self) -> &EventWriter {
-        &self.writer
     }
 }
 

@@ -7,13 +7,12 @@
 //! `event:result` per delta with cumulative usage, `event:error` on failure.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{
-    encode_json, fallback_message, unparseable, DecodedResponse, Dialect, SseEvents, SseStream,
+    encode_json, fallback_message, unparseable, DecodedResponse, Dialect, Events, SseStream,
     StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
@@ -22,6 +21,7 @@ use crate::model::request::{
 };
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::EventWriter;
+use crate::sse::SseParser;
 
 pub struct DashScope;
 
@@ -271,7 +271,7 @@ impl Dialect for DashScope {
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
-        Box::new(SseStream::new(writer, DashScopeEvents::default()))
+        Box::new(SseStream::new(writer, DashScopeEvents))
     }
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
@@ -434,17 +434,12 @@ impl DashScopeUsage {
 
 // --- stream -----------------------------------------------------------------
 
-#[derive(Default)]
-struct DashScopeEvents {
-    /// Vendor tool call index → ours, in order of appearance.
-    tool_calls: BTreeMap<u64, u32>,
-}
+struct DashScopeEvents;
 
-impl SseEvents for DashScopeEvents {
+impl Events<SseParser> for DashScopeEvents {
     fn on_event(
         &mut self,
-        event: &str,
-        data: &str,
+        (event, data): (&str, &str),
         w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
@@ -481,24 +476,19 @@ impl SseEvents for DashScopeEvents {
             w.content(out, &text);
         }
         for call in choice.message.tool_calls {
-            let vendor_index = call
+            let next = w.tool_calls();
+            let key = call
                 .index
-                .unwrap_or(u64::try_from(self.tool_calls.len()).unwrap_or(u64::MAX));
-            let next = u32::try_from(self.tool_calls.len()).unwrap_or(u32::MAX);
-            let index = match self.tool_calls.get(&vendor_index) {
-                Some(&index) => index,
-                None => {
-                    self.tool_calls.insert(vendor_index, next);
-                    let id = call
-                        .id
-                        .filter(|id| !id.is_empty())
-                        .unwrap_or_else(|| format!("call_{next}"));
-                    let name = call.function.name.as_deref().unwrap_or_default();
-                    w.tool_call_start(out, next, &id, name);
-                    next
-                }
-            };
-            w.tool_call_arguments(out, index, &call.function.arguments);
+                .unwrap_or(u64::try_from(next).unwrap_or(u64::MAX));
+            if !w.has_tool_call(key) {
+                let id = call
+                    .id
+                    .filter(|id| !id.is_empty())
+                    .unwrap_or_else(|| format!("call_{next}"));
+                let name = call.function.name.as_deref().unwrap_or_default();
+                w.tool_call_start(out, key, &id, name);
+            }
+            w.tool_call_arguments(out, key, &call.function.arguments);
         }
         if let Some(reason) = choice.finish_reason.as_deref().and_then(finish_reason) {
             w.finish(out, reason);

@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{
-    encode_json, fallback_message, tool_arguments, unparseable, DecodedResponse, Dialect,
-    SseEvents, SseStream, StreamDecoder, Target, UpstreamRequest,
+    encode_json, fallback_message, tool_arguments, unparseable, DecodedResponse, Dialect, Events,
+    SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{
@@ -38,6 +38,7 @@ use crate::model::request::{
 };
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::EventWriter;
+use crate::sse::SseParser;
 use crate::url::encode_segment;
 
 pub struct Gemini;
@@ -448,7 +449,7 @@ impl Dialect for Gemini {
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
-        Box::new(SseStream::new(writer, GeminiEvents::default()))
+        Box::new(SseStream::new(writer, GeminiEvents))
     }
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
@@ -736,16 +737,12 @@ fn retry_seconds(duration: &str) -> Option<u64> {
 
 /// Each event is a whole `GenerateContentResponse` carrying the next piece;
 /// function calls arrive whole. The stream has no end marker: the body ends.
-#[derive(Default)]
-struct GeminiEvents {
-    tool_calls: usize,
-}
+struct GeminiEvents;
 
-impl SseEvents for GeminiEvents {
+impl Events<SseParser> for GeminiEvents {
     fn on_event(
         &mut self,
-        _event: &str,
-        data: &str,
+        (_event, data): (&str, &str),
         w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
@@ -775,22 +772,19 @@ impl SseEvents for GeminiEvents {
                 continue;
             }
             if let Some(call) = part.function_call {
-                let index = u32::try_from(self.tool_calls).unwrap_or(u32::MAX);
-                let id = tool_call_id(
-                    &w.origin().id,
-                    self.tool_calls,
-                    part.thought_signature.as_deref(),
-                );
-                self.tool_calls += 1;
+                // Calls arrive whole: each is a new one, keyed by its number.
+                let number = w.tool_calls();
+                let id = tool_call_id(&w.origin().id, number, part.thought_signature.as_deref());
                 let args = call.args.unwrap_or_else(|| Value::Object(Map::new()));
-                w.tool_call_start(out, index, &id, &call.name);
-                w.tool_call_arguments(out, index, &args.to_string());
+                let key = u64::try_from(number).unwrap_or(u64::MAX);
+                w.tool_call_start(out, key, &id, &call.name);
+                w.tool_call_arguments(out, key, &args.to_string());
             } else if let Some(text) = part.text {
                 w.content(out, &text);
             }
         }
         if let Some(reason) = candidate.finish_reason.as_deref() {
-            w.finish(out, finish_reason(reason, self.tool_calls > 0));
+            w.finish(out, finish_reason(reason, w.tool_calls() > 0));
         }
         Ok(())
     }

@@ -11,7 +11,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{ChatRequest, ResponseFormat, ToolCall};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
-use crate::sse::{SseError, SseParser};
+use crate::sse::SseParser;
 
 pub mod anthropic;
 pub mod azure;
@@ -20,6 +20,12 @@ pub mod dashscope;
 pub mod gemini;
 pub mod openai;
 mod openai_stream;
+pub mod stream;
+
+pub use stream::{incomplete_stream, Events, StreamDecoder};
+
+/// The SSE plumbing the SSE dialects share.
+pub type SseStream<H> = stream::FramedStream<SseParser, H>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -117,96 +123,6 @@ pub trait Dialect: Sync {
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError;
 }
 
-/// Turns a vendor stream into the unified one, chunk by chunk.
-pub trait StreamDecoder {
-    /// Translates one network chunk; errors become an error event in `out`.
-    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>);
-    /// The vendor stream ended: close the unified stream properly.
-    fn finish(&mut self, out: &mut Vec<u8>);
-    /// The writer: usage, whether content started, how the stream failed.
-    fn writer(&self) -> &EventWriter;
-}
-
-impl From<SseError> for GatewayError {
-    fn from(e: SseError) -> Self {
-        let what = match e {
-            SseError::TooLarge => "an event larger than the gateway accepts",
-            SseError::InvalidUtf8 => "an event that is not valid UTF-8",
-        };
-        GatewayError::new(
-            ErrorCode::UpstreamError,
-            format!("the provider's stream contained {what}"),
-        )
-    }
-}
-
-/// One dialect's handling of SSE events.
-pub trait SseEvents {
-    fn on_event(
-        &mut self,
-        event: &str,
-        data: &str,
-        w: &mut EventWriter,
-        out: &mut Vec<u8>,
-    ) -> Result<(), GatewayError>;
-
-    /// The vendor's body ended after a complete event. Vendors whose stream
-    /// has no end marker (Gemini) close the unified stream here.
-    fn on_end(&mut self, _w: &mut EventWriter, _out: &mut Vec<u8>) {}
-}
-
-/// The SSE plumbing every SSE dialect shares: framing, error events, the end.
-pub struct SseStream<H> {
-    parser: SseParser,
-    writer: EventWriter,
-    handler: H,
-}
-
-impl<H> SseStream<H> {
-    pub fn new(writer: EventWriter, handler: H) -> Self {
-        Self {
-            parser: SseParser::default(),
-            writer,
-            handler,
-        }
-    }
-}
-
-impl<H: SseEvents> StreamDecoder for SseStream<H> {
-    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) {
-        if self.writer.is_done() {
-            return;
-        }
-        let Self {
-            parser,
-            writer,
-            handler,
-        } = self;
-        let result = parser.feed(input, &mut |event: &str, data: &str| {
-            if writer.is_done() {
-                return Ok(());
-            }
-            handler.on_event(event, data, writer, out)
-        });
-        if let Err(e) = result {
-            writer.error(out, &e);
-        }
-    }
-
-    fn finish(&mut self, out: &mut Vec<u8>) {
-        if !self.writer.is_done() && !self.parser.has_partial() {
-            self.handler.on_end(&mut self.writer, out);
-        }
-        if !self.writer.is_done() {
-            self.writer.error(out, &incomplete_stream());
-        }
-    }
-
-    fn writer(&self) -> &EventWriter {
-        &self.writer
-    }
-}
-
 /// A vendor's error message, or a generic one when the body says nothing useful.
 pub fn fallback_message(status: u16, body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
@@ -267,14 +183,6 @@ pub fn single_choice(req: &ChatRequest) -> Result<(), GatewayError> {
         ));
     }
     Ok(())
-}
-
-/// A vendor stream that ended before its last event.
-pub fn incomplete_stream() -> GatewayError {
-    GatewayError::new(
-        ErrorCode::UpstreamError,
-        "the provider's stream ended before it was complete",
-    )
 }
 
 /// A vendor request body as JSON, its buffer sized once from the unified

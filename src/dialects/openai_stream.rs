@@ -13,9 +13,10 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::openai::{content_filtered, fold_content_filter, parse_usage, VendorError};
-use super::{unparseable, SseEvents};
+use super::{unparseable, Events};
 use crate::error::GatewayError;
 use crate::model::stream::EventWriter;
+use crate::sse::SseParser;
 
 /// OpenAI's stream events, passed through nearly as they are. Most events
 /// take the fast path ([`fast_event`]), which copies the vendor's JSON
@@ -25,11 +26,10 @@ pub(super) struct OpenAiEvents {
     scratch: Scratch,
 }
 
-impl SseEvents for OpenAiEvents {
+impl Events<SseParser> for OpenAiEvents {
     fn on_event(
         &mut self,
-        _event: &str,
-        data: &str,
+        (_event, data): (&str, &str),
         w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
@@ -923,19 +923,19 @@ mod tests {
         let mut w = fresh_writer(false);
         let mut out = Vec::new();
         let filtered = r#"{"id":"c","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null,"content_filter_results":{"hate":{"filtered":true}}}]}"#;
-        events.on_event("", filtered, &mut w, &mut out).unwrap();
+        events.on_event(("", filtered), &mut w, &mut out).unwrap();
         let chunk = &written(&out)[0];
         assert_eq!(chunk["choices"][0]["finish_reason"], "content_filter");
         assert_eq!(chunk["provider"], "oa");
         assert!(w.finished());
         let error = r#"{"error":{"message":"boom","type":"server_error"}}"#;
-        let e = events.on_event("", error, &mut w, &mut out).unwrap_err();
+        let e = events.on_event(("", error), &mut w, &mut out).unwrap_err();
         assert_eq!(e.code, ErrorCode::UpstreamError);
         let lone = r#"{"id":"c","choices":[{"delta":{"content":"\ud800"}}]}"#;
-        assert!(events.on_event("", lone, &mut w, &mut out).is_err());
+        assert!(events.on_event(("", lone), &mut w, &mut out).is_err());
         let paired = r#"{"id":"c","choices":[{"delta":{"content":"\ud83d\ude00"}}]}"#;
         out.clear();
-        events.on_event("", paired, &mut w, &mut out).unwrap();
+        events.on_event(("", paired), &mut w, &mut out).unwrap();
         assert_eq!(written(&out)[0]["choices"][0]["delta"]["content"], "😀");
     }
 }

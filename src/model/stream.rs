@@ -62,7 +62,14 @@ pub struct EventWriter {
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     done: bool,
+    /// The vendor's key of each tool call started (its content block, its
+    /// own index): a call's position here is its index for the client.
+    tool_keys: Vec<u64>,
 }
+
+/// More tool calls than any answer has: later ones are dropped rather
+/// than growing the list without bound.
+const MAX_TOOL_CALLS: usize = 4096;
 
 impl std::fmt::Debug for EventWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,6 +100,7 @@ impl EventWriter {
             finish_reason: None,
             usage: None,
             done: false,
+            tool_keys: Vec::new(),
         }
     }
 
@@ -156,21 +164,32 @@ impl EventWriter {
         self.encoder.text(&self.origin, out, text);
     }
 
-    /// The first delta of tool call number `index`: id and name.
-    pub fn tool_call_start(&mut self, out: &mut Vec<u8>, index: u32, id: &str, name: &str) {
-        if self.done {
+    /// A new tool call with its id and name. `key` is the vendor's own
+    /// handle for it (a content block index, its call index) that its
+    /// argument deltas name; calls are numbered for the client in order of
+    /// appearance. A key already started is ignored.
+    pub fn tool_call_start(&mut self, out: &mut Vec<u8>, key: u64, id: &str, name: &str) {
+        if self.done || self.has_tool_call(key) || self.tool_keys.len() >= MAX_TOOL_CALLS {
             return;
         }
+        let index = u32::try_from(self.tool_keys.len()).unwrap_or(u32::MAX);
+        self.tool_keys.push(key);
         self.begin(out);
         self.content_started = true;
         self.encoder
             .tool_call_start(&self.origin, out, index, id, name);
     }
 
-    pub fn tool_call_arguments(&mut self, out: &mut Vec<u8>, index: u32, fragment: &str) {
+    /// A piece of the arguments of the tool call the vendor keys `key`
+    /// (ignored for a key never started).
+    pub fn tool_call_arguments(&mut self, out: &mut Vec<u8>, key: u64, fragment: &str) {
         if self.done || fragment.is_empty() {
             return;
         }
+        let Some(position) = self.tool_keys.iter().position(|&k| k == key) else {
+            return;
+        };
+        let index = u32::try_from(position).unwrap_or(u32::MAX);
         self.begin(out);
         self.content_started = true;
         self.delivered.add(fragment);
@@ -225,6 +244,15 @@ impl EventWriter {
             self.content_started |= has_content;
             self.encoder.passthrough(out, event);
         }
+    }
+
+    pub fn has_tool_call(&self, key: u64) -> bool {
+        self.tool_keys.contains(&key)
+    }
+
+    /// How many tool calls have been started.
+    pub fn tool_calls(&self) -> usize {
+        self.tool_keys.len()
     }
 
     /// Whether the client has been sent anything an answer is made of.

@@ -462,6 +462,41 @@ mod tests {
     }
 
     #[test]
+    fn tool_calls_are_numbered_in_order_of_appearance() {
+        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), false);
+        let mut out = Vec::new();
+        // Vendor keys (content block indices) 7 and 3: client indices 0 and 1.
+        w.tool_call_start(&mut out, 7, "call_a", "f");
+        w.tool_call_start(&mut out, 3, "call_b", "g");
+        w.tool_call_start(&mut out, 7, "call_again", "f"); // a key started twice
+        w.tool_call_arguments(&mut out, 3, "{}");
+        w.tool_call_arguments(&mut out, 9, "{\"never\":1}"); // a key never started
+        w.tool_call_arguments(&mut out, 7, "[]");
+        let calls: Vec<Value> = events(&out)[1..]
+            .iter()
+            .map(|e| e["choices"][0]["delta"]["tool_calls"][0].clone())
+            .collect();
+        assert_eq!(calls.len(), 4);
+        assert_eq!(
+            (calls[0]["index"].clone(), calls[0]["id"].clone()),
+            (0.into(), "call_a".into())
+        );
+        assert_eq!(
+            (calls[1]["index"].clone(), calls[1]["id"].clone()),
+            (1.into(), "call_b".into())
+        );
+        assert_eq!(
+            calls[2],
+            serde_json::json!({"index":1,"function":{"arguments":"{}"}})
+        );
+        assert_eq!(
+            calls[3],
+            serde_json::json!({"index":0,"function":{"arguments":"[]"}})
+        );
+        assert_eq!(w.tool_calls(), 2);
+    }
+
+    #[test]
     fn no_usage_chunk_unless_asked() {
         let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), false);
         w.set_usage(Some(Usage::default()));
