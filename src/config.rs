@@ -353,6 +353,7 @@ impl Config {
                 }
             }
         }
+        ModelGroup::build_ladders(&mut config.model_groups)?;
         for (i, rule) in config.rules.iter().enumerate() {
             if !config.model_groups.contains_key(&rule.group) {
                 return Err(format!(

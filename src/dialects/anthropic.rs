@@ -630,6 +630,10 @@ impl SseEvents for AnthropicEvents {
             }
             "error" => {
                 let envelope: ErrorEnvelope = parse(data)?;
+                // What the vendor reported before it failed (message_start) is billed.
+                if self.usage.input_tokens.is_some() {
+                    w.usage = Some(self.usage.unified());
+                }
                 return Err(envelope.error.unified(500));
             }
             // ping, content_block_stop, and event types added later.
