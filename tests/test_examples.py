@@ -12,6 +12,7 @@ import yaml
 
 import gateway
 import ladder_config
+from conftest import Gateway
 from test_ship import validate
 
 EXAMPLES = gateway.ROOT / "envoy/examples"
@@ -242,3 +243,51 @@ def test_ladder_example_validates_and_walks_its_rungs(tmp_path):
     assert ladder_route["match"]["headers"] == [{"name": "x-llm-cluster", "string_match": {"exact": "ladder_chat-pro"}}]
     # The failover route's policy, one retry per rung below the top.
     assert ladder_route["route"]["retry_policy"] == dict(failover_route["route"]["retry_policy"], num_retries=2)
+
+
+def test_ladder_example_degrades_against_the_mock(tmp_path):
+    """The shipped ladder with its vendors pointed at the mock: chat-pro's
+    OpenAI refuses connections, chat-fast's Anthropic is overloaded (529),
+    and chat-base answers on the OpenAI mock, as gpt-4o-mini, through the
+    rung copy of the very cluster that refused the first attempt."""
+    env = {"OPENAI_API_KEY": "sk-dummy", "ANTHROPIC_API_KEY": "sk-dummy", "PATH": "/usr/bin:/bin"}
+    mock, mock_port = gateway.start_mock(args=("--api-key", "openai=sk-dummy", "--api-key", "anthropic=sk-dummy"))
+    held, dead_port = gateway.refusing_port()
+    bootstrap = yaml.safe_load(LADDER.read_text())
+    bootstrap["admin"]["address"]["socket_address"]["port_value"] = 0
+    listener = bootstrap["static_resources"]["listeners"][0]
+    listener["address"]["socket_address"].update(address="127.0.0.1", port_value=0)
+    clusters = bootstrap["static_resources"]["clusters"]
+    for i, c in enumerate(clusters):
+        if "load_assignment" in c:
+            [endpoint] = c["load_assignment"]["endpoints"][0]["lb_endpoints"]
+            static = gateway.static_cluster(c["name"], dead_port if c["name"] == "openai" else mock_port, "")
+            static["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["metadata"] = endpoint["metadata"]
+            clusters[i] = static
+    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+    edge = hcm["http_filters"][0]["typed_config"]["config"]
+    upstream = hcm["http_filters"][-1]["typed_config"]["upstream_http_filters"][0]["typed_config"]["config"]
+    config = json.loads(edge["configuration"]["value"])
+    for provider in config["providers"].values():
+        provider.pop("host")
+    config["providers"]["anthropic"]["base_path"] = "/scenario/error-529"
+    for role in (edge, upstream):
+        role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
+        role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
+    envoy = None
+    try:
+        envoy = gateway.start_envoy(bootstrap, tmp_path, env=env)
+        gw = Gateway(envoy.port, envoy.admin_port, mock_port, tmp_path, key="example-gateway-key")
+        status, headers, body = gw.chat({"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                                        **{"x-model-group": "chat-pro", "x-test-id": "ladder-example"})
+        assert status == 200, body
+        assert (headers["x-llm-provider"], body["model"], headers["x-llm-attempts"]) == ("openai", "gpt-4o-mini", "3")
+        fast, base = gw.mock_requests("ladder-example")
+        assert (fast["path"], fast["body"]["model"]) == ("/scenario/error-529/v1/messages", "claude-haiku-4-5")
+        assert (base["path"], base["body"]["model"]) == ("/v1/chat/completions", "gpt-4o-mini")
+        connect_fails = gw.stats("^cluster[.]openai[.]upstream_cx_connect_fail$")
+        assert int(connect_fails["cluster.openai.upstream_cx_connect_fail"]) >= 1, "the top rung was tried"
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+        held.close()

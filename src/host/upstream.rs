@@ -10,16 +10,19 @@ use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use super::abi::{self, Buffer, Map};
+
+mod report;
 use super::metrics::{self, Phase, PhaseTimer};
 use super::{attempt_property, send_error, unix_seconds, HANDOFF_PROPERTY, ROUTE_PROPERTY};
 use crate::config::{Config, Provider};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
-use crate::error::{retry_delay_in, ErrorCode, GatewayError};
+use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared};
-use crate::headers::{client_may_receive, vendor_may_receive};
+use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::response::{ChunkWriter, Origin};
 use crate::unified::ChatRequest;
+use report::WAIT_HEADERS;
 
 const PROVIDER_METADATA: [&str; 5] = [
     "xds",
@@ -278,32 +281,6 @@ impl Upstream {
         }
     }
 
-    /// Per-attempt GenAI attributes for this attempt's upstream span (Envoy
-    /// tracing's `spawn_upstream_span`): the request span's custom tags read
-    /// the same filter state, and Envoy closes an attempt's span while these
-    /// are this attempt's values. The edge role writes the request's own when
-    /// the response ends, after the last attempt's span closed. Tokens are
-    /// there when the vendor reported them, the response model when it answered.
-    fn publish_span_attributes(&self, answered: bool) {
-        if !self.config.span_attributes {
-            return;
-        }
-        let input = self.record.prompt_tokens.map(|t| t.to_string());
-        let output = self.record.completion_tokens.map(|t| t.to_string());
-        for (name, value) in [
-            ("llm_provider", Some(self.provider_name.as_str())),
-            ("llm_request_model", Some(self.model.as_str())),
-            (
-                "llm_response_model",
-                answered.then_some(self.model.as_str()),
-            ),
-            ("llm_input_tokens", input.as_deref()),
-            ("llm_output_tokens", output.as_deref()),
-        ] {
-            abi::set_property(&[name], value.map(str::as_bytes));
-        }
-    }
-
     /// Encodes the original body (`size` bytes in Envoy's buffer) for this
     /// attempt's provider and sets the vendor's path, authority and auth.
     fn translate_request(&mut self, size: usize) -> Result<(), GatewayError> {
@@ -467,61 +444,6 @@ impl Upstream {
         timer.stop(Phase::Chunk);
     }
 }
-
-impl Upstream {
-    /// `retry-after` in seconds for a 429 or 503, from whatever form the
-    /// vendor gave the wait in: its error body (Gemini's RetryInfo), its
-    /// `retry-after-ms`, or its message ("try again in 20s"). A vendor's
-    /// own `retry-after` passes as it is. Any other answer loses the
-    /// vendor's wait headers: the failover routes retry an answer that has
-    /// a short `retry-after` (Envoy's `retriable_headers`), which must only
-    /// ever be a 429 or 503.
-    fn set_retry_after(&self, error: &GatewayError) {
-        if !matches!(
-            error.code,
-            ErrorCode::UpstreamRateLimit | ErrorCode::UpstreamBusy
-        ) {
-            if self.vendor_wait_headers {
-                for name in WAIT_HEADERS {
-                    abi::set_header(Map::Response, name, None);
-                }
-            }
-            return;
-        }
-        if self.vendor_retry_after {
-            return;
-        }
-        let seconds = error
-            .retry_after
-            .or(self.vendor_retry_after_ms)
-            .or_else(|| retry_delay_in(&error.message));
-        if let Some(seconds) = seconds {
-            let value = seconds.to_string();
-            abi::set_header(Map::Response, "retry-after", Some(value.as_bytes()));
-        }
-    }
-
-    /// Drops the vendor's response headers clients have no use for (cookies,
-    /// account ids, debug echoes, infrastructure) and masks the key in the
-    /// ones passed on (`headers::client_may_receive`).
-    /// A success keeps no wait (see `set_retry_after`).
-    fn pass_vendor_headers(&self, headers: &crate::headers::Headers, success: bool) {
-        let redactor = self.provider().map(|(p, _)| &p.redactor);
-        for (name, value) in &headers.0 {
-            let wait = WAIT_HEADERS
-                .iter()
-                .any(|w| name.eq_ignore_ascii_case(w.as_bytes()));
-            if !client_may_receive(name) || (success && wait) {
-                abi::set_header(Map::Response, name, None);
-            } else if let Some(clean) = redactor.and_then(|r| r.scrubbed(value)) {
-                abi::set_header(Map::Response, name, Some(&clean));
-            }
-        }
-    }
-}
-
-/// How vendors say when to come back.
-const WAIT_HEADERS: [&str; 2] = ["retry-after", "retry-after-ms"];
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
