@@ -396,6 +396,26 @@ def test_a_429_that_asks_for_longer_than_the_route_waits_is_answered(res, test_i
     assert stat(res, "cluster.res_agg_wait_30.upstream_rq_retry") == retries
 
 
+@pytest.mark.parametrize("code", [400, 500])
+def test_a_wait_on_another_status_is_dropped_and_retries_nothing_more(res, test_id, code):
+    """A vendor that states a short wait on a 400 (or 500): the retry-after
+    never reaches the router or the client, so the failover route's
+    retriable_headers cannot retry the 400, and the 500 (a 5xx, retried) is
+    not held back by it."""
+    scenario = f"error-{code},retry-after=1"
+    status, headers, body = chat(res, "res-plain", test_id, **{"x-mock-scenario": scenario})
+    sent = res.mock_requests(test_id)
+    assert "retry-after" not in headers, headers
+    if code == 400:
+        assert (status, body["error"]["code"], headers["x-llm-attempts"]) == (400, "INVALID_REQUEST", "1")
+        assert len(sent) == 1
+    else:
+        # Both vendors of the aggregate answered 500 (the scenario header reaches both).
+        assert (status, body["error"]["code"], headers["x-llm-attempts"]) == (502, "UPSTREAM_ERROR", "2")
+        assert len(sent) == 2
+        assert stat(res, "cluster.res_agg_plain.upstream_rq_retry_backoff_ratelimited") == 0
+
+
 # --- the degradation ladder -------------------------------------------------------
 
 def access_log_line(gw, request_id, timeout=10.0):

@@ -53,8 +53,9 @@ pub struct Scenario {
     /// `cached-usage`: usage reports cached prompt tokens and reasoning
     /// tokens where the dialect has them ([`CACHED_TOKENS`], [`REASONING_TOKENS`]).
     pub cached_usage: bool,
-    /// `retry-after=N`: a 429 states this many seconds as its `retry-after`
-    /// (in the dialects whose vendors send one) instead of 7.
+    /// `retry-after=N`: every error answer states this many seconds as its
+    /// `retry-after` (instead of the 7 of the dialects whose vendors send one
+    /// on a 429; on other statuses too, a wait that means nothing there).
     pub retry_after: Option<u64>,
     /// Not a directive: the request accepts gzip (set by the server).
     pub gzip: bool,

@@ -125,7 +125,7 @@ struct Conn {
     /// The request accepts gzip: bodies (and streams) are sent compressed,
     /// as real vendors do.
     gzip: bool,
-    /// `retry-after=N`: the wait a dialect that states one sends instead of its own.
+    /// `retry-after=N`: the wait every error answer states instead of the dialect's own.
     retry_after: Option<String>,
 }
 
@@ -164,8 +164,8 @@ impl Conn {
     fn reply(&mut self, r: &Reply, error_header: Option<(&str, String)>) -> io::Result<bool> {
         let mut extra: Vec<(&str, &str)> = Vec::new();
         let wait = self.retry_after.take();
-        if let Some(secs) = r.retry_after {
-            extra.push(("retry-after", wait.as_deref().unwrap_or(secs)));
+        if let Some(secs) = wait.as_deref().or(r.retry_after) {
+            extra.push(("retry-after", secs));
         }
         if let Some((name, value)) = &error_header {
             extra.push((name, value));
