@@ -353,6 +353,7 @@ impl Config {
                 }
             }
         }
+        ModelGroup::build_ladders(&mut config.model_groups)?;
         for (i, rule) in config.rules.iter().enumerate() {
             if !config.model_groups.contains_key(&rule.group) {
                 return Err(format!(
@@ -622,12 +623,30 @@ mod tests {
                 ),
                 "limits.max_tools",
             ),
+            (
+                GOOD.replace(
+                    r#"{"cluster": "c1"}"#,
+                    r#"{"cluster": "c1", "fallback": ["smart", "gone"]}"#,
+                ),
+                "model_groups.fast.fallback[1]: no model group named 'gone'",
+            ),
             ("[".to_string(), "invalid configuration"),
         ];
         for (doc, needle) in cases {
             let err = Config::parse(doc.as_bytes(), env).unwrap_err();
             assert!(err.contains(needle), "{err} should mention {needle}");
         }
+    }
+
+    #[test]
+    fn a_ladder_routes_its_group_to_the_ladder_cluster() {
+        let doc = GOOD.replace(
+            r#"{"cluster": "c1"}"#,
+            r#"{"cluster": "c1", "fallback": ["smart"]}"#,
+        );
+        let c = Config::parse(doc.as_bytes(), env).unwrap();
+        assert_eq!(c.model_groups["fast"].candidates[0].cluster, "ladder_fast");
+        assert_eq!(c.model_groups["smart"].candidates[0].cluster, "c2");
     }
 
     #[test]

@@ -17,6 +17,10 @@ use crate::model::request::{ChatRequest, ResponseFormat};
 #[derive(Debug)]
 pub struct ModelGroup {
     pub candidates: Vec<Candidate>,
+    /// The degradation ladder: groups tried in order after this one's
+    /// candidate fails (Envoy's retries over the aggregate cluster
+    /// [`ladder_cluster`] of this group; `scripts/ladder_config.py` writes it).
+    pub fallback: Vec<String>,
 }
 
 /// As written in the configuration: a list of candidates, or one cluster.
@@ -27,26 +31,37 @@ struct RawGroup {
     cluster: Option<String>,
     #[serde(default)]
     candidates: Option<Vec<Candidate>>,
+    #[serde(default)]
+    fallback: Vec<String>,
 }
+
+/// The Envoy cluster a group with a fallback routes to: an aggregate whose
+/// priorities are the group's candidate cluster and then one cluster per
+/// rung, whose endpoints name the rung in `filter_metadata.llm.model_group`.
+pub fn ladder_cluster(group: &str) -> String {
+    format!("ladder_{group}")
+}
+
+/// Rungs a ladder may have below its top (each is one more Envoy retry).
+pub const MAX_FALLBACK: usize = 8;
 
 impl<'de> Deserialize<'de> for ModelGroup {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
-        match RawGroup::deserialize(d)? {
-            RawGroup {
-                cluster: Some(cluster),
-                candidates: None,
-            } => Ok(ModelGroup {
-                candidates: vec![Candidate::on_cluster(cluster)],
-            }),
-            RawGroup {
-                cluster: None,
-                candidates: Some(candidates),
-            } => Ok(ModelGroup { candidates }),
-            _ => Err(D::Error::custom(
-                "a model group has either \"cluster\" or \"candidates\"",
-            )),
-        }
+        let raw = RawGroup::deserialize(d)?;
+        let candidates = match (raw.cluster, raw.candidates) {
+            (Some(cluster), None) => vec![Candidate::on_cluster(cluster)],
+            (None, Some(candidates)) => candidates,
+            _ => {
+                return Err(D::Error::custom(
+                    "a model group has either \"cluster\" or \"candidates\"",
+                ))
+            }
+        };
+        Ok(ModelGroup {
+            candidates,
+            fallback: raw.fallback,
+        })
     }
 }
 
@@ -233,6 +248,61 @@ pub fn stable_hash_more(hash: u64, bytes: &[u8]) -> u64 {
 }
 
 impl ModelGroup {
+    /// The model groups' degradation ladders, checked (errors name the
+    /// field), and every group with a fallback routed to its ladder's
+    /// aggregate cluster instead of its candidate's cluster (the ladder's
+    /// first priority).
+    pub fn build_ladders(groups: &mut BTreeMap<String, ModelGroup>) -> Result<(), String> {
+        for (name, group) in groups.iter() {
+            if group.fallback.is_empty() {
+                continue;
+            }
+            let field = format!("model_groups.{name}.fallback");
+            if !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(format!(
+                    "{field}: the group's ladder is the Envoy cluster {}, so its name may hold only letters, digits, '-' and '_'",
+                    ladder_cluster(name).escape_debug()
+                ));
+            }
+            if group.candidates.len() != 1 {
+                return Err(format!(
+                    "{field}: a group with a fallback has exactly one candidate (the ladder's first rung)"
+                ));
+            }
+            if group.fallback.len() > MAX_FALLBACK {
+                return Err(format!("{field}: at most {MAX_FALLBACK} rungs"));
+            }
+            for (i, rung) in group.fallback.iter().enumerate() {
+                let field = format!("{field}[{i}]");
+                let Some(target) = groups.get(rung) else {
+                    return Err(format!("{field}: no model group named '{rung}'"));
+                };
+                if rung == name || group.fallback.iter().take(i).any(|r| r == rung) {
+                    return Err(format!(
+                        "{field}: '{rung}' is in the ladder already (a rung is tried once)"
+                    ));
+                }
+                if target.candidates.len() != 1 {
+                    return Err(format!(
+                        "{field}: a rung is one cluster, and group '{rung}' has {} candidates",
+                        target.candidates.len()
+                    ));
+                }
+            }
+        }
+        for (name, group) in groups.iter_mut() {
+            if !group.fallback.is_empty() {
+                for candidate in &mut group.candidates {
+                    candidate.cluster = ladder_cluster(name);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Picks the candidate for a request. `bucket_key` is the user id when
     /// the request names one (sticky), else any per-request value.
     /// `pin` names a provider (debug pin, only when the config allows it).
@@ -362,6 +432,66 @@ mod tests {
         assert_eq!(g.candidates[0].cluster, "c");
         assert!(serde_json::from_str::<ModelGroup>(r#"{"cluster":"c","candidates":[]}"#).is_err());
         assert!(serde_json::from_str::<ModelGroup>(r#"{}"#).is_err());
+    }
+
+    fn groups(json: &str) -> Result<BTreeMap<String, ModelGroup>, String> {
+        let mut groups: BTreeMap<String, ModelGroup> = serde_json::from_str(json).unwrap();
+        ModelGroup::build_ladders(&mut groups).map(|()| groups)
+    }
+
+    #[test]
+    fn a_ladder_routes_to_its_aggregate_cluster() {
+        let g = groups(
+            r#"{"chat-pro": {"candidates": [{"cluster": "openai", "provider": "oa", "model": "big"}],
+                             "fallback": ["chat-fast", "chat-base"]},
+                "chat-fast": {"cluster": "anthropic"},
+                "chat-base": {"candidates": [{"cluster": "openai", "provider": "oa", "model": "small"}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(g["chat-pro"].candidates[0].cluster, "ladder_chat-pro");
+        assert_eq!(g["chat-pro"].fallback, ["chat-fast", "chat-base"]);
+        assert_eq!(
+            g["chat-fast"].candidates[0].cluster, "anthropic",
+            "rungs keep their own"
+        );
+        assert_eq!(g["chat-base"].candidates[0].cluster, "openai");
+    }
+
+    #[test]
+    fn ladders_are_checked() {
+        for (json, expected) in [
+            (
+                r#"{"a": {"cluster": "c", "fallback": ["b"]}}"#,
+                "model_groups.a.fallback[0]: no model group named 'b'",
+            ),
+            (
+                r#"{"a": {"cluster": "c", "fallback": ["a"]}}"#,
+                "model_groups.a.fallback[0]: 'a' is in the ladder already",
+            ),
+            (
+                r#"{"a": {"cluster": "c", "fallback": ["b", "b"]}, "b": {"cluster": "d"}}"#,
+                "model_groups.a.fallback[1]: 'b' is in",
+            ),
+            (
+                r#"{"a": {"cluster": "c", "fallback": ["b"]}, "b": {"candidates": [{"cluster": "d"}, {"cluster": "e"}]}}"#,
+                "model_groups.a.fallback[0]: a rung is one cluster, and group 'b' has 2 candidates",
+            ),
+            (
+                r#"{"a": {"candidates": [{"cluster": "d"}, {"cluster": "e"}], "fallback": ["b"]}, "b": {"cluster": "d"}}"#,
+                "model_groups.a.fallback: a group with a fallback has exactly one candidate",
+            ),
+            (
+                r#"{"a b": {"cluster": "c", "fallback": ["b"]}, "b": {"cluster": "d"}}"#,
+                "model_groups.a b.fallback: the group's ladder is the Envoy cluster ladder_a b",
+            ),
+            (
+                r#"{"a": {"cluster": "c", "fallback": ["b","b","b","b","b","b","b","b","b"]}, "b": {"cluster": "d"}}"#,
+                "model_groups.a.fallback: at most 8 rungs",
+            ),
+        ] {
+            let e = groups(json).unwrap_err();
+            assert!(e.starts_with(expected), "{e}");
+        }
     }
 
     #[test]

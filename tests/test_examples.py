@@ -1,17 +1,23 @@
-"""The Kubernetes examples (envoy/examples/): they cannot be applied here, so
-each is parsed, and the Envoy configuration they produce is rebuilt as a
-bootstrap from the patches and filter configs they carry (with the built
-.wasm) and checked by `envoy --mode validate`, which runs our filter's
-on_configure: a config the filter rejects fails the test, naming the field."""
+"""The examples (envoy/examples/). The Kubernetes ones cannot be applied
+here, so each is parsed, and the Envoy configuration they produce is rebuilt
+as a bootstrap from the patches and filter configs they carry (with the
+built .wasm) and checked by `envoy --mode validate`, which runs our filter's
+on_configure: a config the filter rejects fails the test, naming the field.
+The degradation ladder's is an Envoy config: validated as it is, and checked
+to be what scripts/ladder_config.py writes."""
 
 import json
 
 import yaml
 
 import gateway
+import ladder_config
+from conftest import Gateway
 from test_ship import validate
 
 EXAMPLES = gateway.ROOT / "envoy/examples"
+KUBERNETES = ("istio", "envoy-gateway")
+LADDER = EXAMPLES / "ladder/envoy.yaml"
 MOUNTED_WASM = "/etc/llm-gateway/llm_gateway.wasm"
 HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 WASM = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
@@ -67,17 +73,19 @@ def check(tmp_path, name, config):
 
 def test_every_example_parses_and_has_a_readme():
     dirs = sorted(p for p in EXAMPLES.iterdir() if p.is_dir())
-    assert {d.name for d in dirs} >= {"istio", "envoy-gateway"}
+    assert {d.name for d in dirs} == {*KUBERNETES, "ladder"}
     for d in dirs:
         assert (d / "README.md").is_file(), d
         files = sorted(d.glob("*.yaml"))
         assert files, d
         for f in files:
             for doc in docs(f):
+                if d.name not in KUBERNETES:
+                    assert doc["static_resources"]["clusters"], f
+                    continue
                 assert doc["apiVersion"] and doc["kind"] and doc["metadata"]["name"], f
-                if d.name in ("istio", "envoy-gateway"):
-                    assert (doc["apiVersion"], doc["kind"]) in KNOWN_KINDS, (f, doc["apiVersion"], doc["kind"])
-                    assert doc["metadata"]["namespace"] == "llm", f
+                assert (doc["apiVersion"], doc["kind"]) in KNOWN_KINDS, (f, doc["apiVersion"], doc["kind"])
+                assert doc["metadata"]["namespace"] == "llm", f
 
 
 # ---- Istio ------------------------------------------------------------------
@@ -206,3 +214,80 @@ def test_envoy_gateway_policies_build_a_config_envoy_and_the_filter_accept(tmp_p
     out = check(tmp_path, "envoy-gateway", bootstrap(http_filters, routes, list(clusters.values()), hcm_extra))
     assert "llm gateway (llm_edge): configured 2 providers" in out
     assert "llm gateway (llm_upstream): configured 2 providers" in out
+
+
+# ---- the degradation ladder ------------------------------------------------------
+
+def test_ladder_example_is_what_the_generator_writes():
+    assert ladder_config.render(LADDER.read_text()) == LADDER.read_text(), \
+        "stale: run python3 scripts/ladder_config.py envoy/examples/ladder/envoy.yaml"
+
+
+def test_ladder_example_validates_and_walks_its_rungs(tmp_path):
+    bootstrap = yaml.safe_load(LADDER.read_text())
+    out = check(tmp_path, "ladder", json.loads(json.dumps(bootstrap).replace(
+        "target/wasm32-wasip1/release/llm_gateway.wasm", str(gateway.WASM))))
+    assert "llm gateway (llm_edge): configured 2 providers, 4 model groups" in out
+    clusters = {c["name"]: c for c in bootstrap["static_resources"]["clusters"]}
+    ladder = clusters["ladder_chat-pro"]["cluster_type"]["typed_config"]["clusters"]
+    assert ladder == ["openai", "ladder_chat-pro_chat-fast", "ladder_chat-pro_chat-base"]
+    for name, rung, vendor in [("ladder_chat-pro_chat-fast", "chat-fast", "anthropic"),
+                               ("ladder_chat-pro_chat-base", "chat-base", "openai")]:
+        [endpoint] = clusters[name]["load_assignment"]["endpoints"][0]["lb_endpoints"]
+        assert endpoint["metadata"]["filter_metadata"]["llm"] == {"provider": vendor, "model_group": rung}
+        # Otherwise the vendor's cluster: same address, health check, outlier detection, breakers.
+        copy = {k: v for k, v in clusters[name].items() if k not in ("name", "load_assignment")}
+        assert copy == {k: v for k, v in clusters[vendor].items() if k not in ("name", "load_assignment")}
+    hcm = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    ladder_route, failover_route = hcm["route_config"]["virtual_hosts"][0]["routes"][:2]
+    assert ladder_route["match"]["headers"] == [{"name": "x-llm-cluster", "string_match": {"exact": "ladder_chat-pro"}}]
+    # The failover route's policy, one retry per rung below the top.
+    assert ladder_route["route"]["retry_policy"] == dict(failover_route["route"]["retry_policy"], num_retries=2)
+
+
+def test_ladder_example_degrades_against_the_mock(tmp_path):
+    """The shipped ladder with its vendors pointed at the mock: chat-pro's
+    OpenAI refuses connections, chat-fast's Anthropic is overloaded (529),
+    and chat-base answers on the OpenAI mock, as gpt-4o-mini, through the
+    rung copy of the very cluster that refused the first attempt."""
+    env = {"OPENAI_API_KEY": "sk-dummy", "ANTHROPIC_API_KEY": "sk-dummy", "PATH": "/usr/bin:/bin"}
+    mock, mock_port = gateway.start_mock(args=("--api-key", "openai=sk-dummy", "--api-key", "anthropic=sk-dummy"))
+    held, dead_port = gateway.refusing_port()
+    bootstrap = yaml.safe_load(LADDER.read_text())
+    bootstrap["admin"]["address"]["socket_address"]["port_value"] = 0
+    listener = bootstrap["static_resources"]["listeners"][0]
+    listener["address"]["socket_address"].update(address="127.0.0.1", port_value=0)
+    clusters = bootstrap["static_resources"]["clusters"]
+    for i, c in enumerate(clusters):
+        if "load_assignment" in c:
+            [endpoint] = c["load_assignment"]["endpoints"][0]["lb_endpoints"]
+            static = gateway.static_cluster(c["name"], dead_port if c["name"] == "openai" else mock_port, "")
+            static["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["metadata"] = endpoint["metadata"]
+            clusters[i] = static
+    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+    edge = hcm["http_filters"][0]["typed_config"]["config"]
+    upstream = hcm["http_filters"][-1]["typed_config"]["upstream_http_filters"][0]["typed_config"]["config"]
+    config = json.loads(edge["configuration"]["value"])
+    for provider in config["providers"].values():
+        provider.pop("host")
+    config["providers"]["anthropic"]["base_path"] = "/scenario/error-529"
+    for role in (edge, upstream):
+        role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
+        role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
+    envoy = None
+    try:
+        envoy = gateway.start_envoy(bootstrap, tmp_path, env=env)
+        gw = Gateway(envoy.port, envoy.admin_port, mock_port, tmp_path, key="example-gateway-key")
+        status, headers, body = gw.chat({"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                                        **{"x-model-group": "chat-pro", "x-test-id": "ladder-example"})
+        assert status == 200, body
+        assert (headers["x-llm-provider"], body["model"], headers["x-llm-attempts"]) == ("openai", "gpt-4o-mini", "3")
+        fast, base = gw.mock_requests("ladder-example")
+        assert (fast["path"], fast["body"]["model"]) == ("/scenario/error-529/v1/messages", "claude-haiku-4-5")
+        assert (base["path"], base["body"]["model"]) == ("/v1/chat/completions", "gpt-4o-mini")
+        connect_fails = gw.stats("^cluster[.]openai[.]upstream_cx_connect_fail$")
+        assert int(connect_fails["cluster.openai.upstream_cx_connect_fail"]) >= 1, "the top rung was tried"
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+        held.close()

@@ -1,6 +1,6 @@
 """Resilience as shipped: active health checks, outlier ejection, per-try
-timeouts and which statuses are retried, through a real Envoy built from
-envoy/gateway.yaml. The test Envoy shortens only the intervals (outlier
+timeouts, which statuses are retried (a 429 only after its wait) and a
+degradation ladder, through a real Envoy built from envoy/gateway.yaml. The test Envoy shortens only the intervals (outlier
 interval 0.5 s, ejection 3 s, health checks 0.2 s on this file's clusters) and
 turns on the enforcement that envoy/gateway.yaml leaves at detection only
 (its mock clusters fail on purpose in the other tests), with the values it
@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 import gateway
-from conftest import Gateway
+import ladder_config
+from conftest import Gateway, complete_lines
 from sse_client import content_of, stream
 
 OK_MSG = [{"role": "user", "content": "hi"}]
@@ -30,7 +31,26 @@ PROVIDERS = {
     "res-plain": ("anthropic", None),
     # Always 503, alone (no aggregate), configured to fail fast once ejected.
     "res-failfast": ("openai", "/scenario/error-503"),
+    # Rate limited, asking to come back in 2 s (within the failover route's 10 s)...
+    "res-wait-2": ("anthropic", "/scenario/error-429,retry-after=2"),
+    # ... and in 30 s (beyond it).
+    "res-wait-30": ("anthropic", "/scenario/error-429,retry-after=30"),
+    # The ladder's failing rungs: overloaded right after the stream opened
+    # (Anthropic's message_start, with its usage, then an overloaded error).
+    "res-ladder-down": ("anthropic", "/scenario/stream-error-after-start"),
+    # Its last rung, which answers.
+    "res-ladder-up": ("openai", None),
 }
+# The degradation ladder: two rungs on one failing vendor cluster, each with
+# its own model, then another vendor.
+LADDER = {
+    "lad-pro": {"candidates": [{"cluster": "res_ladder_down", "provider": "res-ladder-down", "model": "claude-pro"}],
+                "fallback": ["lad-fast", "lad-base"]},
+    "lad-fast": {"candidates": [{"cluster": "res_ladder_down", "provider": "res-ladder-down", "model": "claude-fast"}]},
+    "lad-base": {"candidates": [{"cluster": "res_ladder_up", "provider": "res-ladder-up", "model": "gpt-base"}]},
+}
+LADDER_PRICES = {"res-ladder-down": {"claude-pro": {"input": 15, "output": 75}, "claude-fast": {"input": 1, "output": 5}},
+                 "res-ladder-up": {"gpt-base": {"input": 0.5, "output": 1.5}}}
 PER_TRY = "0.3s"
 
 
@@ -50,7 +70,12 @@ def edit_config(config):
         if base_path:
             p["base_path"] = base_path
         config["providers"][name] = p
+    for provider, prices in LADDER_PRICES.items():
+        config["providers"][provider]["prices"] = prices
+    config["model_groups"].update(LADDER)
     config["model_groups"].update({
+        "res-wait-2": {"cluster": "res_agg_wait_2"},
+        "res-wait-30": {"cluster": "res_agg_wait_30"},
         "res-eject": {"cluster": "res_agg_flaky"},
         "res-hc": {"cluster": "res_agg_hc_down"},
         "res-plain": {"cluster": "res_agg_plain"},
@@ -90,12 +115,17 @@ def edit_bootstrap(bootstrap):
     by_name["res_hc_down"]["health_checks"][0]["http_health_check"]["path"] = "/scenario/error-503/_mock/health"
     by_name["res_failfast"]["common_lb_config"] = {"healthy_panic_threshold": {"value": 0}}
     [aggregate] = [c for c in clusters if c["name"] == "mock_failover"]
-    for primary in ("res_flaky", "res_hc_down", "res_plain"):
+    for primary in ("res_flaky", "res_hc_down", "res_plain", "res_wait_2", "res_wait_30"):
         agg = copy.deepcopy(aggregate)
         agg["name"] = f"res_agg_{primary[4:]}"
         agg["cluster_type"]["typed_config"]["clusters"] = [primary, "mock_openai"]
         ours.append(agg)
     clusters.extend(ours)
+    # The ladder's aggregate, rung clusters and route, as scripts/ladder_config.py
+    # writes them (from the shipped failover route).
+    routes, ladder_clusters = ladder_config.ladder_resources(bootstrap, shipped_routes(shipped())[0])
+    shipped_routes(bootstrap)[:0] = routes
+    clusters.extend(ladder_clusters)
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +165,7 @@ def chat(gw, group, test_id=None, **headers):
 # --- the shipped files -------------------------------------------------------------
 
 CONFIGS = ["gateway.yaml", "tracing.yaml", "compose/envoy.yaml", "failover.yaml", "sidecar.yaml",
-           "hot-reload/gateway.yaml"]
+           "hot-reload/gateway.yaml", "examples/ladder/envoy.yaml"]
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -160,9 +190,14 @@ def test_every_vendor_cluster_and_route_is_guarded(name):
     for route in shipped_routes(bootstrap):
         policy = route["route"]["retry_policy"]
         assert policy.get("per_try_timeout"), route["match"]
-        # No 4xx other than 429 is ever retried.
-        assert set(policy.get("retriable_status_codes", [])) <= {429}
+        # No 4xx is retried by its status: a 429 only by its short retry-after (below).
+        assert not policy.get("retriable_status_codes") and "retriable-status-codes" not in policy["retry_on"]
         assert "4xx" not in policy["retry_on"] and "retriable-4xx" not in policy["retry_on"]
+        # A retried answer by its headers: only a short retry-after (on 429 and 503 alone), waited.
+        for header in policy.get("retriable_headers", []):
+            assert header == {"name": "retry-after", "string_match": {"safe_regex": {"regex": "[0-9]|10"}}}
+            assert policy["rate_limited_retry_back_off"] == {
+                "reset_headers": [{"name": "retry-after", "format": "SECONDS"}], "max_interval": "10s"}
 
 
 # --- outlier detection ----------------------------------------------------------------
@@ -309,6 +344,10 @@ def test_examples_guard_their_vendor_clusters():
         clusters.append({"name": name, "health_checks": ops["/health_checks"],
                          "outlier_detection": ops["/outlier_detection"]})
     assert len(clusters) == 4
+    # Istio's retries (single-vendor clusters) never retry a 429 at once.
+    [vs] = [d for d in yaml.safe_load_all((examples / "istio/routing.yaml").read_text())
+            if d and d["kind"] == "VirtualService"]
+    assert vs["spec"]["http"][0]["retries"]["retryOn"] == "5xx,reset,connect-failure"
     for c in clusters:
         [check] = c["health_checks"]
         assert check["http_health_check"]["path"] == "/v1/models", c["name"]
@@ -329,3 +368,118 @@ def test_make_runs_real_vendor_clusters_are_guarded_too():
         assert check["http_health_check"]["host"] == f"api.{name}.com"
         assert cluster["outlier_detection"]["enforcing_consecutive_gateway_failure"] == 100
         assert cluster["circuit_breakers"]["thresholds"]
+
+
+# --- a 429 is retried only after its wait -------------------------------------------
+
+def test_a_429_is_retried_on_the_next_vendor_only_after_its_wait(res, test_id):
+    """The shipped failover route: the primary's 429 says retry-after: 2;
+    the next vendor is asked no sooner than 2 s later."""
+    backoffs = stat(res, "cluster.res_agg_wait_2.upstream_rq_retry_backoff_ratelimited")
+    status, headers, body = chat(res, "res-wait-2", test_id)
+    assert status == 200 and headers["x-llm-provider"] == "mock-openai", body
+    assert headers["x-llm-attempts"] == "2"
+    limited, fallback = res.mock_requests(test_id)
+    assert limited["path"] == "/scenario/error-429,retry-after=2/v1/messages"
+    assert fallback["path"] == "/v1/chat/completions"
+    # The deliberate delay: a lower bound (Envoy waits 2 to 3 s, jittered).
+    assert fallback["received_at"] - limited["received_at"] >= 2.0
+    assert stat(res, "cluster.res_agg_wait_2.upstream_rq_retry_backoff_ratelimited") == backoffs + 1
+
+
+def test_a_429_that_asks_for_longer_than_the_route_waits_is_answered(res, test_id):
+    retries = stat(res, "cluster.res_agg_wait_30.upstream_rq_retry")
+    status, headers, body = chat(res, "res-wait-30", test_id)
+    assert (status, body["error"]["code"]) == (429, "UPSTREAM_RATE_LIMIT"), body
+    assert headers["retry-after"] == "30" and headers["x-llm-attempts"] == "1"
+    assert [r["path"] for r in res.mock_requests(test_id)] == ["/scenario/error-429,retry-after=30/v1/messages"]
+    assert stat(res, "cluster.res_agg_wait_30.upstream_rq_retry") == retries
+
+
+@pytest.mark.parametrize("code", [400, 500])
+def test_a_wait_on_another_status_is_dropped_and_retries_nothing_more(res, test_id, code):
+    """A vendor that states a short wait on a 400 (or 500): the retry-after
+    never reaches the router or the client, so the failover route's
+    retriable_headers cannot retry the 400, and the 500 (a 5xx, retried) is
+    not held back by it."""
+    scenario = f"error-{code},retry-after=1"
+    status, headers, body = chat(res, "res-plain", test_id, **{"x-mock-scenario": scenario})
+    sent = res.mock_requests(test_id)
+    assert "retry-after" not in headers, headers
+    if code == 400:
+        assert (status, body["error"]["code"], headers["x-llm-attempts"]) == (400, "INVALID_REQUEST", "1")
+        assert len(sent) == 1
+    else:
+        # Both vendors of the aggregate answered 500 (the scenario header reaches both).
+        assert (status, body["error"]["code"], headers["x-llm-attempts"]) == (502, "UPSTREAM_ERROR", "2")
+        assert len(sent) == 2
+        assert stat(res, "cluster.res_agg_plain.upstream_rq_retry_backoff_ratelimited") == 0
+
+
+# --- the degradation ladder -------------------------------------------------------
+
+def access_log_line(gw, request_id, timeout=10.0):
+    def found():
+        return [json.loads(line) for line in complete_lines(gw.workdir / "access.log")
+                if line.startswith("{") and json.loads(line)["request_id"] == request_id]
+    wait_for(f"the access log line of {request_id}", found, timeout)
+    return found()[-1]
+
+
+def test_a_ladder_degrades_rung_by_rung_each_attempt_for_its_rung(res, test_id):
+    request_id = f"ladder-{test_id}"
+    body = {"model": "m", "messages": OK_MSG, "stream": True, "stream_options": {"include_usage": True}}
+    status, headers, events = stream(res, body, {"x-model-group": "lad-pro", "x-test-id": test_id,
+                                                 "x-request-id": request_id})
+    assert status == 200 and events[-1][1] == "[DONE]"
+    assert content_of(events) == "Hello from the mock openai provider. You said: hi"
+    assert (headers["x-llm-provider"], headers["x-llm-model"], headers["x-llm-attempts"]) == \
+        ("res-ladder-up", "gpt-base", "3")
+    # Each attempt went to its rung's vendor, translated for its rung's model.
+    sent = res.mock_requests(test_id)
+    assert [(r["path"], r["body"]["model"]) for r in sent] == [
+        ("/scenario/stream-error-after-start/v1/messages", "claude-pro"),
+        ("/scenario/stream-error-after-start/v1/messages", "claude-fast"),
+        ("/v1/chat/completions", "gpt-base")]
+    assert sent[0]["headers"]["x-api-key"] == sent[1]["headers"]["x-api-key"] == "sk-mock-anthropic"
+    assert sent[2]["headers"]["authorization"] == "Bearer sk-mock-openai"
+    line = access_log_line(res, request_id)
+    # The route shows each vendor's own status (the rungs opened their streams with 200).
+    assert line["attempts"] == 3
+    assert line["route"] == ["res-ladder-down/claude-pro:200", "res-ladder-down/claude-fast:200",
+                             "res-ladder-up/gpt-base:200"], line
+    # Every attempt is billed at its own model's prices: the failed rungs for
+    # what their message_start reported (1 prompt token, 1 output token).
+    [usage] = [e["usage"] for _, e in events if isinstance(e, dict) and e.get("usage")]
+    prices = {m: p for per_model in LADDER_PRICES.values() for m, p in per_model.items()}
+    expected = [("res-ladder-down", "claude-pro", 503, 1, 1), ("res-ladder-down", "claude-fast", 503, 1, 1),
+                ("res-ladder-up", "gpt-base", 200, usage["prompt_tokens"], usage["completion_tokens"])]
+    assert [(a["provider"], a["model"], a["status"], a["prompt_tokens"], a["completion_tokens"])
+            for a in line["attempt_usage"]] == expected, line
+    for attempt, (_, model, _, prompt, completion) in zip(line["attempt_usage"], expected):
+        assert attempt["usage_estimated"] is False
+        cost = (prompt * prices[model]["input"] + completion * prices[model]["output"]) / 1e6
+        assert attempt["cost_usd"] == pytest.approx(cost), attempt
+    # The request's totals are the attempts' sums.
+    assert line["prompt_tokens"] == sum(e[3] for e in expected)
+    assert line["completion_tokens"] == sum(e[4] for e in expected)
+    assert line["cost_usd"] == pytest.approx(sum(a["cost_usd"] for a in line["attempt_usage"]))
+    assert (line["provider"], line["model"]) == ("res-ladder-up", "gpt-base")
+
+
+def test_a_ladder_that_answers_on_its_top_rung_makes_one_attempt(res, test_id):
+    """A JSON request: the failing rungs only fail streams (the error comes after
+    the stream opened), so the top rung answers, with its own model."""
+    status, headers, body = chat(res, "lad-pro", test_id)
+    assert status == 200, body
+    assert (headers["x-llm-provider"], body["model"], headers["x-llm-attempts"]) == \
+        ("res-ladder-down", "claude-pro", "1")
+    [sent] = res.mock_requests(test_id)
+    assert sent["body"]["model"] == "claude-pro"
+
+
+def test_a_rung_group_is_also_a_group_of_its_own(res, test_id):
+    """lad-base alone routes to its own cluster (not a ladder), with its model."""
+    status, headers, body = chat(res, "lad-base", test_id)
+    assert status == 200 and body["model"] == "gpt-base" and headers["x-llm-attempts"] == "1", body
+    assert res.mock_requests(test_id)[0]["body"]["model"] == "gpt-base"

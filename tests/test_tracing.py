@@ -1,6 +1,8 @@
 """envoy/tracing.yaml: Envoy's OpenTelemetry tracer exports a span per
-request to an OTLP/HTTP receiver (here, a small one in this file), and the
-span carries the gen_ai attributes read from the filter's state."""
+request, and a child span per upstream attempt, to an OTLP/HTTP receiver
+(here, a small one in this file); each carries the gen_ai attributes read
+from the filter's state: the request's on the request span, each attempt's
+own on its span."""
 
 import copy
 import json
@@ -47,11 +49,13 @@ def _read_body(handler):
 
 class OtlpReceiver:
     """OTLP/HTTP on a free loopback port: POST /v1/traces with a protobuf
-    ExportTraceServiceRequest; every span lands in `spans` as
-    (name, {attribute: value}, content type)."""
+    ExportTraceServiceRequest; every span lands in `spans` as a dict (name,
+    attributes, trace and span ids, parent span id, content type)."""
 
     def __init__(self):
         self.spans = queue.Queue()
+        # Spans taken from the queue by a search, kept for later searches.
+        self.seen = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,6 +70,9 @@ class OtlpReceiver:
                                 "path": self.path,
                                 "content_type": self.headers["content-type"],
                                 "name": span.name,
+                                "trace_id": span.trace_id.hex(),
+                                "span_id": span.span_id.hex(),
+                                "parent_span_id": span.parent_span_id.hex(),
                                 "resource": resource,
                                 "attributes": {a.key: _value(a.value) for a in span.attributes},
                             })
@@ -84,19 +91,32 @@ class OtlpReceiver:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
+    def wait_for(self, what, found, timeout=15.0):
+        """The first `found(spans seen so far)` that is not None, waiting for
+        more spans as they arrive."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = found(self.seen)
+            if result is not None:
+                return result
+            try:
+                self.seen.append(self.spans.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                raise AssertionError(f"no {what} within {timeout}s; saw {self.seen}")
+
     def span_for(self, request_id, timeout=15.0):
         """The span of the request with this x-request-id (Envoy tags it as guid:x-request-id)."""
-        deadline = time.monotonic() + timeout
-        seen = []
-        while time.monotonic() < deadline:
-            try:
-                span = self.spans.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            seen.append(span)
-            if span["attributes"].get("guid:x-request-id") == request_id:
-                return span
-        raise AssertionError(f"no span for {request_id} within {timeout}s; saw {seen}")
+        return self.wait_for(f"span for {request_id}", lambda spans: next(
+            (s for s in spans if s["attributes"].get("guid:x-request-id") == request_id), None), timeout)
+
+    def attempt_spans(self, request_span, count, timeout=15.0):
+        """The request span's `count` children (one per upstream attempt), in attempt order."""
+        def children(spans):
+            found = [s for s in spans if s["trace_id"] == request_span["trace_id"]
+                     and s["parent_span_id"] == request_span["span_id"]]
+            return found if len(found) >= count else None
+        found = self.wait_for(f"{count} attempt spans", children, timeout)
+        return sorted(found, key=lambda s: int(s["attributes"].get("retry.count", "0")))
 
     def stop(self):
         self.server.shutdown()
@@ -207,3 +227,58 @@ def test_rejected_request_has_no_gen_ai_attributes(traced):
     attrs = receiver.span_for("trace-bad-1")["attributes"]
     assert attrs["http.status_code"] == "400"
     assert not [k for k in attrs if k.startswith(("gen_ai.", "llm."))], attrs
+
+
+GEN_AI = ("gen_ai.system", "gen_ai.request.model", "gen_ai.response.model",
+          "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
+def test_every_attempt_has_its_own_span(traced, streaming):
+    """mock-failover: the Anthropic mock's 529, then the OpenAI mock. Two
+    upstream spans under the request's, each with its own attempt's values."""
+    gw, receiver = traced
+    request_id = f"trace-attempts-{streaming}"
+    body = {"model": "any", "messages": USER_HI, "stream": streaming, "stream_options": {"include_usage": True}}
+    headers = {"x-model-group": "mock-failover", "x-request-id": request_id}
+    if streaming:
+        status, _, events = stream(gw, body, headers)
+        [usage] = [e["usage"] for _, e in events if isinstance(e, dict) and e.get("usage")]
+    else:
+        del body["stream_options"]
+        status, _, answer = gw.chat(body, **headers)
+        usage = answer["usage"]
+    assert status == 200
+    request = receiver.span_for(request_id)
+    first, second = receiver.attempt_spans(request, 2)
+    assert first["name"] == second["name"] == "router mock_failover egress"
+    assert "retry.count" not in first["attributes"] and second["attributes"]["retry.count"] == "1"
+    # The failed attempt: who was asked for what, and no answer to speak of.
+    a = first["attributes"]
+    assert a["http.status_code"] == "503" and a["error"] == "true"
+    assert (a["gen_ai.system"], a["gen_ai.request.model"]) == ("mock-anthropic-down", "mock-claude-sonnet"), a
+    assert not [k for k in ("gen_ai.response.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+                if a.get(k)], a
+    # The attempt that answered: its vendor, its model, its tokens.
+    b = second["attributes"]
+    assert b["http.status_code"] == "200"
+    assert [b[k] for k in GEN_AI] == ["mock-openai", "mock-gpt-4o", "mock-gpt-4o",
+                                      str(usage["prompt_tokens"]), str(usage["completion_tokens"])], b
+    # The request's span keeps the request's values (the client asked for "any").
+    r = request["attributes"]
+    assert [r[k] for k in GEN_AI] == ["mock-openai", "any", "mock-gpt-4o",
+                                      str(usage["prompt_tokens"]), str(usage["completion_tokens"])], r
+    assert r["llm.route"] == "mock-anthropic-down/mock-claude-sonnet:529,mock-openai/mock-gpt-4o:200"
+
+
+def test_a_single_attempt_has_one_span(traced):
+    gw, receiver = traced
+    status, _, body = gw.chat({"model": "any", "messages": USER_HI},
+                              **{"x-model-group": "mock-anthropic", "x-request-id": "trace-one-attempt"})
+    assert status == 200
+    request = receiver.span_for("trace-one-attempt")
+    [attempt] = receiver.attempt_spans(request, 1)
+    assert attempt["name"] == "router mock_anthropic egress"
+    a = attempt["attributes"]
+    assert [a[k] for k in GEN_AI] == ["mock-anthropic", "mock-claude-sonnet", "mock-claude-sonnet",
+                                      str(body["usage"]["prompt_tokens"]), str(body["usage"]["completion_tokens"])]

@@ -46,6 +46,10 @@ impl Recorder {
             "query": req.query(),
             "headers": headers,
             "body": body,
+            // When it arrived (Unix time, seconds): tests bound the waits between attempts.
+            "received_at": std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
         });
         let entry = Entry {
             test_id: req.header("x-test-id").map(str::to_owned),

@@ -53,6 +53,10 @@ pub struct Scenario {
     /// `cached-usage`: usage reports cached prompt tokens and reasoning
     /// tokens where the dialect has them ([`CACHED_TOKENS`], [`REASONING_TOKENS`]).
     pub cached_usage: bool,
+    /// `retry-after=N`: every error answer states this many seconds as its
+    /// `retry-after` (instead of the 7 of the dialects whose vendors send one
+    /// on a 429; on other statuses too, a wait that means nothing there).
+    pub retry_after: Option<u64>,
     /// Not a directive: the request accepts gzip (set by the server).
     pub gzip: bool,
 }
@@ -109,6 +113,8 @@ impl Scenario {
                             let hi = u8::from_str_radix(hi, 16).ok()?;
                             (lo <= hi).then_some((lo, hi))
                         });
+                    } else if let Some(secs) = d.strip_prefix("retry-after=") {
+                        s.retry_after = secs.parse().ok();
                     } else if let Some(ms) = d.strip_prefix("slow=") {
                         s.slow = ms.parse().ok().map(Duration::from_millis);
                     } else if let Some(code) = d.strip_prefix("error-") {
@@ -169,6 +175,11 @@ mod tests {
         assert!(s.quote_key);
         assert_eq!(s.header_bytes, Some((0x80, 0xff)));
         assert_eq!(Scenario::parse("header-bytes=ff-80").header_bytes, None);
+        assert_eq!(
+            Scenario::parse("error-429,retry-after=2").retry_after,
+            Some(2)
+        );
+        assert_eq!(Scenario::parse("retry-after=soon").retry_after, None);
         let s = Scenario::parse("error-400-context,slow,error-418");
         assert!(s.context_error);
         assert_eq!(s.error, None);

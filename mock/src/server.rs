@@ -125,6 +125,8 @@ struct Conn {
     /// The request accepts gzip: bodies (and streams) are sent compressed,
     /// as real vendors do.
     gzip: bool,
+    /// `retry-after=N`: the wait every error answer states instead of the dialect's own.
+    retry_after: Option<String>,
 }
 
 impl Conn {
@@ -161,7 +163,8 @@ impl Conn {
     /// A JSON reply, with `retry-after` and the dialect's error-type header when set.
     fn reply(&mut self, r: &Reply, error_header: Option<(&str, String)>) -> io::Result<bool> {
         let mut extra: Vec<(&str, &str)> = Vec::new();
-        if let Some(secs) = r.retry_after {
+        let wait = self.retry_after.take();
+        if let Some(secs) = wait.as_deref().or(r.retry_after) {
             extra.push(("retry-after", secs));
         }
         if let Some((name, value)) = &error_header {
@@ -195,6 +198,7 @@ fn connection(stream: TcpStream, st: &State) {
         raw_headers: Vec::new(),
         quote: None,
         gzip: false,
+        retry_after: None,
     };
     let mut req = Request::default();
     loop {
@@ -210,6 +214,7 @@ fn connection(stream: TcpStream, st: &State) {
         c.keep_alive = req.keep_alive();
         c.raw_headers.clear();
         c.quote = None;
+        c.retry_after = None;
         c.gzip = !st.fast && gzip::accepted(req.header("accept-encoding"));
         match handle(&req, &mut c, st) {
             Ok(true) => {}
@@ -283,6 +288,7 @@ fn completion(
 ) -> io::Result<bool> {
     let header = req.header(scenario::HEADER).unwrap_or_default();
     let sc = Scenario::parse(&format!("{header},{}", path_directives.unwrap_or_default()));
+    c.retry_after = sc.retry_after.map(|s| s.to_string());
     if sc.quote_key {
         let received = ["authorization", "x-api-key", "api-key", "x-goog-api-key"]
             .iter()

@@ -616,6 +616,10 @@ impl Events<SseParser> for AnthropicEvents {
             }
             "error" => {
                 let envelope: ErrorEnvelope = parse(data)?;
+                // What the vendor reported before it failed (message_start) is billed.
+                if self.usage.input_tokens.is_some() {
+                    w.set_usage(Some(self.usage.unified()));
+                }
                 return Err(envelope.error.unified(500));
             }
             // ping, content_block_stop, and event types added later.

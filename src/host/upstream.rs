@@ -10,6 +10,8 @@ use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use super::abi::{self, Buffer, Map};
+
+mod report;
 use super::metrics::{self, Phase, PhaseTimer};
 use super::{
     attempt_property, client_surface, send_error, unix_seconds, CLIENT_SURFACE, HANDOFF_PROPERTY,
@@ -17,12 +19,13 @@ use super::{
 };
 use crate::config::{Config, Provider};
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
-use crate::error::{retry_delay_in, ErrorCode, GatewayError};
+use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared};
-use crate::headers::{client_may_receive, vendor_may_receive};
+use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
+use report::WAIT_HEADERS;
 
 const PROVIDER_METADATA: [&str; 5] = [
     "xds",
@@ -30,6 +33,15 @@ const PROVIDER_METADATA: [&str; 5] = [
     "filter_metadata",
     "llm",
     "provider",
+];
+/// The ladder rung an endpoint serves (clusters `scripts/ladder_config.py`
+/// writes): the model group whose candidate gives the attempt its model.
+const RUNG_METADATA: [&str; 5] = [
+    "xds",
+    "upstream_host_metadata",
+    "filter_metadata",
+    "llm",
+    "model_group",
 ];
 const ATTEMPT_COUNT: [&str; 2] = ["upstream", "request_attempt_count"];
 
@@ -61,6 +73,9 @@ pub struct Upstream {
     request_id: String,
     group: String,
     candidate: Option<usize>,
+    /// The ladder rung this attempt landed on (a group of the ladder's
+    /// fallback), when its endpoint names one.
+    rung: Option<String>,
     provider_name: String,
     /// Vendor model this attempt asked for.
     model: String,
@@ -77,6 +92,8 @@ pub struct Upstream {
     vendor_retry_after: bool,
     /// Its `retry-after-ms`, in whole seconds, for a `retry-after` of ours.
     vendor_retry_after_ms: Option<u64>,
+    /// It sent `retry-after` or `retry-after-ms`.
+    vendor_wait_headers: bool,
     first_content: Option<SystemTime>,
     chunks: u64,
     stream_ended: bool,
@@ -99,6 +116,7 @@ impl Upstream {
             request_id: String::new(),
             group: String::new(),
             candidate: None,
+            rung: None,
             provider_name: String::new(),
             model: String::new(),
             attempt: 1,
@@ -109,6 +127,7 @@ impl Upstream {
             vendor_json: false,
             vendor_retry_after: false,
             vendor_retry_after_ms: None,
+            vendor_wait_headers: false,
             first_content: None,
             chunks: 0,
             stream_ended: false,
@@ -186,6 +205,7 @@ impl Upstream {
             self.record.finish_reason = finish.map(|f| f.as_str().to_owned());
             self.record.code = failure.map(|c| c.as_str().to_owned());
             self.record_time_per_output_token();
+            self.publish_span_attributes(failure.is_none());
         }
         if first || end || self.chunks.is_multiple_of(PROGRESS_EVERY) {
             self.save_record();
@@ -239,15 +259,20 @@ impl Upstream {
         }
     }
 
-    /// The vendor model for this attempt: the chosen candidate's model when
-    /// the attempt reached that candidate's provider, else this provider's
-    /// own mapping (a failover to another vendor).
+    /// The vendor model for this attempt: the candidate's model when the
+    /// attempt reached that candidate's provider, else this provider's own
+    /// mapping for the group (a failover to another vendor). The candidate
+    /// is the one the edge role chose, or on a ladder rung that rung group's.
     fn vendor_model(&self, provider: &Provider, client_model: &str) -> String {
+        let (group, candidate) = match &self.rung {
+            Some(rung) => (rung.as_str(), Some(0)),
+            None => (self.group.as_str(), self.candidate),
+        };
         let candidate = self
             .config
             .model_groups
-            .get(&self.group)
-            .and_then(|g| g.candidates.get(self.candidate?));
+            .get(group)
+            .and_then(|g| g.candidates.get(candidate?));
         match candidate {
             Some(c)
                 if c.provider.as_deref() == Some(self.provider_name.as_str())
@@ -255,7 +280,7 @@ impl Upstream {
             {
                 c.model.clone().unwrap_or_default()
             }
-            _ => provider.vendor_model(&self.group, client_model).to_owned(),
+            _ => provider.vendor_model(group, client_model).to_owned(),
         }
     }
 
@@ -313,6 +338,7 @@ impl Upstream {
         self.model = model;
         self.stream = stream;
         self.include_usage = include_usage;
+        self.publish_span_attributes(false);
         if stream {
             // For the time to first token (non-streams do not report one).
             self.started = abi::now();
@@ -420,45 +446,6 @@ impl Upstream {
     }
 }
 
-impl Upstream {
-    /// `retry-after` in seconds for a 429 or 503, from whatever form the
-    /// vendor gave the wait in: its error body (Gemini's RetryInfo), its
-    /// `retry-after-ms`, or its message ("try again in 20s"). A vendor's
-    /// own `retry-after` passes as it is.
-    fn set_retry_after(&self, error: &GatewayError) {
-        if self.vendor_retry_after
-            || !matches!(
-                error.code,
-                ErrorCode::UpstreamRateLimit | ErrorCode::UpstreamBusy
-            )
-        {
-            return;
-        }
-        let seconds = error
-            .retry_after
-            .or(self.vendor_retry_after_ms)
-            .or_else(|| retry_delay_in(&error.message));
-        if let Some(seconds) = seconds {
-            let value = seconds.to_string();
-            abi::set_header(Map::Response, "retry-after", Some(value.as_bytes()));
-        }
-    }
-
-    /// Drops the vendor's response headers clients have no use for (cookies,
-    /// account ids, debug echoes, infrastructure) and masks the key in the
-    /// ones passed on (`headers::client_may_receive`).
-    fn pass_vendor_headers(&self, headers: &crate::headers::Headers) {
-        let redactor = self.provider().map(|(p, _)| &p.redactor);
-        for (name, value) in &headers.0 {
-            if !client_may_receive(name) {
-                abi::set_header(Map::Response, name, None);
-            } else if let Some(clean) = redactor.and_then(|r| r.scrubbed(value)) {
-                abi::set_header(Map::Response, name, Some(&clean));
-            }
-        }
-    }
-}
-
 fn no_provider(name: &str) -> GatewayError {
     GatewayError::new(
         ErrorCode::UpstreamError,
@@ -494,6 +481,31 @@ impl HttpContext for Upstream {
         self.provider_name = abi::property(&PROVIDER_METADATA)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
+        // Only a ladder's clusters name a rung: no host call for other groups.
+        let on_ladder = self
+            .config
+            .model_groups
+            .get(&self.group)
+            .is_some_and(|g| !g.fallback.is_empty());
+        if on_ladder {
+            self.rung = abi::property(&RUNG_METADATA)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .filter(|rung| !rung.is_empty());
+            if let Some(rung) = self
+                .rung
+                .as_deref()
+                .filter(|r| !self.config.model_groups.contains_key(*r))
+            {
+                let error = GatewayError::new(
+                    ErrorCode::UpstreamError,
+                    format!(
+                        "the endpoint names model group '{}' (filter_metadata.llm.model_group), which the gateway configuration does not define",
+                        rung.escape_debug()
+                    ),
+                );
+                return self.fail(error);
+            }
+        }
         if self.provider().is_none() {
             let error = if self.provider_name.is_empty() {
                 GatewayError::new(
@@ -545,8 +557,9 @@ impl HttpContext for Upstream {
             .ok()
             .flatten()
             .unwrap_or_default();
-        self.pass_vendor_headers(&headers);
+        self.pass_vendor_headers(&headers, (200..300).contains(&status));
         self.vendor_retry_after = headers.has("retry-after");
+        self.vendor_wait_headers = WAIT_HEADERS.iter().any(|name| headers.has(name));
         self.vendor_retry_after_ms = headers
             .text("retry-after-ms")
             .ok()
@@ -642,6 +655,9 @@ impl HttpContext for Upstream {
                     .cloned()
                 {
                     let held_len = held.len();
+                    if let Some(usage) = &writer.usage() {
+                        self.record.set_usage(usage);
+                    }
                     self.record.status = error.status();
                     self.record.code = Some(error.code.as_str().to_owned());
                     self.save_record();
@@ -683,6 +699,7 @@ impl HttpContext for Upstream {
                 abi::set_body(Buffer::Response, 0, size, &translated);
                 timer.stop(Phase::Response);
                 self.save_record();
+                self.publish_span_attributes(self.record.code.is_none());
                 self.mode = Mode::Passthrough;
                 Action::Continue
             }

@@ -1,0 +1,89 @@
+//! What an attempt says besides its body: the vendor's response headers
+//! passed on (and its wait only where a wait means something), and the
+//! attempt's GenAI attributes for its upstream span.
+
+use super::Upstream;
+use crate::error::{retry_delay_in, ErrorCode, GatewayError};
+use crate::headers::client_may_receive;
+use crate::host::abi::{self, Map};
+
+/// How vendors say when to come back.
+pub const WAIT_HEADERS: [&str; 2] = ["retry-after", "retry-after-ms"];
+
+impl Upstream {
+    /// Per-attempt GenAI attributes for this attempt's upstream span (Envoy
+    /// tracing's `spawn_upstream_span`): the request span's custom tags read
+    /// the same filter state, and Envoy closes an attempt's span while these
+    /// are this attempt's values. The edge role writes the request's own when
+    /// the response ends, after the last attempt's span closed. Tokens are
+    /// there when the vendor reported them, the response model when it answered.
+    pub(super) fn publish_span_attributes(&self, answered: bool) {
+        if !self.config.span_attributes {
+            return;
+        }
+        let input = self.record.prompt_tokens.map(|t| t.to_string());
+        let output = self.record.completion_tokens.map(|t| t.to_string());
+        for (name, value) in [
+            ("llm_provider", Some(self.provider_name.as_str())),
+            ("llm_request_model", Some(self.model.as_str())),
+            (
+                "llm_response_model",
+                answered.then_some(self.model.as_str()),
+            ),
+            ("llm_input_tokens", input.as_deref()),
+            ("llm_output_tokens", output.as_deref()),
+        ] {
+            abi::set_property(&[name], value.map(str::as_bytes));
+        }
+    }
+
+    /// `retry-after` in seconds for a 429 or 503, from whatever form the
+    /// vendor gave the wait in: its error body (Gemini's RetryInfo), its
+    /// `retry-after-ms`, or its message ("try again in 20s"). A vendor's
+    /// own `retry-after` passes as it is. Any other answer loses the
+    /// vendor's wait headers: the failover routes retry an answer that has
+    /// a short `retry-after` (Envoy's `retriable_headers`), which must only
+    /// ever be a 429 or 503.
+    pub(super) fn set_retry_after(&self, error: &GatewayError) {
+        if !matches!(
+            error.code,
+            ErrorCode::UpstreamRateLimit | ErrorCode::UpstreamBusy
+        ) {
+            if self.vendor_wait_headers {
+                for name in WAIT_HEADERS {
+                    abi::set_header(Map::Response, name, None);
+                }
+            }
+            return;
+        }
+        if self.vendor_retry_after {
+            return;
+        }
+        let seconds = error
+            .retry_after
+            .or(self.vendor_retry_after_ms)
+            .or_else(|| retry_delay_in(&error.message));
+        if let Some(seconds) = seconds {
+            let value = seconds.to_string();
+            abi::set_header(Map::Response, "retry-after", Some(value.as_bytes()));
+        }
+    }
+
+    /// Drops the vendor's response headers clients have no use for (cookies,
+    /// account ids, debug echoes, infrastructure) and masks the key in the
+    /// ones passed on (`headers::client_may_receive`).
+    /// A success keeps no wait (see `set_retry_after`).
+    pub(super) fn pass_vendor_headers(&self, headers: &crate::headers::Headers, success: bool) {
+        let redactor = self.provider().map(|(p, _)| &p.redactor);
+        for (name, value) in &headers.0 {
+            let wait = WAIT_HEADERS
+                .iter()
+                .any(|w| name.eq_ignore_ascii_case(w.as_bytes()));
+            if !client_may_receive(name) || (success && wait) {
+                abi::set_header(Map::Response, name, None);
+            } else if let Some(clean) = redactor.and_then(|r| r.scrubbed(value)) {
+                abi::set_header(Map::Response, name, Some(&clean));
+            }
+        }
+    }
+}
