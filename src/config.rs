@@ -8,9 +8,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::auth::Auth;
-use crate::dialects::DialectKind;
 use crate::error::{ErrorCode, GatewayError};
-use crate::metering::Price;
+use crate::provider::{DialectKind, Provider, Secret};
 pub use crate::routing::{Candidate, ModelGroup, Rule};
 
 #[derive(Debug, Deserialize)]
@@ -96,100 +95,6 @@ impl Default for Limits {
             max_messages: 1000,
             max_tools: 128,
         }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Provider {
-    pub dialect: DialectKind,
-    /// `:authority` sent upstream; Envoy's own host rewrite applies when absent.
-    #[serde(default)]
-    pub host: Option<String>,
-    /// Prefix for the dialect's path, e.g. "/openai" for a proxy in front of the vendor.
-    #[serde(default)]
-    pub base_path: String,
-    /// The vendor key, inline. Prefer `api_key_env`.
-    #[serde(default)]
-    pub api_key: Option<Secret>,
-    /// Environment variable of the wasm VM (`vm_config.environment_variables`) holding the key.
-    #[serde(default)]
-    pub api_key_env: Option<String>,
-    /// Model group or client model name → this vendor's model name; "*" catches the rest.
-    #[serde(default)]
-    pub models: BTreeMap<String, String>,
-    /// `max_tokens` sent when the client gave none (vendors like Anthropic require one).
-    #[serde(default = "default_max_tokens")]
-    pub default_max_tokens: u32,
-    /// The key after resolving `api_key_env`.
-    #[serde(skip)]
-    pub resolved_key: Option<Secret>,
-    /// Azure OpenAI's `api-version` query parameter; required by, and only
-    /// accepted for, the azure dialect.
-    #[serde(default)]
-    pub api_version: Option<String>,
-    /// USD per million tokens by vendor model ("*" for the rest), for cost accounting.
-    #[serde(default)]
-    pub prices: BTreeMap<String, Price>,
-    /// Client headers this provider may receive although the gateway
-    /// withholds them by default (see `headers::vendor_may_receive`), e.g.
-    /// `openai-organization`: lowercase names; never a credential.
-    #[serde(default)]
-    pub forward_headers: Vec<String>,
-    /// Finds this provider's key in what it answers.
-    #[serde(skip)]
-    pub redactor: crate::redact::Redactor,
-    /// Rules by vendor model that rename, drop, default or cap request
-    /// fields (see `policy`); tried before the dialect's built-in ones.
-    #[serde(default)]
-    pub request_policy: Vec<crate::policy::Rule>,
-    /// The dialect's built-in rules.
-    #[serde(skip)]
-    pub builtin_policy: Vec<crate::policy::Rule>,
-}
-
-impl Provider {
-    /// The request as this provider's policy has it for `model`, or `None`
-    /// when no rule changes it.
-    pub fn apply_policy(
-        &self,
-        model: &str,
-        req: &crate::model::request::ChatRequest,
-    ) -> Option<crate::model::request::ChatRequest> {
-        crate::policy::apply(&self.request_policy, &self.builtin_policy, model, req)
-    }
-}
-
-/// A credential: its `Debug` never shows it, so no log line can.
-#[derive(Clone, Deserialize, PartialEq, Eq)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
-    }
-}
-
-fn default_max_tokens() -> u32 {
-    4096
-}
-
-impl Provider {
-    /// The vendor model for a request: the group's mapping, else the client's
-    /// model's, else "*", else the client's model unchanged.
-    pub fn vendor_model<'a>(&'a self, group: &str, client_model: &'a str) -> &'a str {
-        self.models
-            .get(group)
-            .or_else(|| self.models.get(client_model))
-            .or_else(|| self.models.get("*"))
-            .map_or(client_model, String::as_str)
     }
 }
 
@@ -279,7 +184,7 @@ impl Config {
             provider.resolved_key = match (&provider.api_key, &provider.api_key_env) {
                 (Some(key), None) => Some(key.clone()),
                 (None, Some(var)) => match env(var) {
-                    Some(key) if !key.is_empty() => Some(Secret(key)),
+                    Some(key) if !key.is_empty() => Some(Secret::new(key)),
                     _ => {
                         return Err(format!(
                             "{field}.api_key_env: environment variable {var} is not set"
@@ -710,7 +615,7 @@ mod reference {
         let sections: Vec<(&str, Vec<&'static str>)> = vec![
             ("", fields::<Config>()),
             ("providers.*.", fields::<Provider>()),
-            ("providers.*.prices.*.", fields::<Price>()),
+            ("providers.*.prices.*.", fields::<crate::metering::Price>()),
             ("model_groups.*.", fields::<ModelGroup>()),
             ("model_groups.*.candidates[].", fields::<Candidate>()),
             (

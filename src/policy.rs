@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use crate::model::json::Stop;
 use crate::model::request::ChatRequest;
 use crate::routing::glob;
-use crate::surfaces::openai_chat::request::Stop;
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

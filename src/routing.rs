@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::error::{ErrorCode, GatewayError};
-use crate::estimate;
+use crate::model::estimate;
 use crate::model::request::{ChatRequest, ResponseFormat};
 
 /// A model group: the candidates that can answer for it.

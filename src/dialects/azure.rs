@@ -11,10 +11,7 @@
 //! - stream annotation chunks (empty `choices` with `prompt_filter_results`,
 //!   or empty deltas with `content_filter_results`) are dropped.
 
-use super::{
-    openai, openai_stream, DecodedResponse, Dialect, SseStream, StreamDecoder, Target,
-    UpstreamRequest,
-};
+use super::{openai, DecodedResponse, Dialect, SseStream, StreamDecoder, Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
@@ -72,7 +69,7 @@ impl Dialect for Azure {
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(SseStream::new(
             writer,
-            openai_stream::OpenAiEvents::default(),
+            openai::stream::OpenAiEvents::default(),
         ))
     }
 

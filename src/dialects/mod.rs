@@ -3,14 +3,15 @@
 //! Adding a vendor is adding a file here and a line in [`DialectKind`] and
 //! [`dialect`].
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::config::Provider;
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{ChatRequest, ResponseFormat, ToolCall};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
+pub use crate::provider::DialectKind;
+use crate::provider::Provider;
 use crate::sse::SseParser;
 
 pub mod anthropic;
@@ -19,36 +20,12 @@ pub mod bedrock;
 pub mod dashscope;
 pub mod gemini;
 pub mod openai;
-mod openai_stream;
 pub mod stream;
 
 pub use stream::{incomplete_stream, Events, StreamDecoder};
 
 /// The SSE plumbing the SSE dialects share.
 pub type SseStream<H> = stream::FramedStream<SseParser, H>;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DialectKind {
-    Openai,
-    Anthropic,
-    Gemini,
-    Azure,
-    Bedrock,
-    Dashscope,
-}
-
-impl DialectKind {
-    /// Every dialect, for tests and benchmarks that must cover them all.
-    pub const ALL: &'static [DialectKind] = &[
-        DialectKind::Openai,
-        DialectKind::Anthropic,
-        DialectKind::Gemini,
-        DialectKind::Azure,
-        DialectKind::Bedrock,
-        DialectKind::Dashscope,
-    ];
-}
 
 pub fn dialect(kind: DialectKind) -> &'static dyn Dialect {
     match kind {

@@ -17,7 +17,7 @@ use super::{
     attempt_property, client_surface, send_error, unix_seconds, CLIENT_SURFACE, HANDOFF_PROPERTY,
     ROUTE_PROPERTY,
 };
-use crate::config::{Config, Provider};
+use crate::config::Config;
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared};
@@ -25,6 +25,7 @@ use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
+use crate::provider::Provider;
 use report::WAIT_HEADERS;
 
 const PROVIDER_METADATA: [&str; 5] = [

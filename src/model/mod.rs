@@ -3,6 +3,8 @@
 //! dialect decodes into ([`response`]) and the stream events dialects push
 //! ([`stream`]).
 
+pub mod estimate;
+pub mod json;
 pub mod request;
 pub mod response;
 pub mod stream;

@@ -1,14 +1,13 @@
 //! The neutral request every client surface decodes into. Its JSON form
 //! (the serde derives and `Serialize` impls here) is OpenAI Chat
 //! Completions', which OpenAI-API vendors receive nearly as it is; the
-//! chat surface's strict parser is `surfaces::openai_chat::request`.
+//! chat surface's parser is `surfaces::openai_chat::request`, both read
+//! strictly by `model::json`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::surfaces::openai_chat::request::{
-    function_def, json_schema, strict_parameters, strict_schema,
-};
+use crate::model::json::{function_def, json_schema, strict_parameters, strict_schema};
 
 /// Upper bounds that keep a hostile body from costing more than it is worth.
 pub const MAX_MESSAGES: usize = 10_000;

@@ -3,7 +3,7 @@
 //! hands each event to the client surface's [`StreamEncoder`].
 
 use crate::error::GatewayError;
-use crate::estimate::TextCount;
+use crate::model::estimate::TextCount;
 use crate::model::response::{FinishReason, Origin, Usage};
 
 /// A client surface's stream format: it writes each event's bytes. The

@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::openai::{content_filtered, fold_content_filter, parse_usage, VendorError};
-use super::{unparseable, Events};
+use super::wire::{content_filtered, fold_content_filter, parse_usage, VendorError};
+use crate::dialects::{unparseable, Events};
 use crate::error::GatewayError;
 use crate::model::stream::EventWriter;
 use crate::sse::SseParser;
@@ -22,7 +22,7 @@ use crate::sse::SseParser;
 /// take the fast path ([`fast_event`]), which copies the vendor's JSON
 /// verbatim instead of rebuilding it; anything unusual takes [`slow_event`].
 #[derive(Default)]
-pub(super) struct OpenAiEvents {
+pub(in crate::dialects) struct OpenAiEvents {
     scratch: Scratch,
 }
 

@@ -5,18 +5,23 @@
 //! Azure OpenAI speaks the same body with its content-filter annotations;
 //! the decoding here serves both (see `azure.rs`).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::openai_stream::OpenAiEvents;
 use super::{
-    encode_json, fallback_message, unparseable, DecodedResponse, Dialect, SseStream, StreamDecoder,
-    Target, UpstreamRequest,
+    encode_json, unparseable, DecodedResponse, Dialect, SseStream, StreamDecoder, Target,
+    UpstreamRequest,
 };
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::GatewayError;
 use crate::model::request::ChatRequest;
-use crate::model::response::{Answer, FinishReason, Origin, Usage};
+use crate::model::response::{Answer, FinishReason, Origin};
 use crate::model::stream::EventWriter;
+use stream::OpenAiEvents;
+pub(super) use wire::decode_error;
+use wire::{fold_content_filter, parse_usage};
+
+pub(super) mod stream;
+mod wire;
 
 pub struct OpenAi;
 
@@ -149,131 +154,13 @@ pub(super) fn decode_completion(
     })
 }
 
-pub(super) fn decode_error(status: u16, body: &[u8]) -> GatewayError {
-    match serde_json::from_slice::<ErrorEnvelope>(body) {
-        Ok(envelope) => envelope.error.into_gateway_error(status),
-        Err(_) => GatewayError::new(
-            ErrorCode::from_status(status),
-            fallback_message(status, body),
-        ),
-    }
-}
-
-/// Whether Azure's `content_filter_results` says a category was filtered.
-pub(super) fn content_filtered(results: &Value) -> bool {
-    results.as_object().is_some_and(|results| {
-        results
-            .values()
-            .any(|r| r.get("filtered") == Some(&Value::Bool(true)))
-    })
-}
-
-/// Azure reports its output filter per choice in `content_filter_results`:
-/// a category with `filtered: true` means the answer was cut by the filter,
-/// whatever `finish_reason` says.
-pub(super) fn fold_content_filter(choice: &mut Value) {
-    let filtered = choice
-        .get("content_filter_results")
-        .is_some_and(content_filtered);
-    if filtered {
-        if let Some(choice) = choice.as_object_mut() {
-            choice.insert(
-                "finish_reason".into(),
-                Value::String(FinishReason::ContentFilter.as_str().into()),
-            );
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct ErrorEnvelope {
-    error: VendorError,
-}
-
-#[derive(Deserialize)]
-pub(super) struct VendorError {
-    #[serde(default)]
-    message: String,
-    #[serde(default, rename = "type")]
-    kind: Option<String>,
-    #[serde(default)]
-    code: Option<Value>,
-    #[serde(default)]
-    param: Option<String>,
-    /// Azure: `{"code": "ResponsibleAIPolicyViolation", "content_filter_result": ...}`.
-    #[serde(default)]
-    innererror: Option<InnerError>,
-}
-
-#[derive(Deserialize)]
-struct InnerError {
-    #[serde(default)]
-    code: Option<String>,
-}
-
-impl VendorError {
-    pub(super) fn into_gateway_error(self, status: u16) -> GatewayError {
-        let code = self
-            .code
-            .as_ref()
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let kind = self.kind.as_deref().unwrap_or_default();
-        let policy_violation = self
-            .innererror
-            .as_ref()
-            .and_then(|e| e.code.as_deref())
-            .is_some_and(|c| c == "ResponsibleAIPolicyViolation");
-        let unified = match code {
-            _ if policy_violation => ErrorCode::ContentFiltered,
-            "context_length_exceeded" | "string_above_max_length" => {
-                ErrorCode::ContextLengthExceeded
-            }
-            "content_filter" | "content_policy_violation" => ErrorCode::ContentFiltered,
-            _ if kind == "server_error" && status < 400 => ErrorCode::UpstreamError,
-            _ => ErrorCode::from_status(status),
-        };
-        let mut e = GatewayError::new(unified, self.message);
-        e.param = self.param;
-        e
-    }
-}
-
-#[derive(Deserialize)]
-struct OpenAiUsage {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
-    #[serde(default)]
-    prompt_tokens_details: Option<Details>,
-    #[serde(default)]
-    completion_tokens_details: Option<Details>,
-}
-
-#[derive(Deserialize)]
-struct Details {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-    #[serde(default)]
-    reasoning_tokens: Option<u64>,
-}
-
-pub(super) fn parse_usage(v: &Value) -> Option<Usage> {
-    let u = OpenAiUsage::deserialize(v).ok()?;
-    Some(Usage {
-        prompt_tokens: u.prompt_tokens,
-        completion_tokens: u.completion_tokens,
-        cached_tokens: u.prompt_tokens_details.and_then(|d| d.cached_tokens),
-        reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Config;
     use crate::dialects::Target;
+    use crate::error::ErrorCode;
+    use crate::model::response::Usage;
 
     fn provider_config() -> Config {
         Config::parse(
