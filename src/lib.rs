@@ -17,6 +17,7 @@ pub mod policy;
 pub mod provider;
 pub mod redact;
 pub mod routing;
+pub mod session;
 pub mod sse;
 pub mod surfaces;
 pub mod swar;

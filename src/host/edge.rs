@@ -9,7 +9,8 @@ use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use super::abi::{self, Buffer, Map};
-use super::metrics::{self, Phase, PhaseTimer};
+use super::metrics;
+use super::WasmHost;
 use super::{
     attempt_property, client_surface, elapsed_micros, send_error, HANDOFF_PROPERTY, LOG_PROPERTY,
     ROUTE_PROPERTY,
@@ -23,6 +24,7 @@ use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
 use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
 use crate::routing::Needs;
+use crate::session::host::{Phase, PhaseTimer};
 
 /// Header the route's `cluster_header` reads. Always ours, never the client's.
 pub const CLUSTER_HEADER: &str = "x-llm-cluster";
@@ -678,10 +680,10 @@ impl HttpContext for Edge {
             }
             return Action::Pause;
         }
-        let timer = PhaseTimer::start(self.config.overhead_histograms);
+        let timer = PhaseTimer::start(&WasmHost, self.config.overhead_histograms);
         let body = abi::body(Buffer::Request, 0, size);
         let result = self.on_chat_body(&body);
-        timer.stop(Phase::Admit);
+        timer.stop(&WasmHost, Phase::Admit);
         match result {
             Ok(()) => {
                 self.state = State::Forwarded;
@@ -750,9 +752,9 @@ impl HttpContext for Edge {
 
     fn on_log(&mut self) {
         if let Some(chat) = &self.chat {
-            let timer = PhaseTimer::start(self.config.overhead_histograms);
+            let timer = PhaseTimer::start(&WasmHost, self.config.overhead_histograms);
             self.meter(chat);
-            timer.stop(Phase::Log);
+            timer.stop(&WasmHost, Phase::Log);
         }
     }
 }

@@ -5,11 +5,10 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::time::SystemTime;
 
 use super::abi::{self, MetricKind};
-use super::elapsed_micros;
 use crate::metering::{metric_name, MetricParts};
+use crate::session::host::Phase;
 
 thread_local! {
     /// Metric ids by a hash of kind, base name and raw labels: defining a
@@ -94,43 +93,11 @@ pub fn record(base: &str, labels: &[(&str, &str)], value: u64) {
     }
 }
 
-/// Where the gateway spends its own time, per request and per chunk.
-#[derive(Clone, Copy)]
-pub enum Phase {
-    /// Edge role: reading, parsing, validating and routing a request.
-    Admit = 0,
-    /// Upstream role: translating a request for the vendor.
-    Request = 1,
-    /// Upstream role: translating one chunk of a stream.
-    Chunk = 2,
-    /// Upstream role: translating a complete (non-stream) answer or error.
-    Response = 3,
-    /// Edge role: the request's metrics and access-log line, at its end.
-    Log = 4,
-}
-
 const PHASES: [&str; 5] = ["admit", "request", "chunk", "response", "log"];
-
-/// Times one phase into `llm_gateway.overhead_us;phase=...` when the
-/// configuration asks for it (`overhead_histograms`); otherwise costs no
-/// host call.
-pub struct PhaseTimer(Option<SystemTime>);
-
-impl PhaseTimer {
-    pub fn start(on: bool) -> Self {
-        Self(on.then(abi::now))
-    }
-
-    pub fn stop(self, phase: Phase) {
-        if let Some(started) = self.0 {
-            overhead(phase, elapsed_micros(started));
-        }
-    }
-}
 
 /// Records gateway overhead in microseconds. On the per-chunk path, so the
 /// phases' ids are kept apart from the map (no name to build per chunk).
-fn overhead(phase: Phase, micros: u64) {
+pub fn overhead(phase: Phase, micros: u64) {
     thread_local! {
         static PHASE_IDS: RefCell<[Option<u32>; PHASES.len()]> =
             const { RefCell::new([None; PHASES.len()]) };

@@ -6,14 +6,19 @@
 //! Both read the same configuration document.
 
 use std::rc::Rc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
 
 use crate::config::Config;
 use crate::error::GatewayError;
-use crate::surfaces::{surface, Surface, SurfaceKind};
+use crate::headers::Headers;
+use crate::session::host::{micros_since, unix_seconds, Buffer, Host, Map, Phase};
+use crate::session::{self, attempt::Attempt};
+pub use crate::session::{
+    attempt_property, client_surface, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
+};
 
 mod abi;
 mod edge;
@@ -22,21 +27,6 @@ mod upstream;
 
 pub const EDGE_ROOT_ID: &str = "llm_edge";
 pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
-
-/// Filter state the edge role writes and every attempt reads: an
-/// `exchange::Handoff` (model group, candidate, request id, exchange token).
-const HANDOFF_PROPERTY: &str = "llm_handoff";
-/// Filter state, when the roles share no VM (see `exchange`): attempt N's
-/// `metering::AttemptRecord` (JSON) is `llm_attempt.N`.
-fn attempt_property(attempt: u64) -> String {
-    format!("llm_attempt.{attempt}")
-}
-/// Filter state: every attempt's `provider/model:status`, comma-separated
-/// (from the upstream role when the roles share no VM; for tracing, from
-/// the edge role).
-const ROUTE_PROPERTY: &str = "llm_route";
-/// Filter state: the request's access-log line (JSON), set when it ends.
-const LOG_PROPERTY: &str = "llm_log";
 
 proxy_wasm::main! {{
     abi::init_logging();
@@ -75,7 +65,7 @@ impl RootContext for Root {
         let bytes = abi::body(abi::Buffer::PluginConfiguration, 0, usize::MAX);
         match Config::parse(&bytes, |name| std::env::var(name).ok()) {
             Ok(mut config) => {
-                config.loaded_at = unix_seconds();
+                config.loaded_at = unix_seconds(&WasmHost);
                 log::info!(
                     "llm gateway ({root_id}): configured {} providers, {} model groups",
                     config.providers.len(),
@@ -96,7 +86,7 @@ impl RootContext for Root {
         let config = self.config.clone()?;
         Some(match self.role? {
             Role::Edge => Box::new(edge::Edge::new(config)),
-            Role::Upstream => Box::new(upstream::Upstream::new(config)),
+            Role::Upstream => Box::new(upstream::UpstreamContext(Attempt::new(WasmHost, config))),
         })
     }
 
@@ -105,39 +95,69 @@ impl RootContext for Root {
     }
 }
 
+/// Microseconds since `since` by the host's clock.
 fn elapsed_micros(since: SystemTime) -> u64 {
-    abi::now()
-        .duration_since(since)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or_default()
+    micros_since(&WasmHost, since)
 }
 
-fn unix_seconds() -> u64 {
-    abi::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or_default()
-}
-
-/// The client API requests speak (the edge serves only this one so far).
-const CLIENT_SURFACE: SurfaceKind = SurfaceKind::OpenAiChat;
-
-fn client_surface() -> &'static dyn Surface {
-    surface(CLIENT_SURFACE)
-}
-
-/// Answers the request with a unified error, from either role.
+/// Answers the request with a unified error (the edge role).
 fn send_error(error: &GatewayError, request_id: &str) {
-    let body = client_surface().render_error(error, Some(request_id));
-    let mut headers: Vec<(&str, &[u8])> = vec![
-        ("content-type", b"application/json"),
-        ("x-request-id", request_id.as_bytes()),
-    ];
-    if let Some(allow) = &error.allow {
-        headers.push(("allow", allow.as_bytes()));
+    session::send_error(&WasmHost, error, request_id);
+}
+
+/// The sessions' [`Host`] on proxy-wasm: every call one ABI call.
+#[derive(Clone, Copy)]
+pub struct WasmHost;
+
+fn map(map: Map) -> abi::Map {
+    match map {
+        Map::Request => abi::Map::Request,
+        Map::Response => abi::Map::Response,
     }
-    if let Some(provider) = error.provider.as_deref() {
-        headers.push(("x-llm-provider", provider.as_bytes()));
+}
+
+fn buffer(buffer: Buffer) -> abi::Buffer {
+    match buffer {
+        Buffer::Request => abi::Buffer::Request,
+        Buffer::Response => abi::Buffer::Response,
     }
-    abi::send_response(error.status(), &headers, &body, "");
+}
+
+impl Host for WasmHost {
+    fn headers(&self, m: Map) -> Headers {
+        abi::headers(map(m))
+    }
+    fn header(&self, m: Map, name: &str) -> Option<Vec<u8>> {
+        abi::header(map(m), name)
+    }
+    fn set_header(&self, m: Map, name: &[u8], value: Option<&[u8]>) {
+        abi::set_header(map(m), name, value);
+    }
+    fn body(&self, b: Buffer, start: usize, size: usize) -> Vec<u8> {
+        abi::body(buffer(b), start, size)
+    }
+    fn set_body(&self, b: Buffer, start: usize, size: usize, data: &[u8]) {
+        abi::set_body(buffer(b), start, size, data);
+    }
+    fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
+        abi::property(path)
+    }
+    fn set_property(&self, path: &[&str], value: Option<&[u8]>) {
+        abi::set_property(path, value);
+    }
+    fn now(&self) -> SystemTime {
+        abi::now()
+    }
+    fn send_response(&self, status: u16, headers: &[(&str, &[u8])], body: &[u8], details: &str) {
+        abi::send_response(status, headers, body, details);
+    }
+    fn count(&self, base: &str, labels: &[(&str, &str)], value: u64) {
+        metrics::count(base, labels, value);
+    }
+    fn record(&self, base: &str, labels: &[(&str, &str)], value: u64) {
+        metrics::record(base, labels, value);
+    }
+    fn overhead(&self, phase: Phase, micros: u64) {
+        metrics::overhead(phase, micros);
+    }
 }

@@ -2,15 +2,15 @@
 //! passed on (and its wait only where a wait means something), and the
 //! attempt's GenAI attributes for its upstream span.
 
-use super::Upstream;
+use super::Attempt;
 use crate::error::{retry_delay_in, ErrorCode, GatewayError};
 use crate::headers::client_may_receive;
-use crate::host::abi::{self, Map};
+use crate::session::host::{Host, Map};
 
 /// How vendors say when to come back.
 pub const WAIT_HEADERS: [&str; 2] = ["retry-after", "retry-after-ms"];
 
-impl Upstream {
+impl<H: Host> Attempt<H> {
     /// Per-attempt GenAI attributes for this attempt's upstream span (Envoy
     /// tracing's `spawn_upstream_span`): the request span's custom tags read
     /// the same filter state, and Envoy closes an attempt's span while these
@@ -33,7 +33,7 @@ impl Upstream {
             ("llm_input_tokens", input.as_deref()),
             ("llm_output_tokens", output.as_deref()),
         ] {
-            abi::set_property(&[name], value.map(str::as_bytes));
+            self.host.set_property(&[name], value.map(str::as_bytes));
         }
     }
 
@@ -51,7 +51,7 @@ impl Upstream {
         ) {
             if self.vendor_wait_headers {
                 for name in WAIT_HEADERS {
-                    abi::set_header(Map::Response, name, None);
+                    self.host.set_header(Map::Response, name.as_bytes(), None);
                 }
             }
             return;
@@ -65,7 +65,8 @@ impl Upstream {
             .or_else(|| retry_delay_in(&error.message));
         if let Some(seconds) = seconds {
             let value = seconds.to_string();
-            abi::set_header(Map::Response, "retry-after", Some(value.as_bytes()));
+            self.host
+                .set_header(Map::Response, b"retry-after", Some(value.as_bytes()));
         }
     }
 
@@ -80,9 +81,9 @@ impl Upstream {
                 .iter()
                 .any(|w| name.eq_ignore_ascii_case(w.as_bytes()));
             if !client_may_receive(name) || (success && wait) {
-                abi::set_header(Map::Response, name, None);
+                self.host.set_header(Map::Response, name, None);
             } else if let Some(clean) = redactor.and_then(|r| r.scrubbed(value)) {
-                abi::set_header(Map::Response, name, Some(&clean));
+                self.host.set_header(Map::Response, name, Some(&clean));
             }
         }
     }

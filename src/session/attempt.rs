@@ -1,0 +1,730 @@
+//! The attempt session (the upstream role): runs once per attempt in the
+//! router's upstream filters, after Envoy chose the cluster and host.
+//! Translates the ORIGINAL client request for the provider this attempt
+//! reached (endpoint metadata `llm.provider`), and the provider's answer
+//! back, chunk by chunk. It talks to the proxy only through [`Host`].
+
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use super::host::{unix_seconds, Buffer, Flow, Host, Map, Phase, PhaseTimer};
+use super::{
+    attempt_property, client_surface, send_error, CLIENT_SURFACE, HANDOFF_PROPERTY, ROUTE_PROPERTY,
+};
+use crate::config::Config;
+use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
+use crate::error::{ErrorCode, GatewayError};
+use crate::exchange::{self, Handoff, Shared};
+use crate::headers::vendor_may_receive;
+use crate::metering::AttemptRecord;
+use crate::model::request::ChatRequest;
+use crate::model::response::Origin;
+use crate::provider::Provider;
+use report::WAIT_HEADERS;
+
+mod report;
+
+const PROVIDER_METADATA: [&str; 5] = [
+    "xds",
+    "upstream_host_metadata",
+    "filter_metadata",
+    "llm",
+    "provider",
+];
+/// The ladder rung an endpoint serves (clusters `scripts/ladder_config.py`
+/// writes): the model group whose candidate gives the attempt its model.
+const RUNG_METADATA: [&str; 5] = [
+    "xds",
+    "upstream_host_metadata",
+    "filter_metadata",
+    "llm",
+    "model_group",
+];
+const ATTEMPT_COUNT: [&str; 2] = ["upstream", "request_attempt_count"];
+
+enum Mode {
+    /// Not a request the edge role accepted: leave it alone.
+    Passthrough,
+    /// Waiting for the request body.
+    Request,
+    /// Buffering a 2xx JSON answer.
+    Complete,
+    /// Buffering an error answer.
+    Error(u16),
+    /// Translating an event stream as it flows.
+    Stream(Box<dyn StreamDecoder>),
+    /// Holding a stream's headers until its first content (first-event
+    /// gating); `held` is the translated output waiting in Envoy's buffer.
+    Holding {
+        decoder: Box<dyn StreamDecoder>,
+        since: SystemTime,
+        held: Vec<u8>,
+    },
+    /// The stream was turned into an error answer: drop what still comes.
+    Discard,
+}
+
+pub struct Attempt<H> {
+    host: H,
+    config: Rc<Config>,
+    mode: Mode,
+    request_id: String,
+    group: String,
+    candidate: Option<usize>,
+    /// The ladder rung this attempt landed on (a group of the ladder's
+    /// fallback), when its endpoint names one.
+    rung: Option<String>,
+    provider_name: String,
+    /// Vendor model this attempt asked for.
+    model: String,
+    attempt: u64,
+    stream: bool,
+    include_usage: bool,
+    /// Reused for every translated chunk.
+    out: Vec<u8>,
+    /// When this attempt started, for time to first token (streams only).
+    started: SystemTime,
+    /// The vendor answered with a JSON content type (kept as it is).
+    vendor_json: bool,
+    /// The vendor sent `retry-after` itself (it passes to the client as is).
+    vendor_retry_after: bool,
+    /// Its `retry-after-ms`, in whole seconds, for a `retry-after` of ours.
+    vendor_retry_after_ms: Option<u64>,
+    /// It sent `retry-after` or `retry-after-ms`.
+    vendor_wait_headers: bool,
+    first_content: Option<SystemTime>,
+    chunks: u64,
+    stream_ended: bool,
+    /// What this attempt did; handed back to the edge role.
+    record: AttemptRecord,
+    /// The request's exchange with the edge role, when both share this VM.
+    exchange: Option<Shared>,
+}
+
+/// Stream progress reaches filter state every this many chunks (and at the
+/// first content and the end), so a client that leaves mid-stream still
+/// leaves a record of what it was sent.
+const PROGRESS_EVERY: u64 = 8;
+
+impl<H: Host> Attempt<H> {
+    pub fn new(host: H, config: Rc<Config>) -> Self {
+        Self {
+            host,
+            config,
+            mode: Mode::Passthrough,
+            request_id: String::new(),
+            group: String::new(),
+            candidate: None,
+            rung: None,
+            provider_name: String::new(),
+            model: String::new(),
+            attempt: 1,
+            stream: false,
+            include_usage: false,
+            out: Vec::new(),
+            started: SystemTime::UNIX_EPOCH,
+            vendor_json: false,
+            vendor_retry_after: false,
+            vendor_retry_after_ms: None,
+            vendor_wait_headers: false,
+            first_content: None,
+            chunks: 0,
+            stream_ended: false,
+            record: AttemptRecord::default(),
+            exchange: None,
+        }
+    }
+
+    /// Hands this attempt's record to the edge role: through the exchange,
+    /// or filter state when there is none.
+    fn save_record(&self) {
+        if let Some(exchange) = &self.exchange {
+            exchange.borrow_mut().set_record(self.attempt, &self.record);
+        } else if let Ok(json) = serde_json::to_vec(&self.record) {
+            let name = attempt_property(self.attempt);
+            self.host.set_property(&[&name], Some(&json));
+        }
+    }
+
+    /// Appends this attempt to the request's route (`provider/model:status`).
+    fn append_route(&self) {
+        let entry = format!(
+            "{}/{}:{}",
+            self.provider_name, self.model, self.record.status
+        );
+        if let Some(exchange) = &self.exchange {
+            exchange.borrow_mut().route.push(entry);
+            return;
+        }
+        let mut route = self.host.property(&[ROUTE_PROPERTY]).unwrap_or_default();
+        if !route.is_empty() {
+            route.push(b',');
+        }
+        route.extend_from_slice(entry.as_bytes());
+        self.host.set_property(&[ROUTE_PROPERTY], Some(&route));
+    }
+
+    /// After a stream chunk: time to first token, delivered tokens, and at
+    /// the end the vendor's usage and finish.
+    fn track_stream(&mut self, end_of_stream: bool) {
+        let (content_started, delivered, usage, finish, failure, done) = match &self.mode {
+            Mode::Stream(d) | Mode::Holding { decoder: d, .. } => {
+                let w = d.writer();
+                (
+                    w.content_started(),
+                    w.delivered_tokens(),
+                    w.usage(),
+                    w.finish_reason(),
+                    w.failure().map(|e| e.code),
+                    w.is_done(),
+                )
+            }
+            _ => return,
+        };
+        self.chunks += 1;
+        let first = content_started && self.first_content.is_none();
+        if first {
+            let now = self.host.now();
+            self.first_content = Some(now);
+            self.record.ttft_ms = Some(
+                now.duration_since(self.started)
+                    .unwrap_or_default()
+                    .as_millis() as u64,
+            );
+        }
+        self.record.delivered_tokens = delivered;
+        // The end: the vendor's last event, or the body's end, whichever
+        // comes first (once).
+        let end = (end_of_stream || done) && !self.stream_ended;
+        if end {
+            self.stream_ended = true;
+            if let Some(usage) = &usage {
+                self.record.set_usage(usage);
+            }
+            self.record.finish_reason = finish.map(|f| f.as_str().to_owned());
+            self.record.code = failure.map(|c| c.as_str().to_owned());
+            self.record_time_per_output_token();
+            self.publish_span_attributes(failure.is_none());
+        }
+        if first || end || self.chunks.is_multiple_of(PROGRESS_EVERY) {
+            self.save_record();
+        }
+    }
+
+    fn record_time_per_output_token(&self) {
+        let (Some(first), Some(tokens)) = (self.first_content, self.record.completion_tokens)
+        else {
+            return;
+        };
+        if tokens > 1 {
+            let micros = self
+                .host
+                .now()
+                .duration_since(first)
+                .unwrap_or_default()
+                .as_micros() as u64;
+            let labels = [
+                ("provider", self.provider_name.as_str()),
+                ("model", self.model.as_str()),
+            ];
+            self.host.record(
+                "gen_ai.server.time_per_output_token_us",
+                &labels,
+                micros / (tokens - 1),
+            );
+        }
+    }
+
+    fn timer(&self) -> PhaseTimer {
+        PhaseTimer::start(&self.host, self.config.overhead_histograms)
+    }
+
+    fn provider(&self) -> Option<(&Provider, &'static dyn Dialect)> {
+        let p = self.config.providers.get(&self.provider_name)?;
+        Some((p, dialect(p.dialect)))
+    }
+
+    fn fail(&mut self, error: GatewayError) -> Flow {
+        let error = error.with_provider(&self.provider_name);
+        send_error(&self.host, &error, &self.request_id);
+        self.mode = Mode::Passthrough;
+        Flow::Pause
+    }
+
+    fn origin(&self) -> Origin {
+        Origin {
+            id: format!("chatcmpl-{}", self.request_id),
+            created: unix_seconds(&self.host),
+            model: self.model.clone(),
+            provider: self.provider_name.clone(),
+        }
+    }
+
+    /// The vendor model for this attempt: the candidate's model when the
+    /// attempt reached that candidate's provider, else this provider's own
+    /// mapping for the group (a failover to another vendor). The candidate
+    /// is the one the edge role chose, or on a ladder rung that rung group's.
+    fn vendor_model(&self, provider: &Provider, client_model: &str) -> String {
+        let (group, candidate) = match &self.rung {
+            Some(rung) => (rung.as_str(), Some(0)),
+            None => (self.group.as_str(), self.candidate),
+        };
+        let candidate = self
+            .config
+            .model_groups
+            .get(group)
+            .and_then(|g| g.candidates.get(candidate?));
+        match candidate {
+            Some(c)
+                if c.provider.as_deref() == Some(self.provider_name.as_str())
+                    && c.model.is_some() =>
+            {
+                c.model.clone().unwrap_or_default()
+            }
+            _ => provider.vendor_model(group, client_model).to_owned(),
+        }
+    }
+
+    /// Encodes the original body (`size` bytes in Envoy's buffer) for this
+    /// attempt's provider and sets the vendor's path, authority and auth.
+    fn translate_request(&mut self, size: usize) -> Result<(), GatewayError> {
+        let parsed;
+        let shared = self.exchange.as_ref().map(|e| e.borrow());
+        let request = match shared.as_ref().and_then(|e| e.request.as_ref()) {
+            Some(request) => request,
+            None => {
+                let body = self.host.body(Buffer::Request, 0, size);
+                parsed = ChatRequest::parse(&body)?;
+                &parsed
+            }
+        };
+        let (provider, dialect) = self
+            .provider()
+            .ok_or_else(|| no_provider(&self.provider_name))?;
+        let model = self.vendor_model(provider, &request.model);
+        // What this vendor model accepts (e.g. OpenAI's reasoning models:
+        // max_completion_tokens, no temperature): copied only when changed.
+        let adapted = provider.apply_policy(&model, request);
+        let request = adapted.as_ref().unwrap_or(request);
+        let encoded = dialect.encode_request(
+            request,
+            &Target {
+                provider,
+                model: &model,
+            },
+        )?;
+        let (stream, include_usage) = (request.stream, request.include_usage);
+
+        // What the vendor must not receive (credentials, cookies, account
+        // selectors, compression, the gateway's and Envoy's own headers,
+        // which Envoy adds after the edge role ran), found with one call
+        // listing the headers. Header changes persist into the next attempt,
+        // so this also clears the previous attempt's vendor headers: every
+        // dialect's auth and vendor headers are in the withheld set.
+        for (name, _) in self.host.headers(Map::Request).0 {
+            if !name.starts_with(b":") && !vendor_may_receive(&name, &provider.forward_headers) {
+                self.host.set_header(Map::Request, &name, None);
+            }
+        }
+        if let Some(host) = &provider.host {
+            self.host
+                .set_header(Map::Request, b":authority", Some(host.as_bytes()));
+        }
+        self.host
+            .set_header(Map::Request, b":path", Some(encoded.path.as_bytes()));
+        for (name, value) in &encoded.headers {
+            self.host
+                .set_header(Map::Request, name.as_bytes(), Some(value.as_bytes()));
+        }
+        let length = encoded.body.len().to_string();
+        self.host
+            .set_header(Map::Request, b"content-length", Some(length.as_bytes()));
+        self.host.set_body(Buffer::Request, 0, size, &encoded.body);
+        self.model = model;
+        self.stream = stream;
+        self.include_usage = include_usage;
+        self.publish_span_attributes(false);
+        if stream {
+            // For the time to first token (non-streams do not report one).
+            self.started = self.host.now();
+        }
+        Ok(())
+    }
+
+    /// A vendor error (its key is scrubbed from the rendered answer).
+    fn vendor_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        let Some((_, dialect)) = self.provider() else {
+            return no_provider(&self.provider_name);
+        };
+        dialect
+            .decode_error(status, body)
+            .with_provider(&self.provider_name)
+    }
+
+    /// Masks this provider's key in bytes made from its answer: every
+    /// body, chunk and error we pass on goes through here.
+    fn scrub(&self, bytes: &mut Vec<u8>) {
+        if let Some((provider, _)) = self.provider() {
+            provider.redactor.scrub(bytes);
+        }
+    }
+
+    /// Turns the held response into a unified error answer (status included),
+    /// replacing the `len` bytes waiting in Envoy's buffer.
+    fn answer_with_error(&mut self, error: &GatewayError, len: usize) {
+        let error = error.clone().with_provider(&self.provider_name);
+        let status = error.status().to_string();
+        self.host
+            .set_header(Map::Response, b":status", Some(status.as_bytes()));
+        self.set_retry_after(&error);
+        self.host
+            .set_header(Map::Response, b"content-type", Some(b"application/json"));
+        self.host.set_header(Map::Response, b"cache-control", None);
+        let mut body = client_surface().render_error(&error, Some(&self.request_id));
+        self.scrub(&mut body);
+        self.host.set_body(Buffer::Response, 0, len, &body);
+    }
+
+    fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Vec<u8> {
+        let result = match (status, self.provider()) {
+            (None, Some((_, dialect))) => {
+                let mut origin = self.origin();
+                dialect.decode_response(body, &mut origin).map(|d| {
+                    if let Some(usage) = &d.usage {
+                        self.record.set_usage(usage);
+                        self.record.delivered_tokens = usage.completion_tokens;
+                    }
+                    self.record.finish_reason = d.finish_reason.map(|f| f.as_str().to_owned());
+                    client_surface().render_answer(d.answer, &origin)
+                })
+            }
+            (Some(status), _) => Err(self.vendor_error(status, body)),
+            (None, None) => Err(no_provider(&self.provider_name)),
+        };
+        if result.is_err() || !self.vendor_json {
+            self.host
+                .set_header(Map::Response, b"content-type", Some(b"application/json"));
+        }
+        let mut body = match result {
+            Ok(body) => body,
+            Err(error) => {
+                let error = error.with_provider(&self.provider_name);
+                self.record.status = error.status();
+                self.record.code = Some(error.code.as_str().to_owned());
+                let status = error.status().to_string();
+                self.host
+                    .set_header(Map::Response, b":status", Some(status.as_bytes()));
+                self.set_retry_after(&error);
+                client_surface().render_error(&error, Some(&self.request_id))
+            }
+        };
+        self.scrub(&mut body);
+        body
+    }
+
+    /// Translates one response chunk. While holding, Envoy's buffer is the
+    /// held output followed by the new raw bytes, and is replaced whole:
+    /// Envoy only lets a filter replace a buffer's prefix or append to it.
+    fn translate_chunk(&mut self, size: usize, end_of_stream: bool) {
+        let timer = self.timer();
+        let buffer = self.host.body(Buffer::Response, 0, size);
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let (decoder, raw) = match &mut self.mode {
+            Mode::Stream(decoder) => (decoder, buffer.as_slice()),
+            Mode::Holding { decoder, held, .. } => {
+                (decoder, buffer.get(held.len()..).unwrap_or_default())
+            }
+            _ => return,
+        };
+        decoder.feed(raw, &mut out);
+        if end_of_stream {
+            decoder.finish(&mut out);
+        }
+        self.scrub(&mut out);
+        let replacement = match &mut self.mode {
+            Mode::Holding { held, .. } => {
+                held.extend_from_slice(&out);
+                held.as_slice()
+            }
+            _ => out.as_slice(),
+        };
+        self.host.set_body(Buffer::Response, 0, size, replacement);
+        self.out = out;
+        timer.stop(&self.host, Phase::Chunk);
+    }
+}
+
+fn no_provider(name: &str) -> GatewayError {
+    GatewayError::new(
+        ErrorCode::UpstreamError,
+        format!(
+            "the endpoint names provider '{}', which the gateway configuration does not define",
+            name.escape_debug()
+        ),
+    )
+}
+
+/// The proxy's callbacks for one attempt, in the order they come.
+impl<H: Host> Attempt<H> {
+    pub fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
+        let Some(handoff) = self
+            .host
+            .property(&[HANDOFF_PROPERTY])
+            .and_then(|b| Handoff::decode(&b))
+        else {
+            return Flow::Continue;
+        };
+        self.group = handoff.group;
+        self.candidate = handoff.candidate;
+        self.request_id = handoff.request_id;
+        self.exchange = handoff.token.and_then(exchange::find);
+        self.attempt = match &self.exchange {
+            Some(exchange) => {
+                let mut exchange = exchange.borrow_mut();
+                exchange.attempts += 1;
+                exchange.attempts
+            }
+            None => self
+                .host
+                .property(&ATTEMPT_COUNT)
+                .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
+                .map_or(1, u64::from_le_bytes),
+        };
+        self.provider_name = self
+            .host
+            .property(&PROVIDER_METADATA)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
+        // Only a ladder's clusters name a rung: no host call for other groups.
+        let on_ladder = self
+            .config
+            .model_groups
+            .get(&self.group)
+            .is_some_and(|g| !g.fallback.is_empty());
+        if on_ladder {
+            self.rung = self
+                .host
+                .property(&RUNG_METADATA)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .filter(|rung| !rung.is_empty());
+            if let Some(rung) = self
+                .rung
+                .as_deref()
+                .filter(|r| !self.config.model_groups.contains_key(*r))
+            {
+                let error = GatewayError::new(
+                    ErrorCode::UpstreamError,
+                    format!(
+                        "the endpoint names model group '{}' (filter_metadata.llm.model_group), which the gateway configuration does not define",
+                        rung.escape_debug()
+                    ),
+                );
+                return self.fail(error);
+            }
+        }
+        if self.provider().is_none() {
+            let error = if self.provider_name.is_empty() {
+                GatewayError::new(
+                    ErrorCode::UpstreamError,
+                    "the endpoint has no filter_metadata.llm.provider",
+                )
+            } else {
+                no_provider(&self.provider_name)
+            };
+            return self.fail(error);
+        }
+        if end_of_stream {
+            return self.fail(GatewayError::invalid("body", "request body is empty"));
+        }
+        self.mode = Mode::Request;
+        Flow::Pause
+    }
+
+    pub fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
+        if !matches!(self.mode, Mode::Request) {
+            return Flow::Continue;
+        }
+        if !end_of_stream {
+            return Flow::Pause;
+        }
+        let timer = self.timer();
+        let result = self.translate_request(size);
+        timer.stop(&self.host, Phase::Request);
+        match result {
+            Ok(()) => Flow::Continue,
+            Err(e) => self.fail(e),
+        }
+    }
+
+    pub fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
+        if !matches!(self.mode, Mode::Request) {
+            return Flow::Continue;
+        }
+        let headers = self.host.headers(Map::Response);
+        let status = headers
+            .text(":status")
+            .ok()
+            .flatten()
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(0);
+        // Not UTF-8: not a content type we know (the answer is then an error).
+        let content_type = headers
+            .text("content-type")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        self.pass_vendor_headers(&headers, (200..300).contains(&status));
+        self.vendor_retry_after = headers.has("retry-after");
+        self.vendor_wait_headers = WAIT_HEADERS.iter().any(|name| headers.has(name));
+        self.vendor_retry_after_ms = headers
+            .text("retry-after-ms")
+            .ok()
+            .flatten()
+            .and_then(|ms| ms.trim().parse::<f64>().ok())
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| (ms / 1000.0).ceil() as u64);
+        self.host.set_header(
+            Map::Response,
+            b"x-llm-provider",
+            Some(self.provider_name.as_bytes()),
+        );
+        self.host
+            .set_header(Map::Response, b"x-llm-model", Some(self.model.as_bytes()));
+        let attempt = self.attempt.to_string();
+        self.host
+            .set_header(Map::Response, b"x-llm-attempts", Some(attempt.as_bytes()));
+        self.host.set_header(Map::Response, b"content-length", None);
+        self.record = AttemptRecord {
+            provider: self.provider_name.clone(),
+            model: self.model.clone(),
+            status,
+            stream: self.stream,
+            ..AttemptRecord::default()
+        };
+        self.append_route();
+        self.save_record();
+        if !(200..300).contains(&status) {
+            self.mode = Mode::Error(status);
+            return Flow::Pause;
+        }
+        // A vendor accepted the request: a stream need not keep it parsed.
+        if let Some(exchange) = &self.exchange {
+            exchange.borrow_mut().request = None;
+        }
+        let Some((_, dialect)) = self.provider() else {
+            return self.fail(no_provider(&self.provider_name));
+        };
+        self.vendor_json = content_type.starts_with("application/json");
+        if self.stream && dialect.is_stream_content_type(content_type) {
+            let writer = CLIENT_SURFACE.stream_writer(
+                self.origin(),
+                self.request_id.clone(),
+                self.include_usage,
+            );
+            let decoder = dialect.stream_decoder(writer);
+            self.host
+                .set_header(Map::Response, b"content-type", Some(b"text/event-stream"));
+            self.host
+                .set_header(Map::Response, b"cache-control", Some(b"no-cache"));
+            if self.config.streaming.hold_until_first_content && !end_of_stream {
+                self.mode = Mode::Holding {
+                    decoder,
+                    since: self.host.now(),
+                    held: Vec::new(),
+                };
+                return Flow::Pause;
+            }
+            self.mode = Mode::Stream(decoder);
+            return Flow::Continue;
+        }
+        // A 2xx that is not what we asked for (e.g. JSON to a stream request) is an error.
+        self.mode = if self.stream {
+            Mode::Error(status)
+        } else {
+            Mode::Complete
+        };
+        Flow::Pause
+    }
+
+    pub fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
+        match self.mode {
+            Mode::Stream(_) => {
+                self.translate_chunk(size, end_of_stream);
+                self.track_stream(end_of_stream);
+                Flow::Continue
+            }
+            Mode::Holding { .. } => {
+                self.translate_chunk(size, end_of_stream);
+                self.track_stream(end_of_stream);
+                let now = self.host.now();
+                let limits = &self.config.streaming;
+                let Mode::Holding {
+                    decoder,
+                    since,
+                    held,
+                } = &self.mode
+                else {
+                    return Flow::Continue;
+                };
+                let writer = decoder.writer();
+                // The vendor failed before any content: answer with the error's
+                // status, so Envoy can retry it on the next vendor.
+                if let Some(error) = writer
+                    .failure()
+                    .filter(|_| !writer.content_started())
+                    .cloned()
+                {
+                    let held_len = held.len();
+                    if let Some(usage) = &writer.usage() {
+                        self.record.set_usage(usage);
+                    }
+                    self.record.status = error.status();
+                    self.record.code = Some(error.code.as_str().to_owned());
+                    self.save_record();
+                    self.answer_with_error(&error, held_len);
+                    self.mode = Mode::Discard;
+                    return Flow::Continue;
+                }
+                let waited = now.duration_since(*since).unwrap_or_default();
+                let release = writer.content_started()
+                    || writer.is_done()
+                    || end_of_stream
+                    || held.len() >= limits.max_hold_bytes
+                    || waited >= Duration::from_millis(limits.max_hold_ms);
+                if !release {
+                    return Flow::Pause;
+                }
+                if let Mode::Holding { decoder, .. } =
+                    std::mem::replace(&mut self.mode, Mode::Discard)
+                {
+                    self.mode = Mode::Stream(decoder);
+                }
+                Flow::Continue
+            }
+            Mode::Discard => {
+                self.host.set_body(Buffer::Response, 0, size, b"");
+                Flow::Continue
+            }
+            Mode::Complete | Mode::Error(_) => {
+                if !end_of_stream {
+                    return Flow::Pause;
+                }
+                let status = match self.mode {
+                    Mode::Error(s) => Some(s),
+                    _ => None,
+                };
+                let timer = self.timer();
+                let body = self.host.body(Buffer::Response, 0, size);
+                let translated = self.finish_buffered(status, &body);
+                self.host.set_body(Buffer::Response, 0, size, &translated);
+                timer.stop(&self.host, Phase::Response);
+                self.save_record();
+                self.publish_span_attributes(self.record.code.is_none());
+                self.mode = Mode::Passthrough;
+                Flow::Continue
+            }
+            Mode::Passthrough | Mode::Request => Flow::Continue,
+        }
+    }
+}

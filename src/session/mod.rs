@@ -1,0 +1,55 @@
+//! Request sessions: the state machines of one request, driving the proxy
+//! through the narrow [`host::Host`] interface, so that they run and are
+//! tested natively. `crate::host` adapts them to proxy-wasm.
+//!
+//! - [`attempt`]: the upstream role, once per attempt.
+//! - The edge role (`host::edge`) is still proxy-wasm glue; it moves here next.
+
+use crate::error::GatewayError;
+use crate::surfaces::{surface, Surface, SurfaceKind};
+
+pub mod attempt;
+pub mod host;
+
+use host::Host;
+
+/// Filter state the edge role writes and every attempt reads: an
+/// `exchange::Handoff` (model group, candidate, request id, exchange token).
+pub const HANDOFF_PROPERTY: &str = "llm_handoff";
+
+/// Filter state, when the roles share no VM (see `exchange`): attempt N's
+/// `metering::AttemptRecord` (JSON) is `llm_attempt.N`.
+pub fn attempt_property(attempt: u64) -> String {
+    format!("llm_attempt.{attempt}")
+}
+
+/// Filter state: every attempt's `provider/model:status`, comma-separated
+/// (from the upstream role when the roles share no VM; for tracing, from
+/// the edge role).
+pub const ROUTE_PROPERTY: &str = "llm_route";
+
+/// Filter state: the request's access-log line (JSON), set when it ends.
+pub const LOG_PROPERTY: &str = "llm_log";
+
+/// The client API requests speak (the edge serves only this one so far).
+pub const CLIENT_SURFACE: SurfaceKind = SurfaceKind::OpenAiChat;
+
+pub fn client_surface() -> &'static dyn Surface {
+    surface(CLIENT_SURFACE)
+}
+
+/// Answers the request with a unified error, from either role.
+pub fn send_error(host: &impl Host, error: &GatewayError, request_id: &str) {
+    let body = client_surface().render_error(error, Some(request_id));
+    let mut headers: Vec<(&str, &[u8])> = vec![
+        ("content-type", b"application/json"),
+        ("x-request-id", request_id.as_bytes()),
+    ];
+    if let Some(allow) = &error.allow {
+        headers.push(("allow", allow.as_bytes()));
+    }
+    if let Some(provider) = error.provider.as_deref() {
+        headers.push(("x-llm-provider", provider.as_bytes()));
+    }
+    host.send_response(error.status(), &headers, &body, "");
+}
