@@ -23,6 +23,8 @@ use crate::provider::Provider;
 use report::WAIT_HEADERS;
 
 mod report;
+#[cfg(test)]
+mod tests;
 
 const PROVIDER_METADATA: [&str; 5] = [
     "xds",

@@ -11,6 +11,9 @@ use crate::surfaces::{surface, Surface, SurfaceKind};
 pub mod attempt;
 pub mod host;
 
+#[cfg(test)]
+mod fake;
+
 use host::Host;
 
 /// Filter state the edge role writes and every attempt reads: an

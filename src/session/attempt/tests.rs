@@ -1,0 +1,273 @@
+//! The attempt session driven natively through the fake host: what it
+//! sends the vendor, what the client gets, what it records, and the host
+//! calls a request makes.
+
+use std::rc::Rc;
+
+use super::Attempt;
+use crate::config::Config;
+use crate::exchange::Handoff;
+use crate::session::fake::FakeHost;
+use crate::session::host::{Flow, Map};
+
+const PROVIDER: &str = "xds.upstream_host_metadata.filter_metadata.llm.provider";
+
+fn config(extra: &str) -> Rc<Config> {
+    let json = format!(
+        r#"{{"providers":{{"an":{{"dialect":"anthropic","api_key":"sk-ant-secret","default_max_tokens":100}}}},
+             "model_groups":{{"chat":{{"candidates":[{{"provider":"an","model":"claude-x","cluster":"c"}}]}}}},
+             "auth":{{"enabled":false}}{extra}}}"#
+    );
+    Rc::new(Config::parse(json.as_bytes(), |_| None).unwrap())
+}
+
+/// An attempt on the `an` endpoint for a request the edge role handed off.
+fn attempt(extra: &str, body: &str) -> Attempt<FakeHost> {
+    let host = FakeHost::new();
+    let handoff = Handoff {
+        token: None,
+        candidate: Some(0),
+        request_id: "req-1".into(),
+        group: "chat".into(),
+    };
+    host.set_prop(&["llm_handoff"], handoff.encode().as_bytes());
+    host.set_prop(&[PROVIDER], b"an");
+    host.set(Map::Request, ":path", "/v1/chat/completions");
+    host.set(Map::Request, "authorization", "Bearer client-key");
+    host.set(Map::Request, "cookie", "session=1");
+    host.set(Map::Request, "x-request-id", "req-1");
+    *host.request_body.borrow_mut() = body.as_bytes().to_vec();
+    Attempt::new(host, config(extra))
+}
+
+const CHAT: &str = r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#;
+const STREAM: &str =
+    r#"{"model":"chat","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+
+fn send_request(a: &mut Attempt<FakeHost>) {
+    assert_eq!(
+        a.on_request_headers(false),
+        Flow::Pause,
+        "waits for the body"
+    );
+    let size = a.host.request_body.borrow().len();
+    assert_eq!(a.on_request_body(size, true), Flow::Continue);
+}
+
+fn answer(a: &mut Attempt<FakeHost>, status: &str, content_type: &str) -> Flow {
+    a.host.set(Map::Response, ":status", status);
+    a.host.set(Map::Response, "content-type", content_type);
+    a.host.set(Map::Response, "set-cookie", "vendor=1");
+    a.on_response_headers(false)
+}
+
+fn body_json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).unwrap()
+}
+
+#[test]
+fn a_json_request_is_translated_and_its_answer_comes_back_unified() {
+    let mut a = attempt("", CHAT);
+    send_request(&mut a);
+    let host = &a.host;
+    // The vendor's request: its path, its auth, its body; nothing of the client's.
+    assert_eq!(
+        host.get(Map::Request, ":path").as_deref(),
+        Some("/v1/messages")
+    );
+    assert_eq!(
+        host.get(Map::Request, "x-api-key").as_deref(),
+        Some("sk-ant-secret")
+    );
+    assert_eq!(host.get(Map::Request, "authorization"), None);
+    assert_eq!(host.get(Map::Request, "cookie"), None);
+    let sent = body_json(&host.request_body.borrow());
+    assert_eq!(sent["model"], "claude-x");
+    assert_eq!(sent["max_tokens"], 100);
+    let length = host.get(Map::Request, "content-length").unwrap();
+    assert_eq!(length, host.request_body.borrow().len().to_string());
+
+    assert_eq!(answer(&mut a, "200", "application/json"), Flow::Pause);
+    let vendor = br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x-1","content":[{"type":"text","text":"Hello"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":2}}"#;
+    *a.host.response_body.borrow_mut() = vendor.to_vec();
+    assert_eq!(a.on_response_body(vendor.len(), true), Flow::Continue);
+    let host = &a.host;
+    let got = body_json(&host.response_body.borrow());
+    assert_eq!(got["object"], "chat.completion");
+    assert_eq!(got["choices"][0]["message"]["content"], "Hello");
+    assert_eq!(got["usage"]["total_tokens"], 7);
+    assert_eq!(
+        host.get(Map::Response, "x-llm-provider").as_deref(),
+        Some("an")
+    );
+    assert_eq!(
+        host.get(Map::Response, "x-llm-model").as_deref(),
+        Some("claude-x")
+    );
+    assert_eq!(
+        host.get(Map::Response, "set-cookie"),
+        None,
+        "vendor cookies never pass"
+    );
+    // The record the edge role bills from (filter state: no shared exchange here).
+    let record = body_json(host.prop("llm_attempt.1").unwrap().as_bytes());
+    assert_eq!(record["provider"], "an");
+    assert_eq!(record["prompt_tokens"], 5);
+    assert_eq!(record["completion_tokens"], 2);
+    assert_eq!(host.prop("llm_route").as_deref(), Some("an/claude-x:200"));
+}
+
+/// The host calls one JSON attempt makes, in order: each is a crossing
+/// into Envoy, so a new one shows up here as a reviewable change.
+#[test]
+fn the_host_calls_of_a_json_attempt() {
+    let mut a = attempt("", CHAT);
+    send_request(&mut a);
+    answer(&mut a, "200", "application/json");
+    let vendor = br#"{"id":"m","type":"message","role":"assistant","model":"claude-x","content":[],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}"#;
+    *a.host.response_body.borrow_mut() = vendor.to_vec();
+    a.on_response_body(vendor.len(), true);
+    assert_eq!(
+        a.host.take_calls(),
+        [
+            "remove_header request authorization",
+            "remove_header request cookie",
+            "set_header request :path=/v1/messages",
+            "set_header request content-type=application/json",
+            "set_header request anthropic-version=2023-06-01",
+            "set_header request x-api-key=sk-ant-secret",
+            "set_header request content-length=106",
+            "set_body request 106 bytes",
+            "remove_header response set-cookie",
+            "set_header response x-llm-provider=an",
+            "set_header response x-llm-model=claude-x",
+            "set_header response x-llm-attempts=1",
+            "remove_header response content-length",
+            "set_property llm_route",
+            "set_property llm_attempt.1",
+            "set_body response 354 bytes",
+            "set_property llm_attempt.1",
+        ]
+    );
+}
+
+#[test]
+fn a_stream_is_held_until_its_first_content_then_flows() {
+    let mut a = attempt("", STREAM);
+    send_request(&mut a);
+    assert_eq!(
+        answer(&mut a, "200", "text/event-stream"),
+        Flow::Pause,
+        "headers held"
+    );
+    let start = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-x\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n";
+    *a.host.response_body.borrow_mut() = start.to_vec();
+    assert_eq!(
+        a.on_response_body(start.len(), false),
+        Flow::Pause,
+        "no content yet"
+    );
+    let held = a.host.response_body.borrow().clone();
+    assert!(
+        held.starts_with(b"data: {\"id\":\"msg_1\""),
+        "the role chunk waits in the buffer"
+    );
+    let text = b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n";
+    a.host.response_body.borrow_mut().extend_from_slice(text);
+    let size = a.host.response_body.borrow().len();
+    assert_eq!(
+        a.on_response_body(size, false),
+        Flow::Continue,
+        "content released the stream"
+    );
+    let out = String::from_utf8(a.host.response_body.borrow().clone()).unwrap();
+    assert!(out.contains("\"content\":\"Hi\""), "{out}");
+    assert_eq!(
+        a.host.get(Map::Response, "content-type").as_deref(),
+        Some("text/event-stream")
+    );
+}
+
+#[test]
+fn a_vendor_error_before_content_becomes_a_status_envoy_can_retry() {
+    let mut a = attempt("", STREAM);
+    send_request(&mut a);
+    answer(&mut a, "200", "text/event-stream");
+    let overloaded = b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+    *a.host.response_body.borrow_mut() = overloaded.to_vec();
+    assert_eq!(a.on_response_body(overloaded.len(), false), Flow::Continue);
+    assert_eq!(a.host.get(Map::Response, ":status").as_deref(), Some("503"));
+    let error = body_json(&a.host.response_body.borrow());
+    assert_eq!(error["error"]["code"], "UPSTREAM_BUSY");
+    assert_eq!(error["error"]["provider"], "an");
+    // What the vendor still sends is dropped.
+    *a.host.response_body.borrow_mut() = b"event: ping\n\n".to_vec();
+    a.on_response_body(13, true);
+    assert!(a.host.response_body.borrow().is_empty());
+}
+
+#[test]
+fn the_vendor_key_never_reaches_the_client() {
+    let mut a = attempt("", CHAT);
+    send_request(&mut a);
+    answer(&mut a, "401", "application/json");
+    let echo = br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key sk-ant-secret"}}"#;
+    *a.host.response_body.borrow_mut() = echo.to_vec();
+    a.on_response_body(echo.len(), true);
+    let body = String::from_utf8(a.host.response_body.borrow().clone()).unwrap();
+    assert!(!body.contains("sk-ant-secret"), "{body}");
+    assert!(
+        body.contains("[REDACTED]") && body.contains("AUTH_FAILED"),
+        "{body}"
+    );
+}
+
+#[test]
+fn an_endpoint_without_a_known_provider_is_answered_by_the_gateway() {
+    let mut a = attempt("", CHAT);
+    a.host.set_prop(&[PROVIDER], b"nobody");
+    assert_eq!(a.on_request_headers(false), Flow::Pause);
+    let (status, body) = a.host.reply.borrow().clone().unwrap();
+    assert_eq!(status, 502);
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.contains("names provider 'nobody'"), "{text}");
+}
+
+#[test]
+fn a_request_the_edge_role_did_not_hand_off_is_left_alone() {
+    let mut a = attempt("", CHAT);
+    a.host.properties.borrow_mut().remove("llm_handoff");
+    assert_eq!(a.on_request_headers(false), Flow::Continue);
+    assert_eq!(a.on_request_body(CHAT.len(), true), Flow::Continue);
+    assert!(
+        a.host.take_calls().is_empty(),
+        "no host call changed anything"
+    );
+}
+
+#[test]
+fn a_held_stream_is_released_after_max_hold_ms_without_content() {
+    let mut a = attempt(r#","streaming":{"max_hold_ms":100}"#, STREAM);
+    send_request(&mut a);
+    answer(&mut a, "200", "text/event-stream");
+    let start = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-x\"}}\n\n";
+    *a.host.response_body.borrow_mut() = start.to_vec();
+    assert_eq!(a.on_response_body(start.len(), false), Flow::Pause);
+    a.host.advance(0.05);
+    let ping = b"event: ping\ndata: {\"type\":\"ping\"}\n\n";
+    a.host.response_body.borrow_mut().extend_from_slice(ping);
+    let size = a.host.response_body.borrow().len();
+    assert_eq!(
+        a.on_response_body(size, false),
+        Flow::Pause,
+        "50 ms: still held"
+    );
+    a.host.advance(0.1);
+    a.host.response_body.borrow_mut().extend_from_slice(ping);
+    let size = a.host.response_body.borrow().len();
+    assert_eq!(
+        a.on_response_body(size, false),
+        Flow::Continue,
+        "150 ms: released"
+    );
+}

@@ -1,0 +1,169 @@
+//! A recording [`Host`] for the sessions' native tests: headers, bodies and
+//! properties held in memory, a clock the test moves, and every call that
+//! changes something written down in order.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use super::host::{Buffer, Host, Map, Phase};
+use crate::headers::Headers;
+
+#[derive(Default)]
+pub struct FakeHost {
+    pub request_headers: RefCell<Vec<(Vec<u8>, Vec<u8>)>>,
+    pub response_headers: RefCell<Vec<(Vec<u8>, Vec<u8>)>>,
+    pub request_body: RefCell<Vec<u8>>,
+    pub response_body: RefCell<Vec<u8>>,
+    pub properties: RefCell<BTreeMap<String, Vec<u8>>>,
+    /// Seconds since the Unix epoch, moved by the test.
+    pub clock: Cell<f64>,
+    /// What changed, in order: `set_header response x-llm-model=m`, ...
+    pub calls: RefCell<Vec<String>>,
+    /// The local reply, if the session sent one: status and body.
+    pub reply: RefCell<Option<(u16, Vec<u8>)>>,
+}
+
+impl FakeHost {
+    pub fn new() -> Self {
+        let host = Self::default();
+        host.clock.set(1_733_000_000.0);
+        host
+    }
+
+    fn map(&self, map: Map) -> &RefCell<Vec<(Vec<u8>, Vec<u8>)>> {
+        match map {
+            Map::Request => &self.request_headers,
+            Map::Response => &self.response_headers,
+        }
+    }
+
+    fn buffer(&self, buffer: Buffer) -> &RefCell<Vec<u8>> {
+        match buffer {
+            Buffer::Request => &self.request_body,
+            Buffer::Response => &self.response_body,
+        }
+    }
+
+    pub fn set(&self, map: Map, name: &str, value: &str) {
+        self.set_header(map, name.as_bytes(), Some(value.as_bytes()));
+        self.calls.borrow_mut().pop();
+    }
+
+    pub fn get(&self, map: Map, name: &str) -> Option<String> {
+        self.header(map, name)
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+    }
+
+    pub fn set_prop(&self, path: &[&str], value: &[u8]) {
+        self.properties
+            .borrow_mut()
+            .insert(path.join("."), value.to_vec());
+    }
+
+    pub fn prop(&self, name: &str) -> Option<String> {
+        self.properties
+            .borrow()
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    }
+
+    pub fn take_calls(&self) -> Vec<String> {
+        std::mem::take(&mut *self.calls.borrow_mut())
+    }
+
+    pub fn advance(&self, seconds: f64) {
+        self.clock.set(self.clock.get() + seconds);
+    }
+
+    fn log(&self, call: String) {
+        self.calls.borrow_mut().push(call);
+    }
+}
+
+fn side(map: Map) -> &'static str {
+    match map {
+        Map::Request => "request",
+        Map::Response => "response",
+    }
+}
+
+impl Host for FakeHost {
+    fn headers(&self, map: Map) -> Headers {
+        Headers(self.map(map).borrow().clone())
+    }
+
+    fn header(&self, map: Map, name: &str) -> Option<Vec<u8>> {
+        self.map(map)
+            .borrow()
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v.clone())
+    }
+
+    fn set_header(&self, map: Map, name: &[u8], value: Option<&[u8]>) {
+        let mut headers = self.map(map).borrow_mut();
+        headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        let name_text = String::from_utf8_lossy(name);
+        match value {
+            Some(v) => {
+                headers.push((name.to_vec(), v.to_vec()));
+                let v = String::from_utf8_lossy(v);
+                self.log(format!("set_header {} {name_text}={v}", side(map)));
+            }
+            None => self.log(format!("remove_header {} {name_text}", side(map))),
+        }
+    }
+
+    fn body(&self, buffer: Buffer, start: usize, size: usize) -> Vec<u8> {
+        let body = self.buffer(buffer).borrow();
+        let end = start.saturating_add(size).min(body.len());
+        body.get(start.min(end)..end).unwrap_or_default().to_vec()
+    }
+
+    fn set_body(&self, buffer: Buffer, start: usize, size: usize, data: &[u8]) {
+        let mut body = self.buffer(buffer).borrow_mut();
+        let end = start.saturating_add(size).min(body.len());
+        body.splice(start.min(end)..end, data.iter().copied());
+        let which = match buffer {
+            Buffer::Request => "request",
+            Buffer::Response => "response",
+        };
+        self.log(format!("set_body {which} {} bytes", data.len()));
+    }
+
+    fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
+        self.properties.borrow().get(&path.join(".")).cloned()
+    }
+
+    fn set_property(&self, path: &[&str], value: Option<&[u8]>) {
+        let name = path.join(".");
+        self.log(format!("set_property {name}"));
+        let mut properties = self.properties.borrow_mut();
+        match value {
+            Some(v) => properties.insert(name, v.to_vec()),
+            None => properties.remove(&name),
+        };
+    }
+
+    fn now(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs_f64(self.clock.get())
+    }
+
+    fn send_response(&self, status: u16, _headers: &[(&str, &[u8])], body: &[u8], _: &str) {
+        self.log(format!("send_response {status}"));
+        *self.reply.borrow_mut() = Some((status, body.to_vec()));
+    }
+
+    fn count(&self, base: &str, _labels: &[(&str, &str)], value: u64) {
+        self.log(format!("count {base} {value}"));
+    }
+
+    fn record(&self, base: &str, _labels: &[(&str, &str)], value: u64) {
+        self.log(format!("record {base} {value}"));
+    }
+
+    fn overhead(&self, phase: Phase, _micros: u64) {
+        self.log(format!("overhead {phase:?}"));
+    }
+}
