@@ -632,35 +632,18 @@ impl Events<SseParser> for AnthropicEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
 
-    fn config() -> Config {
-        Config::parse(
-            br#"{"providers":{"an":{"dialect":"anthropic","api_key":"sk-ant","default_max_tokens":1000}},
-                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
-            |_| None,
-        )
-        .unwrap()
-    }
+    const PROVIDER: &str =
+        r#"{"dialect":"anthropic","api_key":"sk-ant","default_max_tokens":1000}"#;
 
     fn encode(body: &str) -> Value {
-        let config = config();
-        let req = ChatRequest::parse(body.as_bytes()).unwrap();
-        let up = Anthropic
-            .encode_request(
-                &req,
-                &Target {
-                    provider: &config.providers["an"],
-                    model: "claude-x",
-                },
-            )
-            .unwrap();
+        let (up, v) = crate::dialects::encode_for(&Anthropic, PROVIDER, "claude-x", body).unwrap();
         assert_eq!(up.path, "/v1/messages");
         assert!(up.headers.contains(&("x-api-key", "sk-ant".into())));
         assert!(up
             .headers
             .contains(&("anthropic-version", API_VERSION.into())));
-        serde_json::from_slice(&up.body).unwrap()
+        v
     }
 
     #[test]
@@ -798,33 +781,17 @@ mod tests {
 
     #[test]
     fn rejects_n_and_non_object_arguments() {
-        let config = config();
-        let target = Target {
-            provider: &config.providers["an"],
-            model: "m",
-        };
-        let req = ChatRequest::parse(
-            br#"{"model":"g","n":2,"messages":[{"role":"user","content":"x"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            Anthropic
-                .encode_request(&req, &target)
+        let param = |body: &str| {
+            crate::dialects::encode_for(&Anthropic, PROVIDER, "m", body)
                 .unwrap_err()
                 .param
-                .as_deref(),
+        };
+        assert_eq!(
+            param(r#"{"model":"g","n":2,"messages":[{"role":"user","content":"x"}]}"#).as_deref(),
             Some("n")
         );
-        let req = ChatRequest::parse(
-            br#"{"model":"g","messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}"#,
-        )
-        .unwrap();
         assert_eq!(
-            Anthropic
-                .encode_request(&req, &target)
-                .unwrap_err()
-                .param
-                .as_deref(),
+            param(r#"{"model":"g","messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}"#).as_deref(),
             Some("messages[0].tool_calls[0].function.arguments")
         );
     }

@@ -84,29 +84,10 @@ mod tests {
     use crate::config::Config;
     use serde_json::Value;
 
-    fn config() -> Config {
-        Config::parse(
-            br#"{"providers":{"az":{"dialect":"azure","api_key":"az-key","api_version":"2024-10-21",
-                 "models":{"g":"gpt4o-prod"}}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
-            |_| None,
-        )
-        .unwrap()
-    }
+    const PROVIDER: &str = r#"{"dialect":"azure","api_key":"az-key","api_version":"2024-10-21","models":{"g":"gpt4o-prod"}}"#;
 
     fn encode(body: &str, model: &str) -> (UpstreamRequest, Value) {
-        let config = config();
-        let req = ChatRequest::parse(body.as_bytes()).unwrap();
-        let up = Azure
-            .encode_request(
-                &req,
-                &Target {
-                    provider: &config.providers["az"],
-                    model,
-                },
-            )
-            .unwrap();
-        let v = serde_json::from_slice(&up.body).unwrap();
-        (up, v)
+        crate::dialects::encode_for(&Azure, PROVIDER, model, body).unwrap()
     }
 
     #[test]

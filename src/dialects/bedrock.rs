@@ -713,39 +713,15 @@ impl Events<EventStreamDecoder> for BedrockEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::eventstream::encode as frame;
-
-    fn config(extra: &str) -> Config {
-        Config::parse(
-            format!(
-                r#"{{"providers":{{"br":{{"dialect":"bedrock"{extra}}}}},
-                     "model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
-            )
-            .as_bytes(),
-            |_| None,
-        )
-        .unwrap()
-    }
 
     fn encode_with(body: &str, extra: &str) -> (UpstreamRequest, Value) {
         encode_for(body, extra, "anthropic.claude-3-haiku-20240307-v1:0")
     }
 
     fn encode_for(body: &str, extra: &str, model: &str) -> (UpstreamRequest, Value) {
-        let config = config(extra);
-        let req = ChatRequest::parse(body.as_bytes()).unwrap();
-        let up = Bedrock
-            .encode_request(
-                &req,
-                &Target {
-                    provider: &config.providers["br"],
-                    model,
-                },
-            )
-            .unwrap();
-        let v = serde_json::from_slice(&up.body).unwrap();
-        (up, v)
+        let provider = format!(r#"{{"dialect":"bedrock"{extra}}}"#);
+        crate::dialects::encode_for(&Bedrock, &provider, model, body).unwrap()
     }
 
     fn encode(body: &str) -> Value {
@@ -900,11 +876,6 @@ mod tests {
 
     #[test]
     fn rejects_what_converse_cannot_take() {
-        let config = config("");
-        let target = Target {
-            provider: &config.providers["br"],
-            model: "m",
-        };
         for (body, param) in [
             (
                 r#"{"model":"g","n":2,"messages":[{"role":"user","content":"x"}]}"#,
@@ -919,8 +890,8 @@ mod tests {
                 "messages[0].content[0].image_url.url",
             ),
         ] {
-            let req = ChatRequest::parse(body.as_bytes()).unwrap();
-            let e = Bedrock.encode_request(&req, &target).unwrap_err();
+            let e = crate::dialects::encode_for(&Bedrock, r#"{"dialect":"bedrock"}"#, "m", body)
+                .unwrap_err();
             assert_eq!(e.param.as_deref(), Some(param));
         }
     }

@@ -501,7 +501,6 @@ impl Events<SseParser> for DashScopeEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
 
     fn encode(body: &str) -> (UpstreamRequest, Value) {
         let model = if body.contains("image_url") {
@@ -513,23 +512,11 @@ mod tests {
     }
 
     fn encode_for(body: &str, model: &str) -> Result<(UpstreamRequest, Value), GatewayError> {
-        let config = Config::parse(
-            br#"{"providers":{"ds":{"dialect":"dashscope","api_key":"sk-ds"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
-            |_| None,
-        )
-        .unwrap();
-        let req = ChatRequest::parse(body.as_bytes()).unwrap();
-        let up = DashScope.encode_request(
-            &req,
-            &Target {
-                provider: &config.providers["ds"],
-                model,
-            },
-        )?;
+        let provider = r#"{"dialect":"dashscope","api_key":"sk-ds"}"#;
+        let (up, v) = crate::dialects::encode_for(&DashScope, provider, model, body)?;
         assert!(up
             .headers
             .contains(&("authorization", "Bearer sk-ds".into())));
-        let v = serde_json::from_slice(&up.body).unwrap();
         Ok((up, v))
     }
 

@@ -799,27 +799,10 @@ impl Events<SseParser> for GeminiEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-
-    fn config() -> Config {
-        Config::parse(
-            br#"{"providers":{"gm":{"dialect":"gemini","api_key":"g-key"}},
-                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
-            |_| None,
-        )
-        .unwrap()
-    }
 
     fn encode_request(body: &str) -> Result<UpstreamRequest, GatewayError> {
-        let config = config();
-        let req = ChatRequest::parse(body.as_bytes()).unwrap();
-        Gemini.encode_request(
-            &req,
-            &Target {
-                provider: &config.providers["gm"],
-                model: "gemini-2.5-flash",
-            },
-        )
+        let provider = r#"{"dialect":"gemini","api_key":"g-key"}"#;
+        crate::dialects::encode_for(&Gemini, provider, "gemini-2.5-flash", body).map(|(up, _)| up)
     }
 
     fn encode(body: &str) -> Value {

@@ -210,6 +210,34 @@ impl DecodedResponse {
     }
 }
 
+/// Test helper shared by the dialects' tests: encodes a client request
+/// for a provider with these settings (JSON) and vendor model; the vendor
+/// request and its body as JSON, or the error the gateway answers instead.
+#[cfg(test)]
+pub(crate) fn encode_for(
+    dialect: &dyn Dialect,
+    provider: &str,
+    model: &str,
+    body: &str,
+) -> Result<(UpstreamRequest, Value), GatewayError> {
+    let config = crate::config::Config::parse(
+        format!(
+            r#"{{"providers":{{"p":{provider}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
+        )
+        .as_bytes(),
+        |_| None,
+    )
+    .unwrap();
+    let request = ChatRequest::parse(body.as_bytes())?;
+    let target = Target {
+        provider: &config.providers["p"],
+        model,
+    };
+    let up = dialect.encode_request(&request, &target)?;
+    let v = serde_json::from_slice(&up.body).unwrap();
+    Ok((up, v))
+}
+
 /// Test helper shared by the dialects' tests: runs a stream through a
 /// dialect's decoder, chunk by chunk; returns the unified events and the raw text.
 #[cfg(test)]

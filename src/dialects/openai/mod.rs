@@ -157,28 +157,15 @@ pub(super) fn decode_completion(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::dialects::Target;
     use crate::error::ErrorCode;
     use crate::model::response::Usage;
 
-    fn provider_config() -> Config {
-        Config::parse(
-            br#"{"providers":{"oa":{"dialect":"openai","api_key":"sk-test","base_path":"/proxy"}},
-                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
-            |_| None,
-        )
-        .unwrap()
-    }
+    const PROVIDER: &str = r#"{"dialect":"openai","api_key":"sk-test","base_path":"/proxy"}"#;
 
     fn encoded(body: &str) -> Value {
-        let config = provider_config();
-        let req = ChatRequest::parse(body.as_bytes()).unwrap();
-        let target = Target {
-            provider: &config.providers["oa"],
-            model: "gpt-4o",
-        };
-        serde_json::from_slice(&OpenAi.encode_request(&req, &target).unwrap().body).unwrap()
+        crate::dialects::encode_for(&OpenAi, PROVIDER, "gpt-4o", body)
+            .unwrap()
+            .1
     }
 
     #[test]
@@ -203,16 +190,13 @@ mod tests {
 
     #[test]
     fn encodes_with_vendor_model_and_stream_usage() {
-        let config = provider_config();
-        let req = ChatRequest::parse(
-            br#"{"model":"g","messages":[{"role":"user","content":"hi"}],"stream":true,"request_id":"r","logprobs":true}"#,
+        let (up, _) = crate::dialects::encode_for(
+            &OpenAi,
+            PROVIDER,
+            "gpt-4o",
+            r#"{"model":"g","messages":[{"role":"user","content":"hi"}],"stream":true,"request_id":"r","logprobs":true}"#,
         )
         .unwrap();
-        let target = Target {
-            provider: &config.providers["oa"],
-            model: "gpt-4o",
-        };
-        let up = OpenAi.encode_request(&req, &target).unwrap();
         assert_eq!(up.path, "/proxy/v1/chat/completions");
         assert!(up
             .headers
