@@ -12,6 +12,7 @@ pub mod eventstream;
 pub mod exchange;
 pub mod headers;
 pub mod json_text;
+pub mod limits;
 pub mod metering;
 pub mod policy;
 pub mod redact;

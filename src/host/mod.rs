@@ -16,6 +16,7 @@ use crate::error::GatewayError;
 
 mod abi;
 mod edge;
+mod limiter;
 mod metrics;
 mod upstream;
 
@@ -80,6 +81,9 @@ impl RootContext for Root {
                     config.providers.len(),
                     config.model_groups.len()
                 );
+                if role == Role::Edge {
+                    limiter::prepare(&config);
+                }
                 self.role = Some(role);
                 self.config = Some(Rc::new(config));
                 true
