@@ -29,14 +29,7 @@ use crate::unified::{valid_request_id, ChatRequest};
 pub const CLUSTER_HEADER: &str = "x-llm-cluster";
 
 /// Request headers only the gateway may set: dropped from every client request.
-const INTERNAL_HEADERS: &[&str] = &[
-    CLUSTER_HEADER,
-    "x-llm-provider",
-    "x-llm-model",
-    limiter::KEY_HEADER,
-    limiter::GROUP_HEADER,
-    limiter::MODEL_HEADER,
-];
+const INTERNAL_HEADERS: &[&str] = &[CLUSTER_HEADER, "x-llm-provider", "x-llm-model"];
 
 /// Request headers the gateway reads as text on its API paths: a value that
 /// is not UTF-8 is refused (400 naming the header) rather than guessed at.

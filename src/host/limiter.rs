@@ -179,19 +179,18 @@ pub fn send_error(error: &GatewayError, request_id: &str, limits: &RequestLimits
     abi::send_response(error.status(), &headers, &body, "");
 }
 
-/// Request headers Envoy's rate limit filter turns into descriptors
-/// (`request_headers` actions in envoy/ratelimit.yaml).
-pub const KEY_HEADER: &str = "x-llm-key";
-pub const GROUP_HEADER: &str = "x-llm-group";
-pub const MODEL_HEADER: &str = "x-llm-request-model";
-
+/// Filter state Envoy's rate limit filter turns into descriptors (CEL
+/// `filter_state['wasm.llm_key']` in envoy/ratelimit.yaml): clients cannot
+/// set it, and unlike request headers it lasts until the stream is done
+/// (the upstream role withholds `x-llm-*` headers from the vendors in the
+/// one header map both share).
 pub fn expose_descriptors(key: &str, group: &str, model: &str) {
     for (name, value) in [
-        (KEY_HEADER, key),
-        (GROUP_HEADER, group),
-        (MODEL_HEADER, model),
+        ("llm_key", key),
+        ("llm_group", group),
+        ("llm_request_model", model),
     ] {
-        abi::set_header(Map::Request, name, Some(value.as_bytes()));
+        abi::set_property(&[name], Some(value.as_bytes()));
     }
 }
 
