@@ -392,7 +392,7 @@ impl Edge {
         if let Some(limits) = &self.limits {
             limits.charge(used);
         }
-        if self.config.limits.descriptors && reached_vendor {
+        if self.config.limits.descriptors {
             limiter::expose_usage(used);
         }
         // An answer that never ended: the client left, or the vendor's side broke.
