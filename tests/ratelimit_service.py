@@ -1,25 +1,84 @@
 """TEST-ONLY rate limit service: never deploy it (production runs
 envoyproxy/ratelimit with Redis, see envoy/ratelimit.yaml). It speaks the
-real envoy.service.ratelimit.v3.RateLimitService gRPC protocol (the protos
-of the `xds-protos` package), with fixed-window counters per descriptor, as
-envoyproxy/ratelimit keeps them: each descriptor adds its `hits_addend`
-(the descriptor's own when set, 0 included, else the request's, else 1) and
-is over its limit when the count after adding exceeds the limit. It runs in
-the test's own process, so a test reads its counters and calls directly."""
+real envoy.service.ratelimit.v3.RateLimitService gRPC protocol, with
+fixed-window counters per descriptor, as envoyproxy/ratelimit keeps them:
+each descriptor adds its `hits_addend` (the descriptor's own when set, 0
+included, else the request's, else 1) and is over its limit when the count
+after adding exceeds the limit. It runs in the test's own process, so a test
+reads its counters and calls directly.
+
+The messages are declared here, with the field numbers and types of Envoy's
+rls.proto and ratelimit.proto (the fields this service reads and writes;
+protobuf skips the others). The `xds-protos` package would bring them, but
+it also installs an old copy of the OpenTelemetry protos over
+`opentelemetry-proto`'s, which breaks tests/test_tracing.py."""
 
 import threading
 import time
 from concurrent import futures
 
 import grpc
-from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, duration_pb2, message_factory, wrappers_pb2
 
-UNITS = {"second": (1, rls_pb2.RateLimitResponse.RateLimit.SECOND),
-         "minute": (60, rls_pb2.RateLimitResponse.RateLimit.MINUTE),
-         "hour": (3600, rls_pb2.RateLimitResponse.RateLimit.HOUR),
-         "day": (86400, rls_pb2.RateLimitResponse.RateLimit.DAY)}
-OK = rls_pb2.RateLimitResponse.OK
-OVER_LIMIT = rls_pb2.RateLimitResponse.OVER_LIMIT
+F = descriptor_pb2.FieldDescriptorProto
+
+
+def _field(name, number, kind, type_name=None, repeated=False):
+    field = F(name=name, number=number, type=kind, label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
+    if type_name:
+        field.type_name = type_name
+    return field
+
+
+def _messages():
+    pool = descriptor_pool.DescriptorPool()
+    for well_known in (wrappers_pb2, duration_pb2):
+        pool.AddSerializedFile(well_known.DESCRIPTOR.serialized_pb)
+    common = descriptor_pb2.FileDescriptorProto(
+        name="envoy/extensions/common/ratelimit/v3/ratelimit.proto", syntax="proto3",
+        package="envoy.extensions.common.ratelimit.v3", dependency=["google/protobuf/wrappers.proto"])
+    descriptor = common.message_type.add(name="RateLimitDescriptor")
+    descriptor.nested_type.add(name="Entry", field=[_field("key", 1, F.TYPE_STRING), _field("value", 2, F.TYPE_STRING)])
+    descriptor.field.extend([
+        _field("entries", 1, F.TYPE_MESSAGE, ".envoy.extensions.common.ratelimit.v3.RateLimitDescriptor.Entry", True),
+        _field("hits_addend", 3, F.TYPE_MESSAGE, ".google.protobuf.UInt64Value")])
+    pool.Add(common)
+    rls = descriptor_pb2.FileDescriptorProto(
+        name="envoy/service/ratelimit/v3/rls.proto", syntax="proto3", package="envoy.service.ratelimit.v3",
+        dependency=[common.name, "google/protobuf/duration.proto"])
+    rls.message_type.add(name="RateLimitRequest", field=[
+        _field("domain", 1, F.TYPE_STRING),
+        _field("descriptors", 2, F.TYPE_MESSAGE, ".envoy.extensions.common.ratelimit.v3.RateLimitDescriptor", True),
+        _field("hits_addend", 3, F.TYPE_UINT32)])
+    response = rls.message_type.add(name="RateLimitResponse")
+    prefix = ".envoy.service.ratelimit.v3.RateLimitResponse"
+    response.enum_type.add(name="Code").value.extend(
+        descriptor_pb2.EnumValueDescriptorProto(name=n, number=i) for i, n in enumerate(("UNKNOWN", "OK", "OVER_LIMIT")))
+    limit = response.nested_type.add(name="RateLimit", field=[
+        _field("requests_per_unit", 1, F.TYPE_UINT32), _field("unit", 2, F.TYPE_ENUM, f"{prefix}.RateLimit.Unit")])
+    limit.enum_type.add(name="Unit").value.extend(
+        descriptor_pb2.EnumValueDescriptorProto(name=n, number=i)
+        for n, i in (("UNKNOWN", 0), ("SECOND", 1), ("MINUTE", 2), ("HOUR", 3), ("DAY", 4)))
+    response.nested_type.add(name="DescriptorStatus", field=[
+        _field("code", 1, F.TYPE_ENUM, f"{prefix}.Code"),
+        _field("current_limit", 2, F.TYPE_MESSAGE, f"{prefix}.RateLimit"),
+        _field("limit_remaining", 3, F.TYPE_UINT32),
+        _field("duration_until_reset", 4, F.TYPE_MESSAGE, ".google.protobuf.Duration")])
+    response.field.extend([_field("overall_code", 1, F.TYPE_ENUM, f"{prefix}.Code"),
+                           _field("statuses", 2, F.TYPE_MESSAGE, f"{prefix}.DescriptorStatus", True)])
+    pool.Add(rls)
+    get = lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))  # noqa: E731
+    return get("envoy.service.ratelimit.v3.RateLimitRequest"), get("envoy.service.ratelimit.v3.RateLimitResponse")
+
+
+RateLimitRequest, RateLimitResponse = _messages()
+SERVICE = "envoy.service.ratelimit.v3.RateLimitService"
+
+UNITS = {"second": (1, 1),
+         "minute": (60, 2),
+         "hour": (3600, 3),
+         "day": (86400, 4)}
+OK, OVER_LIMIT = 1, 2
 
 
 class Limit:
@@ -34,7 +93,7 @@ class Limit:
             want is None or want == got for (_, got), want in zip(entries, self.entries.values()))
 
 
-class Service(rls_pb2_grpc.RateLimitServiceServicer):
+class Service:
     def __init__(self, domain, limits):
         self.domain, self.limits = domain, limits
         self.lock = threading.Lock()
@@ -49,7 +108,7 @@ class Service(rls_pb2_grpc.RateLimitServiceServicer):
 
     def ShouldRateLimit(self, request, context):
         now = time.time()
-        response = rls_pb2.RateLimitResponse(overall_code=OK)
+        response = RateLimitResponse(overall_code=OK)
         with self.lock:
             self.calls.append(request)
             for descriptor in request.descriptors:
@@ -68,7 +127,7 @@ class Service(rls_pb2_grpc.RateLimitServiceServicer):
                 self.counts[(entries, window)] = used
                 status = response.statuses.add(
                     code=OVER_LIMIT if used > limit.limit else OK,
-                    current_limit=rls_pb2.RateLimitResponse.RateLimit(requests_per_unit=limit.limit, unit=unit),
+                    current_limit={"requests_per_unit": limit.limit, "unit": unit},
                     limit_remaining=max(0, limit.limit - used))
                 status.duration_until_reset.seconds = max(1, int(window + seconds - now))
                 if used > limit.limit:
@@ -81,7 +140,10 @@ def start(domain, limits):
     returns (server, port, service). Stop it with `server.stop(0)`."""
     service = Service(domain, limits)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    rls_pb2_grpc.add_RateLimitServiceServicer_to_server(service, server)
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {
+        "ShouldRateLimit": grpc.unary_unary_rpc_method_handler(
+            service.ShouldRateLimit, request_deserializer=RateLimitRequest.FromString,
+            response_serializer=RateLimitResponse.SerializeToString)})])
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     return server, port, service

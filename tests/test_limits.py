@@ -309,7 +309,7 @@ def test_streams_carry_the_headers_and_are_charged_when_they_end(limited):
 
 # Hot reload (the shipped ECDS example, one worker).
 
-RELOAD_RULE = {"key": "example-team", "requests_per_minute": 3}
+RELOAD_RULE = {"key": "example-team", "requests_per_hour": 3}
 
 
 @pytest.fixture
@@ -329,7 +329,7 @@ def publish(hot, version, config):
 
 
 def test_hot_reload_keeps_counters_and_an_invalid_limit_is_rejected(hot):
-    fresh_window(60, 20)
+    fresh_window(3600, 60)
     config = hot.config()
     config["limits"] = {"rate": [RELOAD_RULE]}
     publish(hot, "2", config)
@@ -343,13 +343,13 @@ def test_hot_reload_keeps_counters_and_an_invalid_limit_is_rejected(hot):
     assert hot.gw.chat({"model": "m", "messages": HI})[0] == 429
     # An invalid limit is rejected, naming the field; the old limits stay.
     broken = json.loads(json.dumps(config))
-    broken["limits"]["rate"][1]["requests_per_minute"] = 0
+    broken["limits"]["rate"][1]["requests_per_hour"] = 0
     hot.publish("upstream", "4", broken)
     hot.publish("edge", "4", broken)
     for role in STATS:
         hot.wait_stat(role, "config_fail", "1")
     log = (hot.dir.parent / "envoy/envoy.log").read_text()
-    assert "limits.rate[1].requests_per_minute: must be at least 1" in log
+    assert "limits.rate[1].requests_per_hour: must be at least 1" in log
     status, _, body = hot.gw.chat({"model": "m", "messages": HI})
     assert status == 429 and body["error"]["code"] == "RATE_LIMITED"
 
@@ -363,7 +363,7 @@ TOKEN_BUDGET = 25
 @pytest.fixture
 def global_limited(tmp_path):
     server, rls_port, service = ratelimit_service.start("llm_gateway", [
-        ratelimit_service.Limit({"llm_key": None, "llm_group": None}, 100, "minute"),
+        ratelimit_service.Limit({"llm_key": None, "llm_group": None}, 100, "hour"),
         ratelimit_service.Limit({"llm_budget": "tokens", "llm_key": None}, TOKEN_BUDGET, "hour"),
         ratelimit_service.Limit({"llm_budget": "micro_usd", "llm_key": None}, 10**9, "day"),
     ])
@@ -406,7 +406,7 @@ def test_global_limits_count_requests_and_charge_tokens_on_completion(global_lim
         # Charged when the stream is done (after the answer), with its tokens.
         wait_for(lambda: service.count(tokens, "hour") == n * HI_TOKENS,
                  f"tokens after {n}: {service.count(tokens, 'hour')}")
-        assert service.count(requests) == n
+        assert service.count(requests, "hour") == n
     # The descriptors carried the key, the group, and the tokens and cost as hits.
     charges = [d for call in service.calls for d in call.descriptors if d.hits_addend.value > 0]
     assert sorted(d.hits_addend.value for d in charges if d.entries[0].value == "tokens") == [HI_TOKENS] * 3
@@ -427,7 +427,7 @@ def test_global_limits_count_requests_and_charge_tokens_on_completion(global_lim
     assert 1 <= int(headers["retry-after"]) <= 3600
     # The rate limit filter's own headers name the limit that fired.
     assert f"{TOKEN_BUDGET};w=3600" in headers["x-ratelimit-limit"], headers
-    assert service.count(requests) == 4
+    assert service.count(requests, "hour") == 4
     line = wait_for_log_line(gw, "global-refused")
     assert (line["status"], line["code"]) == (429, "RATE_LIMITED")
     # The descriptors come from filter state, which no client header can set.
