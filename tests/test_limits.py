@@ -57,7 +57,9 @@ def limited(tmp_path_factory):
     envoy = None
     try:
         bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=configure)
-        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=4)
+        # Access-log files are flushed every 10 s by default.
+        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=4,
+                                    extra_args=["--file-flush-interval-msec", "50"])
         yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir, key=None)
     finally:
         gateway.stop(envoy)
@@ -380,7 +382,8 @@ def global_limited(tmp_path):
         hcm, edge, upstream = gateway._wasm_filters(bootstrap)
         for role in (edge, upstream):
             role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
-        envoy = gateway.start_envoy(bootstrap, tmp_path / "envoy", log_level="info", concurrency=2)
+        envoy = gateway.start_envoy(bootstrap, tmp_path / "envoy", log_level="info", concurrency=2,
+                                    extra_args=["--file-flush-interval-msec", "50"])
         yield Gateway(envoy.port, envoy.admin_port, mock_port, tmp_path / "envoy", key="example-gateway-key"), service
     finally:
         gateway.stop(envoy)
