@@ -76,6 +76,21 @@ SCENARIOS = [
     ("c=16 100KB", 16, False, 100 * 1024),
     ("stream c=16", 16, True, 1024),
 ]
+# Limits on vs off (same run): the gateway again with `limits.rate` rules
+# that never refuse, for this group and these scenarios. Two rules, four
+# limits (a request limit and a token limit per group, a request limit and a
+# spend budget for everyone): 6 shared-data calls at admission, 4 at the end.
+LIMITS_GROUP = "mock-openai"
+LIMITS_SCENARIOS = ("c=1", "c=16")
+LIMITS_RULES = [{"group": "*", "requests_per_minute": 10**12, "tokens_per_hour": 10**15},
+                {"requests_per_second": 10**12, "usd_per_day": 10**9}]
+
+
+def with_limits(config):
+    config["limits"]["rate"] = LIMITS_RULES
+    config["providers"][LIMITS_GROUP]["prices"] = {"*": {"input": 2.5, "output": 10}}
+
+
 # Headers the floor must not replay: hop-by-hop, or Envoy's and ours.
 NOT_REPLAYED = re.compile(r"^(host|content-length|connection|transfer-encoding|x-forwarded-.*|x-envoy-.*"
                           r"|x-request-id|x-test-id|x-llm-.*|x-model-group)$")
@@ -541,6 +556,9 @@ def bench(args):
                            hf_port, hf_admin, workdir)
         gw = Envoy(stack, "gateway", gateway.build_bootstrap(gw_port, gw_admin, mock_port, wasm=WASM, env={}),
                    gw_port, gw_admin, workdir)
+        gl_port, gl_admin = free_ports(2)
+        gw_limits = Envoy(stack, "gateway-limits", gateway.build_bootstrap(
+            gl_port, gl_admin, mock_port, wasm=WASM, env={}, edit=with_limits), gl_port, gl_admin, workdir)
         for group in groups:
             for name, connections, stream, size in SCENARIOS:
                 if ONLY and name not in ONLY:
@@ -557,6 +575,10 @@ def bench(args):
                     hf_req = Request(workdir, f"hf-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{hf_port}{path}",
                                      floor_req.headers, vendor_body)
                     measured[1:1] = [(wasm_floor, wf_req), (host_floor, hf_req)]
+                if group == LIMITS_GROUP and name in LIMITS_SCENARIOS:
+                    gl_req = Request(workdir, f"gl-{group}-{int(stream)}-{size}",
+                                     f"http://127.0.0.1:{gl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
+                    measured.append((gw_limits, gl_req))
                 for envoy, req in measured:
                     status, answer = post(req.url, req.headers, req.body)
                     if status != 200 or (stream and envoy is gw and not answer.endswith(b"data: [DONE]\n\n")):
@@ -593,7 +615,7 @@ def bench(args):
 def summarise(group, name, stream, runs):
     f, g = runs["floor"], runs["gateway"]
     row = {"group": group, "scenario": name, "stream": stream}
-    for who, name in (("wf", "wasm-floor"), ("hf", "host-call-floor")):
+    for who, name in (("wf", "wasm-floor"), ("hf", "host-call-floor"), ("gl", "gateway-limits")):
         w = runs.get(name)
         if w:
             row[f"{who}_rps"] = mean([r["rps"] for r in w])
@@ -657,6 +679,23 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
                    f"| {r['gw_cpu_us'] / r['floor_cpu_us'] if r['floor_cpu_us'] else 0:.2f} "
                    f"| {r['floor_hwm_mb']:.1f} / {r['gw_hwm_mb']:.1f} | {r['floor_failed']} / {r['gw_failed']} "
                    f"| {'yes ({:.0%})'.format(r['spread']) if r['noisy'] else 'no'} |")
+    out.append("\n### Limits on vs off\n")
+    limited = [r for r in rows if "gl_rps" in r]
+    if not limited:
+        out.append("(not measured)")
+    else:
+        out.append(f"The gateway again, in the same runs, with `limits.rate` rules that never refuse "
+                   f"(`{json.dumps(LIMITS_RULES)}`, prices on {LIMITS_GROUP}): 4 limits, 6 shared-data calls at "
+                   f"admission and 4 when the response ends, 4 decision counters, up to 6 gauges and 6 response "
+                   f"headers per request.\n")
+        out.append("| group | scenario | gateway req/s | with limits req/s | ratio | gateway p50 ms | with limits p50 ms "
+                   "| gateway CPU µs/req | with limits CPU µs/req | added CPU µs/req | failed |")
+        out.append("|" + "---|" * 11)
+        for r in limited:
+            out.append(f"| {r['group']} | {r['scenario']} | {r['gw_rps']:.0f} | {r['gl_rps']:.0f} "
+                       f"| {r['gl_rps'] / r['gw_rps'] if r['gw_rps'] else 0:.2f} | {r['gw_p50_ms']:.3f} | {r['gl_p50_ms']:.3f} "
+                       f"| {r['gw_cpu_us']:.1f} | {r['gl_cpu_us']:.1f} | {r['gl_cpu_us'] - r['gw_cpu_us']:+.1f} "
+                       f"| {r['gl_failed']} |")
     out.append("\n### Streams (c=16, 20 chunks)\n")
     out.append("| group | floor streams/s | gateway streams/s | floor TTFB p50/p99 ms | gateway TTFB p50/p99 ms "
                "| floor total p50/p99 ms | gateway total p50/p99 ms | gateway CPU µs/stream (floor) | gateway CPU µs/chunk (added) |")

@@ -86,6 +86,14 @@ pub struct Limits {
     pub max_body_bytes: u64,
     pub max_messages: usize,
     pub max_tools: usize,
+    /// Rate limits, token limits and spend budgets per key and model group.
+    pub rate: Vec<crate::limits::RateLimit>,
+    /// Refuse a request at admission when its own estimate (prompt, and
+    /// `max_tokens` for output) would take a token limit over.
+    pub refuse_on_estimate: bool,
+    /// Expose the key, group and model as request headers and the tokens and
+    /// cost as filter state, for Envoy's rate limit filter (envoy/ratelimit.yaml).
+    pub descriptors: bool,
 }
 
 impl Default for Limits {
@@ -94,6 +102,9 @@ impl Default for Limits {
             max_body_bytes: 8 << 20,
             max_messages: 1000,
             max_tools: 128,
+            rate: Vec::new(),
+            refuse_on_estimate: false,
+            descriptors: false,
         }
     }
 }
@@ -119,6 +130,13 @@ impl Config {
                 crate::model::request::MAX_MESSAGES
             ));
         }
+        let key_names: Vec<&str> = config.auth.keys.iter().map(|k| k.name.as_str()).collect();
+        let group_names: Vec<&str> = config.model_groups.keys().map(String::as_str).collect();
+        crate::limits::validate(
+            &mut config.limits.rate,
+            config.auth.enabled.then_some(key_names.as_slice()),
+            &group_names,
+        )?;
         for (i, key) in config.auth.keys.iter().enumerate() {
             if let Some(g) = key
                 .groups
@@ -627,6 +645,7 @@ mod reference {
             ("auth.", fields::<Auth>()),
             ("auth.keys[].", fields::<GatewayKey>()),
             ("limits.", fields::<Limits>()),
+            ("limits.rate[].", fields::<crate::limits::RateLimit>()),
             ("streaming.", fields::<Streaming>()),
         ];
         let mut missing = Vec::new();

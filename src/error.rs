@@ -19,6 +19,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     PayloadTooLarge,
     UpstreamRateLimit,
+    /// A limit of the gateway's own (`limits.rate`), not a vendor's.
+    RateLimited,
     UpstreamError,
     UpstreamBusy,
     UpstreamTimeout,
@@ -36,6 +38,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             Self::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             Self::UpstreamRateLimit => "UPSTREAM_RATE_LIMIT",
+            Self::RateLimited => "RATE_LIMITED",
             Self::UpstreamError => "UPSTREAM_ERROR",
             Self::UpstreamBusy => "UPSTREAM_BUSY",
             Self::UpstreamTimeout => "UPSTREAM_TIMEOUT",
@@ -50,7 +53,7 @@ impl ErrorCode {
             Self::ModelNotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::PayloadTooLarge => 413,
-            Self::UpstreamRateLimit => 429,
+            Self::UpstreamRateLimit | Self::RateLimited => 429,
             Self::UpstreamError => 502,
             Self::UpstreamBusy => 503,
             Self::UpstreamTimeout => 504,
@@ -71,7 +74,7 @@ impl ErrorCode {
             | Self::PermissionDenied
             | Self::ModelNotFound
             | Self::MethodNotAllowed => "invalid_request_error",
-            Self::UpstreamRateLimit => "requests",
+            Self::UpstreamRateLimit | Self::RateLimited => "requests",
             Self::UpstreamError | Self::UpstreamBusy | Self::UpstreamTimeout => "server_error",
         }
     }
@@ -104,6 +107,26 @@ pub struct GatewayError {
     pub retry_after: Option<u64>,
     /// The methods a path accepts (sent as `allow` with a 405).
     pub allow: Option<&'static str>,
+    /// OpenAI's `type` when it is not the code's own.
+    pub error_type: Option<ErrorType>,
+}
+
+/// OpenAI `type`s other than a code's own (one byte, so errors stay small).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    /// A token limit (OpenAI's TPM).
+    Tokens,
+    /// A spend budget (OpenAI's quota).
+    InsufficientQuota,
+}
+
+impl ErrorType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tokens => "tokens",
+            Self::InsufficientQuota => "insufficient_quota",
+        }
+    }
 }
 
 impl GatewayError {
@@ -115,6 +138,7 @@ impl GatewayError {
             provider: None,
             retry_after: None,
             allow: None,
+            error_type: None,
         }
     }
 
@@ -198,7 +222,9 @@ impl GatewayError {
         let envelope = Envelope {
             error: Body {
                 message: &message,
-                kind: self.code.error_type(),
+                kind: self
+                    .error_type
+                    .map_or(self.code.error_type(), ErrorType::as_str),
                 code: self.code.as_str(),
                 param: self.param.as_deref(),
                 provider: self.provider.as_deref(),
@@ -212,6 +238,10 @@ impl GatewayError {
 /// Envoy's response code details (a marker they contain) → what the client
 /// is told happened; the first that matches wins.
 const ENVOY_CAUSES: &[(&str, &str)] = &[
+    (
+        "request_rate_limited",
+        "Rate limit reached: the gateway's rate limit service refused the request",
+    ),
     (
         "overflow",
         "the gateway's circuit breaker for this provider is open: too many concurrent requests or retries",

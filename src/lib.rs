@@ -11,6 +11,7 @@ pub mod eventstream;
 pub mod exchange;
 pub mod headers;
 pub mod json_text;
+pub mod limits;
 pub mod metering;
 pub mod model;
 pub mod policy;

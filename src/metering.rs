@@ -221,6 +221,10 @@ pub struct RequestLog<'a> {
     /// the client left before the end.
     pub delivered_tokens: u64,
     pub client_disconnected: bool,
+    /// The gateway limit that refused the request (`limits.rate`), as
+    /// `<scope>.<field>`, e.g. `key_group.requests_per_minute`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<&'a str>,
 }
 
 /// A metric name carrying its labels, for Envoy `stats_tags` to extract:

@@ -86,6 +86,20 @@ extern "C" {
     ) -> u32;
     fn proxy_increment_metric(metric_id: u32, offset: i64) -> u32;
     fn proxy_record_metric(metric_id: u32, value: u64) -> u32;
+    fn proxy_get_shared_data(
+        key_data: *const u8,
+        key_size: usize,
+        return_value_data: *mut *mut u8,
+        return_value_size: *mut usize,
+        return_cas: *mut u32,
+    ) -> u32;
+    fn proxy_set_shared_data(
+        key_data: *const u8,
+        key_size: usize,
+        value_data: *const u8,
+        value_size: usize,
+        cas: u32,
+    ) -> u32;
 }
 
 /// Which header map a call is about.
@@ -106,8 +120,12 @@ pub enum Buffer {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum MetricKind {
     Counter = 0,
+    Gauge = 1,
     Histogram = 2,
 }
+
+/// The host's answer when a shared-data write's CAS token is stale.
+const CAS_MISMATCH: u32 = 8;
 
 /// Takes ownership of a buffer the host allocated for us.
 ///
@@ -288,6 +306,33 @@ pub fn record_metric(id: u32, value: u64) {
     // SAFETY: plain values.
     unsafe {
         proxy_record_metric(id, value);
+    }
+}
+
+/// A shared-data entry (shared by every VM of this `vm_id` in the process,
+/// i.e. every worker) and its CAS token; `None` when absent or on failure.
+pub fn shared_data(key: &[u8]) -> Option<(Vec<u8>, u32)> {
+    let (mut data, mut len, mut cas) = (null_mut(), 0, 0);
+    // SAFETY: the pointer and length describe `key`; the out-pointers
+    // outlive the call; the host allocates `data`.
+    unsafe {
+        if proxy_get_shared_data(key.as_ptr(), key.len(), &mut data, &mut len, &mut cas) != OK {
+            return None;
+        }
+        Some((owned(data, len).unwrap_or_default(), cas))
+    }
+}
+
+/// Writes a shared-data entry if its CAS token is still `cas` (0: unconditionally).
+pub fn set_shared_data(key: &[u8], value: &[u8], cas: u32) -> crate::limits::store::SetResult {
+    use crate::limits::store::SetResult;
+    // SAFETY: the pointers and lengths describe `key` and `value`.
+    let status =
+        unsafe { proxy_set_shared_data(key.as_ptr(), key.len(), value.as_ptr(), value.len(), cas) };
+    match status {
+        OK => SetResult::Done,
+        CAS_MISMATCH => SetResult::CasMismatch,
+        _ => SetResult::Failed,
     }
 }
 

@@ -9,6 +9,7 @@ use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
 use super::abi::{self, Buffer, Map};
+use super::limiter::{self, RequestLimits};
 use super::metrics;
 use super::WasmHost;
 use super::{
@@ -20,6 +21,7 @@ use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Shared, Token, MAX_RECORDS};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
+use crate::limits::{Estimate, Usage as LimitUsage};
 use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
 use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
@@ -74,6 +76,8 @@ pub struct Edge {
     request_headers: Headers,
     /// What this request shares with its attempts (see `exchange`).
     exchange: Option<(Token, Shared)>,
+    /// The request's rate limits, once it was admitted (or refused) by them.
+    limits: Option<RequestLimits>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -102,13 +106,17 @@ impl Edge {
             final_attempts: None,
             request_headers: Headers::default(),
             exchange: None,
+            limits: None,
         }
     }
 
     fn reject(&mut self, error: GatewayError) -> Action {
         self.status = error.status();
         self.code = Some(error.code);
-        send_error(&error, &self.request_id);
+        match &self.limits {
+            Some(limits) => limiter::send_error(&error, &self.request_id, limits),
+            None => send_error(&error, &self.request_id),
+        }
         self.state = State::Replied;
         Action::Pause
     }
@@ -303,6 +311,23 @@ impl Edge {
             stream: request.stream,
             estimated_prompt_tokens: needs.prompt_tokens,
         });
+        if !config.limits.rate.is_empty() {
+            let key = matches!(self.caller, crate::auth::Caller::Key(_))
+                .then(|| config.auth.caller_name(self.caller));
+            let estimate = Estimate {
+                input: needs.prompt_tokens,
+                output: needs.output_tokens.map_or(0, u64::from),
+            };
+            let (limits, refused) = RequestLimits::admit(&config, key, group, estimate);
+            self.limits = Some(limits);
+            if let Some(error) = refused {
+                return Err(error);
+            }
+        }
+        if config.limits.descriptors {
+            let key = config.auth.caller_name(self.caller);
+            limiter::expose_descriptors(key, group, &request.model);
+        }
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
         let cluster = model_group
             .candidates
@@ -362,6 +387,17 @@ impl Edge {
                 .and_then(|p| price_for(&p.prices, &r.model))
         });
         let (usage, estimated, cost) = (bill.usage, bill.usage_estimated, bill.cost_usd);
+        let used = LimitUsage {
+            input: usage.prompt_tokens,
+            output: usage.completion_tokens,
+            micro_usd: cost.map_or(0, |c| (c * 1e6).round() as u64),
+        };
+        if let Some(limits) = &self.limits {
+            limits.charge(used);
+        }
+        if self.config.limits.descriptors {
+            limiter::expose_usage(used);
+        }
         // An answer that never ended: the client left, or the vendor's side broke.
         let cut_short = reached_vendor && !self.response_complete;
         let client_disconnected = cut_short
@@ -475,6 +511,11 @@ impl Edge {
             duration_ms,
             delivered_tokens: record.delivered_tokens,
             client_disconnected,
+            rate_limit: self
+                .limits
+                .as_ref()
+                .and_then(|l| l.refused.as_ref())
+                .map(|(name, _)| name.as_str()),
         };
         if let Ok(line) = serde_json::to_vec(&log) {
             abi::set_property(&[LOG_PROPERTY], Some(&line));
@@ -705,6 +746,9 @@ impl HttpContext for Edge {
             "x-request-id",
             Some(self.request_id.as_bytes()),
         );
+        if let Some(limits) = &self.limits {
+            limits.set_response_headers();
+        }
         let status = abi::header(Map::Response, ":status")
             .and_then(|s| std::str::from_utf8(&s).ok()?.parse::<u16>().ok())
             .unwrap_or(502);
@@ -714,7 +758,10 @@ impl HttpContext for Edge {
         // cheaper than listing every header.)
         self.status = status;
         if status >= 400 && abi::header(Map::Response, "x-llm-provider").is_none() {
-            let code = ErrorCode::from_status(status);
+            let code = match status {
+                429 => limiter::global_refusal().unwrap_or(ErrorCode::UpstreamRateLimit),
+                _ => ErrorCode::from_status(status),
+            };
             self.status = code.status();
             self.code = Some(code);
             if !end_of_stream {

@@ -29,15 +29,12 @@ struct Cached {
 }
 
 fn id(metric_type: MetricKind, base: &str, labels: &[(&str, &str)]) -> Option<u32> {
-    let parts = MetricParts::new(
-        if metric_type == MetricKind::Counter {
-            b'c'
-        } else {
-            b'h'
-        },
-        base,
-        labels,
-    );
+    let kind = match metric_type {
+        MetricKind::Counter => b'c',
+        MetricKind::Gauge => b'g',
+        MetricKind::Histogram => b'h',
+    };
+    let parts = MetricParts::new(kind, base, labels);
     let key = parts.hash();
     IDS.with(|ids| {
         if let Some(cached) = ids.borrow().get(&key) {
@@ -84,6 +81,13 @@ pub fn count(base: &str, labels: &[(&str, &str)], value: u64) {
     }
     if let Some(id) = id(MetricKind::Counter, base, labels) {
         abi::increment_metric(id, value);
+    }
+}
+
+/// Sets a gauge (one stat for every VM: the last value set wins).
+pub fn gauge(base: &str, labels: &[(&str, &str)], value: u64) {
+    if let Some(id) = id(MetricKind::Gauge, base, labels) {
+        abi::record_metric(id, value);
     }
 }
 

@@ -22,6 +22,7 @@ pub use crate::session::{
 
 mod abi;
 mod edge;
+mod limiter;
 mod metrics;
 mod upstream;
 
@@ -71,6 +72,9 @@ impl RootContext for Root {
                     config.providers.len(),
                     config.model_groups.len()
                 );
+                if role == Role::Edge {
+                    limiter::prepare(&config);
+                }
                 self.role = Some(role);
                 self.config = Some(Rc::new(config));
                 true

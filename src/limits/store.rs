@@ -1,0 +1,302 @@
+//! Counters in a store shared by every worker of one proxy (proxy-wasm
+//! shared data), updated with compare-and-swap so concurrent workers never
+//! lose an update. A counter is one value: the start of the window it
+//! counts and what was used in it. A new window resets it in place, so the
+//! set of keys never grows with time.
+
+/// proxy-wasm shared data, or a map in tests.
+pub trait SharedStore {
+    /// The value and its CAS token; `None` when absent (or the host fails).
+    fn get(&self, key: &[u8]) -> Option<(Vec<u8>, u32)>;
+    /// Writes `value` if the entry still has token `cas` (0: unconditionally).
+    fn set(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetResult {
+    Done,
+    /// Another worker wrote in between: read again and retry.
+    CasMismatch,
+    Failed,
+}
+
+/// How often one update is retried against other workers' writes before
+/// giving up (the request is then admitted uncounted: see README).
+pub const MAX_CAS_ATTEMPTS: usize = 16;
+
+/// A counter's value: the window it counts and what was used in it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Slot {
+    pub window_start: u64,
+    pub used: u64,
+}
+
+impl Slot {
+    const LEN: usize = 16;
+
+    fn encode(self) -> [u8; Self::LEN] {
+        let mut out = [0; Self::LEN];
+        let (start, used) = out.split_at_mut(8);
+        start.copy_from_slice(&self.window_start.to_le_bytes());
+        used.copy_from_slice(&self.used.to_le_bytes());
+        out
+    }
+
+    /// A value of another shape (none is written by us) counts as empty.
+    fn decode(bytes: &[u8]) -> Self {
+        let word = |range: std::ops::Range<usize>| {
+            bytes
+                .get(range)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, u64::from_le_bytes)
+        };
+        if bytes.len() != Self::LEN {
+            return Self::default();
+        }
+        Self {
+            window_start: word(0..8),
+            used: word(8..16),
+        }
+    }
+
+    /// What was used in the window starting at `window_start` (0 when this
+    /// slot counts an older one).
+    pub fn used_in(self, window_start: u64) -> u64 {
+        if self.window_start == window_start {
+            self.used
+        } else {
+            0
+        }
+    }
+}
+
+/// The outcome of [`add`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added {
+    /// Counted; what the window has used now.
+    Counted(u64),
+    /// Not counted: it would have gone over the limit; what the window has used.
+    OverLimit(u64),
+    /// The store did not answer or stayed contended: nothing counted.
+    Unavailable,
+}
+
+/// Adds `amount` to the counter `key` in the window starting at
+/// `window_start`, unless that takes it above `limit` (`None`: always add).
+pub fn add(
+    store: &impl SharedStore,
+    key: &[u8],
+    window_start: u64,
+    amount: u64,
+    limit: Option<u64>,
+) -> Added {
+    for _ in 0..MAX_CAS_ATTEMPTS {
+        let (slot, cas) = match store.get(key) {
+            Some((bytes, cas)) => (Slot::decode(&bytes), cas),
+            None => (Slot::default(), 0),
+        };
+        let used = slot.used_in(window_start);
+        let after = used.saturating_add(amount);
+        if limit.is_some_and(|limit| after > limit) {
+            return Added::OverLimit(used);
+        }
+        let next = Slot {
+            window_start,
+            used: after,
+        };
+        match store.set(key, &next.encode(), cas) {
+            SetResult::Done => return Added::Counted(after),
+            SetResult::CasMismatch => continue,
+            SetResult::Failed => return Added::Unavailable,
+        }
+    }
+    Added::Unavailable
+}
+
+/// Takes back `amount` that [`add`] counted, if the window is still the same.
+pub fn undo(store: &impl SharedStore, key: &[u8], window_start: u64, amount: u64) {
+    for _ in 0..MAX_CAS_ATTEMPTS {
+        let Some((bytes, cas)) = store.get(key) else {
+            return;
+        };
+        let slot = Slot::decode(&bytes);
+        if slot.window_start != window_start {
+            return;
+        }
+        let next = Slot {
+            used: slot.used.saturating_sub(amount),
+            ..slot
+        };
+        if store.set(key, &next.encode(), cas) != SetResult::CasMismatch {
+            return;
+        }
+    }
+}
+
+/// What the counter `key` used in the window starting at `window_start`.
+pub fn used(store: &impl SharedStore, key: &[u8], window_start: u64) -> u64 {
+    store
+        .get(key)
+        .map_or(0, |(bytes, _)| Slot::decode(&bytes).used_in(window_start))
+}
+
+/// Creates the counter `key` if it does not exist. Shared data has no
+/// create-if-absent (a write to a missing key ignores its CAS token), so
+/// two workers creating one counter at once could lose a count: counters
+/// are created when the configuration loads, before they are counted in.
+pub fn ensure(store: &impl SharedStore, key: &[u8]) {
+    if store.get(key).is_none() {
+        store.set(key, &Slot::default().encode(), 0);
+    }
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use std::cell::{Cell, RefCell};
+    use std::collections::HashMap;
+
+    /// Entries by key: the value and its CAS token.
+    type Entries = HashMap<Vec<u8>, (Vec<u8>, u32)>;
+    /// A write by "another worker", made just before one of ours.
+    type OtherWrite = Box<dyn Fn(&MemoryStore)>;
+
+    /// Envoy's shared data semantics: every write bumps the entry's CAS
+    /// token; a write with a non-zero token that is not the entry's fails.
+    #[derive(Default)]
+    pub struct MemoryStore {
+        pub entries: RefCell<Entries>,
+        next_cas: Cell<u32>,
+        /// Writes by "another worker" to make before each of our writes.
+        pub interleave: RefCell<Vec<OtherWrite>>,
+        pub calls: Cell<usize>,
+    }
+
+    impl MemoryStore {
+        pub fn raw_set(&self, key: &[u8], value: &[u8]) {
+            self.next_cas.set(self.next_cas.get() + 1);
+            self.entries
+                .borrow_mut()
+                .insert(key.to_vec(), (value.to_vec(), self.next_cas.get()));
+        }
+    }
+
+    impl SharedStore for MemoryStore {
+        fn get(&self, key: &[u8]) -> Option<(Vec<u8>, u32)> {
+            self.calls.set(self.calls.get() + 1);
+            self.entries.borrow().get(key).cloned()
+        }
+
+        fn set(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
+            self.calls.set(self.calls.get() + 1);
+            let other = self.interleave.borrow_mut().pop();
+            if let Some(other) = other {
+                other(self);
+            }
+            let current = self.entries.borrow().get(key).map(|(_, c)| *c);
+            if cas != 0 && current.is_some_and(|c| c != cas) {
+                return SetResult::CasMismatch;
+            }
+            self.raw_set(key, value);
+            SetResult::Done
+        }
+    }
+
+    fn slot(store: &MemoryStore, key: &[u8]) -> Slot {
+        Slot::decode(&store.entries.borrow()[key].0)
+    }
+
+    #[test]
+    fn counts_up_to_the_limit_and_no_further() {
+        let store = MemoryStore::default();
+        ensure(&store, b"k");
+        for n in 1..=3 {
+            assert_eq!(add(&store, b"k", 1000, 1, Some(3)), Added::Counted(n));
+        }
+        assert_eq!(add(&store, b"k", 1000, 1, Some(3)), Added::OverLimit(3));
+        assert_eq!(used(&store, b"k", 1000), 3);
+        // A new window starts from zero, in the same key.
+        assert_eq!(add(&store, b"k", 2000, 1, Some(3)), Added::Counted(1));
+        assert_eq!(used(&store, b"k", 1000), 0);
+        assert_eq!(store.entries.borrow().len(), 1);
+        // Without a limit (charging tokens), it always adds.
+        assert_eq!(add(&store, b"k", 2000, 500, None), Added::Counted(501));
+    }
+
+    #[test]
+    fn a_concurrent_write_is_retried_not_lost() {
+        let store = MemoryStore::default();
+        ensure(&store, b"k");
+        // Two other workers each count one in before our first two writes.
+        for _ in 0..2 {
+            store
+                .interleave
+                .borrow_mut()
+                .push(Box::new(|s: &MemoryStore| {
+                    let (bytes, _) = s.entries.borrow()[b"k".as_slice()].clone();
+                    let mut slot = Slot::decode(&bytes);
+                    slot.window_start = 1000;
+                    slot.used += 1;
+                    s.raw_set(b"k", &slot.encode());
+                }));
+        }
+        assert_eq!(add(&store, b"k", 1000, 1, Some(10)), Added::Counted(3));
+        assert_eq!(slot(&store, b"k").used, 3);
+        // The limit is checked against what the others counted.
+        store
+            .interleave
+            .borrow_mut()
+            .push(Box::new(|s: &MemoryStore| {
+                s.raw_set(
+                    b"k",
+                    &Slot {
+                        window_start: 1000,
+                        used: 10,
+                    }
+                    .encode(),
+                );
+            }));
+        assert_eq!(add(&store, b"k", 1000, 1, Some(10)), Added::OverLimit(10));
+    }
+
+    #[test]
+    fn endless_contention_gives_up_uncounted() {
+        let store = MemoryStore::default();
+        ensure(&store, b"k");
+        for _ in 0..MAX_CAS_ATTEMPTS {
+            store
+                .interleave
+                .borrow_mut()
+                .push(Box::new(|s: &MemoryStore| {
+                    s.raw_set(b"k", &Slot::default().encode())
+                }));
+        }
+        store.calls.set(0);
+        assert_eq!(add(&store, b"k", 1000, 1, Some(10)), Added::Unavailable);
+        // A read and a write per attempt, and no more.
+        assert_eq!(store.calls.get(), 2 * MAX_CAS_ATTEMPTS);
+    }
+
+    #[test]
+    fn undo_takes_back_only_in_the_same_window() {
+        let store = MemoryStore::default();
+        ensure(&store, b"k");
+        add(&store, b"k", 1000, 2, None);
+        undo(&store, b"k", 1000, 1);
+        assert_eq!(used(&store, b"k", 1000), 1);
+        add(&store, b"k", 2000, 5, None);
+        undo(&store, b"k", 1000, 5);
+        assert_eq!(used(&store, b"k", 2000), 5);
+    }
+
+    #[test]
+    fn ensure_keeps_an_existing_counter_and_odd_values_count_as_empty() {
+        let store = MemoryStore::default();
+        add(&store, b"k", 1000, 4, None);
+        ensure(&store, b"k");
+        assert_eq!(used(&store, b"k", 1000), 4);
+        store.raw_set(b"odd", b"not a slot");
+        assert_eq!(used(&store, b"odd", 0), 0);
+        assert_eq!(add(&store, b"odd", 1000, 1, Some(1)), Added::Counted(1));
+    }
+}

@@ -1,0 +1,377 @@
+use super::store::tests::MemoryStore;
+use super::*;
+
+const KEYS: &[&str] = &["search-team", "ads-team"];
+const GROUPS: &[&str] = &["chat", "cheap"];
+// 2026-02-14T13:45:30.250Z
+const NOW: u64 = 1_771_076_730_250;
+
+fn parse_rules(json: &str) -> Result<Vec<RateLimit>, String> {
+    let mut rules: Vec<RateLimit> = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    validate(&mut rules, Some(KEYS), GROUPS)?;
+    Ok(rules)
+}
+
+fn error_of(json: &str) -> String {
+    parse_rules(json).err().unwrap_or_default()
+}
+
+#[test]
+fn the_issues_example_is_three_limits_on_two_scopes() {
+    let rules = parse_rules(
+        r#"[{"key": "search-team", "group": "chat", "requests_per_minute": 600, "tokens_per_hour": 2000000},
+            {"key": "search-team", "usd_per_day": 50}]"#,
+    )
+    .unwrap();
+    let on_chat = counters(&rules, Some("search-team"), "chat");
+    let fields: Vec<_> = on_chat
+        .iter()
+        .map(|c| (c.budget.field, c.budget.limit, c.scope))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("requests_per_minute", 600, Scope::KeyGroup),
+            ("tokens_per_hour", 2_000_000, Scope::KeyGroup),
+            ("usd_per_day", 50_000_000, Scope::Key),
+        ]
+    );
+    // Another group: only the key's budget; another key: nothing.
+    assert_eq!(counters(&rules, Some("search-team"), "cheap").len(), 1);
+    assert!(counters(&rules, Some("ads-team"), "chat").is_empty());
+    assert_eq!(
+        String::from_utf8(on_chat[0].id.clone()).unwrap(),
+        "llm.limit|requests|minute|k11:search-team|g4:chat"
+    );
+}
+
+#[test]
+fn wildcards_give_each_key_and_group_its_own_counter() {
+    let rules = parse_rules(r#"[{"key": "*", "group": "*", "requests_per_second": 5}, {"group": "chat", "requests_per_hour": 9}]"#)
+        .unwrap();
+    let a = counters(&rules, Some("search-team"), "chat");
+    let b = counters(&rules, Some("ads-team"), "chat");
+    assert_ne!(a[0].id, b[0].id);
+    // The group-wide limit is one counter for every key.
+    assert_eq!(a[1].id, b[1].id);
+    assert_eq!(a[1].scope, Scope::Group);
+    // Every counter the configuration can use, each once.
+    assert_eq!(every_counter(&rules, KEYS, GROUPS).len(), 2 * 2 + 1);
+    // A wildcard and a name never share a counter.
+    let named = parse_rules(r#"[{"key": "*", "requests_per_second": 5}, {"key": "ads-team", "requests_per_second": 50}]"#)
+        .unwrap();
+    let both = counters(&named, Some("ads-team"), "chat");
+    assert_eq!(both.len(), 2);
+    assert_ne!(both[0].id, both[1].id);
+}
+
+#[test]
+fn a_counter_id_does_not_depend_on_the_limit_value() {
+    let before =
+        parse_rules(r#"[{"key": "ads-team", "tokens_per_minute": 100, "tokens": "output"}]"#)
+            .unwrap();
+    let after = parse_rules(r#"[{"group": "chat", "requests_per_hour": 1}, {"key": "ads-team", "tokens_per_minute": 900, "tokens": "output"}]"#)
+        .unwrap();
+    let id = |r: &[RateLimit]| {
+        counters(r, Some("ads-team"), "chat")
+            .last()
+            .map(|c| c.id.clone())
+    };
+    assert_eq!(id(&before), id(&after));
+}
+
+#[test]
+fn invalid_limits_name_the_field() {
+    for (json, field) in [
+        (
+            r#"[{"key": "nobody", "requests_per_minute": 1}]"#,
+            "limits.rate[0].key: no gateway key named 'nobody'",
+        ),
+        (
+            r#"[{"group": "nope", "requests_per_minute": 1}]"#,
+            "limits.rate[0].group: no model group named 'nope'",
+        ),
+        (
+            r#"[{"key": "*", "requests_per_minute": 0}]"#,
+            "limits.rate[0].requests_per_minute: must be at least 1",
+        ),
+        (r#"[{"key": "*"}]"#, "limits.rate[0]: no limit"),
+        (
+            r#"[{"key": "*", "usd_per_day": -1}]"#,
+            "limits.rate[0].usd_per_day: must be between",
+        ),
+        (
+            r#"[{"key": "*", "requests_per_hour": 1, "tokens": "input"}]"#,
+            "limits.rate[0].tokens: only token limits",
+        ),
+        (
+            r#"[{"key": "*", "requests_per_hour": 1}, {"key": "*", "requests_per_hour": 2}]"#,
+            "limits.rate[1].requests_per_hour: limits.rate[0] already limits",
+        ),
+    ] {
+        let err = error_of(json);
+        assert!(err.starts_with(field), "{json}: {err}");
+    }
+    assert!(error_of(r#"[{"key": "*", "tokens": "some"}]"#).contains("unknown variant"));
+    assert!(error_of(r#"[{"key": "*", "requests_per_day": 1}]"#).contains("unknown field"));
+    let mut keyed: Vec<RateLimit> =
+        serde_json::from_str(r#"[{"key": "*", "requests_per_minute": 1}]"#).unwrap();
+    let err = validate(&mut keyed, None, GROUPS).unwrap_err();
+    assert_eq!(
+        err,
+        "limits.rate[0].key: auth is off, so no request has a key"
+    );
+}
+
+#[test]
+fn the_counter_space_is_bounded() {
+    let keys: Vec<String> = (0..200).map(|i| format!("k{i}")).collect();
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let groups: Vec<String> = (0..26).map(|i| format!("g{i}")).collect();
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let mut wide: Vec<RateLimit> = serde_json::from_str(
+        r#"[{"key": "*", "group": "*", "requests_per_minute": 1, "tokens_per_hour": 5}]"#,
+    )
+    .unwrap();
+    let err = validate(&mut wide, Some(&keys), &groups).unwrap_err();
+    assert!(err.starts_with("limits.rate: 10400 counters"), "{err}");
+    wide.truncate(0);
+    assert!(validate(&mut wide, Some(&keys), &groups).is_ok());
+}
+
+#[test]
+fn requests_are_counted_up_to_the_limit_then_refused_until_the_window_ends() {
+    let rules = parse_rules(r#"[{"key": "*", "requests_per_minute": 2}]"#).unwrap();
+    let c = counters(&rules, Some("ads-team"), "chat");
+    let store = MemoryStore::default();
+    let first = admit(&store, &c, NOW, None);
+    assert_eq!(first.refused, None);
+    let reset_ms = 60_000 - 30_250;
+    assert_eq!(
+        first.headers.requests,
+        Some(Snapshot {
+            limit: 2,
+            remaining: 1,
+            reset_ms
+        })
+    );
+    assert_eq!(first.headers.tokens, None);
+    assert_eq!(
+        admit(&store, &c, NOW + 1, None)
+            .headers
+            .requests
+            .map(|s| s.remaining),
+        Some(0)
+    );
+    let third = admit(&store, &c, NOW + 2, None);
+    let refusal = third.refused.unwrap();
+    assert_eq!(
+        (refusal.counter, refusal.used, refusal.reset_ms),
+        (0, 2, reset_ms - 2)
+    );
+    // The next minute admits again.
+    assert_eq!(admit(&store, &c, NOW + reset_ms, None).refused, None);
+}
+
+#[test]
+fn a_refusal_by_one_limit_takes_back_the_count_of_the_others() {
+    let rules = parse_rules(
+        r#"[{"key": "*", "requests_per_hour": 10}, {"group": "chat", "requests_per_second": 1}]"#,
+    )
+    .unwrap();
+    let c = counters(&rules, Some("ads-team"), "chat");
+    let store = MemoryStore::default();
+    assert_eq!(admit(&store, &c, NOW, None).refused, None);
+    let second = admit(&store, &c, NOW + 1, None);
+    assert_eq!(second.refused.map(|r| r.counter), Some(1));
+    // The hourly limit counted the request, then took it back.
+    assert_eq!(store::used(&store, &c[0].id, Window::Hour.bounds(NOW).0), 1);
+    assert_eq!(second.remaining, [Some(9), Some(0)]);
+}
+
+#[test]
+fn token_budgets_refuse_once_spent_or_by_the_estimate() {
+    let rules = parse_rules(r#"[{"key": "ads-team", "tokens_per_hour": 100}, {"key": "ads-team", "tokens_per_minute": 1000, "tokens": "input"}]"#)
+        .unwrap();
+    let c = counters(&rules, Some("ads-team"), "chat");
+    let store = MemoryStore::default();
+    let admitted = admit(&store, &c, NOW, None);
+    assert_eq!(admitted.refused, None);
+    assert_eq!(
+        admitted.headers.tokens.map(|s| (s.limit, s.remaining)),
+        Some((100, 100))
+    );
+    let charged = charge(
+        &store,
+        &c,
+        NOW,
+        Usage {
+            input: 30,
+            output: 50,
+            micro_usd: 7,
+        },
+    );
+    assert_eq!(charged, [(0, 20), (1, 970)]);
+    // 80 of 100 used: admitted, unless its own estimate would go over.
+    assert_eq!(admit(&store, &c, NOW, None).refused, None);
+    let estimate = Estimate {
+        input: 15,
+        output: 10,
+    };
+    let refused = admit(&store, &c, NOW, Some(estimate)).refused.unwrap();
+    assert_eq!(
+        (refused.counter, refused.used, refused.requested),
+        (0, 80, Some(25))
+    );
+    assert_eq!(
+        admit(
+            &store,
+            &c,
+            NOW,
+            Some(Estimate {
+                input: 15,
+                output: 5
+            })
+        )
+        .refused,
+        None
+    );
+    // Spent (a request in flight went over): refused whatever the estimate.
+    charge(
+        &store,
+        &c,
+        NOW,
+        Usage {
+            input: 10,
+            output: 30,
+            micro_usd: 0,
+        },
+    );
+    let spent = admit(&store, &c, NOW, None);
+    assert_eq!(
+        spent.refused.map(|r| (r.used, r.requested)),
+        Some((120, None))
+    );
+    assert_eq!(spent.headers.tokens.map(|s| s.remaining), Some(0));
+    // Nothing was counted for the refused requests.
+    assert_eq!(
+        store::used(&store, &c[1].id, Window::Minute.bounds(NOW).0),
+        40
+    );
+}
+
+#[test]
+fn a_spend_budget_counts_micro_usd() {
+    let rules = parse_rules(r#"[{"key": "search-team", "usd_per_month": 0.5}]"#).unwrap();
+    let c = counters(&rules, Some("search-team"), "cheap");
+    let store = MemoryStore::default();
+    assert_eq!(
+        charge(
+            &store,
+            &c,
+            NOW,
+            Usage {
+                input: 9,
+                output: 9,
+                micro_usd: 499_999
+            }
+        ),
+        [(0, 1)]
+    );
+    assert_eq!(admit(&store, &c, NOW, None).refused, None);
+    charge(
+        &store,
+        &c,
+        NOW,
+        Usage {
+            micro_usd: 1,
+            ..Usage::default()
+        },
+    );
+    let refusal = admit(&store, &c, NOW, None).refused.unwrap();
+    let e = refusal_error(&c[0], &refusal, "cheap");
+    assert_eq!(e.code, ErrorCode::RateLimited);
+    assert_eq!(
+        e.error_type,
+        Some(crate::error::ErrorType::InsufficientQuota)
+    );
+    assert!(e.message.starts_with("Rate limit reached for USD per month (this key): Limit 0.50, Used 0.50. Please try again in "), "{}", e.message);
+    // Until March 1st.
+    assert_eq!(
+        e.retry_after,
+        Some((1_772_323_200_000 - NOW).div_ceil(1000))
+    );
+    // No usage, no host call.
+    let calls = store.calls.get();
+    assert!(charge(&store, &c, NOW, Usage::default()).is_empty());
+    assert_eq!(store.calls.get(), calls);
+}
+
+#[test]
+fn the_error_names_the_limit_and_the_wait_but_no_key() {
+    let rules = parse_rules(r#"[{"key": "search-team", "group": "chat", "requests_per_second": 1}, {"group": "chat", "tokens_per_minute": 10}]"#)
+        .unwrap();
+    let c = counters(&rules, Some("search-team"), "chat");
+    let refusal = Refusal {
+        counter: 0,
+        used: 1,
+        requested: Some(1),
+        reset_ms: 250,
+    };
+    let e = refusal_error(&c[0], &refusal, "chat");
+    assert_eq!(
+        e.message,
+        "Rate limit reached for requests per second (this key on model group chat): Limit 1, Used 1, Requested 1. Please try again in 250ms."
+    );
+    assert_eq!(
+        (e.status(), e.retry_after, e.error_type),
+        (429, Some(1), None)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&e.to_json(Some("r1"))).unwrap();
+    assert_eq!(json["error"]["type"], "requests");
+    assert_eq!(json["error"]["code"], "RATE_LIMITED");
+    let refusal = Refusal {
+        counter: 1,
+        used: 12,
+        requested: None,
+        reset_ms: 6000,
+    };
+    let e = refusal_error(&c[1], &refusal, "chat");
+    assert_eq!(
+        e.message,
+        "Rate limit reached for tokens per minute (model group chat, all keys together): Limit 10, Used 12. Please try again in 6s."
+    );
+    assert!(!e.message.contains("search-team"));
+    assert_eq!(crate::error::retry_delay_in(&e.message), Some(6));
+}
+
+#[test]
+fn host_calls_per_request_are_few() {
+    // The issue's example: 1 request limit, 1 token limit, 1 budget.
+    let rules = parse_rules(
+        r#"[{"key": "search-team", "group": "chat", "requests_per_minute": 600, "tokens_per_hour": 2000000},
+            {"key": "search-team", "usd_per_day": 50}]"#,
+    )
+    .unwrap();
+    let c = counters(&rules, Some("search-team"), "chat");
+    let store = MemoryStore::default();
+    for id in every_counter(&rules, KEYS, GROUPS) {
+        store::ensure(&store, &id);
+    }
+    store.calls.set(0);
+    admit(&store, &c, NOW, None);
+    // Two reads (tokens, USD), a read and a write (requests).
+    assert_eq!(store.calls.get(), 4);
+    store.calls.set(0);
+    charge(
+        &store,
+        &c,
+        NOW,
+        Usage {
+            input: 1,
+            output: 1,
+            micro_usd: 1,
+        },
+    );
+    assert_eq!(store.calls.get(), 4);
+}

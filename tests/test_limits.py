@@ -1,0 +1,440 @@
+"""Rate limits, token limits and spend budgets (`limits.rate`), through a
+real Envoy with `--concurrency 4` (four workers, one counter store: proxy-wasm
+shared data); hot reload through the shipped ECDS example; and the global
+path: envoy/ratelimit.yaml against a test-only rate limit service speaking
+the real gRPC protocol (tests/ratelimit_service.py)."""
+
+import json
+import math
+import re
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+import yaml
+
+import gateway
+import ratelimit_service
+from conftest import Gateway, complete_lines
+from sse_client import stream
+from test_hot_reload import HotGateway, STATS
+
+HI = [{"role": "user", "content": "hi"}]
+# What the mock's OpenAI dialect bills for HI (asserted below): 1 + 9 tokens.
+HI_TOKENS = 10
+# USD per million tokens: HI costs 1 * 0.001 + 9 * 0.002 = 0.019 USD.
+PRICES = {"*": {"input": 1000, "output": 2000}}
+HI_USD = 0.019
+
+# One gateway key per test, so their counters never meet.
+KEYS = {name: f"gw-limit-test-{name}" for name in
+        ("rps", "tokens", "usd", "shape", "sdk", "estimate", "stream", "free")}
+RULES = [
+    {"key": "rps", "group": "mock-openai", "requests_per_second": 5},
+    {"key": "tokens", "tokens_per_hour": 200},
+    {"key": "usd", "usd_per_day": 0.07},
+    {"key": "shape", "requests_per_minute": 2, "tokens_per_hour": 100000},
+    {"key": "sdk", "requests_per_second": 1},
+    {"key": "estimate", "tokens_per_minute": 60, "tokens": "input"},
+    {"key": "stream", "requests_per_hour": 1000, "tokens_per_day": 100000},
+]
+
+
+def configure(config):
+    config["auth"] = {"enabled": True, "keys": [
+        {"name": name, "sha256": gateway.key_hash(key), "groups": ["*"]} for name, key in KEYS.items()]}
+    config["providers"]["mock-openai"]["prices"] = PRICES
+    config["limits"]["rate"] = RULES
+    config["limits"]["refuse_on_estimate"] = True
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("limits")
+    mock, mock_port = gateway.start_mock()
+    envoy = None
+    try:
+        bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=configure)
+        # Access-log files are flushed every 10 s by default.
+        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=4,
+                                    extra_args=["--file-flush-interval-msec", "50"])
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir, key=None)
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+
+
+def chat(gw, key, messages=HI, **extra):
+    """A request on a connection of its own (so requests spread over the workers)."""
+    return gw.chat({"model": "m", "messages": messages, **extra},
+                   authorization=f"Bearer {KEYS[key]}", **{"x-model-group": "mock-openai", "connection": "close"})
+
+
+def fresh_window(seconds, need):
+    """Waits for the next window of `seconds` when fewer than `need` seconds
+    are left in this one, so a test's requests all fall in one window."""
+    left = seconds - time.time() % seconds
+    if left < need:
+        time.sleep(left + 0.01)
+
+
+def reset_seconds(value):
+    """An OpenAI reset header (`1.5s`, `6m0s`, `250ms`) in seconds."""
+    total = 0.0
+    for number, unit in re.findall(r"([\d.]+)(ms|h|m|s)", value):
+        total += float(number) * {"h": 3600, "m": 60, "s": 1, "ms": 0.001}[unit]
+    return total
+
+
+def used_in(message):
+    return re.search(r"Used ([\d.]+)", message).group(1)
+
+
+def test_request_limit_holds_across_four_workers_over_several_windows(limited):
+    """5 requests a second for key rps, four clients as fast as they can for
+    several seconds: in every window between the first and the last, exactly
+    5 requests were admitted, with remaining counts 4..0 each once (one
+    counter for all workers, no lost or doubled update)."""
+    results, lock = [], threading.Lock()
+    stop_at = time.time() + 3.5
+
+    def client():
+        while time.time() < stop_at:
+            sent = time.time()
+            status, headers, body = chat(limited, "rps")
+            with lock:
+                results.append((sent, time.time(), status, headers, body))
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    windows = {}
+    for sent, received, status, headers, body in results:
+        assert status in (200, 429), body
+        assert headers["x-ratelimit-limit-requests"] == "5"
+        reset = reset_seconds(headers["x-ratelimit-reset-requests"])
+        assert 0 < reset <= 1
+        if status == 429:
+            assert body["error"]["code"] == "RATE_LIMITED"
+            assert headers["x-ratelimit-remaining-requests"] == "0"
+            continue
+        # The window ends at a whole second within [sent, received] + reset.
+        ends = {math.floor(received + reset + 0.002)} & {math.ceil(sent + reset - 0.002)}
+        assert len(ends) == 1, (sent, received, reset)
+        windows.setdefault(ends.pop(), []).append(int(headers["x-ratelimit-remaining-requests"]))
+    assert len(windows) >= 3, windows
+    for end in sorted(windows)[1:-1]:
+        assert sorted(windows[end]) == [0, 1, 2, 3, 4], (end, windows)
+    for remaining in windows.values():
+        assert len(remaining) == len(set(remaining)) and len(remaining) <= 5, windows
+    # The requests really were spread over several workers.
+    stats = limited.stats("listener.127.0.0.1_")
+    workers = [k for k, v in stats.items() if ".worker_" in k and k.endswith("downstream_cx_total") and int(v) > 0]
+    assert len(workers) >= 2, stats
+
+
+def test_token_limit_charges_actual_usage_exactly_under_concurrency(limited):
+    """200 tokens an hour for key tokens: four concurrent clients until each is
+    refused. Every admitted request's usage (10 tokens) was charged, none
+    lost: the refusal says Used = 10 x admitted; requests in flight when the
+    budget ran out may go over it (at most one per other client)."""
+    fresh_window(3600, 30)
+    admitted, lock = [], threading.Lock()
+
+    def client():
+        while True:
+            status, _, body = chat(limited, "tokens")
+            if status != 200:
+                assert status == 429 and body["error"]["type"] == "tokens", body
+                return
+            assert body["usage"]["total_tokens"] == HI_TOKENS
+            with lock:
+                admitted.append(1)
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    n = len(admitted)
+    # Sequentially 20 (the estimate of 5 tokens fits until 195 used).
+    assert 20 <= n <= 23, n
+    status, headers, body = chat(limited, "tokens")
+    assert status == 429 and body["error"]["code"] == "RATE_LIMITED"
+    assert used_in(body["error"]["message"]) == str(HI_TOKENS * n), body
+    assert headers["x-ratelimit-limit-tokens"] == "200"
+    assert headers["x-ratelimit-remaining-tokens"] == "0"
+    assert 0 < reset_seconds(headers["x-ratelimit-reset-tokens"]) <= 3600
+    assert "x-ratelimit-limit-requests" not in headers
+
+
+def test_a_budget_in_usd(limited):
+    """0.07 USD a day for key usd at 0.019 a request: 4 are admitted (0.057
+    spent before the 4th), the 5th is refused as OpenAI refuses a spent quota."""
+    fresh_window(86400, 30)
+    statuses = [chat(limited, "usd")[0] for _ in range(4)]
+    assert statuses == [200] * 4
+    status, headers, body = chat(limited, "usd")
+    assert status == 429
+    error = body["error"]
+    assert (error["code"], error["type"], error["provider"]) == ("RATE_LIMITED", "insufficient_quota", None)
+    assert error["message"].startswith(
+        f"Rate limit reached for USD per day (this key): Limit 0.07, Used {4 * HI_USD:.2f}. Please try again in ")
+    assert 1 <= int(headers["retry-after"]) <= 86400
+
+
+def test_429_shape_headers_metrics_and_access_log(limited):
+    fresh_window(60, 10)
+    first = chat(limited, "shape")
+    second = chat(limited, "shape")
+    assert [first[0], second[0]] == [200, 200]
+    assert [r[1]["x-ratelimit-remaining-requests"] for r in (first, second)] == ["1", "0"]
+    # Tokens are charged at the end of each response.
+    assert [r[1]["x-ratelimit-remaining-tokens"] for r in (first, second)] == ["100000", str(100000 - HI_TOKENS)]
+    status, headers, body = chat(limited, "shape")
+    assert status == 429
+    assert headers["content-type"] == "application/json"
+    assert body == {"error": {
+        "message": body["error"]["message"], "type": "requests", "code": "RATE_LIMITED",
+        "param": None, "provider": None, "request_id": headers["x-request-id"]}}
+    assert re.fullmatch(r"Rate limit reached for requests per minute \(this key\): Limit 2, Used 2, "
+                        r"Requested 1\. Please try again in [\dms.]+\.", body["error"]["message"])
+    assert "shape" not in body["error"]["message"]
+    reset = reset_seconds(headers["x-ratelimit-reset-requests"])
+    assert int(headers["retry-after"]) == math.ceil(reset)
+    assert int(headers["retry-after-ms"]) == round(reset * 1000)
+    assert {k: headers[k] for k in headers if k.startswith("x-ratelimit-") and "reset" not in k} == {
+        "x-ratelimit-limit-requests": "2", "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-limit-tokens": "100000", "x-ratelimit-remaining-tokens": str(100000 - 2 * HI_TOKENS)}
+    # No vendor was called for it.
+    assert "x-llm-provider" not in headers
+    stats = limited.stats("llm_gateway.rate_limit")
+    base = "wasmcustom.llm_gateway.rate_limit;key=shape;group=mock-openai;scope=key"
+    assert stats[f"{base};limit=requests_per_minute;decision=admitted"] == "2"
+    assert stats[f"{base};limit=requests_per_minute;decision=limited"] == "1"
+    assert stats[f"{base};limit=tokens_per_hour;decision=admitted"] == "2"
+    remaining = "wasmcustom.llm_gateway.rate_limit_remaining;key=shape;group=none;scope=key"
+    assert stats[f"{remaining};limit=requests_per_minute"] == "0"
+    assert stats[f"{remaining};limit=tokens_per_hour"] == str(100000 - 2 * HI_TOKENS)
+    line = wait_for_log_line(limited, headers["x-request-id"])
+    assert (line["status"], line["code"], line["rate_limit"], line["key"], line["group"]) == (
+        429, "RATE_LIMITED", "key.requests_per_minute", "shape", "mock-openai")
+    assert "rate_limit" not in wait_for_log_line(limited, first[1]["x-request-id"])
+
+
+def wait_for_log_line(gw, request_id, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for text in complete_lines(gw.workdir / "access.log"):
+            if request_id in text:
+                return json.loads(text)
+        time.sleep(0.05)
+    raise AssertionError(f"no access-log line for {request_id}")
+
+
+def test_a_vendor_429_stays_distinguishable_from_ours(limited):
+    status, headers, body = limited.chat(
+        {"model": "m", "messages": HI},
+        authorization=f"Bearer {KEYS['free']}", **{"x-model-group": "mock-openai", "x-mock-scenario": "error-429"})
+    assert status == 429
+    assert (body["error"]["code"], body["error"]["provider"]) == ("UPSTREAM_RATE_LIMIT", "mock-openai")
+    assert headers["x-llm-provider"] == "mock-openai"
+    # The SDK raises RateLimitError for both; the code tells them apart.
+    client = openai.OpenAI(base_url=limited.base + "/v1", api_key=KEYS["free"], max_retries=0,
+                           default_headers={"x-model-group": "mock-openai", "x-mock-scenario": "error-429"})
+    with pytest.raises(openai.RateLimitError) as vendor:
+        client.chat.completions.create(model="m", messages=HI)
+    assert vendor.value.code == "UPSTREAM_RATE_LIMIT"
+    client = openai.OpenAI(base_url=limited.base + "/v1", api_key=KEYS["estimate"], max_retries=0,
+                           default_headers={"x-model-group": "mock-openai"})
+    with pytest.raises(openai.RateLimitError) as gateway_side:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x" * 400}])
+    assert gateway_side.value.code == "RATE_LIMITED"
+
+
+def test_the_openai_sdk_waits_our_retry_after_and_retries(limited):
+    """1 request a second for key sdk: the SDK's second call is refused, waits
+    retry-after-ms (the rest of the window), and its retry is admitted."""
+    for _ in range(3):
+        fresh_window(1, 0.7)
+        seen = []
+        client = openai.OpenAI(
+            base_url=limited.base + "/v1", api_key=KEYS["sdk"], max_retries=2,
+            default_headers={"x-model-group": "mock-openai"},
+            http_client=httpx.Client(event_hooks={
+                "request": [lambda r: seen.append(("request", time.monotonic(), None))],
+                "response": [lambda r: seen.append(("response", time.monotonic(), r))]}))
+        client.chat.completions.create(model="m", messages=HI)
+        reply = client.chat.completions.create(model="m", messages=HI)
+        statuses = [r.status_code for kind, _, r in seen if kind == "response"]
+        if statuses == [200, 200]:
+            continue  # the second call fell into the next window: try again
+        assert statuses == [200, 429, 200], statuses
+        assert reply.choices[0].message.content
+        refused = next(i for i, (kind, _, r) in enumerate(seen) if kind == "response" and r.status_code == 429)
+        wait_ms = int(seen[refused][2].headers["retry-after-ms"])
+        assert 0 < wait_ms <= 1000
+        retried_at = seen[refused + 1][1]
+        assert retried_at - seen[refused][1] >= wait_ms / 1000 - 0.005
+        return
+    pytest.fail("three tries and no refusal: the window never held two calls")
+
+
+def test_refused_by_its_own_estimate_at_admission(limited):
+    """60 input tokens a minute for key estimate, refuse_on_estimate on: a
+    prompt estimated at about 100 tokens is refused before any vendor is
+    called; a short one passes."""
+    long_prompt = [{"role": "user", "content": "x" * 400}]
+    status, headers, body = chat(limited, "estimate", messages=long_prompt)
+    assert status == 429, body
+    assert body["error"]["type"] == "tokens"
+    assert re.search(r"input tokens per minute \(this key\): Limit 60, Used \d+, Requested 10\d\.", body["error"]["message"])
+    assert chat(limited, "estimate")[0] == 200
+
+
+def test_streams_carry_the_headers_and_are_charged_when_they_end(limited):
+    fresh_window(86400, 30)
+    before = chat(limited, "stream")[1]
+    status, headers, events = stream(limited, {"model": "m", "messages": HI, "stream": True},
+                                     {"authorization": f"Bearer {KEYS['stream']}", "x-model-group": "mock-openai"})
+    assert status == 200 and events[-1][1] == "[DONE]"
+    assert int(headers["x-ratelimit-remaining-requests"]) == int(before["x-ratelimit-remaining-requests"]) - 1
+    assert headers["x-ratelimit-remaining-tokens"] == str(100000 - HI_TOKENS)
+    after = chat(limited, "stream")[1]
+    # The stream's usage (charged at its end, as the mock reports it) came off too.
+    assert int(after["x-ratelimit-remaining-tokens"]) < 100000 - HI_TOKENS
+
+
+# Hot reload (the shipped ECDS example, one worker).
+
+RELOAD_RULE = {"key": "example-team", "requests_per_hour": 3}
+
+
+@pytest.fixture
+def hot(tmp_path):
+    h = HotGateway(tmp_path)
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+def publish(hot, version, config):
+    hot.publish("upstream", version, config)
+    hot.publish("edge", version, config)
+    for role in STATS:
+        hot.wait_stat(role, "version_text", f'"{version}"')
+
+
+def test_hot_reload_keeps_counters_and_an_invalid_limit_is_rejected(hot):
+    fresh_window(3600, 60)
+    config = hot.config()
+    config["limits"] = {"rate": [RELOAD_RULE]}
+    publish(hot, "2", config)
+    remaining = [hot.gw.chat({"model": "m", "messages": HI})[1]["x-ratelimit-remaining-requests"] for _ in range(2)]
+    assert remaining == ["2", "1"]
+    # A reload that keeps the limit (and adds another) keeps its counter.
+    config["limits"]["rate"] = [{"group": "mock-anthropic", "requests_per_hour": 5}, RELOAD_RULE]
+    publish(hot, "3", config)
+    status, headers, _ = hot.gw.chat({"model": "m", "messages": HI})
+    assert (status, headers["x-ratelimit-remaining-requests"]) == (200, "0")
+    assert hot.gw.chat({"model": "m", "messages": HI})[0] == 429
+    # An invalid limit is rejected, naming the field; the old limits stay.
+    broken = json.loads(json.dumps(config))
+    broken["limits"]["rate"][1]["requests_per_hour"] = 0
+    hot.publish("upstream", "4", broken)
+    hot.publish("edge", "4", broken)
+    for role in STATS:
+        hot.wait_stat(role, "config_fail", "1")
+    log = (hot.dir.parent / "envoy/envoy.log").read_text()
+    assert "limits.rate[1].requests_per_hour: must be at least 1" in log
+    status, _, body = hot.gw.chat({"model": "m", "messages": HI})
+    assert status == 429 and body["error"]["code"] == "RATE_LIMITED"
+
+
+# The global path: envoy/ratelimit.yaml and a rate limit service.
+
+RATELIMIT_YAML = gateway.ROOT / "envoy/ratelimit.yaml"
+TOKEN_BUDGET = 25
+
+
+@pytest.fixture
+def global_limited(tmp_path):
+    server, rls_port, service = ratelimit_service.start("llm_gateway", [
+        ratelimit_service.Limit({"llm_key": None, "llm_group": None}, 100, "hour"),
+        ratelimit_service.Limit({"llm_budget": "tokens", "llm_key": None}, TOKEN_BUDGET, "hour"),
+        ratelimit_service.Limit({"llm_budget": "micro_usd", "llm_key": None}, 10**9, "day"),
+    ])
+    mock, mock_port = gateway.start_mock()
+    envoy = None
+    try:
+        bootstrap = yaml.safe_load(RATELIMIT_YAML.read_text())
+        bootstrap["admin"]["address"]["socket_address"]["port_value"] = 0
+        bootstrap["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = 0
+        ports = {"mock_openai": mock_port, "ratelimit": rls_port}
+        for cluster in bootstrap["static_resources"]["clusters"]:
+            for ep in cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]:
+                ep["endpoint"]["address"]["socket_address"]["port_value"] = ports[cluster["name"]]
+        hcm, edge, upstream = gateway._wasm_filters(bootstrap)
+        for role in (edge, upstream):
+            role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
+        envoy = gateway.start_envoy(bootstrap, tmp_path / "envoy", log_level="info", concurrency=2,
+                                    extra_args=["--file-flush-interval-msec", "50"])
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, tmp_path / "envoy", key="example-gateway-key"), service
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+        server.stop(0)
+
+
+def wait_for(condition, what, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_global_limits_count_requests_and_charge_tokens_on_completion(global_limited):
+    gw, service = global_limited
+    fresh_window(3600, 30)
+    tokens = (("llm_budget", "tokens"), ("llm_key", "example-team"))
+    requests = (("llm_key", "example-team"), ("llm_group", "mock-openai"))
+    for n in (1, 2, 3):
+        status, headers, body = gw.chat({"model": "m", "messages": HI})
+        assert status == 200, body
+        # Charged when the stream is done (after the answer), with its tokens.
+        wait_for(lambda: service.count(tokens, "hour") == n * HI_TOKENS,
+                 f"tokens after {n}: {service.count(tokens, 'hour')}")
+        assert service.count(requests, "hour") == n
+    # The descriptors carried the key, the group, and the tokens and cost as hits.
+    charges = [d for call in service.calls for d in call.descriptors if d.hits_addend.value > 0]
+    assert sorted(d.hits_addend.value for d in charges if d.entries[0].value == "tokens") == [HI_TOKENS] * 3
+    log = wait_for_log_line(gw, headers["x-request-id"])
+    micro_usd = math.floor(log["cost_usd"] * 1e6 + 0.5)
+    assert micro_usd > 0
+    assert [d.hits_addend.value for d in charges if d.entries[0].value == "micro_usd"] == [micro_usd] * 3
+    # Each arrival checked both budgets with hits 0 (a check that adds nothing).
+    checks = [d for call in service.calls for d in call.descriptors
+              if d.HasField("hits_addend") and d.hits_addend.value == 0]
+    assert sorted(d.entries[0].value for d in checks) == ["micro_usd"] * 3 + ["tokens"] * 3
+    # 30 of 25 tokens spent: the service refuses the next request, before any vendor.
+    status, headers, body = gw.chat({"model": "m", "messages": HI, "request_id": "global-refused"})
+    assert status == 429
+    assert (body["error"]["code"], body["error"]["type"], body["error"]["provider"]) == ("RATE_LIMITED", "requests", None)
+    assert body["error"]["request_id"] == "global-refused"
+    assert "x-llm-provider" not in headers
+    assert 1 <= int(headers["retry-after"]) <= 3600
+    # The rate limit filter's own headers name the limit that fired.
+    assert f"{TOKEN_BUDGET};w=3600" in headers["x-ratelimit-limit"], headers
+    assert service.count(requests, "hour") == 4
+    line = wait_for_log_line(gw, "global-refused")
+    assert (line["status"], line["code"]) == (429, "RATE_LIMITED")
+    # The descriptors come from filter state, which no client header can set.
+    status, _, _ = gw.chat({"model": "m", "messages": HI}, **{"x-llm-key": "someone-else", "x-llm-group": "x"})
+    assert status == 429
+    values = {e.value for call in service.calls for d in call.descriptors for e in d.entries}
+    assert values == {"example-team", "mock-openai", "tokens", "micro_usd"}, values
