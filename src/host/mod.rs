@@ -12,19 +12,15 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
 
 use crate::config::Config;
-use crate::error::GatewayError;
 use crate::headers::Headers;
-use crate::session::host::{micros_since, unix_seconds, Buffer, Host, Map, Phase};
-use crate::session::{self, attempt::Attempt};
-pub use crate::session::{
-    attempt_property, client_surface, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
-};
+use crate::limits::store::SetResult;
+use crate::session::attempt::Attempt;
+use crate::session::edge::{limiter, Edge};
+use crate::session::host::{unix_seconds, Buffer, Host, Map, Phase};
 
 mod abi;
-mod edge;
-mod limiter;
+mod callbacks;
 mod metrics;
-mod upstream;
 
 pub const EDGE_ROOT_ID: &str = "llm_edge";
 pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
@@ -73,7 +69,7 @@ impl RootContext for Root {
                     config.model_groups.len()
                 );
                 if role == Role::Edge {
-                    limiter::prepare(&config);
+                    limiter::prepare(&WasmHost, &config);
                 }
                 self.role = Some(role);
                 self.config = Some(Rc::new(config));
@@ -89,24 +85,14 @@ impl RootContext for Root {
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         let config = self.config.clone()?;
         Some(match self.role? {
-            Role::Edge => Box::new(edge::Edge::new(config)),
-            Role::Upstream => Box::new(upstream::UpstreamContext(Attempt::new(WasmHost, config))),
+            Role::Edge => Box::new(callbacks::EdgeContext(Edge::new(WasmHost, config))),
+            Role::Upstream => Box::new(callbacks::AttemptContext(Attempt::new(WasmHost, config))),
         })
     }
 
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::HttpContext)
     }
-}
-
-/// Microseconds since `since` by the host's clock.
-fn elapsed_micros(since: SystemTime) -> u64 {
-    micros_since(&WasmHost, since)
-}
-
-/// Answers the request with a unified error (the edge role).
-fn send_error(error: &GatewayError, request_id: &str) {
-    session::send_error(&WasmHost, error, request_id);
 }
 
 /// The sessions' [`Host`] on proxy-wasm: every call one ABI call.
@@ -160,6 +146,15 @@ impl Host for WasmHost {
     }
     fn record(&self, base: &str, labels: &[(&str, &str)], value: u64) {
         metrics::record(base, labels, value);
+    }
+    fn gauge(&self, base: &str, labels: &[(&str, &str)], value: u64) {
+        metrics::gauge(base, labels, value);
+    }
+    fn shared_data(&self, key: &[u8]) -> Option<(Vec<u8>, u32)> {
+        abi::shared_data(key)
+    }
+    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
+        abi::set_shared_data(key, value, cas)
     }
     fn overhead(&self, phase: Phase, micros: u64) {
         metrics::overhead(phase, micros);

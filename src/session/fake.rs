@@ -8,6 +8,10 @@ use std::time::{Duration, SystemTime};
 
 use super::host::{Buffer, Host, Map, Phase};
 use crate::headers::Headers;
+use crate::limits::store::SetResult;
+
+/// A shared value and its CAS token.
+type Versioned = (Vec<u8>, u32);
 
 #[derive(Default)]
 pub struct FakeHost {
@@ -22,6 +26,8 @@ pub struct FakeHost {
     pub calls: RefCell<Vec<String>>,
     /// The local reply, if the session sent one: status and body.
     pub reply: RefCell<Option<(u16, Vec<u8>)>>,
+    /// Shared data: value and CAS token, by key.
+    pub shared: RefCell<BTreeMap<Vec<u8>, Versioned>>,
 }
 
 impl FakeHost {
@@ -161,6 +167,24 @@ impl Host for FakeHost {
 
     fn record(&self, base: &str, _labels: &[(&str, &str)], value: u64) {
         self.log(format!("record {base} {value}"));
+    }
+
+    fn gauge(&self, base: &str, _labels: &[(&str, &str)], value: u64) {
+        self.log(format!("gauge {base} {value}"));
+    }
+
+    fn shared_data(&self, key: &[u8]) -> Option<(Vec<u8>, u32)> {
+        self.shared.borrow().get(key).cloned()
+    }
+
+    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
+        let mut shared = self.shared.borrow_mut();
+        let token = shared.get(key).map_or(0, |(_, t)| *t);
+        if cas != 0 && cas != token {
+            return SetResult::CasMismatch;
+        }
+        shared.insert(key.to_vec(), (value.to_vec(), token + 1));
+        SetResult::Done
     }
 
     fn overhead(&self, phase: Phase, _micros: u64) {

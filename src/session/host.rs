@@ -6,6 +6,7 @@
 use std::time::SystemTime;
 
 use crate::headers::Headers;
+use crate::limits::store::SetResult;
 
 /// Which header map a call is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,6 +68,12 @@ pub trait Host {
     fn count(&self, base: &str, labels: &[(&str, &str)], value: u64);
     /// Records a histogram value.
     fn record(&self, base: &str, labels: &[(&str, &str)], value: u64);
+    /// Sets a gauge.
+    fn gauge(&self, base: &str, labels: &[(&str, &str)], value: u64);
+    /// A value every worker of the proxy shares, and its CAS token.
+    fn shared_data(&self, key: &[u8]) -> Option<(Vec<u8>, u32)>;
+    /// Writes a shared value if its CAS token is still `cas` (0: always).
+    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult;
     /// Records the gateway's own time in a phase, in microseconds.
     fn overhead(&self, phase: Phase, micros: u64);
 }
@@ -92,6 +99,14 @@ pub fn micros_since(host: &impl Host, since: SystemTime) -> u64 {
     host.now()
         .duration_since(since)
         .map(|d| d.as_micros() as u64)
+        .unwrap_or_default()
+}
+
+/// The host's clock in Unix milliseconds.
+pub fn unix_millis(host: &impl Host) -> u64 {
+    host.now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
         .unwrap_or_default()
 }
 

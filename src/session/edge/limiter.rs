@@ -1,37 +1,30 @@
-//! The edge role's glue to `limits`: counters in proxy-wasm shared data,
+//! The edge session's part of `limits`: counters in the proxy's shared data,
 //! a request's admission and its headers, the charge at its end, metrics,
 //! and the descriptor values Envoy's rate limit filter reads.
 
-use super::abi::{self, Map};
-use super::metrics;
 use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
 use crate::limits::headers::RateHeaders;
 use crate::limits::store::{self, SetResult, SharedStore};
 use crate::limits::{self, Counter, Estimate, Scope, Usage};
+use crate::session::client_surface;
+use crate::session::host::{unix_millis, Host, Map};
 
 /// Shared data of this `vm_id`: one store for every worker of the proxy.
-struct HostStore;
+struct HostStore<'h, H>(&'h H);
 
-impl SharedStore for HostStore {
+impl<H: Host> SharedStore for HostStore<'_, H> {
     fn get(&self, key: &[u8]) -> Option<(Vec<u8>, u32)> {
-        abi::shared_data(key)
+        self.0.shared_data(key)
     }
 
     fn set(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
-        abi::set_shared_data(key, value, cas)
+        self.0.set_shared_data(key, value, cas)
     }
 }
 
-fn now_ms() -> u64 {
-    abi::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or_default()
-}
-
 /// Creates every counter a configuration uses, as it loads (see `store::ensure`).
-pub fn prepare(config: &Config) {
+pub fn prepare(host: &impl Host, config: &Config) {
     if config.limits.rate.is_empty() {
         return;
     }
@@ -42,7 +35,7 @@ pub fn prepare(config: &Config) {
     };
     let groups: Vec<&str> = config.model_groups.keys().map(String::as_str).collect();
     for id in limits::every_counter(&config.limits.rate, &keys, &groups) {
-        store::ensure(&HostStore, &id);
+        store::ensure(&HostStore(host), &id);
     }
 }
 
@@ -60,6 +53,7 @@ impl RequestLimits {
     /// Admits the request of `key` (`None`: auth is off) on `group`, or
     /// returns the 429 to answer.
     pub fn admit(
+        host: &impl Host,
         config: &Config,
         key: Option<&str>,
         group: &str,
@@ -67,7 +61,7 @@ impl RequestLimits {
     ) -> (Self, Option<GatewayError>) {
         let counters = limits::counters(&config.limits.rate, key, group);
         let estimate = config.limits.refuse_on_estimate.then_some(estimate);
-        let verdict = limits::admit(&HostStore, &counters, now_ms(), estimate);
+        let verdict = limits::admit(&HostStore(host), &counters, unix_millis(host), estimate);
         let mut this = Self {
             headers: verdict.headers,
             key: key.unwrap_or_default().to_owned(),
@@ -83,7 +77,7 @@ impl RequestLimits {
                 None => "admitted",
             };
             let [(_, scope), (_, limit)] = this.labels(counter);
-            metrics::count(
+            host.count(
                 "llm_gateway.rate_limit",
                 &[
                     ("key", &this.key),
@@ -97,7 +91,7 @@ impl RequestLimits {
         }
         for (i, remaining) in verdict.remaining.iter().enumerate() {
             if let (Some(counter), Some(remaining)) = (this.counters.get(i), remaining) {
-                this.gauge(counter, *remaining);
+                this.gauge(host, counter, *remaining);
             }
         }
         let error = verdict.refused.and_then(|refusal| {
@@ -118,7 +112,7 @@ impl RequestLimits {
 
     /// What remains of a counter's budget, labelled as the counter is
     /// shared: a group's limit has no key, a key's limit no group.
-    fn gauge(&self, counter: &Counter, remaining: u64) {
+    fn gauge(&self, host: &impl Host, counter: &Counter, remaining: u64) {
         let key = match counter.scope {
             Scope::Key | Scope::KeyGroup => self.key.as_str(),
             Scope::Group | Scope::All => "",
@@ -128,7 +122,7 @@ impl RequestLimits {
             Scope::Key | Scope::All => "",
         };
         let [scope, limit] = self.labels(counter);
-        metrics::gauge(
+        host.gauge(
             "llm_gateway.rate_limit_remaining",
             &[("key", key), ("group", group), scope, limit],
             remaining,
@@ -140,20 +134,22 @@ impl RequestLimits {
         self.headers.pairs()
     }
 
-    pub fn set_response_headers(&self) {
+    pub fn set_response_headers(&self, host: &impl Host) {
         for (name, value) in self.headers.pairs() {
-            abi::set_header(Map::Response, name, Some(value.as_bytes()));
+            host.set_header(Map::Response, name.as_bytes(), Some(value.as_bytes()));
         }
     }
 
     /// Charges what the request used, when it ends (not for a refused one).
-    pub fn charge(&self, usage: Usage) {
+    pub fn charge(&self, host: &impl Host, usage: Usage) {
         if self.refused.is_some() {
             return;
         }
-        for (i, remaining) in limits::charge(&HostStore, &self.counters, now_ms(), usage) {
+        for (i, remaining) in
+            limits::charge(&HostStore(host), &self.counters, unix_millis(host), usage)
+        {
             if let Some(counter) = self.counters.get(i) {
-                self.gauge(counter, remaining);
+                self.gauge(host, counter, remaining);
             }
         }
     }
@@ -161,8 +157,13 @@ impl RequestLimits {
 
 /// Answers with a unified error carrying the request's rate-limit headers
 /// (and `retry-after`, `retry-after-ms` when a limit refused it).
-pub fn send_error(error: &GatewayError, request_id: &str, limits: &RequestLimits) {
-    let body = error.to_json(Some(request_id));
+pub fn send_error(
+    host: &impl Host,
+    error: &GatewayError,
+    request_id: &str,
+    limits: &RequestLimits,
+) {
+    let body = client_surface().render_error(error, Some(request_id));
     let mut owned: Vec<(&str, String)> = limits.header_pairs();
     if let Some((_, reset_ms)) = &limits.refused {
         owned.push((
@@ -176,7 +177,7 @@ pub fn send_error(error: &GatewayError, request_id: &str, limits: &RequestLimits
         ("x-request-id", request_id.as_bytes()),
     ];
     headers.extend(owned.iter().map(|(n, v)| (*n, v.as_bytes())));
-    abi::send_response(error.status(), &headers, &body, "");
+    host.send_response(error.status(), &headers, &body, "");
 }
 
 /// Filter state Envoy's rate limit filter turns into descriptors (CEL
@@ -184,39 +185,39 @@ pub fn send_error(error: &GatewayError, request_id: &str, limits: &RequestLimits
 /// set it, and unlike request headers it lasts until the stream is done
 /// (the upstream role withholds `x-llm-*` headers from the vendors in the
 /// one header map both share).
-pub fn expose_descriptors(key: &str, group: &str, model: &str) {
+pub fn expose_descriptors(host: &impl Host, key: &str, group: &str, model: &str) {
     for (name, value) in [
         ("llm_key", key),
         ("llm_group", group),
         ("llm_request_model", model),
     ] {
-        abi::set_property(&[name], Some(value.as_bytes()));
+        host.set_property(&[name], Some(value.as_bytes()));
     }
 }
 
 /// Filter state for `hits_addend` (`%FILTER_STATE(wasm.llm_tokens:PLAIN)%`...),
 /// charged by the rate limit filter when the stream is done.
-pub fn expose_usage(usage: Usage) {
+pub fn expose_usage(host: &impl Host, usage: Usage) {
     for (name, value) in [
         ("llm_tokens", usage.input.saturating_add(usage.output)),
         ("llm_input_tokens", usage.input),
         ("llm_output_tokens", usage.output),
         ("llm_cost_micro_usd", usage.micro_usd),
     ] {
-        abi::set_property(&[name], Some(value.to_string().as_bytes()));
+        host.set_property(&[name], Some(value.to_string().as_bytes()));
     }
 }
 
 /// A 429 from Envoy's rate limit filter (the global limit service refused
 /// the request) is the gateway's own limit, not a vendor's: its code, and
 /// `retry-after` from the filter's `x-ratelimit-reset` (seconds).
-pub fn global_refusal() -> Option<ErrorCode> {
-    let details = abi::property(&["response", "code_details"])?;
+pub fn global_refusal(host: &impl Host) -> Option<ErrorCode> {
+    let details = host.property(&["response", "code_details"])?;
     if details != b"request_rate_limited" {
         return None;
     }
-    if let Some(reset) = abi::header(Map::Response, "x-ratelimit-reset") {
-        abi::set_header(Map::Response, "retry-after", Some(&reset));
+    if let Some(reset) = host.header(Map::Response, "x-ratelimit-reset") {
+        host.set_header(Map::Response, b"retry-after", Some(&reset));
     }
     Some(ErrorCode::RateLimited)
 }

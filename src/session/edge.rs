@@ -1,20 +1,15 @@
-//! Edge role: the HCM filter in front of the router. Authenticates the
-//! caller, validates the unified request before any upstream is touched,
-//! picks the model group and its cluster, and turns Envoy's own local
-//! replies into unified errors.
+//! The edge session (the edge role): the HCM filter in front of the router.
+//! Authenticates the caller, validates the client's request before any
+//! upstream is touched, admits it by its rate limits, picks the model group
+//! and its cluster, meters the request when it ends, and turns Envoy's own
+//! local replies into unified errors. It talks to the proxy only through
+//! [`Host`].
 
 use std::rc::Rc;
 
-use proxy_wasm::traits::{Context, HttpContext};
-use proxy_wasm::types::Action;
-
-use super::abi::{self, Buffer, Map};
-use super::limiter::{self, RequestLimits};
-use super::metrics;
-use super::WasmHost;
+use super::host::{micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
 use super::{
-    attempt_property, client_surface, elapsed_micros, send_error, HANDOFF_PROPERTY, LOG_PROPERTY,
-    ROUTE_PROPERTY,
+    attempt_property, client_surface, send_error, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
 };
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
@@ -26,7 +21,9 @@ use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
 use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
 use crate::routing::Needs;
-use crate::session::host::{Phase, PhaseTimer};
+use limiter::RequestLimits;
+
+pub mod limiter;
 
 /// Header the route's `cluster_header` reads. Always ours, never the client's.
 pub const CLUSTER_HEADER: &str = "x-llm-cluster";
@@ -58,7 +55,8 @@ enum State {
     Replied,
 }
 
-pub struct Edge {
+pub struct Edge<H: Host> {
+    host: H,
     config: Rc<Config>,
     state: State,
     request_id: String,
@@ -90,9 +88,10 @@ struct ChatFacts {
     estimated_prompt_tokens: u64,
 }
 
-impl Edge {
-    pub fn new(config: Rc<Config>) -> Self {
+impl<H: Host> Edge<H> {
+    pub fn new(host: H, config: Rc<Config>) -> Self {
         Self {
+            host,
             config,
             state: State::Passthrough,
             request_id: String::new(),
@@ -110,15 +109,15 @@ impl Edge {
         }
     }
 
-    fn reject(&mut self, error: GatewayError) -> Action {
+    fn reject(&mut self, error: GatewayError) -> Flow {
         self.status = error.status();
         self.code = Some(error.code);
         match &self.limits {
-            Some(limits) => limiter::send_error(&error, &self.request_id, limits),
-            None => send_error(&error, &self.request_id),
+            Some(limits) => limiter::send_error(&self.host, &error, &self.request_id, limits),
+            None => send_error(&self.host, &error, &self.request_id),
         }
         self.state = State::Replied;
-        Action::Pause
+        Flow::Pause
     }
 
     /// Authenticates the caller and removes its key (and any vendor
@@ -141,7 +140,7 @@ impl Edge {
             .authenticate(presented_key(key("authorization")?, key("x-api-key")?))?;
         for name in CREDENTIAL_HEADERS {
             if self.request_headers.has(name) {
-                abi::set_header(Map::Request, name, None);
+                self.host.set_header(Map::Request, name.as_bytes(), None);
             }
         }
         Ok(())
@@ -198,8 +197,8 @@ impl Edge {
         Ok(serde_json::to_vec(&self.model_entry(id)).unwrap_or_default())
     }
 
-    fn reply_json(&mut self, body: &[u8]) -> Action {
-        abi::send_response(
+    fn reply_json(&mut self, body: &[u8]) -> Flow {
+        self.host.send_response(
             200,
             &[
                 ("content-type", b"application/json"),
@@ -210,7 +209,7 @@ impl Edge {
         );
         self.status = 200;
         self.state = State::Replied;
-        Action::Pause
+        Flow::Pause
     }
 
     /// Checks the request line and headers of a chat request.
@@ -279,7 +278,8 @@ impl Edge {
                 ));
             }
             self.request_id.clone_from(id);
-            abi::set_header(Map::Request, "x-request-id", Some(id.as_bytes()));
+            self.host
+                .set_header(Map::Request, b"x-request-id", Some(id.as_bytes()));
         }
         let task_type = request
             .extra
@@ -318,7 +318,7 @@ impl Edge {
                 input: needs.prompt_tokens,
                 output: needs.output_tokens.map_or(0, u64::from),
             };
-            let (limits, refused) = RequestLimits::admit(&config, key, group, estimate);
+            let (limits, refused) = RequestLimits::admit(&self.host, &config, key, group, estimate);
             self.limits = Some(limits);
             if let Some(error) = refused {
                 return Err(error);
@@ -326,7 +326,7 @@ impl Edge {
         }
         if config.limits.descriptors {
             let key = config.auth.caller_name(self.caller);
-            limiter::expose_descriptors(key, group, &request.model);
+            limiter::expose_descriptors(&self.host, key, group, &request.model);
         }
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
         let cluster = model_group
@@ -334,7 +334,11 @@ impl Edge {
             .get(index)
             .map(|c| c.cluster.as_str())
             .unwrap_or_default();
-        abi::set_header(Map::Request, CLUSTER_HEADER, Some(cluster.as_bytes()));
+        self.host.set_header(
+            Map::Request,
+            CLUSTER_HEADER.as_bytes(),
+            Some(cluster.as_bytes()),
+        );
         let mut handoff = Handoff {
             token: None,
             candidate: Some(index),
@@ -343,7 +347,8 @@ impl Edge {
         };
         self.exchange = exchange::open(request);
         handoff.token = self.exchange.as_ref().map(|(token, _)| *token);
-        abi::set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()));
+        self.host
+            .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()));
         Ok(())
     }
 }
@@ -364,7 +369,7 @@ fn next_spread_key(request_id: &str) -> Vec<u8> {
     key
 }
 
-impl Edge {
+impl<H: Host> Edge<H> {
     /// The request's metrics, access-log line and tracing attributes, from
     /// the last attempt's record (also when the client left mid-stream).
     fn meter(&self, chat: &ChatFacts) {
@@ -393,15 +398,17 @@ impl Edge {
             micro_usd: cost.map_or(0, |c| (c * 1e6).round() as u64),
         };
         if let Some(limits) = &self.limits {
-            limits.charge(used);
+            limits.charge(&self.host, used);
         }
         if self.config.limits.descriptors {
-            limiter::expose_usage(used);
+            limiter::expose_usage(&self.host, used);
         }
         // An answer that never ended: the client left, or the vendor's side broke.
         let cut_short = reached_vendor && !self.response_complete;
         let client_disconnected = cut_short
-            && !abi::property(&["response", "code_details"])
+            && !self
+                .host
+                .property(&["response", "code_details"])
                 .is_some_and(|d| d.starts_with(b"upstream"));
         let vendor_failed =
             (cut_short && !client_disconnected).then_some(ErrorCode::UpstreamError.as_str());
@@ -412,7 +419,7 @@ impl Edge {
             .or(vendor_failed);
         let status = self.status.to_string();
         let key = self.config.auth.caller_name(self.caller);
-        let duration_ms = elapsed_micros(self.started) / 1000;
+        let duration_ms = micros_since(&self.host, self.started) / 1000;
         let (provider, model, group) = (
             record.provider.as_str(),
             record.model.as_str(),
@@ -425,7 +432,7 @@ impl Edge {
             ("group", group),
             ("key", key),
         ];
-        metrics::count(
+        self.host.count(
             "llm_gateway.requests",
             &[
                 ("group", group),
@@ -453,14 +460,14 @@ impl Edge {
                 ("reasoning", c.reasoning_tokens),
             ] {
                 let [p, m, g, k] = who;
-                metrics::count(
+                self.host.count(
                     "gen_ai.client.token.usage",
                     &[("token_type", token_type), p, m, g, k],
                     n,
                 );
             }
             if let Some(cost) = c.cost_usd {
-                metrics::count(
+                self.host.count(
                     "llm_gateway.cost_micro_usd",
                     &who,
                     (cost * 1e6).round() as u64,
@@ -468,16 +475,18 @@ impl Edge {
             }
         }
         if reached_vendor {
-            metrics::record("gen_ai.server.request.duration_ms", &who[..3], duration_ms);
+            self.host
+                .record("gen_ai.server.request.duration_ms", &who[..3], duration_ms);
         }
         if let Some(ttft) = record.ttft_ms {
-            metrics::record("gen_ai.server.time_to_first_token_ms", &who[..2], ttft);
+            self.host
+                .record("gen_ai.server.time_to_first_token_ms", &who[..2], ttft);
         }
         let one = |name: &str, labels: &[(&str, &str)], yes: bool| {
-            metrics::count(name, labels, u64::from(yes))
+            self.host.count(name, labels, u64::from(yes))
         };
         let attempts = route.len() as u64;
-        metrics::count(
+        self.host.count(
             "llm_gateway.failovers",
             &[("group", group)],
             attempts.saturating_sub(1),
@@ -518,7 +527,7 @@ impl Edge {
                 .map(|(name, _)| name.as_str()),
         };
         if let Ok(line) = serde_json::to_vec(&log) {
-            abi::set_property(&[LOG_PROPERTY], Some(&line));
+            self.host.set_property(&[LOG_PROPERTY], Some(&line));
         }
         // Published already when the response ended; not so for a client that left.
         if self.final_attempts.is_none() {
@@ -527,7 +536,7 @@ impl Edge {
     }
 }
 
-impl Edge {
+impl<H: Host> Edge<H> {
     /// Every attempt's record and route entry: from the exchange when an
     /// attempt shared it, else from filter state (the roles run in
     /// different VMs, or no attempt was made).
@@ -538,7 +547,9 @@ impl Edge {
                 return (exchange.records.clone(), exchange.route.clone());
             }
         }
-        let route: Vec<String> = abi::property(&[ROUTE_PROPERTY])
+        let route: Vec<String> = self
+            .host
+            .property(&[ROUTE_PROPERTY])
             .map(|b| {
                 String::from_utf8_lossy(&b)
                     .split(',')
@@ -552,7 +563,9 @@ impl Edge {
         let mut records = Vec::new();
         let most = (route.len() + 2).min(MAX_RECORDS) as u64;
         for attempt in 1..=most {
-            let record = abi::property(&[&attempt_property(attempt)])
+            let record = self
+                .host
+                .property(&[&attempt_property(attempt)])
                 .and_then(|b| serde_json::from_slice::<AttemptRecord>(&b).ok());
             if let Some(record) = record {
                 records.push(record);
@@ -584,7 +597,7 @@ impl Edge {
             ("llm_group", chat.group.as_str()),
             (ROUTE_PROPERTY, &route.join(",")),
         ] {
-            abi::set_property(&[name], Some(value.as_bytes()));
+            self.host.set_property(&[name], Some(value.as_bytes()));
         }
     }
 
@@ -602,7 +615,7 @@ impl Edge {
     }
 }
 
-impl Drop for Edge {
+impl<H: Host> Drop for Edge<H> {
     fn drop(&mut self) {
         if let Some((token, _)) = self.exchange.take() {
             exchange::close(token);
@@ -610,27 +623,29 @@ impl Drop for Edge {
     }
 }
 
-impl Context for Edge {}
-
-impl HttpContext for Edge {
-    fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        self.started = abi::now();
-        self.request_headers = abi::headers(Map::Request);
+/// The proxy's callbacks for one request, in the order they come.
+impl<H: Host> Edge<H> {
+    pub fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
+        self.started = self.host.now();
+        self.request_headers = self.host.headers(Map::Request);
         for name in INTERNAL_HEADERS {
             if self.request_headers.has(name) {
-                abi::set_header(Map::Request, name, None);
+                self.host.set_header(Map::Request, name.as_bytes(), None);
             }
         }
         let client_id = self.request_headers.text("x-request-id").ok().flatten();
         self.request_id = match client_id {
             Some(id) if valid_request_id(id) => id.to_owned(),
             _ => {
-                let nanos = abi::now()
+                let nanos = self
+                    .host
+                    .now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_nanos())
                     .unwrap_or_default();
                 let id = format!("llm-{nanos:x}");
-                abi::set_header(Map::Request, "x-request-id", Some(id.as_bytes()));
+                self.host
+                    .set_header(Map::Request, b"x-request-id", Some(id.as_bytes()));
                 id
             }
         };
@@ -642,7 +657,7 @@ impl HttpContext for Edge {
             .map_or(raw_path, |end| raw_path.get(..end).unwrap_or_default());
         if !raw_path.starts_with(b"/v1/") {
             self.request_headers = Headers::default();
-            return Action::Continue;
+            return Flow::Continue;
         }
         let path = String::from_utf8_lossy(raw_path).into_owned();
         if path == "/v1/chat/completions" {
@@ -671,7 +686,7 @@ impl HttpContext for Edge {
             "/v1/chat/completions" => match self.on_chat_headers(&method, end_of_stream) {
                 Ok(()) => {
                     self.state = State::Chat;
-                    Action::Pause
+                    Flow::Pause
                 }
                 Err(e) => self.reject(e),
             },
@@ -706,9 +721,9 @@ impl HttpContext for Edge {
         }
     }
 
-    fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+    pub fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
         if !matches!(self.state, State::Chat) {
-            return Action::Continue;
+            return Flow::Continue;
         }
         if !end_of_stream {
             // Without content-length, enforce the limit while buffering.
@@ -719,37 +734,39 @@ impl HttpContext for Edge {
                     format!("request body is larger than {max} bytes"),
                 ));
             }
-            return Action::Pause;
+            return Flow::Pause;
         }
-        let timer = PhaseTimer::start(&WasmHost, self.config.overhead_histograms);
-        let body = abi::body(Buffer::Request, 0, size);
+        let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
+        let body = self.host.body(Buffer::Request, 0, size);
         let result = self.on_chat_body(&body);
-        timer.stop(&WasmHost, Phase::Admit);
+        timer.stop(&self.host, Phase::Admit);
         match result {
             Ok(()) => {
                 self.state = State::Forwarded;
-                Action::Continue
+                Flow::Continue
             }
             Err(e) => self.reject(e),
         }
     }
 
-    fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+    pub fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
         if matches!(self.state, State::Passthrough | State::Replied) {
-            return Action::Continue;
+            return Flow::Continue;
         }
         if end_of_stream {
             self.on_response_end();
         }
-        abi::set_header(
+        self.host.set_header(
             Map::Response,
-            "x-request-id",
+            b"x-request-id",
             Some(self.request_id.as_bytes()),
         );
         if let Some(limits) = &self.limits {
-            limits.set_response_headers();
+            limits.set_response_headers(&self.host);
         }
-        let status = abi::header(Map::Response, ":status")
+        let status = self
+            .host
+            .header(Map::Response, ":status")
             .and_then(|s| std::str::from_utf8(&s).ok()?.parse::<u16>().ok())
             .unwrap_or(502);
         // Responses through the upstream role carry x-llm-provider; anything
@@ -757,9 +774,9 @@ impl HttpContext for Edge {
         // (Two single lookups: the second only for errors, and each is
         // cheaper than listing every header.)
         self.status = status;
-        if status >= 400 && abi::header(Map::Response, "x-llm-provider").is_none() {
+        if status >= 400 && self.host.header(Map::Response, "x-llm-provider").is_none() {
             let code = match status {
-                429 => limiter::global_refusal().unwrap_or(ErrorCode::UpstreamRateLimit),
+                429 => limiter::global_refusal(&self.host).unwrap_or(ErrorCode::UpstreamRateLimit),
                 _ => ErrorCode::from_status(status),
             };
             self.status = code.status();
@@ -768,40 +785,45 @@ impl HttpContext for Edge {
                 self.state = State::RewriteLocalReply(code);
             }
             let status = code.status().to_string();
-            abi::set_header(Map::Response, ":status", Some(status.as_bytes()));
-            abi::set_header(Map::Response, "content-type", Some(b"application/json"));
-            abi::set_header(Map::Response, "content-length", None);
+            self.host
+                .set_header(Map::Response, b":status", Some(status.as_bytes()));
+            self.host
+                .set_header(Map::Response, b"content-type", Some(b"application/json"));
+            self.host.set_header(Map::Response, b"content-length", None);
         }
-        Action::Continue
+        Flow::Continue
     }
 
-    fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+    pub fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
         if end_of_stream && !self.response_complete {
             self.on_response_end();
         }
         let State::RewriteLocalReply(code) = self.state else {
-            return Action::Continue;
+            return Flow::Continue;
         };
         if !end_of_stream {
-            return Action::Pause;
+            return Flow::Pause;
         }
-        let original = abi::body(Buffer::Response, 0, size);
+        let original = self.host.body(Buffer::Response, 0, size);
         // Already in the unified envelope (the HCM's local_reply_config).
         if is_unified_error(&original) {
-            return Action::Continue;
+            return Flow::Continue;
         }
-        let details = abi::property(&["response", "code_details"]).unwrap_or_default();
+        let details = self
+            .host
+            .property(&["response", "code_details"])
+            .unwrap_or_default();
         let error = GatewayError::envoy_reply(code, &details, &original);
         let body = client_surface().render_error(&error, Some(&self.request_id));
-        abi::set_body(Buffer::Response, 0, size, &body);
-        Action::Continue
+        self.host.set_body(Buffer::Response, 0, size, &body);
+        Flow::Continue
     }
 
-    fn on_log(&mut self) {
+    pub fn on_log(&mut self) {
         if let Some(chat) = &self.chat {
-            let timer = PhaseTimer::start(&WasmHost, self.config.overhead_histograms);
+            let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
             self.meter(chat);
-            timer.stop(&WasmHost, Phase::Log);
+            timer.stop(&self.host, Phase::Log);
         }
     }
 }
