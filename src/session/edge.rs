@@ -24,6 +24,8 @@ use crate::routing::Needs;
 use limiter::RequestLimits;
 
 pub mod limiter;
+#[cfg(test)]
+mod tests;
 
 /// Header the route's `cluster_header` reads. Always ours, never the client's.
 pub const CLUSTER_HEADER: &str = "x-llm-cluster";

@@ -1,0 +1,194 @@
+//! The edge session driven natively through the fake host: admission,
+//! the handoff to the attempts, the gateway's own answers, rate limits,
+//! Envoy's local replies rewritten, and the access-log line at the end.
+
+use std::rc::Rc;
+
+use sha2::{Digest, Sha256};
+
+use super::{limiter, Edge};
+use crate::config::Config;
+use crate::exchange::Handoff;
+use crate::session::fake::FakeHost;
+use crate::session::host::{Flow, Map};
+
+const KEY: &str = "team-a-secret";
+
+fn config(extra: &str) -> Rc<Config> {
+    let hash = format!("{:x}", Sha256::digest(KEY.as_bytes()));
+    let json = format!(
+        r#"{{"providers":{{"an":{{"dialect":"anthropic","api_key":"sk-ant"}}}},
+             "model_groups":{{"chat":{{"candidates":[{{"provider":"an","model":"claude-x","cluster":"anthropic_cluster"}}]}}}},
+             "auth":{{"enabled":true,"keys":[{{"name":"team-a","sha256":"{hash}","groups":["*"]}}]}}{extra}}}"#
+    );
+    Rc::new(Config::parse(json.as_bytes(), |_| None).unwrap())
+}
+
+/// A request on `path` with the gateway key, as the client sent it.
+fn edge(config: Rc<Config>, method: &str, path: &str, body: &str) -> Edge<FakeHost> {
+    let host = FakeHost::new();
+    limiter::prepare(&host, &config);
+    host.set(Map::Request, ":method", method);
+    host.set(Map::Request, ":path", path);
+    host.set(Map::Request, "authorization", &format!("Bearer {KEY}"));
+    host.set(Map::Request, "content-type", "application/json");
+    host.set(Map::Request, "x-request-id", "req-7");
+    host.set(Map::Request, "x-llm-cluster", "chosen_by_the_client");
+    *host.request_body.borrow_mut() = body.as_bytes().to_vec();
+    Edge::new(host, config)
+}
+
+const CHAT: &str = r#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#;
+
+fn send(e: &mut Edge<FakeHost>) -> Flow {
+    if e.on_request_headers(false) == Flow::Pause && e.host.reply.borrow().is_none() {
+        let size = e.host.request_body.borrow().len();
+        return e.on_request_body(size, true);
+    }
+    Flow::Pause
+}
+
+fn reply(e: &Edge<FakeHost>) -> (u16, serde_json::Value) {
+    let (status, body) = e.host.reply.borrow().clone().expect("the gateway answered");
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+#[test]
+fn a_chat_request_is_admitted_routed_and_handed_off() {
+    let mut e = edge(config(""), "POST", "/v1/chat/completions", CHAT);
+    assert_eq!(send(&mut e), Flow::Continue);
+    let host = &e.host;
+    assert!(host.reply.borrow().is_none());
+    // Routed by our header, never the client's; the gateway key never travels on.
+    assert_eq!(
+        host.get(Map::Request, "x-llm-cluster").as_deref(),
+        Some("anthropic_cluster")
+    );
+    assert_eq!(host.get(Map::Request, "authorization"), None);
+    let handoff = Handoff::decode(host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
+    assert_eq!(
+        (handoff.group.as_str(), handoff.candidate),
+        ("chat", Some(0))
+    );
+    assert_eq!(handoff.request_id, "req-7");
+}
+
+#[test]
+fn a_missing_or_wrong_key_is_refused_before_anything_else() {
+    let mut e = edge(config(""), "POST", "/v1/chat/completions", CHAT);
+    e.host.set(Map::Request, "authorization", "Bearer wrong");
+    assert_eq!(send(&mut e), Flow::Pause);
+    let (status, body) = reply(&e);
+    assert_eq!(status, 401);
+    assert_eq!(body["error"]["code"], "AUTH_FAILED");
+    assert!(e.host.prop("llm_handoff").is_none(), "nothing handed off");
+}
+
+#[test]
+fn a_bad_body_is_answered_with_the_field() {
+    let mut e = edge(
+        config(""),
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model":"chat","messages":[]}"#,
+    );
+    assert_eq!(send(&mut e), Flow::Pause);
+    let (status, body) = reply(&e);
+    assert_eq!(status, 400);
+    assert_eq!(body["error"]["param"], "messages");
+}
+
+#[test]
+fn models_are_listed_by_the_gateway() {
+    let mut e = edge(config(""), "GET", "/v1/models", "");
+    assert_eq!(e.on_request_headers(true), Flow::Pause);
+    let (status, body) = reply(&e);
+    assert_eq!(status, 200);
+    assert_eq!(body["object"], "list");
+    assert_eq!(body["data"][0]["id"], "chat");
+}
+
+#[test]
+fn paths_that_are_not_ours_pass_untouched() {
+    let mut e = edge(config(""), "GET", "/healthz", "");
+    assert_eq!(e.on_request_headers(true), Flow::Continue);
+    assert!(e.host.reply.borrow().is_none());
+}
+
+#[test]
+fn a_rate_limit_refuses_the_request_over_it_with_openais_headers() {
+    let limits = r#","limits":{"rate":[{"key":"team-a","requests_per_minute":1}]}"#;
+    let config = config(limits);
+    let mut first = edge(config.clone(), "POST", "/v1/chat/completions", CHAT);
+    assert_eq!(send(&mut first), Flow::Continue);
+    // The second request of the minute, on the same shared counters.
+    let mut second = edge(config, "POST", "/v1/chat/completions", CHAT);
+    *second.host.shared.borrow_mut() = first.host.shared.borrow().clone();
+    assert_eq!(send(&mut second), Flow::Pause);
+    let (status, body) = reply(&second);
+    assert_eq!(status, 429);
+    assert_eq!(body["error"]["code"], "RATE_LIMITED");
+    assert!(
+        !body.to_string().contains("team-a"),
+        "never a key's name: {body}"
+    );
+}
+
+#[test]
+fn envoys_own_reply_becomes_a_unified_error() {
+    let mut e = edge(config(""), "POST", "/v1/chat/completions", CHAT);
+    send(&mut e);
+    // No healthy upstream: Envoy answers 503 itself (no x-llm-provider).
+    e.host.set(Map::Response, ":status", "503");
+    e.host
+        .set_prop(&["response", "code_details"], b"no_healthy_upstream");
+    assert_eq!(e.on_response_headers(false), Flow::Continue);
+    let raw = b"no healthy upstream";
+    *e.host.response_body.borrow_mut() = raw.to_vec();
+    assert_eq!(e.on_response_body(raw.len(), true), Flow::Continue);
+    let body: serde_json::Value = serde_json::from_slice(&e.host.response_body.borrow()).unwrap();
+    assert_eq!(body["error"]["request_id"], "req-7");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("healthy"),
+        "{body}"
+    );
+    assert_eq!(
+        e.host.get(Map::Response, "content-type").as_deref(),
+        Some("application/json")
+    );
+}
+
+#[test]
+fn the_access_log_line_is_written_when_the_request_ends() {
+    let mut e = edge(config(""), "POST", "/v1/chat/completions", CHAT);
+    send(&mut e);
+    // The attempt's record, as the upstream role leaves it in the exchange
+    // both roles share in one VM.
+    let handoff = Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
+    let exchange = crate::exchange::find(handoff.token.unwrap()).unwrap();
+    let record = crate::metering::AttemptRecord {
+        provider: "an".into(),
+        model: "claude-x".into(),
+        status: 200,
+        prompt_tokens: Some(5),
+        completion_tokens: Some(2),
+        ..Default::default()
+    };
+    exchange.borrow_mut().attempts = 1;
+    exchange.borrow_mut().set_record(1, &record);
+    exchange.borrow_mut().route.push("an/claude-x:200".into());
+    e.host.set(Map::Response, ":status", "200");
+    e.host.set(Map::Response, "x-llm-provider", "an");
+    e.on_response_headers(false);
+    e.on_response_body(0, true);
+    e.on_log();
+    let line: serde_json::Value = serde_json::from_str(&e.host.prop("llm_log").unwrap()).unwrap();
+    assert_eq!(line["request_id"], "req-7");
+    assert_eq!(line["key"], "team-a");
+    assert_eq!(line["prompt_tokens"], 5);
+    assert_eq!(line["completion_tokens"], 2);
+    assert_eq!(line["route"], serde_json::json!(["an/claude-x:200"]));
+}
