@@ -280,7 +280,7 @@ def test_a_broken_config_is_rejected_and_the_old_one_kept(hot):
 
 # Our build with one header name changed: the upstream role sets
 # `x-llm-build-v2` where the build sets `x-llm-attempts` (the same length,
-# the one place the name occurs: src/host/upstream.rs). A second cargo build
+# the one place the name occurs: src/session/attempt.rs). A second cargo build
 # with a changed constant would overwrite target/ (or, in a target dir of its
 # own, rebuild every dependency: minutes); patching the constant in the
 # module's data segment gives that build in no time, and Envoy compiles it

@@ -4,7 +4,7 @@
 //! floor of any filter that must make those calls; the gateway's cost above
 //! it is its own code.
 //!
-//! Mirrors `src/host/edge.rs` and `src/host/upstream.rs` for a request that
+//! Mirrors `src/session/edge.rs` and `src/session/attempt.rs` for a request that
 //! carries no gateway key and no `x-llm-*` headers, to a provider with
 //! neither host nor prices (mock-anthropic in envoy/gateway.yaml). The
 //! client sends the vendor request (path, headers, body), so writing back
