@@ -110,7 +110,7 @@ wrk:
 # Not part of `make test`: performance is measured here, never asserted in tests.
 bench: build venv wrk
 	cargo build --release --target wasm32-wasip1 -p wasm-floor
-	$(PY) scripts/bench.py bench
+	BENCH_BASELINE_WASM=$(BASELINE_WASM) $(PY) scripts/bench.py bench
 
 soak: build venv wrk
 	$(PY) scripts/bench.py soak

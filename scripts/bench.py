@@ -80,6 +80,9 @@ SCENARIOS = [
 # that never refuse, for this group and these scenarios. Two rules, four
 # limits (a request limit and a token limit per group, a request limit and a
 # spend budget for everyone): 6 shared-data calls at admission, 4 at the end.
+# A build to compare with in the same run (`make bench BASELINE_WASM=path`):
+# the gateway again with that .wasm, every scenario, interleaved.
+BASELINE_WASM = os.environ.get("BENCH_BASELINE_WASM")
 LIMITS_GROUP = "mock-openai"
 LIMITS_SCENARIOS = ("c=1", "c=16")
 LIMITS_RULES = [{"group": "*", "requests_per_minute": 10**12, "tokens_per_hour": 10**15},
@@ -556,6 +559,11 @@ def bench(args):
                            hf_port, hf_admin, workdir)
         gw = Envoy(stack, "gateway", gateway.build_bootstrap(gw_port, gw_admin, mock_port, wasm=WASM, env={}),
                    gw_port, gw_admin, workdir)
+        baseline = None
+        if BASELINE_WASM:
+            bl_port, bl_admin = free_ports(2)
+            baseline = Envoy(stack, "gateway-baseline", gateway.build_bootstrap(
+                bl_port, bl_admin, mock_port, wasm=Path(BASELINE_WASM), env={}), bl_port, bl_admin, workdir)
         gl_port, gl_admin = free_ports(2)
         gw_limits = Envoy(stack, "gateway-limits", gateway.build_bootstrap(
             gl_port, gl_admin, mock_port, wasm=WASM, env={}, edit=with_limits), gl_port, gl_admin, workdir)
@@ -575,6 +583,10 @@ def bench(args):
                     hf_req = Request(workdir, f"hf-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{hf_port}{path}",
                                      floor_req.headers, vendor_body)
                     measured[1:1] = [(wasm_floor, wf_req), (host_floor, hf_req)]
+                if baseline:
+                    bl_req = Request(workdir, f"bl-{group}-{int(stream)}-{size}",
+                                     f"http://127.0.0.1:{bl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
+                    measured.append((baseline, bl_req))
                 if group == LIMITS_GROUP and name in LIMITS_SCENARIOS:
                     gl_req = Request(workdir, f"gl-{group}-{int(stream)}-{size}",
                                      f"http://127.0.0.1:{gl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
@@ -615,7 +627,8 @@ def bench(args):
 def summarise(group, name, stream, runs):
     f, g = runs["floor"], runs["gateway"]
     row = {"group": group, "scenario": name, "stream": stream}
-    for who, name in (("wf", "wasm-floor"), ("hf", "host-call-floor"), ("gl", "gateway-limits")):
+    for who, name in (("wf", "wasm-floor"), ("hf", "host-call-floor"), ("gl", "gateway-limits"),
+                      ("bl", "gateway-baseline")):
         w = runs.get(name)
         if w:
             row[f"{who}_rps"] = mean([r["rps"] for r in w])
@@ -679,6 +692,20 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
                    f"| {r['gw_cpu_us'] / r['floor_cpu_us'] if r['floor_cpu_us'] else 0:.2f} "
                    f"| {r['floor_hwm_mb']:.1f} / {r['gw_hwm_mb']:.1f} | {r['floor_failed']} / {r['gw_failed']} "
                    f"| {'yes ({:.0%})'.format(r['spread']) if r['noisy'] else 'no'} |")
+    out.append("\n### Before and after: this build vs a baseline build, same run\n")
+    compared = [r for r in rows if "bl_rps" in r]
+    if not compared:
+        out.append("(not measured: `make bench BASELINE_WASM=path/to/old/llm_gateway.wasm`)")
+    else:
+        out.append(f"The gateway again in the same runs with the baseline build `{BASELINE_WASM}` "
+                   f"({Path(BASELINE_WASM).stat().st_size // 1024} KB), same configuration. CPU ratio < 1: this build is cheaper.\n")
+        out.append("| group | scenario | baseline req/s | this build req/s | baseline p50 ms | this build p50 ms "
+                   "| baseline CPU µs/req | this build CPU µs/req | CPU ratio this / baseline | failed |")
+        out.append("|" + "---|" * 10)
+        for r in compared:
+            out.append(f"| {r['group']} | {r['scenario']} | {r['bl_rps']:.0f} | {r['gw_rps']:.0f} "
+                       f"| {r['bl_p50_ms']:.3f} | {r['gw_p50_ms']:.3f} | {r['bl_cpu_us']:.1f} | {r['gw_cpu_us']:.1f} "
+                       f"| {r['gw_cpu_us'] / r['bl_cpu_us'] if r['bl_cpu_us'] else 0:.2f} | {r['bl_failed']} |")
     out.append("\n### Limits on vs off\n")
     limited = [r for r in rows if "gl_rps" in r]
     if not limited:

@@ -157,6 +157,23 @@ class Gateway:
 DEAD_PORT_PROVIDER = "mock-anthropic"
 
 
+def serve_example_from_build(listener, failing="anthropic"):
+    """A shipped example's filter, as the tests run it: this build's .wasm,
+    the vendors' hosts dropped (the mock answers), and provider `failing`
+    always answering 529 (so a failover or ladder has to move on)."""
+    import json
+    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+    edge = hcm["http_filters"][0]["typed_config"]["config"]
+    upstream = hcm["http_filters"][-1]["typed_config"]["upstream_http_filters"][0]["typed_config"]["config"]
+    config = json.loads(edge["configuration"]["value"])
+    for provider in config["providers"].values():
+        provider.pop("host")
+    config["providers"][failing]["base_path"] = "/scenario/error-529"
+    for role in (edge, upstream):
+        role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
+        role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
+
+
 def dns_cluster(name, host, port, provider):
     cluster = gateway.static_cluster(name, port, provider)
     cluster.update(type="STRICT_DNS", dns_lookup_family="V4_ONLY")

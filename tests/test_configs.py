@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 import gateway
-from conftest import Gateway
+from conftest import Gateway, serve_example_from_build
 
 ENVOY_DIR = gateway.ROOT / "envoy"
 # Bootstraps: envoy/*.yaml, and each example directory's gateway.yaml.
@@ -83,16 +83,7 @@ def test_production_failover_example_fails_over(tmp_path):
     for i, c in enumerate(clusters):
         if c["name"] in ("anthropic", "openai"):
             clusters[i] = gateway.static_cluster(c["name"], mock_port, c["name"])
-    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
-    edge = hcm["http_filters"][0]["typed_config"]["config"]
-    upstream = hcm["http_filters"][-1]["typed_config"]["upstream_http_filters"][0]["typed_config"]["config"]
-    config = json.loads(edge["configuration"]["value"])
-    for provider in config["providers"].values():
-        provider.pop("host")
-    config["providers"]["anthropic"]["base_path"] = "/scenario/error-529"
-    for role in (edge, upstream):
-        role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
-        role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
+    serve_example_from_build(listener)
     envoy = None
     try:
         envoy = gateway.start_envoy(bootstrap, tmp_path, env=DUMMY_ENV)

@@ -152,6 +152,35 @@ def test_50_concurrent_cross_vendor_failovers_all_succeed(shipped):
     assert stats["cluster.mock_openai.upstream_rq_total"] == str(n)
 
 
+def test_the_retry_cap_holds_under_load(shipped):
+    """The same failovers with the aggregate's retry limit lowered to 2:
+    at most 2 retries run at once, the rest overflow and are answered with
+    the primary's error (unified, naming the vendor) instead of piling on."""
+    def two_retries(bootstrap):
+        for cluster in bootstrap["static_resources"]["clusters"]:
+            if cluster["name"] == "mock_failover":
+                cluster["circuit_breakers"]["thresholds"][0]["max_retries"] = 2
+    s = shipped(edit_bootstrap=two_retries)
+    n = 20
+
+    def one(i):
+        return s.gw.chat({"model": "m", "messages": USER_HI},
+                         **{"x-model-group": "mock-failover", "x-mock-scenario": "slow=300",
+                            "x-request-id": f"rb-{i}-{uuid.uuid4().hex}"})
+
+    with concurrent.futures.ThreadPoolExecutor(n) as pool:
+        results = list(pool.map(one, range(n)))
+    stats = s.gw.stats("cluster.mock_failover.")
+    overflowed = int(stats["cluster.mock_failover.upstream_rq_retry_overflow"])
+    retried = int(stats["cluster.mock_failover.upstream_rq_retry"])
+    assert overflowed > 0 and retried + overflowed == n, stats
+    answered = [h["x-llm-provider"] for status, h, _ in results if status == 200]
+    refused = [b for status, _, b in results if status != 200]
+    assert len(answered) == retried and set(answered) == {"mock-openai"}, results
+    assert len(refused) == overflowed
+    assert {b["error"]["provider"] for b in refused} == {"mock-anthropic-down"}, refused[:2]
+
+
 def test_every_shipped_vendor_cluster_has_breakers():
     bootstrap = gateway.build_bootstrap(1, 2, 3, env={})
     for cluster in bootstrap["static_resources"]["clusters"]:

@@ -12,7 +12,7 @@ import yaml
 
 import gateway
 import ladder_config
-from conftest import Gateway
+from conftest import Gateway, serve_example_from_build
 from test_ship import validate
 
 EXAMPLES = gateway.ROOT / "envoy/examples"
@@ -264,16 +264,7 @@ def test_ladder_example_degrades_against_the_mock(tmp_path):
             static = gateway.static_cluster(c["name"], dead_port if c["name"] == "openai" else mock_port, "")
             static["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["metadata"] = endpoint["metadata"]
             clusters[i] = static
-    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
-    edge = hcm["http_filters"][0]["typed_config"]["config"]
-    upstream = hcm["http_filters"][-1]["typed_config"]["upstream_http_filters"][0]["typed_config"]["config"]
-    config = json.loads(edge["configuration"]["value"])
-    for provider in config["providers"].values():
-        provider.pop("host")
-    config["providers"]["anthropic"]["base_path"] = "/scenario/error-529"
-    for role in (edge, upstream):
-        role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
-        role["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(config)}
+    serve_example_from_build(listener)
     envoy = None
     try:
         envoy = gateway.start_envoy(bootstrap, tmp_path, env=env)

@@ -19,7 +19,7 @@ import gateway
 import ratelimit_service
 from conftest import Gateway, complete_lines
 from sse_client import stream
-from test_hot_reload import HotGateway, STATS
+from test_hot_reload import STATS, hot  # noqa: F401  (hot: the shipped ECDS gateway fixture)
 
 HI = [{"role": "user", "content": "hi"}]
 # What the mock's OpenAI dialect bills for HI (asserted below): 1 + 9 tokens.
@@ -313,14 +313,6 @@ def test_streams_carry_the_headers_and_are_charged_when_they_end(limited):
 
 RELOAD_RULE = {"key": "example-team", "requests_per_hour": 3}
 
-
-@pytest.fixture
-def hot(tmp_path):
-    h = HotGateway(tmp_path)
-    try:
-        yield h
-    finally:
-        h.stop()
 
 
 def publish(hot, version, config):

@@ -85,8 +85,8 @@ impl RootContext for Root {
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         let config = self.config.clone()?;
         Some(match self.role? {
-            Role::Edge => Box::new(callbacks::EdgeContext(Edge::new(WasmHost, config))),
-            Role::Upstream => Box::new(callbacks::AttemptContext(Attempt::new(WasmHost, config))),
+            Role::Edge => Box::new(callbacks::SessionContext(Edge::new(WasmHost, config))),
+            Role::Upstream => Box::new(callbacks::SessionContext(Attempt::new(WasmHost, config))),
         })
     }
 

@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use super::host::{unix_seconds, Buffer, Flow, Host, Map, Phase, PhaseTimer};
 use super::{
-    attempt_property, client_surface, send_error, CLIENT_SURFACE, HANDOFF_PROPERTY, ROUTE_PROPERTY,
+    attempt_property, client_surface, send_error, Session, CLIENT_SURFACE, HANDOFF_PROPERTY,
+    ROUTE_PROPERTY,
 };
 use crate::config::Config;
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
@@ -467,9 +468,8 @@ fn no_provider(name: &str) -> GatewayError {
     )
 }
 
-/// The proxy's callbacks for one attempt, in the order they come.
-impl<H: Host> Attempt<H> {
-    pub fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
+impl<H: Host> Session for Attempt<H> {
+    fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
         let Some(handoff) = self
             .host
             .property(&[HANDOFF_PROPERTY])
@@ -543,7 +543,7 @@ impl<H: Host> Attempt<H> {
         Flow::Pause
     }
 
-    pub fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
+    fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
         if !matches!(self.mode, Mode::Request) {
             return Flow::Continue;
         }
@@ -559,7 +559,7 @@ impl<H: Host> Attempt<H> {
         }
     }
 
-    pub fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
+    fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
         if !matches!(self.mode, Mode::Request) {
             return Flow::Continue;
         }
@@ -649,7 +649,7 @@ impl<H: Host> Attempt<H> {
         Flow::Pause
     }
 
-    pub fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
+    fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
         match self.mode {
             Mode::Stream(_) => {
                 self.translate_chunk(size, end_of_stream);

@@ -9,7 +9,8 @@ use std::rc::Rc;
 
 use super::host::{micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
 use super::{
-    attempt_property, client_surface, send_error, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
+    attempt_property, client_surface, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY,
+    ROUTE_PROPERTY,
 };
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
@@ -625,9 +626,8 @@ impl<H: Host> Drop for Edge<H> {
     }
 }
 
-/// The proxy's callbacks for one request, in the order they come.
-impl<H: Host> Edge<H> {
-    pub fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
+impl<H: Host> Session for Edge<H> {
+    fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
         self.started = self.host.now();
         self.request_headers = self.host.headers(Map::Request);
         for name in INTERNAL_HEADERS {
@@ -723,7 +723,7 @@ impl<H: Host> Edge<H> {
         }
     }
 
-    pub fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
+    fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
         if !matches!(self.state, State::Chat) {
             return Flow::Continue;
         }
@@ -751,7 +751,7 @@ impl<H: Host> Edge<H> {
         }
     }
 
-    pub fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
+    fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
         if matches!(self.state, State::Passthrough | State::Replied) {
             return Flow::Continue;
         }
@@ -796,7 +796,7 @@ impl<H: Host> Edge<H> {
         Flow::Continue
     }
 
-    pub fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
+    fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
         if end_of_stream && !self.response_complete {
             self.on_response_end();
         }
@@ -821,7 +821,7 @@ impl<H: Host> Edge<H> {
         Flow::Continue
     }
 
-    pub fn on_log(&mut self) {
+    fn on_log(&mut self) {
         if let Some(chat) = &self.chat {
             let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
             self.meter(chat);

@@ -15,7 +15,18 @@ pub mod host;
 #[cfg(test)]
 mod fake;
 
-use host::Host;
+use host::{Flow, Host};
+
+/// A request's state machine as the proxy drives it: its callbacks, in the
+/// order they come. `host::callbacks` hands each proxy-wasm callback to one.
+pub trait Session {
+    fn on_request_headers(&mut self, end_of_stream: bool) -> Flow;
+    fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow;
+    fn on_response_headers(&mut self, end_of_stream: bool) -> Flow;
+    fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow;
+    /// The request is done and logged (access log, metrics).
+    fn on_log(&mut self) {}
+}
 
 /// Filter state the edge role writes and every attempt reads: an
 /// `exchange::Handoff` (model group, candidate, request id, exchange token).

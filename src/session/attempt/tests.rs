@@ -9,6 +9,7 @@ use crate::config::Config;
 use crate::exchange::Handoff;
 use crate::session::fake::FakeHost;
 use crate::session::host::{Flow, Map};
+use crate::session::Session;
 
 const PROVIDER: &str = "xds.upstream_host_metadata.filter_metadata.llm.provider";
 

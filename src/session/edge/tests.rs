@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::exchange::Handoff;
 use crate::session::fake::FakeHost;
 use crate::session::host::{Flow, Map};
+use crate::session::Session;
 
 const KEY: &str = "team-a-secret";
 
