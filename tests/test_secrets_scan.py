@@ -20,7 +20,7 @@ def test_the_scan_finds_a_key_anywhere():
 
 
 def test_the_scan_finds_a_panic_but_not_the_deliberate_one():
-    ours = "[wasm log llm_gateway] panicked at src/host/edge.rs:12:5"
+    ours = "[wasm log llm_gateway] panicked at src/session/edge.rs:12:5"
     trap = "Function: proxy_on_request_headers failed: Uncaught RuntimeError: unreachable"
     floor = "[wasm log] panicked at benches/wasm-floor/src/lib.rs:9:9"
     assert filter_panics({"envoy.log": "ok\n" + ours}) == [("envoy.log", ours)]

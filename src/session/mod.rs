@@ -2,8 +2,8 @@
 //! through the narrow [`host::Host`] interface, so that they run and are
 //! tested natively. `crate::host` adapts them to proxy-wasm.
 //!
-//! - [`attempt`]: the upstream role, once per attempt.
-//! - The edge role (`host::edge`) is still proxy-wasm glue; it moves here next.
+//! - [`edge`]: the edge role, once per request (HCM filter before the router).
+//! - [`attempt`]: the upstream role, once per attempt (router upstream filter).
 
 use crate::error::GatewayError;
 use crate::surfaces::{surface, Surface, SurfaceKind};
