@@ -7,15 +7,13 @@
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
+use super::channel::AttemptChannel;
 use super::host::{unix_seconds, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{
-    attempt_property, client_surface, send_error, Session, CLIENT_SURFACE, HANDOFF_PROPERTY,
-    ROUTE_PROPERTY,
-};
+use super::{client_surface, send_error, Session, CLIENT_SURFACE, HANDOFF_PROPERTY};
 use crate::config::Config;
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
 use crate::error::{ErrorCode, GatewayError};
-use crate::exchange::{self, Handoff, Shared};
+use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::request::ChatRequest;
@@ -43,7 +41,6 @@ const RUNG_METADATA: [&str; 5] = [
     "llm",
     "model_group",
 ];
-const ATTEMPT_COUNT: [&str; 2] = ["upstream", "request_attempt_count"];
 
 enum Mode {
     /// Not a request the edge role accepted: leave it alone.
@@ -100,8 +97,8 @@ pub struct Attempt<H> {
     stream_ended: bool,
     /// What this attempt did; handed back to the edge role.
     record: AttemptRecord,
-    /// The request's exchange with the edge role, when both share this VM.
-    exchange: Option<Shared>,
+    /// How this attempt and the edge role share the request and records.
+    channel: AttemptChannel,
 }
 
 /// Stream progress reaches filter state every this many chunks (and at the
@@ -134,19 +131,14 @@ impl<H: Host> Attempt<H> {
             chunks: 0,
             stream_ended: false,
             record: AttemptRecord::default(),
-            exchange: None,
+            channel: AttemptChannel::FilterState,
         }
     }
 
-    /// Hands this attempt's record to the edge role: through the exchange,
-    /// or filter state when there is none.
+    /// Hands this attempt's record to the edge role.
     fn save_record(&self) {
-        if let Some(exchange) = &self.exchange {
-            exchange.borrow_mut().set_record(self.attempt, &self.record);
-        } else if let Ok(json) = serde_json::to_vec(&self.record) {
-            let name = attempt_property(self.attempt);
-            self.host.set_property(&[&name], Some(&json));
-        }
+        self.channel
+            .save_record(&self.host, self.attempt, &self.record);
     }
 
     /// Appends this attempt to the request's route (`provider/model:status`).
@@ -155,16 +147,7 @@ impl<H: Host> Attempt<H> {
             "{}/{}:{}",
             self.provider_name, self.model, self.record.status
         );
-        if let Some(exchange) = &self.exchange {
-            exchange.borrow_mut().route.push(entry);
-            return;
-        }
-        let mut route = self.host.property(&[ROUTE_PROPERTY]).unwrap_or_default();
-        if !route.is_empty() {
-            route.push(b',');
-        }
-        route.extend_from_slice(entry.as_bytes());
-        self.host.set_property(&[ROUTE_PROPERTY], Some(&route));
+        self.channel.append_route(&self.host, entry);
     }
 
     /// After a stream chunk: time to first token, delivered tokens, and at
@@ -292,8 +275,8 @@ impl<H: Host> Attempt<H> {
     /// attempt's provider and sets the vendor's path, authority and auth.
     fn translate_request(&mut self, size: usize) -> Result<(), GatewayError> {
         let parsed;
-        let shared = self.exchange.as_ref().map(|e| e.borrow());
-        let request = match shared.as_ref().and_then(|e| e.request.as_ref()) {
+        let shared = self.channel.request();
+        let request = match shared.as_deref() {
             Some(request) => request,
             None => {
                 let body = self.host.body(Buffer::Request, 0, size);
@@ -480,19 +463,8 @@ impl<H: Host> Session for Attempt<H> {
         self.group = handoff.group;
         self.candidate = handoff.candidate;
         self.request_id = handoff.request_id;
-        self.exchange = handoff.token.and_then(exchange::find);
-        self.attempt = match &self.exchange {
-            Some(exchange) => {
-                let mut exchange = exchange.borrow_mut();
-                exchange.attempts += 1;
-                exchange.attempts
-            }
-            None => self
-                .host
-                .property(&ATTEMPT_COUNT)
-                .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
-                .map_or(1, u64::from_le_bytes),
-        };
+        self.channel = AttemptChannel::find(handoff.token);
+        self.attempt = self.channel.begin_attempt(&self.host);
         self.provider_name = self
             .host
             .property(&PROVIDER_METADATA)
@@ -611,9 +583,7 @@ impl<H: Host> Session for Attempt<H> {
             return Flow::Pause;
         }
         // A vendor accepted the request: a stream need not keep it parsed.
-        if let Some(exchange) = &self.exchange {
-            exchange.borrow_mut().request = None;
-        }
+        self.channel.release_request();
         let Some((_, dialect)) = self.provider() else {
             return self.fail(no_provider(&self.provider_name));
         };

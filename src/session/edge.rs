@@ -7,15 +7,13 @@
 
 use std::rc::Rc;
 
+use super::channel::AttemptChannel;
 use super::host::{micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{
-    attempt_property, client_surface, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY,
-    ROUTE_PROPERTY,
-};
+use super::{client_surface, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
-use crate::exchange::{self, Handoff, Shared, Token, MAX_RECORDS};
+use crate::exchange::{self, Handoff, Token};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
 use crate::limits::{Estimate, Usage as LimitUsage};
 use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
@@ -75,8 +73,10 @@ pub struct Edge<H: Host> {
     /// The last attempt's record and the route, read once the response ended.
     final_attempts: Option<(Vec<AttemptRecord>, Vec<String>)>,
     request_headers: Headers,
-    /// What this request shares with its attempts (see `exchange`).
-    exchange: Option<(Token, Shared)>,
+    /// The request's exchange (see `exchange`), closed when the request ends.
+    exchange: Option<Token>,
+    /// How this request and its attempts share the request and records.
+    channel: AttemptChannel,
     /// The request's rate limits, once it was admitted (or refused) by them.
     limits: Option<RequestLimits>,
 }
@@ -108,6 +108,7 @@ impl<H: Host> Edge<H> {
             final_attempts: None,
             request_headers: Headers::default(),
             exchange: None,
+            channel: AttemptChannel::FilterState,
             limits: None,
         }
     }
@@ -348,8 +349,11 @@ impl<H: Host> Edge<H> {
             request_id: self.request_id.clone(),
             group: group.to_owned(),
         };
-        self.exchange = exchange::open(request);
-        handoff.token = self.exchange.as_ref().map(|(token, _)| *token);
+        if let Some((token, shared)) = exchange::open(request) {
+            self.exchange = Some(token);
+            self.channel = AttemptChannel::InVm(shared);
+        }
+        handoff.token = self.exchange;
         self.host
             .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()));
         Ok(())
@@ -540,41 +544,9 @@ impl<H: Host> Edge<H> {
 }
 
 impl<H: Host> Edge<H> {
-    /// Every attempt's record and route entry: from the exchange when an
-    /// attempt shared it, else from filter state (the roles run in
-    /// different VMs, or no attempt was made).
+    /// Every attempt's record and route entry.
     fn attempts(&self) -> (Vec<AttemptRecord>, Vec<String>) {
-        if let Some((_, exchange)) = &self.exchange {
-            let exchange = exchange.borrow();
-            if exchange.attempts > 0 {
-                return (exchange.records.clone(), exchange.route.clone());
-            }
-        }
-        let route: Vec<String> = self
-            .host
-            .property(&[ROUTE_PROPERTY])
-            .map(|b| {
-                String::from_utf8_lossy(&b)
-                    .split(',')
-                    .filter(|r| !r.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
-        // Attempt numbers are Envoy's; one that failed before the vendor
-        // answered left no record, so look a little past the route's length.
-        let mut records = Vec::new();
-        let most = (route.len() + 2).min(MAX_RECORDS) as u64;
-        for attempt in 1..=most {
-            let record = self
-                .host
-                .property(&[&attempt_property(attempt)])
-                .and_then(|b| serde_json::from_slice::<AttemptRecord>(&b).ok());
-            if let Some(record) = record {
-                records.push(record);
-            }
-        }
-        (records, route)
+        self.channel.attempts(&self.host)
     }
 
     /// Filter state for tracing custom tags (envoy/tracing.yaml), when the
@@ -620,7 +592,7 @@ impl<H: Host> Edge<H> {
 
 impl<H: Host> Drop for Edge<H> {
     fn drop(&mut self) {
-        if let Some((token, _)) = self.exchange.take() {
+        if let Some(token) = self.exchange.take() {
             exchange::close(token);
         }
     }

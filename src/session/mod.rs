@@ -9,6 +9,7 @@ use crate::error::GatewayError;
 use crate::surfaces::{surface, Surface, SurfaceKind};
 
 pub mod attempt;
+mod channel;
 pub mod edge;
 pub mod host;
 

@@ -1,0 +1,186 @@
+//! The one way a request's two roles hand each other what they must (see
+//! `exchange`): the in-VM exchange when both roles run in one VM, else
+//! filter state. Chosen once per role and request (the edge when it opens
+//! the exchange, an attempt when it reads the handoff); every read and
+//! write of records, route and attempt count goes through here.
+
+use std::cell::Ref;
+
+use super::host::Host;
+use super::{attempt_property, ROUTE_PROPERTY};
+use crate::exchange::{self, Shared, Token, MAX_RECORDS};
+use crate::metering::AttemptRecord;
+use crate::model::request::ChatRequest;
+
+/// Envoy's count of this request's attempts, for the filter-state channel.
+const ATTEMPT_COUNT: [&str; 2] = ["upstream", "request_attempt_count"];
+
+pub enum AttemptChannel {
+    /// Both roles in this VM: the request's exchange.
+    InVm(Shared),
+    /// The roles in different VMs (or no exchange could be opened).
+    FilterState,
+}
+
+impl AttemptChannel {
+    /// The channel of the handoff's exchange token.
+    pub fn find(token: Option<Token>) -> Self {
+        match token.and_then(exchange::find) {
+            Some(shared) => Self::InVm(shared),
+            None => Self::FilterState,
+        }
+    }
+
+    /// Counts an attempt starting; its number (1 for the first).
+    pub fn begin_attempt(&self, host: &impl Host) -> u64 {
+        match self {
+            Self::InVm(shared) => {
+                let mut exchange = shared.borrow_mut();
+                exchange.attempts += 1;
+                exchange.attempts
+            }
+            Self::FilterState => host
+                .property(&ATTEMPT_COUNT)
+                .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
+                .map_or(1, u64::from_le_bytes),
+        }
+    }
+
+    /// The request as the edge role parsed it, while it is kept.
+    pub fn request(&self) -> Option<Ref<'_, ChatRequest>> {
+        match self {
+            Self::InVm(shared) => Ref::filter_map(shared.borrow(), |e| e.request.as_ref()).ok(),
+            Self::FilterState => None,
+        }
+    }
+
+    /// A vendor accepted the request: a stream need not keep it parsed.
+    pub fn release_request(&self) {
+        if let Self::InVm(shared) = self {
+            shared.borrow_mut().request = None;
+        }
+    }
+
+    /// Hands attempt number `attempt`'s record to the edge role.
+    pub fn save_record(&self, host: &impl Host, attempt: u64, record: &AttemptRecord) {
+        match self {
+            Self::InVm(shared) => shared.borrow_mut().set_record(attempt, record),
+            Self::FilterState => {
+                if let Ok(json) = serde_json::to_vec(record) {
+                    host.set_property(&[&attempt_property(attempt)], Some(&json));
+                }
+            }
+        }
+    }
+
+    /// Appends an attempt (`provider/model:status`) to the request's route.
+    pub fn append_route(&self, host: &impl Host, entry: String) {
+        match self {
+            Self::InVm(shared) => shared.borrow_mut().route.push(entry),
+            Self::FilterState => {
+                let mut route = host.property(&[ROUTE_PROPERTY]).unwrap_or_default();
+                if !route.is_empty() {
+                    route.push(b',');
+                }
+                route.extend_from_slice(entry.as_bytes());
+                host.set_property(&[ROUTE_PROPERTY], Some(&route));
+            }
+        }
+    }
+
+    /// Every attempt's record and route entry, as the edge role reads them
+    /// at the end: from the exchange when an attempt found it, else from
+    /// filter state (the roles run in different VMs, or no attempt was made).
+    pub fn attempts(&self, host: &impl Host) -> (Vec<AttemptRecord>, Vec<String>) {
+        if let Self::InVm(shared) = self {
+            let exchange = shared.borrow();
+            if exchange.attempts > 0 {
+                return (exchange.records.clone(), exchange.route.clone());
+            }
+        }
+        let route: Vec<String> = host
+            .property(&[ROUTE_PROPERTY])
+            .map(|b| {
+                String::from_utf8_lossy(&b)
+                    .split(',')
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        // Attempt numbers are Envoy's; one that failed before the vendor
+        // answered left no record, so look a little past the route's length.
+        let mut records = Vec::new();
+        let most = (route.len() + 2).min(MAX_RECORDS) as u64;
+        for attempt in 1..=most {
+            let record = host
+                .property(&[&attempt_property(attempt)])
+                .and_then(|b| serde_json::from_slice::<AttemptRecord>(&b).ok());
+            if let Some(record) = record {
+                records.push(record);
+            }
+        }
+        (records, route)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::fake::FakeHost;
+
+    fn record(status: u16) -> AttemptRecord {
+        AttemptRecord {
+            provider: "p".into(),
+            status,
+            ..AttemptRecord::default()
+        }
+    }
+
+    #[test]
+    fn both_channels_carry_the_same_attempts() {
+        let request =
+            ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#)
+                .unwrap();
+        let (token, shared) = exchange::open(request).unwrap();
+        let in_vm = AttemptChannel::find(Some(token));
+        assert!(matches!(in_vm, AttemptChannel::InVm(_)));
+        let host = FakeHost::new();
+        for channel in [in_vm, AttemptChannel::FilterState] {
+            // Envoy's own count, which only the filter-state channel reads.
+            host.set_prop(&["upstream", "request_attempt_count"], &1u64.to_le_bytes());
+            assert_eq!(channel.begin_attempt(&host), 1);
+            channel.save_record(&host, 1, &record(503));
+            channel.append_route(&host, "p/m:503".into());
+            host.set_prop(&["upstream", "request_attempt_count"], &2u64.to_le_bytes());
+            assert_eq!(channel.begin_attempt(&host), 2);
+            channel.save_record(&host, 2, &record(200));
+            channel.append_route(&host, "p/m:200".into());
+            let (records, route) = channel.attempts(&host);
+            assert_eq!(
+                records.iter().map(|r| r.status).collect::<Vec<_>>(),
+                [503, 200]
+            );
+            assert_eq!(route, ["p/m:503", "p/m:200"]);
+        }
+        assert!(shared.borrow().request.is_some());
+        exchange::close(token);
+    }
+
+    #[test]
+    fn the_parsed_request_is_there_until_a_vendor_accepted_it() {
+        let request =
+            ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#)
+                .unwrap();
+        let (token, _) = exchange::open(request).unwrap();
+        let channel = AttemptChannel::find(Some(token));
+        assert_eq!(
+            channel.request().map(|r| r.model.clone()).as_deref(),
+            Some("m")
+        );
+        channel.release_request();
+        assert!(channel.request().is_none());
+        assert!(AttemptChannel::FilterState.request().is_none());
+        exchange::close(token);
+    }
+}
