@@ -135,11 +135,17 @@ pub(super) fn decode_completion(
         return Err(unparseable("response", "no choices"));
     };
     choices.iter_mut().for_each(fold_content_filter);
-    let finish_reason = choices
-        .first()
-        .and_then(|c| c.get("finish_reason"))
-        .and_then(Value::as_str)
-        .and_then(FinishReason::parse);
+    // With n > 1, a filtered choice marks the answer filtered (metering).
+    let reasons: Vec<FinishReason> = choices
+        .iter()
+        .filter_map(|c| c.get("finish_reason").and_then(Value::as_str))
+        .filter_map(FinishReason::parse)
+        .collect();
+    let finish_reason = reasons
+        .iter()
+        .find(|r| **r == FinishReason::ContentFilter)
+        .or(reasons.first())
+        .copied();
     if let Some(model) = completion.get("model").and_then(Value::as_str) {
         origin.model = model.to_owned();
     }
@@ -233,6 +239,21 @@ mod tests {
         let v: Value = d.chat_json(&origin);
         assert_eq!(v["provider"], "oa");
         assert!(OpenAi.decode_response(b"not json", &mut origin).is_err());
+        assert_eq!(d.finish_reason, Some(FinishReason::Stop));
+    }
+
+    #[test]
+    fn any_filtered_choice_marks_the_answer_filtered() {
+        let body = br#"{"id":"c","model":"m","choices":[
+            {"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop"},
+            {"index":1,"message":{"role":"assistant","content":null},"finish_reason":"content_filter"}]}"#;
+        let d = OpenAi
+            .decode_response(body, &mut Origin::default())
+            .unwrap();
+        assert_eq!(d.finish_reason, Some(FinishReason::ContentFilter));
+        let one = br#"{"id":"c","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"length"}]}"#;
+        let d = OpenAi.decode_response(one, &mut Origin::default()).unwrap();
+        assert_eq!(d.finish_reason, Some(FinishReason::Length));
     }
 
     fn run_stream(input: &str, include_usage: bool) -> String {
