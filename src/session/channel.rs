@@ -129,6 +129,10 @@ mod tests {
     use super::*;
     use crate::session::fake::FakeHost;
 
+    fn request() -> ChatRequest {
+        ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#).unwrap()
+    }
+
     fn record(status: u16) -> AttemptRecord {
         AttemptRecord {
             provider: "p".into(),
@@ -139,10 +143,7 @@ mod tests {
 
     #[test]
     fn both_channels_carry_the_same_attempts() {
-        let request =
-            ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#)
-                .unwrap();
-        let (token, shared) = exchange::open(request).unwrap();
+        let (token, shared) = exchange::open(request()).unwrap();
         let in_vm = AttemptChannel::find(Some(token));
         assert!(matches!(in_vm, AttemptChannel::InVm(_)));
         let host = FakeHost::new();
@@ -169,10 +170,7 @@ mod tests {
 
     #[test]
     fn the_parsed_request_is_there_until_a_vendor_accepted_it() {
-        let request =
-            ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#)
-                .unwrap();
-        let (token, _) = exchange::open(request).unwrap();
+        let (token, _) = exchange::open(request()).unwrap();
         let channel = AttemptChannel::find(Some(token));
         assert_eq!(
             channel.request().map(|r| r.model.clone()).as_deref(),

@@ -56,11 +56,22 @@ pub fn client_surface() -> &'static dyn Surface {
 
 /// Answers the request with a unified error, from either role.
 pub fn send_error(host: &impl Host, error: &GatewayError, request_id: &str) {
+    send_error_with(host, error, request_id, &[]);
+}
+
+/// The same, with more response headers (a request's rate-limit headers).
+pub fn send_error_with(
+    host: &impl Host,
+    error: &GatewayError,
+    request_id: &str,
+    extra: &[(&str, String)],
+) {
     let body = client_surface().render_error(error, Some(request_id));
     let mut headers: Vec<(&str, &[u8])> = vec![
         ("content-type", b"application/json"),
         ("x-request-id", request_id.as_bytes()),
     ];
+    headers.extend(extra.iter().map(|(n, v)| (*n, v.as_bytes())));
     if let Some(allow) = &error.allow {
         headers.push(("allow", allow.as_bytes()));
     }

@@ -135,17 +135,20 @@ pub(super) fn decode_completion(
         return Err(unparseable("response", "no choices"));
     };
     choices.iter_mut().for_each(fold_content_filter);
-    // With n > 1, a filtered choice marks the answer filtered (metering).
-    let reasons: Vec<FinishReason> = choices
+    // The first choice's finish, unless any choice (n > 1) was filtered:
+    // then the answer counts as filtered (metering).
+    let mut finish_reason = None;
+    let reasons = choices
         .iter()
         .filter_map(|c| c.get("finish_reason").and_then(Value::as_str))
-        .filter_map(FinishReason::parse)
-        .collect();
-    let finish_reason = reasons
-        .iter()
-        .find(|r| **r == FinishReason::ContentFilter)
-        .or(reasons.first())
-        .copied();
+        .filter_map(FinishReason::parse);
+    for reason in reasons {
+        if reason == FinishReason::ContentFilter {
+            finish_reason = Some(reason);
+            break;
+        }
+        finish_reason.get_or_insert(reason);
+    }
     if let Some(model) = completion.get("model").and_then(Value::as_str) {
         origin.model = model.to_owned();
     }

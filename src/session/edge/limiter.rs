@@ -7,8 +7,8 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::limits::headers::RateHeaders;
 use crate::limits::store::{self, SetResult, SharedStore};
 use crate::limits::{self, Counter, Estimate, Scope, Usage};
-use crate::session::client_surface;
 use crate::session::host::{unix_millis, Host, Map};
+use crate::session::send_error_with;
 
 /// Shared data of this `vm_id`: one store for every worker of the proxy.
 struct HostStore<'h, H>(&'h H);
@@ -163,7 +163,6 @@ pub fn send_error(
     request_id: &str,
     limits: &RequestLimits,
 ) {
-    let body = client_surface().render_error(error, Some(request_id));
     let mut owned: Vec<(&str, String)> = limits.header_pairs();
     if let Some((_, reset_ms)) = &limits.refused {
         owned.push((
@@ -172,12 +171,7 @@ pub fn send_error(
         ));
         owned.push(("retry-after-ms", reset_ms.max(&1).to_string()));
     }
-    let mut headers: Vec<(&str, &[u8])> = vec![
-        ("content-type", b"application/json"),
-        ("x-request-id", request_id.as_bytes()),
-    ];
-    headers.extend(owned.iter().map(|(n, v)| (*n, v.as_bytes())));
-    host.send_response(error.status(), &headers, &body, "");
+    send_error_with(host, error, request_id, &owned);
 }
 
 /// Filter state Envoy's rate limit filter turns into descriptors (CEL
