@@ -338,7 +338,12 @@ fn main() {
         }
         let t = time(|| {
             let mut o = origin();
-            d.decode_response(black_box(&response), &mut o).unwrap()
+            d.decode_for(
+                llm_gateway::model::Api::OpenAiChat,
+                black_box(&response),
+                &mut o,
+            )
+            .unwrap()
         });
         row(
             &format!("{name}: decode response, {} B", response.len()),
@@ -347,13 +352,13 @@ fn main() {
         );
         let mut out = Vec::with_capacity(8192);
         let t = time(|| {
-            let mut decoder = d.stream_decoder(
-                llm_gateway::surfaces::SurfaceKind::OpenAiChat.stream_writer(
-                    origin(),
-                    "r".into(),
-                    false,
-                ),
-            );
+            let mut decoder = d.stream_decoder(llm_gateway::surfaces::stream_writer(
+                llm_gateway::model::Api::OpenAiChat,
+                d.speaks(llm_gateway::model::Api::OpenAiChat),
+                origin(),
+                "r".into(),
+                false,
+            ));
             out.clear();
             decoder.feed(black_box(&stream), &mut out);
             decoder.finish(&mut out);
@@ -366,13 +371,13 @@ fn main() {
             &format!("{:.2} µs per chunk", per_chunk.as_secs_f64() * 1e6),
         );
         let t = time(|| {
-            let mut decoder = d.stream_decoder(
-                llm_gateway::surfaces::SurfaceKind::OpenAiChat.stream_writer(
-                    origin(),
-                    "r".into(),
-                    false,
-                ),
-            );
+            let mut decoder = d.stream_decoder(llm_gateway::surfaces::stream_writer(
+                llm_gateway::model::Api::OpenAiChat,
+                d.speaks(llm_gateway::model::Api::OpenAiChat),
+                origin(),
+                "r".into(),
+                false,
+            ));
             out.clear();
             for event in &events {
                 decoder.feed(black_box(event), &mut out);

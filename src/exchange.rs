@@ -26,6 +26,7 @@ use std::rc::Rc;
 
 use crate::metering::AttemptRecord;
 use crate::model::request::ChatRequest;
+use crate::model::Api;
 
 /// One request's shared state.
 #[derive(Debug)]
@@ -154,6 +155,8 @@ pub fn close(token: Token) {
 /// value the upstream role reads before it knows the provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Handoff {
+    /// The API the client speaks.
+    pub api: Api,
     /// The exchange, when the edge role could open one.
     pub token: Option<Token>,
     /// The candidate the edge role chose (index in the group).
@@ -163,22 +166,29 @@ pub struct Handoff {
 }
 
 impl Handoff {
-    /// `token;candidate;request_id;group`. The group comes last: it is the
-    /// only part that may contain `;` (request ids are `[A-Za-z0-9._:-]`).
+    /// `api;token;candidate;request_id;group`. The group comes last: it is
+    /// the only part that may contain `;` (request ids are `[A-Za-z0-9._:-]`).
     pub fn encode(&self) -> String {
         let token = self.token.map(|t| t.to_string()).unwrap_or_default();
         let candidate = self.candidate.map(|c| c.to_string()).unwrap_or_default();
-        format!("{token};{candidate};{};{}", self.request_id, self.group)
+        format!(
+            "{};{token};{candidate};{};{}",
+            self.api.name(),
+            self.request_id,
+            self.group
+        )
     }
 
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let text = std::str::from_utf8(bytes).ok()?;
-        let mut parts = text.splitn(4, ';');
+        let mut parts = text.splitn(5, ';');
+        let api = Api::for_name(parts.next()?)?;
         let token = parts.next()?;
         let candidate = parts.next()?;
         let request_id = parts.next()?;
         let group = parts.next()?;
         Some(Self {
+            api,
             token: Token::parse(token),
             candidate: candidate.parse().ok(),
             request_id: request_id.to_owned(),
@@ -241,12 +251,14 @@ mod tests {
         let (token, _exchange) = open(request()).unwrap();
         for handoff in [
             Handoff {
+                api: Api::OpenAiChat,
                 token: Some(token),
                 candidate: Some(2),
                 request_id: "req-1".into(),
                 group: "chat;with;semicolons".into(),
             },
             Handoff {
+                api: Api::OpenAiChat,
                 token: None,
                 candidate: None,
                 request_id: "r".into(),
@@ -258,5 +270,6 @@ mod tests {
         close(token);
         assert_eq!(Handoff::decode(b"no separators"), None);
         assert_eq!(Handoff::decode(&[0xff, b';', b';', b';']), None);
+        assert_eq!(Handoff::decode(b"unknown_api;;;r;g"), None);
     }
 }

@@ -200,6 +200,8 @@ impl Bill {
 #[derive(Debug, Serialize)]
 pub struct RequestLog<'a> {
     pub request_id: &'a str,
+    /// The client's API (`model::Api::name`).
+    pub surface: &'a str,
     pub key: &'a str,
     pub group: &'a str,
     pub status: u16,

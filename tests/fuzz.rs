@@ -201,13 +201,13 @@ fn decoders_never_panic() {
             let _ = d.decode_response(&body, &mut Origin::default());
             let _ = d.decode_error(400 + (rng.below(200) as u16), &body);
             let stream = mutate(&mut rng, STREAMS[i % STREAMS.len()].as_bytes());
-            let mut decoder = d.stream_decoder(
-                llm_gateway::surfaces::SurfaceKind::OpenAiChat.stream_writer(
-                    Origin::default(),
-                    "r".into(),
-                    i % 2 == 0,
-                ),
-            );
+            let mut decoder = d.stream_decoder(llm_gateway::surfaces::stream_writer(
+                llm_gateway::model::Api::OpenAiChat,
+                d.speaks(llm_gateway::model::Api::OpenAiChat),
+                Origin::default(),
+                "r".into(),
+                i % 2 == 0,
+            ));
             let mut out = Vec::new();
             for chunk in chunks(&mut rng, &stream) {
                 decoder.feed(chunk, &mut out);

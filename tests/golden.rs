@@ -22,7 +22,8 @@ use llm_gateway::config::Config;
 use llm_gateway::dialects::{self, DialectKind, Target};
 use llm_gateway::model::request::ChatRequest;
 use llm_gateway::model::response::Origin;
-use llm_gateway::surfaces::{surface, SurfaceKind};
+use llm_gateway::model::Api;
+use llm_gateway::surfaces::surface;
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -185,7 +186,9 @@ fn stream_bytes(path: &Path) -> Vec<u8> {
 
 /// Runs a vendor stream through the dialect's decoder in the given pieces.
 fn client_stream(kind: DialectKind, pieces: &[&[u8]]) -> String {
-    let writer = llm_gateway::surfaces::SurfaceKind::OpenAiChat.stream_writer(
+    let writer = llm_gateway::surfaces::stream_writer(
+        llm_gateway::model::Api::OpenAiChat,
+        dialects::dialect(kind).speaks(Api::OpenAiChat),
         origin(kind),
         "req-golden".into(),
         true,
@@ -231,10 +234,10 @@ fn client_answer(kind: DialectKind, path: &Path) -> String {
         );
     }
     let mut origin = origin(kind);
-    match dialect.decode_response(&body, &mut origin) {
+    match dialect.decode_for(Api::OpenAiChat, &body, &mut origin) {
         Ok(d) => {
             let usage = d.usage;
-            let body = surface(SurfaceKind::OpenAiChat).render_answer(d.answer, &origin);
+            let body = surface(Api::OpenAiChat).render_answer(d.answer, &origin);
             format!("HTTP 200 usage={usage:?}\n\n{}\n", pretty(&body))
         }
         Err(e) => format!(

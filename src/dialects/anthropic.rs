@@ -111,7 +111,7 @@ fn text_blocks(content: &Content) -> Vec<Block<'_>> {
         Content::Parts(parts) => parts
             .iter()
             .filter_map(|p| match p {
-                ContentPart::Text { text } if !text.is_empty() => Some(Block::Text {
+                ContentPart::Text { text, .. } if !text.is_empty() => Some(Block::Text {
                     text: Cow::Borrowed(text),
                 }),
                 _ => None,
@@ -127,11 +127,11 @@ fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayErr
     let mut blocks = Vec::with_capacity(parts.len());
     for (j, part) in parts.iter().enumerate() {
         match part {
-            ContentPart::Text { text } if text.is_empty() => {}
-            ContentPart::Text { text } => blocks.push(Block::Text {
+            ContentPart::Text { text, .. } if text.is_empty() => {}
+            ContentPart::Text { text, .. } => blocks.push(Block::Text {
                 text: Cow::Borrowed(text),
             }),
-            ContentPart::ImageUrl { image_url } => {
+            ContentPart::ImageUrl { image_url, .. } => {
                 let source = match image_url.parse() {
                     Ok(Image::Base64 { media_type, data }) => {
                         ImageSource::Base64 { media_type, data }
@@ -146,6 +146,7 @@ fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayErr
                 };
                 blocks.push(Block::Image { source });
             }
+            ContentPart::Document(_) => return Err(crate::dialects::no_documents(i, j)),
         }
     }
     Ok(blocks)
@@ -173,6 +174,7 @@ impl Dialect for Anthropic {
                 Message::Tool {
                     content,
                     tool_call_id,
+                    ..
                 } => {
                     let result = Block::ToolResult {
                         tool_use_id: tool_call_id,
@@ -345,6 +347,7 @@ impl Dialect for Anthropic {
         }
         let usage = message.usage.map(AnthropicUsage::unified);
         let completion = Completion {
+            reasoning: Vec::new(),
             content: text,
             tool_calls,
             finish_reason: message.stop_reason.as_deref().map(finish_reason),

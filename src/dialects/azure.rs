@@ -16,6 +16,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
 use crate::model::stream::EventWriter;
+use crate::model::Api;
 use crate::url::encode_segment;
 
 pub struct Azure;
@@ -24,6 +25,10 @@ pub struct Azure;
 const V1: &str = "v1";
 
 impl Dialect for Azure {
+    fn speaks(&self, api: Api) -> bool {
+        api == Api::OpenAiChat
+    }
+
     fn encode_request(
         &self,
         req: &ChatRequest,
@@ -60,6 +65,15 @@ impl Dialect for Azure {
 
     fn decode_response(
         &self,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        openai::decode_typed(body, origin)
+    }
+
+    fn decode_native(
+        &self,
+        _api: Api,
         body: &[u8],
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
@@ -161,7 +175,9 @@ mod tests {
             "usage":{{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}}}"#
         );
         let mut origin = origin();
-        let d = Azure.decode_response(body.as_bytes(), &mut origin).unwrap();
+        let d = Azure
+            .decode_native(Api::OpenAiChat, body.as_bytes(), &mut origin)
+            .unwrap();
         assert_eq!(origin.model, "gpt-4o-2024-08-06");
         assert_eq!(d.usage.unwrap().prompt_tokens, 9);
         let v: Value = d.chat_json(&origin);
@@ -190,8 +206,10 @@ mod tests {
                 "finish_reason":"{finish}","message":{{"role":"assistant","content":null}},"content_filter_results":{results}}}]}}"#
             );
             let d = Azure
-                .decode_response(body.as_bytes(), &mut origin())
+                .decode_native(Api::OpenAiChat, body.as_bytes(), &mut origin())
                 .unwrap();
+            let typed = Azure.decode_response(body.as_bytes(), &mut origin());
+            assert_eq!(typed.unwrap().finish_reason, d.finish_reason);
             let v: Value = d.chat_json(&origin());
             assert_eq!(
                 v["choices"][0]["finish_reason"], "content_filter",

@@ -104,7 +104,7 @@ fn text_blocks(content: &Content) -> Vec<Block<'_>> {
         Content::Parts(parts) => parts
             .iter()
             .filter_map(|p| match p {
-                ContentPart::Text { text } if !text.is_empty() => {
+                ContentPart::Text { text, .. } if !text.is_empty() => {
                     Some(Block::Text(Cow::Borrowed(text)))
                 }
                 _ => None,
@@ -131,9 +131,9 @@ fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayErr
     let mut blocks = Vec::with_capacity(parts.len());
     for (j, part) in parts.iter().enumerate() {
         match part {
-            ContentPart::Text { text } if text.is_empty() => {}
-            ContentPart::Text { text } => blocks.push(Block::Text(Cow::Borrowed(text))),
-            ContentPart::ImageUrl { image_url } => {
+            ContentPart::Text { text, .. } if text.is_empty() => {}
+            ContentPart::Text { text, .. } => blocks.push(Block::Text(Cow::Borrowed(text))),
+            ContentPart::ImageUrl { image_url, .. } => {
                 let param = || format!("messages[{i}].content[{j}].image_url.url");
                 let image = match image_url.parse() {
                     Ok(Image::Base64 { media_type, data }) => image_format(media_type)
@@ -157,6 +157,7 @@ fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayErr
                 };
                 blocks.push(image);
             }
+            ContentPart::Document(_) => return Err(crate::dialects::no_documents(i, j)),
         }
     }
     Ok(blocks)
@@ -257,6 +258,7 @@ impl Dialect for Bedrock {
                 Message::Tool {
                     content,
                     tool_call_id,
+                    ..
                 } => {
                     history_has_tools = true;
                     let result = Block::ToolResult {
@@ -365,6 +367,7 @@ impl Dialect for Bedrock {
         }
         let usage = response.usage.map(BedrockUsage::unified);
         let completion = Completion {
+            reasoning: Vec::new(),
             content: text,
             tool_calls,
             finish_reason: Some(finish_reason(&response.stop_reason)),

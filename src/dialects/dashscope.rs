@@ -107,10 +107,12 @@ fn content(content: &Content, multimodal: bool) -> OutContent<'_> {
             parts
                 .iter()
                 .map(|p| match p {
-                    ContentPart::Text { text } => OutPart::Text { text },
-                    ContentPart::ImageUrl { image_url } => OutPart::Image {
+                    ContentPart::Text { text, .. } => OutPart::Text { text },
+                    ContentPart::ImageUrl { image_url, .. } => OutPart::Image {
                         image: &image_url.url,
                     },
+                    // Refused before encoding (`refuse_documents`).
+                    ContentPart::Document(_) => OutPart::Text { text: "" },
                 })
                 .collect(),
         ),
@@ -131,6 +133,7 @@ impl Dialect for DashScope {
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
         super::single_choice(req)?;
+        super::refuse_documents(req)?;
         let multimodal = req.has_images();
         // Images go to the multimodal endpoint, which takes vision models only.
         if multimodal && !is_vision_model(target.model) {
@@ -262,6 +265,7 @@ impl Dialect for DashScope {
             .collect();
         let usage = response.usage.map(DashScopeUsage::unified);
         let completion = Completion {
+            reasoning: Vec::new(),
             content: choice.message.content.map(MessageContent::into_text),
             tool_calls,
             finish_reason: choice.finish_reason.as_deref().and_then(finish_reason),

@@ -186,8 +186,8 @@ fn text_parts(content: &Content) -> Vec<Part<'_>> {
         Content::Parts(parts) => parts
             .iter()
             .filter_map(|p| match p {
-                ContentPart::Text { text } => text_part(text),
-                ContentPart::ImageUrl { .. } => None,
+                ContentPart::Text { text, .. } => text_part(text),
+                ContentPart::ImageUrl { .. } | ContentPart::Document(_) => None,
             })
             .collect(),
     }
@@ -200,8 +200,8 @@ fn user_parts(content: &Content, i: usize) -> Result<Vec<Part<'_>>, GatewayError
     let mut out = Vec::with_capacity(parts.len());
     for (j, part) in parts.iter().enumerate() {
         match part {
-            ContentPart::Text { text } => out.extend(text_part(text)),
-            ContentPart::ImageUrl { image_url } => match image_url.parse() {
+            ContentPart::Text { text, .. } => out.extend(text_part(text)),
+            ContentPart::ImageUrl { image_url, .. } => match image_url.parse() {
                 Ok(Image::Base64 { media_type, data }) => out.push(Part {
                     inline_data: Some(Blob {
                         mime_type: media_type,
@@ -222,6 +222,7 @@ fn user_parts(content: &Content, i: usize) -> Result<Vec<Part<'_>>, GatewayError
                     ))
                 }
             },
+            ContentPart::Document(_) => return Err(crate::dialects::no_documents(i, j)),
         }
     }
     Ok(out)
@@ -275,6 +276,7 @@ impl Dialect for Gemini {
                 Message::Tool {
                     content,
                     tool_call_id,
+                    ..
                 } => {
                     let name = call_names
                         .iter()
@@ -440,6 +442,7 @@ impl Dialect for Gemini {
             .as_deref()
             .map(|r| finish_reason(r, !tool_calls.is_empty()));
         let completion = Completion {
+            reasoning: Vec::new(),
             content: text,
             tool_calls,
             finish_reason,

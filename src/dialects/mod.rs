@@ -10,6 +10,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{ChatRequest, ResponseFormat, ToolCall};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
+use crate::model::Api;
 pub use crate::provider::DialectKind;
 use crate::provider::Provider;
 use crate::sse::SseParser;
@@ -74,19 +75,66 @@ impl DecodedResponse {
 }
 
 pub trait Dialect: Sync {
+    /// Whether this vendor speaks client API `api` itself: a client
+    /// speaking it is a pass-through pair, its answers edited, not rebuilt.
+    fn speaks(&self, _api: Api) -> bool {
+        false
+    }
+
+    /// The vendor request for a client speaking `api`, one of this vendor's
+    /// own APIs (see [`Self::speaks`]), made from the client's body (`raw`
+    /// reads it: model mapped, bytes otherwise kept); `None` when the
+    /// dialect encodes the neutral request instead.
+    fn encode_native(
+        &self,
+        _api: Api,
+        _raw: &dyn Fn() -> Vec<u8>,
+        _req: &ChatRequest,
+        _target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        None
+    }
+
     fn encode_request(
         &self,
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError>;
 
-    /// Decodes a 2xx body. `origin` comes filled with provider, requested
-    /// model and time; the dialect sets the id and the model that answered.
+    /// Decodes a 2xx body into the neutral answer. `origin` comes filled
+    /// with provider, requested model and time; the dialect sets the id and
+    /// the model that answered.
     fn decode_response(
         &self,
         body: &[u8],
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError>;
+
+    /// The same for a client speaking `api`, one of this vendor's own
+    /// APIs: the vendor's answer edited ([`Answer::Native`]).
+    fn decode_native(
+        &self,
+        _api: Api,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        self.decode_response(body, origin)
+    }
+
+    /// Decodes a 2xx body for a client speaking `api`: natively when this
+    /// vendor speaks it.
+    fn decode_for(
+        &self,
+        api: Api,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        if self.speaks(api) {
+            self.decode_native(api, body, origin)
+        } else {
+            self.decode_response(body, origin)
+        }
+    }
 
     /// A decoder for this vendor's stream, writing through `writer`.
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder>;
@@ -98,6 +146,33 @@ pub trait Dialect: Sync {
 
     /// Maps a non-2xx vendor response to the unified error.
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError;
+}
+
+/// The 400 for a document part sent to a vendor that takes none.
+pub fn no_documents(i: usize, j: usize) -> GatewayError {
+    GatewayError::invalid(
+        format!("messages[{i}].content[{j}]"),
+        "this model group's provider does not accept document content",
+    )
+}
+
+/// The first document part of a request, refused (for vendors that take none).
+pub fn refuse_documents(req: &ChatRequest) -> Result<(), GatewayError> {
+    for (i, message) in req.messages.iter().enumerate() {
+        if let crate::model::request::Message::User {
+            content: crate::model::request::Content::Parts(parts),
+            ..
+        } = message
+        {
+            if let Some(j) = parts
+                .iter()
+                .position(|p| matches!(p, crate::model::request::ContentPart::Document(_)))
+            {
+                return Err(no_documents(i, j));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A vendor's error message, or a generic one when the body says nothing useful.
@@ -205,7 +280,7 @@ pub fn json_instruction(format: Option<&ResponseFormat>) -> Option<String> {
 impl DecodedResponse {
     /// The answer as the chat surface renders it.
     pub(crate) fn chat_json(&self, origin: &Origin) -> serde_json::Value {
-        let surface = crate::surfaces::surface(crate::surfaces::SurfaceKind::OpenAiChat);
+        let surface = crate::surfaces::surface(Api::OpenAiChat);
         serde_json::from_slice(&surface.render_answer(self.answer.clone(), origin)).unwrap()
     }
 }
@@ -247,7 +322,9 @@ pub(crate) fn run_stream(
     chunks: &[&[u8]],
     include_usage: bool,
 ) -> (Vec<serde_json::Value>, String) {
-    let mut d = dialect.stream_decoder(crate::surfaces::SurfaceKind::OpenAiChat.stream_writer(
+    let mut d = dialect.stream_decoder(crate::surfaces::stream_writer(
+        Api::OpenAiChat,
+        dialect.speaks(Api::OpenAiChat),
         origin,
         "rid".into(),
         include_usage,

@@ -7,7 +7,7 @@
 //! check), plus a few tokens of framing per message and a flat cost per image.
 //! It reads each byte once and allocates nothing.
 
-use crate::model::request::{ChatRequest, Content, ContentPart, Message};
+use crate::model::request::{ChatRequest, Content, ContentPart, DocumentSource, Message};
 
 const TOKENS_PER_MESSAGE: u64 = 4;
 /// What vendors charge for a typical image (OpenAI's high-detail tile math
@@ -49,8 +49,16 @@ fn content_tokens(content: &Content) -> u64 {
         Content::Parts(parts) => parts
             .iter()
             .map(|p| match p {
-                ContentPart::Text { text } => text_tokens(text),
+                ContentPart::Text { text, .. } => text_tokens(text),
                 ContentPart::ImageUrl { .. } => TOKENS_PER_IMAGE,
+                ContentPart::Document(d) => match &d.source {
+                    DocumentSource::Text(text) => text_tokens(text),
+                    // About a page per 3 KB of PDF, a page about an image's worth.
+                    DocumentSource::Base64 { data, .. } => {
+                        TOKENS_PER_IMAGE * (data.len() as u64 / 4096 + 1)
+                    }
+                    DocumentSource::Url(_) => TOKENS_PER_IMAGE,
+                },
             })
             .sum(),
     }

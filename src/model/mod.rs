@@ -8,3 +8,38 @@ pub mod json;
 pub mod request;
 pub mod response;
 pub mod stream;
+
+/// The wire APIs the gateway speaks: each client surface speaks one, and
+/// each vendor dialect may speak one natively (a pass-through pair when
+/// the two are the same).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI Chat Completions, `POST /v1/chat/completions`.
+    OpenAiChat,
+}
+
+impl Api {
+    pub const ALL: [Api; 1] = [Api::OpenAiChat];
+
+    /// The request path a client sends this API's generation requests to.
+    pub fn path(self) -> &'static str {
+        match self {
+            Api::OpenAiChat => "/v1/chat/completions",
+        }
+    }
+
+    /// Its name in metrics labels and the access log.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::OpenAiChat => "openai_chat",
+        }
+    }
+
+    pub fn for_path(path: &str) -> Option<Api> {
+        Api::ALL.into_iter().find(|api| api.path() == path)
+    }
+
+    pub fn for_name(name: &str) -> Option<Api> {
+        Api::ALL.into_iter().find(|api| api.name() == name)
+    }
+}

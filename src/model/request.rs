@@ -39,6 +39,13 @@ pub struct ChatRequest {
     pub stop: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
+    /// Sample from the top K tokens only (Anthropic, Gemini, Bedrock's
+    /// Claude, DashScope; OpenAI has no such control).
+    #[serde(skip)]
+    pub top_k: Option<u32>,
+    /// How much the model should think before it answers.
+    #[serde(skip)]
+    pub reasoning: Option<Reasoning>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -85,6 +92,10 @@ pub enum Message {
     Assistant {
         #[serde(default)]
         content: Option<Content>,
+        /// What the model thought before this answer, as the vendor that
+        /// thought it must get it back (signed, or redacted).
+        #[serde(skip)]
+        reasoning: Vec<Thinking>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,7 +106,71 @@ pub enum Message {
     Tool {
         content: Content,
         tool_call_id: String,
+        /// The tool failed (Anthropic's `is_error`, Bedrock's `status: error`).
+        #[serde(skip)]
+        is_error: bool,
+        #[serde(skip)]
+        cache_control: Option<CacheControl>,
     },
+}
+
+/// A block of the model's reasoning: its text and the vendor's signature
+/// over it, or (`redacted`) the encrypted form a vendor sends instead.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Thinking {
+    pub text: String,
+    pub signature: Option<String>,
+    /// Anthropic's `redacted_thinking` data: opaque, passed back as it came.
+    pub redacted: Option<String>,
+}
+
+/// How much the model should reason: an effort level, a token budget, or
+/// both (vendors take one or the other; dialects convert).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reasoning {
+    pub effort: Option<Effort>,
+    pub budget_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effort {
+    /// Reasoning off where the vendor allows it.
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+}
+
+impl Effort {
+    pub fn parse(name: &str) -> Option<Effort> {
+        match name {
+            "none" => Some(Effort::None),
+            "minimal" => Some(Effort::Minimal),
+            "low" => Some(Effort::Low),
+            "medium" => Some(Effort::Medium),
+            "high" => Some(Effort::High),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effort::None => "none",
+            Effort::Minimal => "minimal",
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+        }
+    }
+}
+
+/// A prompt-cache breakpoint: the prefix up to here may be cached
+/// (Anthropic's `cache_control`, Bedrock's `cachePoint`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CacheControl {
+    /// `"5m"` or `"1h"`; the vendor's default when absent.
+    pub ttl: Option<String>,
 }
 
 /// Message content: a plain string or a list of typed parts.
@@ -113,7 +188,7 @@ impl Content {
             Content::Parts(parts) => {
                 let mut out = String::new();
                 for part in parts {
-                    if let ContentPart::Text { text } = part {
+                    if let ContentPart::Text { text, .. } = part {
                         out.push_str(text);
                     }
                 }
@@ -134,10 +209,52 @@ pub enum ContentPart {
     Text {
         #[serde(serialize_with = "crate::json_text::serialize")]
         text: String,
+        #[serde(skip)]
+        cache_control: Option<CacheControl>,
     },
     ImageUrl {
         image_url: ImageUrl,
+        #[serde(skip)]
+        cache_control: Option<CacheControl>,
     },
+    /// A document (a PDF or plain text) to read: only vendors that take
+    /// documents get it (OpenAI-API vendors refuse it, see the dialects).
+    #[serde(skip)]
+    Document(Document),
+}
+
+/// A document part: base64 data with its media type, a URL, or plain text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub source: DocumentSource,
+    pub title: Option<String>,
+    pub cache_control: Option<CacheControl>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocumentSource {
+    Base64 { media_type: String, data: String },
+    Url(String),
+    Text(String),
+}
+
+impl ContentPart {
+    /// A text part without a cache breakpoint.
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentPart::Text {
+            text: text.into(),
+            cache_control: None,
+        }
+    }
+
+    /// The cache breakpoint after this part, if any.
+    pub fn cache_control(&self) -> Option<&CacheControl> {
+        match self {
+            ContentPart::Text { cache_control, .. }
+            | ContentPart::ImageUrl { cache_control, .. } => cache_control.as_ref(),
+            ContentPart::Document(d) => d.cache_control.as_ref(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
@@ -201,6 +318,9 @@ pub struct Tool {
     pub kind: ToolKind,
     #[serde(deserialize_with = "function_def")]
     pub function: FunctionDef,
+    /// A cache breakpoint after this tool's definition.
+    #[serde(skip)]
+    pub cache_control: Option<CacheControl>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::model::request::Thinking;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishReason {
     Stop,
@@ -103,6 +105,8 @@ impl ToolCallOut {
 /// A complete non-stream answer, as dialects decode it.
 #[derive(Debug, Clone, Default)]
 pub struct Completion {
+    /// The model's reasoning before its answer, in order.
+    pub reasoning: Vec<Thinking>,
     pub content: Option<String>,
     pub tool_calls: Vec<ToolCallOut>,
     pub finish_reason: Option<FinishReason>,

@@ -13,6 +13,8 @@ pub trait StreamEncoder {
     /// The stream's opening (OpenAI: the role chunk).
     fn start(&mut self, origin: &Origin, out: &mut Vec<u8>);
     fn text(&mut self, origin: &Origin, out: &mut Vec<u8>, text: &str);
+    /// A piece of the model's reasoning (before or between answer parts).
+    fn reasoning(&mut self, origin: &Origin, out: &mut Vec<u8>, delta: Reasoning<'_>);
     /// The first event of tool call number `index`: its id and name.
     fn tool_call_start(
         &mut self,
@@ -30,13 +32,23 @@ pub trait StreamEncoder {
         fragment: &str,
     );
     fn finish(&mut self, origin: &Origin, out: &mut Vec<u8>, reason: FinishReason);
-    /// The end; `usage` when the vendor reported it.
+    /// The end; `usage` when the vendor reported it (formats that report
+    /// usage only when asked check that themselves).
     fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>);
     /// The stream failed after it started.
     fn error(&mut self, out: &mut Vec<u8>, error: &GatewayError, request_id: &str);
     /// A vendor event already in this surface's format (a pass-through
     /// pair), written as it is.
     fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]);
+}
+
+/// A piece of reasoning: text, the signature that closes a block of it, or
+/// a block the vendor sends encrypted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reasoning<'a> {
+    Text(&'a str),
+    Signature(&'a str),
+    Redacted(&'a str),
 }
 
 /// Writes one response stream for a dialect's decoder.
@@ -49,6 +61,9 @@ pub struct EventWriter {
     request_id: String,
     /// The client asked for a usage report at the end.
     include_usage: bool,
+    /// The client speaks the dialect's own API: vendor events may pass
+    /// through as they are.
+    native: bool,
     encoder: Box<dyn StreamEncoder>,
     started: bool,
     finished: bool,
@@ -86,11 +101,13 @@ impl EventWriter {
         origin: Origin,
         request_id: String,
         include_usage: bool,
+        native: bool,
     ) -> Self {
         Self {
             origin,
             request_id,
             include_usage,
+            native,
             encoder,
             started: false,
             finished: false,
@@ -164,6 +181,21 @@ impl EventWriter {
         self.encoder.text(&self.origin, out, text);
     }
 
+    /// A piece of the model's reasoning.
+    pub fn reasoning(&mut self, out: &mut Vec<u8>, delta: Reasoning<'_>) {
+        let (Reasoning::Text(piece) | Reasoning::Signature(piece) | Reasoning::Redacted(piece)) =
+            delta;
+        if self.done || piece.is_empty() {
+            return;
+        }
+        self.begin(out);
+        self.content_started = true;
+        if let Reasoning::Text(text) = delta {
+            self.delivered.add(text);
+        }
+        self.encoder.reasoning(&self.origin, out, delta);
+    }
+
     /// A new tool call with its id and name. `key` is the vendor's own
     /// handle for it (a content block index, its call index) that its
     /// argument deltas name; calls are numbered for the client in order of
@@ -211,13 +243,12 @@ impl EventWriter {
         self.encoder.finish(&self.origin, out, reason);
     }
 
-    /// Ends the stream (with the usage report if the client asked).
+    /// Ends the stream (the encoder reports usage if its format does).
     pub fn done(&mut self, out: &mut Vec<u8>) {
         if self.done {
             return;
         }
-        let usage = self.usage.filter(|_| self.include_usage);
-        self.encoder.done(&self.origin, out, usage.as_ref());
+        self.encoder.done(&self.origin, out, self.usage.as_ref());
         self.done = true;
     }
 
@@ -270,6 +301,11 @@ impl EventWriter {
 
     pub fn include_usage(&self) -> bool {
         self.include_usage
+    }
+
+    /// Whether vendor events may be passed through (see [`Self::passthrough`]).
+    pub fn native(&self) -> bool {
+        self.native
     }
 
     /// True once a finish reason has been sent.

@@ -9,16 +9,17 @@ use std::time::{Duration, SystemTime};
 
 use super::channel::AttemptChannel;
 use super::host::{unix_seconds, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{client_surface, send_error, Session, CLIENT_SURFACE, HANDOFF_PROPERTY};
+use super::{send_error, Session, HANDOFF_PROPERTY};
 use crate::config::Config;
 use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
-use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
+use crate::model::Api;
 use crate::provider::Provider;
+use crate::surfaces::{stream_writer, surface};
 use report::WAIT_HEADERS;
 
 mod report;
@@ -68,6 +69,8 @@ pub struct Attempt<H> {
     host: H,
     config: Rc<Config>,
     mode: Mode,
+    /// The API the client speaks.
+    api: Api,
     request_id: String,
     group: String,
     candidate: Option<usize>,
@@ -112,6 +115,7 @@ impl<H: Host> Attempt<H> {
             host,
             config,
             mode: Mode::Passthrough,
+            api: Api::OpenAiChat,
             request_id: String::new(),
             group: String::new(),
             candidate: None,
@@ -232,7 +236,7 @@ impl<H: Host> Attempt<H> {
 
     fn fail(&mut self, error: GatewayError) -> Flow {
         let error = error.with_provider(&self.provider_name);
-        send_error(&self.host, &error, &self.request_id);
+        send_error(&self.host, self.api, &error, &self.request_id);
         self.mode = Mode::Passthrough;
         Flow::Pause
     }
@@ -280,7 +284,7 @@ impl<H: Host> Attempt<H> {
             Some(request) => request,
             None => {
                 let body = self.host.body(Buffer::Request, 0, size);
-                parsed = ChatRequest::parse(&body)?;
+                parsed = surface(self.api).parse_request(&body)?;
                 &parsed
             }
         };
@@ -292,13 +296,20 @@ impl<H: Host> Attempt<H> {
         // max_completion_tokens, no temperature): copied only when changed.
         let adapted = provider.apply_policy(&model, request);
         let request = adapted.as_ref().unwrap_or(request);
-        let encoded = dialect.encode_request(
-            request,
-            &Target {
-                provider,
-                model: &model,
-            },
-        )?;
+        let target = Target {
+            provider,
+            model: &model,
+        };
+        // The same API on both sides: the client's bytes, where the dialect
+        // keeps them.
+        let raw = || self.host.body(Buffer::Request, 0, size);
+        let native = dialect
+            .speaks(self.api)
+            .then(|| dialect.encode_native(self.api, &raw, request, &target));
+        let encoded = match native.flatten() {
+            Some(encoded) => encoded?,
+            None => dialect.encode_request(request, &target)?,
+        };
         let (stream, include_usage) = (request.stream, request.include_usage);
 
         // What the vendor must not receive (credentials, cookies, account
@@ -366,7 +377,7 @@ impl<H: Host> Attempt<H> {
         self.host
             .set_header(Map::Response, b"content-type", Some(b"application/json"));
         self.host.set_header(Map::Response, b"cache-control", None);
-        let mut body = client_surface().render_error(&error, Some(&self.request_id));
+        let mut body = surface(self.api).render_error(&error, Some(&self.request_id));
         self.scrub(&mut body);
         self.host.set_body(Buffer::Response, 0, len, &body);
     }
@@ -375,13 +386,13 @@ impl<H: Host> Attempt<H> {
         let result = match (status, self.provider()) {
             (None, Some((_, dialect))) => {
                 let mut origin = self.origin();
-                dialect.decode_response(body, &mut origin).map(|d| {
+                dialect.decode_for(self.api, body, &mut origin).map(|d| {
                     if let Some(usage) = &d.usage {
                         self.record.set_usage(usage);
                         self.record.delivered_tokens = usage.completion_tokens;
                     }
                     self.record.finish_reason = d.finish_reason.map(|f| f.as_str().to_owned());
-                    client_surface().render_answer(d.answer, &origin)
+                    surface(self.api).render_answer(d.answer, &origin)
                 })
             }
             (Some(status), _) => Err(self.vendor_error(status, body)),
@@ -401,7 +412,7 @@ impl<H: Host> Attempt<H> {
                 self.host
                     .set_header(Map::Response, b":status", Some(status.as_bytes()));
                 self.set_retry_after(&error);
-                client_surface().render_error(&error, Some(&self.request_id))
+                surface(self.api).render_error(&error, Some(&self.request_id))
             }
         };
         self.scrub(&mut body);
@@ -460,6 +471,7 @@ impl<H: Host> Session for Attempt<H> {
         else {
             return Flow::Continue;
         };
+        self.api = handoff.api;
         self.group = handoff.group;
         self.candidate = handoff.candidate;
         self.request_id = handoff.request_id;
@@ -589,7 +601,9 @@ impl<H: Host> Session for Attempt<H> {
         };
         self.vendor_json = content_type.starts_with("application/json");
         if self.stream && dialect.is_stream_content_type(content_type) {
-            let writer = CLIENT_SURFACE.stream_writer(
+            let writer = stream_writer(
+                self.api,
+                dialect.speaks(self.api),
                 self.origin(),
                 self.request_id.clone(),
                 self.include_usage,

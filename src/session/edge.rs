@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use super::channel::AttemptChannel;
 use super::host::{micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{client_surface, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
+use super::{send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
@@ -17,9 +17,11 @@ use crate::exchange::{self, Handoff, Token};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
 use crate::limits::{Estimate, Usage as LimitUsage};
 use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
-use crate::model::request::{valid_request_id, ChatRequest};
+use crate::model::request::valid_request_id;
 use crate::model::response::Usage;
+use crate::model::Api;
 use crate::routing::Needs;
+use crate::surfaces::surface;
 use limiter::RequestLimits;
 
 pub mod limiter;
@@ -46,8 +48,8 @@ const TEXT_HEADERS: &[&str] = &[
 enum State {
     /// Not an API path of ours: pass through untouched.
     Passthrough,
-    /// Buffering a chat request body.
-    Chat,
+    /// Buffering a generation request's body.
+    Generate,
     /// The response is an Envoy local reply being rewritten into a unified error.
     RewriteLocalReply(ErrorCode),
     /// Forwarded; the upstream role translates the answer.
@@ -60,6 +62,8 @@ pub struct Edge<H: Host> {
     host: H,
     config: Rc<Config>,
     state: State,
+    /// The API the client speaks (its errors are in this API's envelope).
+    api: Api,
     request_id: String,
     caller: Caller,
     /// `x-llm-provider` from the client, kept only when pins are allowed.
@@ -97,6 +101,7 @@ impl<H: Host> Edge<H> {
             host,
             config,
             state: State::Passthrough,
+            api: Api::OpenAiChat,
             request_id: String::new(),
             caller: Caller::Anyone,
             provider_pin: None,
@@ -117,8 +122,10 @@ impl<H: Host> Edge<H> {
         self.status = error.status();
         self.code = Some(error.code);
         match &self.limits {
-            Some(limits) => limiter::send_error(&self.host, &error, &self.request_id, limits),
-            None => send_error(&self.host, &error, &self.request_id),
+            Some(limits) => {
+                limiter::send_error(&self.host, self.api, &error, &self.request_id, limits);
+            }
+            None => send_error(&self.host, self.api, &error, &self.request_id),
         }
         self.state = State::Replied;
         Flow::Pause
@@ -216,11 +223,15 @@ impl<H: Host> Edge<H> {
         Flow::Pause
     }
 
-    /// Checks the request line and headers of a chat request.
-    fn on_chat_headers(&mut self, method: &str, end_of_stream: bool) -> Result<(), GatewayError> {
+    /// Checks the request line and headers of a generation request.
+    fn on_generate_headers(
+        &mut self,
+        method: &str,
+        end_of_stream: bool,
+    ) -> Result<(), GatewayError> {
         if method != "POST" {
             return Err(GatewayError::method_not_allowed(
-                "/v1/chat/completions",
+                self.api.path(),
                 method,
                 "POST",
             ));
@@ -249,7 +260,7 @@ impl<H: Host> Edge<H> {
         Ok(())
     }
 
-    fn on_chat_body(&mut self, body: &[u8]) -> Result<(), GatewayError> {
+    fn on_generate_body(&mut self, body: &[u8]) -> Result<(), GatewayError> {
         let headers = std::mem::take(&mut self.request_headers);
         let limits = &self.config.limits;
         if body.len() as u64 > limits.max_body_bytes {
@@ -261,7 +272,7 @@ impl<H: Host> Edge<H> {
                 ),
             ));
         }
-        let request = ChatRequest::parse(body)?;
+        let request = surface(self.api).parse_request(body)?;
         if request.messages.len() > limits.max_messages {
             return Err(GatewayError::invalid(
                 "messages",
@@ -344,6 +355,7 @@ impl<H: Host> Edge<H> {
             Some(cluster.as_bytes()),
         );
         let mut handoff = Handoff {
+            api: self.api,
             token: None,
             candidate: Some(index),
             request_id: self.request_id.clone(),
@@ -448,6 +460,7 @@ impl<H: Host> Edge<H> {
                 ("status", &status),
                 ("code", code.unwrap_or("")),
                 ("key", key),
+                ("surface", self.api.name()),
             ],
             1,
         );
@@ -512,6 +525,7 @@ impl<H: Host> Edge<H> {
 
         let log = RequestLog {
             request_id: &self.request_id,
+            surface: self.api.name(),
             key,
             group,
             status: self.status,
@@ -634,7 +648,9 @@ impl<H: Host> Session for Edge<H> {
             return Flow::Continue;
         }
         let path = String::from_utf8_lossy(raw_path).into_owned();
-        if path == "/v1/chat/completions" {
+        let generate = Api::for_path(&path);
+        if let Some(api) = generate {
+            self.api = api;
             self.chat = Some(ChatFacts::default());
         }
         if let Err(e) = self.authenticate() {
@@ -656,14 +672,16 @@ impl<H: Host> Session for Edge<H> {
             }
         }
         let method = self.text(":method").unwrap_or_default().to_owned();
-        match path.as_str() {
-            "/v1/chat/completions" => match self.on_chat_headers(&method, end_of_stream) {
+        if generate.is_some() {
+            return match self.on_generate_headers(&method, end_of_stream) {
                 Ok(()) => {
-                    self.state = State::Chat;
+                    self.state = State::Generate;
                     Flow::Pause
                 }
                 Err(e) => self.reject(e),
-            },
+            };
+        }
+        match path.as_str() {
             "/v1/models" if method == "GET" => {
                 let body = self.models_list();
                 self.reply_json(&body)
@@ -696,7 +714,7 @@ impl<H: Host> Session for Edge<H> {
     }
 
     fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
-        if !matches!(self.state, State::Chat) {
+        if !matches!(self.state, State::Generate) {
             return Flow::Continue;
         }
         if !end_of_stream {
@@ -712,7 +730,7 @@ impl<H: Host> Session for Edge<H> {
         }
         let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
         let body = self.host.body(Buffer::Request, 0, size);
-        let result = self.on_chat_body(&body);
+        let result = self.on_generate_body(&body);
         timer.stop(&self.host, Phase::Admit);
         match result {
             Ok(()) => {
@@ -788,7 +806,7 @@ impl<H: Host> Session for Edge<H> {
             .property(&["response", "code_details"])
             .unwrap_or_default();
         let error = GatewayError::envoy_reply(code, &details, &original);
-        let body = client_surface().render_error(&error, Some(&self.request_id));
+        let body = surface(self.api).render_error(&error, Some(&self.request_id));
         self.host.set_body(Buffer::Response, 0, size, &body);
         Flow::Continue
     }

@@ -6,7 +6,8 @@
 //! - [`attempt`]: the upstream role, once per attempt (router upstream filter).
 
 use crate::error::GatewayError;
-use crate::surfaces::{surface, Surface, SurfaceKind};
+use crate::model::Api;
+use crate::surfaces::surface;
 
 pub mod attempt;
 mod channel;
@@ -47,26 +48,20 @@ pub const ROUTE_PROPERTY: &str = "llm_route";
 /// Filter state: the request's access-log line (JSON), set when it ends.
 pub const LOG_PROPERTY: &str = "llm_log";
 
-/// The client API requests speak (the edge serves only this one so far).
-pub const CLIENT_SURFACE: SurfaceKind = SurfaceKind::OpenAiChat;
-
-pub fn client_surface() -> &'static dyn Surface {
-    surface(CLIENT_SURFACE)
-}
-
-/// Answers the request with a unified error, from either role.
-pub fn send_error(host: &impl Host, error: &GatewayError, request_id: &str) {
-    send_error_with(host, error, request_id, &[]);
+/// Answers the request with a unified error in the client's API, from either role.
+pub fn send_error(host: &impl Host, api: Api, error: &GatewayError, request_id: &str) {
+    send_error_with(host, api, error, request_id, &[]);
 }
 
 /// The same, with more response headers (a request's rate-limit headers).
 pub fn send_error_with(
     host: &impl Host,
+    api: Api,
     error: &GatewayError,
     request_id: &str,
     extra: &[(&str, String)],
 ) {
-    let body = client_surface().render_error(error, Some(request_id));
+    let body = surface(api).render_error(error, Some(request_id));
     let mut headers: Vec<(&str, &[u8])> = vec![
         ("content-type", b"application/json"),
         ("x-request-id", request_id.as_bytes()),

@@ -2,28 +2,26 @@
 //! its requests into the neutral model (`crate::model`) and renders the
 //! neutral answer, stream events and errors in its own wire format.
 //!
-//! Adding a client API is adding a module here and a line in
-//! [`SurfaceKind`] and [`surface`].
+//! Adding a client API is adding a module here, a line in
+//! [`crate::model::Api`] and a line in [`surface`].
 
 use crate::error::GatewayError;
+use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::{EventWriter, StreamEncoder};
+use crate::model::Api;
 
 pub mod openai_chat;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SurfaceKind {
-    /// `POST /v1/chat/completions`.
-    OpenAiChat,
-}
-
-pub fn surface(kind: SurfaceKind) -> &'static dyn Surface {
-    match kind {
-        SurfaceKind::OpenAiChat => &openai_chat::OpenAiChat,
+pub fn surface(api: Api) -> &'static dyn Surface {
+    match api {
+        Api::OpenAiChat => &openai_chat::OpenAiChat,
     }
 }
 
 pub trait Surface: Sync {
+    /// Parses and validates a request body into the neutral request.
+    fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError>;
     /// A complete (non-stream) answer in this surface's format.
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8>;
     /// This surface's stream format for one response.
@@ -32,15 +30,16 @@ pub trait Surface: Sync {
     fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8>;
 }
 
-impl SurfaceKind {
-    /// The writer a dialect's stream decoder pushes events into.
-    pub fn stream_writer(
-        self,
-        origin: Origin,
-        request_id: String,
-        include_usage: bool,
-    ) -> EventWriter {
-        let encoder = surface(self).stream_encoder(include_usage);
-        EventWriter::new(encoder, origin, request_id, include_usage)
-    }
+/// The writer a dialect's stream decoder pushes events into, encoding for
+/// the client's API; `native` when the vendor speaks it too (its events may
+/// pass through).
+pub fn stream_writer(
+    api: Api,
+    native: bool,
+    origin: Origin,
+    request_id: String,
+    include_usage: bool,
+) -> EventWriter {
+    let encoder = surface(api).stream_encoder(include_usage);
+    EventWriter::new(encoder, origin, request_id, include_usage, native)
 }

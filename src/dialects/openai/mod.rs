@@ -13,12 +13,13 @@ use super::{
     UpstreamRequest,
 };
 use crate::error::GatewayError;
-use crate::model::request::ChatRequest;
-use crate::model::response::{Answer, FinishReason, Origin};
+use crate::model::request::{ChatRequest, Thinking};
+use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut};
 use crate::model::stream::EventWriter;
+use crate::model::Api;
 use stream::OpenAiEvents;
 pub(super) use wire::decode_error;
-use wire::{fold_content_filter, parse_usage};
+use wire::{fold_content_filter, parse_usage, WireCompletion, WireFunction};
 
 pub(super) mod stream;
 mod wire;
@@ -77,6 +78,10 @@ struct StreamOptions {
 }
 
 impl Dialect for OpenAi {
+    fn speaks(&self, api: Api) -> bool {
+        api == Api::OpenAiChat
+    }
+
     fn encode_request(
         &self,
         req: &ChatRequest,
@@ -99,6 +104,15 @@ impl Dialect for OpenAi {
         body: &[u8],
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
+        decode_typed(body, origin)
+    }
+
+    fn decode_native(
+        &self,
+        _api: Api,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
         decode_completion(body, origin)
     }
 
@@ -114,6 +128,7 @@ impl Dialect for OpenAi {
 /// The request body: the client's, with the vendor model (or Azure
 /// deployment) and stream usage always requested.
 pub(super) fn encode_body(req: &ChatRequest, model: &str) -> Result<Vec<u8>, GatewayError> {
+    crate::dialects::refuse_documents(req)?;
     let outgoing = Outgoing {
         model,
         request: req,
@@ -125,6 +140,59 @@ pub(super) fn encode_body(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Gat
     encode_json(req, &outgoing)
 }
 
+/// A `chat.completion` decoded into the neutral answer (first choice).
+pub(super) fn decode_typed(
+    body: &[u8],
+    origin: &mut Origin,
+) -> Result<DecodedResponse, GatewayError> {
+    let wire: WireCompletion =
+        serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+    let choice = wire
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| unparseable("response", "no choices"))?;
+    let finish_reason = choice.finish();
+    let message = choice.message.unwrap_or_default();
+    if !wire.id.is_empty() {
+        origin.id = wire.id;
+    }
+    if !wire.model.is_empty() {
+        origin.model = wire.model;
+    }
+    let reasoning = message
+        .reasoning_content
+        .filter(|t| !t.is_empty())
+        .map(|text| Thinking {
+            text,
+            ..Thinking::default()
+        });
+    let tool_calls = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|call| {
+            let function = call.function.unwrap_or(WireFunction {
+                name: None,
+                arguments: None,
+            });
+            ToolCallOut::new(
+                call.id.unwrap_or_default(),
+                function.name.unwrap_or_default(),
+                function.arguments.unwrap_or_default(),
+            )
+        })
+        .collect();
+    Ok(DecodedResponse::decoded(Completion {
+        reasoning: reasoning.into_iter().collect(),
+        content: message.content.or(message.refusal),
+        tool_calls,
+        finish_reason,
+        usage: wire.usage.as_ref().and_then(parse_usage),
+    }))
+}
+
+/// A `chat.completion` for the chat surface: the vendor's object, edited.
 pub(super) fn decode_completion(
     body: &[u8],
     origin: &mut Origin,
@@ -228,7 +296,9 @@ mod tests {
             ..Origin::default()
         };
         let body = br#"{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4o-2024","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7,"prompt_tokens_details":{"cached_tokens":3}}}"#;
-        let d = OpenAi.decode_response(body, &mut origin).unwrap();
+        let d = OpenAi
+            .decode_native(Api::OpenAiChat, body, &mut origin)
+            .unwrap();
         assert_eq!(
             d.usage,
             Some(Usage {
@@ -241,6 +311,9 @@ mod tests {
         assert_eq!(origin.model, "gpt-4o-2024");
         let v: Value = d.chat_json(&origin);
         assert_eq!(v["provider"], "oa");
+        assert!(OpenAi
+            .decode_native(Api::OpenAiChat, b"not json", &mut origin)
+            .is_err());
         assert!(OpenAi.decode_response(b"not json", &mut origin).is_err());
         assert_eq!(d.finish_reason, Some(FinishReason::Stop));
     }
@@ -251,12 +324,39 @@ mod tests {
             {"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop"},
             {"index":1,"message":{"role":"assistant","content":null},"finish_reason":"content_filter"}]}"#;
         let d = OpenAi
-            .decode_response(body, &mut Origin::default())
+            .decode_native(Api::OpenAiChat, body, &mut Origin::default())
             .unwrap();
         assert_eq!(d.finish_reason, Some(FinishReason::ContentFilter));
         let one = br#"{"id":"c","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"length"}]}"#;
-        let d = OpenAi.decode_response(one, &mut Origin::default()).unwrap();
+        let d = OpenAi
+            .decode_native(Api::OpenAiChat, one, &mut Origin::default())
+            .unwrap();
         assert_eq!(d.finish_reason, Some(FinishReason::Length));
+    }
+
+    #[test]
+    fn a_client_of_another_api_gets_the_answer_decoded() {
+        let body = br#"{"id":"chatcmpl-9","model":"deepseek-r1","choices":[{"index":0,
+            "message":{"role":"assistant","content":"42","reasoning_content":"think",
+              "tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},
+            "finish_reason":"tool_calls"}],
+            "usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}}"#;
+        let mut origin = Origin::default();
+        let d = OpenAi.decode_response(body, &mut origin).unwrap();
+        let Answer::Decoded(c) = d.answer else {
+            panic!("decoded")
+        };
+        assert_eq!(
+            (origin.id.as_str(), origin.model.as_str()),
+            ("chatcmpl-9", "deepseek-r1")
+        );
+        assert_eq!(c.content.as_deref(), Some("42"));
+        assert_eq!(c.reasoning[0].text, "think");
+        assert_eq!(c.tool_calls[0].function.arguments, r#"{"a":1}"#);
+        assert_eq!(c.finish_reason, Some(FinishReason::ToolCalls));
+        assert_eq!(c.usage.unwrap().completion_tokens, 7);
+        let empty = br#"{"id":"c","choices":[]}"#;
+        assert!(OpenAi.decode_response(empty, &mut origin).is_err());
     }
 
     fn run_stream(input: &str, include_usage: bool) -> String {

@@ -12,10 +12,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use super::wire::{content_filtered, fold_content_filter, parse_usage, VendorError};
+use super::wire::{content_filtered, fold_content_filter, parse_usage, VendorError, WireChoice};
 use crate::dialects::{unparseable, Events};
 use crate::error::GatewayError;
-use crate::model::stream::EventWriter;
+use crate::model::stream::{EventWriter, Reasoning};
 use crate::sse::SseParser;
 
 /// OpenAI's stream events, passed through nearly as they are. Most events
@@ -37,11 +37,71 @@ impl Events<SseParser> for OpenAiEvents {
             w.done(out);
             return Ok(());
         }
+        if !w.native() {
+            return typed_event(data, w, out);
+        }
         match fast_event(data, w, out, &mut self.scratch) {
             Some(result) => result,
             None => slow_event(data, w, out),
         }
     }
+}
+
+/// One event for a client of another API: read into the neutral events
+/// (the first choice's).
+fn typed_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
+    #[derive(Deserialize)]
+    struct Chunk {
+        #[serde(default)]
+        id: String,
+        #[serde(default)]
+        model: String,
+        #[serde(default)]
+        created: u64,
+        #[serde(default)]
+        choices: Vec<WireChoice>,
+        #[serde(default)]
+        usage: Option<Value>,
+        #[serde(default)]
+        error: Option<VendorError>,
+    }
+    let chunk: Chunk = serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
+    if let Some(vendor) = chunk.error {
+        return Err(vendor.into_gateway_error(500));
+    }
+    w.set_id(&chunk.id);
+    w.set_model(&chunk.model);
+    w.set_created(chunk.created);
+    if let Some(u) = chunk.usage.as_ref().filter(|u| !u.is_null()) {
+        w.set_usage(parse_usage(u));
+    }
+    let Some(choice) = chunk.choices.into_iter().next() else {
+        return Ok(());
+    };
+    let finish = choice.finish();
+    if let Some(delta) = choice.message {
+        if let Some(text) = &delta.reasoning_content {
+            w.reasoning(out, Reasoning::Text(text));
+        }
+        for text in [&delta.content, &delta.refusal].into_iter().flatten() {
+            w.content(out, text);
+        }
+        for call in delta.tool_calls.into_iter().flatten() {
+            let function = call.function.as_ref();
+            if !w.has_tool_call(call.index) {
+                let name = function.and_then(|f| f.name.as_deref()).unwrap_or_default();
+                let id = call.id.unwrap_or_else(|| format!("call_{}", call.index));
+                w.tool_call_start(out, call.index, &id, name);
+            }
+            if let Some(arguments) = function.and_then(|f| f.arguments.as_deref()) {
+                w.tool_call_arguments(out, call.index, arguments);
+            }
+        }
+    }
+    if let Some(reason) = finish {
+        w.finish(out, reason);
+    }
+    Ok(())
 }
 
 /// One event the general way: parsed into a map, edited, written again.
@@ -636,7 +696,58 @@ mod tests {
             provider: "oa".into(),
             ..Origin::default()
         };
-        crate::surfaces::SurfaceKind::OpenAiChat.stream_writer(origin, "rid".into(), include_usage)
+        crate::surfaces::stream_writer(
+            crate::model::Api::OpenAiChat,
+            true,
+            origin,
+            "rid".into(),
+            include_usage,
+        )
+    }
+
+    #[test]
+    fn a_client_of_another_api_gets_neutral_events() {
+        let mut w = crate::surfaces::stream_writer(
+            crate::model::Api::OpenAiChat,
+            false,
+            Origin::default(),
+            "rid".into(),
+            true,
+        );
+        let mut events = OpenAiEvents::default();
+        let mut out = Vec::new();
+        for data in [
+            r#"{"id":"c1","model":"r1","created":7,"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"id":"call_a","type":"function","function":{"name":"f","arguments":""}}]}}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"tool_calls":[{"index":3,"function":{"arguments":"{}"}}]}}]}"#,
+            r#"{"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"id":"c1","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3,"total_tokens":5}}"#,
+            "[DONE]",
+        ] {
+            events.on_event(("", data), &mut w, &mut out).unwrap();
+        }
+        let v = written(&out[..out.len() - "data: [DONE]\n\n".len()]);
+        assert_eq!(v[1]["choices"][0]["delta"]["reasoning_content"], "hm");
+        assert_eq!(
+            v[2]["choices"][0]["delta"]["tool_calls"][0]["index"], 0,
+            "numbered for the client"
+        );
+        assert_eq!(v[2]["choices"][0]["delta"]["tool_calls"][0]["id"], "call_a");
+        assert_eq!(
+            v[3]["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"],
+            "{}"
+        );
+        assert_eq!(v[4]["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(v[5]["usage"]["completion_tokens"], 3);
+        assert_eq!((w.origin().id.as_str(), w.origin().created), ("c1", 7));
+        assert!(events
+            .on_event(
+                ("", r#"{"error":{"message":"boom"}}"#),
+                &mut fresh_writer(false),
+                &mut out
+            )
+            .is_err());
     }
 
     /// The JSON of each `data:` event written.

@@ -127,3 +127,74 @@ pub(in crate::dialects) fn parse_usage(v: &Value) -> Option<Usage> {
         reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
     })
 }
+
+/// A `chat.completion` as a client of another API needs it (typed; the
+/// chat surface gets the vendor's object edited instead).
+#[derive(Deserialize)]
+pub(in crate::dialects) struct WireCompletion {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub choices: Vec<WireChoice>,
+    #[serde(default)]
+    pub usage: Option<Value>,
+}
+
+#[derive(Deserialize)]
+pub(in crate::dialects) struct WireChoice {
+    #[serde(default, alias = "delta")]
+    pub message: Option<WireMessage>,
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub content_filter_results: Option<Value>,
+}
+
+impl WireChoice {
+    /// The finish, with Azure's filter annotations folded in.
+    pub fn finish(&self) -> Option<FinishReason> {
+        if self
+            .content_filter_results
+            .as_ref()
+            .is_some_and(content_filtered)
+        {
+            return Some(FinishReason::ContentFilter);
+        }
+        self.finish_reason.as_deref().and_then(FinishReason::parse)
+    }
+}
+
+/// A message, or a stream chunk's delta (the same fields, in pieces).
+#[derive(Deserialize, Default)]
+pub(in crate::dialects) struct WireMessage {
+    #[serde(default)]
+    pub content: Option<String>,
+    /// DeepSeek's, vLLM's and others' reasoning text (`reasoning` on some).
+    #[serde(default, alias = "reasoning")]
+    pub reasoning_content: Option<String>,
+    #[serde(default)]
+    pub refusal: Option<String>,
+    #[serde(default)]
+    pub tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+pub(in crate::dialects) struct WireToolCall {
+    /// Stream deltas name their call by index.
+    #[serde(default)]
+    pub index: u64,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub function: Option<WireFunction>,
+}
+
+#[derive(Deserialize)]
+pub(in crate::dialects) struct WireFunction {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub arguments: Option<String>,
+}

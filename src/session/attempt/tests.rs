@@ -26,6 +26,7 @@ fn config(extra: &str) -> Rc<Config> {
 fn attempt(extra: &str, body: &str) -> Attempt<FakeHost> {
     let host = FakeHost::new();
     let handoff = Handoff {
+        api: crate::model::Api::OpenAiChat,
         token: None,
         candidate: Some(0),
         request_id: "req-1".into(),

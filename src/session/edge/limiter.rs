@@ -7,6 +7,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::limits::headers::RateHeaders;
 use crate::limits::store::{self, SetResult, SharedStore};
 use crate::limits::{self, Counter, Estimate, Scope, Usage};
+use crate::model::Api;
 use crate::session::host::{unix_millis, Host, Map};
 use crate::session::send_error_with;
 
@@ -159,6 +160,7 @@ impl RequestLimits {
 /// (and `retry-after`, `retry-after-ms` when a limit refused it).
 pub fn send_error(
     host: &impl Host,
+    api: Api,
     error: &GatewayError,
     request_id: &str,
     limits: &RequestLimits,
@@ -171,7 +173,7 @@ pub fn send_error(
         ));
         owned.push(("retry-after-ms", reset_ms.max(&1).to_string()));
     }
-    send_error_with(host, error, request_id, &owned);
+    send_error_with(host, api, error, request_id, &owned);
 }
 
 /// Filter state Envoy's rate limit filter turns into descriptors (CEL

@@ -6,8 +6,9 @@ use serde::Serialize;
 
 use super::Surface;
 use crate::error::GatewayError;
+use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::model::stream::StreamEncoder;
+use crate::model::stream::{Reasoning, StreamEncoder};
 use crate::sse::write_data;
 
 pub mod request;
@@ -15,6 +16,10 @@ pub mod request;
 pub struct OpenAiChat;
 
 impl Surface for OpenAiChat {
+    fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
+        ChatRequest::parse(body)
+    }
+
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {
         match answer {
             Answer::Decoded(completion) => render_completion(&completion, origin),
@@ -72,6 +77,8 @@ fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
     struct Msg<'a> {
         role: &'static str,
         content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
         refusal: Option<&'a str>,
         #[serde(skip_serializing_if = "<[_]>::is_empty")]
         tool_calls: &'a [ToolCallOut],
@@ -107,6 +114,7 @@ fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
             message: Msg {
                 role: "assistant",
                 content: completion.content.as_deref(),
+                reasoning_content: reasoning_text(completion),
                 refusal: None,
                 tool_calls: &completion.tool_calls,
             },
@@ -118,6 +126,16 @@ fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
+/// The reasoning's text, all blocks joined, when there is any.
+fn reasoning_text(completion: &Completion) -> Option<String> {
+    let text: String = completion
+        .reasoning
+        .iter()
+        .map(|t| t.text.as_str())
+        .collect();
+    (!text.is_empty()).then_some(text)
+}
+
 /// What one chunk's `delta` carries.
 #[derive(Serialize, Default)]
 struct Delta<'a> {
@@ -125,6 +143,9 @@ struct Delta<'a> {
     role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<&'a str>,
+    /// Reasoning text, where DeepSeek, vLLM and OpenRouter clients read it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_calls: Option<[ToolCallDelta<'a>; 1]>,
     /// `"refusal": null`, in the role chunk as OpenAI sends it.
@@ -278,6 +299,16 @@ impl StreamEncoder for ChatChunks {
         self.write_choice(origin, out, delta, None);
     }
 
+    fn reasoning(&mut self, origin: &Origin, out: &mut Vec<u8>, delta: Reasoning<'_>) {
+        if let Reasoning::Text(text) = delta {
+            let delta = Delta {
+                reasoning_content: Some(text),
+                ..Delta::default()
+            };
+            self.write_choice(origin, out, delta, None);
+        }
+    }
+
     fn tool_call_start(
         &mut self,
         origin: &Origin,
@@ -323,7 +354,7 @@ impl StreamEncoder for ChatChunks {
 
     /// The usage chunk if the client asked, then `[DONE]`.
     fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {
-        if let Some(usage) = usage {
+        if let Some(usage) = usage.filter(|_| self.include_usage) {
             self.write_chunk(origin, out, |out| {
                 out.extend_from_slice(b"],\"usage\":");
                 serde_json::to_writer(out, &ChatUsage(usage))
@@ -345,7 +376,7 @@ impl StreamEncoder for ChatChunks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::surfaces::SurfaceKind;
+    use crate::model::Api;
     use serde_json::Value;
 
     fn events(out: &[u8]) -> Vec<Value> {
@@ -368,7 +399,8 @@ mod tests {
 
     #[test]
     fn stream_contract() {
-        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), true);
+        let mut w =
+            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), true);
         let mut out = Vec::new();
         w.content(&mut out, "Hi");
         w.tool_call_start(&mut out, 0, "call_1", "f");
@@ -415,7 +447,8 @@ mod tests {
 
     #[test]
     fn chunk_bytes_follow_the_origin() {
-        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), true);
+        let mut w =
+            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), true);
         let mut out = Vec::new();
         w.content(&mut out, "a\"b");
         // A vendor event names the answer's id and model after the first chunk.
@@ -444,7 +477,8 @@ mod tests {
 
     #[test]
     fn tracks_content_and_failure() {
-        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), false);
+        let mut w =
+            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
         let mut out = Vec::new();
         w.start(&mut out);
         assert!(!w.content_started(), "the role chunk is not content");
@@ -456,14 +490,16 @@ mod tests {
             event["error"]["provider"], "p",
             "stream errors name the provider"
         );
-        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), false);
+        let mut w =
+            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
         w.content(&mut out, "x");
         assert!(w.content_started());
     }
 
     #[test]
     fn tool_calls_are_numbered_in_order_of_appearance() {
-        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), false);
+        let mut w =
+            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
         let mut out = Vec::new();
         // Vendor keys (content block indices) 7 and 3: client indices 0 and 1.
         w.tool_call_start(&mut out, 7, "call_a", "f");
@@ -498,7 +534,8 @@ mod tests {
 
     #[test]
     fn no_usage_chunk_unless_asked() {
-        let mut w = SurfaceKind::OpenAiChat.stream_writer(origin(), "r".into(), false);
+        let mut w =
+            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
         w.set_usage(Some(Usage::default()));
         let mut out = Vec::new();
         w.start(&mut out);
@@ -509,6 +546,7 @@ mod tests {
     #[test]
     fn completion_json() {
         let c = Completion {
+            reasoning: vec![],
             content: Some("hello".into()),
             tool_calls: vec![ToolCallOut::new("t1".into(), "f".into(), "{}".into())],
             finish_reason: Some(FinishReason::ToolCalls),

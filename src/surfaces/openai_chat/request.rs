@@ -120,7 +120,7 @@ impl ChatRequest {
             };
             if let Some(Content::Parts(parts)) = content {
                 for (j, part) in parts.iter().enumerate() {
-                    if let ContentPart::ImageUrl { image_url } = part {
+                    if let ContentPart::ImageUrl { image_url, .. } = part {
                         image_url.parse().map_err(|e| {
                             GatewayError::invalid(
                                 format!("messages[{i}].content[{j}].image_url.url"),
@@ -345,6 +345,7 @@ impl<'de> Deserialize<'de> for Message {
                     },
                     Role::Assistant => Message::Assistant {
                         content: content.flatten(),
+                        reasoning: Vec::new(),
                         tool_calls: tool_calls.flatten().unwrap_or_default(),
                         refusal: refusal.flatten(),
                         name,
@@ -352,6 +353,8 @@ impl<'de> Deserialize<'de> for Message {
                     Role::Tool => Message::Tool {
                         content: required(content)?,
                         tool_call_id: tool_call_id.ok_or_else(|| missing("tool_call_id"))?,
+                        is_error: false,
+                        cache_control: None,
                     },
                 })
             }
@@ -400,11 +403,10 @@ impl<'de> Deserialize<'de> for ContentPart {
                     }
                 }
                 Ok(match kind.ok_or_else(|| missing("type"))? {
-                    PartKind::Text => ContentPart::Text {
-                        text: text.ok_or_else(|| missing("text"))?,
-                    },
+                    PartKind::Text => ContentPart::text(text.ok_or_else(|| missing("text"))?),
                     PartKind::ImageUrl => ContentPart::ImageUrl {
                         image_url: image_url.ok_or_else(|| missing("image_url"))?,
+                        cache_control: None,
                     },
                 })
             }
@@ -692,18 +694,21 @@ mod tests {
                     name: Some("ops".into())
                 },
                 Message::User {
-                    content: Content::Parts(vec![ContentPart::Text { text: "hi".into() }]),
+                    content: Content::Parts(vec![ContentPart::text("hi")]),
                     name: None
                 },
                 Message::Assistant {
                     content: None,
+                    reasoning: vec![],
                     tool_calls: vec![],
                     refusal: None,
                     name: None
                 },
                 Message::Tool {
                     content: Content::Text("42".into()),
-                    tool_call_id: "c1".into()
+                    tool_call_id: "c1".into(),
+                    is_error: false,
+                    cache_control: None,
                 },
                 Message::Developer {
                     content: Content::Text("x".into()),
