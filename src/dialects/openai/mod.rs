@@ -40,8 +40,14 @@ struct Outgoing<'a> {
 /// The client's fields we do not model, as OpenAI takes them: without what
 /// only the gateway reads (`metadata.task_type`), and `metadata` only with
 /// `store: true` (OpenAI refuses it otherwise: "'metadata' is only allowed
-/// when 'store' is enabled").
-struct VendorExtra<'a>(&'a Map<String, Value>);
+/// when 'store' is enabled"). `reasoning_effort` goes in among them, in
+/// key order, where it was when it rode in `extra`.
+struct VendorExtra<'a> {
+    fields: &'a Map<String, Value>,
+    reasoning_effort: Option<&'static str>,
+}
+
+const REASONING_EFFORT: &str = "reasoning_effort";
 
 /// `metadata` keys the gateway consumes (routing rules) and vendors never see.
 const GATEWAY_METADATA: &[&str] = &["task_type"];
@@ -49,9 +55,14 @@ const GATEWAY_METADATA: &[&str] = &["task_type"];
 impl Serialize for VendorExtra<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let stored = self.0.get("store") == Some(&Value::Bool(true));
+        let stored = self.fields.get("store") == Some(&Value::Bool(true));
         let mut map = s.serialize_map(None)?;
-        for (key, value) in self.0 {
+        let mut effort = self.reasoning_effort;
+        for (key, value) in self.fields {
+            if let Some(e) = effort.filter(|_| key.as_str() > REASONING_EFFORT) {
+                map.serialize_entry(REASONING_EFFORT, e)?;
+                effort = None;
+            }
             if key != "metadata" {
                 map.serialize_entry(key, value)?;
                 continue;
@@ -67,6 +78,9 @@ impl Serialize for VendorExtra<'_> {
             if !kept.is_empty() {
                 map.serialize_entry(key, &kept)?;
             }
+        }
+        if let Some(e) = effort {
+            map.serialize_entry(REASONING_EFFORT, e)?;
         }
         map.end()
     }
@@ -135,9 +149,28 @@ pub(super) fn encode_body(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Gat
         stream_options: req.stream.then_some(StreamOptions {
             include_usage: true,
         }),
-        extra: VendorExtra(&req.extra),
+        extra: VendorExtra {
+            fields: &req.extra,
+            reasoning_effort: reasoning_effort(req)?,
+        },
     };
     encode_json(req, &outgoing)
+}
+
+/// OpenAI takes an effort, never a token budget: a budget alone is refused
+/// (with an effort too, the effort is sent and the budget dropped).
+fn reasoning_effort(req: &ChatRequest) -> Result<Option<&'static str>, GatewayError> {
+    match req.reasoning {
+        None => Ok(None),
+        Some(r) => match (r.effort, r.budget_tokens) {
+            (Some(effort), _) => Ok(Some(effort.as_str())),
+            (None, Some(_)) => Err(GatewayError::invalid(
+                "reasoning.max_tokens",
+                "this provider takes a reasoning effort (reasoning_effort), not a token budget",
+            )),
+            (None, None) => Ok(None),
+        },
+    }
 }
 
 /// A `chat.completion` decoded into the neutral answer (first choice).

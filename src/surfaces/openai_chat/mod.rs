@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::Surface;
 use crate::error::GatewayError;
-use crate::model::request::ChatRequest;
+use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
 use crate::sse::write_data;
@@ -31,6 +31,7 @@ impl Surface for OpenAiChat {
         Box::new(ChatChunks {
             include_usage,
             head: ChunkHead::default(),
+            reasoning: ReasoningBlock::None,
         })
     }
 
@@ -79,6 +80,8 @@ fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
         content: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         reasoning_content: Option<String>,
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        reasoning_details: Vec<Detail<'a>>,
         refusal: Option<&'a str>,
         #[serde(skip_serializing_if = "<[_]>::is_empty")]
         tool_calls: &'a [ToolCallOut],
@@ -115,6 +118,12 @@ fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
                 role: "assistant",
                 content: completion.content.as_deref(),
                 reasoning_content: reasoning_text(completion),
+                reasoning_details: completion
+                    .reasoning
+                    .iter()
+                    .zip(0..)
+                    .map(|(block, index)| Detail::block(block, index))
+                    .collect(),
                 refusal: None,
                 tool_calls: &completion.tool_calls,
             },
@@ -136,6 +145,75 @@ fn reasoning_text(completion: &Completion) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// One entry of `reasoning_details` (OpenRouter's format): a block of
+/// reasoning text with the vendor's signature, or an encrypted block. In a
+/// stream, entries of one `index` are pieces of one block.
+#[derive(Serialize, Default)]
+struct Detail<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signature: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a str>,
+    index: u32,
+}
+
+const DETAIL_TEXT: &str = "reasoning.text";
+const DETAIL_ENCRYPTED: &str = "reasoning.encrypted";
+
+impl<'a> Detail<'a> {
+    fn block(block: &'a Thinking, index: u32) -> Self {
+        match &block.redacted {
+            Some(data) => Detail {
+                kind: DETAIL_ENCRYPTED,
+                data: Some(data),
+                index,
+                ..Detail::default()
+            },
+            None => Detail {
+                kind: DETAIL_TEXT,
+                text: Some(&block.text),
+                signature: block.signature.as_deref(),
+                index,
+                ..Detail::default()
+            },
+        }
+    }
+}
+
+/// Where a stream's reasoning is: which block, and whether that block has
+/// been closed (by its signature, or being an encrypted block).
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+enum ReasoningBlock {
+    #[default]
+    None,
+    Open(u32),
+    Closed(u32),
+}
+
+impl ReasoningBlock {
+    /// The index of a piece of `delta`, moving on to a new block as needed.
+    fn advance(&mut self, delta: Reasoning<'_>) -> u32 {
+        let (index, next) = match (*self, delta) {
+            (ReasoningBlock::None, Reasoning::Signature(_) | Reasoning::Redacted(_)) => {
+                (0, ReasoningBlock::Closed(0))
+            }
+            (ReasoningBlock::None, Reasoning::Text(_)) => (0, ReasoningBlock::Open(0)),
+            (ReasoningBlock::Open(n), Reasoning::Text(_)) => (n, ReasoningBlock::Open(n)),
+            (ReasoningBlock::Open(n), Reasoning::Signature(_)) => (n, ReasoningBlock::Closed(n)),
+            (ReasoningBlock::Closed(n), Reasoning::Text(_)) => (n + 1, ReasoningBlock::Open(n + 1)),
+            (ReasoningBlock::Open(n) | ReasoningBlock::Closed(n), _) => {
+                (n + 1, ReasoningBlock::Closed(n + 1))
+            }
+        };
+        *self = next;
+        index
+    }
+}
+
 /// What one chunk's `delta` carries.
 #[derive(Serialize, Default)]
 struct Delta<'a> {
@@ -146,6 +224,9 @@ struct Delta<'a> {
     /// Reasoning text, where DeepSeek, vLLM and OpenRouter clients read it.
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_content: Option<&'a str>,
+    /// The same text, and the signatures and encrypted blocks, by block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_details: Option<[Detail<'a>; 1]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_calls: Option<[ToolCallDelta<'a>; 1]>,
     /// `"refusal": null`, in the role chunk as OpenAI sends it.
@@ -177,6 +258,8 @@ struct ChatChunks {
     include_usage: bool,
     /// Every chunk's opening, up to its `choices`, for the origin it was made from.
     head: ChunkHead,
+    /// The reasoning block the next piece belongs to.
+    reasoning: ReasoningBlock,
 }
 
 /// `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…,"provider":…,"choices":[`,
@@ -300,13 +383,42 @@ impl StreamEncoder for ChatChunks {
     }
 
     fn reasoning(&mut self, origin: &Origin, out: &mut Vec<u8>, delta: Reasoning<'_>) {
-        if let Reasoning::Text(text) = delta {
-            let delta = Delta {
-                reasoning_content: Some(text),
-                ..Delta::default()
-            };
-            self.write_choice(origin, out, delta, None);
-        }
+        let index = self.reasoning.advance(delta);
+        let (reasoning_content, detail) = match delta {
+            Reasoning::Text(text) => (
+                Some(text),
+                Detail {
+                    kind: DETAIL_TEXT,
+                    text: Some(text),
+                    index,
+                    ..Detail::default()
+                },
+            ),
+            Reasoning::Signature(signature) => (
+                None,
+                Detail {
+                    kind: DETAIL_TEXT,
+                    signature: Some(signature),
+                    index,
+                    ..Detail::default()
+                },
+            ),
+            Reasoning::Redacted(data) => (
+                None,
+                Detail {
+                    kind: DETAIL_ENCRYPTED,
+                    data: Some(data),
+                    index,
+                    ..Detail::default()
+                },
+            ),
+        };
+        let delta = Delta {
+            reasoning_content,
+            reasoning_details: Some([detail]),
+            ..Delta::default()
+        };
+        self.write_choice(origin, out, delta, None);
     }
 
     fn tool_call_start(

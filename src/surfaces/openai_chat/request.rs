@@ -79,6 +79,10 @@ impl ChatRequest {
             ("max_tokens", self.max_tokens),
             ("max_completion_tokens", self.max_completion_tokens),
             ("n", self.n),
+            (
+                "reasoning.max_tokens",
+                self.reasoning.and_then(|r| r.budget_tokens),
+            ),
         ] {
             if value == Some(0) {
                 return Err(GatewayError::invalid(
@@ -178,8 +182,8 @@ impl<'de> Visitor<'de> for RequestVisitor {
                     has_messages = true;
                 }
                 "tools" => {
-                    r.tools = at("tools", map.next_value::<Option<Listed<Tool>>>())?
-                        .map(|t| t.0)
+                    r.tools = at("tools", map.next_value::<Option<Listed<ChatTool>>>())?
+                        .map(|t| t.0.into_iter().map(ChatTool::into_tool).collect())
                         .unwrap_or_default()
                 }
                 "tool_choice" => r.tool_choice = at("tool_choice", map.next_value())?,
@@ -209,6 +213,19 @@ impl<'de> Visitor<'de> for RequestVisitor {
                     r.include_usage = opts.and_then(|o| o.include_usage).unwrap_or(false);
                 }
                 "request_id" => r.request_id = at("request_id", map.next_value())?,
+                "reasoning_effort" => {
+                    let effort: Option<EffortName> = at("reasoning_effort", map.next_value())?;
+                    if let Some(EffortName(effort)) = effort {
+                        let reasoning = r.reasoning.get_or_insert_with(Reasoning::default);
+                        reasoning.effort = Some(effort);
+                    }
+                }
+                "reasoning" => {
+                    let options: Option<ReasoningOptions> = at("reasoning", map.next_value())?;
+                    if let Some(options) = options {
+                        r.reasoning = Some(options.into_reasoning());
+                    }
+                }
                 _ => {
                     let Strict(value) = at(&key, map.next_value())?;
                     r.extra.insert(key, value);
@@ -223,7 +240,112 @@ impl<'de> Visitor<'de> for RequestVisitor {
         if !has_messages {
             return Err(de::Error::custom("messages: missing field"));
         }
+        if seen.iter().any(|k| k == "reasoning") && seen.iter().any(|k| k == "reasoning_effort") {
+            return Err(de::Error::custom(
+                "reasoning: give reasoning_effort or reasoning, not both",
+            ));
+        }
         Ok(r)
+    }
+}
+
+/// A tool definition, with the prompt-cache breakpoint Anthropic-format
+/// clients put on it (`cache_control`, as LiteLLM and OpenRouter take it).
+#[derive(Deserialize)]
+struct ChatTool {
+    #[serde(rename = "type")]
+    kind: ToolKind,
+    #[serde(deserialize_with = "crate::model::json::function_def")]
+    function: FunctionDef,
+    #[serde(default)]
+    cache_control: Option<CacheControlIn>,
+}
+
+impl ChatTool {
+    fn into_tool(self) -> Tool {
+        Tool {
+            kind: self.kind,
+            function: self.function,
+            cache_control: self.cache_control.map(CacheControlIn::into_model),
+        }
+    }
+}
+
+/// `{"type": "ephemeral", "ttl": "5m" | "1h"}`, Anthropic's breakpoint.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheControlIn {
+    #[serde(rename = "type")]
+    _kind: Ephemeral,
+    #[serde(default)]
+    ttl: Option<CacheTtl>,
+}
+
+#[derive(Deserialize)]
+enum Ephemeral {
+    #[serde(rename = "ephemeral")]
+    Ephemeral,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+enum CacheTtl {
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    #[serde(rename = "1h")]
+    OneHour,
+}
+
+impl CacheControlIn {
+    fn into_model(self) -> CacheControl {
+        let ttl = self.ttl.map(|t| match t {
+            CacheTtl::FiveMinutes => "5m",
+            CacheTtl::OneHour => "1h",
+        });
+        CacheControl {
+            ttl: ttl.map(str::to_owned),
+        }
+    }
+}
+
+/// `reasoning_effort` (OpenAI's field): one of the effort names.
+struct EffortName(Effort);
+
+impl<'de> Deserialize<'de> for EffortName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Effort::parse(&name).map(EffortName).ok_or_else(|| {
+            de::Error::custom(format!(
+                "unknown value '{name}', expected none, minimal, low, medium or high"
+            ))
+        })
+    }
+}
+
+/// OpenRouter's `reasoning` object: an effort, a token budget
+/// (`max_tokens`), or `enabled` alone (`false`: effort none; `true`: the
+/// vendor's default amount).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReasoningOptions {
+    #[serde(default)]
+    effort: Option<EffortName>,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+impl ReasoningOptions {
+    fn into_reasoning(self) -> Reasoning {
+        let effort = match (self.effort, self.enabled) {
+            (Some(EffortName(effort)), _) => Some(effort),
+            (None, Some(false)) => Some(Effort::None),
+            (None, _) => None,
+        };
+        Reasoning {
+            effort,
+            budget_tokens: self.max_tokens,
+        }
     }
 }
 
@@ -284,6 +406,8 @@ enum MessageField {
     ToolCalls,
     Refusal,
     ToolCallId,
+    ReasoningContent,
+    ReasoningDetails,
     #[serde(other)]
     Other,
 }
@@ -304,6 +428,8 @@ impl<'de> Deserialize<'de> for Message {
                 let mut tool_calls: Option<Option<Vec<ToolCall>>> = None;
                 let mut refusal: Option<Option<String>> = None;
                 let mut tool_call_id: Option<String> = None;
+                let mut reasoning_content: Option<Option<String>> = None;
+                let mut reasoning_details: Option<Option<ReasoningDetails>> = None;
                 while let Some(field) = map.next_key::<MessageField>()? {
                     match field {
                         MessageField::Role => once(&mut role, "role", map.next_value::<Role>())?,
@@ -316,6 +442,16 @@ impl<'de> Deserialize<'de> for Message {
                         MessageField::ToolCallId => {
                             once(&mut tool_call_id, "tool_call_id", map.next_value())?
                         }
+                        MessageField::ReasoningContent => once(
+                            &mut reasoning_content,
+                            "reasoning_content",
+                            map.next_value(),
+                        )?,
+                        MessageField::ReasoningDetails => once(
+                            &mut reasoning_details,
+                            "reasoning_details",
+                            map.next_value(),
+                        )?,
                         // Fields we do not model (e.g. an echoed `annotations`).
                         MessageField::Other => {
                             map.next_value::<de::IgnoredAny>()?;
@@ -345,21 +481,144 @@ impl<'de> Deserialize<'de> for Message {
                     },
                     Role::Assistant => Message::Assistant {
                         content: content.flatten(),
-                        reasoning: Vec::new(),
+                        reasoning: thinking(
+                            reasoning_content.flatten(),
+                            reasoning_details.flatten(),
+                        ),
                         tool_calls: tool_calls.flatten().unwrap_or_default(),
                         refusal: refusal.flatten(),
                         name,
                     },
-                    Role::Tool => Message::Tool {
-                        content: required(content)?,
-                        tool_call_id: tool_call_id.ok_or_else(|| missing("tool_call_id"))?,
-                        is_error: false,
-                        cache_control: None,
-                    },
+                    Role::Tool => {
+                        let content = required(content)?;
+                        // A breakpoint on any part of a result is one after the result.
+                        let cache_control = match &content {
+                            Content::Parts(parts) => {
+                                parts.iter().rev().find_map(|p| p.cache_control().cloned())
+                            }
+                            Content::Text(_) => None,
+                        };
+                        Message::Tool {
+                            content,
+                            tool_call_id: tool_call_id.ok_or_else(|| missing("tool_call_id"))?,
+                            is_error: false,
+                            cache_control,
+                        }
+                    }
                 })
             }
         }
         d.deserialize_map(V)
+    }
+}
+
+/// An assistant message's reasoning: its `reasoning_details` blocks when
+/// it has them (they carry the signatures), else `reasoning_content` as one
+/// unsigned block.
+fn thinking(content: Option<String>, details: Option<ReasoningDetails>) -> Vec<Thinking> {
+    match details {
+        Some(ReasoningDetails(blocks)) if !blocks.is_empty() => blocks,
+        _ => content
+            .filter(|t| !t.is_empty())
+            .map(|text| Thinking {
+                text,
+                ..Thinking::default()
+            })
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// OpenRouter's `reasoning_details`: `{"type": "reasoning.text", "text",
+/// "signature"}`, `{"type": "reasoning.encrypted", "data"}` and
+/// `{"type": "reasoning.summary", "summary"}` blocks. Entries with the
+/// `index` of the one before are pieces of one block (what a stream's
+/// deltas give, appended as they came), joined here.
+struct ReasoningDetails(Vec<Thinking>);
+
+#[derive(Deserialize)]
+struct ReasoningDetail {
+    #[serde(rename = "type")]
+    kind: DetailKind,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    data: Option<String>,
+    /// Which block a piece belongs to (OpenRouter's `id` and `format` are ignored).
+    #[serde(default)]
+    index: Option<u64>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq)]
+enum DetailKind {
+    #[serde(rename = "reasoning.text")]
+    Text,
+    #[serde(rename = "reasoning.summary")]
+    Summary,
+    #[serde(rename = "reasoning.encrypted")]
+    Encrypted,
+}
+
+/// More reasoning blocks than an answer has.
+const MAX_REASONING_BLOCKS: usize = 4096;
+
+impl<'de> Deserialize<'de> for ReasoningDetails {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ReasoningDetails;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of reasoning details")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut blocks: Vec<Thinking> = Vec::new();
+                let mut last: Option<(DetailKind, u64)> = None;
+                let mut i = 0;
+                while let Some(detail) = at(Index(i), seq.next_element::<ReasoningDetail>())? {
+                    let text = detail.text.or(detail.summary).unwrap_or_default();
+                    let key = detail.index.map(|n| (detail.kind, n));
+                    let piece = match detail.kind {
+                        DetailKind::Text | DetailKind::Summary => Thinking {
+                            text,
+                            signature: detail.signature,
+                            redacted: None,
+                        },
+                        DetailKind::Encrypted => Thinking {
+                            redacted: Some(detail.data.ok_or_else(|| {
+                                de::Error::custom(format!("[{i}].data: missing field"))
+                            })?),
+                            ..Thinking::default()
+                        },
+                    };
+                    let full = blocks.len() >= MAX_REASONING_BLOCKS;
+                    match blocks.last_mut() {
+                        Some(block) if key.is_some() && key == last => {
+                            block.text.push_str(&piece.text);
+                            if piece.signature.is_some() {
+                                block.signature = piece.signature;
+                            }
+                            if piece.redacted.is_some() {
+                                block.redacted = piece.redacted;
+                            }
+                        }
+                        _ if full => {
+                            return Err(de::Error::custom(format!(
+                                "at most {MAX_REASONING_BLOCKS} reasoning blocks are accepted"
+                            )))
+                        }
+                        _ => blocks.push(piece),
+                    }
+                    last = key;
+                    i += 1;
+                }
+                Ok(ReasoningDetails(blocks))
+            }
+        }
+        d.deserialize_seq(V)
     }
 }
 
@@ -376,6 +635,7 @@ enum PartField {
     Type,
     Text,
     ImageUrl,
+    CacheControl,
     #[serde(other)]
     Other,
 }
@@ -392,21 +652,29 @@ impl<'de> Deserialize<'de> for ContentPart {
                 let mut kind = None;
                 let mut text: Option<String> = None;
                 let mut image_url: Option<ImageUrl> = None;
+                let mut cache: Option<Option<CacheControlIn>> = None;
                 while let Some(field) = map.next_key::<PartField>()? {
                     match field {
                         PartField::Type => once(&mut kind, "type", map.next_value::<PartKind>())?,
                         PartField::Text => once(&mut text, "text", map.next_value())?,
                         PartField::ImageUrl => once(&mut image_url, "image_url", map.next_value())?,
+                        PartField::CacheControl => {
+                            once(&mut cache, "cache_control", map.next_value())?
+                        }
                         PartField::Other => {
                             map.next_value::<de::IgnoredAny>()?;
                         }
                     }
                 }
+                let cache_control = cache.flatten().map(CacheControlIn::into_model);
                 Ok(match kind.ok_or_else(|| missing("type"))? {
-                    PartKind::Text => ContentPart::text(text.ok_or_else(|| missing("text"))?),
+                    PartKind::Text => ContentPart::Text {
+                        text: text.ok_or_else(|| missing("text"))?,
+                        cache_control,
+                    },
                     PartKind::ImageUrl => ContentPart::ImageUrl {
                         image_url: image_url.ok_or_else(|| missing("image_url"))?,
-                        cache_control: None,
+                        cache_control,
                     },
                 })
             }
