@@ -18,9 +18,11 @@ use super::{
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::eventstream::{EventStreamDecoder, Message as Frame};
-use crate::model::request::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
+use crate::model::request::{
+    CacheControl, ChatRequest, Content, ContentPart, Effort, Image, Message, Thinking, ToolChoice,
+};
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::model::stream::EventWriter;
+use crate::model::stream::{EventWriter, Reasoning};
 use crate::url::encode_segment;
 
 pub struct Bedrock;
@@ -37,6 +39,8 @@ struct Request<'a> {
     inference_config: InferenceConfig<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_config: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    additional_model_request_fields: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -84,6 +88,67 @@ enum Block<'a> {
         tool_use_id: &'a str,
         content: [ToolResultText; 1],
     },
+    ReasoningContent(ReasoningBlock<'a>),
+    CachePoint(CachePoint<'a>),
+}
+
+/// A reasoning block of the history, as Claude on Bedrock wants it back:
+/// the text with its signature, unmodified, or the redacted bytes.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+enum ReasoningBlock<'a> {
+    ReasoningText {
+        #[serde(serialize_with = "crate::json_text::serialize")]
+        text: &'a str,
+        signature: &'a str,
+    },
+    RedactedContent(&'a str),
+}
+
+/// `{"cachePoint": {"type": "default", "ttl"?}}`: the prefix up to here may
+/// be cached (ttl `5m` or `1h`, the values Bedrock takes).
+#[derive(Serialize)]
+struct CachePoint<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'a str>,
+}
+
+impl<'a> Block<'a> {
+    fn cache_point(cache: &'a CacheControl) -> Self {
+        Block::CachePoint(CachePoint {
+            kind: "default",
+            ttl: cache.ttl.as_deref(),
+        })
+    }
+
+    /// A history reasoning block Claude takes back: signed or redacted
+    /// (unsigned text, e.g. another vendor's, is dropped).
+    fn reasoning(thinking: &'a Thinking) -> Option<Self> {
+        match (&thinking.redacted, &thinking.signature) {
+            (Some(data), _) => Some(Block::ReasoningContent(ReasoningBlock::RedactedContent(
+                data,
+            ))),
+            (None, Some(signature)) => {
+                Some(Block::ReasoningContent(ReasoningBlock::ReasoningText {
+                    text: &thinking.text,
+                    signature,
+                }))
+            }
+            (None, None) => None,
+        }
+    }
+}
+
+/// What the endpoint's model can take of the request's reasoning and
+/// caching controls.
+#[derive(Clone, Copy)]
+struct Abilities {
+    /// Prompt caching (`cachePoint`): Claude and Amazon Nova models.
+    cache: bool,
+    /// Reasoning blocks in the history: Claude.
+    reasoning: bool,
 }
 
 #[derive(Serialize)]
@@ -97,19 +162,39 @@ struct ToolResultText {
     text: String,
 }
 
-fn text_blocks(content: &Content) -> Vec<Block<'_>> {
+/// Text parts as blocks, each followed by its cache point when it has one
+/// and the model caches.
+fn text_blocks(content: &Content, can: Abilities) -> Vec<Block<'_>> {
     match content {
         Content::Text(t) if t.is_empty() => Vec::new(),
         Content::Text(t) => vec![Block::Text(Cow::Borrowed(t))],
-        Content::Parts(parts) => parts
-            .iter()
-            .filter_map(|p| match p {
-                ContentPart::Text { text, .. } if !text.is_empty() => {
-                    Some(Block::Text(Cow::Borrowed(text)))
+        Content::Parts(parts) => {
+            let mut blocks = Vec::with_capacity(parts.len());
+            for part in parts {
+                if let ContentPart::Text { text, .. } = part {
+                    if !text.is_empty() {
+                        blocks.push(Block::Text(Cow::Borrowed(text)));
+                    }
                 }
-                _ => None,
-            })
-            .collect(),
+                push_cache_point(&mut blocks, part.cache_control(), can);
+            }
+            blocks
+        }
+    }
+}
+
+/// A cache point after the blocks so far, when asked for, the model caches
+/// and there is something to cache.
+fn push_cache_point<'a>(
+    blocks: &mut Vec<Block<'a>>,
+    cache: Option<&'a CacheControl>,
+    can: Abilities,
+) {
+    let after_content = blocks
+        .last()
+        .is_some_and(|b| !matches!(b, Block::CachePoint(_)));
+    if let Some(cache) = cache.filter(|_| can.cache && after_content) {
+        blocks.push(Block::cache_point(cache));
     }
 }
 
@@ -124,9 +209,13 @@ fn image_format(media_type: &str) -> Option<&'static str> {
     }
 }
 
-fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayError> {
+fn user_blocks(
+    content: &Content,
+    i: usize,
+    can: Abilities,
+) -> Result<Vec<Block<'_>>, GatewayError> {
     let Content::Parts(parts) = content else {
-        return Ok(text_blocks(content));
+        return Ok(text_blocks(content, can));
     };
     let mut blocks = Vec::with_capacity(parts.len());
     for (j, part) in parts.iter().enumerate() {
@@ -159,6 +248,7 @@ fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayErr
             }
             ContentPart::Document(_) => return Err(crate::dialects::no_documents(i, j)),
         }
+        push_cache_point(&mut blocks, part.cache_control(), can);
     }
     Ok(blocks)
 }
@@ -199,7 +289,7 @@ pub fn is_claude(model: &str) -> bool {
     model.contains("claude") || model.starts_with("anthropic.")
 }
 
-fn tool_config(req: &ChatRequest, history_has_tools: bool) -> Option<Value> {
+fn tool_config(req: &ChatRequest, history_has_tools: bool, can: Abilities) -> Option<Value> {
     if req.tools.is_empty() {
         return if history_has_tools {
             history_tools(req)
@@ -215,26 +305,101 @@ fn tool_config(req: &ChatRequest, history_has_tools: bool) -> Option<Value> {
         Some(ToolChoice::Required) => Some(json!({"any": {}})),
         Some(ToolChoice::Function(name)) => Some(json!({"tool": {"name": name}})),
     };
-    let tools: Vec<Value> = req
-        .tools
-        .iter()
-        .map(|t| {
-            let mut spec = json!({
-                "name": t.function.name,
-                "inputSchema": {"json": t.function.parameters.clone()
-                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}))},
-            });
-            if let (Some(d), Some(obj)) = (&t.function.description, spec.as_object_mut()) {
-                obj.insert("description".into(), Value::String(d.clone()));
-            }
-            json!({ "toolSpec": spec })
-        })
-        .collect();
+    let mut tools: Vec<Value> = Vec::with_capacity(req.tools.len());
+    for t in &req.tools {
+        let mut spec = json!({
+            "name": t.function.name,
+            "inputSchema": {"json": t.function.parameters.clone()
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}}))},
+        });
+        if let (Some(d), Some(obj)) = (&t.function.description, spec.as_object_mut()) {
+            obj.insert("description".into(), Value::String(d.clone()));
+        }
+        tools.push(json!({ "toolSpec": spec }));
+        if let Some(cache) = t.cache_control.as_ref().filter(|_| can.cache) {
+            // `{"cachePoint": ...}` as a block serialises; it cannot fail.
+            tools.extend(serde_json::to_value(Block::cache_point(cache)).ok());
+        }
+    }
     let mut config = json!({ "tools": tools });
     if let (Some(choice), Some(obj)) = (choice, config.as_object_mut()) {
         obj.insert("toolChoice".into(), choice);
     }
     Some(config)
+}
+
+/// `maxTokens` when the client set none but Claude is to think: its
+/// budget plus this much for the answer (the budget must stay below it).
+const ANSWER_TOKENS_AFTER_THINKING: u32 = 4096;
+
+/// Claude's extended thinking (`additionalModelRequestFields.thinking`,
+/// docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-extended-thinking.html):
+/// the budget asked for, or one per effort (minimal and low 1024, the
+/// least Claude takes; medium 4096; high 16384); effort `none`: no
+/// thinking. Claude refuses thinking with a temperature, a `top_p` below
+/// 0.95, a forced tool, or a budget not below `maxTokens`: each is a 400
+/// here naming the field. Other Bedrock models take no reasoning controls
+/// through Converse's common fields: asking for reasoning is a 400.
+fn thinking(req: &ChatRequest, claude: bool) -> Result<Option<u32>, GatewayError> {
+    let Some(ask) = req.reasoning else {
+        return Ok(None);
+    };
+    let budget = match (ask.budget_tokens, ask.effort) {
+        (Some(budget), _) => budget,
+        (None, Some(Effort::None)) => return Ok(None),
+        (None, Some(Effort::Minimal | Effort::Low)) => 1024,
+        (None, Some(Effort::Medium) | None) => 4096,
+        (None, Some(Effort::High)) => 16384,
+    };
+    let field = if ask.budget_tokens.is_some() {
+        "reasoning.max_tokens"
+    } else {
+        "reasoning_effort"
+    };
+    if !claude {
+        return Err(GatewayError::invalid(
+            field,
+            "this Bedrock model takes no reasoning controls",
+        ));
+    }
+    if budget < 1024 {
+        return Err(GatewayError::invalid(
+            field,
+            "Claude's reasoning budget must be at least 1024 tokens",
+        ));
+    }
+    if let Some(max) = req.max_output_tokens().filter(|&max| budget >= max) {
+        return Err(GatewayError::invalid(
+            if req.max_completion_tokens.is_some() {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            },
+            format!("with reasoning, the output limit ({max}) must exceed the reasoning budget ({budget} tokens)"),
+        ));
+    }
+    if req.temperature.is_some() {
+        return Err(GatewayError::invalid(
+            "temperature",
+            "Claude's extended thinking takes no temperature",
+        ));
+    }
+    if req.top_p.is_some_and(|p| p < 0.95) {
+        return Err(GatewayError::invalid(
+            "top_p",
+            "with Claude's extended thinking, top_p must be between 0.95 and 1",
+        ));
+    }
+    if matches!(
+        req.tool_choice,
+        Some(ToolChoice::Required | ToolChoice::Function(_))
+    ) {
+        return Err(GatewayError::invalid(
+            "tool_choice",
+            "Claude's extended thinking cannot be combined with a forced tool",
+        ));
+    }
+    Ok(Some(budget))
 }
 
 impl Dialect for Bedrock {
@@ -244,37 +409,54 @@ impl Dialect for Bedrock {
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
         super::single_choice(req)?;
+        let claude = is_claude(target.model);
+        let can = Abilities {
+            cache: claude || target.model.contains("amazon.nova"),
+            reasoning: claude,
+        };
+        let thinking = thinking(req, claude)?;
         let mut system = Vec::new();
         let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
         let mut history_has_tools = false;
         for (i, message) in req.messages.iter().enumerate() {
             match message {
                 Message::System { content, .. } | Message::Developer { content, .. } => {
-                    system.extend(text_blocks(content));
+                    system.extend(text_blocks(content, can));
                 }
                 Message::User { content, .. } => {
-                    super::push_turn(&mut turns, "user", user_blocks(content, i)?)
+                    super::push_turn(&mut turns, "user", user_blocks(content, i, can)?)
                 }
                 Message::Tool {
                     content,
                     tool_call_id,
+                    cache_control,
                     ..
                 } => {
                     history_has_tools = true;
-                    let result = Block::ToolResult {
+                    let mut blocks = vec![Block::ToolResult {
                         tool_use_id: tool_call_id,
                         content: [ToolResultText {
                             text: content.text(),
                         }],
-                    };
-                    super::push_turn(&mut turns, "user", vec![result]);
+                    }];
+                    push_cache_point(&mut blocks, cache_control.as_ref(), can);
+                    super::push_turn(&mut turns, "user", blocks);
                 }
                 Message::Assistant {
                     content,
+                    reasoning,
                     tool_calls,
                     ..
                 } => {
-                    let mut blocks = content.as_ref().map(text_blocks).unwrap_or_default();
+                    // Claude wants its reasoning back first, as it came.
+                    let mut blocks: Vec<Block> = reasoning
+                        .iter()
+                        .filter(|_| can.reasoning)
+                        .filter_map(Block::reasoning)
+                        .collect();
+                    if let Some(content) = content {
+                        blocks.extend(text_blocks(content, can));
+                    }
                     for (j, call) in tool_calls.iter().enumerate() {
                         history_has_tools = true;
                         let args = call.function.arguments.trim();
@@ -306,14 +488,22 @@ impl Dialect for Bedrock {
             messages: turns,
             system,
             inference_config: InferenceConfig {
-                max_tokens: req.max_output_tokens(),
+                max_tokens: match thinking {
+                    // The answer's tokens come on top of the budget.
+                    Some(budget) if req.max_output_tokens().is_none() => {
+                        Some(budget.saturating_add(ANSWER_TOKENS_AFTER_THINKING))
+                    }
+                    _ => req.max_output_tokens(),
+                },
                 temperature: req.temperature.map(|t| t.min(1.0)),
                 top_p: req
                     .top_p
                     .filter(|_| !(is_claude(target.model) && req.temperature.is_some())),
                 stop_sequences: &req.stop,
             },
-            tool_config: tool_config(req, history_has_tools),
+            tool_config: tool_config(req, history_has_tools, can),
+            additional_model_request_fields: thinking
+                .map(|budget| json!({"thinking": {"type": "enabled", "budget_tokens": budget}})),
         };
         let body = encode_json(req, &request)?;
         // The operation alone picks the answer's format: no `accept`, which
@@ -347,7 +537,13 @@ impl Dialect for Bedrock {
             serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
         let mut text: Option<String> = None;
         let mut tool_calls = Vec::new();
+        let mut reasoning = Vec::new();
         for block in response.output.message.content {
+            if let Some(r) = &block.reasoning_content {
+                for piece in r.pieces() {
+                    piece.push_to(&mut reasoning);
+                }
+            }
             if let Some(t) = block.text {
                 text.get_or_insert_with(String::new).push_str(&t);
             }
@@ -367,7 +563,7 @@ impl Dialect for Bedrock {
         }
         let usage = response.usage.map(BedrockUsage::unified);
         let completion = Completion {
-            reasoning: Vec::new(),
+            reasoning,
             content: text,
             tool_calls,
             finish_reason: Some(finish_reason(&response.stop_reason)),
@@ -521,6 +717,53 @@ struct OutputBlock {
     text: Option<String>,
     #[serde(default)]
     tool_use: Option<ToolUse>,
+    #[serde(default)]
+    reasoning_content: Option<ReasoningOut>,
+}
+
+/// An answer's `reasoningContent`: `reasoningText {text, signature}` or
+/// `redactedContent` (base64).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReasoningOut {
+    #[serde(default)]
+    reasoning_text: Option<ReasoningText>,
+    #[serde(default)]
+    redacted_content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ReasoningText {
+    #[serde(default)]
+    text: String,
+    #[serde(default)]
+    signature: Option<String>,
+}
+
+impl ReasoningOut {
+    fn pieces(&self) -> impl Iterator<Item = Reasoning<'_>> {
+        let text = self.reasoning_text.as_ref();
+        text.map(|t| Reasoning::Text(&t.text))
+            .into_iter()
+            .chain(
+                text.and_then(|t| t.signature.as_deref())
+                    .map(Reasoning::Signature),
+            )
+            .chain(self.redacted_content.as_deref().map(Reasoning::Redacted))
+    }
+}
+
+/// A stream's `delta.reasoningContent`: one of `text`, `signature`,
+/// `redactedContent`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DeltaReasoning {
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    signature: Option<String>,
+    #[serde(default)]
+    redacted_content: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -602,6 +845,8 @@ struct DeltaBody {
     text: Option<String>,
     #[serde(default)]
     tool_use: Option<DeltaToolUse>,
+    #[serde(default)]
+    reasoning_content: Option<DeltaReasoning>,
 }
 
 #[derive(Deserialize)]
@@ -675,6 +920,16 @@ fn on_frame(frame: &Frame, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(),
             }
             if let Some(tool) = delta.delta.tool_use {
                 w.tool_call_arguments(out, delta.content_block_index, &tool.input);
+            }
+            if let Some(r) = &delta.delta.reasoning_content {
+                let pieces = [
+                    r.text.as_deref().map(Reasoning::Text),
+                    r.signature.as_deref().map(Reasoning::Signature),
+                    r.redacted_content.as_deref().map(Reasoning::Redacted),
+                ];
+                for piece in pieces.into_iter().flatten() {
+                    w.reasoning(out, piece);
+                }
             }
         }
         "messageStop" => {

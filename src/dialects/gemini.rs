@@ -34,10 +34,11 @@ use super::{
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{
-    ChatRequest, Content, ContentPart, Image, Message, ResponseFormat, ToolChoice,
+    ChatRequest, Content, ContentPart, Effort, Image, Message, Reasoning as ReasoningAsk,
+    ResponseFormat, ToolChoice,
 };
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::model::stream::EventWriter;
+use crate::model::stream::{EventWriter, Reasoning};
 use crate::sse::SseParser;
 use crate::url::encode_segment;
 
@@ -160,6 +161,8 @@ struct GenerationConfig<'a> {
     response_mime_type: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_json_schema: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_config: Option<ThinkingConfig>,
 }
 
 impl GenerationConfig<'_> {
@@ -170,6 +173,66 @@ impl GenerationConfig<'_> {
             && self.max_output_tokens.is_none()
             && self.seed.is_none()
             && self.response_mime_type.is_none()
+            && self.thinking_config.is_none()
+    }
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+struct ThinkingConfig {
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    include_thoughts: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_budget: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_level: Option<&'static str>,
+}
+
+/// The request's reasoning as Gemini's `thinkingConfig`
+/// (ai.google.dev/gemini-api/docs/thinking). Gemini 3 takes a
+/// `thinkingLevel` (Pro: low, high; Flash: minimal, low, medium, high; it
+/// cannot stop thinking, so effort `none` is its lowest level, and an effort
+/// a model lacks is the next one up); a token budget is sent as
+/// `thinkingBudget`, which Gemini 3 still takes. Gemini 2.5 takes a
+/// `thinkingBudget`: an effort becomes 0 (none; 2.5 Pro cannot stop, so its
+/// minimum 128), 512 (minimal), 1024 (low), 8192 (medium), 24576 (high).
+/// `includeThoughts` is set whenever the model is to think, so the thought
+/// summaries come back as reasoning.
+fn thinking_config(ask: ReasoningAsk, model: &str) -> ThinkingConfig {
+    let gemini3 = model.contains("gemini-3");
+    let pro = model.contains("-pro");
+    let off = ask.effort == Some(Effort::None) && ask.budget_tokens.is_none();
+    let (thinking_budget, thinking_level) = match (ask.budget_tokens, ask.effort) {
+        (Some(budget), _) => (Some(budget), None),
+        (None, None) => (None, None),
+        (None, Some(effort)) if gemini3 => (None, Some(thinking_level(effort, pro))),
+        (None, Some(effort)) => (Some(thinking_budget(effort, pro)), None),
+    };
+    ThinkingConfig {
+        include_thoughts: !off || (gemini3 || pro),
+        thinking_budget,
+        thinking_level,
+    }
+}
+
+fn thinking_level(effort: Effort, pro: bool) -> &'static str {
+    match (effort, pro) {
+        (Effort::None | Effort::Minimal | Effort::Low, true) => "low",
+        (Effort::Medium | Effort::High, true) | (Effort::High, false) => "high",
+        (Effort::None | Effort::Minimal, false) => "minimal",
+        (Effort::Low, false) => "low",
+        (Effort::Medium, false) => "medium",
+    }
+}
+
+fn thinking_budget(effort: Effort, pro: bool) -> u32 {
+    match effort {
+        Effort::None if pro => 128,
+        Effort::None => 0,
+        Effort::Minimal => 512,
+        Effort::Low => 1024,
+        Effort::Medium => 8192,
+        Effort::High => 24576,
     }
 }
 
@@ -379,6 +442,7 @@ impl Dialect for Gemini {
                 seed: req.seed,
                 response_mime_type,
                 response_json_schema,
+                thinking_config: req.reasoning.map(|r| thinking_config(r, target.model)),
             },
         };
         let body = encode_json(req, &request)?;
@@ -421,8 +485,12 @@ impl Dialect for Gemini {
         };
         let mut text: Option<String> = None;
         let mut tool_calls = Vec::new();
+        let mut reasoning = Vec::new();
         for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
             if part.thought {
+                for piece in part.reasoning() {
+                    piece.push_to(&mut reasoning);
+                }
                 continue;
             }
             if let Some(call) = part.function_call {
@@ -442,7 +510,7 @@ impl Dialect for Gemini {
             .as_deref()
             .map(|r| finish_reason(r, !tool_calls.is_empty()));
         let completion = Completion {
-            reasoning: Vec::new(),
+            reasoning,
             content: text,
             tool_calls,
             finish_reason,
@@ -614,6 +682,17 @@ struct ResponsePart {
     thought_signature: Option<String>,
 }
 
+impl ResponsePart {
+    /// A thought part as reasoning: its summary text, then the signature
+    /// Gemini may put on it (which closes the block).
+    fn reasoning(&self) -> impl Iterator<Item = Reasoning<'_>> {
+        let text = self.text.as_deref().filter(|t| !t.is_empty());
+        text.map(Reasoning::Text)
+            .into_iter()
+            .chain(self.thought_signature.as_deref().map(Reasoning::Signature))
+    }
+}
+
 #[derive(Deserialize)]
 struct FunctionCallIn {
     name: String,
@@ -772,6 +851,9 @@ impl Events<SseParser> for GeminiEvents {
         };
         for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
             if part.thought {
+                for piece in part.reasoning() {
+                    w.reasoning(out, piece);
+                }
                 continue;
             }
             if let Some(call) = part.function_call {

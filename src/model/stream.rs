@@ -4,6 +4,7 @@
 
 use crate::error::GatewayError;
 use crate::model::estimate::TextCount;
+use crate::model::request::Thinking;
 use crate::model::response::{FinishReason, Origin, Usage};
 
 /// A client surface's stream format: it writes each event's bytes. The
@@ -49,6 +50,35 @@ pub enum Reasoning<'a> {
     Text(&'a str),
     Signature(&'a str),
     Redacted(&'a str),
+}
+
+impl Reasoning<'_> {
+    /// Adds this piece to a complete answer's reasoning blocks (what a
+    /// non-stream decoder builds): text extends the open block, a signature
+    /// closes it, a redacted block stands alone.
+    pub fn push_to(self, blocks: &mut Vec<Thinking>) {
+        let open = blocks
+            .last_mut()
+            .filter(|b| b.signature.is_none() && b.redacted.is_none());
+        match (self, open) {
+            (Reasoning::Text(text), Some(block)) => block.text.push_str(text),
+            (Reasoning::Signature(signature), Some(block)) => {
+                block.signature = Some(signature.to_owned())
+            }
+            (Reasoning::Text(text), None) => blocks.push(Thinking {
+                text: text.to_owned(),
+                ..Thinking::default()
+            }),
+            (Reasoning::Signature(signature), None) => blocks.push(Thinking {
+                signature: Some(signature.to_owned()),
+                ..Thinking::default()
+            }),
+            (Reasoning::Redacted(data), _) => blocks.push(Thinking {
+                redacted: Some(data.to_owned()),
+                ..Thinking::default()
+            }),
+        }
+    }
 }
 
 /// Writes one response stream for a dialect's decoder.
