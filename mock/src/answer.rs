@@ -74,7 +74,32 @@ pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> 
         a.cached_tokens = CACHED_TOKENS.min(a.prompt_tokens);
         a.reasoning_tokens = REASONING_TOKENS;
     }
+    if p.reasoning {
+        a.reasoning_tokens = count_words(&reasoning_text(p));
+    }
     a
+}
+
+// --- reasoning ----------------------------------------------------------------
+// What a thinking answer thought, and the signature vendors put on it. Real
+// signatures are opaque and verified when the history comes back; the
+// mock's are a digest of what they sign, so a changed or missing one is
+// caught exactly.
+
+/// The reasoning a thinking answer opens with (a function of the prompt).
+pub fn reasoning_text(p: &Prompt) -> String {
+    let said: String = p.last_user_text.chars().take(80).collect();
+    match &p.tool_results {
+        Some(_) => "The tool has answered; I will report its result.".to_owned(),
+        None => format!("The user said: {said}. I will answer briefly."),
+    }
+}
+
+/// The mock's signature over `signed` (base64's alphabet with its `+` and
+/// `/`, so a gateway that mangles it is caught).
+pub fn reasoning_signature(signed: &str) -> String {
+    let digest = crate::sigv4::hex(&crate::sigv4::sha256(signed.as_bytes()));
+    format!("bW9ja3NpZy+/{}=", digest.get(..32).unwrap_or(""))
 }
 
 /// The answer when structured output is asked for: JSON with the schema's

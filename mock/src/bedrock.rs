@@ -6,7 +6,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::answer::{fragments, Answer, Finish};
+use crate::answer::{fragments, reasoning_signature, reasoning_text, Answer, Finish};
 use crate::dialect::{
     count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent, Tool,
     ToolChoice,
@@ -33,7 +33,7 @@ const TOP_LEVEL: [&str; 10] = [
     "requestMetadata",
     "performanceConfig",
 ];
-const BLOCK_TYPES: [&str; 7] = [
+const BLOCK_TYPES: [&str; 8] = [
     "text",
     "image",
     "document",
@@ -41,7 +41,13 @@ const BLOCK_TYPES: [&str; 7] = [
     "toolResult",
     "guardContent",
     "reasoningContent",
+    "cachePoint",
 ];
+/// Anthropic's limit on cache breakpoints, on Bedrock too
+/// (docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html).
+const MAX_CACHE_POINTS: usize = 4;
+/// Bedrock answers Claude's own validation errors with this prefix.
+const MODEL_ERRORS: &str = "The model returned the following errors: ";
 const IMAGE_FORMATS: [&str; 4] = ["png", "jpeg", "gif", "webp"];
 const ERROR_NAMESPACE: &str = ":http://internal.amazon.com/coral/com.amazon.bedrock/";
 const BLOCKED_MESSAGE: &str = "Sorry, the model cannot answer this question.";
@@ -143,6 +149,170 @@ fn check_inference(inference: &Map<String, Value>, model: &str) -> Result<(), Fa
     Ok(())
 }
 
+/// Claude models with extended thinking: 3.7 Sonnet and the 4 family
+/// (docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-extended-thinking.html).
+fn claude_thinks(model: &str) -> bool {
+    model.contains("claude")
+        && [
+            "claude-3-7",
+            "claude-4",
+            "claude-sonnet-4",
+            "claude-opus-4",
+            "claude-haiku-4",
+        ]
+        .iter()
+        .any(|m| model.contains(m))
+}
+
+/// A `cachePoint` block: `type` `default`, `ttl` `5m` or `1h`
+/// (API_runtime_CachePointBlock).
+fn check_cache_point(v: &Value, at: &str) -> Result<(), Failure> {
+    let ok = v.as_object().is_some_and(|o| {
+        o.keys().all(|k| k == "type" || k == "ttl")
+            && o.get("type").and_then(Value::as_str) == Some("default")
+            && o.get("ttl")
+                .is_none_or(|t| t.as_str().is_some_and(|t| t == "5m" || t == "1h"))
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "Malformed input request: {at}.cachePoint must be {{\"type\": \"default\"}} with an optional ttl of 5m or 1h"
+        )))
+    }
+}
+
+/// Claude's extended thinking (`additionalModelRequestFields.thinking`), with
+/// the rules Claude applies to it (docs.claude.com/en/docs/build-with-claude/extended-thinking):
+/// a model that thinks, a budget of at least 1024 below `maxTokens`, no
+/// temperature, `top_p` unset or at least 0.95, no `top_k`, no forced tool.
+/// True when thinking is enabled.
+fn check_thinking(body: &Value, model: &str, choice: &ToolChoice) -> Result<bool, Failure> {
+    let Some(thinking) = body.pointer("/additionalModelRequestFields/thinking") else {
+        return Ok(false);
+    };
+    if !claude_thinks(model) {
+        return Err(invalid(format!(
+            "{MODEL_ERRORS}thinking: Extra inputs are not permitted"
+        )));
+    }
+    match thinking.get("type").and_then(Value::as_str) {
+        Some("disabled") => return Ok(false),
+        Some("enabled") => {}
+        _ => {
+            return Err(invalid(format!(
+                "{MODEL_ERRORS}thinking.type: Input tag does not match the expected tags: 'enabled', 'disabled'"
+            )))
+        }
+    }
+    let budget = thinking.get("budget_tokens").and_then(Value::as_u64);
+    let budget = match budget {
+        Some(b) if b >= 1024 => b,
+        _ => {
+            return Err(invalid(format!(
+                "{MODEL_ERRORS}thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+            )))
+        }
+    };
+    let inference = body.get("inferenceConfig");
+    // Without maxTokens, Bedrock's default for Claude (4096).
+    let max_tokens = inference
+        .and_then(|i| i.get("maxTokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(4096);
+    if budget >= max_tokens {
+        return Err(invalid(format!(
+            "{MODEL_ERRORS}`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+        )));
+    }
+    if inference
+        .and_then(|i| i.get("temperature"))
+        .is_some_and(|t| t.as_f64() != Some(1.0))
+    {
+        return Err(invalid(format!(
+            "{MODEL_ERRORS}`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"
+        )));
+    }
+    if inference
+        .and_then(|i| i.get("topP"))
+        .and_then(Value::as_f64)
+        .is_some_and(|p| p < 0.95)
+    {
+        return Err(invalid(format!(
+            "{MODEL_ERRORS}`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"
+        )));
+    }
+    if body
+        .pointer("/additionalModelRequestFields/top_k")
+        .is_some()
+    {
+        return Err(invalid(format!(
+            "{MODEL_ERRORS}`top_k` must be unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"
+        )));
+    }
+    if matches!(choice, ToolChoice::Any | ToolChoice::Named(_)) {
+        return Err(invalid(format!(
+            "{MODEL_ERRORS}Thinking may not be enabled when tool_choice forces tool use."
+        )));
+    }
+    Ok(true)
+}
+
+/// With thinking on, a conversation that continues a tool call must give
+/// that assistant turn back with its signed reasoning first ("a final
+/// `assistant` message must start with a thinking block").
+fn check_thinking_history(messages: &[Value]) -> Result<(), Failure> {
+    let last_assistant = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, m)| m.get("role").and_then(Value::as_str) == Some("assistant"));
+    let Some((i, m)) = last_assistant else {
+        return Ok(());
+    };
+    let blocks = m.get("content").and_then(Value::as_array);
+    let uses_tools = blocks.is_some_and(|b| b.iter().any(|x| x.get("toolUse").is_some()));
+    let first = blocks
+        .and_then(|b| b.first())
+        .and_then(Value::as_object)
+        .and_then(|o| o.keys().next())
+        .map_or("", String::as_str);
+    if uses_tools && i + 1 < messages.len() && first != "reasoningContent" {
+        let found = match first {
+            "toolUse" => "tool_use",
+            _ => "text",
+        };
+        return Err(invalid(format!(
+            "{MODEL_ERRORS}messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{found}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+        )));
+    }
+    Ok(())
+}
+
+/// A history `reasoningContent` block: signed text whose signature is the
+/// one issued for it, or redacted content.
+fn check_reasoning_block(v: &Value, at: &str) -> Result<(), Failure> {
+    if let Some(text) = v.get("reasoningText") {
+        let said = text.get("text").and_then(Value::as_str).unwrap_or("");
+        let signed = text
+            .get("signature")
+            .and_then(Value::as_str)
+            .is_some_and(|s| s == reasoning_signature(said));
+        if !signed {
+            return Err(invalid(format!(
+                "{MODEL_ERRORS}{at}: Invalid `signature` in `thinking` block"
+            )));
+        }
+        return Ok(());
+    }
+    if v.get("redactedContent").is_some_and(Value::is_string) {
+        return Ok(());
+    }
+    Err(invalid(format!(
+        "Malformed input request: {at}.reasoningContent must set one of reasoningText, redactedContent"
+    )))
+}
+
 /// The one member of a content block, e.g. `{"text": ...}` → ("text", value).
 fn block_member(block: &Value, at: &str) -> Result<(String, Value), Failure> {
     let obj = block
@@ -170,6 +340,7 @@ fn parse_tools(config: Option<&Value>) -> Result<(Vec<Tool>, ToolChoice), Failur
     let tools = tools
         .iter()
         .enumerate()
+        .filter(|(_, t)| t.get("cachePoint").is_none())
         .map(|(i, t)| {
             let spec = t.get("toolSpec").ok_or_else(|| {
                 invalid(format!("Malformed input request: toolConfig.tools.{i}.toolSpec is required"))
@@ -221,13 +392,16 @@ fn stop_reason(f: &Finish) -> &'static str {
     }
 }
 
-fn usage(a: &Answer) -> Value {
+fn usage(p: &Prompt, a: &Answer) -> Value {
     // inputTokens excludes what was read from the cache; the total has all.
-    let mut u = json!({"inputTokens": a.prompt_tokens - a.cached_tokens,
-                       "outputTokens": a.completion_tokens,
-                       "totalTokens": a.prompt_tokens + a.completion_tokens});
-    if a.cached_tokens > 0 {
-        u["cacheReadInputTokens"] = json!(a.cached_tokens);
+    // Claude's thinking counts as output.
+    let cached = a.cached_tokens.max(p.cached_words).min(a.prompt_tokens);
+    let output = a.completion_tokens + if p.reasoning { a.reasoning_tokens } else { 0 };
+    let mut u = json!({"inputTokens": a.prompt_tokens - cached,
+                       "outputTokens": output,
+                       "totalTokens": a.prompt_tokens + output});
+    if cached > 0 {
+        u["cacheReadInputTokens"] = json!(cached);
         u["cacheWriteInputTokens"] = json!(0);
     }
     u
@@ -338,6 +512,11 @@ impl Dialect for Bedrock {
             .unwrap_or(&empty);
         check_inference(inference, &model)?;
         let mut p = self.parse(body)?;
+        p.reasoning = check_thinking(body, &model, &p.tool_choice)?;
+        if p.reasoning {
+            let messages = body.get("messages").and_then(Value::as_array);
+            check_thinking_history(messages.map_or(&[][..], Vec::as_slice))?;
+        }
         p.model = model;
         Ok(p)
     }
@@ -357,6 +536,7 @@ impl Dialect for Bedrock {
             .filter(|m| !m.is_empty())
             .ok_or_else(|| invalid("The model returned the following errors: messages: at least one message is required"))?;
         let mut p = Prompt::default();
+        let mut cache_points = 0;
         let empty = Map::new();
         let inference = obj
             .get("inferenceConfig")
@@ -378,12 +558,36 @@ impl Dialect for Bedrock {
                 .as_array()
                 .ok_or_else(|| invalid("Malformed input request: system must be a list"))?;
             let mut text = Vec::new();
-            for b in blocks {
+            for (j, b) in blocks.iter().enumerate() {
+                if let Some(point) = b.get("cachePoint") {
+                    check_cache_point(point, &format!("system.{j}"))?;
+                    cache_points += 1;
+                    p.cached_words = p.prompt_words;
+                }
                 let t = b.get("text").and_then(Value::as_str).unwrap_or("");
                 p.prompt_words += count_words(t);
                 text.push(t);
             }
             p.json = crate::anthropic::json_instruction(&text.join(" "));
+        }
+        cache_points += obj
+            .get("toolConfig")
+            .and_then(|c| c.get("tools"))
+            .and_then(Value::as_array)
+            .map_or(0, |t| {
+                t.iter().filter(|t| t.get("cachePoint").is_some()).count()
+            });
+        for (j, t) in obj
+            .get("toolConfig")
+            .and_then(|c| c.get("tools"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            if let Some(point) = t.get("cachePoint") {
+                check_cache_point(point, &format!("toolConfig.tools.{j}"))?;
+            }
         }
         let (tools, choice) = parse_tools(obj.get("toolConfig"))?;
         p.tools = tools;
@@ -468,7 +672,15 @@ impl Dialect for Bedrock {
                             .unwrap_or_default();
                         results.push(text.join(" "));
                     }
-                    "toolUse" | "toolResult" => {
+                    "reasoningContent" if role == "assistant" => check_reasoning_block(&v, &at)?,
+                    "cachePoint" => {
+                        check_cache_point(&v, &at)?;
+                        cache_points += 1;
+                        p.cached_words = p.prompt_words
+                            + count_words(&texts.join(" "))
+                            + results.iter().map(|r: &String| count_words(r)).sum::<u64>();
+                    }
+                    "toolUse" | "toolResult" | "reasoningContent" => {
                         return Err(invalid(format!("Malformed input request: {at}.{kind} is not allowed in a {role} message")));
                     }
                     _ => {}
@@ -494,6 +706,11 @@ impl Dialect for Bedrock {
         }
         if !pending.is_empty() {
             return Err(invalid("Expected toolResult blocks at the last user message for the toolUse blocks of the previous turn."));
+        }
+        if cache_points > MAX_CACHE_POINTS {
+            return Err(invalid(format!(
+                "{MODEL_ERRORS}A maximum of {MAX_CACHE_POINTS} blocks with cache_control may be provided. Found {cache_points}."
+            )));
         }
         if uses_tools && obj.get("toolConfig").is_none() {
             return Err(invalid(
@@ -579,8 +796,13 @@ impl Dialect for Bedrock {
         }))
     }
 
-    fn response(&self, _p: &Prompt, a: &Answer, _meta: Meta) -> Value {
+    fn response(&self, p: &Prompt, a: &Answer, _meta: Meta) -> Value {
         let mut content = Vec::new();
+        if p.reasoning {
+            let thought = reasoning_text(p);
+            content.push(json!({"reasoningContent": {"reasoningText": {
+                "text": thought, "signature": reasoning_signature(&thought)}}}));
+        }
         if !a.text.is_empty() || a.tool_calls.is_empty() {
             content.push(json!({"text": a.text}));
         }
@@ -591,23 +813,45 @@ impl Dialect for Bedrock {
         json!({
             "output": {"message": {"role": "assistant", "content": content}},
             "stopReason": stop_reason(&a.finish),
-            "usage": usage(a),
+            "usage": usage(p, a),
             "metrics": {"latencyMs": 12},
         })
     }
 
-    fn stream(&self, _p: &Prompt, a: &Answer, _meta: Meta) -> Vec<SseEvent> {
+    fn stream(&self, p: &Prompt, a: &Answer, _meta: Meta) -> Vec<SseEvent> {
         let mut events = vec![event(
             "messageStart",
             json!({"role": "assistant", "p": "abcd"}),
         )];
         let mut index = 0;
+        if p.reasoning {
+            // The thinking block: its text in pieces, then its signature.
+            let thought = reasoning_text(p);
+            for piece in crate::answer::word_chunks(&thought) {
+                events.push(delta_event(
+                    index,
+                    json!({"reasoningContent": {"text": piece}}),
+                ));
+            }
+            events.push(delta_event(
+                index,
+                json!({"reasoningContent": {"signature": reasoning_signature(&thought)}}),
+            ));
+            events.push(event(
+                "contentBlockStop",
+                json!({"contentBlockIndex": index}),
+            ));
+            index += 1;
+        }
         if !a.text.is_empty() || a.tool_calls.is_empty() {
             for c in &a.chunks {
-                events.push(delta_event(0, json!({"text": c})));
+                events.push(delta_event(index, json!({"text": c})));
             }
-            events.push(event("contentBlockStop", json!({"contentBlockIndex": 0})));
-            index = 1;
+            events.push(event(
+                "contentBlockStop",
+                json!({"contentBlockIndex": index}),
+            ));
+            index += 1;
         }
         for c in &a.tool_calls {
             events.push(event(
@@ -630,7 +874,7 @@ impl Dialect for Bedrock {
         ));
         events.push(event(
             "metadata",
-            json!({"usage": usage(a), "metrics": {"latencyMs": 12}}),
+            json!({"usage": usage(p, a), "metrics": {"latencyMs": 12}}),
         ));
         events
     }

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use crate::answer::{fragments, Answer, Finish};
+use crate::answer::{fragments, reasoning_text, word_chunks, Answer, Finish};
 use crate::dialect::{
     count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent, Tool,
     ToolChoice,
@@ -161,6 +161,11 @@ fn finish(f: &Finish) -> &'static str {
     }
 }
 
+/// Qwen counts its thinking in the output tokens.
+fn output_tokens(p: &Prompt, a: &Answer) -> u64 {
+    a.completion_tokens + if p.reasoning { a.reasoning_tokens } else { 0 }
+}
+
 fn usage(a: &Answer, output_tokens: u64) -> Value {
     let mut u = json!({"input_tokens": a.prompt_tokens, "output_tokens": output_tokens,
                        "total_tokens": a.prompt_tokens + output_tokens});
@@ -171,6 +176,44 @@ fn usage(a: &Answer, output_tokens: u64) -> Value {
         u["output_tokens_details"] = json!({"reasoning_tokens": a.reasoning_tokens});
     }
     u
+}
+
+/// Qwen's thinking (alibabacloud.com/help/en/model-studio/deep-thinking):
+/// the hybrid models (Qwen3, qwen-plus, qwen-flash, qwen-turbo) take
+/// `enable_thinking`, the thinking-only ones (QwQ, `-thinking`) always
+/// think; `thinking_budget` a positive count. The open-source Qwen3 models
+/// think by default and only in streams: a non-stream call must turn
+/// thinking off. True when the answer carries reasoning.
+fn check_thinking(body: &Value, model: &str, stream: bool) -> Result<bool, Failure> {
+    let params = body.get("parameters");
+    let enable = params.and_then(|p| p.get("enable_thinking"));
+    if enable.is_some_and(|e| !e.is_boolean()) {
+        return Err(invalid("parameters.enable_thinking must be a boolean"));
+    }
+    let budget = params.and_then(|p| p.get("thinking_budget"));
+    if budget.is_some_and(|b| b.as_u64().is_none_or(|b| b == 0)) {
+        return Err(invalid(
+            "parameters.thinking_budget must be a positive integer",
+        ));
+    }
+    let thinking_only = model.starts_with("qwq") || model.contains("-thinking");
+    let hybrid = ["qwen3", "qwen-plus", "qwen-flash", "qwen-turbo"]
+        .iter()
+        .any(|m| model.starts_with(m));
+    let open_source = model.starts_with("qwen3-") && !model.starts_with("qwen3-max");
+    let asked = enable.and_then(Value::as_bool);
+    if asked == Some(true) && !(hybrid || thinking_only) {
+        return Err(invalid(format!(
+            "The model `{model}` does not support parameter enable_thinking."
+        )));
+    }
+    let thinks = thinking_only || asked.unwrap_or(open_source);
+    if thinks && !stream && (open_source || thinking_only) {
+        return Err(invalid(
+            "parameter.enable_thinking must be set to false for non-streaming calls",
+        ));
+    }
+    Ok(thinks)
 }
 
 impl Dialect for DashScope {
@@ -241,7 +284,9 @@ impl Dialect for DashScope {
                 "The model `{model}` is not supported by the {api} API; use {other}."
             )));
         }
-        self.parse(body)
+        let mut p = self.parse(body)?;
+        p.reasoning = check_thinking(body, model, self.is_stream(req, body))?;
+        Ok(p)
     }
 
     fn parse(&self, body: &Value) -> Result<Prompt, Failure> {
@@ -402,6 +447,9 @@ impl Dialect for DashScope {
             json!(a.text)
         };
         let mut message = json!({"role": "assistant", "content": content});
+        if p.reasoning {
+            message["reasoning_content"] = json!(reasoning_text(p));
+        }
         if !a.tool_calls.is_empty() {
             let calls: Vec<Value> = a
                 .tool_calls
@@ -416,12 +464,12 @@ impl Dialect for DashScope {
         }
         json!({
             "output": {"choices": [{"finish_reason": finish(&a.finish), "message": message}]},
-            "usage": usage(a, a.completion_tokens),
+            "usage": usage(a, output_tokens(p, a)),
             "request_id": request_id(meta),
         })
     }
 
-    fn stream(&self, _p: &Prompt, a: &Answer, meta: Meta) -> Vec<SseEvent> {
+    fn stream(&self, p: &Prompt, a: &Answer, meta: Meta) -> Vec<SseEvent> {
         let id = request_id(meta);
         let mut produced = 0;
         let mut events = Vec::new();
@@ -436,6 +484,21 @@ impl Dialect for DashScope {
                 delta,
             });
         };
+        // The thinking first, in `reasoning_content` deltas with empty content.
+        let thought = if p.reasoning {
+            reasoning_text(p)
+        } else {
+            String::new()
+        };
+        for piece in word_chunks(&thought) {
+            produced += count_words(&piece);
+            push(
+                json!({"role": "assistant", "content": "", "reasoning_content": piece}),
+                "null",
+                true,
+                produced,
+            );
+        }
         for c in &a.chunks {
             produced += count_words(c);
             push(
@@ -474,7 +537,7 @@ impl Dialect for DashScope {
             json!({"role": "assistant", "content": ""}),
             finish(&a.finish),
             false,
-            a.completion_tokens,
+            output_tokens(p, a),
         );
         events
     }

@@ -39,6 +39,13 @@ pub struct Prompt {
     /// Structured output asked for: `Some(None)` any JSON object,
     /// `Some(Some(schema))` JSON matching the schema.
     pub json: Option<Option<Value>>,
+    /// The request asks the model to think and to show it (Gemini
+    /// `includeThoughts`, Claude `thinking`, DashScope `enable_thinking`):
+    /// the answer opens with [`crate::answer::reasoning_text`].
+    pub reasoning: bool,
+    /// Words of the prompt before its last cache breakpoint (Bedrock's
+    /// `cachePoint`): reported as read from the cache, as if it were warm.
+    pub cached_words: u64,
 }
 
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::answer::{Answer, Finish};
+use crate::answer::{reasoning_signature, reasoning_text, word_chunks, Answer, Finish};
 use crate::dialect::{
     count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent, Tool,
     ToolChoice,
@@ -22,10 +22,9 @@ const PATH_PREFIX: &str = "/v1beta/models/";
 const GENERATE: &str = ":generateContent";
 const STREAM: &str = ":streamGenerateContent";
 
-/// Signatures the mock issues start with this (base64 with '+' and '/', so
-/// a gateway that mangles them is caught); Google's documented stand-in for
-/// calls Gemini did not make is accepted too.
-const SIGNATURE_PREFIX: &str = "bW9ja3NpZy+/";
+/// Google's documented stand-in for a signature on calls Gemini did not
+/// make (ai.google.dev/gemini-api/docs/thought-signatures), accepted as
+/// Gemini does; any other signature must be the one issued for the call.
 const UNSIGNED: &str = "skip_thought_signature_validator";
 
 const OAUTH_REFUSED: &str = "Request had invalid authentication credentials. Expected OAuth 2 \
@@ -113,8 +112,10 @@ fn check_fields(v: &Value, known: &[&str], at: &str) -> Result<(), Failure> {
     }
 }
 
-fn signature(n: u64) -> String {
-    format!("{SIGNATURE_PREFIX}{:03}=", n % 1000)
+/// The signature the mock puts on a function call: over its name and
+/// arguments, so it is valid only on the call it came with.
+fn call_signature(name: &str, args: &Value) -> String {
+    reasoning_signature(&format!("{name}{args}"))
 }
 
 /// The model a `/models/<model>:<method>` path names.
@@ -193,7 +194,7 @@ fn call_parts(a: &Answer) -> Vec<Value> {
             let mut part = json!({"functionCall": {"name": c.name, "args": c.arguments}});
             // Parallel calls: only the first carries the signature.
             if i == 0 {
-                part["thoughtSignature"] = json!(signature(c.n));
+                part["thoughtSignature"] = json!(call_signature(&c.name, &c.arguments));
             }
             part
         })
@@ -243,15 +244,20 @@ impl Gemini {
                 .filter(|p| p.get("functionCall").is_some())
                 .collect();
             if let Some(first) = calls.first() {
-                let signed = first
-                    .get("thoughtSignature")
+                let name = first
+                    .pointer("/functionCall/name")
                     .and_then(Value::as_str)
-                    .is_some_and(|s| s == UNSIGNED || s.starts_with(SIGNATURE_PREFIX));
-                if !signed {
-                    let name = first
-                        .pointer("/functionCall/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
+                    .unwrap_or("");
+                let args = first
+                    .pointer("/functionCall/args")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                let signature = first.get("thoughtSignature").and_then(Value::as_str);
+                // A signature Gemini did not issue for this call.
+                if signature.is_some_and(|s| s != UNSIGNED && s != call_signature(name, &args)) {
+                    return Err(invalid("Corrupted thought signature."));
+                }
+                if signature.is_none() {
                     return Err(invalid(format!(
                         "Function call is missing a thought_signature in functionCall parts. This \
                          is required for tools to work correctly, and missing thought_signature may \
@@ -317,6 +323,64 @@ fn check_generation_types(config: &Value) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// `generationConfig.thinkingConfig` (ai.google.dev/gemini-api/docs/thinking):
+/// a `thinkingLevel` only on Gemini 3 (Pro: low, high; Flash: minimal, low,
+/// medium, high), never with a `thinkingBudget`; a budget in the model's
+/// range (2.5 Pro 128-32768, it cannot stop thinking; 2.5 Flash 0-24576;
+/// Flash-Lite 0 or 512-24576; -1: dynamic). True when thoughts are to come
+/// back (`includeThoughts` and a model that thinks).
+fn check_thinking(config: &Value, model: &str) -> Result<bool, Failure> {
+    check_fields(
+        config,
+        &["includeThoughts", "thinkingBudget", "thinkingLevel"],
+        "generation_config.thinking_config",
+    )?;
+    let gemini3 = model.contains("gemini-3");
+    let pro = model.contains("-pro");
+    let level = config.get("thinkingLevel");
+    let budget = config.get("thinkingBudget");
+    if level.is_some() && budget.is_some() {
+        return Err(invalid(
+            "You can only set one of thinking budget and thinking level.",
+        ));
+    }
+    if let Some(level) = level {
+        let levels: &[&str] = match (gemini3, pro) {
+            (false, _) => return Err(invalid("Thinking level is not supported for this model.")),
+            (true, true) => &["low", "high"],
+            (true, false) => &["minimal", "low", "medium", "high"],
+        };
+        let known = level
+            .as_str()
+            .is_some_and(|l| levels.contains(&l.to_ascii_lowercase().as_str()));
+        if !known {
+            return Err(invalid(format!(
+                "Invalid value at 'generation_config.thinking_config.thinking_level', {level}"
+            )));
+        }
+    }
+    let mut thinks = true;
+    if let Some(budget) = budget {
+        let b = budget.as_i64().ok_or_else(|| {
+            invalid(format!(
+                "Invalid value at 'generation_config.thinking_config.thinking_budget' (TYPE_INT32), {budget}"
+            ))
+        })?;
+        let (lo, hi) = match (pro, model.contains("flash-lite")) {
+            (true, _) => (128, 32768),
+            (false, true) if b != 0 => (512, 24576),
+            _ => (0, 24576),
+        };
+        if b != -1 && !(lo..=hi).contains(&b) {
+            return Err(invalid(format!(
+                "The thinking budget {b} is invalid. Please choose a value between {lo} and {hi}."
+            )));
+        }
+        thinks = b != 0;
+    }
+    Ok(thinks && config.get("includeThoughts") == Some(&Value::Bool(true)))
 }
 
 /// camelCase to the snake_case Google's messages use.
@@ -422,6 +486,9 @@ impl Dialect for Gemini {
     fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
         let mut p = self.parse(body)?;
         p.model = path_model(req.path()).unwrap_or_default().to_owned();
+        if let Some(thinking) = body.pointer("/generationConfig/thinkingConfig") {
+            p.reasoning = check_thinking(thinking, &p.model)?;
+        }
         if self.is_stream(req, body) && query_param(req.query(), "alt").as_deref() != Some("sse") {
             return Err(invalid(
                 "the mock speaks only server-sent event streams: add ?alt=sse",
@@ -681,6 +748,9 @@ impl Dialect for Gemini {
 
     fn response(&self, p: &Prompt, a: &Answer, meta: Meta) -> Value {
         let mut parts = Vec::new();
+        if p.reasoning {
+            parts.push(json!({"text": reasoning_text(p), "thought": true}));
+        }
         if !a.text.is_empty() {
             parts.push(json!({"text": a.text}));
         }
@@ -696,14 +766,22 @@ impl Dialect for Gemini {
     fn stream(&self, p: &Prompt, a: &Answer, meta: Meta) -> Vec<SseEvent> {
         let prompt_usage =
             json!({"promptTokenCount": a.prompt_tokens, "totalTokenCount": a.prompt_tokens});
-        let mut events: Vec<SseEvent> = a
-            .chunks
+        // Thought summaries first, then the answer's text.
+        let thoughts = if p.reasoning {
+            word_chunks(&reasoning_text(p))
+        } else {
+            Vec::new()
+        };
+        let pieces = thoughts
             .iter()
-            .map(|c| {
+            .map(|t| json!({"text": t, "thought": true}))
+            .chain(a.chunks.iter().map(|c| json!({"text": c})));
+        let mut events: Vec<SseEvent> = pieces
+            .map(|part| {
                 let data = self.envelope(
                     p,
                     meta,
-                    json!([candidate(vec![json!({"text": c})], None)]),
+                    json!([candidate(vec![part], None)]),
                     prompt_usage.clone(),
                 );
                 self.event(&data, true)

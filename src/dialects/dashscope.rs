@@ -17,10 +17,11 @@ use super::{
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{
-    ChatRequest, Content, ContentPart, Message, ResponseFormat, Tool, ToolCall, ToolChoice,
+    ChatRequest, Content, ContentPart, Effort, Message, ResponseFormat, Thinking, Tool, ToolCall,
+    ToolChoice,
 };
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::model::stream::EventWriter;
+use crate::model::stream::{EventWriter, Reasoning};
 use crate::sse::SseParser;
 
 pub struct DashScope;
@@ -94,6 +95,25 @@ struct Parameters<'a> {
     response_format: Option<&'a ResponseFormat>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     incremental_output: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enable_thinking: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_budget: Option<u32>,
+}
+
+/// Qwen's thinking switch (alibabacloud.com/help/en/model-studio/deep-thinking):
+/// `enable_thinking` (effort `none`: false; any other effort, or a budget:
+/// true) and the budget as `thinking_budget`. Qwen has no effort levels,
+/// so an effort only turns thinking on; which models think, and that most
+/// think only in streams, is the vendor's to refuse.
+fn thinking(req: &ChatRequest) -> (Option<bool>, Option<u32>) {
+    match req.reasoning {
+        None => (None, None),
+        Some(r) if r.effort == Some(Effort::None) && r.budget_tokens.is_none() => {
+            (Some(false), None)
+        }
+        Some(r) => (Some(true), r.budget_tokens),
+    }
 }
 
 static NO_CONTENT: Content = Content::Text(String::new());
@@ -188,6 +208,7 @@ impl Dialect for DashScope {
                 Some(json!({"type": "function", "function": {"name": name}}))
             }
         };
+        let (enable_thinking, thinking_budget) = thinking(req);
         let request = Request {
             model: target.model,
             input: Input { messages },
@@ -206,6 +227,8 @@ impl Dialect for DashScope {
                     .as_ref()
                     .filter(|f| !matches!(f, ResponseFormat::Text)),
                 incremental_output: req.stream,
+                enable_thinking,
+                thinking_budget,
             },
         };
         let body = encode_json(req, &request)?;
@@ -264,8 +287,16 @@ impl Dialect for DashScope {
             })
             .collect();
         let usage = response.usage.map(DashScopeUsage::unified);
+        let reasoning = choice
+            .message
+            .reasoning_content
+            .filter(|t| !t.is_empty())
+            .map(|text| Thinking {
+                text,
+                ..Thinking::default()
+            });
         let completion = Completion {
-            reasoning: Vec::new(),
+            reasoning: reasoning.into_iter().collect(),
             content: choice.message.content.map(MessageContent::into_text),
             tool_calls,
             finish_reason: choice.finish_reason.as_deref().and_then(finish_reason),
@@ -361,6 +392,9 @@ struct Choice {
 
 #[derive(Deserialize, Default)]
 struct OutputMessage {
+    /// Qwen's thinking, before the answer.
+    #[serde(default)]
+    reasoning_content: Option<String>,
     #[serde(default)]
     content: Option<MessageContent>,
     #[serde(default)]
@@ -476,6 +510,9 @@ impl Events<SseParser> for DashScopeEvents {
         let Some(choice) = response.output.and_then(|o| o.choices.into_iter().next()) else {
             return Ok(());
         };
+        if let Some(thought) = &choice.message.reasoning_content {
+            w.reasoning(out, Reasoning::Text(thought));
+        }
         if let Some(text) = choice.message.content.map(MessageContent::into_text) {
             w.content(out, &text);
         }
