@@ -95,11 +95,11 @@ pub fn reasoning_text(p: &Prompt) -> String {
     }
 }
 
-/// The mock's signature over `signed` (base64's alphabet with its `+` and
-/// `/`, so a gateway that mangles it is caught).
+/// The mock's signature over `signed`: valid base64 (44 characters, one
+/// `=` of padding) with its `+` and `/`, so a gateway that mangles it is caught.
 pub fn reasoning_signature(signed: &str) -> String {
     let digest = crate::sigv4::hex(&crate::sigv4::sha256(signed.as_bytes()));
-    format!("bW9ja3NpZy+/{}=", digest.get(..32).unwrap_or(""))
+    format!("bW9ja3NpZy+/{}=", digest.get(..31).unwrap_or(""))
 }
 
 /// The answer when structured output is asked for: JSON with the schema's

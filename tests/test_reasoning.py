@@ -1,0 +1,308 @@
+"""Reasoning and prompt caching through the chat surface, with the OpenAI
+Python SDK: `reasoning_effort` (and OpenRouter's `reasoning` object) to
+each vendor's controls, the model's reasoning back as `reasoning_content`
+and `reasoning_details` (signed blocks), those sent back in a multi-turn
+tool conversation (the mock accepts only the signatures it issued), and
+`cache_control` to Bedrock's `cachePoint`s."""
+
+import copy
+
+import openai
+import pytest
+
+from conftest import ALL_GROUPS_KEY
+from sse_client import chunks, content_of, stream
+from test_gateway import USER_HI, WEATHER_TOOL
+
+GEMINI, BEDROCK, DASHSCOPE = "mock-gemini", "mock-bedrock", "mock-dashscope"
+# envoy/gateway.yaml maps these to models that think (mock-bedrock's default,
+# Claude 3 Haiku, does not).
+CLAUDE_THINKING = "claude-sonnet-4"
+WEATHER = [{"role": "user", "content": "weather in Paris?"}]
+
+
+@pytest.fixture
+def client(gw):
+    return openai.OpenAI(base_url=gw.base + "/v1", api_key=ALL_GROUPS_KEY, max_retries=0, timeout=60)
+
+
+def headers(group, test_id, scenario=None):
+    h = {"x-model-group": group, "x-test-id": test_id}
+    if scenario:
+        h["x-mock-scenario"] = scenario
+    return h
+
+
+def assistant_turn(message):
+    """The assistant message as an OpenAI client sends it back: what it got."""
+    return message.model_dump(exclude_none=True)
+
+
+def streamed_turn(events):
+    """The assistant message a client rebuilds from a stream: text, the
+    reasoning (its `reasoning_details` pieces joined by index), tool calls."""
+    reasoning, details, calls = "", [], {}
+    for c in chunks(events):
+        if not c.get("choices"):
+            continue
+        delta = c["choices"][0]["delta"]
+        reasoning += delta.get("reasoning_content") or ""
+        for d in delta.get("reasoning_details", []):
+            if details and details[-1]["index"] == d["index"]:
+                block = details[-1]
+                block["text"] = block.get("text", "") + d.get("text", "")
+                block.update({k: v for k, v in d.items() if k in ("signature", "data")})
+            else:
+                details.append(dict(d))
+        for tc in delta.get("tool_calls", []):
+            slot = calls.setdefault(tc["index"], {"id": None, "type": "function",
+                                                  "function": {"name": None, "arguments": ""}})
+            slot["id"] = tc.get("id") or slot["id"]
+            slot["function"]["name"] = tc.get("function", {}).get("name") or slot["function"]["name"]
+            slot["function"]["arguments"] += tc.get("function", {}).get("arguments", "")
+    message = {"role": "assistant", "content": content_of(events) or None,
+               "reasoning_content": reasoning, "reasoning_details": details}
+    if calls:
+        message["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return message
+
+
+def tool_result(message, content="sunny, 21C"):
+    [call] = message["tool_calls"]
+    return {"role": "tool", "tool_call_id": call["id"], "content": content}
+
+
+def error_message(excinfo):
+    """The message of an SDK error (its `body` is the envelope's `error`)."""
+    return excinfo.value.body["message"]
+
+
+# --- Gemini ------------------------------------------------------------------------
+
+def test_gemini_reasoning_round_trip_with_the_signed_call(gw, client, test_id):
+    h = headers(GEMINI, test_id, "tool")
+    first = client.chat.completions.create(model="m", messages=WEATHER, tools=[WEATHER_TOOL],
+                                           reasoning_effort="low", extra_headers=h)
+    message = first.choices[0].message
+    assert message.reasoning_content == "The user said: weather in Paris?. I will answer briefly."
+    assert message.reasoning_details == [{"type": "reasoning.text", "text": message.reasoning_content,
+                                          "index": 0}]
+    assert first.usage.completion_tokens_details.reasoning_tokens == 10
+    [call] = message.tool_calls
+    assert "_ts_" in call.id, "Gemini's signature rides in the call id"
+    turn = assistant_turn(message)
+    second = client.chat.completions.create(model="m", messages=WEATHER + [turn, tool_result(turn)],
+                                            tools=[WEATHER_TOOL], reasoning_effort="low",
+                                            extra_headers=headers(GEMINI, test_id))
+    assert second.choices[0].message.content == "Tool result received: sunny, 21C"
+    asked, answered = gw.mock_requests(test_id)
+    assert asked["body"]["generationConfig"] == {
+        "thinkingConfig": {"includeThoughts": True, "thinkingBudget": 1024}}
+    model_turn = answered["body"]["contents"][1]
+    assert model_turn["parts"] == [{"functionCall": {"name": "get_weather", "args": {"city": "example"}},
+                                    "thoughtSignature": model_turn["parts"][0]["thoughtSignature"]}], \
+        "the thought text is not sent back; the call's signature is"
+
+    # A signature Gemini did not issue for the call is refused.
+    forged = copy.deepcopy(turn)
+    forged["tool_calls"][0]["id"] = call.id[:-4] + ("AAAA" if not call.id.endswith("AAAA") else "BBBB")
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="m", messages=WEATHER + [forged, tool_result(forged)],
+                                       tools=[WEATHER_TOOL], extra_headers=headers(GEMINI, test_id))
+    assert "Corrupted thought signature" in error_message(e)
+
+
+def test_gemini_stream_reasoning_comes_first(gw, test_id):
+    status, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True,
+                                    "reasoning": {"max_tokens": 2048}}, headers(GEMINI, test_id))
+    assert status == 200
+    message = streamed_turn(events)
+    assert message["reasoning_content"] == "The user said: hi there. I will answer briefly."
+    assert message["reasoning_details"] == [{"type": "reasoning.text", "text": message["reasoning_content"],
+                                             "index": 0}]
+    deltas = [c["choices"][0]["delta"] for c in chunks(events) if c.get("choices")]
+    first_content = next(i for i, d in enumerate(deltas) if d.get("content"))
+    assert all("reasoning_content" not in d for d in deltas[first_content:]), "thoughts before the answer"
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["generationConfig"]["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 2048}
+
+
+@pytest.mark.parametrize("model,reasoning,config", [
+    ("gemini-3-pro", {"reasoning_effort": "medium"}, {"includeThoughts": True, "thinkingLevel": "high"}),
+    ("gemini-3-pro", {"reasoning_effort": "none"}, {"includeThoughts": True, "thinkingLevel": "low"}),
+    ("gemini-2.5-pro", {"reasoning_effort": "none"}, {"includeThoughts": True, "thinkingBudget": 128}),
+    ("m", {"reasoning_effort": "none"}, {"thinkingBudget": 0}),
+    ("m", {"reasoning": {"enabled": True}}, {"includeThoughts": True}),
+])
+def test_gemini_thinking_config_by_model_family(gw, test_id, model, reasoning, config):
+    status, _, body = gw.chat({"model": model, "messages": USER_HI, **reasoning}, **headers(GEMINI, test_id))
+    assert status == 200, body
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["generationConfig"]["thinkingConfig"] == config
+    thought = body["choices"][0]["message"].get("reasoning_content")
+    assert (thought is not None) == config.get("includeThoughts", False)
+
+
+def test_gemini_refuses_a_budget_out_of_range(gw, test_id):
+    status, _, body = gw.chat({"model": "m", "messages": USER_HI, "reasoning": {"max_tokens": 30000}},
+                              **headers(GEMINI, test_id))
+    assert status == 400, body
+    assert "between 0 and 24576" in body["error"]["message"]
+
+
+# --- Bedrock -----------------------------------------------------------------------
+
+def test_bedrock_claude_reasoning_round_trip_needs_the_signed_block(gw, client, test_id):
+    h = headers(BEDROCK, test_id, "tool")
+    first = client.chat.completions.create(model=CLAUDE_THINKING, messages=WEATHER, tools=[WEATHER_TOOL],
+                                           reasoning_effort="low", extra_headers=h)
+    message = first.choices[0].message
+    thought = "The user said: weather in Paris?. I will answer briefly."
+    assert message.reasoning_content == thought
+    [detail] = message.reasoning_details
+    assert detail["type"] == "reasoning.text" and detail["text"] == thought
+    assert detail["signature"].startswith("bW9ja3NpZy+/")
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["additionalModelRequestFields"] == {"thinking": {"type": "enabled", "budget_tokens": 1024}}
+    assert sent["body"]["inferenceConfig"] == {"maxTokens": 1024 + 4096}
+
+    turn = assistant_turn(message)
+    later = {"tools": [WEATHER_TOOL], "reasoning_effort": "low", "extra_headers": headers(BEDROCK, test_id)}
+    second = client.chat.completions.create(model=CLAUDE_THINKING, messages=WEATHER + [turn, tool_result(turn)],
+                                            **later)
+    assert second.choices[0].message.content == "Tool result received: sunny, 21C"
+    answered = gw.mock_requests(test_id)[-1]
+    assistant = answered["body"]["messages"][1]["content"]
+    assert assistant[0] == {"reasoningContent": {"reasoningText": {"text": thought,
+                                                                   "signature": detail["signature"]}}}
+
+    # Without the signed block (reasoning_content alone is unsigned: dropped), Claude refuses.
+    unsigned = {k: v for k, v in turn.items() if k != "reasoning_details"}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=CLAUDE_THINKING, messages=WEATHER + [unsigned, tool_result(turn)],
+                                       **later)
+    assert "must start with a thinking block" in error_message(e)
+    # A signature changed on the way: refused too.
+    forged = copy.deepcopy(turn)
+    forged["reasoning_details"][0]["signature"] = detail["signature"][:-2] + "x="
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=CLAUDE_THINKING, messages=WEATHER + [forged, tool_result(turn)],
+                                       **later)
+    assert "Invalid `signature`" in error_message(e)
+
+
+def test_bedrock_claude_stream_round_trip(gw, test_id):
+    body = {"model": CLAUDE_THINKING, "messages": WEATHER, "tools": [WEATHER_TOOL], "stream": True,
+            "reasoning": {"max_tokens": 2000}, "max_tokens": 3000}
+    status, _, events = stream(gw, body, headers(BEDROCK, test_id, "tool"))
+    assert status == 200
+    turn = streamed_turn(events)
+    thought = "The user said: weather in Paris?. I will answer briefly."
+    assert turn["reasoning_content"] == thought
+    [detail] = turn["reasoning_details"]
+    assert detail["text"] == thought and detail["signature"].startswith("bW9ja3NpZy+/")
+    body["messages"] = WEATHER + [turn, tool_result(turn)]
+    status, _, events = stream(gw, body, headers(BEDROCK, test_id))
+    assert status == 200
+    assert content_of(events) == "Tool result received: sunny, 21C"
+    asked, answered = gw.mock_requests(test_id)
+    assert asked["body"]["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 2000
+    assert asked["body"]["inferenceConfig"] == {"maxTokens": 3000}
+    assert answered["body"]["messages"][1]["content"][0]["reasoningContent"]["reasoningText"]["signature"] == \
+        detail["signature"]
+
+
+@pytest.mark.parametrize("model,extra,param,message", [
+    # The gateway's own refusals, naming the field.
+    (CLAUDE_THINKING, {"temperature": 0.5}, "temperature", "takes no temperature"),
+    (CLAUDE_THINKING, {"max_tokens": 1024}, "max_tokens", "must exceed the reasoning budget"),
+    (CLAUDE_THINKING, {"tool_choice": "required", "tools": [WEATHER_TOOL]}, "tool_choice", "forced tool"),
+    # The vendor's: Claude 3 Haiku does not think.
+    ("any", {}, None, "thinking: Extra inputs are not permitted"),
+])
+def test_bedrock_thinking_refusals(gw, test_id, model, extra, param, message):
+    status, _, body = gw.chat({"model": model, "messages": USER_HI, "reasoning_effort": "low", **extra},
+                              **headers(BEDROCK, test_id))
+    assert status == 400, body
+    assert message in body["error"]["message"]
+    if param:
+        assert body["error"]["param"] == param
+
+
+def test_bedrock_cache_control_becomes_cache_points(gw, test_id):
+    ephemeral = {"type": "ephemeral"}
+    body = {"model": CLAUDE_THINKING, "messages": [
+        {"role": "system", "content": [{"type": "text", "text": "you are a terse weather bot",
+                                        "cache_control": ephemeral}]},
+        {"role": "user", "content": [{"type": "text", "text": "long shared context here",
+                                      "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+                                     {"type": "text", "text": "hi there"}]}],
+        "tools": [dict(WEATHER_TOOL, cache_control=ephemeral)]}
+    status, _, answer = gw.chat(body, **headers(BEDROCK, test_id))
+    assert status == 200, answer
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["system"] == [{"text": "you are a terse weather bot"}, {"cachePoint": {"type": "default"}}]
+    assert sent["body"]["messages"][0]["content"] == [
+        {"text": "long shared context here"}, {"cachePoint": {"type": "default", "ttl": "1h"}}, {"text": "hi there"}]
+    assert sent["body"]["toolConfig"]["tools"][1] == {"cachePoint": {"type": "default"}}
+    # The mock reads the prefix before the last cache point from its cache.
+    assert answer["usage"]["prompt_tokens_details"] == {"cached_tokens": 10}
+    assert answer["usage"]["prompt_tokens"] == 12
+
+    # Claude takes at most four breakpoints.
+    part = {"type": "text", "text": "x", "cache_control": ephemeral}
+    body["messages"][1]["content"] = [part, part, part, {"type": "text", "text": "hi"}]
+    status, _, answer = gw.chat(body, **headers(BEDROCK, test_id))
+    assert status == 400, answer
+    assert "A maximum of 4 blocks with cache_control" in answer["error"]["message"]
+
+
+def test_cache_control_is_checked(gw):
+    status, _, body = gw.chat({"model": "m", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "forever"}}]}]},
+        **{"x-model-group": BEDROCK})
+    assert status == 400, body
+    assert body["error"]["param"] == "messages[0].content[0].cache_control"
+    assert "forever" in body["error"]["message"]
+
+
+# --- DashScope ---------------------------------------------------------------------
+
+def test_dashscope_thinking(gw, test_id):
+    status, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True,
+                                    "reasoning": {"max_tokens": 500}}, headers(DASHSCOPE, test_id))
+    assert status == 200
+    turn = streamed_turn(events)
+    assert turn["reasoning_content"] == "The user said: hi there. I will answer briefly."
+    assert turn["content"].startswith("Hello from the mock dashscope provider.")
+    status, _, body = gw.chat({"model": "m", "messages": USER_HI, "reasoning_effort": "none"},
+                              **headers(DASHSCOPE, test_id))
+    assert status == 200, body
+    assert "reasoning_content" not in body["choices"][0]["message"]
+    streamed, plain = gw.mock_requests(test_id)
+    assert (streamed["body"]["parameters"]["enable_thinking"], streamed["body"]["parameters"]["thinking_budget"]) \
+        == (True, 500)
+    assert plain["body"]["parameters"]["enable_thinking"] is False
+    assert "thinking_budget" not in plain["body"]["parameters"]
+
+
+# --- OpenAI ------------------------------------------------------------------------
+
+def test_openai_reasoning_effort_passes(gw, client, test_id):
+    client.chat.completions.create(model="m", messages=USER_HI, reasoning_effort="high",
+                                   extra_headers=headers("reasoning", test_id))
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["reasoning_effort"] == "high"
+    assert sent["body"]["model"] == "o3"
+
+
+@pytest.mark.parametrize("fields,param", [
+    ({"reasoning_effort": "extreme"}, "reasoning_effort"),
+    ({"reasoning": {"max_tokens": 100}}, "reasoning.max_tokens"),
+    ({"reasoning": {"effort": "low"}, "reasoning_effort": "low"}, "reasoning"),
+    ({"reasoning": {"exclude": True}}, "reasoning"),
+])
+def test_openai_reasoning_refusals_name_the_field(gw, fields, param):
+    status, _, body = gw.chat({"model": "m", "messages": USER_HI, **fields}, **{"x-model-group": "reasoning"})
+    assert status == 400, body
+    assert body["error"]["param"] == param, body
