@@ -160,6 +160,24 @@ fn check_rules(
                 }
             }
         }
+    } else if obj.get("reasoning_effort").is_some_and(|e| !e.is_null()) {
+        // Only reasoning models think (platform.openai.com/docs/guides/reasoning).
+        return Err(param(
+            "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+            "reasoning_effort",
+            Some("unsupported_parameter"),
+        ));
+    }
+    // reasoning_effort's values (Create chat completion: none, minimal, low, medium, high, xhigh).
+    if let Some(effort) = obj.get("reasoning_effort").filter(|e| !e.is_null()) {
+        let known = ["none", "minimal", "low", "medium", "high", "xhigh"];
+        if !effort.as_str().is_some_and(|e| known.contains(&e)) {
+            return Err(param(
+                format!("Invalid value: {effort}. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', and 'xhigh'."),
+                "reasoning_effort",
+                Some("invalid_value"),
+            ));
+        }
     }
     // A tool message answers a tool call of a preceding assistant message.
     let mut call_ids: Vec<&str> = Vec::new();
