@@ -262,7 +262,7 @@ def test_cache_control_is_checked(gw):
         {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "forever"}}]}]},
         **{"x-model-group": BEDROCK})
     assert status == 400, body
-    assert body["error"]["param"] == "messages[0].content[0].cache_control"
+    assert body["error"]["param"] == "messages[0].content[0].cache_control.type"
     assert "forever" in body["error"]["message"]
 
 

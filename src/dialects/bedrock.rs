@@ -1154,6 +1154,135 @@ mod tests {
         }
     }
 
+    const CLAUDE_4: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
+
+    #[test]
+    fn claude_thinking_budgets_and_refusals() {
+        let user = r#""messages":[{"role":"user","content":"x"}]"#;
+        let thinking = |fields: &str| {
+            let body = format!(r#"{{"model":"g",{user},{fields}}}"#);
+            crate::dialects::encode_for(&Bedrock, r#"{"dialect":"bedrock"}"#, CLAUDE_4, &body)
+                .map(|(_, v)| v)
+        };
+        for (effort, budget) in [
+            ("minimal", 1024),
+            ("low", 1024),
+            ("medium", 4096),
+            ("high", 16384),
+        ] {
+            let v = thinking(&format!(r#""reasoning_effort":"{effort}""#)).unwrap();
+            assert_eq!(
+                v["additionalModelRequestFields"],
+                json!({"thinking": {"type": "enabled", "budget_tokens": budget}})
+            );
+            assert_eq!(v["inferenceConfig"]["maxTokens"], budget + 4096);
+        }
+        let v = thinking(r#""reasoning_effort":"none","temperature":0.2"#).unwrap();
+        assert!(v.get("additionalModelRequestFields").is_none());
+        assert_eq!(v["inferenceConfig"]["temperature"], 0.2);
+        let v =
+            thinking(r#""reasoning":{"max_tokens":2000},"max_tokens":3000,"top_p":0.97"#).unwrap();
+        assert_eq!(
+            v["additionalModelRequestFields"]["thinking"]["budget_tokens"],
+            2000
+        );
+        assert_eq!(
+            v["inferenceConfig"],
+            json!({"maxTokens": 3000, "topP": 0.97})
+        );
+        for (fields, param) in [
+            (r#""reasoning_effort":"low","temperature":1"#, "temperature"),
+            (r#""reasoning_effort":"low","top_p":0.5"#, "top_p"),
+            (
+                r#""reasoning_effort":"high","max_tokens":16384"#,
+                "max_tokens",
+            ),
+            (
+                r#""reasoning_effort":"low","max_completion_tokens":1000"#,
+                "max_completion_tokens",
+            ),
+            (r#""reasoning":{"max_tokens":500}"#, "reasoning.max_tokens"),
+            (
+                r#""reasoning_effort":"low","tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required""#,
+                "tool_choice",
+            ),
+        ] {
+            let e = thinking(fields).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{fields}: {}", e.message);
+        }
+        // Models other than Claude take no reasoning controls through Converse.
+        let body = format!(r#"{{"model":"g",{user},"reasoning_effort":"low"}}"#);
+        let e = crate::dialects::encode_for(
+            &Bedrock,
+            r#"{"dialect":"bedrock"}"#,
+            "meta.llama3-70b-instruct-v1:0",
+            &body,
+        )
+        .unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("reasoning_effort"));
+    }
+
+    #[test]
+    fn reasoning_history_and_cache_points_only_where_the_model_takes_them() {
+        let body = r#"{"model":"g","messages":[
+            {"role":"system","content":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}]},
+            {"role":"user","content":"q"},
+            {"role":"assistant","content":"a","reasoning_details":[
+                {"type":"reasoning.text","text":"unsigned"},
+                {"type":"reasoning.text","text":"t","signature":"sig"},
+                {"type":"reasoning.encrypted","data":"enc"}]}]}"#;
+        let (_, claude) = encode_for(body, "", CLAUDE_4);
+        assert_eq!(
+            claude["messages"][1]["content"],
+            json!([
+                {"reasoningContent": {"reasoningText": {"text": "t", "signature": "sig"}}},
+                {"reasoningContent": {"redactedContent": "enc"}},
+                {"text": "a"}])
+        );
+        assert_eq!(
+            claude["system"],
+            json!([{"text": "s"}, {"cachePoint": {"type": "default"}}])
+        );
+        let (_, nova) = encode_for(body, "", "amazon.nova-pro-v1:0");
+        assert_eq!(nova["messages"][1]["content"], json!([{"text": "a"}]));
+        assert_eq!(
+            nova["system"][1],
+            json!({"cachePoint": {"type": "default"}})
+        );
+        let (_, llama) = encode_for(body, "", "meta.llama3-70b-instruct-v1:0");
+        assert_eq!(llama["system"], json!([{"text": "s"}]));
+    }
+
+    #[test]
+    fn decodes_reasoning() {
+        let mut o = origin();
+        let body = br#"{"output":{"message":{"role":"assistant","content":[
+            {"reasoningContent":{"reasoningText":{"text":"hm","signature":"s"}}},
+            {"reasoningContent":{"redactedContent":"enc"}},{"text":"ok"}]}},"stopReason":"end_turn"}"#;
+        let DecodedResponse {
+            answer: crate::model::response::Answer::Decoded(c),
+            ..
+        } = Bedrock.decode_response(body, &mut o).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            c.reasoning,
+            vec![
+                Thinking {
+                    text: "hm".into(),
+                    signature: Some("s".into()),
+                    redacted: None
+                },
+                Thinking {
+                    redacted: Some("enc".into()),
+                    ..Thinking::default()
+                }
+            ]
+        );
+        assert_eq!(c.content.as_deref(), Some("ok"));
+    }
+
     fn origin() -> Origin {
         Origin {
             id: "chatcmpl-r".into(),

@@ -1073,6 +1073,99 @@ mod tests {
     }
 
     #[test]
+    fn thinking_config_by_model_family() {
+        let ask = |effort: Option<Effort>, budget_tokens: Option<u32>| ReasoningAsk {
+            effort,
+            budget_tokens,
+        };
+        let config = |include_thoughts, thinking_budget, thinking_level| ThinkingConfig {
+            include_thoughts,
+            thinking_budget,
+            thinking_level,
+        };
+        for (model, asked, expected) in [
+            (
+                "gemini-2.5-flash",
+                ask(Some(Effort::Low), None),
+                config(true, Some(1024), None),
+            ),
+            (
+                "gemini-2.5-flash",
+                ask(Some(Effort::High), None),
+                config(true, Some(24576), None),
+            ),
+            (
+                "gemini-2.5-flash",
+                ask(Some(Effort::None), None),
+                config(false, Some(0), None),
+            ),
+            (
+                "gemini-2.5-pro",
+                ask(Some(Effort::None), None),
+                config(true, Some(128), None),
+            ),
+            (
+                "gemini-2.5-flash-lite",
+                ask(Some(Effort::Minimal), None),
+                config(true, Some(512), None),
+            ),
+            (
+                "gemini-2.5-flash",
+                ask(None, Some(300)),
+                config(true, Some(300), None),
+            ),
+            (
+                "gemini-2.5-flash",
+                ask(None, None),
+                config(true, None, None),
+            ),
+            (
+                "gemini-3-pro-preview",
+                ask(Some(Effort::Medium), None),
+                config(true, None, Some("high")),
+            ),
+            (
+                "gemini-3-pro-preview",
+                ask(Some(Effort::Minimal), None),
+                config(true, None, Some("low")),
+            ),
+            (
+                "gemini-3-flash-preview",
+                ask(Some(Effort::Medium), None),
+                config(true, None, Some("medium")),
+            ),
+            (
+                "gemini-3-flash-preview",
+                ask(Some(Effort::None), None),
+                config(true, None, Some("minimal")),
+            ),
+            (
+                "gemini-3-flash-preview",
+                ask(Some(Effort::Low), Some(900)),
+                config(true, Some(900), None),
+            ),
+        ] {
+            assert_eq!(thinking_config(asked, model), expected, "{model} {asked:?}");
+        }
+    }
+
+    #[test]
+    fn thought_parts_are_reasoning() {
+        let v = decode(
+            r#"{"candidates":[{"content":{"parts":[{"text":"a","thought":true},{"text":"b","thought":true,"thoughtSignature":"s+/="},{"text":"c","thought":true},{"text":"ok"}],"role":"model"},"finishReason":"STOP"}],"responseId":"r"}"#,
+        )
+        .unwrap();
+        let message = &v["choices"][0]["message"];
+        assert_eq!(message["reasoning_content"], "abc");
+        assert_eq!(
+            message["reasoning_details"],
+            serde_json::json!([{"type":"reasoning.text","text":"ab","signature":"s+/=","index":0},
+                   {"type":"reasoning.text","text":"c","index":1}])
+        );
+        assert_eq!(message["content"], "ok");
+    }
+
+    #[test]
     fn rejects_what_gemini_cannot_take() {
         for (body, param) in [
             (

@@ -279,6 +279,45 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_effort_goes_where_it_was_among_the_extra_fields() {
+        let m = r#""model":"g","messages":[{"role":"user","content":"hi"}]"#;
+        for extra in [
+            "",
+            r#","logprobs":true"#,
+            r#","service_tier":"flex""#,
+            r#","logprobs":true,"service_tier":"flex""#,
+        ] {
+            let body = format!(r#"{{{m}{extra},"reasoning_effort":"minimal"}}"#);
+            let bytes = crate::dialects::encode_for(&OpenAi, PROVIDER, "o3", &body)
+                .unwrap()
+                .0
+                .body;
+            // Byte for byte what the body was when the effort rode in `extra`.
+            let mut old = ChatRequest::parse(body.as_bytes()).unwrap();
+            old.reasoning = None;
+            old.extra.insert(REASONING_EFFORT.into(), "minimal".into());
+            let want = encode_body(&old, "o3").unwrap();
+            assert_eq!(
+                String::from_utf8(bytes).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
+        let e = crate::dialects::encode_for(
+            &OpenAi,
+            PROVIDER,
+            "o3",
+            &format!(r#"{{{m},"reasoning":{{"max_tokens":100}}}}"#),
+        )
+        .unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("reasoning.max_tokens"));
+        let v = encoded(&format!(
+            r#"{{{m},"reasoning":{{"effort":"high","max_tokens":100}}}}"#
+        ));
+        assert_eq!(v["reasoning_effort"], "high");
+        assert!(v.get("reasoning").is_none());
+    }
+
+    #[test]
     fn metadata_only_with_store_and_never_the_gateways_keys() {
         let m = r#""model":"g","messages":[{"role":"user","content":"hi"}]"#;
         let v = encoded(&format!(

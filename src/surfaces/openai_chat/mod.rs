@@ -645,6 +645,90 @@ mod tests {
     }
 
     #[test]
+    fn reasoning_deltas_carry_their_block() {
+        let mut w =
+            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
+        let mut out = Vec::new();
+        w.reasoning(&mut out, Reasoning::Text("a"));
+        w.reasoning(&mut out, Reasoning::Text("b"));
+        w.reasoning(&mut out, Reasoning::Signature("s1"));
+        w.reasoning(&mut out, Reasoning::Redacted("enc"));
+        w.reasoning(&mut out, Reasoning::Text("c"));
+        w.reasoning(&mut out, Reasoning::Signature("s2"));
+        let deltas: Vec<Value> = events(&out)[1..]
+            .iter()
+            .map(|e| e["choices"][0]["delta"].clone())
+            .collect();
+        assert_eq!(
+            deltas,
+            [
+                serde_json::json!({"reasoning_content":"a","reasoning_details":[{"type":"reasoning.text","text":"a","index":0}]}),
+                serde_json::json!({"reasoning_content":"b","reasoning_details":[{"type":"reasoning.text","text":"b","index":0}]}),
+                serde_json::json!({"reasoning_details":[{"type":"reasoning.text","signature":"s1","index":0}]}),
+                serde_json::json!({"reasoning_details":[{"type":"reasoning.encrypted","data":"enc","index":1}]}),
+                serde_json::json!({"reasoning_content":"c","reasoning_details":[{"type":"reasoning.text","text":"c","index":2}]}),
+                serde_json::json!({"reasoning_details":[{"type":"reasoning.text","signature":"s2","index":2}]}),
+            ]
+        );
+        // What a client appends from these deltas parses back into the blocks.
+        let details: Vec<Value> = deltas
+            .iter()
+            .flat_map(|d| d["reasoning_details"].as_array().unwrap().clone())
+            .collect();
+        let body = serde_json::json!({"model": "m", "messages": [
+            {"role": "assistant", "content": "x", "reasoning_details": details}]});
+        let request = ChatRequest::parse(body.to_string().as_bytes()).unwrap();
+        let crate::model::request::Message::Assistant { reasoning, .. } = &request.messages[0]
+        else {
+            panic!("{:?}", request.messages[0]);
+        };
+        let mut expected = Vec::new();
+        for piece in [
+            Reasoning::Text("ab"),
+            Reasoning::Signature("s1"),
+            Reasoning::Redacted("enc"),
+            Reasoning::Text("c"),
+            Reasoning::Signature("s2"),
+        ] {
+            piece.push_to(&mut expected);
+        }
+        assert_eq!(reasoning, &expected);
+    }
+
+    #[test]
+    fn completion_reasoning_round_trips() {
+        let mut reasoning = Vec::new();
+        for piece in [
+            Reasoning::Text("think"),
+            Reasoning::Signature("sig"),
+            Reasoning::Redacted("enc"),
+        ] {
+            piece.push_to(&mut reasoning);
+        }
+        let c = Completion {
+            reasoning: reasoning.clone(),
+            content: Some("hello".into()),
+            ..Completion::default()
+        };
+        let v: Value = serde_json::from_slice(&render_completion(&c, &origin())).unwrap();
+        let message = &v["choices"][0]["message"];
+        assert_eq!(message["reasoning_content"], "think");
+        assert_eq!(
+            message["reasoning_details"],
+            serde_json::json!([
+                {"type": "reasoning.text", "text": "think", "signature": "sig", "index": 0},
+                {"type": "reasoning.encrypted", "data": "enc", "index": 1}])
+        );
+        // The message sent back as it came gives the same blocks.
+        let body = serde_json::json!({"model": "m", "messages": [message]});
+        let request = ChatRequest::parse(body.to_string().as_bytes()).unwrap();
+        assert!(matches!(
+            &request.messages[0],
+            crate::model::request::Message::Assistant { reasoning: r, .. } if *r == reasoning
+        ));
+    }
+
+    #[test]
     fn no_usage_chunk_unless_asked() {
         let mut w =
             crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);

@@ -249,6 +249,25 @@ impl<'de> Visitor<'de> for RequestVisitor {
     }
 }
 
+/// Deserialisers that put a field's name in front of its errors, as the
+/// hand-written visitors here do (derived structs do not).
+macro_rules! named_fields {
+    ($($f:ident => $name:literal),* $(,)?) => {$(
+        fn $f<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+            at($name, T::deserialize(d))
+        }
+    )*};
+}
+
+named_fields!(
+    type_field => "type",
+    effort_field => "effort",
+    max_tokens_field => "max_tokens",
+    enabled_field => "enabled",
+    ttl_field => "ttl",
+    cache_control_field => "cache_control",
+);
+
 /// A tool definition, with the prompt-cache breakpoint Anthropic-format
 /// clients put on it (`cache_control`, as LiteLLM and OpenRouter take it).
 #[derive(Deserialize)]
@@ -257,7 +276,7 @@ struct ChatTool {
     kind: ToolKind,
     #[serde(deserialize_with = "crate::model::json::function_def")]
     function: FunctionDef,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "cache_control_field")]
     cache_control: Option<CacheControlIn>,
 }
 
@@ -275,9 +294,9 @@ impl ChatTool {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CacheControlIn {
-    #[serde(rename = "type")]
+    #[serde(rename = "type", deserialize_with = "type_field")]
     _kind: Ephemeral,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "ttl_field")]
     ttl: Option<CacheTtl>,
 }
 
@@ -327,11 +346,11 @@ impl<'de> Deserialize<'de> for EffortName {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReasoningOptions {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "effort_field")]
     effort: Option<EffortName>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "max_tokens_field")]
     max_tokens: Option<u32>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "enabled_field")]
     enabled: Option<bool>,
 }
 
@@ -538,7 +557,7 @@ struct ReasoningDetails(Vec<Thinking>);
 
 #[derive(Deserialize)]
 struct ReasoningDetail {
-    #[serde(rename = "type")]
+    #[serde(rename = "type", deserialize_with = "type_field")]
     kind: DetailKind,
     #[serde(default)]
     text: Option<String>,
@@ -1006,6 +1025,154 @@ mod tests {
         // Unmodelled fields are kept aside; the OpenAI dialect sends them.
         assert_eq!(r.extra["logprobs"], true);
         assert!(v.get("logprobs").is_none());
+    }
+
+    #[test]
+    fn reasoning_controls() {
+        let with = |fields: &str| {
+            parse(&format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],{fields}}}"#
+            ))
+        };
+        let r = with(r#""reasoning_effort":"minimal""#).unwrap();
+        assert_eq!(
+            r.reasoning,
+            Some(Reasoning {
+                effort: Some(Effort::Minimal),
+                budget_tokens: None
+            })
+        );
+        assert!(r.extra.is_empty(), "modelled, not kept aside");
+        let r = with(r#""reasoning":{"max_tokens":2048}"#).unwrap();
+        assert_eq!(r.reasoning.unwrap().budget_tokens, Some(2048));
+        let r = with(r#""reasoning":{"enabled":false}"#).unwrap();
+        assert_eq!(r.reasoning.unwrap().effort, Some(Effort::None));
+        assert_eq!(with(r#""reasoning_effort":null"#).unwrap().reasoning, None);
+        for (fields, param) in [
+            (r#""reasoning_effort":"max""#, "reasoning_effort"),
+            (r#""reasoning_effort":3"#, "reasoning_effort"),
+            (r#""reasoning":{"effort":"huge"}"#, "reasoning.effort"),
+            (r#""reasoning":{"exclude":true}"#, "reasoning"),
+            (r#""reasoning":{"max_tokens":0}"#, "reasoning.max_tokens"),
+            (
+                r#""reasoning":{"effort":"low"},"reasoning_effort":"low""#,
+                "reasoning",
+            ),
+        ] {
+            let e = with(fields).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{fields}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn reasoning_history_and_its_signatures() {
+        let assistant = |fields: &str| -> Result<Vec<Thinking>, GatewayError> {
+            let r = parse(&format!(
+                r#"{{"model":"m","messages":[{{"role":"assistant","content":"a",{fields}}}]}}"#
+            ))?;
+            match r.messages.into_iter().next() {
+                Some(Message::Assistant { reasoning, .. }) => Ok(reasoning),
+                other => panic!("{other:?}"),
+            }
+        };
+        let thought = |text: &str, signature: Option<&str>| Thinking {
+            text: text.into(),
+            signature: signature.map(Into::into),
+            redacted: None,
+        };
+        assert_eq!(
+            assistant(r#""reasoning_content":"hmm""#).unwrap(),
+            vec![thought("hmm", None)]
+        );
+        // Stream pieces appended as they came: one block per index.
+        let details = r#""reasoning_content":"ab","reasoning_details":[
+            {"type":"reasoning.text","text":"a","index":0},
+            {"type":"reasoning.text","text":"b","index":0,"format":"anthropic-claude-v1"},
+            {"type":"reasoning.text","signature":"s1","index":0},
+            {"type":"reasoning.encrypted","data":"enc","index":1},
+            {"type":"reasoning.summary","summary":"sum","index":2},
+            {"type":"reasoning.text","text":"c","signature":"s2"}]"#;
+        assert_eq!(
+            assistant(details).unwrap(),
+            vec![
+                thought("ab", Some("s1")),
+                Thinking {
+                    redacted: Some("enc".into()),
+                    ..Thinking::default()
+                },
+                thought("sum", None),
+                thought("c", Some("s2")),
+            ]
+        );
+        for (fields, param) in [
+            (
+                r#""reasoning_details":[{"type":"reasoning.other"}]"#,
+                "messages[0].reasoning_details[0].type",
+            ),
+            (
+                r#""reasoning_details":[{"type":"reasoning.encrypted"}]"#,
+                "messages[0].reasoning_details[0].data",
+            ),
+            (
+                r#""reasoning_details":[{"type":"reasoning.text","text":"a","text":"b"}]"#,
+                "messages[0].reasoning_details[0]",
+            ),
+            (r#""reasoning_content":1"#, "messages[0].reasoning_content"),
+        ] {
+            let e = assistant(fields).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{fields}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn cache_control_on_parts_tools_and_tool_results() {
+        let r = parse(
+            r#"{"model":"m","messages":[
+                {"role":"system","content":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}]},
+                {"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"},"cache_control":{"type":"ephemeral","ttl":"1h"}}]},
+                {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"c","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral"}}]}],
+              "tools":[{"type":"function","function":{"name":"f"},"cache_control":{"type":"ephemeral","ttl":"5m"}}]}"#,
+        )
+        .unwrap();
+        let ttl = |ttl: Option<&str>| {
+            Some(CacheControl {
+                ttl: ttl.map(Into::into),
+            })
+        };
+        let part = |m: &Message| match m {
+            Message::System { content, .. } | Message::User { content, .. } => match content {
+                Content::Parts(p) => p[0].cache_control().cloned(),
+                Content::Text(_) => None,
+            },
+            _ => None,
+        };
+        assert_eq!(part(&r.messages[0]), ttl(None));
+        assert_eq!(part(&r.messages[1]), ttl(Some("1h")));
+        assert!(
+            matches!(&r.messages[3], Message::Tool { cache_control, .. } if *cache_control == ttl(None))
+        );
+        assert_eq!(r.tools[0].cache_control, ttl(Some("5m")));
+        for (body, param) in [
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral","ttl":"2h"}}]}]}"#,
+                "messages[0].content[0].cache_control.ttl",
+            ),
+            (
+                r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral","scope":"global"}}]}]}"#,
+                "messages[0].content[0].cache_control",
+            ),
+        ] {
+            let e = parse(body).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some(param), "{}", e.message);
+        }
+        let e = parse(r#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"},"cache_control":{}}]}"#).unwrap_err();
+        assert_eq!(
+            e.param.as_deref(),
+            Some("tools[0].cache_control"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
