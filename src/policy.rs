@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::model::json::Stop;
-use crate::model::request::ChatRequest;
+use crate::model::request::{ChatRequest, Effort, Reasoning};
 use crate::routing::glob;
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -59,6 +59,7 @@ const TYPED: &[&str] = &[
     "user",
     "n",
     "parallel_tool_calls",
+    "reasoning_effort",
 ];
 
 /// Parameters OpenAI's reasoning models refuse (o-series, GPT-5): they take
@@ -205,6 +206,10 @@ fn get(req: &ChatRequest, name: &str) -> Option<Value> {
         "user" => req.user.clone().map(Value::from),
         "n" => num(req.n),
         "parallel_tool_calls" => req.parallel_tool_calls.map(Value::from),
+        "reasoning_effort" => req
+            .reasoning
+            .and_then(|r| r.effort)
+            .map(|e| Value::from(e.as_str())),
         other => req.extra.get(other).cloned(),
     }
 }
@@ -258,6 +263,18 @@ fn set(req: &mut ChatRequest, name: &str, value: Option<Value>) -> bool {
         "parallel_tool_calls" => {
             req.parallel_tool_calls = value.as_ref().and_then(Value::as_bool);
             fits(&value, req.parallel_tool_calls.is_some())
+        }
+        "reasoning_effort" => {
+            let effort = value
+                .as_ref()
+                .and_then(Value::as_str)
+                .and_then(Effort::parse);
+            let budget_tokens = req.reasoning.and_then(|r| r.budget_tokens);
+            req.reasoning = (effort.is_some() || budget_tokens.is_some()).then_some(Reasoning {
+                effort,
+                budget_tokens,
+            });
+            fits(&value, effort.is_some())
         }
         "stop" => {
             // As the request's own `stop` parses: a string or up to 4 strings.
@@ -334,6 +351,42 @@ mod tests {
             apply(&[keep], &builtin, "o3", &req(BOTH)).is_none(),
             "an empty rule overrides"
         );
+    }
+
+    #[test]
+    fn rules_act_on_reasoning_effort() {
+        let rule = |json: &str| -> Rule { serde_json::from_str(json).unwrap() };
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning":{"effort":"high","max_tokens":900}}"#;
+        let out = apply(
+            &[rule(r#"{"models":"*","drop":["reasoning_effort"]}"#)],
+            &[],
+            "m",
+            &req(body),
+        )
+        .unwrap();
+        assert_eq!(
+            out.reasoning,
+            Some(Reasoning {
+                effort: None,
+                budget_tokens: Some(900)
+            }),
+            "the budget stays"
+        );
+        let out = apply(
+            &[rule(
+                r#"{"models":"*","default":{"reasoning_effort":"low"}}"#,
+            )],
+            &[],
+            "m",
+            &req(r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#),
+        )
+        .unwrap();
+        assert_eq!(out.reasoning.and_then(|r| r.effort), Some(Effort::Low));
+        assert!(out.extra.is_empty(), "typed, not an extra field");
+        let e = rule(r#"{"models":"*","default":{"reasoning_effort":"max"}}"#)
+            .validate("rule")
+            .unwrap_err();
+        assert!(e.contains("default.reasoning_effort"), "{e}");
     }
 
     #[test]
