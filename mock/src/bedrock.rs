@@ -916,3 +916,144 @@ fn bedrock_status(s: u16) -> u16 {
         other => other,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SONNET_4: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
+
+    fn thinking(budget: u64, extra: Value) -> Value {
+        let mut body = json!({"messages": [{"role": "user", "content": [{"text": "hi"}]}],
+            "additionalModelRequestFields": {"thinking": {"type": "enabled", "budget_tokens": budget}},
+            "inferenceConfig": {"maxTokens": 4000}});
+        if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+            for (k, v) in extra {
+                body.insert(k.clone(), v.clone());
+            }
+        }
+        body
+    }
+
+    fn refusal(body: &Value, model: &str, choice: &ToolChoice) -> String {
+        match check_thinking(body, model, choice) {
+            Err(Failure::Invalid(m)) => m,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn claude_thinking_rules() {
+        assert_eq!(
+            check_thinking(&thinking(1024, json!({})), SONNET_4, &ToolChoice::Auto),
+            Ok(true)
+        );
+        assert_eq!(
+            check_thinking(&json!({"messages": []}), SONNET_4, &ToolChoice::Auto),
+            Ok(false)
+        );
+        for (body, model, choice, says) in [
+            (
+                thinking(1024, json!({})),
+                "anthropic.claude-3-haiku-20240307-v1:0",
+                ToolChoice::Auto,
+                "Extra inputs",
+            ),
+            (
+                thinking(1023, json!({})),
+                SONNET_4,
+                ToolChoice::Auto,
+                "greater than or equal to 1024",
+            ),
+            (
+                thinking(4000, json!({})),
+                SONNET_4,
+                ToolChoice::Auto,
+                "`max_tokens` must be greater",
+            ),
+            (
+                thinking(5000, json!({"inferenceConfig": {}})),
+                SONNET_4,
+                ToolChoice::Auto,
+                "`max_tokens` must be greater",
+            ),
+            (
+                thinking(
+                    1024,
+                    json!({"inferenceConfig": {"maxTokens": 4000, "temperature": 0.5}}),
+                ),
+                SONNET_4,
+                ToolChoice::Auto,
+                "`temperature`",
+            ),
+            (
+                thinking(
+                    1024,
+                    json!({"inferenceConfig": {"maxTokens": 4000, "topP": 0.9}}),
+                ),
+                SONNET_4,
+                ToolChoice::Auto,
+                "`top_p`",
+            ),
+            (
+                thinking(1024, json!({})),
+                SONNET_4,
+                ToolChoice::Any,
+                "forces tool use",
+            ),
+        ] {
+            let message = refusal(&body, model, &choice);
+            assert!(message.contains(says), "{message}");
+        }
+    }
+
+    #[test]
+    fn signed_reasoning_is_required_back_and_verified() {
+        let signed = json!({"reasoningText": {"text": "t", "signature": reasoning_signature("t")}});
+        assert_eq!(check_reasoning_block(&signed, "m.1.content.0"), Ok(()));
+        let forged =
+            json!({"reasoningText": {"text": "t2", "signature": reasoning_signature("t")}});
+        assert!(check_reasoning_block(&forged, "m").is_err());
+        assert_eq!(
+            check_reasoning_block(&json!({"redactedContent": "QQ=="}), "m"),
+            Ok(())
+        );
+        let turn = |first: Value| {
+            [
+                json!({"role": "user", "content": [{"text": "q"}]}),
+                json!({"role": "assistant", "content": [first, {"toolUse": {"toolUseId": "t", "name": "f", "input": {}}}]}),
+                json!({"role": "user", "content": [{"toolResult": {"toolUseId": "t", "content": []}}]}),
+            ]
+        };
+        assert_eq!(
+            check_thinking_history(&turn(json!({"reasoningContent": signed}))),
+            Ok(())
+        );
+        assert!(check_thinking_history(&turn(json!({"text": "calling"}))).is_err());
+    }
+
+    #[test]
+    fn cache_points() {
+        assert_eq!(check_cache_point(&json!({"type": "default"}), "s"), Ok(()));
+        assert_eq!(
+            check_cache_point(&json!({"type": "default", "ttl": "1h"}), "s"),
+            Ok(())
+        );
+        for bad in [
+            json!({"type": "ephemeral"}),
+            json!({"type": "default", "ttl": "2h"}),
+            json!({}),
+        ] {
+            assert!(check_cache_point(&bad, "s").is_err(), "{bad}");
+        }
+        let point = json!({"cachePoint": {"type": "default"}});
+        let body = json!({"messages": [{"role": "user", "content": [
+            {"text": "a b"}, point, {"text": "c"}, point, point, point, point]}]});
+        assert!(matches!(Bedrock { credentials: None }.parse(&body),
+            Err(Failure::Invalid(m)) if m.contains("A maximum of 4")));
+        let body = json!({"system": [{"text": "s t"}, point],
+            "messages": [{"role": "user", "content": [{"text": "a b"}, point, {"text": "c"}]}]});
+        let p = Bedrock { credentials: None }.parse(&body).unwrap();
+        assert_eq!((p.cached_words, p.prompt_words), (4, 5));
+    }
+}

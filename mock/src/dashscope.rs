@@ -554,3 +554,58 @@ impl Dialect for DashScope {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinking_rules() {
+        let params = |p: Value| json!({"parameters": p});
+        assert_eq!(
+            check_thinking(
+                &params(json!({"enable_thinking": true})),
+                "qwen-plus",
+                false
+            ),
+            Ok(true)
+        );
+        assert_eq!(
+            check_thinking(&params(json!({})), "qwen-plus", false),
+            Ok(false)
+        );
+        assert_eq!(
+            check_thinking(&params(json!({})), "qwen3-32b", true),
+            Ok(true),
+            "open-source Qwen3 thinks by default"
+        );
+        assert_eq!(
+            check_thinking(
+                &params(json!({"enable_thinking": false})),
+                "qwen3-32b",
+                false
+            ),
+            Ok(false)
+        );
+        assert_eq!(
+            check_thinking(&params(json!({})), "qwq-plus", true),
+            Ok(true)
+        );
+        for (p, model, stream) in [
+            (json!({}), "qwen3-32b", false),
+            (json!({}), "qwq-plus", false),
+            (json!({"enable_thinking": true}), "qwen-vl-plus", true),
+            (json!({"enable_thinking": "yes"}), "qwen-plus", true),
+            (
+                json!({"enable_thinking": true, "thinking_budget": 0}),
+                "qwen-plus",
+                true,
+            ),
+        ] {
+            assert!(
+                check_thinking(&params(p.clone()), model, stream).is_err(),
+                "{p} {model}"
+            );
+        }
+    }
+}

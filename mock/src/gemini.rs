@@ -829,3 +829,74 @@ impl Dialect for Gemini {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thinking_config_rules_by_model() {
+        let ok = |config: Value, model: &str| check_thinking(&config, model);
+        assert_eq!(
+            ok(
+                json!({"includeThoughts": true, "thinkingBudget": 1024}),
+                "gemini-2.5-flash"
+            ),
+            Ok(true)
+        );
+        assert_eq!(
+            ok(
+                json!({"includeThoughts": true, "thinkingBudget": 0}),
+                "gemini-2.5-flash"
+            ),
+            Ok(false)
+        );
+        assert_eq!(
+            ok(json!({"thinkingBudget": -1}), "gemini-2.5-pro"),
+            Ok(false)
+        );
+        assert_eq!(
+            ok(
+                json!({"includeThoughts": true, "thinkingLevel": "low"}),
+                "gemini-3-pro-preview"
+            ),
+            Ok(true)
+        );
+        for (config, model) in [
+            (json!({"thinkingBudget": 0}), "gemini-2.5-pro"),
+            (json!({"thinkingBudget": 100}), "gemini-2.5-flash-lite"),
+            (json!({"thinkingBudget": 30000}), "gemini-2.5-flash"),
+            (json!({"thinkingLevel": "low"}), "gemini-2.5-flash"),
+            (json!({"thinkingLevel": "medium"}), "gemini-3-pro-preview"),
+            (
+                json!({"thinkingLevel": "low", "thinkingBudget": 10}),
+                "gemini-3-flash",
+            ),
+            (json!({"thinkingBudget": "many"}), "gemini-2.5-flash"),
+            (json!({"budget": 1}), "gemini-2.5-flash"),
+        ] {
+            assert!(ok(config.clone(), model).is_err(), "{config} {model}");
+        }
+    }
+
+    #[test]
+    fn call_signatures_are_checked() {
+        let args = json!({"city": "Paris"});
+        let turn = |signature: &str| {
+            [
+                json!({"role": "user", "parts": [{"text": "q"}]}),
+                json!({"role": "model", "parts": [{"functionCall": {"name": "f", "args": args},
+                                                 "thoughtSignature": signature}]}),
+            ]
+        };
+        assert_eq!(
+            Gemini.check_tool_turns(&turn(&call_signature("f", &args))),
+            Ok(())
+        );
+        assert_eq!(Gemini.check_tool_turns(&turn(UNSIGNED)), Ok(()));
+        assert_eq!(
+            Gemini.check_tool_turns(&turn(&call_signature("f", &json!({"city": "Rome"})))),
+            Err(invalid("Corrupted thought signature."))
+        );
+    }
+}

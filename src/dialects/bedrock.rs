@@ -5,6 +5,13 @@
 //! placed after ours on the Bedrock cluster; with an `api_key` (a Bedrock API
 //! key) we send it as a bearer token instead. The stream is the binary AWS
 //! event stream ([`crate::eventstream`]), one JSON payload per event.
+//!
+//! Reasoning: Claude's extended thinking through
+//! `additionalModelRequestFields` (`thinking`); its `reasoningContent`
+//! blocks (signed text, redacted bytes) decoded as reasoning and given back,
+//! signed, first in the assistant turn. Prompt caching: a `cachePoint`
+//! block after each marked system, message and tool block, for the models
+//! that cache (Claude, Amazon Nova).
 
 use std::borrow::Cow;
 

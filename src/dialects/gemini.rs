@@ -18,6 +18,12 @@
 //! in OpenAI's format: the name comes from the assistant tool call with the
 //! same id earlier in the request.
 //!
+//! Reasoning: the request's effort or budget becomes
+//! `generationConfig.thinkingConfig` (see `thinking_config`) with
+//! `includeThoughts`, and `thought: true` parts come back as reasoning (a
+//! signature on one closes its block). Reasoning in the history is not sent
+//! back: the signatures Gemini checks are the function calls' (in the ids).
+//!
 //! Content filtering: a prompt blocked (`promptFeedback.blockReason`, HTTP 200
 //! without candidates) is a 400 `CONTENT_FILTERED`, or, once a stream has
 //! started, a unified stream error; SAFETY-family finish reasons are
