@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from conftest import ALL_GROUPS_KEY
-from sse_client import chunks, content_of, stream
+from sse_client import chunks, stream
 from test_gateway import USER_HI, WEATHER_TOOL
 
 GEMINI, BEDROCK, DASHSCOPE = "mock-gemini", "mock-bedrock", "mock-dashscope"
@@ -38,29 +38,31 @@ def assistant_turn(message):
     return message.model_dump(exclude_none=True)
 
 
-def streamed_turn(events):
-    """The assistant message a client rebuilds from a stream: text, the
-    reasoning (its `reasoning_details` pieces joined by index), tool calls."""
-    reasoning, details, calls = "", [], {}
-    for c in chunks(events):
+def streamed_turn(stream_chunks):
+    """The assistant message a client rebuilds from a stream's chunks (as
+    dicts): text, the reasoning (its `reasoning_details` pieces joined by
+    index), tool calls."""
+    text, reasoning, details, calls = "", "", [], {}
+    for c in stream_chunks:
         if not c.get("choices"):
             continue
         delta = c["choices"][0]["delta"]
+        text += delta.get("content") or ""
         reasoning += delta.get("reasoning_content") or ""
-        for d in delta.get("reasoning_details", []):
+        for d in delta.get("reasoning_details") or []:
             if details and details[-1]["index"] == d["index"]:
                 block = details[-1]
                 block["text"] = block.get("text", "") + d.get("text", "")
                 block.update({k: v for k, v in d.items() if k in ("signature", "data")})
             else:
                 details.append(dict(d))
-        for tc in delta.get("tool_calls", []):
+        for tc in delta.get("tool_calls") or []:
             slot = calls.setdefault(tc["index"], {"id": None, "type": "function",
                                                   "function": {"name": None, "arguments": ""}})
             slot["id"] = tc.get("id") or slot["id"]
-            slot["function"]["name"] = tc.get("function", {}).get("name") or slot["function"]["name"]
-            slot["function"]["arguments"] += tc.get("function", {}).get("arguments", "")
-    message = {"role": "assistant", "content": content_of(events) or None,
+            slot["function"]["name"] = tc["function"].get("name") or slot["function"]["name"]
+            slot["function"]["arguments"] += tc["function"].get("arguments") or ""
+    message = {"role": "assistant", "content": text or None,
                "reasoning_content": reasoning, "reasoning_details": details}
     if calls:
         message["tool_calls"] = [calls[i] for i in sorted(calls)]
@@ -116,7 +118,7 @@ def test_gemini_stream_reasoning_comes_first(gw, test_id):
     status, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True,
                                     "reasoning": {"max_tokens": 2048}}, headers(GEMINI, test_id))
     assert status == 200
-    message = streamed_turn(events)
+    message = streamed_turn(chunks(events))
     assert message["reasoning_content"] == "The user said: hi there. I will answer briefly."
     assert message["reasoning_details"] == [{"type": "reasoning.text", "text": message["reasoning_content"],
                                              "index": 0}]
@@ -191,25 +193,39 @@ def test_bedrock_claude_reasoning_round_trip_needs_the_signed_block(gw, client, 
     assert "Invalid `signature`" in error_message(e)
 
 
-def test_bedrock_claude_stream_round_trip(gw, test_id):
-    body = {"model": CLAUDE_THINKING, "messages": WEATHER, "tools": [WEATHER_TOOL], "stream": True,
-            "reasoning": {"max_tokens": 2000}, "max_tokens": 3000}
-    status, _, events = stream(gw, body, headers(BEDROCK, test_id, "tool"))
-    assert status == 200
-    turn = streamed_turn(events)
+def test_bedrock_claude_stream_round_trip(gw, client, test_id):
+    """With the SDK's stream: the client rebuilds the signed block from the
+    deltas and sends it back."""
+    ask = {"model": CLAUDE_THINKING, "tools": [WEATHER_TOOL], "stream": True, "max_tokens": 3000,
+           "extra_body": {"reasoning": {"max_tokens": 2000}}}
+    first = client.chat.completions.create(messages=WEATHER, extra_headers=headers(BEDROCK, test_id, "tool"), **ask)
+    turn = streamed_turn(c.model_dump() for c in first)
     thought = "The user said: weather in Paris?. I will answer briefly."
     assert turn["reasoning_content"] == thought
     [detail] = turn["reasoning_details"]
     assert detail["text"] == thought and detail["signature"].startswith("bW9ja3NpZy+/")
-    body["messages"] = WEATHER + [turn, tool_result(turn)]
-    status, _, events = stream(gw, body, headers(BEDROCK, test_id))
-    assert status == 200
-    assert content_of(events) == "Tool result received: sunny, 21C"
+    second = client.chat.completions.create(messages=WEATHER + [turn, tool_result(turn)],
+                                            extra_headers=headers(BEDROCK, test_id), **ask)
+    assert streamed_turn(c.model_dump() for c in second)["content"] == "Tool result received: sunny, 21C"
     asked, answered = gw.mock_requests(test_id)
     assert asked["body"]["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 2000
     assert asked["body"]["inferenceConfig"] == {"maxTokens": 3000}
     assert answered["body"]["messages"][1]["content"][0]["reasoningContent"]["reasoningText"]["signature"] == \
         detail["signature"]
+
+
+def test_gemini_stream_tool_round_trip(gw, client, test_id):
+    ask = {"model": "m", "tools": [WEATHER_TOOL], "stream": True, "reasoning_effort": "high"}
+    first = client.chat.completions.create(messages=WEATHER, extra_headers=headers(GEMINI, test_id, "tool"), **ask)
+    turn = streamed_turn(c.model_dump() for c in first)
+    assert turn["reasoning_content"] == "The user said: weather in Paris?. I will answer briefly."
+    [call] = turn["tool_calls"]
+    assert "_ts_" in call["id"]
+    second = client.chat.completions.create(messages=WEATHER + [turn, tool_result(turn)],
+                                            extra_headers=headers(GEMINI, test_id), **ask)
+    assert streamed_turn(c.model_dump() for c in second)["content"] == "Tool result received: sunny, 21C"
+    asked, _ = gw.mock_requests(test_id)
+    assert asked["body"]["generationConfig"]["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 24576}
 
 
 @pytest.mark.parametrize("model,extra,param,message", [
@@ -272,7 +288,7 @@ def test_dashscope_thinking(gw, test_id):
     status, _, events = stream(gw, {"model": "m", "messages": USER_HI, "stream": True,
                                     "reasoning": {"max_tokens": 500}}, headers(DASHSCOPE, test_id))
     assert status == 200
-    turn = streamed_turn(events)
+    turn = streamed_turn(chunks(events))
     assert turn["reasoning_content"] == "The user said: hi there. I will answer briefly."
     assert turn["content"].startswith("Hello from the mock dashscope provider.")
     status, _, body = gw.chat({"model": "m", "messages": USER_HI, "reasoning_effort": "none"},
