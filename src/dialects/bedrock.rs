@@ -345,8 +345,9 @@ const ANSWER_TOKENS_AFTER_THINKING: u32 = 4096;
 /// least Claude takes; medium 4096; high 16384); effort `none`: no
 /// thinking. Claude refuses thinking with a temperature, a `top_p` below
 /// 0.95, a forced tool, or a budget not below `maxTokens`: each is a 400
-/// here naming the field. Other Bedrock models take no reasoning controls
-/// through Converse's common fields: asking for reasoning is a 400.
+/// here naming the field. Other Bedrock models (but Nova 2, see
+/// [`nova_reasoning`]) take no reasoning controls through Converse's common
+/// fields: asking for reasoning is a 400.
 fn thinking(req: &ChatRequest, claude: bool) -> Result<Option<u32>, GatewayError> {
     let Some(ask) = req.reasoning else {
         return Ok(None);
@@ -409,6 +410,39 @@ fn thinking(req: &ChatRequest, claude: bool) -> Result<Option<u32>, GatewayError
     Ok(Some(budget))
 }
 
+/// Amazon Nova 2's extended thinking
+/// (docs.aws.amazon.com/nova/latest/nova2-userguide/extended-thinking.html):
+/// `additionalModelRequestFields.reasoningConfig {type: enabled,
+/// maxReasoningEffort}`, low, medium or high (minimal is low; `none`: off,
+/// Nova's default). Nova takes no token budget: a budget alone is a 400.
+fn nova_reasoning(req: &ChatRequest) -> Result<Option<Value>, GatewayError> {
+    let Some(ask) = req.reasoning else {
+        return Ok(None);
+    };
+    let effort = match ask.effort {
+        Some(Effort::None) => return Ok(None),
+        Some(Effort::Minimal | Effort::Low) => "low",
+        Some(Effort::Medium) => "medium",
+        Some(Effort::High) => "high",
+        None if ask.budget_tokens.is_some() => {
+            return Err(GatewayError::invalid(
+                "reasoning.max_tokens",
+                "Amazon Nova takes a reasoning effort (reasoning_effort), not a token budget",
+            ))
+        }
+        None => "medium",
+    };
+    Ok(Some(
+        json!({"reasoningConfig": {"type": "enabled", "maxReasoningEffort": effort}}),
+    ))
+}
+
+/// Whether a Bedrock model id is Amazon Nova 2's (`amazon.nova-2-lite-v1:0`,
+/// with or without a region prefix).
+fn is_nova_2(model: &str) -> bool {
+    model.contains("amazon.nova-2-")
+}
+
 impl Dialect for Bedrock {
     fn encode_request(
         &self,
@@ -421,7 +455,11 @@ impl Dialect for Bedrock {
             cache: claude || target.model.contains("amazon.nova"),
             reasoning: claude,
         };
-        let thinking = thinking(req, claude)?;
+        let (thinking, nova_reasoning) = if is_nova_2(target.model) {
+            (None, nova_reasoning(req)?)
+        } else {
+            (thinking(req, claude)?, None)
+        };
         let mut system = Vec::new();
         let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
         let mut history_has_tools = false;
@@ -510,7 +548,8 @@ impl Dialect for Bedrock {
             },
             tool_config: tool_config(req, history_has_tools, can),
             additional_model_request_fields: thinking
-                .map(|budget| json!({"thinking": {"type": "enabled", "budget_tokens": budget}})),
+                .map(|budget| json!({"thinking": {"type": "enabled", "budget_tokens": budget}}))
+                .or(nova_reasoning),
         };
         let body = encode_json(req, &request)?;
         // The operation alone picks the answer's format: no `accept`, which
@@ -1217,7 +1256,25 @@ mod tests {
             let e = thinking(fields).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(param), "{fields}: {}", e.message);
         }
-        // Models other than Claude take no reasoning controls through Converse.
+        // Nova 2: an effort level.
+        let body =
+            format!(r#"{{"model":"g",{user},"reasoning_effort":"minimal","temperature":0.3}}"#);
+        let (_, v) = encode_for(&body, "", "us.amazon.nova-2-lite-v1:0");
+        assert_eq!(
+            v["additionalModelRequestFields"],
+            json!({"reasoningConfig": {"type": "enabled", "maxReasoningEffort": "low"}})
+        );
+        assert_eq!(v["inferenceConfig"], json!({"temperature": 0.3}));
+        let body = format!(r#"{{"model":"g",{user},"reasoning":{{"max_tokens":900}}}}"#);
+        let e = crate::dialects::encode_for(
+            &Bedrock,
+            r#"{"dialect":"bedrock"}"#,
+            "amazon.nova-2-lite-v1:0",
+            &body,
+        )
+        .unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("reasoning.max_tokens"));
+        // Models other than Claude and Nova 2 take no reasoning controls through Converse.
         let body = format!(r#"{{"model":"g",{user},"reasoning_effort":"low"}}"#);
         let e = crate::dialects::encode_for(
             &Bedrock,
