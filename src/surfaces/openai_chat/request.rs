@@ -167,6 +167,8 @@ impl<'de> Visitor<'de> for RequestVisitor {
         let mut seen: Vec<String> = Vec::new();
         let mut has_model = false;
         let mut has_messages = false;
+        // Which of the two reasoning fields set something.
+        let mut reasoning_fields = (false, false);
         while let Some(key) = map.next_key::<String>()? {
             // Duplicate keys are ambiguous (parsers disagree on which wins): refuse them.
             if seen.iter().any(|k| k == &key) || r.extra.contains_key(&key) {
@@ -218,12 +220,14 @@ impl<'de> Visitor<'de> for RequestVisitor {
                     if let Some(EffortName(effort)) = effort {
                         let reasoning = r.reasoning.get_or_insert_with(Reasoning::default);
                         reasoning.effort = Some(effort);
+                        reasoning_fields.0 = true;
                     }
                 }
                 "reasoning" => {
                     let options: Option<ReasoningOptions> = at("reasoning", map.next_value())?;
                     if let Some(options) = options {
                         r.reasoning = Some(options.into_reasoning());
+                        reasoning_fields.1 = true;
                     }
                 }
                 _ => {
@@ -240,7 +244,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
         if !has_messages {
             return Err(de::Error::custom("messages: missing field"));
         }
-        if seen.iter().any(|k| k == "reasoning") && seen.iter().any(|k| k == "reasoning_effort") {
+        if reasoning_fields == (true, true) {
             return Err(de::Error::custom(
                 "reasoning: give reasoning_effort or reasoning, not both",
             ));
@@ -1048,6 +1052,12 @@ mod tests {
         let r = with(r#""reasoning":{"enabled":false}"#).unwrap();
         assert_eq!(r.reasoning.unwrap().effort, Some(Effort::None));
         assert_eq!(with(r#""reasoning_effort":null"#).unwrap().reasoning, None);
+        let r = with(r#""reasoning_effort":null,"reasoning":{"effort":"low"}"#).unwrap();
+        assert_eq!(
+            r.reasoning.unwrap().effort,
+            Some(Effort::Low),
+            "a null is no value"
+        );
         for (fields, param) in [
             (r#""reasoning_effort":"max""#, "reasoning_effort"),
             (r#""reasoning_effort":3"#, "reasoning_effort"),
