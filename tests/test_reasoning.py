@@ -302,6 +302,24 @@ def test_dashscope_thinking(gw, test_id):
     assert "thinking_budget" not in plain["body"]["parameters"]
 
 
+def test_dashscope_open_source_qwen3_thinks_only_in_streams(gw, test_id):
+    ask = {"model": "qwen3-32b", "messages": USER_HI, "reasoning_effort": "medium"}
+    status, _, body = gw.chat(ask, **headers(DASHSCOPE, test_id))
+    assert status == 400, body
+    assert "enable_thinking must be set to false for non-streaming calls" in body["error"]["message"]
+    status, _, events = stream(gw, dict(ask, stream=True), headers(DASHSCOPE, test_id))
+    assert status == 200
+    assert streamed_turn(chunks(events))["reasoning_content"] == "The user said: hi there. I will answer briefly."
+    status, _, body = gw.chat(dict(ask, reasoning_effort="none"), **headers(DASHSCOPE, test_id))
+    assert status == 200, body
+    assert "reasoning_content" not in body["choices"][0]["message"]
+    status, _, body = gw.chat({"model": "m", "messages": USER_HI, "reasoning_effort": "high"},
+                              **headers(DASHSCOPE, test_id))
+    assert status == 200, body
+    assert body["choices"][0]["message"]["reasoning_content"] == "The user said: hi there. I will answer briefly."
+    assert body["usage"]["completion_tokens_details"] == {"reasoning_tokens": 9}
+
+
 # --- OpenAI ------------------------------------------------------------------------
 
 def test_openai_reasoning_effort_passes(gw, client, test_id):
