@@ -62,6 +62,12 @@ pub struct ChatRequest {
     /// the OpenAI dialect sends them (see `dialects::openai::VendorExtra`).
     #[serde(skip)]
     pub extra: Map<String, Value>,
+    /// The first client field only a vendor speaking the client's own API
+    /// can take (Anthropic's server tools, MCP servers, containers): the
+    /// neutral request cannot carry it, so encoding it for any other vendor
+    /// is refused naming this field.
+    #[serde(skip)]
+    pub native_only: Option<String>,
     /// Size of the body this was parsed from: vendor bodies are about as
     /// long, so encoders size their buffer once.
     #[serde(skip)]
