@@ -39,6 +39,12 @@ pub struct Prompt {
     /// Structured output asked for: `Some(None)` any JSON object,
     /// `Some(Some(schema))` JSON matching the schema.
     pub json: Option<Option<Value>>,
+    // --- Anthropic's own (set by mock/src/anthropic.rs) ---------------------
+    /// `thinking` is on: the answer starts with a signed thinking block.
+    pub anthropic_thinking: bool,
+    /// The prompt up to its last `cache_control` breakpoint, when it is long
+    /// enough to cache: (its key, its words).
+    pub anthropic_cache: Option<(String, u64)>,
 }
 
 #[derive(Debug, Clone)]

@@ -241,6 +241,13 @@ impl Parser {
         self.native_only.get_or_insert(at);
     }
 
+    /// The same for `key` of an object, when it is set (not null).
+    fn native_if_set(&mut self, map: &Map<String, Value>, key: &str, at: &str) {
+        if map.get(key).is_some_and(|v| !v.is_null()) {
+            self.native(format!("{at}.{key}"));
+        }
+    }
+
     /// The request; `generate` when it asks for an answer (`max_tokens`
     /// required then).
     fn request(
@@ -318,8 +325,11 @@ impl Parser {
                 "output_format" => {
                     r.response_format = Some(output_format(v, "output_format")?);
                 }
-                // Hints other vendors do without.
-                "service_tier" | "context_management" | "inference_geo" => {}
+                // Hints and account selectors other vendors do without
+                // (the top-level `cache_control` marks the last cacheable
+                // block: prompt caching is the vendor's own).
+                "service_tier" | "context_management" | "inference_geo" | "speed"
+                | "diagnostics" | "cache_control" | "user_profile_id" | "workspace_id" => {}
                 "container" | "mcp_servers" => self.native(key.clone()),
                 _ => return Err(extra(key)),
             }
@@ -430,9 +440,7 @@ impl Parser {
     /// checked as a list and otherwise left to it).
     fn text(&mut self, block: &Value, at: &str) -> Result<ContentPart, GatewayError> {
         let map = object(block, at, &["type", "text", "cache_control", "citations"])?;
-        if map.get("citations").is_some_and(|c| !c.is_null()) {
-            self.native(format!("{at}.citations"));
-        }
+        self.native_if_set(map, "citations", at);
         Ok(ContentPart::Text {
             text: string(map, "text", at)?,
             cache_control: cache_control(map, at)?,
@@ -440,7 +448,12 @@ impl Parser {
     }
 
     fn image(&mut self, block: &Value, at: &str) -> Result<ContentPart, GatewayError> {
-        let map = object(block, at, &["type", "source", "cache_control"])?;
+        let map = object(
+            block,
+            at,
+            &["type", "source", "cache_control", "transformations"],
+        )?;
+        self.native_if_set(map, "transformations", at);
         let source_at = format!("{at}.source");
         let source = map.get("source").ok_or_else(|| required(&source_at))?;
         let url =
@@ -501,9 +514,7 @@ impl Parser {
             ],
         )?;
         for key in ["context", "citations"] {
-            if map.get(key).is_some_and(|c| !c.is_null()) {
-                self.native(format!("{at}.{key}"));
-            }
+            self.native_if_set(map, key, at);
         }
         let source_at = format!("{at}.source");
         let source = map.get("source").ok_or_else(|| required(&source_at))?;
@@ -551,8 +562,10 @@ impl Parser {
                 "content",
                 "is_error",
                 "cache_control",
+                "toolset_name",
             ],
         )?;
+        self.native_if_set(map, "toolset_name", at);
         let content = match map.get("content") {
             None | Some(Value::Null) => Content::Text(String::new()),
             Some(Value::String(s)) => Content::Text(s.clone()),
@@ -606,6 +619,10 @@ impl Parser {
                         name: None,
                     },
                     "assistant" => assistant(Some(content), Vec::new(), Vec::new()),
+                    "system" => Message::System {
+                        content,
+                        name: None,
+                    },
                     _ => return Err(bad_role(&at)),
                 });
                 return Ok(());
@@ -658,8 +675,25 @@ impl Parser {
                             let b = object(
                                 block,
                                 &at,
-                                &["type", "id", "name", "input", "cache_control"],
+                                &[
+                                    "type",
+                                    "id",
+                                    "name",
+                                    "input",
+                                    "cache_control",
+                                    "caller",
+                                    "toolset_name",
+                                ],
                             )?;
+                            self.native_if_set(b, "toolset_name", &at);
+                            // Called by the model itself is every vendor's way;
+                            // by a server tool (programmatic calling) only Anthropic's.
+                            if b.get("caller").is_some_and(|c| {
+                                !c.is_null()
+                                    && c.get("type").and_then(Value::as_str) != Some("direct")
+                            }) {
+                                self.native(format!("{at}.caller"));
+                            }
                             let input = match b.get("input") {
                                 Some(v @ Value::Object(_)) => v.to_string(),
                                 _ => {
@@ -711,6 +745,21 @@ impl Parser {
                 };
                 out.push(assistant(content, reasoning, calls));
             }
+            "system" => {
+                // A system message between the turns: text blocks only.
+                let mut parts = Vec::with_capacity(blocks.len());
+                for (j, block) in blocks.iter().enumerate() {
+                    let at = format!("{at}.content.{j}");
+                    if block_type(block, &at)? != "text" {
+                        return Err(invalid(&format!("{at}.type"), "Input should be 'text'"));
+                    }
+                    parts.push(self.text(block, &at)?);
+                }
+                out.push(Message::System {
+                    content: Content::Parts(parts),
+                    name: None,
+                });
+            }
             _ => return Err(bad_role(&at)),
         }
         Ok(())
@@ -751,12 +800,11 @@ impl Parser {
                 "input_examples",
                 "defer_loading",
                 "allowed_callers",
+                "eager_input_streaming",
             ],
         )?;
         for key in ["input_examples", "defer_loading", "allowed_callers"] {
-            if map.contains_key(key) {
-                self.native(format!("{at}.{key}"));
-            }
+            self.native_if_set(map, key, at);
         }
         let name = string(map, "name", at)?;
         if name.is_empty() || name.len() > 128 {
@@ -801,7 +849,7 @@ fn assistant(content: Option<Content>, reasoning: Vec<Thinking>, calls: Vec<Tool
 fn bad_role(at: &str) -> GatewayError {
     invalid(
         &format!("{at}.role"),
-        "Input should be 'user' or 'assistant'",
+        "Input should be 'user', 'assistant' or 'system'",
     )
 }
 
@@ -1100,7 +1148,7 @@ mod tests {
                 "output_config.effort",
             ),
             (
-                with(r#""messages":[{"role":"system","content":"x"}]"#),
+                with(r#""messages":[{"role":"tool","content":"x"}]"#),
                 "messages.0.role",
             ),
             (
