@@ -285,3 +285,81 @@ def test_usage_is_metered(agw, group, stream):
     assert line["stream"] is stream and line["status"] == 200
     assert line["completion_tokens"] == m.usage.output_tokens > 0
     assert line["prompt_tokens"] > 0 and line["usage_estimated"] is False
+
+
+# ------------------------------------------------------------ thinking and caching
+
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_thinking_round_trip_with_a_tool(agw, stream):
+    """Anthropic thinks first (a signed thinking block, streamed as
+    thinking and signature deltas); the signed block goes back before the
+    tool use, as Anthropic requires, and the mock verifies the signature."""
+    c = client(agw, "mock-anthropic", **{"x-mock-scenario": "tool"})
+    ask = dict(model="any", max_tokens=2048, thinking=THINKING, tools=[LOOKUP], messages=user("think, then look"))
+    if stream:
+        with c.messages.stream(**ask) as s:
+            deltas = [e.delta.type for e in s if e.type == "content_block_delta"]
+            first = s.get_final_message()
+        assert "thinking_delta" in deltas and "signature_delta" in deltas
+    else:
+        first = c.messages.create(**ask)
+    assert [b.type for b in first.content] == ["thinking", "text", "tool_use"]
+    assert "think, then look" in first.content[0].thinking and first.content[0].signature
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": first.content[2].id,
+                                           "content": "found it"}]}
+    second = c.messages.create(**{**ask, "messages": [*ask["messages"],
+                                                      {"role": "assistant", "content": first.content}, result]})
+    assert second.content[0].type == "thinking"
+    assert "Tool result received: found it" in second.content[1].text
+    # A tampered signature, or the thinking left out, is refused as Anthropic refuses it.
+    forged = [first.content[0].model_copy(update={"signature": "forged"}), *first.content[1:]]
+    for content, says in [(forged, "Invalid `signature` in `thinking` block"),
+                          (first.content[1:], "Expected `thinking` or `redacted_thinking`, but found `text`")]:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            c.messages.create(**{**ask, "messages": [*ask["messages"], {"role": "assistant", "content": content},
+                                                     result]})
+        assert says in info.value.body["error"]["message"]
+
+
+@pytest.mark.parametrize("bad, says", [
+    ({"thinking": {"type": "enabled", "budget_tokens": 1024}, "max_tokens": 1024},
+     "`max_tokens` must be greater than `thinking.budget_tokens`"),
+    ({"thinking": THINKING, "tool_choice": {"type": "any"}, "tools": [LOOKUP]},
+     "Thinking may not be enabled when tool_choice forces tool use"),
+    ({"thinking": THINKING, "extra_body": {"temperature": 0.5}}, "`temperature` may only be set to 1"),
+    ({"thinking": THINKING, "extra_body": {"top_k": 5}}, "`top_k` is not supported when thinking is enabled"),
+])
+def test_thinking_rules_are_anthropics(agw, bad, says):
+    c = client(agw, "mock-anthropic")
+    with pytest.raises(anthropic.BadRequestError) as info:
+        c.messages.create(**{"model": "any", "max_tokens": 4096, "messages": user("x"), **bad})
+    assert says in info.value.body["error"]["message"]
+
+
+def test_prompt_caching_counts(agw):
+    """A long system prompt with a breakpoint: written to the cache once,
+    read from it after; more than 4 breakpoints are refused."""
+    c = client(agw, "mock-anthropic")
+    system = [{"type": "text", "text": "cache me " * 700 + str(time.time()),
+               "cache_control": {"type": "ephemeral"}}]
+    first = c.messages.create(model="any", max_tokens=50, system=system, messages=user("hi"))
+    second = c.messages.create(model="any", max_tokens=50, system=system, messages=user("hi again"))
+    assert first.usage.cache_creation_input_tokens >= 1024 and first.usage.cache_read_input_tokens == 0
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+    assert second.usage.input_tokens < 10
+    many = [{"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        c.messages.create(model="any", max_tokens=50, system=many, messages=user("hi"))
+    assert "A maximum of 4 blocks with cache_control may be provided. Found 5." in info.value.body["error"]["message"]
+
+
+@pytest.mark.parametrize("group", [g for g in GROUPS if g != "mock-anthropic"])
+def test_thinking_request_to_other_vendors(agw, group):
+    """Thinking asked of a vendor without signed thinking still answers
+    (the effort reaches vendors that reason; see the README)."""
+    c = client(agw, group)
+    m = c.messages.create(model="any", max_tokens=2048, thinking=THINKING, messages=user("think"))
+    assert m.stop_reason == "end_turn" and any(b.type == "text" for b in m.content)
