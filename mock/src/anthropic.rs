@@ -18,8 +18,11 @@ pub struct Anthropic;
 pub const VERSION: &str = "2023-06-01";
 
 /// The request's fields: the `anthropic` SDK's (2.10.0)
-/// `MessageCreateParams`, and the sampling parameters older models take.
-const TOP_LEVEL: [&str; 22] = [
+/// `MessageCreateParams`, the sampling parameters older models take, and
+/// `context_management` (beta `context-management-2025-06-27`, which Claude
+/// Code sends).
+const TOP_LEVEL: [&str; 23] = [
+    "context_management",
     "model",
     "messages",
     "max_tokens",
@@ -324,15 +327,9 @@ fn check_message(i: usize, m: &Value, thinking: bool) -> Result<(bool, MessageIn
     let user = match role {
         "user" => true,
         "assistant" => false,
-        "system" => {
-            return Err(invalid(
-                "messages: Unexpected role \"system\". The Messages API accepts a top-level \
-                 `system` parameter, not \"system\" as an input message role.",
-            ))
-        }
         _ => {
             return Err(invalid(format!(
-                "{at}.role: Input should be 'user' or 'assistant'"
+                "{at}.role: Input should be 'user', 'assistant' or 'system'"
             )))
         }
     };
@@ -695,6 +692,20 @@ impl Dialect for Anthropic {
         let mut last: Option<(bool, MessageInfo)> = None;
         let mut tool_blocks = false;
         for (i, m) in messages.iter().enumerate() {
+            // A system message between the turns (the SDK's
+            // `SystemMessageParam`): text only, read as system text.
+            if m.get("role").and_then(Value::as_str) == Some("system") {
+                let text = system_text(m.get("content")).map_err(|_| {
+                    invalid(format!(
+                        "messages.{i}.content: Input should be a valid string or a list of text blocks"
+                    ))
+                })?;
+                p.prompt_words += count_words(&text);
+                if breakpoints(m.get("content")) > 0 {
+                    cached_upto = Some((Some(i), p.prompt_words));
+                }
+                continue;
+            }
             let (user, info) = check_message(i, m, thinking)?;
             if !user {
                 last_assistant = Some((i, info.first_block.clone(), !info.tool_use_ids.is_empty()));

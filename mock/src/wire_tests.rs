@@ -272,8 +272,9 @@ fn anthropic_validation_errors() {
             "messages: Field required",
         ),
         (
-            json!({"model": "m", "max_tokens": 1, "messages": [{"role": "system", "content": "x"}]}),
-            "Unexpected role \"system\"",
+            // System messages between the turns (the SDK's SystemMessageParam) hold text only.
+            json!({"model": "m", "max_tokens": 1, "messages": [{"role": "system", "content": [{"type": "image"}]}]}),
+            "messages.0.content: Input should be a valid string or a list of text blocks",
         ),
         (
             json!({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "video"}]}]}),

@@ -803,8 +803,19 @@ impl Parser {
                 "eager_input_streaming",
             ],
         )?;
-        for key in ["input_examples", "defer_loading", "allowed_callers"] {
-            self.native_if_set(map, key, at);
+        // `defer_loading`, `input_examples` and `eager_input_streaming` are
+        // hints other vendors do without (the tool is declared up front);
+        // a tool the model may not call itself is Anthropic's alone.
+        let direct = |callers: &Value| {
+            callers
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c == "direct"))
+        };
+        if map
+            .get("allowed_callers")
+            .is_some_and(|c| !c.is_null() && !direct(c))
+        {
+            self.native(format!("{at}.allowed_callers"));
         }
         let name = string(map, "name", at)?;
         if name.is_empty() || name.len() > 128 {
