@@ -213,14 +213,18 @@ def test_server_tools_only_to_anthropic(agw):
     assert "only providers that speak the anthropic_messages API" in info.value.body["error"]["message"]
 
 
-@pytest.mark.parametrize("group", ["mock-anthropic", "mock-openai"])
-def test_stream_error_after_start(agw, group):
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-openai", "mock-gemini"])
+def test_stream_error_after_content(agw, group):
+    """An error after content was sent is Anthropic's `event: error` in the
+    200 stream: the SDK raises it (status 200) with the envelope."""
+    code = {"mock-openai": "UPSTREAM_ERROR"}.get(group, "UPSTREAM_BUSY")
     c = client(agw, group, **{"x-mock-scenario": "stream-error"})
     with pytest.raises(anthropic.APIStatusError) as info:
         with c.messages.stream(model="any", max_tokens=200, messages=user("hello stream")) as s:
             for _ in s:
                 pass
-    assert info.value.body["error"]["code"] in ("UPSTREAM_BUSY", "UPSTREAM_ERROR")
+    assert info.value.status_code == 200
+    assert info.value.body["type"] == "error" and info.value.body["error"]["code"] == code
 
 
 # ------------------------------------------------------------ pass-through
@@ -363,3 +367,42 @@ def test_thinking_request_to_other_vendors(agw, group):
     c = client(agw, group)
     m = c.messages.create(model="any", max_tokens=2048, thinking=THINKING, messages=user("think"))
     assert m.stop_reason == "end_turn" and any(b.type == "text" for b in m.content)
+
+
+# ------------------------------------------------------------ failover
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_failover_from_anthropic_to_openai(agw, stream):
+    """mock-failover's Anthropic vendor always answers 529: the same
+    request, passed through to it, is translated for the OpenAI vendor
+    Envoy retries on, and the client gets one Messages answer."""
+    c = client(agw, "mock-failover")
+    if stream:
+        with c.messages.stream(model="any", max_tokens=100, messages=user("fail over")) as s:
+            m = s.get_final_message()
+    else:
+        m = c.messages.create(model="any", max_tokens=100, messages=user("fail over"))
+    assert m.model == "mock-gpt-4o" and "Hello from the mock openai provider" in m.content[0].text
+
+
+# What each mock's stream error is: Anthropic's and Gemini's an overload, OpenAI's a server error.
+STREAM_FAILURE = {"mock-anthropic": (529, anthropic.OverloadedError, "UPSTREAM_BUSY"),
+                  "mock-openai": (500, anthropic.InternalServerError, "UPSTREAM_ERROR"),
+                  "mock-gemini": (529, anthropic.OverloadedError, "UPSTREAM_BUSY")}
+
+
+@pytest.mark.parametrize("group", list(STREAM_FAILURE))
+@pytest.mark.parametrize("scenario", ["stream-error-first", "stream-error-after-start"])
+def test_stream_failing_before_content_is_an_error_status(agw, group, scenario):
+    """A vendor stream that fails before any content (also after its
+    opening events: Anthropic's message_start, an empty text block, ping)
+    is held back and answered as an error status, so the SDK raises the
+    status's class."""
+    status, cls, code = STREAM_FAILURE[group]
+    c = client(agw, group, **{"x-mock-scenario": scenario})
+    with pytest.raises(cls) as info:
+        with c.messages.stream(model="any", max_tokens=100, messages=user("x")) as s:
+            for _ in s:
+                pass
+    assert type(info.value) is cls and info.value.status_code == status
+    assert info.value.body["error"]["code"] == code

@@ -940,7 +940,13 @@ impl Events<SseParser> for AnthropicEvents {
             }
             "content_block_start" => {
                 let start: BlockStart = parse(data)?;
-                has_content = true;
+                // An empty text or thinking block says nothing yet: the
+                // stream is still held (first-event gating) until it does.
+                has_content = match &start.content_block {
+                    StartBlock::Text { text } => !text.is_empty(),
+                    StartBlock::Thinking { thinking } => !thinking.is_empty(),
+                    _ => true,
+                };
                 match start.content_block {
                     _ if native => {}
                     StartBlock::Text { text } => w.content(out, &text),
