@@ -305,11 +305,43 @@ pub fn thinking_budget(effort: Effort) -> Option<u32> {
 /// `thinking` for the request's reasoning controls, its budget below
 /// `max_tokens` as Anthropic requires (an effort's budget is lowered to
 /// fit; a budget the client named that does not fit, or a `max_tokens` too
-/// small for any thinking, is refused).
+/// small for any thinking, is refused). Anthropic refuses thinking with a
+/// forced tool call (400 naming `tool_choice`), and with a tool-use turn
+/// last in the history that does not start with its signed thinking: such
+/// a history (another vendor's) is answered without thinking.
 fn thinking(req: &ChatRequest, max_tokens: u32) -> Result<Option<ThinkingConfig>, GatewayError> {
     let Some(reasoning) = req.reasoning else {
         return Ok(None);
     };
+    let last_assistant = req.messages.iter().rev().find_map(|m| match m {
+        Message::Assistant {
+            reasoning,
+            tool_calls,
+            ..
+        } => Some((reasoning, tool_calls)),
+        _ => None,
+    });
+    if let Some((reasoning, calls)) = last_assistant {
+        let signed = reasoning
+            .first()
+            .is_some_and(|t| t.redacted.is_some() || t.signature.is_some());
+        if !calls.is_empty() && !signed {
+            return Ok(None);
+        }
+    }
+    let on =
+        reasoning.budget_tokens.is_some() || reasoning.effort.is_some_and(|e| e != Effort::None);
+    if on
+        && matches!(
+            req.tool_choice,
+            Some(ToolChoice::Required | ToolChoice::Function(_))
+        )
+    {
+        return Err(GatewayError::invalid(
+            "tool_choice",
+            "this provider cannot think and be forced to call a tool: use tool_choice auto, or no reasoning",
+        ));
+    }
     let budget = match (reasoning.budget_tokens, reasoning.effort) {
         (Some(budget), _) => {
             if budget >= max_tokens {
@@ -1664,6 +1696,30 @@ mod messages_tests {
                 Some("max_tokens")
             );
         }
+    }
+
+    #[test]
+    fn thinking_is_off_for_a_tool_turn_without_signed_thinking_and_refused_with_forced_tools() {
+        let history = r#"{"model":"g","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":2048},
+            "tools":[{"name":"f","input_schema":{"type":"object"}}],
+            "messages":[{"role":"user","content":"q"},
+              {"role":"assistant","content":[CONTENT{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},
+              {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"r"}]}]}"#;
+        let unsigned = messages(&history.replace("CONTENT", ""));
+        assert_eq!(encode(&unsigned).unwrap().get("thinking"), None);
+        let signed = messages(&history.replace(
+            "CONTENT",
+            r#"{"type":"thinking","thinking":"t","signature":"s"},"#,
+        ));
+        assert!(encode(&signed).unwrap()["thinking"].is_object());
+        let forced = messages(
+            r#"{"model":"g","max_tokens":4096,"thinking":{"type":"adaptive"},"tool_choice":{"type":"any"},
+            "tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"q"}]}"#,
+        );
+        assert_eq!(
+            encode(&forced).unwrap_err().param.as_deref(),
+            Some("tool_choice")
+        );
     }
 
     #[test]
