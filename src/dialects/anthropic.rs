@@ -25,7 +25,7 @@ use super::{
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{
     CacheControl, ChatRequest, Content, ContentPart, DocumentSource, Effort, Image, Message,
-    Thinking, ToolChoice,
+    Thinking, ToolChoice, MIN_THINKING_BUDGET,
 };
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Reasoning};
@@ -35,10 +35,6 @@ use crate::sse::SseParser;
 pub struct Anthropic;
 
 pub const API_VERSION: &str = "2023-06-01";
-
-/// The smallest thinking budget Anthropic accepts
-/// (docs.claude.com, "Extended thinking": `budget_tokens` >= 1024).
-pub const MIN_THINKING_BUDGET: u32 = 1024;
 
 #[derive(Serialize)]
 struct Request<'a> {

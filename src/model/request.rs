@@ -138,6 +138,10 @@ pub struct Reasoning {
     pub budget_tokens: Option<u32>,
 }
 
+/// The smallest thinking budget Claude takes (docs.claude.com, "Extended
+/// thinking": `budget_tokens` >= 1024), on Anthropic's API and elsewhere.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effort {
     /// Reasoning off where the vendor allows it.

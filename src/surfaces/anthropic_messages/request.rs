@@ -44,10 +44,6 @@ const NATIVE_BLOCKS: [&str; 9] = [
     "tool_reference",
 ];
 
-/// The smallest thinking budget Anthropic accepts ("budget_tokens: Input
-/// should be greater than or equal to 1024").
-pub const MIN_THINKING_BUDGET: u32 = 1024;
-
 /// Parses and validates a Messages request body.
 pub fn parse(body: &[u8]) -> Result<ChatRequest, GatewayError> {
     parse_body(body, true)
