@@ -785,6 +785,7 @@ impl<H: Host> Session for Edge<H> {
             }
             return Flow::Pause;
         }
+        let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
         let body = self.host.body(Buffer::Request, 0, size);
         if matches!(self.state, State::CountTokens) {
             return match self.count_tokens(&body) {
@@ -792,7 +793,6 @@ impl<H: Host> Session for Edge<H> {
                 Err(e) => self.reject(e),
             };
         }
-        let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
         let result = self.on_generate_body(&body);
         timer.stop(&self.host, Phase::Admit);
         match result {
