@@ -1,6 +1,7 @@
 """Claude Code (the `claude` CLI, pinned in tests/claude-code) through the
 gateway's Anthropic Messages surface, non-interactive (`claude -p`), against
-an Anthropic, an OpenAI and a Gemini vendor: a plain answer, and a task in
+every vendor (Anthropic, OpenAI, Gemini, Bedrock, DashScope, Azure): a
+plain answer, and a task in
 which the model asks for Claude Code's own Bash tool, Claude Code runs it
 and sends its output back, and the model's final answer quotes it.
 
@@ -23,11 +24,17 @@ from conftest import ALL_GROUPS_KEY, Gateway, complete_lines, configure_test_gat
 
 CLAUDE_DIR = Path(__file__).resolve().parent / "claude-code"
 CLAUDE = CLAUDE_DIR / "node_modules" / ".bin" / "claude"
-# The vendor name the mock answers with, and the path its API is called on.
+# The vendor name the mock answers with, the path its API is called on, and
+# the names of the tools in its request body.
 VENDORS = {
-    "mock-anthropic": ("anthropic", "/v1/messages"),
-    "mock-openai": ("openai", "/v1/chat/completions"),
-    "mock-gemini": ("gemini", ":streamGenerateContent"),
+    "mock-anthropic": ("anthropic", "/v1/messages", lambda b: [t["name"] for t in b["tools"]]),
+    "mock-openai": ("openai", "/v1/chat/completions", lambda b: [t["function"]["name"] for t in b["tools"]]),
+    "mock-gemini": ("gemini", ":streamGenerateContent",
+                    lambda b: [f["name"] for t in b["tools"] for f in t["functionDeclarations"]]),
+    "mock-bedrock": ("bedrock", "/converse-stream", lambda b: [t["toolSpec"]["name"] for t in b["toolConfig"]["tools"]]),
+    "mock-dashscope": ("dashscope", "/text-generation/generation",
+                       lambda b: [t["function"]["name"] for t in b["parameters"]["tools"]]),
+    "mock-azure": ("azure", "/chat/completions", lambda b: [t["function"]["name"] for t in b["tools"]]),
 }
 
 
@@ -97,7 +104,7 @@ def requests_of(cgw, test_id, count, timeout=5.0):
 
 @pytest.mark.parametrize("group", list(VENDORS))
 def test_plain_answer(cgw, tmp_path, group, test_id):
-    vendor, path = VENDORS[group]
+    vendor, path, tool_names = VENDORS[group]
     result = claude(cgw, tmp_path, group, "say hello", test_id)
     assert result["is_error"] is False and result["subtype"] == "success"
     assert f"Hello from the mock {vendor} provider." in result["result"]
@@ -106,11 +113,7 @@ def test_plain_answer(cgw, tmp_path, group, test_id):
     # Every request Claude Code made reached this group's vendor, with its
     # tools (Bash among them) in the vendor's own form, and none was refused.
     assert seen and all(path in r["path"] for r in seen)
-    body = seen[-1]["body"]
-    names = {"anthropic": lambda b: [t["name"] for t in b["tools"]],
-             "openai": lambda b: [t["function"]["name"] for t in b["tools"]],
-             "gemini": lambda b: [f["name"] for t in b["tools"] for f in t["functionDeclarations"]]}[vendor](body)
-    assert "Bash" in names
+    assert "Bash" in tool_names(seen[-1]["body"])
     lines = [line for line in log_lines(cgw) if line["group"] == group and line["surface"] == "anthropic_messages"]
     assert lines and all(line["status"] == 200 for line in lines), lines
 
