@@ -406,3 +406,10 @@ def test_stream_failing_before_content_is_an_error_status(agw, group, scenario):
                 pass
     assert type(info.value) is cls and info.value.status_code == status
     assert info.value.body["error"]["code"] == code
+
+
+def test_sdk_version_is_pinned():
+    """The SDK these tests ran is the one tests/requirements.txt pins."""
+    from pathlib import Path
+    pins = (Path(__file__).parent / "requirements.txt").read_text().split()
+    assert f"anthropic=={anthropic.__version__}" in pins

@@ -130,3 +130,15 @@ def test_bash_tool_round_trip(cgw, tmp_path, group, test_id):
     last = json.dumps(seen[-1]["body"])
     assert f"echo {marker}" in last, "the tool call went back in the history"
     assert marker in last.replace(f"echo {marker}", ""), "and the tool's output with it"
+
+
+def test_claude_code_version_is_pinned(tmp_path):
+    """The CLI that ran is the locked one."""
+    ensure_claude_code()
+    lock = json.loads((CLAUDE_DIR / "package-lock.json").read_text())
+    pkg = json.loads((CLAUDE_DIR / "package.json").read_text())
+    pinned = pkg["dependencies"]["@anthropic-ai/claude-code"]
+    assert lock["packages"]["node_modules/@anthropic-ai/claude-code"]["version"] == pinned
+    out = subprocess.run([str(CLAUDE), "--version"], env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split()[0] == pinned, out
