@@ -413,3 +413,34 @@ def test_sdk_version_is_pinned():
     from pathlib import Path
     pins = (Path(__file__).parent / "requirements.txt").read_text().split()
     assert f"anthropic=={anthropic.__version__}" in pins
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_image_input(agw, group):
+    c = client(agw, group)
+    ask = dict(model="any", max_tokens=100, messages=[{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        {"type": "text", "text": "what is this"}]}])
+    if group == "mock-dashscope":
+        # Its text model takes no images (a vision model must be mapped: README).
+        with pytest.raises(anthropic.BadRequestError) as info:
+            c.messages.create(**ask)
+        assert "takes no images" in info.value.body["error"]["message"]
+        return
+    assert "what is this" in c.messages.create(**ask).content[0].text
+
+
+def test_documents_where_the_vendor_reads_them(agw):
+    """A document block reaches Anthropic as it came; a vendor that reads
+    no documents answers 400 naming the block (its neutral path)."""
+    doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}, "title": "N"}
+    messages = [{"role": "user", "content": [doc, {"type": "text", "text": "summarise"}]}]
+    m = client(agw, "mock-anthropic").messages.create(model="any", max_tokens=100, messages=messages)
+    assert "summarise" in m.content[0].text
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client(agw, "mock-openai").messages.create(model="any", max_tokens=100, messages=messages)
+    assert info.value.body["error"]["param"] == "messages[0].content[0]"
+    assert "does not accept document content" in info.value.body["error"]["message"]
