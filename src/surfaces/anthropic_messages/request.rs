@@ -16,16 +16,18 @@ use crate::error::GatewayError;
 use crate::model::json::Strict;
 use crate::model::request::*;
 
-/// Server tools' `type`s start with one of these (docs.claude.com, "Tools":
-/// web search and fetch, code execution, bash, text editor, computer use,
-/// memory, tool search); a custom tool has no `type` or `"custom"`.
-const SERVER_TOOL_PREFIXES: [&str; 9] = [
+/// Server tools' `type`s start with one of these (the SDK's `ToolUnionParam`:
+/// web search and fetch, code execution, bash, text editor, computer and
+/// browser toolsets, memory, tool search; and the beta MCP toolset); a
+/// custom tool has no `type` or `"custom"`.
+const SERVER_TOOL_PREFIXES: [&str; 10] = [
     "web_search_",
     "web_fetch_",
     "code_execution_",
     "bash_",
     "text_editor_",
     "computer_",
+    "browser_toolset_",
     "memory_",
     "tool_search_tool_",
     "mcp_toolset",
