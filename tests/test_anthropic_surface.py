@@ -103,7 +103,7 @@ def test_stream(agw, group):
     assert "content_block_start" in events and "message_delta" in events
     assert final.stop_reason == "end_turn" and final.model == MODEL[group]
     assert "hello stream" in final.content[0].text
-    assert final.usage.output_tokens > 0
+    assert final.usage.output_tokens > 0 and final.usage.input_tokens > 0
 
 
 @pytest.mark.parametrize("group", GROUPS)
