@@ -98,7 +98,14 @@ $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund
 	touch $@
 
-test-integration: build venv compose-tools $(NODE_DEPS)
+# Claude Code for tests/test_claude_code.py (tests/claude-code, its lockfile;
+# the CLI is the native binary of @anthropic-ai/claude-code-<platform>).
+CLAUDE_CODE := tests/claude-code/node_modules/.installed
+$(CLAUDE_CODE): tests/claude-code/package.json tests/claude-code/package-lock.json
+	npm ci --prefix tests/claude-code --no-audit --no-fund
+	touch $@
+
+test-integration: build venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE)
 	$(PY) -m pytest -q tests
 
 test: lint test-unit test-wasm test-integration

@@ -1,6 +1,6 @@
 //! Deterministic mutation fuzzing of everything that reads untrusted bytes:
-//! the unified request parser, SSE framing, and every dialect's response,
-//! error and stream decoders. The property: no panic, whatever the input
+//! every client surface's request parser, SSE framing, and every dialect's
+//! response, error and stream decoders, for clients of every API. The property: no panic, whatever the input
 //! and however it is split into chunks.
 //!
 //! `cargo test --test fuzz` runs a short pass (CI); `make fuzz` runs longer
@@ -11,9 +11,10 @@
 
 use llm_gateway::config::Config;
 use llm_gateway::dialects::{dialect, DialectKind, Target};
-use llm_gateway::model::request::ChatRequest;
 use llm_gateway::model::response::Origin;
+use llm_gateway::model::Api;
 use llm_gateway::sse::SseParser;
+use llm_gateway::surfaces::surface;
 
 struct Rng(u64);
 
@@ -125,6 +126,7 @@ const REQUESTS: &[&str] = &[
 
 const STREAMS: &[&str] = &[
     "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":3}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"f\",\"input\":{}}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"h\u{e9}\"}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":5}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\"}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"t\"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"s\"}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"r\"}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
     "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\ndata: {\"id\":\"c\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n",
 ];
 
@@ -157,21 +159,35 @@ fn config() -> Config {
     Config::parse(doc.as_bytes(), |_| None).expect("fuzz config")
 }
 
+/// Anthropic Messages requests to mutate.
+const MESSAGES_REQUESTS: &[&str] = &[
+    r#"{"model":"g","max_tokens":100,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"QQ=="}},{"type":"document","source":{"type":"text","media_type":"text/plain","data":"d"}}]}],"stream":true}"#,
+    r#"{"model":"g","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"tool_use","id":"toolu_1","name":"f","input":{"a":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"content":[{"type":"text","text":"r"}]}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"auto","disable_parallel_tool_use":true}}"#,
+    r#"{"model":"g","max_tokens":10,"thinking":{"type":"adaptive"},"output_config":{"effort":"low"},"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"x"}],"metadata":{"user_id":"u"},"top_k":3,"stop_sequences":["z"]}"#,
+];
+
 #[test]
 fn request_parsing_and_encoding_never_panic() {
     let config = config();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for i in 0..iterations() {
-        let input = mutate(&mut rng, REQUESTS[i % REQUESTS.len()].as_bytes());
-        if let Ok(request) = ChatRequest::parse(&input) {
+        for (api, seeds) in [
+            (Api::OpenAiChat, REQUESTS),
+            (Api::AnthropicMessages, MESSAGES_REQUESTS),
+        ] {
+            let input = mutate(&mut rng, seeds[i % seeds.len()].as_bytes());
+            let Ok(request) = surface(api).parse_request(&input) else {
+                continue;
+            };
             for provider in config.providers.values() {
-                let _ = dialect(provider.dialect).encode_request(
-                    &request,
-                    &Target {
-                        provider,
-                        model: "m",
-                    },
-                );
+                let d = dialect(provider.dialect);
+                let target = Target {
+                    provider,
+                    model: "m",
+                };
+                let raw = || input.clone();
+                let _ = d.encode_native(api, &raw, &request, &target);
+                let _ = d.encode_request(&request, &target);
             }
         }
     }
@@ -198,12 +214,13 @@ fn decoders_never_panic() {
         for &kind in DialectKind::ALL {
             let d = dialect(kind);
             let body = mutate(&mut rng, RESPONSES[i % RESPONSES.len()].as_bytes());
-            let _ = d.decode_response(&body, &mut Origin::default());
+            let api = Api::ALL[i % Api::ALL.len()];
+            let _ = d.decode_for(api, &body, &mut Origin::default());
             let _ = d.decode_error(400 + (rng.below(200) as u16), &body);
             let stream = mutate(&mut rng, STREAMS[i % STREAMS.len()].as_bytes());
             let mut decoder = d.stream_decoder(llm_gateway::surfaces::stream_writer(
-                llm_gateway::model::Api::OpenAiChat,
-                d.speaks(llm_gateway::model::Api::OpenAiChat),
+                api,
+                d.speaks(api),
                 Origin::default(),
                 "r".into(),
                 i % 2 == 0,

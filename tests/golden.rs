@@ -1,12 +1,15 @@
 //! Golden files for every wire format the gateway writes.
 //!
-//! - `golden/requests/*.json` (client requests) × every dialect →
-//!   `golden/vendor/<request>/<dialect>.txt`: the vendor request (path,
-//!   headers, body) or the error the gateway answers instead.
+//! - `golden/requests/*.json` (OpenAI chat client requests) and
+//!   `golden/requests/anthropic_messages/*.json` (Messages requests) ×
+//!   every dialect → `golden/vendor/<request>/<dialect>.txt` (Messages:
+//!   `golden/vendor/anthropic_messages/<request>/<dialect>.txt`): the vendor
+//!   request (path, headers, body; a body kept as the client sent it is
+//!   shown as it is) or the error the gateway answers instead.
 //! - `golden/responses/<dialect>/*` (vendor answers: `.json` bodies,
 //!   `error_<status>_*.json` error bodies, `.sse` streams, Bedrock's
-//!   `.events.json` event lists) → `golden/client/openai_chat/<dialect>/*.txt`: what
-//!   the client receives.
+//!   `.events.json` event lists) → `golden/client/<surface>/<dialect>/*.txt`:
+//!   what a client of each surface receives.
 //!
 //! A change in what we send or return shows up as a diff of these files.
 //! `GOLDEN_UPDATE=1 cargo test --test golden` rewrites them; review the diff.
@@ -20,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use llm_gateway::config::Config;
 use llm_gateway::dialects::{self, DialectKind, Target};
-use llm_gateway::model::request::ChatRequest;
+use llm_gateway::error::GatewayError;
 use llm_gateway::model::response::Origin;
 use llm_gateway::model::Api;
 use llm_gateway::surfaces::surface;
@@ -106,16 +109,48 @@ fn report(failures: Vec<String>) {
     );
 }
 
-/// What upstream sends for one client request, as the upstream role
-/// builds it: the provider's request policy, then the dialect's encoder.
-fn vendor_request(config: &Config, kind: DialectKind, body: &[u8]) -> String {
+/// An error as a client of `api` gets it: the status and the envelope.
+fn client_error(api: Api, e: &GatewayError, request_id: Option<&str>) -> (u16, String) {
+    let surface = surface(api);
+    (
+        surface.status(e.code),
+        pretty(&surface.render_error(e, request_id)),
+    )
+}
+
+/// What upstream sends for one client request of `api`, as the upstream
+/// role builds it: the client's own body when the vendor speaks its API
+/// (`encode_native`), else the provider's request policy, then the
+/// dialect's encoder.
+fn vendor_request(config: &Config, api: Api, kind: DialectKind, body: &[u8]) -> String {
     let name = format!("golden-{}", dialect_name(kind));
     let provider = &config.providers[&name];
     let model = vendor_model(kind);
-    let encoded = ChatRequest::parse(body).and_then(|request| {
+    let dialect = dialects::dialect(kind);
+    let target = Target { provider, model };
+    let raw = || body.to_vec();
+    let mut native = false;
+    let encoded = surface(api).parse_request(body).and_then(|request| {
+        if let Some(up) = dialect
+            .speaks(api)
+            .then(|| dialect.encode_native(api, &raw, &request, &target))
+            .flatten()
+        {
+            native = true;
+            return up;
+        }
+        if let Some(field) = &request.native_only {
+            return Err(GatewayError::invalid(
+                field.as_str(),
+                format!(
+                    "{field}: only providers that speak the {} API take this",
+                    api.name()
+                ),
+            ));
+        }
         let adapted = provider.apply_policy(model, &request);
         let request = adapted.as_ref().unwrap_or(&request);
-        dialects::dialect(kind).encode_request(request, &Target { provider, model })
+        dialect.encode_request(request, &target)
     });
     match encoded {
         Ok(up) => {
@@ -123,13 +158,28 @@ fn vendor_request(config: &Config, kind: DialectKind, body: &[u8]) -> String {
             for (name, value) in &up.headers {
                 writeln!(text, "{name}: {value}").unwrap();
             }
-            writeln!(text, "\n{}", pretty(&up.body)).unwrap();
+            let body = if native {
+                String::from_utf8_lossy(&up.body).into_owned()
+            } else {
+                pretty(&up.body)
+            };
+            writeln!(text, "\n{body}").unwrap();
             text
         }
-        Err(e) => format!(
-            "HTTP {} (the gateway answers)\n\n{}\n",
-            e.status(),
-            pretty(&e.to_json(None))
+        Err(e) => {
+            let (status, body) = client_error(api, &e, None);
+            format!("HTTP {status} (the gateway answers)\n\n{body}\n")
+        }
+    }
+}
+
+/// Where each surface's request fixtures are, and where what vendors get goes.
+fn request_dirs(api: Api) -> (PathBuf, PathBuf) {
+    match api {
+        Api::OpenAiChat => (root().join("requests"), root().join("vendor")),
+        _ => (
+            root().join("requests").join(api.name()),
+            root().join("vendor").join(api.name()),
         ),
     }
 }
@@ -138,15 +188,21 @@ fn vendor_request(config: &Config, kind: DialectKind, body: &[u8]) -> String {
 fn vendor_requests_match_golden_files() {
     let config = config();
     let mut failures = Vec::new();
-    for request in sorted_files(&root().join("requests")) {
-        let body = fs::read(&request).unwrap();
-        let stem = request.file_stem().unwrap().to_string_lossy().into_owned();
-        for &kind in DialectKind::ALL {
-            let out = root()
-                .join("vendor")
-                .join(&stem)
-                .join(format!("{}.txt", dialect_name(kind)));
-            check(&out, &vendor_request(&config, kind, &body), &mut failures);
+    for api in Api::ALL {
+        let (requests, vendor) = request_dirs(api);
+        for request in sorted_files(&requests) {
+            let body = fs::read(&request).unwrap();
+            let stem = request.file_stem().unwrap().to_string_lossy().into_owned();
+            for &kind in DialectKind::ALL {
+                let out = vendor
+                    .join(&stem)
+                    .join(format!("{}.txt", dialect_name(kind)));
+                check(
+                    &out,
+                    &vendor_request(&config, api, kind, &body),
+                    &mut failures,
+                );
+            }
         }
     }
     report(failures);
@@ -185,10 +241,10 @@ fn stream_bytes(path: &Path) -> Vec<u8> {
 }
 
 /// Runs a vendor stream through the dialect's decoder in the given pieces.
-fn client_stream(kind: DialectKind, pieces: &[&[u8]]) -> String {
+fn client_stream(api: Api, kind: DialectKind, pieces: &[&[u8]]) -> String {
     let writer = llm_gateway::surfaces::stream_writer(
-        llm_gateway::model::Api::OpenAiChat,
-        dialects::dialect(kind).speaks(Api::OpenAiChat),
+        api,
+        dialects::dialect(kind).speaks(api),
         origin(kind),
         "req-golden".into(),
         true,
@@ -202,21 +258,25 @@ fn client_stream(kind: DialectKind, pieces: &[&[u8]]) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn client_answer(kind: DialectKind, path: &Path) -> String {
+fn client_answer(api: Api, kind: DialectKind, path: &Path) -> String {
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let dialect = dialects::dialect(kind);
     if name.ends_with(".sse") || name.ends_with(".events.json") {
         let bytes = stream_bytes(path);
-        let whole = client_stream(kind, &[&bytes]);
+        let whole = client_stream(api, kind, &[&bytes]);
         // However the network cuts the stream, the client gets the same bytes.
         let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
         assert_eq!(
-            client_stream(kind, &bytewise),
+            client_stream(api, kind, &bytewise),
             whole,
             "{name}, fed byte by byte"
         );
         let thirds: Vec<&[u8]> = bytes.chunks(bytes.len().div_ceil(3).max(1)).collect();
-        assert_eq!(client_stream(kind, &thirds), whole, "{name}, fed in thirds");
+        assert_eq!(
+            client_stream(api, kind, &thirds),
+            whole,
+            "{name}, fed in thirds"
+        );
         return whole;
     }
     let body = fs::read(path).unwrap();
@@ -226,41 +286,39 @@ fn client_answer(kind: DialectKind, path: &Path) -> String {
     {
         let status: u16 = status.parse().unwrap();
         let e = dialect.decode_error(status, &body);
-        return format!(
-            "HTTP {} retry-after={:?}\n\n{}\n",
-            e.status(),
-            e.retry_after,
-            pretty(&e.to_json(Some("req-golden")))
-        );
+        let (status, body) = client_error(api, &e, Some("req-golden"));
+        return format!("HTTP {status} retry-after={:?}\n\n{body}\n", e.retry_after);
     }
     let mut origin = origin(kind);
-    match dialect.decode_for(Api::OpenAiChat, &body, &mut origin) {
+    match dialect.decode_for(api, &body, &mut origin) {
         Ok(d) => {
             let usage = d.usage;
-            let body = surface(Api::OpenAiChat).render_answer(d.answer, &origin);
+            let body = surface(api).render_answer(d.answer, &origin);
             format!("HTTP 200 usage={usage:?}\n\n{}\n", pretty(&body))
         }
-        Err(e) => format!(
-            "HTTP {} (decode failed)\n\n{}\n",
-            e.status(),
-            pretty(&e.to_json(Some("req-golden")))
-        ),
+        Err(e) => {
+            let (status, body) = client_error(api, &e, Some("req-golden"));
+            format!("HTTP {status} (decode failed)\n\n{body}\n")
+        }
     }
 }
 
 #[test]
 fn client_answers_match_golden_files() {
     let mut failures = Vec::new();
-    for &kind in DialectKind::ALL {
-        let name = dialect_name(kind);
-        for fixture in sorted_files(&root().join("responses").join(&name)) {
-            let file = fixture.file_name().unwrap().to_string_lossy().into_owned();
-            let stem = file.split('.').next().unwrap().to_owned();
-            let out = root()
-                .join("client/openai_chat")
-                .join(&name)
-                .join(format!("{stem}.txt"));
-            check(&out, &client_answer(kind, &fixture), &mut failures);
+    for api in Api::ALL {
+        for &kind in DialectKind::ALL {
+            let name = dialect_name(kind);
+            for fixture in sorted_files(&root().join("responses").join(&name)) {
+                let file = fixture.file_name().unwrap().to_string_lossy().into_owned();
+                let stem = file.split('.').next().unwrap().to_owned();
+                let out = root()
+                    .join("client")
+                    .join(api.name())
+                    .join(&name)
+                    .join(format!("{stem}.txt"));
+                check(&out, &client_answer(api, kind, &fixture), &mut failures);
+            }
         }
     }
     report(failures);

@@ -156,8 +156,9 @@ def test_anthropic_rules_refuse(gw):
         "messages.0.content.0.text.x: Extra inputs are not permitted"
     assert anthropic_error(gw, messages=[{"role": "user", "content": [{"type": "text", "text": ""}]}]) == \
         "messages: text content blocks must be non-empty"
-    assert anthropic_error(gw, tools=[{"name": "f", "input_schema": {"type": "object"}, "strict": True}]) == \
-        "tools.0.custom.strict: Extra inputs are not permitted"
+    # A custom tool takes the SDK's ToolParam keys (`strict` among them), no others.
+    assert anthropic_error(gw, tools=[{"name": "f", "input_schema": {"type": "object"}, "parameters": {}}]) == \
+        "tools.0.custom.parameters: Extra inputs are not permitted"
     history = [*USER, {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}]}]
     assert anthropic_error(gw, messages=history) == \

@@ -154,7 +154,8 @@ fn plan_content(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>)
             .iter()
             .zip(1..)
             .map(|((name, schema), i)| {
-                let arguments = args_from_schema(schema);
+                let arguments =
+                    directed_arguments(sc, schema).unwrap_or_else(|| args_from_schema(schema));
                 let arguments_json = serde_json::to_string(&arguments).unwrap_or_default();
                 ToolCall {
                     n: p.prior_tool_calls + i,
@@ -195,6 +196,9 @@ fn chosen_tools(p: &Prompt, sc: &Scenario) -> Vec<(String, Value)> {
     if p.tools.is_empty() || p.tool_choice == ToolChoice::None {
         return Vec::new();
     }
+    if let Some(call) = directed_call(p, sc) {
+        return vec![call];
+    }
     let forced = matches!(p.tool_choice, ToolChoice::Any | ToolChoice::Named(_));
     if !(forced || sc.tool || sc.two_tools) {
         return Vec::new();
@@ -212,6 +216,30 @@ fn chosen_tools(p: &Prompt, sc: &Scenario) -> Vec<(String, Value)> {
         return vec![(name.clone(), schema)];
     }
     p.tools.iter().take(1).map(entry).collect()
+}
+
+// --- Driving agents: `call=NAME[:WORD]` (scenario.rs) --------------------------
+
+/// The tool `call=NAME` names, as (name, schema), when the request offers it.
+fn directed_call(p: &Prompt, sc: &Scenario) -> Option<(String, Value)> {
+    let (name, _) = sc.call.as_ref()?;
+    let tool = p.tools.iter().find(|t| &t.name == name)?;
+    Some((tool.name.clone(), tool.schema.clone()))
+}
+
+/// `call=NAME:WORD` to a tool taking a shell `command` (Claude Code's
+/// Bash: `{"command", "description"}`): `echo WORD`.
+fn directed_arguments(sc: &Scenario, schema: &Value) -> Option<Value> {
+    let (_, word) = sc.call.as_ref()?;
+    let word = word.as_ref()?;
+    let properties = schema.get("properties")?;
+    properties.get("command")?;
+    let mut args = Map::new();
+    args.insert("command".into(), Value::String(format!("echo {word}")));
+    if properties.get("description").is_some() {
+        args.insert("description".into(), Value::String(format!("Print {word}")));
+    }
+    Some(Value::Object(args))
 }
 
 /// Applies stop sequences and the max-token limit to a text answer.

@@ -17,7 +17,12 @@ pub struct Anthropic;
 
 pub const VERSION: &str = "2023-06-01";
 
-const TOP_LEVEL: [&str; 14] = [
+/// The request's fields: the `anthropic` SDK's (2.10.0)
+/// `MessageCreateParams`, the sampling parameters older models take, and
+/// `context_management` (beta `context-management-2025-06-27`, which Claude
+/// Code sends).
+const TOP_LEVEL: [&str; 23] = [
+    "context_management",
     "model",
     "messages",
     "max_tokens",
@@ -32,13 +37,22 @@ const TOP_LEVEL: [&str; 14] = [
     "tool_choice",
     "thinking",
     "service_tier",
+    "cache_control",
+    "container",
+    "diagnostics",
+    "inference_geo",
+    "output_config",
+    "speed",
+    "user_profile_id",
+    "workspace_id",
 ];
 
 /// Content block types we accept in messages (thinking blocks may be
 /// echoed back in assistant turns when `thinking` is on).
-const BLOCK_TYPES: [&str; 6] = [
+const BLOCK_TYPES: [&str; 7] = [
     "text",
     "image",
+    "document",
     "tool_use",
     "tool_result",
     "thinking",
@@ -50,14 +64,31 @@ const BLOCK_TYPES: [&str; 6] = [
 fn block_keys(ty: &str) -> &'static [&'static str] {
     match ty {
         "text" => &["type", "text", "cache_control", "citations"],
-        "image" => &["type", "source", "cache_control"],
-        "tool_use" => &["type", "id", "name", "input", "cache_control"],
+        "image" => &["type", "source", "cache_control", "transformations"],
+        "document" => &[
+            "type",
+            "source",
+            "cache_control",
+            "citations",
+            "context",
+            "title",
+        ],
+        "tool_use" => &[
+            "type",
+            "id",
+            "name",
+            "input",
+            "cache_control",
+            "caller",
+            "toolset_name",
+        ],
         "tool_result" => &[
             "type",
             "tool_use_id",
             "content",
             "is_error",
             "cache_control",
+            "toolset_name",
         ],
         "thinking" => &["type", "thinking", "signature"],
         "redacted_thinking" => &["type", "data"],
@@ -65,13 +96,18 @@ fn block_keys(ty: &str) -> &'static [&'static str] {
     }
 }
 
-/// The keys of a custom (client) tool (docs.anthropic.com/en/api/messages, "tools").
-const TOOL_KEYS: [&str; 5] = [
+/// The keys of a custom (client) tool (the SDK's `ToolParam`).
+const TOOL_KEYS: [&str; 10] = [
     "type",
     "name",
     "description",
     "input_schema",
     "cache_control",
+    "strict",
+    "input_examples",
+    "defer_loading",
+    "allowed_callers",
+    "eager_input_streaming",
 ];
 
 /// Models that still take `temperature` and `top_p` together: Claude 3.x
@@ -125,6 +161,125 @@ struct MessageInfo {
     tool_use_ids: Vec<String>,
     tool_result_ids: Vec<String>,
     tool_result_texts: Vec<String>,
+    /// The type of its first content block.
+    first_block: String,
+    /// Where each `cache_control` breakpoint falls: the words of the
+    /// message's text before it (and after it, the whole message).
+    breakpoints: usize,
+}
+
+// --- thinking and prompt caching ---------------------------------------------
+
+/// The signature the mock puts on its thinking and checks when a thinking
+/// block comes back (Anthropic's are opaque; only it can verify them).
+pub fn thinking_signature(thinking: &str) -> String {
+    let digest = crate::sigv4::sha256(format!("mock-thinking-v1:{thinking}").as_bytes());
+    crate::sigv4::hex(&digest)
+}
+
+/// Prompts shorter than this are not cached, without an error
+/// (docs.claude.com, "Prompt caching", cache limitations: 1024 tokens for
+/// Sonnet and Opus models).
+const MIN_CACHEABLE_WORDS: u64 = 1024;
+
+/// At most this many `cache_control` breakpoints per request ("A maximum
+/// of 4 blocks with cache_control may be provided").
+const MAX_BREAKPOINTS: usize = 4;
+
+/// Prompt prefixes cached so far (a later request with the same prefix
+/// reads it).
+fn cache() -> &'static crate::scenario::SeenIds {
+    static CACHE: std::sync::OnceLock<crate::scenario::SeenIds> = std::sync::OnceLock::new();
+    CACHE.get_or_init(|| crate::scenario::SeenIds::new(4096))
+}
+
+/// `thinking`: on with a budget, adaptive, or off; Anthropic's rules
+/// (docs.claude.com, "Extended thinking": `budget_tokens` >= 1024 and below
+/// `max_tokens`; "Feature compatibility": no `temperature` but 1, no
+/// `top_k`, `top_p` >= 0.95, no forced tool use).
+fn check_thinking(obj: &Map<String, Value>, max_tokens: u64) -> Result<bool, Failure> {
+    let Some(t) = obj.get("thinking").filter(|t| !t.is_null()) else {
+        return Ok(false);
+    };
+    let on = match t.get("type").and_then(Value::as_str) {
+        Some("enabled") => {
+            let budget = match t.get("budget_tokens") {
+                None => return Err(invalid("thinking.enabled.budget_tokens: Field required")),
+                Some(b) => b.as_u64().ok_or_else(|| {
+                    invalid("thinking.enabled.budget_tokens: Input should be a valid integer")
+                })?,
+            };
+            if budget < 1024 {
+                return Err(invalid(
+                    "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024",
+                ));
+            }
+            if budget >= max_tokens {
+                return Err(invalid(
+                    "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size",
+                ));
+            }
+            true
+        }
+        Some("adaptive") => true,
+        Some("disabled") => false,
+        _ => {
+            return Err(invalid(
+                "thinking: Input tag does not match any of the expected tags: 'adaptive', 'disabled', 'enabled'",
+            ))
+        }
+    };
+    if !on {
+        return Ok(false);
+    }
+    if obj
+        .get("temperature")
+        .and_then(Value::as_f64)
+        .is_some_and(|t| t != 1.0)
+    {
+        return Err(invalid(
+            "`temperature` may only be set to 1 when thinking is enabled or in interleaved thinking mode. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
+        ));
+    }
+    if obj.get("top_k").is_some_and(|k| !k.is_null()) {
+        return Err(invalid(
+            "`top_k` is not supported when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
+        ));
+    }
+    if obj
+        .get("top_p")
+        .and_then(Value::as_f64)
+        .is_some_and(|p| p < 0.95)
+    {
+        return Err(invalid(
+            "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility",
+        ));
+    }
+    if matches!(
+        obj.get("tool_choice")
+            .and_then(|c| c.get("type"))
+            .and_then(Value::as_str),
+        Some("any" | "tool")
+    ) {
+        return Err(invalid(
+            "Thinking may not be enabled when tool_choice forces tool use.",
+        ));
+    }
+    Ok(true)
+}
+
+/// The `cache_control` breakpoints of blocks in `list` (system blocks,
+/// tools, a message's content).
+fn breakpoints(list: Option<&Value>) -> usize {
+    list.and_then(Value::as_array).map_or(0, |blocks| {
+        blocks
+            .iter()
+            .map(|b| {
+                usize::from(b.get("cache_control").is_some_and(|c| !c.is_null()))
+                    + breakpoints(b.get("content"))
+            })
+            .sum()
+    })
 }
 
 /// Text of a tool_result `content`: a string, or its text blocks.
@@ -163,7 +318,7 @@ fn check_image(block: &Value, at: &str) -> Result<(), Failure> {
 }
 
 /// Validates one message like the API does and collects its text and ids.
-fn check_message(i: usize, m: &Value) -> Result<(bool, MessageInfo), Failure> {
+fn check_message(i: usize, m: &Value, thinking: bool) -> Result<(bool, MessageInfo), Failure> {
     let at = format!("messages.{i}");
     let role = m
         .get("role")
@@ -172,15 +327,9 @@ fn check_message(i: usize, m: &Value) -> Result<(bool, MessageInfo), Failure> {
     let user = match role {
         "user" => true,
         "assistant" => false,
-        "system" => {
-            return Err(invalid(
-                "messages: Unexpected role \"system\". The Messages API accepts a top-level \
-                 `system` parameter, not \"system\" as an input message role.",
-            ))
-        }
         _ => {
             return Err(invalid(format!(
-                "{at}.role: Input should be 'user' or 'assistant'"
+                "{at}.role: Input should be 'user', 'assistant' or 'system'"
             )))
         }
     };
@@ -206,9 +355,13 @@ fn check_message(i: usize, m: &Value) -> Result<(bool, MessageInfo), Failure> {
     };
     let mut texts = Vec::new();
     let mut seen_other = false;
+    info.breakpoints = breakpoints(Some(&Value::Array(blocks.clone())));
     for (j, b) in blocks.iter().enumerate() {
         let at = format!("{at}.content.{j}");
         let ty = b.get("type").and_then(Value::as_str).unwrap_or("");
+        if j == 0 {
+            ty.clone_into(&mut info.first_block);
+        }
         if !BLOCK_TYPES.contains(&ty) {
             return Err(invalid(format!(
                 "{at}: Input tag '{ty}' found using 'type' does not match any of the expected tags: {}",
@@ -232,6 +385,16 @@ fn check_message(i: usize, m: &Value) -> Result<(bool, MessageInfo), Failure> {
                 texts.push(text.to_owned());
             }
             "image" => check_image(b, &at)?,
+            // Only the mock can verify its own signatures (thinking is
+            // checked only when on: Anthropic ignores it otherwise).
+            "thinking" if thinking => {
+                let text = str_field(b, "thinking", &at)?;
+                if str_field(b, "signature", &at)? != thinking_signature(text) {
+                    return Err(invalid(format!(
+                        "{at}: Invalid `signature` in `thinking` block"
+                    )));
+                }
+            }
             "tool_use" => {
                 if user {
                     return Err(invalid(format!(
@@ -380,6 +543,37 @@ fn stop_reason(f: &Finish) -> (&'static str, Value) {
     }
 }
 
+/// What the model thinks, when thinking is on.
+fn thinking_text(p: &Prompt) -> Option<String> {
+    p.anthropic_thinking.then(|| match &p.tool_results {
+        Some(_) => "The tool answered; now I can reply.".to_owned(),
+        None => {
+            let said: String = p.last_user_text.chars().take(80).collect();
+            format!("The user said: {said}. Let me think about it.")
+        }
+    })
+}
+
+/// The usage object: the input not read from or written to the cache,
+/// and the cache's counts (a prefix cached by an earlier request is read).
+fn usage(p: &Prompt, a: &Answer, output_tokens: u64) -> Value {
+    let (mut read, mut created) = (a.cached_tokens, 0);
+    if let Some((key, words)) = &p.anthropic_cache {
+        let words = (*words).min(a.prompt_tokens);
+        if cache().first_time(key) {
+            created = words;
+        } else {
+            read = words;
+        }
+    }
+    json!({
+        "input_tokens": a.prompt_tokens.saturating_sub(read + created),
+        "output_tokens": output_tokens,
+        "cache_creation_input_tokens": created,
+        "cache_read_input_tokens": read,
+    })
+}
+
 fn event(name: &'static str, data: Value) -> SseEvent {
     SseEvent {
         name: Some(name),
@@ -466,19 +660,56 @@ impl Dialect for Anthropic {
             ));
         }
 
+        let thinking = check_thinking(obj, max_tokens)?;
+        let found = breakpoints(obj.get("tools"))
+            + breakpoints(obj.get("system"))
+            + messages
+                .iter()
+                .map(|m| breakpoints(m.get("content")))
+                .sum::<usize>();
+        if found > MAX_BREAKPOINTS {
+            return Err(invalid(format!(
+                "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {found}."
+            )));
+        }
+
         let system = system_text(obj.get("system"))?;
         let mut p = Prompt {
             model,
             max_tokens: Some(max_tokens),
             prompt_words: count_words(&system),
+            anthropic_thinking: thinking,
             ..Prompt::default()
         };
+        // The cached prefix: tools, system, then messages, up to the last
+        // breakpoint (at message granularity).
+        let mut cached_upto = (breakpoints(obj.get("tools")) + breakpoints(obj.get("system")) > 0)
+            .then_some((None, p.prompt_words));
+        // The last assistant message: its position, first block and tool use.
+        let mut last_assistant: Option<(usize, String, bool)> = None;
         // tool_use ids of the previous assistant message awaiting results.
         let mut pending: Vec<String> = Vec::new();
         let mut last: Option<(bool, MessageInfo)> = None;
         let mut tool_blocks = false;
         for (i, m) in messages.iter().enumerate() {
-            let (user, info) = check_message(i, m)?;
+            // A system message between the turns (the SDK's
+            // `SystemMessageParam`): text only, read as system text.
+            if m.get("role").and_then(Value::as_str) == Some("system") {
+                let text = system_text(m.get("content")).map_err(|_| {
+                    invalid(format!(
+                        "messages.{i}.content: Input should be a valid string or a list of text blocks"
+                    ))
+                })?;
+                p.prompt_words += count_words(&text);
+                if breakpoints(m.get("content")) > 0 {
+                    cached_upto = Some((Some(i), p.prompt_words));
+                }
+                continue;
+            }
+            let (user, info) = check_message(i, m, thinking)?;
+            if !user {
+                last_assistant = Some((i, info.first_block.clone(), !info.tool_use_ids.is_empty()));
+            }
             // Every tool_use needs its tool_result in the very next message,
             // and every tool_result needs a tool_use just before it.
             let answered: HashSet<&str> = info.tool_result_ids.iter().map(String::as_str).collect();
@@ -514,6 +745,9 @@ impl Dialect for Anthropic {
             if user && !info.text.is_empty() {
                 p.last_user_text.clone_from(&info.text);
             }
+            if info.breakpoints > 0 {
+                cached_upto = Some((Some(i), p.prompt_words));
+            }
             last = Some((user, info));
         }
         if let Some((true, info)) = last {
@@ -541,6 +775,29 @@ impl Dialect for Anthropic {
             ));
         }
         p.tool_choice = parse_tool_choice(obj.get("tool_choice"))?;
+        // With thinking on, the assistant turn of the ongoing tool use must
+        // start with its (signed) thinking (docs.claude.com, "Extended
+        // thinking with tool use": preserving thinking blocks).
+        if let Some((i, first, true)) = last_assistant.filter(|_| thinking) {
+            if first != "thinking" && first != "redacted_thinking" {
+                return Err(invalid(format!(
+                    "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. \
+                     When `thinking` is enabled, a final `assistant` message must start with a thinking block \
+                     (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you \
+                     include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. \
+                     Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+                )));
+            }
+        }
+        if let Some((upto, words)) = cached_upto.filter(|(_, w)| *w >= MIN_CACHEABLE_WORDS) {
+            let prefix = json!([
+                obj.get("tools"),
+                obj.get("system"),
+                upto.map_or(&[][..], |i| messages.get(..=i).unwrap_or_default())
+            ]);
+            let key = crate::sigv4::hex(&crate::sigv4::sha256(to_json(&prefix).as_bytes()));
+            p.anthropic_cache = Some((key, words));
+        }
         p.json = json_instruction(&system);
         Ok(p)
     }
@@ -594,6 +851,13 @@ impl Dialect for Anthropic {
 
     fn response(&self, p: &Prompt, a: &Answer, meta: Meta) -> Value {
         let mut content = Vec::new();
+        let thinking = thinking_text(p);
+        if let Some(t) = &thinking {
+            content.push(
+                json!({"type": "thinking", "thinking": t, "signature": thinking_signature(t)}),
+            );
+        }
+        let thought = thinking.as_deref().map_or(0, count_words);
         if !a.text.is_empty() || a.tool_calls.is_empty() {
             content.push(json!({"type": "text", "text": a.text}));
         }
@@ -611,12 +875,7 @@ impl Dialect for Anthropic {
             "stop_reason": reason,
             "stop_sequence": sequence,
             // input_tokens counts the tokens not read from the cache.
-            "usage": {
-                "input_tokens": a.prompt_tokens - a.cached_tokens,
-                "output_tokens": a.completion_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": a.cached_tokens,
-            },
+            "usage": usage(p, a, a.completion_tokens + thought),
         })
     }
 
@@ -627,25 +886,47 @@ impl Dialect for Anthropic {
             json!({"type": "message_start", "message": {
                 "id": format!("msg_mock{}", meta.seq), "type": "message", "role": "assistant",
                 "model": p.model, "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": a.prompt_tokens - a.cached_tokens, "output_tokens": 1,
-                          "cache_creation_input_tokens": 0, "cache_read_input_tokens": a.cached_tokens}}}),
+                "usage": usage(p, a, 1)}}),
         ));
         let mut index = 0;
-        if !a.text.is_empty() || a.tool_calls.is_empty() {
+        let thinking = thinking_text(p);
+        if let Some(t) = &thinking {
             events.push(event(
                 "content_block_start",
                 json!({"type": "content_block_start", "index": 0,
-                       "content_block": {"type": "text", "text": ""}}),
+                       "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
             ));
-            events.push(event("ping", json!({"type": "ping"})));
-            for c in &a.chunks {
-                events.push(delta_event(0, json!({"type": "text_delta", "text": c})));
+            for c in crate::answer::word_chunks(t) {
+                events.push(delta_event(
+                    0,
+                    json!({"type": "thinking_delta", "thinking": c}),
+                ));
             }
+            events.push(delta_event(
+                0,
+                json!({"type": "signature_delta", "signature": thinking_signature(t)}),
+            ));
             events.push(event(
                 "content_block_stop",
                 json!({"type": "content_block_stop", "index": 0}),
             ));
             index = 1;
+        }
+        if !a.text.is_empty() || a.tool_calls.is_empty() {
+            events.push(event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "text", "text": ""}}),
+            ));
+            events.push(event("ping", json!({"type": "ping"})));
+            for c in &a.chunks {
+                events.push(delta_event(index, json!({"type": "text_delta", "text": c})));
+            }
+            events.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+            index += 1;
         }
         for c in &a.tool_calls {
             events.push(event(
@@ -672,7 +953,8 @@ impl Dialect for Anthropic {
             "message_delta",
             json!({"type": "message_delta",
                    "delta": {"stop_reason": reason, "stop_sequence": sequence},
-                   "usage": {"output_tokens": a.completion_tokens}}),
+                   "usage": {"output_tokens": a.completion_tokens
+                       + thinking.as_deref().map_or(0, count_words)}}),
         ));
         events.push(event("message_stop", json!({"type": "message_stop"})));
         events

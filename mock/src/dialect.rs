@@ -46,6 +46,12 @@ pub struct Prompt {
     /// Words of the prompt before its last cache breakpoint (Bedrock's
     /// `cachePoint`): reported as read from the cache, as if it were warm.
     pub cached_words: u64,
+    // --- Anthropic's own (set by mock/src/anthropic.rs) ---------------------
+    /// `thinking` is on: the answer starts with a signed thinking block.
+    pub anthropic_thinking: bool,
+    /// The prompt up to its last `cache_control` breakpoint, when it is long
+    /// enough to cache: (its key, its words).
+    pub anthropic_cache: Option<(String, u64)>,
 }
 
 #[derive(Debug, Clone)]

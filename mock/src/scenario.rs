@@ -59,6 +59,11 @@ pub struct Scenario {
     pub retry_after: Option<u64>,
     /// Not a directive: the request accepts gzip (set by the server).
     pub gzip: bool,
+    // --- Driving agents (Claude Code) ---------------------------------------
+    /// `call=NAME[:WORD]`: call the offered tool NAME (ignored when it is not
+    /// offered); with WORD, a tool taking a shell `command` gets
+    /// `echo WORD` (Claude Code's Bash), so its output is known.
+    pub call: Option<(String, Option<String>)>,
 }
 
 /// `cached-usage`: prompt tokens reported as read from the cache (capped at
@@ -117,6 +122,11 @@ impl Scenario {
                         s.retry_after = secs.parse().ok();
                     } else if let Some(ms) = d.strip_prefix("slow=") {
                         s.slow = ms.parse().ok().map(Duration::from_millis);
+                    } else if let Some(call) = d.strip_prefix("call=") {
+                        s.call = Some(match call.split_once(':') {
+                            Some((name, word)) => (name.to_owned(), Some(word.to_owned())),
+                            None => (call.to_owned(), None),
+                        });
                     } else if let Some(code) = d.strip_prefix("error-") {
                         s.error = code.parse().ok().filter(|c| ERROR_STATUSES.contains(c));
                     }

@@ -272,8 +272,9 @@ fn anthropic_validation_errors() {
             "messages: Field required",
         ),
         (
-            json!({"model": "m", "max_tokens": 1, "messages": [{"role": "system", "content": "x"}]}),
-            "Unexpected role \"system\"",
+            // System messages between the turns (the SDK's SystemMessageParam) hold text only.
+            json!({"model": "m", "max_tokens": 1, "messages": [{"role": "system", "content": [{"type": "image"}]}]}),
+            "messages.0.content: Input should be a valid string or a list of text blocks",
         ),
         (
             json!({"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "video"}]}]}),
@@ -319,6 +320,155 @@ fn anthropic_validation_errors() {
         v,
         json!({"type": "error", "error": {"type": "invalid_request_error", "message": "x: bad"}})
     );
+}
+
+/// Anthropic's thinking rules, signed thinking out and verified back, and
+/// the prompt cache's breakpoints and counts.
+#[test]
+fn anthropic_thinking_and_caching() {
+    let thinking = json!({"type": "enabled", "budget_tokens": 1024});
+    let refused = |body: Value, want: &str| match Anthropic.parse(&body) {
+        Err(Failure::Invalid(msg)) => {
+            assert!(msg.contains(want), "{msg:?} should contain {want:?}")
+        }
+        other => panic!("{body}: expected 400, got {other:?}"),
+    };
+    let base = |extra: Value| {
+        let mut body = json!({"model": "m", "max_tokens": 2048, "messages": [{"role": "user", "content": "x"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    refused(
+        base(json!({"thinking": {"type": "enabled", "budget_tokens": 1000}})),
+        "greater than or equal to 1024",
+    );
+    refused(
+        base(json!({"thinking": thinking, "max_tokens": 1024})),
+        "`max_tokens` must be greater than",
+    );
+    refused(
+        base(json!({"thinking": thinking, "temperature": 0.5})),
+        "`temperature` may only be set to 1",
+    );
+    refused(
+        base(json!({"thinking": thinking, "top_k": 3})),
+        "`top_k` is not supported",
+    );
+    refused(
+        base(json!({"thinking": thinking, "top_p": 0.5})),
+        "`top_p` must be greater than or equal to 0.95",
+    );
+    refused(
+        base(
+            json!({"thinking": thinking, "tool_choice": {"type": "any"}, "tools": [{"name": "f", "input_schema": {}}]}),
+        ),
+        "Thinking may not be enabled when tool_choice forces tool use.",
+    );
+    // Thinking out: a signed block first, as JSON and as the stream's deltas.
+    let body = base(json!({"thinking": thinking, "tools": [{"name": "f", "input_schema": {}}]}));
+    let p = Anthropic.parse(&body).unwrap();
+    let a = plan(
+        &p,
+        &Scenario::parse("tool"),
+        "anthropic",
+        Anthropic.tool_preface(),
+    );
+    let v = Anthropic.response(&p, &a, Meta { seq: 1, created: 1 });
+    let block = v["content"][0].clone();
+    assert_eq!(block["type"], "thinking");
+    let text = block["thinking"].as_str().unwrap();
+    assert_eq!(
+        block["signature"],
+        crate::anthropic::thinking_signature(text)
+    );
+    let events = stream(
+        &Anthropic,
+        json!({"stream": true, "model": "m", "max_tokens": 2048,
+        "thinking": thinking, "messages": [{"role": "user", "content": "x"}]}),
+        "",
+    );
+    let deltas: Vec<Value> = events
+        .iter()
+        .map(data)
+        .filter(|d| d["type"] == "content_block_delta")
+        .map(|d| d["delta"]["type"].clone())
+        .collect();
+    assert!(
+        deltas.contains(&json!("thinking_delta")) && deltas.contains(&json!("signature_delta"))
+    );
+    // Back: the tool-use turn must start with it, its signature intact.
+    let history = |first: Value| {
+        let mut content =
+            vec![json!({"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}})];
+        if !first.is_null() {
+            content.insert(0, first);
+        }
+        base(
+            json!({"thinking": thinking, "tools": [{"name": "f", "input_schema": {}}], "messages": [
+            {"role": "user", "content": "x"}, {"role": "assistant", "content": content},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}]}]}),
+        )
+    };
+    assert!(Anthropic.parse(&history(block.clone())).is_ok());
+    let mut forged = block.clone();
+    forged["signature"] = json!("forged");
+    refused(history(forged), "Invalid `signature` in `thinking` block");
+    refused(
+        history(Value::Null),
+        "Expected `thinking` or `redacted_thinking`, but found `tool_use`",
+    );
+    // Caching: at most 4 breakpoints; a long prefix written once, then read.
+    let cc = json!({"type": "ephemeral"});
+    let many: Vec<Value> = (0..5)
+        .map(|i| json!({"type": "text", "text": format!("p{i}"), "cache_control": cc}))
+        .collect();
+    refused(
+        base(json!({"system": many})),
+        "A maximum of 4 blocks with cache_control may be provided. Found 5.",
+    );
+    let long = "word ".repeat(1100) + "unique-to-this-test";
+    let body = base(json!({"system": [{"type": "text", "text": long, "cache_control": cc}]}));
+    let usage = |body: &Value| {
+        let p = Anthropic.parse(body).unwrap();
+        let a = plan(&p, &Scenario::default(), "anthropic", None);
+        Anthropic.response(&p, &a, Meta { seq: 1, created: 1 })["usage"].clone()
+    };
+    let first = usage(&body);
+    assert_eq!(first["cache_creation_input_tokens"], 1101);
+    assert_eq!(first["cache_read_input_tokens"], 0);
+    let second = usage(&body);
+    assert_eq!(
+        (
+            second["cache_read_input_tokens"].clone(),
+            second["cache_creation_input_tokens"].clone()
+        ),
+        (json!(1101), json!(0))
+    );
+    // Too short to cache: no counts, no error.
+    let short = base(json!({"system": [{"type": "text", "text": "brief", "cache_control": cc}]}));
+    assert_eq!(usage(&short)["cache_creation_input_tokens"], 0);
+}
+
+/// `call=NAME:WORD`: the named tool, with `echo WORD` for a shell tool.
+#[test]
+fn directed_tool_call() {
+    let bash = json!({"name": "Bash", "input_schema": {"type": "object", "required": ["command"],
+        "properties": {"command": {"type": "string"}, "description": {"type": "string"}, "timeout": {"type": "number"}}}});
+    let body = json!({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"name": "Other", "input_schema": {}}, bash]});
+    let p = Anthropic.parse(&body).unwrap();
+    let a = plan(&p, &Scenario::parse("call=Bash:mark-1"), "anthropic", None);
+    assert_eq!(a.tool_calls.len(), 1);
+    assert_eq!(a.tool_calls[0].name, "Bash");
+    assert_eq!(
+        a.tool_calls[0].arguments,
+        json!({"command": "echo mark-1", "description": "Print mark-1"})
+    );
+    // A tool not offered: no call.
+    let a = plan(&p, &Scenario::parse("call=Nope"), "anthropic", None);
+    assert!(a.tool_calls.is_empty());
 }
 
 #[test]

@@ -1,9 +1,17 @@
 //! Anthropic Messages API (`POST /v1/messages`, `anthropic-version: 2023-06-01`).
 //!
-//! Anthropic rejects unknown fields, so only what it understands is sent:
-//! system messages move to the top-level `system`, tool results become
-//! `tool_result` blocks in one user turn, tool calls become `tool_use` blocks
-//! with the vendor's ids kept.
+//! A Messages client is a pass-through pair ([`Dialect::speaks`]): its body
+//! goes on as it came with only `model` replaced, its `anthropic-beta`
+//! header with it, and the vendor's answer and events come back as they are
+//! (read only for metering).
+//!
+//! For clients of other APIs the neutral request is encoded, and Anthropic
+//! rejects unknown fields, so only what it understands is sent: system
+//! messages move to the top-level `system`, tool results become
+//! `tool_result` blocks in one user turn, tool calls become `tool_use`
+//! blocks with the vendor's ids kept, reasoning becomes `thinking` (an
+//! effort as a budget, [`thinking_budget`]) and signed thinking blocks of
+//! the history go back first in their assistant turn.
 
 use std::borrow::Cow;
 
@@ -15,9 +23,13 @@ use super::{
     Dialect, Events, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::model::request::{ChatRequest, Content, ContentPart, Image, Message, ToolChoice};
-use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::model::stream::EventWriter;
+use crate::model::request::{
+    CacheControl, ChatRequest, Content, ContentPart, DocumentSource, Effort, Image, Message,
+    Thinking, ToolChoice, MIN_THINKING_BUDGET,
+};
+use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::model::stream::{EventWriter, Reasoning};
+use crate::model::Api;
 use crate::sse::SseParser;
 
 pub struct Anthropic;
@@ -37,18 +49,45 @@ struct Request<'a> {
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<u32>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<ToolDef<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<ToolChoiceOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<ThinkingConfig>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<Metadata<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
 }
 
+#[derive(Serialize)]
+struct ThinkingConfig {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    budget_tokens: u32,
+}
+
 /// One conversation turn of content blocks.
 type Turn<'a> = super::Turn<Block<'a>>;
+
+/// `cache_control` as Anthropic takes it.
+#[derive(Serialize)]
+struct Cache<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'a str>,
+}
+
+fn cache(cc: Option<&CacheControl>) -> Option<Cache<'_>> {
+    cc.map(|cc| Cache {
+        kind: "ephemeral",
+        ttl: cc.ttl.as_deref(),
+    })
+}
 
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -56,9 +95,27 @@ enum Block<'a> {
     Text {
         #[serde(serialize_with = "crate::json_text::serialize")]
         text: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache<'a>>,
     },
     Image {
         source: ImageSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache<'a>>,
+    },
+    Document {
+        source: DocSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache<'a>>,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
     },
     ToolUse {
         id: &'a str,
@@ -67,9 +124,21 @@ enum Block<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        #[serde(serialize_with = "crate::json_text::serialize")]
-        content: String,
+        content: ResultContent<'a>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache<'a>>,
     },
+}
+
+/// A tool result's content: its text, or blocks when it holds images or
+/// documents.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ResultContent<'a> {
+    Text(#[serde(serialize_with = "crate::json_text::serialize")] String),
+    Blocks(Vec<Block<'a>>),
 }
 
 #[derive(Serialize)]
@@ -80,11 +149,29 @@ enum ImageSource<'a> {
 }
 
 #[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum DocSource<'a> {
+    Base64 {
+        media_type: &'a str,
+        data: &'a str,
+    },
+    Url {
+        url: &'a str,
+    },
+    Text {
+        media_type: &'static str,
+        data: &'a str,
+    },
+}
+
+#[derive(Serialize)]
 struct ToolDef<'a> {
     name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     description: Option<&'a str>,
     input_schema: Cow<'a, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<Cache<'a>>,
 }
 
 #[derive(Serialize)]
@@ -102,36 +189,36 @@ struct Metadata<'a> {
     user_id: &'a str,
 }
 
-fn text_blocks(content: &Content) -> Vec<Block<'_>> {
-    match content {
-        Content::Text(t) if t.is_empty() => Vec::new(),
-        Content::Text(t) => vec![Block::Text {
-            text: Cow::Borrowed(t),
-        }],
-        Content::Parts(parts) => parts
-            .iter()
-            .filter_map(|p| match p {
-                ContentPart::Text { text, .. } if !text.is_empty() => Some(Block::Text {
-                    text: Cow::Borrowed(text),
-                }),
-                _ => None,
-            })
-            .collect(),
-    }
-}
-
-fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayError> {
-    let Content::Parts(parts) = content else {
-        return Ok(text_blocks(content));
+/// The blocks of a message's content: text (with its cache breakpoints)
+/// and, where `rich`, images and documents; `at` locates the message for
+/// errors (`messages[i]`).
+fn blocks<'a>(content: &'a Content, at: &str, rich: bool) -> Result<Vec<Block<'a>>, GatewayError> {
+    let parts = match content {
+        Content::Text(t) if t.is_empty() => return Ok(Vec::new()),
+        Content::Text(t) => {
+            return Ok(vec![Block::Text {
+                text: Cow::Borrowed(t),
+                cache_control: None,
+            }])
+        }
+        Content::Parts(parts) => parts,
     };
     let mut blocks = Vec::with_capacity(parts.len());
     for (j, part) in parts.iter().enumerate() {
         match part {
             ContentPart::Text { text, .. } if text.is_empty() => {}
-            ContentPart::Text { text, .. } => blocks.push(Block::Text {
+            ContentPart::Text {
+                text,
+                cache_control,
+            } => blocks.push(Block::Text {
                 text: Cow::Borrowed(text),
+                cache_control: cache(cache_control.as_ref()),
             }),
-            ContentPart::ImageUrl { image_url, .. } => {
+            ContentPart::ImageUrl { .. } | ContentPart::Document(_) if !rich => {}
+            ContentPart::ImageUrl {
+                image_url,
+                cache_control,
+            } => {
                 let source = match image_url.parse() {
                     Ok(Image::Base64 { media_type, data }) => {
                         ImageSource::Base64 { media_type, data }
@@ -139,22 +226,233 @@ fn user_blocks(content: &Content, i: usize) -> Result<Vec<Block<'_>>, GatewayErr
                     Ok(Image::Url(url)) => ImageSource::Url { url },
                     Err(e) => {
                         return Err(GatewayError::invalid(
-                            format!("messages[{i}].content[{j}].image_url.url"),
+                            format!("{at}.content[{j}].image_url.url"),
                             e,
                         ))
                     }
                 };
-                blocks.push(Block::Image { source });
+                blocks.push(Block::Image {
+                    source,
+                    cache_control: cache(cache_control.as_ref()),
+                });
             }
-            ContentPart::Document(_) => return Err(crate::dialects::no_documents(i, j)),
+            ContentPart::Document(doc) => {
+                let source = match &doc.source {
+                    DocumentSource::Base64 { media_type, data } => {
+                        DocSource::Base64 { media_type, data }
+                    }
+                    DocumentSource::Url(url) => DocSource::Url { url },
+                    DocumentSource::Text(data) => DocSource::Text {
+                        media_type: "text/plain",
+                        data,
+                    },
+                };
+                blocks.push(Block::Document {
+                    source,
+                    title: doc.title.as_deref(),
+                    cache_control: cache(doc.cache_control.as_ref()),
+                });
+            }
         }
     }
     Ok(blocks)
 }
 
+/// A tool result's content: a string unless it holds images or documents.
+fn result_content<'a>(content: &'a Content, at: &str) -> Result<ResultContent<'a>, GatewayError> {
+    let rich = matches!(content, Content::Parts(parts)
+        if parts.iter().any(|p| !matches!(p, ContentPart::Text { cache_control: None, .. })));
+    if rich {
+        blocks(content, at, true).map(ResultContent::Blocks)
+    } else {
+        Ok(ResultContent::Text(content.text()))
+    }
+}
+
+/// The history's reasoning as Anthropic takes it back: signed thinking and
+/// redacted blocks; unsigned text (another vendor's) cannot be verified by
+/// Anthropic and is left out.
+fn thinking_blocks(reasoning: &[Thinking]) -> impl Iterator<Item = Block<'_>> {
+    reasoning
+        .iter()
+        .filter_map(|t| match (&t.redacted, &t.signature) {
+            (Some(data), _) => Some(Block::RedactedThinking { data }),
+            (None, Some(signature)) => Some(Block::Thinking {
+                thinking: &t.text,
+                signature,
+            }),
+            (None, None) => None,
+        })
+}
+
+/// The thinking budget for an effort (Anthropic takes budgets, not
+/// efforts): minimal 1024, low 2048, medium 8192, high 16384 tokens; `None`
+/// for no reasoning.
+pub fn thinking_budget(effort: Effort) -> Option<u32> {
+    match effort {
+        Effort::None => None,
+        Effort::Minimal => Some(MIN_THINKING_BUDGET),
+        Effort::Low => Some(2048),
+        Effort::Medium => Some(8192),
+        Effort::High => Some(16384),
+    }
+}
+
+/// `thinking` for the request's reasoning controls, its budget below
+/// `max_tokens` as Anthropic requires (an effort's budget is lowered to
+/// fit; a budget the client named that does not fit, or a `max_tokens` too
+/// small for any thinking, is refused). Anthropic refuses thinking with a
+/// forced tool call (400 naming `tool_choice`), and with a tool-use turn
+/// last in the history that does not start with its signed thinking: such
+/// a history (another vendor's) is answered without thinking.
+fn thinking(req: &ChatRequest, max_tokens: u32) -> Result<Option<ThinkingConfig>, GatewayError> {
+    let Some(reasoning) = req.reasoning else {
+        return Ok(None);
+    };
+    let last_assistant = req.messages.iter().rev().find_map(|m| match m {
+        Message::Assistant {
+            reasoning,
+            tool_calls,
+            ..
+        } => Some((reasoning, tool_calls)),
+        _ => None,
+    });
+    if let Some((reasoning, calls)) = last_assistant {
+        let signed = reasoning
+            .first()
+            .is_some_and(|t| t.redacted.is_some() || t.signature.is_some());
+        if !calls.is_empty() && !signed {
+            return Ok(None);
+        }
+    }
+    let on =
+        reasoning.budget_tokens.is_some() || reasoning.effort.is_some_and(|e| e != Effort::None);
+    if on
+        && matches!(
+            req.tool_choice,
+            Some(ToolChoice::Required | ToolChoice::Function(_))
+        )
+    {
+        return Err(GatewayError::invalid(
+            "tool_choice",
+            "this provider cannot think and be forced to call a tool: use tool_choice auto, or no reasoning",
+        ));
+    }
+    let budget = match (reasoning.budget_tokens, reasoning.effort) {
+        (Some(budget), _) => {
+            if budget >= max_tokens {
+                return Err(GatewayError::invalid(
+                    "max_tokens",
+                    "max_tokens must be greater than the thinking budget",
+                ));
+            }
+            budget
+        }
+        (None, Some(effort)) => match thinking_budget(effort) {
+            Some(budget) => budget.min(max_tokens.saturating_sub(1)),
+            None => return Ok(None),
+        },
+        (None, None) => return Ok(None),
+    };
+    if budget < MIN_THINKING_BUDGET {
+        return Err(GatewayError::invalid(
+            "max_tokens",
+            format!(
+                "this provider thinks with at least {MIN_THINKING_BUDGET} tokens: max_tokens must be above that"
+            ),
+        ));
+    }
+    Ok(Some(ThinkingConfig {
+        kind: "enabled",
+        budget_tokens: budget,
+    }))
+}
+
 const EMPTY_SCHEMA: &str = r#"{"type":"object","properties":{}}"#;
 
+/// The client's body with its top-level `model` replaced by `model`, every
+/// other byte kept.
+fn with_model(body: &[u8], model: &str) -> Result<Vec<u8>, GatewayError> {
+    use serde::de::{MapAccess, Visitor};
+    use serde_json::value::RawValue;
+    /// The top-level `model` value's bytes.
+    struct ModelValue<'a>(Option<&'a RawValue>);
+    impl<'de> Deserialize<'de> for ModelValue<'de> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = ModelValue<'de>;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                    let mut model = None;
+                    while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                        let value: &'de RawValue = map.next_value()?;
+                        if key == "model" {
+                            model = Some(value);
+                        }
+                    }
+                    Ok(ModelValue(model))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    let invalid = |e: String| GatewayError::invalid("body", format!("invalid request body: {e}"));
+    let text = std::str::from_utf8(body).map_err(|e| invalid(e.to_string()))?;
+    let ModelValue(value) = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    let value = value.ok_or_else(|| invalid("model: Field required".into()))?;
+    let start = (value.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+    let end = start + value.get().len();
+    let (Some(head), Some(tail)) = (body.get(..start), body.get(end..)) else {
+        return Err(invalid("model".into()));
+    };
+    let mut out = Vec::with_capacity(body.len() + model.len());
+    out.extend_from_slice(head);
+    serde_json::to_writer(&mut out, model).map_err(|e| invalid(e.to_string()))?;
+    out.extend_from_slice(tail);
+    Ok(out)
+}
+
+fn headers(target: &Target) -> Vec<(&'static str, String)> {
+    let mut headers = vec![
+        ("content-type", "application/json".to_owned()),
+        ("anthropic-version", API_VERSION.to_owned()),
+    ];
+    if let Some(key) = &target.provider.resolved_key {
+        headers.push(("x-api-key", key.expose().to_owned()));
+    }
+    headers
+}
+
 impl Dialect for Anthropic {
+    fn speaks(&self, api: Api) -> bool {
+        api == Api::AnthropicMessages
+    }
+
+    /// The client's body, only `model` replaced (its `anthropic-beta`
+    /// header goes with it, [`Self::takes_client_header`]).
+    fn encode_native(
+        &self,
+        _api: Api,
+        raw: &dyn Fn() -> Vec<u8>,
+        _req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        Some(
+            with_model(&raw(), target.model).map(|body| UpstreamRequest {
+                path: format!("{}/v1/messages", target.provider.base_path),
+                headers: headers(target),
+                body,
+            }),
+        )
+    }
+
+    fn takes_client_header(&self, api: Api, name: &[u8]) -> bool {
+        api == Api::AnthropicMessages && name == b"anthropic-beta"
+    }
+
     fn encode_request(
         &self,
         req: &ChatRequest,
@@ -164,39 +462,49 @@ impl Dialect for Anthropic {
         let mut system = Vec::new();
         let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
         for (i, message) in req.messages.iter().enumerate() {
+            let at = format!("messages[{i}]");
             match message {
                 Message::System { content, .. } | Message::Developer { content, .. } => {
-                    system.extend(text_blocks(content));
+                    system.extend(blocks(content, &at, false)?);
                 }
                 Message::User { content, .. } => {
-                    super::push_turn(&mut turns, "user", user_blocks(content, i)?)
+                    super::push_turn(&mut turns, "user", blocks(content, &at, true)?)
                 }
                 Message::Tool {
                     content,
                     tool_call_id,
-                    ..
+                    is_error,
+                    cache_control,
                 } => {
                     let result = Block::ToolResult {
                         tool_use_id: tool_call_id,
-                        content: content.text(),
+                        content: result_content(content, &at)?,
+                        is_error: *is_error,
+                        cache_control: cache(cache_control.as_ref()),
                     };
                     super::push_turn(&mut turns, "user", vec![result]);
                 }
                 Message::Assistant {
                     content,
+                    reasoning,
                     tool_calls,
                     ..
                 } => {
-                    let mut blocks = content.as_ref().map(text_blocks).unwrap_or_default();
+                    // Signed thinking first: Anthropic wants the turn to
+                    // start with it when thinking is on.
+                    let mut out: Vec<Block> = thinking_blocks(reasoning).collect();
+                    if let Some(content) = content {
+                        out.extend(blocks(content, &at, false)?);
+                    }
                     for (j, call) in tool_calls.iter().enumerate() {
                         let input = tool_arguments(call, i, j)?;
-                        blocks.push(Block::ToolUse {
+                        out.push(Block::ToolUse {
                             id: &call.id,
                             name: &call.function.name,
                             input,
                         });
                     }
-                    super::push_turn(&mut turns, "assistant", blocks);
+                    super::push_turn(&mut turns, "assistant", out);
                 }
             }
         }
@@ -204,6 +512,7 @@ impl Dialect for Anthropic {
         if let Some(instruction) = json_instruction(req.response_format.as_ref()) {
             system.push(Block::Text {
                 text: Cow::Owned(instruction),
+                cache_control: None,
             });
         }
         // Anthropic refuses tool_use / tool_result blocks without tool
@@ -238,6 +547,7 @@ impl Dialect for Anthropic {
             name,
             description: None,
             input_schema: Cow::Owned(serde_json::from_str(EMPTY_SCHEMA).unwrap_or_default()),
+            cache_control: None,
         });
         let tools = req
             .tools
@@ -249,6 +559,7 @@ impl Dialect for Anthropic {
                     Some(p) => Cow::Borrowed(p),
                     None => Cow::Owned(serde_json::from_str(EMPTY_SCHEMA).unwrap_or_default()),
                 },
+                cache_control: cache(t.cache_control.as_ref()),
             })
             .chain(history_tools)
             .collect::<Vec<_>>();
@@ -290,35 +601,39 @@ impl Dialect for Anthropic {
                 }),
             }
         };
+        let max_tokens = req
+            .max_output_tokens()
+            .unwrap_or(target.provider.default_max_tokens);
+        let thinking = thinking(req, max_tokens)?;
+        // With thinking on Anthropic refuses temperature and top_k, and
+        // top_p below 0.95 ("Extended thinking": feature compatibility):
+        // they are dropped then.
+        let sampling = thinking.is_none();
         let request = Request {
             model: target.model,
-            max_tokens: req
-                .max_output_tokens()
-                .unwrap_or(target.provider.default_max_tokens),
+            max_tokens,
             system,
             messages: turns,
             stop_sequences: &req.stop,
             // OpenAI allows up to 2, Anthropic up to 1.
-            temperature: req.temperature.map(|t| t.min(1.0)),
+            temperature: req.temperature.map(|t| t.min(1.0)).filter(|_| sampling),
             // Current Claude models refuse both ("`temperature` and `top_p`
             // cannot both be specified for this model"): temperature wins.
-            top_p: req.top_p.filter(|_| req.temperature.is_none()),
+            top_p: req
+                .top_p
+                .filter(|_| req.temperature.is_none() || !sampling)
+                .filter(|&p| sampling || p >= 0.95),
+            top_k: req.top_k.filter(|_| sampling),
             tools,
             tool_choice,
+            thinking,
             metadata: req.user.as_deref().map(|user_id| Metadata { user_id }),
             stream: req.stream,
         };
         let body = encode_json(req, &request)?;
-        let mut headers = vec![
-            ("content-type", "application/json".to_owned()),
-            ("anthropic-version", API_VERSION.to_owned()),
-        ];
-        if let Some(key) = &target.provider.resolved_key {
-            headers.push(("x-api-key", key.expose().to_owned()));
-        }
         Ok(UpstreamRequest {
             path: format!("{}/v1/messages", target.provider.base_path),
-            headers,
+            headers: headers(target),
             body,
         })
     }
@@ -334,6 +649,7 @@ impl Dialect for Anthropic {
         origin.model = message.model;
         let mut text: Option<String> = None;
         let mut tool_calls = Vec::new();
+        let mut reasoning = Vec::new();
         for block in message.content {
             match block {
                 ResponseBlock::Text { text: t } => {
@@ -342,18 +658,48 @@ impl Dialect for Anthropic {
                 ResponseBlock::ToolUse { id, name, input } => {
                     tool_calls.push(ToolCallOut::new(id, name, input.to_string()));
                 }
+                ResponseBlock::Thinking {
+                    thinking,
+                    signature,
+                } => reasoning.push(Thinking {
+                    text: thinking,
+                    signature: Some(signature).filter(|s| !s.is_empty()),
+                    redacted: None,
+                }),
+                ResponseBlock::RedactedThinking { data } => reasoning.push(Thinking {
+                    redacted: Some(data),
+                    ..Thinking::default()
+                }),
                 ResponseBlock::Other => {}
             }
         }
         let usage = message.usage.map(AnthropicUsage::unified);
         let completion = Completion {
-            reasoning: Vec::new(),
+            reasoning,
             content: text,
             tool_calls,
             finish_reason: message.stop_reason.as_deref().map(finish_reason),
             usage,
         };
         Ok(DecodedResponse::decoded(completion))
+    }
+
+    /// The vendor's message as it came, read for its usage and stop reason.
+    fn decode_native(
+        &self,
+        _api: Api,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        let facts: MessageFacts =
+            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+        origin.id = facts.id;
+        origin.model = facts.model;
+        Ok(DecodedResponse {
+            answer: Answer::Native(body.to_vec()),
+            usage: facts.usage.map(AnthropicUsage::unified),
+            finish_reason: facts.stop_reason.as_deref().map(finish_reason),
+        })
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
@@ -395,11 +741,33 @@ struct MessageResponse {
     usage: Option<AnthropicUsage>,
 }
 
+/// What a native answer is read for (its content is left as it came).
+#[derive(Deserialize)]
+struct MessageFacts {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<AnthropicUsage>,
+}
+
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum ResponseBlock {
     Text {
         text: String,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
     },
     ToolUse {
         id: String,
@@ -515,6 +883,14 @@ enum StartBlock<'a> {
         #[serde(borrow)]
         name: Cow<'a, str>,
     },
+    Thinking {
+        #[serde(borrow, default)]
+        thinking: Cow<'a, str>,
+    },
+    RedactedThinking {
+        #[serde(borrow)]
+        data: Cow<'a, str>,
+    },
     #[serde(other)]
     Other,
 }
@@ -536,6 +912,14 @@ enum DeltaBody<'a> {
     InputJsonDelta {
         #[serde(borrow)]
         partial_json: Cow<'a, str>,
+    },
+    ThinkingDelta {
+        #[serde(borrow)]
+        thinking: Cow<'a, str>,
+    },
+    SignatureDelta {
+        #[serde(borrow)]
+        signature: Cow<'a, str>,
     },
     #[serde(other)]
     Other,
@@ -559,12 +943,17 @@ fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, GatewayError> {
 }
 
 impl Events<SseParser> for AnthropicEvents {
+    /// For a Messages client (`w.native()`) every event passes through as
+    /// it came, read only for what the session meters; for others each is
+    /// translated into the neutral events.
     fn on_event(
         &mut self,
         (event, data): (&str, &str),
         w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
+        let native = w.native();
+        let mut has_content = false;
         match event {
             "message_start" => {
                 let start: MessageStart = parse(data)?;
@@ -573,24 +962,53 @@ impl Events<SseParser> for AnthropicEvents {
                 if let Some(u) = start.message.usage {
                     self.usage = u;
                 }
-                w.start(out);
+                if !native {
+                    w.start(out);
+                }
             }
             "content_block_start" => {
                 let start: BlockStart = parse(data)?;
+                // An empty text or thinking block says nothing yet: the
+                // stream is still held (first-event gating) until it does.
+                has_content = match &start.content_block {
+                    StartBlock::Text { text } => !text.is_empty(),
+                    StartBlock::Thinking { thinking } => !thinking.is_empty(),
+                    _ => true,
+                };
                 match start.content_block {
+                    _ if native => {}
                     StartBlock::Text { text } => w.content(out, &text),
                     StartBlock::ToolUse { id, name } => {
                         w.tool_call_start(out, start.index, &id, &name);
+                    }
+                    StartBlock::Thinking { thinking } => {
+                        w.reasoning(out, Reasoning::Text(&thinking));
+                    }
+                    StartBlock::RedactedThinking { data } => {
+                        w.reasoning(out, Reasoning::Redacted(&data));
                     }
                     StartBlock::Other => {}
                 }
             }
             "content_block_delta" => {
                 let delta: BlockDelta = parse(data)?;
+                has_content = true;
                 match delta.delta {
+                    DeltaBody::TextDelta { text } if native => w.count_delivered(&text),
+                    DeltaBody::InputJsonDelta { partial_json } if native => {
+                        w.count_delivered(&partial_json)
+                    }
+                    DeltaBody::ThinkingDelta { thinking } if native => w.count_delivered(&thinking),
+                    _ if native => {}
                     DeltaBody::TextDelta { text } => w.content(out, &text),
                     DeltaBody::InputJsonDelta { partial_json } => {
                         w.tool_call_arguments(out, delta.index, &partial_json);
+                    }
+                    DeltaBody::ThinkingDelta { thinking } => {
+                        w.reasoning(out, Reasoning::Text(&thinking));
+                    }
+                    DeltaBody::SignatureDelta { signature } => {
+                        w.reasoning(out, Reasoning::Signature(&signature));
                     }
                     DeltaBody::Other => {}
                 }
@@ -599,6 +1017,10 @@ impl Events<SseParser> for AnthropicEvents {
                 let delta: MessageDelta = parse(data)?;
                 if let Some(reason) = delta.delta.stop_reason.as_deref() {
                     self.stop_reason = Some(finish_reason(reason));
+                    has_content = true;
+                    if native {
+                        w.mark_finished();
+                    }
                 }
                 if let Some(u) = delta.usage {
                     // message_delta usage is cumulative; keep input counts from message_start if absent here.
@@ -613,9 +1035,14 @@ impl Events<SseParser> for AnthropicEvents {
                 }
             }
             "message_stop" => {
-                w.finish(out, self.stop_reason.unwrap_or(FinishReason::Stop));
+                if native {
+                    passthrough(w, out, event, data, false);
+                } else {
+                    w.finish(out, self.stop_reason.unwrap_or(FinishReason::Stop));
+                }
                 w.set_usage(Some(self.usage.unified()));
                 w.done(out);
+                return Ok(());
             }
             "error" => {
                 let envelope: ErrorEnvelope = parse(data)?;
@@ -628,8 +1055,28 @@ impl Events<SseParser> for AnthropicEvents {
             // ping, content_block_stop, and event types added later.
             _ => {}
         }
+        if native {
+            passthrough(w, out, event, data, has_content);
+        }
         Ok(())
     }
+}
+
+/// One vendor event, framed again as it came (`event:` and its data lines).
+fn passthrough(w: &mut EventWriter, out: &mut Vec<u8>, event: &str, data: &str, content: bool) {
+    let mut frame = Vec::with_capacity(event.len() + data.len() + 16);
+    if !event.is_empty() {
+        frame.extend_from_slice(b"event: ");
+        frame.extend_from_slice(event.as_bytes());
+        frame.push(b'\n');
+    }
+    for line in data.split('\n') {
+        frame.extend_from_slice(b"data: ");
+        frame.extend_from_slice(line.as_bytes());
+        frame.push(b'\n');
+    }
+    frame.push(b'\n');
+    w.passthrough(out, &frame, content);
 }
 
 #[cfg(test)]
@@ -965,5 +1412,327 @@ mod tests {
         assert!(!text.contains("[DONE]"));
         let (ev, _) = run(&[&TOOL_STREAM.as_bytes()[..600]], false);
         assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
+    }
+}
+
+/// The dialect with clients of the Messages API (a pass-through pair) and
+/// the neutral request's thinking and caching controls.
+#[cfg(test)]
+mod messages_tests {
+    use super::*;
+    use crate::model::request::{Reasoning as ReasoningControl, Thinking};
+    use crate::surfaces::anthropic_messages::request::parse;
+
+    const PROVIDER: &str =
+        r#"{"dialect":"anthropic","api_key":"sk-ant","default_max_tokens":1000}"#;
+
+    fn config() -> crate::config::Config {
+        crate::config::Config::parse(
+            format!(
+                r#"{{"providers":{{"p":{PROVIDER}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
+            )
+            .as_bytes(),
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    /// The neutral encoding of a request (as for a client of another API).
+    fn encode(req: &ChatRequest) -> Result<Value, GatewayError> {
+        let config = config();
+        let target = Target {
+            provider: &config.providers["p"],
+            model: "claude-x",
+        };
+        let up = Anthropic.encode_request(req, &target)?;
+        Ok(serde_json::from_slice(&up.body).unwrap())
+    }
+
+    fn messages(body: &str) -> ChatRequest {
+        parse(body.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn native_body_keeps_every_byte_but_the_model() {
+        let body = "{ \"max_tokens\" :5,\n  \"model\"\t:  \"g\\u0020x\", \"messages\":[{\"role\":\"user\",\"content\":\"h\u{e9}  \\n\"}],\"service_tier\":\"auto\"}";
+        let config = config();
+        let target = Target {
+            provider: &config.providers["p"],
+            model: "claude-\"x\"",
+        };
+        let req = messages(body);
+        let raw = || body.as_bytes().to_vec();
+        let up = Anthropic
+            .encode_native(Api::AnthropicMessages, &raw, &req, &target)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(up.body).unwrap(),
+            body.replace("\"g\\u0020x\"", "\"claude-\\\"x\\\"\"")
+        );
+        assert_eq!(up.path, "/v1/messages");
+        assert!(up.headers.contains(&("x-api-key", "sk-ant".into())));
+        assert!(up
+            .headers
+            .contains(&("anthropic-version", API_VERSION.into())));
+        assert!(Anthropic.takes_client_header(Api::AnthropicMessages, b"anthropic-beta"));
+        assert!(!Anthropic.takes_client_header(Api::OpenAiChat, b"anthropic-beta"));
+        assert!(!Anthropic.takes_client_header(Api::AnthropicMessages, b"anthropic-version"));
+        let raw = || b"{\"max_tokens\":1}".to_vec();
+        let e = Anthropic
+            .encode_native(Api::AnthropicMessages, &raw, &req, &target)
+            .unwrap()
+            .unwrap_err();
+        assert!(e.message.contains("model: Field required"));
+    }
+
+    #[test]
+    fn native_answer_is_the_vendors_read_for_metering() {
+        let body = br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x-1","content":[{"type":"text","text":"hi","citations":[{"type":"char_location"}]}],"stop_reason":"max_tokens","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":2,"cache_read_input_tokens":4}}"#;
+        let mut origin = Origin::default();
+        let d = Anthropic
+            .decode_for(Api::AnthropicMessages, body, &mut origin)
+            .unwrap();
+        assert!(matches!(&d.answer, Answer::Native(b) if b == body));
+        assert_eq!(d.finish_reason, Some(FinishReason::Length));
+        assert_eq!(d.usage.map(|u| u.prompt_tokens), Some(7));
+        assert_eq!(
+            (origin.id.as_str(), origin.model.as_str()),
+            ("msg_1", "claude-x-1")
+        );
+    }
+
+    const THINKING_STREAM: &str = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x\",\"content\":[],\"usage\":{\"input_tokens\":12,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n",
+        "event: ping\ndata: {\"type\": \"ping\"}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"hmm \u{e9}\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"sig\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"enc\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":9}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+
+    fn run(api: Api, chunks: &[&[u8]]) -> (String, EventWriterFacts) {
+        let origin = Origin {
+            provider: "an".into(),
+            ..Origin::default()
+        };
+        let writer =
+            crate::surfaces::stream_writer(api, Anthropic.speaks(api), origin, "rid".into(), false);
+        let mut d = Anthropic.stream_decoder(writer);
+        let mut out = Vec::new();
+        for c in chunks {
+            d.feed(c, &mut out);
+        }
+        d.finish(&mut out);
+        let w = d.writer();
+        let facts = EventWriterFacts {
+            usage: w.usage(),
+            content_started: w.content_started(),
+            finished: w.finished(),
+            failed: w.failure().is_some(),
+            delivered: w.delivered_tokens(),
+        };
+        (String::from_utf8(out).unwrap(), facts)
+    }
+
+    #[derive(Debug, PartialEq)]
+    struct EventWriterFacts {
+        usage: Option<Usage>,
+        content_started: bool,
+        finished: bool,
+        failed: bool,
+        delivered: u64,
+    }
+
+    #[test]
+    fn native_stream_passes_every_event_through_and_meters_it() {
+        let (out, facts) = run(Api::AnthropicMessages, &[THINKING_STREAM.as_bytes()]);
+        assert_eq!(out, THINKING_STREAM);
+        assert_eq!(
+            facts.usage,
+            Some(Usage {
+                prompt_tokens: 12,
+                completion_tokens: 9,
+                cached_tokens: Some(0),
+                reasoning_tokens: None,
+            })
+        );
+        assert!(facts.content_started && facts.finished && !facts.failed);
+        assert!(facts.delivered > 0);
+        // However the network cuts it.
+        let bytes = THINKING_STREAM.as_bytes();
+        for i in (0..bytes.len()).step_by(7) {
+            let (a, b) = bytes.split_at(i);
+            assert_eq!(run(Api::AnthropicMessages, &[a, b]).0, THINKING_STREAM);
+        }
+        // A cut stream ends with the surface's error event.
+        let (out, facts) = run(Api::AnthropicMessages, &[&bytes[..400]]);
+        assert!(out.ends_with("\n\n") && out.contains("event: error\ndata: {\"type\":\"error\""));
+        assert!(facts.failed);
+    }
+
+    #[test]
+    fn thinking_decodes_into_neutral_reasoning() {
+        let (out, _) = run(Api::OpenAiChat, &[THINKING_STREAM.as_bytes()]);
+        assert!(out.contains(r#""reasoning_content":"hmm é""#), "{out}");
+        let body = br#"{"id":"m","model":"c","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"r"},{"type":"text","text":"x"}],"stop_reason":"end_turn"}"#;
+        let d = Anthropic
+            .decode_response(body, &mut Origin::default())
+            .unwrap();
+        let Answer::Decoded(c) = d.answer else {
+            panic!()
+        };
+        assert_eq!(
+            c.reasoning,
+            [
+                Thinking {
+                    text: "t".into(),
+                    signature: Some("s".into()),
+                    redacted: None
+                },
+                Thinking {
+                    redacted: Some("r".into()),
+                    ..Thinking::default()
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn encodes_caching_documents_tool_errors_and_thinking_history() {
+        let req = messages(
+            r#"{"model":"g","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":2048},
+            "system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral","ttl":"1h"}}],
+            "messages":[
+              {"role":"user","content":[{"type":"text","text":"q","cache_control":{"type":"ephemeral"}},
+                {"type":"image","source":{"type":"url","url":"https://x/y.png"},"cache_control":{"type":"ephemeral"}},
+                {"type":"document","source":{"type":"text","media_type":"text/plain","data":"doc"},"title":"T","cache_control":{"type":"ephemeral"}}]},
+              {"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"r"},
+                {"type":"tool_use","id":"toolu_1","name":"f","input":{"a":1}}]},
+              {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"cache_control":{"type":"ephemeral"},
+                "content":[{"type":"text","text":"bad"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"QQ=="}}]}]}],
+            "tools":[{"name":"f","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],
+            "top_k":5,"temperature":0.5}"#,
+        );
+        let v = encode(&req).unwrap();
+        assert_eq!(
+            v["system"],
+            serde_json::json!([{"type":"text","text":"sys","cache_control":{"type":"ephemeral","ttl":"1h"}}])
+        );
+        assert_eq!(
+            v["messages"][0]["content"],
+            serde_json::json!([
+                {"type":"text","text":"q","cache_control":{"type":"ephemeral"}},
+                {"type":"image","source":{"type":"url","url":"https://x/y.png"},"cache_control":{"type":"ephemeral"}},
+                {"type":"document","source":{"type":"text","media_type":"text/plain","data":"doc"},"title":"T","cache_control":{"type":"ephemeral"}}])
+        );
+        assert_eq!(
+            v["messages"][1]["content"],
+            serde_json::json!([
+                {"type":"thinking","thinking":"t","signature":"s"},
+                {"type":"redacted_thinking","data":"r"},
+                {"type":"tool_use","id":"toolu_1","name":"f","input":{"a":1}}])
+        );
+        assert_eq!(
+            v["messages"][2]["content"],
+            serde_json::json!([{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,"cache_control":{"type":"ephemeral"},
+                "content":[{"type":"text","text":"bad"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"QQ=="}}]}])
+        );
+        assert_eq!(
+            v["tools"][0]["cache_control"],
+            serde_json::json!({"type":"ephemeral"})
+        );
+        assert_eq!(
+            v["thinking"],
+            serde_json::json!({"type":"enabled","budget_tokens":2048})
+        );
+        // Anthropic refuses temperature and top_k with thinking on.
+        assert!(v.get("temperature").is_none() && v.get("top_k").is_none());
+        let plain = messages(
+            r#"{"model":"g","max_tokens":100,"top_k":5,"messages":[{"role":"user","content":"x"}]}"#,
+        );
+        let v = encode(&plain).unwrap();
+        assert_eq!(
+            (v["top_k"].clone(), v.get("thinking")),
+            (serde_json::json!(5), None)
+        );
+    }
+
+    #[test]
+    fn efforts_become_budgets_below_max_tokens() {
+        let with = |effort: Option<Effort>, budget: Option<u32>, max: u32| {
+            let mut req = messages(
+                r#"{"model":"g","max_tokens":1,"messages":[{"role":"user","content":"x"}]}"#,
+            );
+            req.max_tokens = Some(max);
+            req.reasoning = Some(ReasoningControl {
+                effort,
+                budget_tokens: budget,
+            });
+            encode(&req).map(|v| v["thinking"].clone())
+        };
+        let budget = |n: u32| Ok(serde_json::json!({"type":"enabled","budget_tokens":n}));
+        assert_eq!(with(Some(Effort::Minimal), None, 20_000), budget(1024));
+        assert_eq!(with(Some(Effort::Low), None, 20_000), budget(2048));
+        assert_eq!(with(Some(Effort::Medium), None, 20_000), budget(8192));
+        assert_eq!(with(Some(Effort::High), None, 20_000), budget(16384));
+        assert_eq!(with(Some(Effort::High), None, 4000), budget(3999));
+        assert_eq!(with(Some(Effort::None), None, 4000), Ok(Value::Null));
+        assert_eq!(with(None, Some(3000), 4000), budget(3000));
+        for (effort, budget, max) in [(Some(Effort::Low), None, 1000), (None, Some(4000), 4000)] {
+            assert_eq!(
+                with(effort, budget, max).unwrap_err().param.as_deref(),
+                Some("max_tokens")
+            );
+        }
+    }
+
+    #[test]
+    fn thinking_is_off_for_a_tool_turn_without_signed_thinking_and_refused_with_forced_tools() {
+        let history = r#"{"model":"g","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":2048},
+            "tools":[{"name":"f","input_schema":{"type":"object"}}],
+            "messages":[{"role":"user","content":"q"},
+              {"role":"assistant","content":[CONTENT{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},
+              {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"r"}]}]}"#;
+        let unsigned = messages(&history.replace("CONTENT", ""));
+        assert_eq!(encode(&unsigned).unwrap().get("thinking"), None);
+        let signed = messages(&history.replace(
+            "CONTENT",
+            r#"{"type":"thinking","thinking":"t","signature":"s"},"#,
+        ));
+        assert!(encode(&signed).unwrap()["thinking"].is_object());
+        let forced = messages(
+            r#"{"model":"g","max_tokens":4096,"thinking":{"type":"adaptive"},"tool_choice":{"type":"any"},
+            "tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"q"}]}"#,
+        );
+        assert_eq!(
+            encode(&forced).unwrap_err().param.as_deref(),
+            Some("tool_choice")
+        );
+    }
+
+    #[test]
+    fn unsigned_reasoning_of_another_vendor_is_left_out() {
+        let mut req = messages(
+            r#"{"model":"g","max_tokens":100,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":"y"}]}"#,
+        );
+        if let Some(Message::Assistant { reasoning, .. }) = req.messages.get_mut(1) {
+            reasoning.push(Thinking {
+                text: "unsigned".into(),
+                ..Thinking::default()
+            });
+        }
+        let v = encode(&req).unwrap();
+        assert_eq!(
+            v["messages"][1]["content"],
+            serde_json::json!([{"type":"text","text":"y"}])
+        );
     }
 }

@@ -101,6 +101,13 @@ pub trait Dialect: Sync {
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError>;
 
+    /// A client header this vendor takes from a client speaking `api`
+    /// although the gateway withholds it from vendors by default (the
+    /// Anthropic dialect: `anthropic-beta` from a Messages client).
+    fn takes_client_header(&self, _api: Api, _name: &[u8]) -> bool {
+        false
+    }
+
     /// Decodes a 2xx body into the neutral answer. `origin` comes filled
     /// with provider, requested model and time; the dialect sets the id and
     /// the model that answered.

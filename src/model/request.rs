@@ -62,6 +62,12 @@ pub struct ChatRequest {
     /// the OpenAI dialect sends them (see `dialects::openai::VendorExtra`).
     #[serde(skip)]
     pub extra: Map<String, Value>,
+    /// The first client field only a vendor speaking the client's own API
+    /// can take (Anthropic's server tools, MCP servers, containers): the
+    /// neutral request cannot carry it, so encoding it for any other vendor
+    /// is refused naming this field.
+    #[serde(skip)]
+    pub native_only: Option<String>,
     /// Size of the body this was parsed from: vendor bodies are about as
     /// long, so encoders size their buffer once.
     #[serde(skip)]
@@ -131,6 +137,10 @@ pub struct Reasoning {
     pub effort: Option<Effort>,
     pub budget_tokens: Option<u32>,
 }
+
+/// The smallest thinking budget Claude takes (docs.claude.com, "Extended
+/// thinking": `budget_tokens` >= 1024), on Anthropic's API and elsewhere.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effort {

@@ -308,7 +308,18 @@ impl<H: Host> Attempt<H> {
             .then(|| dialect.encode_native(self.api, &raw, request, &target));
         let encoded = match native.flatten() {
             Some(encoded) => encoded?,
-            None => dialect.encode_request(request, &target)?,
+            None => {
+                if let Some(field) = &request.native_only {
+                    return Err(GatewayError::invalid(
+                        field.as_str(),
+                        format!(
+                            "{field}: only providers that speak the {} API take this; this model group's provider does not",
+                            self.api.name()
+                        ),
+                    ));
+                }
+                dialect.encode_request(request, &target)?
+            }
         };
         let (stream, include_usage) = (request.stream, request.include_usage);
 
@@ -319,7 +330,10 @@ impl<H: Host> Attempt<H> {
         // so this also clears the previous attempt's vendor headers: every
         // dialect's auth and vendor headers are in the withheld set.
         for (name, _) in self.host.headers(Map::Request).0 {
-            if !name.starts_with(b":") && !vendor_may_receive(&name, &provider.forward_headers) {
+            if !name.starts_with(b":")
+                && !vendor_may_receive(&name, &provider.forward_headers)
+                && !dialect.takes_client_header(self.api, &name)
+            {
                 self.host.set_header(Map::Request, &name, None);
             }
         }

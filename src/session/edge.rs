@@ -50,6 +50,8 @@ enum State {
     Passthrough,
     /// Buffering a generation request's body.
     Generate,
+    /// Buffering a `/v1/messages/count_tokens` body: answered here.
+    CountTokens,
     /// The response is an Envoy local reply being rewritten into a unified error.
     RewriteLocalReply(ErrorCode),
     /// Forwarded; the upstream role translates the answer.
@@ -119,7 +121,7 @@ impl<H: Host> Edge<H> {
     }
 
     fn reject(&mut self, error: GatewayError) -> Flow {
-        self.status = error.status();
+        self.status = surface(self.api).status(error.code);
         self.code = Some(error.code);
         match &self.limits {
             Some(limits) => {
@@ -180,16 +182,53 @@ impl<H: Host> Edge<H> {
         serde_json::json!({"id": name, "object": "model", "created": self.config.loaded_at, "owned_by": "llm-gateway"})
     }
 
-    /// `GET /v1/models`: the groups this caller may use.
+    /// `GET /v1/models`: the groups this caller may use, in Anthropic's
+    /// shape when the request carries `anthropic-version` (its SDKs and
+    /// Claude Code send it on every request).
     fn models_list(&self) -> Vec<u8> {
-        let data: Vec<serde_json::Value> = self
+        let names = self
             .config
             .model_groups
             .keys()
-            .filter(|name| self.config.auth.allows(self.caller, name))
-            .map(|name| self.model_entry(name))
-            .collect();
+            .filter(|name| self.config.auth.allows(self.caller, name));
+        if self.request_headers.has("anthropic-version") {
+            let data: Vec<serde_json::Value> =
+                names.map(|name| self.anthropic_model_entry(name)).collect();
+            let first = data.first().map(|m| m["id"].clone());
+            let last = data.last().map(|m| m["id"].clone());
+            return serde_json::to_vec(&serde_json::json!(
+                {"data": data, "has_more": false, "first_id": first, "last_id": last}
+            ))
+            .unwrap_or_default();
+        }
+        let data: Vec<serde_json::Value> = names.map(|name| self.model_entry(name)).collect();
         serde_json::to_vec(&serde_json::json!({"object": "list", "data": data})).unwrap_or_default()
+    }
+
+    /// A model group as Anthropic lists a model (`created_at` in RFC 3339).
+    fn anthropic_model_entry(&self, name: &str) -> serde_json::Value {
+        serde_json::json!({"type": "model", "id": name, "display_name": name,
+                           "created_at": rfc3339(self.config.loaded_at)})
+    }
+
+    /// `POST /v1/messages/count_tokens`: the gateway's estimate of the
+    /// request's input tokens (flagged `x-llm-estimated: true`), for every
+    /// vendor alike; the request is checked as a Messages request would be
+    /// (`max_tokens` is not required here).
+    fn count_tokens(&self, body: &[u8]) -> Result<Vec<u8>, GatewayError> {
+        let request = crate::surfaces::anthropic_messages::request::parse_count(body)?;
+        let group = self
+            .config
+            .resolve_group(
+                self.text("x-model-group"),
+                &request.model,
+                &|name: &str| self.text(name).map(str::to_owned),
+                None,
+            )?
+            .0;
+        self.config.auth.check_group(self.caller, group)?;
+        let tokens = crate::model::estimate::prompt_tokens(&request);
+        Ok(serde_json::to_vec(&serde_json::json!({"input_tokens": tokens})).unwrap_or_default())
     }
 
     /// `GET /v1/models/{id}`: one group this caller may use (404 otherwise,
@@ -205,19 +244,21 @@ impl<H: Host> Edge<H> {
             e.param = Some("model".into());
             return Err(e);
         }
-        Ok(serde_json::to_vec(&self.model_entry(id)).unwrap_or_default())
+        let entry = if self.request_headers.has("anthropic-version") {
+            self.anthropic_model_entry(id)
+        } else {
+            self.model_entry(id)
+        };
+        Ok(serde_json::to_vec(&entry).unwrap_or_default())
     }
 
-    fn reply_json(&mut self, body: &[u8]) -> Flow {
-        self.host.send_response(
-            200,
-            &[
-                ("content-type", b"application/json"),
-                ("x-request-id", self.request_id.as_bytes()),
-            ],
-            body,
-            "",
-        );
+    fn reply_json(&mut self, body: &[u8], extra: &[(&str, &[u8])]) -> Flow {
+        let mut headers: Vec<(&str, &[u8])> = vec![
+            ("content-type", b"application/json"),
+            ("x-request-id", self.request_id.as_bytes()),
+        ];
+        headers.extend_from_slice(extra);
+        self.host.send_response(200, &headers, body, "");
         self.status = 200;
         self.state = State::Replied;
         Flow::Pause
@@ -682,9 +723,25 @@ impl<H: Host> Session for Edge<H> {
             };
         }
         match path.as_str() {
+            "/v1/messages/count_tokens" if method == "POST" => {
+                if end_of_stream {
+                    return self.reject(GatewayError::invalid("body", "request body is empty"));
+                }
+                self.api = Api::AnthropicMessages;
+                self.state = State::CountTokens;
+                Flow::Pause
+            }
+            "/v1/messages/count_tokens" => {
+                self.api = Api::AnthropicMessages;
+                self.reject(GatewayError::method_not_allowed(
+                    "/v1/messages/count_tokens",
+                    &method,
+                    "POST",
+                ))
+            }
             "/v1/models" if method == "GET" => {
                 let body = self.models_list();
-                self.reply_json(&body)
+                self.reply_json(&body, &[])
             }
             "/v1/models" => self.reject(GatewayError::method_not_allowed(
                 "/v1/models",
@@ -698,7 +755,7 @@ impl<H: Host> Session for Edge<H> {
                 }
                 let id = crate::url::decode_segment(p.trim_start_matches("/v1/models/"));
                 match self.model_retrieve(&id) {
-                    Ok(body) => self.reply_json(&body),
+                    Ok(body) => self.reply_json(&body, &[]),
                     Err(e) => self.reject(e),
                 }
             }
@@ -714,7 +771,7 @@ impl<H: Host> Session for Edge<H> {
     }
 
     fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
-        if !matches!(self.state, State::Generate) {
+        if !matches!(self.state, State::Generate | State::CountTokens) {
             return Flow::Continue;
         }
         if !end_of_stream {
@@ -730,6 +787,12 @@ impl<H: Host> Session for Edge<H> {
         }
         let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
         let body = self.host.body(Buffer::Request, 0, size);
+        if matches!(self.state, State::CountTokens) {
+            return match self.count_tokens(&body) {
+                Ok(reply) => self.reply_json(&reply, &[("x-llm-estimated", b"true")]),
+                Err(e) => self.reject(e),
+            };
+        }
         let result = self.on_generate_body(&body);
         timer.stop(&self.host, Phase::Admit);
         match result {
@@ -771,17 +834,31 @@ impl<H: Host> Session for Edge<H> {
                 429 => limiter::global_refusal(&self.host).unwrap_or(ErrorCode::UpstreamRateLimit),
                 _ => ErrorCode::from_status(status),
             };
-            self.status = code.status();
+            self.status = surface(self.api).status(code);
             self.code = Some(code);
             if !end_of_stream {
                 self.state = State::RewriteLocalReply(code);
             }
-            let status = code.status().to_string();
+            let status = self.status.to_string();
             self.host
                 .set_header(Map::Response, b":status", Some(status.as_bytes()));
             self.host
                 .set_header(Map::Response, b"content-type", Some(b"application/json"));
             self.host.set_header(Map::Response, b"content-length", None);
+        } else if status >= 400 {
+            // An error the upstream role answered with the gateway's status
+            // for its code: the client's API may answer it with another
+            // (Anthropic's 529 for a busy vendor).
+            let code = ErrorCode::from_status(status);
+            let client = surface(self.api).status(code);
+            if code.status() == status && client != status {
+                self.status = client;
+                self.host.set_header(
+                    Map::Response,
+                    b":status",
+                    Some(client.to_string().as_bytes()),
+                );
+            }
         }
         Flow::Continue
     }
@@ -818,6 +895,28 @@ impl<H: Host> Session for Edge<H> {
             timer.stop(&self.host, Phase::Log);
         }
     }
+}
+
+/// Unix seconds as an RFC 3339 UTC time (`2025-01-02T03:04:05Z`).
+fn rfc3339(secs: u64) -> String {
+    // Howard Hinnant's civil_from_days.
+    let days = (secs / 86_400) as i64;
+    let rest = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
 }
 
 /// A body that is already `{"error": {...}}`.

@@ -73,5 +73,5 @@ pub fn send_error_with(
     if let Some(provider) = error.provider.as_deref() {
         headers.push(("x-llm-provider", provider.as_bytes()));
     }
-    host.send_response(error.status(), &headers, &body, "");
+    host.send_response(surface(api).status(error.code), &headers, &body, "");
 }

@@ -5,17 +5,19 @@
 //! Adding a client API is adding a module here, a line in
 //! [`crate::model::Api`] and a line in [`surface`].
 
-use crate::error::GatewayError;
+use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::{EventWriter, StreamEncoder};
 use crate::model::Api;
 
+pub mod anthropic_messages;
 pub mod openai_chat;
 
 pub fn surface(api: Api) -> &'static dyn Surface {
     match api {
         Api::OpenAiChat => &openai_chat::OpenAiChat,
+        Api::AnthropicMessages => &anthropic_messages::AnthropicMessages,
     }
 }
 
@@ -28,6 +30,10 @@ pub trait Surface: Sync {
     fn stream_encoder(&self, include_usage: bool) -> Box<dyn StreamEncoder>;
     /// This surface's error envelope.
     fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8>;
+    /// The HTTP status this surface answers an error with.
+    fn status(&self, code: ErrorCode) -> u16 {
+        code.status()
+    }
 }
 
 /// The writer a dialect's stream decoder pushes events into, encoding for

@@ -193,3 +193,72 @@ fn the_access_log_line_is_written_when_the_request_ends() {
     assert_eq!(line["completion_tokens"], 2);
     assert_eq!(line["route"], serde_json::json!(["an/claude-x:200"]));
 }
+
+const MESSAGES: &str =
+    r#"{"model":"chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#;
+
+#[test]
+fn a_messages_request_is_handed_off_and_its_errors_are_anthropics() {
+    let mut e = edge(config(""), "POST", "/v1/messages", MESSAGES);
+    assert_eq!(send(&mut e), Flow::Continue);
+    let handoff = Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
+    assert_eq!(handoff.api, crate::model::Api::AnthropicMessages);
+    // The upstream role answered a busy vendor with the gateway's 503: the
+    // client gets Anthropic's 529.
+    e.host.set(Map::Response, ":status", "503");
+    e.host.set(Map::Response, "x-llm-provider", "an");
+    e.on_response_headers(false);
+    assert_eq!(e.host.get(Map::Response, ":status").as_deref(), Some("529"));
+    // The gateway's own refusals too, in Anthropic's envelope.
+    let mut e = edge(config(""), "POST", "/v1/messages", r#"{"model":"chat"}"#);
+    send(&mut e);
+    let (status, body) = reply(&e);
+    assert_eq!(status, 400);
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "invalid_request_error");
+    assert_eq!(body["error"]["message"], "max_tokens: Field required");
+    assert_eq!(body["request_id"], "req-7");
+}
+
+#[test]
+fn count_tokens_is_answered_with_an_estimate() {
+    let body =
+        r#"{"model":"chat","messages":[{"role":"user","content":"count these four words"}]}"#;
+    let mut e = edge(config(""), "POST", "/v1/messages/count_tokens", body);
+    send(&mut e);
+    let (status, body) = reply(&e);
+    assert_eq!(status, 200);
+    assert!(body["input_tokens"].as_u64().unwrap() >= 4, "{body}");
+    // A group the caller may not use, or a bad body, is refused.
+    let mut e = edge(
+        config(""),
+        "POST",
+        "/v1/messages/count_tokens",
+        r#"{"model":"chat","messages":[]}"#,
+    );
+    send(&mut e);
+    assert_eq!(reply(&e).0, 400);
+    let mut e = edge(config(""), "GET", "/v1/messages/count_tokens", "");
+    send(&mut e);
+    assert_eq!(reply(&e).0, 405);
+}
+
+#[test]
+fn models_are_listed_in_anthropics_shape_for_its_clients() {
+    let mut e = edge(config(""), "GET", "/v1/models", "");
+    e.host.set(Map::Request, "anthropic-version", "2023-06-01");
+    send(&mut e);
+    let (status, body) = reply(&e);
+    assert_eq!(status, 200);
+    assert_eq!(body["data"][0]["type"], "model");
+    assert_eq!(body["data"][0]["id"], "chat");
+    assert_eq!(body["first_id"], "chat");
+    assert_eq!(body["has_more"], false);
+    assert!(body["data"][0]["created_at"]
+        .as_str()
+        .unwrap()
+        .ends_with('Z'));
+    assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
+    assert_eq!(super::rfc3339(1_733_000_000), "2024-11-30T20:53:20Z");
+    assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+}

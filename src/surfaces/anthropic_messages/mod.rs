@@ -1,0 +1,613 @@
+//! Anthropic Messages, `POST /v1/messages`: requests ([`request`]), the
+//! `message` object, the event stream (`message_start` … `message_stop`)
+//! and Anthropic's error envelope, for clients such as the `anthropic`
+//! SDKs and Claude Code.
+//!
+//! Errors are `{"type":"error","error":{"type","message","code"},"request_id"}`:
+//! `type` is Anthropic's for the condition, `code` the gateway's own
+//! (`UPSTREAM_BUSY`...), and a vendor's failure or overload answers 500 or
+//! 529 as Anthropic does ([`AnthropicMessages::status`]).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::Surface;
+use crate::error::{ErrorCode, GatewayError};
+use crate::model::request::ChatRequest;
+use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
+use crate::model::stream::{Reasoning, StreamEncoder};
+
+pub mod request;
+
+pub struct AnthropicMessages;
+
+impl Surface for AnthropicMessages {
+    fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
+        request::parse(body)
+    }
+
+    fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {
+        match answer {
+            Answer::Decoded(completion) => render_message(&completion, origin),
+            Answer::Native(body) => body,
+        }
+    }
+
+    fn stream_encoder(&self, _include_usage: bool) -> Box<dyn StreamEncoder> {
+        Box::new(MessageEvents::default())
+    }
+
+    fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
+        error_json(error, request_id)
+    }
+
+    /// Anthropic's statuses where they differ from the gateway's: a vendor
+    /// failure is its 500 `api_error`, a busy or unavailable vendor its 529
+    /// `overloaded_error` (which the SDKs retry and raise as
+    /// `InternalServerError` / `OverloadedError`).
+    fn status(&self, code: ErrorCode) -> u16 {
+        match code {
+            ErrorCode::UpstreamError => 500,
+            ErrorCode::UpstreamBusy => 529,
+            _ => code.status(),
+        }
+    }
+}
+
+/// Anthropic's error `type` for each of our codes.
+pub fn error_type(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::InvalidRequest
+        | ErrorCode::ContextLengthExceeded
+        | ErrorCode::ContentFiltered
+        | ErrorCode::MethodNotAllowed => "invalid_request_error",
+        ErrorCode::AuthFailed => "authentication_error",
+        ErrorCode::PermissionDenied => "permission_error",
+        ErrorCode::ModelNotFound => "not_found_error",
+        ErrorCode::PayloadTooLarge => "request_too_large",
+        ErrorCode::UpstreamRateLimit | ErrorCode::RateLimited => "rate_limit_error",
+        ErrorCode::UpstreamError => "api_error",
+        ErrorCode::UpstreamBusy => "overloaded_error",
+        ErrorCode::UpstreamTimeout => "timeout_error",
+    }
+}
+
+/// The error object inside the envelope (also the stream's `error` event).
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    message: &'a str,
+    /// The gateway's own code, beside Anthropic's type.
+    code: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    param: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provider: Option<&'a str>,
+}
+
+fn error_json(error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Envelope<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        error: ErrorBody<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<&'a str>,
+    }
+    let envelope = Envelope {
+        kind: "error",
+        error: ErrorBody {
+            kind: error_type(error.code),
+            message: &error.message,
+            code: error.code.as_str(),
+            param: error.param.as_deref(),
+            provider: error.provider.as_deref(),
+        },
+        request_id,
+    };
+    serde_json::to_vec(&envelope).unwrap_or_else(|_| {
+        br#"{"type":"error","error":{"type":"api_error","message":""}}"#.to_vec()
+    })
+}
+
+/// Anthropic's `stop_reason` for a neutral finish.
+pub fn stop_reason(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Stop => "end_turn",
+        FinishReason::Length => "max_tokens",
+        FinishReason::ToolCalls => "tool_use",
+        FinishReason::ContentFilter => "refusal",
+    }
+}
+
+/// A response id in Anthropic's form (`msg_…`): the vendor's, prefixed
+/// when it has another form.
+fn message_id(id: &str) -> String {
+    if id.starts_with("msg_") {
+        id.to_owned()
+    } else {
+        format!("msg_{id}")
+    }
+}
+
+/// Usage as Anthropic counts it: `input_tokens` without the tokens read
+/// from the cache (the neutral `prompt_tokens` includes them).
+#[derive(Serialize)]
+struct MessageUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+    cache_creation_input_tokens: u64,
+    cache_read_input_tokens: u64,
+}
+
+impl MessageUsage {
+    fn of(usage: Option<&Usage>) -> Self {
+        let usage = usage.copied().unwrap_or_default();
+        let cached = usage.cached_tokens.unwrap_or(0);
+        Self {
+            input_tokens: usage.prompt_tokens.saturating_sub(cached),
+            output_tokens: usage.completion_tokens,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: cached,
+        }
+    }
+}
+
+/// A tool call's arguments as the object Anthropic's `input` is (an
+/// unparseable string from a vendor becomes `{}`).
+fn tool_input(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => Value::Object(serde_json::Map::new()),
+    }
+}
+
+/// The `message` object.
+fn render_message(completion: &Completion, origin: &Origin) -> Vec<u8> {
+    let mut content = Vec::new();
+    for thinking in &completion.reasoning {
+        content.push(match &thinking.redacted {
+            Some(data) => serde_json::json!({"type": "redacted_thinking", "data": data}),
+            None => serde_json::json!({"type": "thinking", "thinking": thinking.text,
+                                       "signature": thinking.signature.as_deref().unwrap_or("")}),
+        });
+    }
+    if let Some(text) = completion.content.as_deref().filter(|t| !t.is_empty()) {
+        content.push(serde_json::json!({"type": "text", "text": text}));
+    }
+    for call in &completion.tool_calls {
+        content.push(serde_json::json!({"type": "tool_use", "id": call.id,
+            "name": call.function.name, "input": tool_input(&call.function.arguments)}));
+    }
+    let body = serde_json::json!({
+        "id": message_id(&origin.id),
+        "type": "message",
+        "role": "assistant",
+        "model": origin.model,
+        "content": content,
+        "stop_reason": completion.finish_reason.map_or("end_turn", stop_reason),
+        "stop_sequence": null,
+        "usage": MessageUsage::of(completion.usage.as_ref()),
+    });
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// The content block a stream has open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text,
+    /// A thinking block; `signed` once its signature came.
+    Thinking {
+        signed: bool,
+    },
+    /// Tool call number `call`'s block.
+    Tool {
+        call: u32,
+    },
+}
+
+/// The Messages event stream for one response: blocks numbered in order,
+/// one open at a time, closed before the next opens and at the end.
+#[derive(Default)]
+struct MessageEvents {
+    /// The next block's index.
+    next_index: u32,
+    open: Option<Open>,
+    /// Each tool call's block index, by call number.
+    tool_blocks: Vec<u32>,
+    stop_reason: Option<FinishReason>,
+    /// The vendor's own events went through (a pass-through pair): its
+    /// `message_delta` and `message_stop` too.
+    passed_through: bool,
+}
+
+fn event(out: &mut Vec<u8>, name: &str, data: &impl Serialize) {
+    let start = out.len();
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\ndata: ");
+    match serde_json::to_writer(&mut *out, data) {
+        Ok(()) => out.extend_from_slice(b"\n\n"),
+        Err(_) => out.truncate(start),
+    }
+}
+
+impl MessageEvents {
+    fn close(&mut self, out: &mut Vec<u8>) {
+        if self.open.take().is_some() {
+            let index = self.next_index.saturating_sub(1);
+            event(
+                out,
+                "content_block_stop",
+                &serde_json::json!({"type": "content_block_stop", "index": index}),
+            );
+        }
+    }
+
+    /// Closes the open block and opens `block` as `kind`; its index.
+    fn open(&mut self, out: &mut Vec<u8>, kind: Open, block: Value) -> u32 {
+        self.close(out);
+        let index = self.next_index;
+        self.next_index += 1;
+        event(
+            out,
+            "content_block_start",
+            &serde_json::json!({"type": "content_block_start", "index": index, "content_block": block}),
+        );
+        self.open = Some(kind);
+        index
+    }
+
+    fn delta(out: &mut Vec<u8>, index: u32, delta: Value) {
+        event(
+            out,
+            "content_block_delta",
+            &serde_json::json!({"type": "content_block_delta", "index": index, "delta": delta}),
+        );
+    }
+
+    /// The index of the open block.
+    fn current(&self) -> u32 {
+        self.next_index.saturating_sub(1)
+    }
+}
+
+impl StreamEncoder for MessageEvents {
+    /// `message_start` (usage comes with `message_delta`), then a `ping`.
+    fn start(&mut self, origin: &Origin, out: &mut Vec<u8>) {
+        event(
+            out,
+            "message_start",
+            &serde_json::json!({"type": "message_start", "message": {
+                "id": message_id(&origin.id), "type": "message", "role": "assistant",
+                "model": origin.model, "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+        );
+        event(out, "ping", &serde_json::json!({"type": "ping"}));
+    }
+
+    fn text(&mut self, _origin: &Origin, out: &mut Vec<u8>, text: &str) {
+        if self.open != Some(Open::Text) {
+            self.open(
+                out,
+                Open::Text,
+                serde_json::json!({"type": "text", "text": ""}),
+            );
+        }
+        Self::delta(
+            out,
+            self.current(),
+            serde_json::json!({"type": "text_delta", "text": text}),
+        );
+    }
+
+    fn reasoning(&mut self, _origin: &Origin, out: &mut Vec<u8>, delta: Reasoning<'_>) {
+        let thinking = serde_json::json!({"type": "thinking", "thinking": "", "signature": ""});
+        match delta {
+            Reasoning::Text(text) => {
+                if self.open != Some(Open::Thinking { signed: false }) {
+                    self.open(out, Open::Thinking { signed: false }, thinking);
+                }
+                Self::delta(
+                    out,
+                    self.current(),
+                    serde_json::json!({"type": "thinking_delta", "thinking": text}),
+                );
+            }
+            Reasoning::Signature(signature) => {
+                if self.open != Some(Open::Thinking { signed: false }) {
+                    self.open(out, Open::Thinking { signed: false }, thinking);
+                }
+                Self::delta(
+                    out,
+                    self.current(),
+                    serde_json::json!({"type": "signature_delta", "signature": signature}),
+                );
+                self.open = Some(Open::Thinking { signed: true });
+            }
+            Reasoning::Redacted(data) => {
+                self.open(
+                    out,
+                    Open::Thinking { signed: true },
+                    serde_json::json!({"type": "redacted_thinking", "data": data}),
+                );
+                self.close(out);
+            }
+        }
+    }
+
+    fn tool_call_start(
+        &mut self,
+        _origin: &Origin,
+        out: &mut Vec<u8>,
+        index: u32,
+        id: &str,
+        name: &str,
+    ) {
+        let block = self.open(
+            out,
+            Open::Tool { call: index },
+            serde_json::json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+        );
+        self.tool_blocks.push(block);
+    }
+
+    fn tool_call_arguments(
+        &mut self,
+        _origin: &Origin,
+        out: &mut Vec<u8>,
+        index: u32,
+        fragment: &str,
+    ) {
+        // A call whose block was closed (vendors interleaving calls) still
+        // names its own block: the SDKs accumulate by index.
+        let block = match self.open {
+            Some(Open::Tool { call }) if call == index => self.current(),
+            _ => match self.tool_blocks.get(index as usize) {
+                Some(&block) => block,
+                None => return,
+            },
+        };
+        Self::delta(
+            out,
+            block,
+            serde_json::json!({"type": "input_json_delta", "partial_json": fragment}),
+        );
+    }
+
+    fn finish(&mut self, _origin: &Origin, out: &mut Vec<u8>, reason: FinishReason) {
+        self.close(out);
+        self.stop_reason = Some(reason);
+    }
+
+    /// `message_delta` with the stop reason and the usage, then `message_stop`.
+    fn done(&mut self, _origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {
+        if self.passed_through {
+            return;
+        }
+        self.close(out);
+        let reason = self.stop_reason.map_or("end_turn", stop_reason);
+        event(
+            out,
+            "message_delta",
+            &serde_json::json!({"type": "message_delta",
+                "delta": {"stop_reason": reason, "stop_sequence": null},
+                "usage": MessageUsage::of(usage)}),
+        );
+        event(
+            out,
+            "message_stop",
+            &serde_json::json!({"type": "message_stop"}),
+        );
+    }
+
+    /// `event: error` with the envelope.
+    fn error(&mut self, out: &mut Vec<u8>, error: &GatewayError, request_id: &str) {
+        out.extend_from_slice(b"event: error\ndata: ");
+        out.extend_from_slice(&error_json(error, Some(request_id)));
+        out.extend_from_slice(b"\n\n");
+    }
+
+    /// A vendor event already framed (`event: …\ndata: …\n\n`).
+    fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {
+        self.passed_through = true;
+        out.extend_from_slice(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::request::Thinking;
+    use crate::model::response::ToolCallOut;
+
+    fn origin() -> Origin {
+        Origin {
+            id: "chatcmpl-1".into(),
+            created: 1,
+            model: "m".into(),
+            provider: "p".into(),
+        }
+    }
+
+    /// (event name, data) of each event.
+    fn events(out: &[u8]) -> Vec<(String, Value)> {
+        std::str::from_utf8(out)
+            .unwrap()
+            .split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let (name, data) = e.split_once('\n').unwrap();
+                let name = name.strip_prefix("event: ").unwrap().to_owned();
+                let data: Value =
+                    serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+                assert_eq!(data["type"], name.as_str());
+                (name, data)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn renders_a_message() {
+        let completion = Completion {
+            reasoning: vec![
+                Thinking {
+                    text: "hmm".into(),
+                    signature: Some("sig".into()),
+                    redacted: None,
+                },
+                Thinking {
+                    redacted: Some("enc".into()),
+                    ..Thinking::default()
+                },
+            ],
+            content: Some("hi".into()),
+            tool_calls: vec![ToolCallOut::new(
+                "call_1".into(),
+                "f".into(),
+                r#"{"a":1}"#.into(),
+            )],
+            finish_reason: Some(FinishReason::ToolCalls),
+            usage: Some(Usage {
+                prompt_tokens: 10,
+                completion_tokens: 3,
+                cached_tokens: Some(4),
+                reasoning_tokens: None,
+            }),
+        };
+        let v: Value = serde_json::from_slice(
+            &AnthropicMessages.render_answer(Answer::Decoded(completion), &origin()),
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"id":"msg_chatcmpl-1","type":"message","role":"assistant","model":"m",
+                "content":[{"type":"thinking","thinking":"hmm","signature":"sig"},
+                           {"type":"redacted_thinking","data":"enc"},
+                           {"type":"text","text":"hi"},
+                           {"type":"tool_use","id":"call_1","name":"f","input":{"a":1}}],
+                "stop_reason":"tool_use","stop_sequence":null,
+                "usage":{"input_tokens":6,"output_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":4}})
+        );
+    }
+
+    #[test]
+    fn stream_numbers_blocks_and_closes_them() {
+        let mut e = MessageEvents::default();
+        let o = origin();
+        let mut out = Vec::new();
+        e.start(&o, &mut out);
+        e.reasoning(&o, &mut out, Reasoning::Text("a"));
+        e.reasoning(&o, &mut out, Reasoning::Text("b"));
+        e.reasoning(&o, &mut out, Reasoning::Signature("s1"));
+        e.reasoning(&o, &mut out, Reasoning::Text("c"));
+        e.reasoning(&o, &mut out, Reasoning::Redacted("r"));
+        e.text(&o, &mut out, "hi");
+        e.text(&o, &mut out, " there");
+        e.tool_call_start(&o, &mut out, 0, "t1", "f");
+        e.tool_call_arguments(&o, &mut out, 0, "{\"a\"");
+        e.tool_call_start(&o, &mut out, 1, "t2", "g");
+        e.tool_call_arguments(&o, &mut out, 0, ":1}");
+        e.tool_call_arguments(&o, &mut out, 1, "{}");
+        e.finish(&o, &mut out, FinishReason::ToolCalls);
+        let usage = Usage {
+            prompt_tokens: 5,
+            completion_tokens: 7,
+            cached_tokens: None,
+            reasoning_tokens: None,
+        };
+        e.done(&o, &mut out, Some(&usage));
+        let ev = events(&out);
+        let names: Vec<&str> = ev.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert_eq!(ev[0].1["message"]["id"], "msg_chatcmpl-1");
+        assert_eq!(
+            ev[5].1["delta"],
+            serde_json::json!({"type":"signature_delta","signature":"s1"})
+        );
+        assert_eq!(
+            ev[7].1["index"], 1,
+            "thinking after a signature is a new block"
+        );
+        assert_eq!(
+            ev[10].1["content_block"],
+            serde_json::json!({"type":"redacted_thinking","data":"r"})
+        );
+        assert_eq!(ev[12].1["content_block"]["type"], "text");
+        assert_eq!(ev[12].1["index"], 3);
+        assert_eq!(ev[16].1["content_block"]["id"], "t1");
+        assert_eq!(ev[17].1["delta"]["partial_json"], "{\"a\"");
+        assert_eq!(ev[19].1["index"], 5);
+        assert_eq!(
+            ev[20].1["index"], 4,
+            "a closed call's fragment names its own block"
+        );
+        assert_eq!(ev[21].1["index"], 5);
+        assert_eq!(
+            ev[23].1,
+            serde_json::json!({"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},
+                "usage":{"input_tokens":5,"output_tokens":7,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}})
+        );
+    }
+
+    #[test]
+    fn errors_in_anthropics_envelope_and_statuses() {
+        let mut e = GatewayError::new(ErrorCode::UpstreamBusy, "busy");
+        e.provider = Some("p".into());
+        let v: Value =
+            serde_json::from_slice(&AnthropicMessages.render_error(&e, Some("rid"))).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type":"error","error":{"type":"overloaded_error","message":"busy","code":"UPSTREAM_BUSY","provider":"p"},"request_id":"rid"})
+        );
+        for (code, status, kind) in [
+            (ErrorCode::InvalidRequest, 400, "invalid_request_error"),
+            (ErrorCode::AuthFailed, 401, "authentication_error"),
+            (ErrorCode::PermissionDenied, 403, "permission_error"),
+            (ErrorCode::ModelNotFound, 404, "not_found_error"),
+            (ErrorCode::PayloadTooLarge, 413, "request_too_large"),
+            (ErrorCode::RateLimited, 429, "rate_limit_error"),
+            (ErrorCode::UpstreamError, 500, "api_error"),
+            (ErrorCode::UpstreamTimeout, 504, "timeout_error"),
+            (ErrorCode::UpstreamBusy, 529, "overloaded_error"),
+        ] {
+            assert_eq!(AnthropicMessages.status(code), status);
+            assert_eq!(error_type(code), kind);
+        }
+        let mut out = Vec::new();
+        MessageEvents::default().error(&mut out, &e, "rid");
+        let ev = events(&out);
+        assert_eq!(ev[0].0, "error");
+        assert_eq!(ev[0].1["error"]["type"], "overloaded_error");
+    }
+}

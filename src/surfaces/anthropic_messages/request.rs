@@ -1,0 +1,1311 @@
+//! Anthropic Messages requests (`POST /v1/messages`), parsed strictly into
+//! the neutral [`ChatRequest`], as Anthropic itself reads them: unknown
+//! fields are refused ("Extra inputs are not permitted"), duplicate keys at
+//! any depth too, and every error names its field the way Anthropic does
+//! (`messages.2.content.0.text`).
+//!
+//! Fields Anthropic knows and the neutral model cannot carry (server tools,
+//! `mcp_servers`, `container`, blocks such as `search_result`) are accepted
+//! and marked in [`ChatRequest::native_only`]: only a vendor speaking this
+//! API (which gets the client's bytes) can take them. `service_tier` and
+//! `context_management` are hints other vendors do without (dropped).
+
+use serde_json::{Map, Value};
+
+use crate::error::GatewayError;
+use crate::model::json::Strict;
+use crate::model::request::*;
+
+/// Server tools' `type`s start with one of these (the SDK's `ToolUnionParam`:
+/// web search and fetch, code execution, bash, text editor, computer and
+/// browser toolsets, memory, tool search; and the beta MCP toolset); a
+/// custom tool has no `type` or `"custom"`.
+const SERVER_TOOL_PREFIXES: [&str; 10] = [
+    "web_search_",
+    "web_fetch_",
+    "code_execution_",
+    "bash_",
+    "text_editor_",
+    "computer_",
+    "browser_toolset_",
+    "memory_",
+    "tool_search_tool_",
+    "mcp_toolset",
+];
+
+/// Content blocks Anthropic takes that the neutral model has no form for.
+const NATIVE_BLOCKS: [&str; 9] = [
+    "search_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
+    "tool_reference",
+];
+
+/// Parses and validates a Messages request body.
+pub fn parse(body: &[u8]) -> Result<ChatRequest, GatewayError> {
+    parse_body(body, true)
+}
+
+/// A `/v1/messages/count_tokens` body: a Messages request whose
+/// `max_tokens` may be left out.
+pub fn parse_count(body: &[u8]) -> Result<ChatRequest, GatewayError> {
+    parse_body(body, false)
+}
+
+fn parse_body(body: &[u8], generate: bool) -> Result<ChatRequest, GatewayError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(GatewayError::invalid("body", "request body is empty"));
+    }
+    let Strict(value) = serde_json::from_slice(body).map_err(|e| {
+        let msg = e.to_string();
+        let param = msg
+            .split_once(": ")
+            .map(|(p, _)| p)
+            .filter(|p| !p.contains(' '))
+            .unwrap_or("body");
+        GatewayError::invalid(param, format!("invalid request body: {msg}"))
+    })?;
+    let Value::Object(map) = value else {
+        return Err(GatewayError::invalid(
+            "body",
+            "Input should be a valid dictionary",
+        ));
+    };
+    let mut request = Parser::default().request(map, generate)?;
+    request.source_len = body.len();
+    Ok(request)
+}
+
+/// A field's error, Anthropic's way: `path: message`.
+fn invalid(at: &str, message: impl std::fmt::Display) -> GatewayError {
+    GatewayError::invalid(at, format!("{at}: {message}"))
+}
+
+fn extra(at: &str) -> GatewayError {
+    invalid(at, "Extra inputs are not permitted")
+}
+
+fn required(at: &str) -> GatewayError {
+    invalid(at, "Field required")
+}
+
+/// An object's fields, refusing any not in `allowed`.
+fn object<'a>(
+    v: &'a Value,
+    at: &str,
+    allowed: &[&str],
+) -> Result<&'a Map<String, Value>, GatewayError> {
+    let Value::Object(map) = v else {
+        return Err(invalid(at, "Input should be a valid dictionary"));
+    };
+    if let Some(key) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(extra(&format!("{at}.{key}")));
+    }
+    Ok(map)
+}
+
+fn string(map: &Map<String, Value>, key: &str, at: &str) -> Result<String, GatewayError> {
+    match map.get(key) {
+        None => Err(required(&format!("{at}.{key}"))),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(invalid(
+            &format!("{at}.{key}"),
+            "Input should be a valid string",
+        )),
+    }
+}
+
+fn optional_string(
+    map: &Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<Option<String>, GatewayError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => string(map, key, at).map(Some),
+    }
+}
+
+fn optional_bool(
+    map: &Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<Option<bool>, GatewayError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(invalid(
+            &format!("{at}.{key}"),
+            "Input should be a valid boolean",
+        )),
+    }
+}
+
+fn integer(v: &Value, at: &str, min: u64) -> Result<u32, GatewayError> {
+    let too_small = || {
+        invalid(
+            at,
+            format!("Input should be greater than or equal to {min}"),
+        )
+    };
+    let n = match (v.as_u64(), v.as_i64()) {
+        (Some(n), _) => n,
+        (None, Some(_)) => return Err(too_small()),
+        (None, None) => return Err(invalid(at, "Input should be a valid integer")),
+    };
+    if n < min {
+        return Err(too_small());
+    }
+    u32::try_from(n).map_err(|_| invalid(at, "Input is too large"))
+}
+
+/// `temperature`, `top_p`: a number from 0 to 1.
+fn unit(v: &Value, at: &str) -> Result<f64, GatewayError> {
+    let x = v
+        .as_f64()
+        .ok_or_else(|| invalid(at, "Input should be a valid number"))?;
+    if x < 0.0 {
+        return Err(invalid(at, "Input should be greater than or equal to 0"));
+    }
+    if x > 1.0 {
+        return Err(invalid(at, "Input should be less than or equal to 1"));
+    }
+    Ok(x)
+}
+
+fn array<'a>(v: &'a Value, at: &str) -> Result<&'a Vec<Value>, GatewayError> {
+    v.as_array()
+        .ok_or_else(|| invalid(at, "Input should be a valid list"))
+}
+
+fn cache_control(map: &Map<String, Value>, at: &str) -> Result<Option<CacheControl>, GatewayError> {
+    let Some(v) = map.get("cache_control").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let at = format!("{at}.cache_control");
+    let cc = object(v, &at, &["type", "ttl"])?;
+    if string(cc, "type", &at)? != "ephemeral" {
+        return Err(invalid(
+            &format!("{at}.type"),
+            "Input should be 'ephemeral'",
+        ));
+    }
+    let ttl = optional_string(cc, "ttl", &at)?;
+    if let Some(ttl) = &ttl {
+        if ttl != "5m" && ttl != "1h" {
+            return Err(invalid(
+                &format!("{at}.ttl"),
+                "Input should be '5m' or '1h'",
+            ));
+        }
+    }
+    Ok(Some(CacheControl { ttl }))
+}
+
+/// The block's `type`.
+fn block_type<'a>(block: &'a Value, at: &str) -> Result<&'a str, GatewayError> {
+    match block.get("type") {
+        Some(Value::String(t)) => Ok(t),
+        Some(_) => Err(invalid(
+            &format!("{at}.type"),
+            "Input should be a valid string",
+        )),
+        None if block.is_object() => Err(required(&format!("{at}.type"))),
+        None => Err(invalid(at, "Input should be a valid dictionary")),
+    }
+}
+
+#[derive(Default)]
+struct Parser {
+    native_only: Option<String>,
+}
+
+/// What one user turn holds: its tool results (which become tool
+/// messages, first) and its other content.
+#[derive(Default)]
+struct UserTurn {
+    results: Vec<Message>,
+    parts: Vec<ContentPart>,
+}
+
+impl Parser {
+    /// Notes a field only a vendor of this API can take (the first is named).
+    fn native(&mut self, at: String) {
+        self.native_only.get_or_insert(at);
+    }
+
+    /// The same for `key` of an object, when it is set (not null).
+    fn native_if_set(&mut self, map: &Map<String, Value>, key: &str, at: &str) {
+        if map.get(key).is_some_and(|v| !v.is_null()) {
+            self.native(format!("{at}.{key}"));
+        }
+    }
+
+    /// The request; `generate` when it asks for an answer (`max_tokens`
+    /// required then).
+    fn request(
+        mut self,
+        map: Map<String, Value>,
+        generate: bool,
+    ) -> Result<ChatRequest, GatewayError> {
+        let mut r = ChatRequest::default();
+        let mut thinking: Option<Reasoning> = None;
+        let mut effort: Option<Effort> = None;
+        for (key, v) in &map {
+            match key.as_str() {
+                "model" => {
+                    r.model = match v {
+                        Value::String(m) => m.clone(),
+                        _ => return Err(invalid("model", "Input should be a valid string")),
+                    }
+                }
+                "max_tokens" => r.max_tokens = Some(integer(v, "max_tokens", 1)?),
+                "messages" => {}
+                "system" => {
+                    if let Some(system) = self.system(v)? {
+                        r.messages.push(system);
+                    }
+                }
+                "stop_sequences" => {
+                    for (i, s) in array(v, "stop_sequences")?.iter().enumerate() {
+                        match s {
+                            Value::String(s) => r.stop.push(s.clone()),
+                            _ => {
+                                return Err(invalid(
+                                    &format!("stop_sequences.{i}"),
+                                    "Input should be a valid string",
+                                ))
+                            }
+                        }
+                    }
+                }
+                "stream" => {
+                    r.stream = match v {
+                        Value::Bool(b) => *b,
+                        Value::Null => false,
+                        _ => return Err(invalid("stream", "Input should be a valid boolean")),
+                    }
+                }
+                "temperature" => r.temperature = Some(unit(v, "temperature")?),
+                "top_p" => r.top_p = Some(unit(v, "top_p")?),
+                "top_k" => r.top_k = Some(integer(v, "top_k", 0)?),
+                "metadata" => {
+                    let m = object(v, "metadata", &["user_id"])?;
+                    r.user = optional_string(m, "user_id", "metadata")?;
+                }
+                "tools" => {
+                    for (i, tool) in array(v, "tools")?.iter().enumerate() {
+                        if let Some(tool) = self.tool(tool, &format!("tools.{i}"))? {
+                            r.tools.push(tool);
+                        }
+                    }
+                }
+                "tool_choice" => {
+                    let (choice, parallel) = tool_choice(v)?;
+                    r.tool_choice = choice;
+                    r.parallel_tool_calls = parallel;
+                }
+                "thinking" => thinking = thinking_config(v)?,
+                "output_config" => {
+                    let oc = object(v, "output_config", &["effort", "format"])?;
+                    if let Some(name) = optional_string(oc, "effort", "output_config")? {
+                        effort = Some(effort_level(&name)?);
+                    }
+                    if let Some(format) = oc.get("format").filter(|f| !f.is_null()) {
+                        r.response_format = Some(output_format(format, "output_config.format")?);
+                    }
+                }
+                "output_format" => {
+                    r.response_format = Some(output_format(v, "output_format")?);
+                }
+                // Hints and account selectors other vendors do without
+                // (the top-level `cache_control` marks the last cacheable
+                // block: prompt caching is the vendor's own).
+                "service_tier" | "context_management" | "inference_geo" | "speed"
+                | "diagnostics" | "cache_control" | "user_profile_id" | "workspace_id" => {}
+                "container" | "mcp_servers" => self.native(key.clone()),
+                _ => return Err(extra(key)),
+            }
+        }
+        if r.model.is_empty() {
+            return Err(match map.get("model") {
+                None => required("model"),
+                Some(_) => invalid("model", "String should have at least 1 character"),
+            });
+        }
+        if r.model.len() > MAX_MODEL_NAME || r.model.chars().any(char::is_control) {
+            return Err(invalid(
+                "model",
+                "model must be at most 256 characters without control characters",
+            ));
+        }
+        let max_tokens = match r.max_tokens {
+            Some(n) => n,
+            None if generate => return Err(required("max_tokens")),
+            None => u32::MAX,
+        };
+        let Some(messages) = map.get("messages") else {
+            return Err(required("messages"));
+        };
+        let messages = array(messages, "messages")?;
+        if messages.is_empty() {
+            return Err(invalid(
+                "messages",
+                "List should have at least 1 item after validation, not 0",
+            ));
+        }
+        if messages.len() > MAX_MESSAGES {
+            return Err(invalid(
+                "messages",
+                format!("at most {MAX_MESSAGES} messages are accepted"),
+            ));
+        }
+        for (i, m) in messages.iter().enumerate() {
+            self.message(m, i, &mut r.messages)?;
+        }
+        r.reasoning = match (thinking, effort) {
+            (Some(t), _) if t.budget_tokens.is_some() => {
+                if t.budget_tokens.is_some_and(|b| b >= max_tokens) {
+                    return Err(invalid(
+                        "thinking.budget_tokens",
+                        "`max_tokens` must be greater than `thinking.budget_tokens`",
+                    ));
+                }
+                Some(Reasoning { effort, ..t })
+            }
+            // Adaptive thinking: the effort asked for, else Anthropic's default (high).
+            (Some(_), effort) => Some(Reasoning {
+                effort: Some(effort.unwrap_or(Effort::High)),
+                budget_tokens: None,
+            }),
+            (None, Some(effort)) => Some(Reasoning {
+                effort: Some(effort),
+                budget_tokens: None,
+            }),
+            (None, None) => None,
+        };
+        if let Some(ToolChoice::Function(name)) = &r.tool_choice {
+            if !r.tools.iter().any(|t| &t.function.name == name) && self.native_only.is_none() {
+                return Err(invalid(
+                    "tool_choice.name",
+                    format!("tool_choice names '{name}', which is not in tools"),
+                ));
+            }
+        }
+        r.native_only = self.native_only;
+        Ok(r)
+    }
+
+    /// `system`: a string or text blocks.
+    fn system(&mut self, v: &Value) -> Result<Option<Message>, GatewayError> {
+        let content = match v {
+            Value::Null => return Ok(None),
+            Value::String(s) if s.is_empty() => return Ok(None),
+            Value::String(s) => Content::Text(s.clone()),
+            Value::Array(blocks) => {
+                let mut parts = Vec::with_capacity(blocks.len());
+                for (i, block) in blocks.iter().enumerate() {
+                    let at = format!("system.{i}");
+                    if block_type(block, &at)? != "text" {
+                        return Err(invalid(&format!("{at}.type"), "Input should be 'text'"));
+                    }
+                    parts.push(self.text(block, &at)?);
+                }
+                if parts.is_empty() {
+                    return Ok(None);
+                }
+                Content::Parts(parts)
+            }
+            _ => {
+                return Err(invalid(
+                    "system",
+                    "Input should be a valid string or a valid list",
+                ))
+            }
+        };
+        Ok(Some(Message::System {
+            content,
+            name: None,
+        }))
+    }
+
+    /// A text block (its citations, which only Anthropic reads, are
+    /// checked as a list and otherwise left to it).
+    fn text(&mut self, block: &Value, at: &str) -> Result<ContentPart, GatewayError> {
+        let map = object(block, at, &["type", "text", "cache_control", "citations"])?;
+        self.native_if_set(map, "citations", at);
+        Ok(ContentPart::Text {
+            text: string(map, "text", at)?,
+            cache_control: cache_control(map, at)?,
+        })
+    }
+
+    fn image(&mut self, block: &Value, at: &str) -> Result<ContentPart, GatewayError> {
+        let map = object(
+            block,
+            at,
+            &["type", "source", "cache_control", "transformations"],
+        )?;
+        self.native_if_set(map, "transformations", at);
+        let source_at = format!("{at}.source");
+        let source = map.get("source").ok_or_else(|| required(&source_at))?;
+        let url =
+            match block_type(source, &source_at)? {
+                "base64" => {
+                    let s = object(source, &source_at, &["type", "media_type", "data"])?;
+                    let media_type = string(s, "media_type", &source_at)?;
+                    if !["image/jpeg", "image/png", "image/gif", "image/webp"]
+                        .contains(&media_type.as_str())
+                    {
+                        return Err(invalid(
+                        &format!("{source_at}.media_type"),
+                        "Input should be 'image/jpeg', 'image/png', 'image/gif' or 'image/webp'",
+                    ));
+                    }
+                    format!(
+                        "data:{media_type};base64,{}",
+                        string(s, "data", &source_at)?
+                    )
+                }
+                "url" => {
+                    let s = object(source, &source_at, &["type", "url"])?;
+                    let url = string(s, "url", &source_at)?;
+                    if !(url.starts_with("https://") || url.starts_with("http://")) {
+                        return Err(invalid(
+                            &format!("{source_at}.url"),
+                            "must be an http(s) URL",
+                        ));
+                    }
+                    url
+                }
+                "file" => {
+                    self.native(source_at);
+                    String::new()
+                }
+                _ => return Err(invalid(
+                    &source_at,
+                    "Input tag does not match any of the expected tags: 'base64', 'url', 'file'",
+                )),
+            };
+        Ok(ContentPart::ImageUrl {
+            image_url: ImageUrl { url, detail: None },
+            cache_control: cache_control(map, at)?,
+        })
+    }
+
+    fn document(&mut self, block: &Value, at: &str) -> Result<ContentPart, GatewayError> {
+        let map = object(
+            block,
+            at,
+            &[
+                "type",
+                "source",
+                "title",
+                "context",
+                "citations",
+                "cache_control",
+            ],
+        )?;
+        for key in ["context", "citations"] {
+            self.native_if_set(map, key, at);
+        }
+        let source_at = format!("{at}.source");
+        let source = map.get("source").ok_or_else(|| required(&source_at))?;
+        let source = match block_type(source, &source_at)? {
+            "base64" => {
+                let s = object(source, &source_at, &["type", "media_type", "data"])?;
+                DocumentSource::Base64 {
+                    media_type: string(s, "media_type", &source_at)?,
+                    data: string(s, "data", &source_at)?,
+                }
+            }
+            "url" => {
+                let s = object(source, &source_at, &["type", "url"])?;
+                DocumentSource::Url(string(s, "url", &source_at)?)
+            }
+            "text" => {
+                let s = object(source, &source_at, &["type", "media_type", "data"])?;
+                DocumentSource::Text(string(s, "data", &source_at)?)
+            }
+            "content" | "file" => {
+                self.native(source_at);
+                DocumentSource::Text(String::new())
+            }
+            _ => {
+                return Err(invalid(
+                    &source_at,
+                    "Input tag does not match any of the expected tags: 'base64', 'content', 'file', 'text', 'url'",
+                ))
+            }
+        };
+        Ok(ContentPart::Document(Document {
+            source,
+            title: optional_string(map, "title", at)?,
+            cache_control: cache_control(map, at)?,
+        }))
+    }
+
+    fn tool_result(&mut self, block: &Value, at: &str) -> Result<Message, GatewayError> {
+        let map = object(
+            block,
+            at,
+            &[
+                "type",
+                "tool_use_id",
+                "content",
+                "is_error",
+                "cache_control",
+                "toolset_name",
+            ],
+        )?;
+        self.native_if_set(map, "toolset_name", at);
+        let content = match map.get("content") {
+            None | Some(Value::Null) => Content::Text(String::new()),
+            Some(Value::String(s)) => Content::Text(s.clone()),
+            Some(Value::Array(blocks)) => {
+                let mut parts = Vec::with_capacity(blocks.len());
+                for (j, b) in blocks.iter().enumerate() {
+                    let at = format!("{at}.content.{j}");
+                    match block_type(b, &at)? {
+                        "text" => parts.push(self.text(b, &at)?),
+                        "image" => parts.push(self.image(b, &at)?),
+                        "document" => parts.push(self.document(b, &at)?),
+                        "search_result" | "tool_reference" => self.native(at),
+                        other => {
+                            return Err(invalid(
+                                &at,
+                                format!("Input tag '{other}' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'search_result'"),
+                            ))
+                        }
+                    }
+                }
+                Content::Parts(parts)
+            }
+            Some(_) => {
+                return Err(invalid(
+                    &format!("{at}.content"),
+                    "Input should be a valid string or a valid list",
+                ))
+            }
+        };
+        Ok(Message::Tool {
+            content,
+            tool_call_id: string(map, "tool_use_id", at)?,
+            is_error: optional_bool(map, "is_error", at)?.unwrap_or(false),
+            cache_control: cache_control(map, at)?,
+        })
+    }
+
+    fn message(&mut self, m: &Value, i: usize, out: &mut Vec<Message>) -> Result<(), GatewayError> {
+        let at = format!("messages.{i}");
+        let map = object(m, &at, &["role", "content"])?;
+        let role = string(map, "role", &at)?;
+        let content = map
+            .get("content")
+            .ok_or_else(|| required(&format!("{at}.content")))?;
+        let blocks = match content {
+            Value::String(s) => {
+                let content = Content::Text(s.clone());
+                out.push(match role.as_str() {
+                    "user" => Message::User {
+                        content,
+                        name: None,
+                    },
+                    "assistant" => assistant(Some(content), Vec::new(), Vec::new()),
+                    "system" => Message::System {
+                        content,
+                        name: None,
+                    },
+                    _ => return Err(bad_role(&at)),
+                });
+                return Ok(());
+            }
+            Value::Array(blocks) => blocks,
+            _ => {
+                return Err(invalid(
+                    &format!("{at}.content"),
+                    "Input should be a valid string or a valid list",
+                ))
+            }
+        };
+        match role.as_str() {
+            "user" => {
+                let mut turn = UserTurn::default();
+                for (j, block) in blocks.iter().enumerate() {
+                    let at = format!("{at}.content.{j}");
+                    match block_type(block, &at)? {
+                        "text" => turn.parts.push(self.text(block, &at)?),
+                        "image" => turn.parts.push(self.image(block, &at)?),
+                        "document" => turn.parts.push(self.document(block, &at)?),
+                        "tool_result" => turn.results.push(self.tool_result(block, &at)?),
+                        "tool_use" | "thinking" | "redacted_thinking" => {
+                            return Err(invalid(
+                                &at,
+                                "this block can only be in `assistant` messages",
+                            ))
+                        }
+                        other if NATIVE_BLOCKS.contains(&other) => self.native(at),
+                        other => return Err(unknown_block(&at, other)),
+                    }
+                }
+                out.extend(turn.results);
+                if !turn.parts.is_empty() {
+                    out.push(Message::User {
+                        content: Content::Parts(turn.parts),
+                        name: None,
+                    });
+                }
+            }
+            "assistant" => {
+                let mut parts = Vec::new();
+                let mut reasoning = Vec::new();
+                let mut calls = Vec::new();
+                for (j, block) in blocks.iter().enumerate() {
+                    let at = format!("{at}.content.{j}");
+                    match block_type(block, &at)? {
+                        "text" => parts.push(self.text(block, &at)?),
+                        "tool_use" => {
+                            let b = object(
+                                block,
+                                &at,
+                                &[
+                                    "type",
+                                    "id",
+                                    "name",
+                                    "input",
+                                    "cache_control",
+                                    "caller",
+                                    "toolset_name",
+                                ],
+                            )?;
+                            self.native_if_set(b, "toolset_name", &at);
+                            // Called by the model itself is every vendor's way;
+                            // by a server tool (programmatic calling) only Anthropic's.
+                            if b.get("caller").is_some_and(|c| {
+                                !c.is_null()
+                                    && c.get("type").and_then(Value::as_str) != Some("direct")
+                            }) {
+                                self.native(format!("{at}.caller"));
+                            }
+                            let input = match b.get("input") {
+                                Some(v @ Value::Object(_)) => v.to_string(),
+                                _ => {
+                                    return Err(invalid(
+                                        &format!("{at}.input"),
+                                        "Input should be a valid dictionary",
+                                    ))
+                                }
+                            };
+                            calls.push(ToolCall {
+                                id: string(b, "id", &at)?,
+                                kind: "function".into(),
+                                function: FunctionCall {
+                                    name: string(b, "name", &at)?,
+                                    arguments: input,
+                                },
+                            });
+                        }
+                        "thinking" => {
+                            let b = object(block, &at, &["type", "thinking", "signature"])?;
+                            reasoning.push(Thinking {
+                                text: string(b, "thinking", &at)?,
+                                signature: Some(string(b, "signature", &at)?),
+                                redacted: None,
+                            });
+                        }
+                        "redacted_thinking" => {
+                            let b = object(block, &at, &["type", "data"])?;
+                            reasoning.push(Thinking {
+                                text: String::new(),
+                                signature: None,
+                                redacted: Some(string(b, "data", &at)?),
+                            });
+                        }
+                        "image" | "document" | "tool_result" => {
+                            return Err(invalid(&at, "this block can only be in `user` messages"))
+                        }
+                        other if NATIVE_BLOCKS.contains(&other) => self.native(at),
+                        other => return Err(unknown_block(&at, other)),
+                    }
+                }
+                let content = match parts.as_slice() {
+                    [] => None,
+                    [ContentPart::Text {
+                        text,
+                        cache_control: None,
+                    }] => Some(Content::Text(text.clone())),
+                    _ => Some(Content::Parts(parts)),
+                };
+                out.push(assistant(content, reasoning, calls));
+            }
+            "system" => {
+                // A system message between the turns: text blocks only.
+                let mut parts = Vec::with_capacity(blocks.len());
+                for (j, block) in blocks.iter().enumerate() {
+                    let at = format!("{at}.content.{j}");
+                    if block_type(block, &at)? != "text" {
+                        return Err(invalid(&format!("{at}.type"), "Input should be 'text'"));
+                    }
+                    parts.push(self.text(block, &at)?);
+                }
+                out.push(Message::System {
+                    content: Content::Parts(parts),
+                    name: None,
+                });
+            }
+            _ => return Err(bad_role(&at)),
+        }
+        Ok(())
+    }
+
+    /// A tool definition; `None` for a server tool (marked native-only).
+    fn tool(&mut self, v: &Value, at: &str) -> Result<Option<Tool>, GatewayError> {
+        let kind = match v.get("type") {
+            None | Some(Value::Null) => "custom",
+            Some(Value::String(t)) => t.as_str(),
+            Some(_) => {
+                return Err(invalid(
+                    &format!("{at}.type"),
+                    "Input should be a valid string",
+                ))
+            }
+        };
+        if kind != "custom" {
+            if SERVER_TOOL_PREFIXES.iter().any(|p| kind.starts_with(p)) {
+                self.native(format!("{at} ({kind})"));
+                return Ok(None);
+            }
+            return Err(invalid(
+                &format!("{at}.type"),
+                format!("unknown tool type '{kind}'"),
+            ));
+        }
+        let map = object(
+            v,
+            at,
+            &[
+                "type",
+                "name",
+                "description",
+                "input_schema",
+                "cache_control",
+                "strict",
+                "input_examples",
+                "defer_loading",
+                "allowed_callers",
+                "eager_input_streaming",
+            ],
+        )?;
+        // `defer_loading`, `input_examples` and `eager_input_streaming` are
+        // hints other vendors do without (the tool is declared up front);
+        // a tool the model may not call itself is Anthropic's alone.
+        let direct = |callers: &Value| {
+            callers
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c == "direct"))
+        };
+        if map
+            .get("allowed_callers")
+            .is_some_and(|c| !c.is_null() && !direct(c))
+        {
+            self.native(format!("{at}.allowed_callers"));
+        }
+        let name = string(map, "name", at)?;
+        if name.is_empty() || name.len() > 128 {
+            return Err(invalid(
+                &format!("{at}.name"),
+                "String should have 1 to 128 characters",
+            ));
+        }
+        let schema = match map.get("input_schema") {
+            None => return Err(required(&format!("{at}.input_schema"))),
+            Some(s @ Value::Object(_)) => s.clone(),
+            Some(_) => {
+                return Err(invalid(
+                    &format!("{at}.input_schema"),
+                    "Input should be a valid dictionary",
+                ))
+            }
+        };
+        Ok(Some(Tool {
+            kind: ToolKind::Function,
+            function: FunctionDef {
+                name,
+                description: optional_string(map, "description", at)?,
+                parameters: Some(schema),
+                strict: optional_bool(map, "strict", at)?,
+            },
+            cache_control: cache_control(map, at)?,
+        }))
+    }
+}
+
+fn assistant(content: Option<Content>, reasoning: Vec<Thinking>, calls: Vec<ToolCall>) -> Message {
+    Message::Assistant {
+        content,
+        reasoning,
+        tool_calls: calls,
+        refusal: None,
+        name: None,
+    }
+}
+
+fn bad_role(at: &str) -> GatewayError {
+    invalid(
+        &format!("{at}.role"),
+        "Input should be 'user', 'assistant' or 'system'",
+    )
+}
+
+fn unknown_block(at: &str, kind: &str) -> GatewayError {
+    invalid(
+        at,
+        format!("Input tag '{kind}' found using 'type' does not match any of the expected tags"),
+    )
+}
+
+/// `tool_choice` and its `disable_parallel_tool_use` (as `parallel_tool_calls: false`).
+fn tool_choice(v: &Value) -> Result<(Option<ToolChoice>, Option<bool>), GatewayError> {
+    let at = "tool_choice";
+    let kind = block_type(v, at)?;
+    let allowed: &[&str] =
+        match kind {
+            "auto" | "any" => &["type", "disable_parallel_tool_use"],
+            "tool" => &["type", "name", "disable_parallel_tool_use"],
+            "none" => &["type"],
+            _ => return Err(invalid(
+                at,
+                "Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'",
+            )),
+        };
+    let map = object(v, at, allowed)?;
+    let choice = match kind {
+        "auto" => ToolChoice::Auto,
+        "any" => ToolChoice::Required,
+        "tool" => ToolChoice::Function(string(map, "name", at)?),
+        _ => ToolChoice::None,
+    };
+    let parallel = optional_bool(map, "disable_parallel_tool_use", at)?
+        .filter(|d| *d)
+        .map(|_| false);
+    Ok((Some(choice), parallel))
+}
+
+/// `thinking`: `enabled` with a budget, `adaptive`, or `disabled` (`None`).
+fn thinking_config(v: &Value) -> Result<Option<Reasoning>, GatewayError> {
+    let at = "thinking";
+    match block_type(v, at)? {
+        "enabled" => {
+            let map = object(v, at, &["type", "budget_tokens", "display"])?;
+            let budget = map
+                .get("budget_tokens")
+                .ok_or_else(|| required("thinking.budget_tokens"))?;
+            let budget = integer(
+                budget,
+                "thinking.budget_tokens",
+                u64::from(MIN_THINKING_BUDGET),
+            )?;
+            Ok(Some(Reasoning {
+                effort: None,
+                budget_tokens: Some(budget),
+            }))
+        }
+        "adaptive" => {
+            object(v, at, &["type", "display"])?;
+            Ok(Some(Reasoning::default()))
+        }
+        "disabled" => {
+            object(v, at, &["type"])?;
+            Ok(None)
+        }
+        _ => Err(invalid(
+            at,
+            "Input tag does not match any of the expected tags: 'adaptive', 'disabled', 'enabled'",
+        )),
+    }
+}
+
+/// `output_config.effort` (`xhigh` and `max` are the neutral `high`).
+fn effort_level(name: &str) -> Result<Effort, GatewayError> {
+    match name {
+        "low" => Ok(Effort::Low),
+        "medium" => Ok(Effort::Medium),
+        "high" | "xhigh" | "max" => Ok(Effort::High),
+        _ => Err(invalid(
+            "output_config.effort",
+            "Input should be 'low', 'medium', 'high', 'xhigh' or 'max'",
+        )),
+    }
+}
+
+/// Structured output: `{"type": "json_schema", "schema": {...}}`.
+fn output_format(v: &Value, at: &str) -> Result<ResponseFormat, GatewayError> {
+    if block_type(v, at)? != "json_schema" {
+        return Err(invalid(
+            &format!("{at}.type"),
+            "Input should be 'json_schema'",
+        ));
+    }
+    let map = object(v, at, &["type", "schema"])?;
+    let schema = match map.get("schema") {
+        Some(s @ Value::Object(_)) => s.clone(),
+        None => return Err(required(&format!("{at}.schema"))),
+        Some(_) => {
+            return Err(invalid(
+                &format!("{at}.schema"),
+                "Input should be a valid dictionary",
+            ))
+        }
+    };
+    Ok(ResponseFormat::JsonSchema {
+        json_schema: JsonSchema {
+            name: "output".into(),
+            description: None,
+            schema: Some(schema),
+            strict: Some(true),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(body: &str) -> ChatRequest {
+        parse(body.as_bytes()).unwrap()
+    }
+
+    fn err(body: &str) -> GatewayError {
+        parse(body.as_bytes()).unwrap_err()
+    }
+
+    const BASE: &str = r#""model":"g","max_tokens":4096"#;
+
+    fn with(fields: &str) -> String {
+        format!(r#"{{{BASE},{fields}}}"#)
+    }
+
+    #[test]
+    fn parses_every_field() {
+        let r = ok(&with(
+            r#""system":[{"type":"text","text":"be brief","cache_control":{"type":"ephemeral","ttl":"1h"}}],
+            "messages":[
+              {"role":"user","content":[{"type":"text","text":"hi"},
+                {"type":"image","source":{"type":"base64","media_type":"image/png","data":"QUJD"},"cache_control":{"type":"ephemeral"}},
+                {"type":"image","source":{"type":"url","url":"https://x/y.png"}},
+                {"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBE"},"title":"t"}]},
+              {"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"sig"},
+                {"type":"redacted_thinking","data":"enc"},
+                {"type":"text","text":"checking"},
+                {"type":"tool_use","id":"toolu_1","name":"f","input":{"a":1}}]},
+              {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"42"}],"is_error":true,"cache_control":{"type":"ephemeral"}},
+                {"type":"text","text":"thanks"}]}],
+            "tools":[{"name":"f","description":"d","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],
+            "tool_choice":{"type":"tool","name":"f","disable_parallel_tool_use":true},
+            "stop_sequences":["X","Y"],"temperature":0.5,"top_k":5,"metadata":{"user_id":"u1"},
+            "thinking":{"type":"enabled","budget_tokens":2048},"stream":true,"service_tier":"auto""#,
+        ));
+        assert_eq!(r.model, "g");
+        assert_eq!(r.max_tokens, Some(4096));
+        assert_eq!(r.stop, ["X", "Y"]);
+        assert_eq!((r.temperature, r.top_k), (Some(0.5), Some(5)));
+        assert_eq!(r.user.as_deref(), Some("u1"));
+        assert!(r.stream);
+        assert_eq!(
+            r.reasoning,
+            Some(Reasoning {
+                effort: None,
+                budget_tokens: Some(2048)
+            })
+        );
+        assert_eq!(r.tool_choice, Some(ToolChoice::Function("f".into())));
+        assert_eq!(r.parallel_tool_calls, Some(false));
+        assert_eq!(r.tools[0].cache_control, Some(CacheControl::default()));
+        assert_eq!(r.native_only, None);
+        assert_eq!(r.messages.len(), 5, "system, user, assistant, tool, user");
+        let Message::System {
+            content: Content::Parts(system),
+            ..
+        } = &r.messages[0]
+        else {
+            panic!("{:?}", r.messages[0])
+        };
+        assert_eq!(
+            system[0].cache_control(),
+            Some(&CacheControl {
+                ttl: Some("1h".into())
+            })
+        );
+        let Message::User {
+            content: Content::Parts(parts),
+            ..
+        } = &r.messages[1]
+        else {
+            panic!()
+        };
+        assert_eq!(parts.len(), 4);
+        let ContentPart::ImageUrl { image_url, .. } = &parts[1] else {
+            panic!()
+        };
+        assert_eq!(image_url.url, "data:image/png;base64,QUJD");
+        assert!(matches!(&parts[3], ContentPart::Document(d) if d.title.as_deref() == Some("t")));
+        let Message::Assistant {
+            content,
+            reasoning,
+            tool_calls,
+            ..
+        } = &r.messages[2]
+        else {
+            panic!()
+        };
+        assert_eq!(content, &Some(Content::Text("checking".into())));
+        assert_eq!(reasoning[0].signature.as_deref(), Some("sig"));
+        assert_eq!(reasoning[1].redacted.as_deref(), Some("enc"));
+        assert_eq!(tool_calls[0].function.arguments, r#"{"a":1}"#);
+        let Message::Tool {
+            tool_call_id,
+            is_error,
+            cache_control,
+            content,
+        } = &r.messages[3]
+        else {
+            panic!()
+        };
+        assert_eq!((tool_call_id.as_str(), *is_error), ("toolu_1", true));
+        assert!(cache_control.is_some());
+        assert_eq!(content.text(), "42");
+        assert!(matches!(&r.messages[4], Message::User { .. }));
+    }
+
+    #[test]
+    fn refusals_name_the_field() {
+        let msg = r#""messages":[{"role":"user","content":"hi"}]"#;
+        for (body, param) in [
+            (
+                r#"{"max_tokens":1,"messages":[{"role":"user","content":"x"}]}"#.to_owned(),
+                "model",
+            ),
+            (
+                r#"{"model":"g","messages":[{"role":"user","content":"x"}]}"#.to_owned(),
+                "max_tokens",
+            ),
+            (format!(r#"{{{BASE}}}"#), "messages"),
+            (with(r#""messages":[]"#), "messages"),
+            (with(&format!(r#"{msg},"foo":1"#)), "foo"),
+            (with(&format!(r#"{msg},"temperature":1.5"#)), "temperature"),
+            (with(&format!(r#"{msg},"top_p":-1"#)), "top_p"),
+            (with(&format!(r#"{msg},"top_k":-1"#)), "top_k"),
+            (
+                with(&format!(r#"{msg},"metadata":{{"user_id":"u","x":1}}"#)),
+                "metadata.x",
+            ),
+            (
+                with(&format!(
+                    r#"{msg},"thinking":{{"type":"enabled","budget_tokens":100}}"#
+                )),
+                "thinking.budget_tokens",
+            ),
+            (
+                with(&format!(
+                    r#"{msg},"thinking":{{"type":"enabled","budget_tokens":5000}}"#
+                )),
+                "thinking.budget_tokens",
+            ),
+            (
+                with(&format!(r#"{msg},"thinking":{{"type":"on"}}"#)),
+                "thinking",
+            ),
+            (
+                with(&format!(
+                    r#"{msg},"tool_choice":{{"type":"tool","name":"nope"}}"#
+                )),
+                "tool_choice.name",
+            ),
+            (
+                with(&format!(
+                    r#"{msg},"tool_choice":{{"type":"none","disable_parallel_tool_use":true}}"#
+                )),
+                "tool_choice.disable_parallel_tool_use",
+            ),
+            (
+                with(&format!(r#"{msg},"tools":[{{"name":"f"}}]"#)),
+                "tools.0.input_schema",
+            ),
+            (
+                with(&format!(
+                    r#"{msg},"tools":[{{"name":"f","input_schema":{{}},"x":1}}]"#
+                )),
+                "tools.0.x",
+            ),
+            (
+                with(&format!(
+                    r#"{msg},"tools":[{{"type":"weird_tool","name":"f"}}]"#
+                )),
+                "tools.0.type",
+            ),
+            (
+                with(&format!(r#"{msg},"stop_sequences":[1]"#)),
+                "stop_sequences.0",
+            ),
+            (
+                with(&format!(r#"{msg},"output_config":{{"effort":"huge"}}"#)),
+                "output_config.effort",
+            ),
+            (
+                with(r#""messages":[{"role":"tool","content":"x"}]"#),
+                "messages.0.role",
+            ),
+            (
+                with(r#""messages":[{"role":"user"}]"#),
+                "messages.0.content",
+            ),
+            (
+                with(r#""messages":[{"role":"user","content":"x","name":"n"}]"#),
+                "messages.0.name",
+            ),
+            (
+                with(
+                    r#""messages":[{"role":"user","content":[{"type":"text","text":"x","foo":1}]}]"#,
+                ),
+                "messages.0.content.0.foo",
+            ),
+            (
+                with(r#""messages":[{"role":"user","content":[{"type":"video"}]}]"#),
+                "messages.0.content.0",
+            ),
+            (
+                with(
+                    r#""messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]}]"#,
+                ),
+                "messages.0.content.0",
+            ),
+            (
+                with(
+                    r#""messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":[]}]}]"#,
+                ),
+                "messages.0.content.0.input",
+            ),
+            (
+                with(
+                    r#""messages":[{"role":"assistant","content":[{"type":"thinking","thinking":"t"}]}]"#,
+                ),
+                "messages.0.content.0.signature",
+            ),
+            (
+                with(
+                    r#""messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/bmp","data":"x"}}]}]"#,
+                ),
+                "messages.0.content.0.source.media_type",
+            ),
+            (
+                with(
+                    r#""messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"forever"}}]}]"#,
+                ),
+                "messages.0.content.0.cache_control.type",
+            ),
+            (
+                with(
+                    r#""messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral","ttl":"2h"}}]}]"#,
+                ),
+                "messages.0.content.0.cache_control.ttl",
+            ),
+            (
+                with(r#""system":[{"type":"image"}],"messages":[{"role":"user","content":"x"}]"#),
+                "system.0.type",
+            ),
+        ] {
+            let e = err(&body);
+            assert_eq!(e.param.as_deref(), Some(param), "{body}: {}", e.message);
+            assert!(e.message.starts_with(param), "{}", e.message);
+        }
+        assert!(err(&with(&format!(r#"{msg},"foo":1"#)))
+            .message
+            .contains("Extra inputs are not permitted"));
+    }
+
+    #[test]
+    fn duplicate_keys_and_bad_json_are_refused() {
+        for body in [
+            r#"{"model":"g","model":"h","max_tokens":1,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"g","max_tokens":1,"messages":[{"role":"user","content":"x","role":"user"}]}"#,
+            r#"{"model":"g","max_tokens":1,"messages":[{"role":"user","content":"x"}],"tools":[{"name":"f","input_schema":{"a":1,"a":2}}]}"#,
+        ] {
+            assert!(err(body).message.contains("duplicate field"), "{body}");
+        }
+        assert_eq!(err("  ").param.as_deref(), Some("body"));
+        assert_eq!(err("[1]").param.as_deref(), Some("body"));
+        assert_eq!(err("{").param.as_deref(), Some("body"));
+    }
+
+    #[test]
+    fn native_only_fields_are_marked_not_refused() {
+        let msg = r#""messages":[{"role":"user","content":"hi"}]"#;
+        for (fields, first) in [
+            (format!(r#"{msg},"tools":[{{"type":"web_search_20250305","name":"web_search"}}]"#), "tools.0 (web_search_20250305)"),
+            (format!(r#"{msg},"mcp_servers":[]"#), "mcp_servers"),
+            (r#""messages":[{"role":"user","content":[{"type":"search_result","source":"s","title":"t","content":[]}]}]"#.to_owned(), "messages.0.content.0"),
+            (r#""messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"d"},"citations":{"enabled":true}}]}]"#.to_owned(), "messages.0.content.0.citations"),
+        ] {
+            let r = ok(&with(&fields));
+            assert_eq!(r.native_only.as_deref(), Some(first));
+        }
+        assert!(ok(&with(&format!(r#"{msg},"context_management":{{}}"#)))
+            .native_only
+            .is_none());
+    }
+
+    #[test]
+    fn thinking_modes_and_effort() {
+        let msg = r#""messages":[{"role":"user","content":"hi"}]"#;
+        let reasoning = |extra: &str| ok(&with(&format!("{msg},{extra}"))).reasoning;
+        assert_eq!(reasoning(r#""thinking":{"type":"disabled"}"#), None);
+        assert_eq!(
+            reasoning(r#""thinking":{"type":"adaptive"}"#),
+            Some(Reasoning {
+                effort: Some(Effort::High),
+                budget_tokens: None
+            })
+        );
+        assert_eq!(
+            reasoning(r#""thinking":{"type":"adaptive"},"output_config":{"effort":"low"}"#),
+            Some(Reasoning {
+                effort: Some(Effort::Low),
+                budget_tokens: None
+            })
+        );
+        assert_eq!(
+            reasoning(r#""output_config":{"effort":"medium"}"#).and_then(|r| r.effort),
+            Some(Effort::Medium)
+        );
+        let r = ok(&with(&format!(
+            r#"{msg},"output_config":{{"format":{{"type":"json_schema","schema":{{"type":"object"}}}}}}"#
+        )));
+        assert!(matches!(
+            r.response_format,
+            Some(ResponseFormat::JsonSchema { .. })
+        ));
+    }
+
+    #[test]
+    fn tool_results_come_before_the_turn_text() {
+        let r = ok(&with(
+            r#""messages":[{"role":"user","content":"q"},
+              {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}},{"type":"tool_use","id":"b","name":"f","input":{}}]},
+              {"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"1"},{"type":"tool_result","tool_use_id":"b"}]}],
+              "tools":[{"name":"f","input_schema":{"type":"object"}}]"#,
+        ));
+        assert_eq!(r.messages.len(), 4, "{:?}", r.messages);
+        assert!(
+            matches!(&r.messages[3], Message::Tool { tool_call_id, .. } if tool_call_id == "b")
+        );
+        let Message::Assistant { content, .. } = &r.messages[1] else {
+            panic!()
+        };
+        assert_eq!(content, &None);
+    }
+}

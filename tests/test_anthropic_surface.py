@@ -1,0 +1,446 @@
+"""The Anthropic Messages API as a client surface (issue 17): the official
+`anthropic` Python SDK, unchanged but for its base URL, against every mock
+group through a real Envoy: answers, streams, tools, thinking, errors (each
+status as the SDK's own exception class), token counting and the model
+list. To an Anthropic vendor the client's request passes through with only
+`model` replaced (the mock records what it got), and the mock refuses what
+Anthropic refuses.
+"""
+
+import json
+import time
+
+import anthropic
+import httpx2
+import pytest
+
+import gateway
+from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY, Gateway, complete_lines, configure_test_gateway
+
+GROUPS = ["mock-anthropic", "mock-openai", "mock-gemini", "mock-bedrock", "mock-dashscope", "mock-azure"]
+# The vendor model that answers each group.
+MODEL = {
+    "mock-openai": "mock-gpt-4o",
+    "mock-anthropic": "mock-claude-sonnet",
+    "mock-gemini": "mock-gemini-flash",
+    "mock-azure": "mock-gpt4o-deployment",
+    "mock-bedrock": "anthropic.claude-3-haiku-20240307-v1:0",
+    "mock-dashscope": "qwen-plus",
+}
+LOOKUP = {"name": "lookup", "description": "Look something up",
+          "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
+
+
+@pytest.fixture(scope="module")
+def agw(tmp_path_factory):
+    """A gateway of its own, with an access log flushed often (metering is checked in it)."""
+    workdir = tmp_path_factory.mktemp("envoy-anthropic")
+    mock, mock_port = gateway.start_mock()
+    bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=configure_test_gateway,
+                                        access_log=workdir / "access.log")
+    envoy = None
+    try:
+        envoy = gateway.start_envoy(bootstrap, workdir, extra_args=["--file-flush-interval-msec", "50"])
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+
+
+def client(agw, group=None, key=ALL_GROUPS_KEY, test_id=None, **headers):
+    """The SDK pointed at the gateway; the group by header (`model` is free then)."""
+    hdrs = dict(headers)
+    if group:
+        hdrs["x-model-group"] = group
+    if test_id:
+        hdrs["x-test-id"] = test_id
+    http = httpx2.Client(event_hooks={"response": [lambda r: _seen(agw, r)]})
+    return anthropic.Anthropic(api_key=key, base_url=agw.base, default_headers=hdrs,
+                               max_retries=0, http_client=http)
+
+
+def _seen(agw, response):
+    """Every response body goes to the secrets scan."""
+    response.read()
+    agw.record(dict(response.headers), response.content)
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+def log_for(agw, request_id, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in complete_lines(agw.workdir / "access.log"):
+            if line.startswith("{") and json.loads(line)["request_id"] == request_id:
+                return json.loads(line)
+        time.sleep(0.05)
+    raise AssertionError(f"no access log line for {request_id}")
+
+
+# ------------------------------------------------------------ every group
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_create(agw, group):
+    c = client(agw, group)
+    m = c.messages.create(model="any", max_tokens=200, messages=user("hello surface"))
+    assert m.type == "message" and m.role == "assistant" and m.id.startswith("msg_")
+    assert m.model == MODEL[group]
+    assert m.stop_reason == "end_turn"
+    [block] = m.content
+    assert block.type == "text" and "Hello from the mock" in block.text and "hello surface" in block.text
+    assert m.usage.input_tokens > 0 and m.usage.output_tokens > 0
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_stream(agw, group):
+    c = client(agw, group)
+    with c.messages.stream(model="any", max_tokens=200, messages=user("hello stream")) as stream:
+        events = [e.type for e in stream]
+        final = stream.get_final_message()
+    assert events[0] == "message_start" and events[-1] == "message_stop"
+    assert "content_block_start" in events and "message_delta" in events
+    assert final.stop_reason == "end_turn" and final.model == MODEL[group]
+    assert "hello stream" in final.content[0].text
+    assert final.usage.output_tokens > 0 and final.usage.input_tokens > 0
+
+
+@pytest.mark.parametrize("group", GROUPS)
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_tool_round_trip(agw, group, stream):
+    c = client(agw, group)
+    ask = dict(model="any", max_tokens=200, tools=[LOOKUP], tool_choice={"type": "any"},
+               messages=user("look it up"))
+    if stream:
+        with c.messages.stream(**ask) as s:
+            first = s.get_final_message()
+    else:
+        first = c.messages.create(**ask)
+    assert first.stop_reason == "tool_use"
+    calls = [b for b in first.content if b.type == "tool_use"]
+    assert [b.name for b in calls] == ["lookup"] and isinstance(calls[0].input, dict)
+    assert "q" in calls[0].input
+    messages = [*ask["messages"], {"role": "assistant", "content": first.content},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0].id,
+                                              "content": "found it"}]}]
+    second = c.messages.create(**{**ask, "tool_choice": {"type": "auto"}, "messages": messages})
+    assert second.stop_reason == "end_turn"
+    assert "Tool result received: found it" in second.content[0].text
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_count_tokens(agw, group):
+    c = client(agw, group)
+    raw = c.messages.with_raw_response.count_tokens(model="any", messages=user("count these words please"),
+                                                    system="be brief", tools=[LOOKUP])
+    assert raw.headers["x-llm-estimated"] == "true"
+    assert raw.parse().input_tokens > 5
+
+
+def test_models_list(agw):
+    c = client(agw)
+    page = c.models.list()
+    ids = [m.id for m in page.data]
+    assert set(GROUPS) <= set(ids)
+    assert all(m.type == "model" and m.display_name == m.id for m in page.data)
+    assert page.has_more is False and page.first_id == ids[0] and page.last_id == ids[-1]
+    assert c.models.retrieve("mock-openai").id == "mock-openai"
+    with pytest.raises(anthropic.NotFoundError):
+        c.models.retrieve("no-such-group")
+
+
+# ------------------------------------------------------------ errors
+
+# scenario -> (status, SDK class, Anthropic `type`, our code)
+ERRORS = {
+    "error-400": (400, anthropic.BadRequestError, "invalid_request_error", "INVALID_REQUEST"),
+    "error-401": (401, anthropic.AuthenticationError, "authentication_error", "AUTH_FAILED"),
+    "error-403": (403, anthropic.PermissionDeniedError, "permission_error", "PERMISSION_DENIED"),
+    "error-404": (404, anthropic.NotFoundError, "not_found_error", "MODEL_NOT_FOUND"),
+    "error-413": (413, anthropic.ContentTooLargeError, "request_too_large", "PAYLOAD_TOO_LARGE"),
+    "error-429": (429, anthropic.RateLimitError, "rate_limit_error", "UPSTREAM_RATE_LIMIT"),
+    "error-500": (500, anthropic.InternalServerError, "api_error", "UPSTREAM_ERROR"),
+    "error-529": (529, anthropic.OverloadedError, "overloaded_error", "UPSTREAM_BUSY"),
+    "error-503": (529, anthropic.OverloadedError, "overloaded_error", "UPSTREAM_BUSY"),
+}
+
+
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-openai", "mock-gemini"])
+@pytest.mark.parametrize("scenario", list(ERRORS))
+def test_vendor_errors_as_the_sdks_exceptions(agw, group, scenario):
+    status, cls, kind, code = ERRORS[scenario]
+    c = client(agw, group, **{"x-mock-scenario": scenario})
+    with pytest.raises(cls) as info:
+        c.messages.create(model="any", max_tokens=50, messages=user("fail please"))
+    e = info.value
+    assert type(e) is cls and e.status_code == status
+    assert e.body["type"] == "error"
+    assert e.body["error"]["type"] == kind and e.body["error"]["code"] == code
+    assert e.body["error"]["provider"] == group
+    assert e.response.headers["x-llm-provider"] == group
+    assert e.body["request_id"] == e.response.headers["x-request-id"]
+
+
+def test_gateway_errors_as_the_sdks_exceptions(agw):
+    with pytest.raises(anthropic.AuthenticationError) as info:
+        client(agw, "mock-anthropic", key="not-a-gateway-key").messages.create(
+            model="any", max_tokens=10, messages=user("x"))
+    assert info.value.body["error"]["code"] == "AUTH_FAILED"
+    with pytest.raises(anthropic.PermissionDeniedError) as info:
+        client(agw, "mock-anthropic", key=OPENAI_ONLY_KEY).messages.create(
+            model="any", max_tokens=10, messages=user("x"))
+    assert info.value.body["error"]["type"] == "permission_error"
+    # Refused by the gateway's own parser, before any vendor, as Anthropic would.
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client(agw, "mock-openai").messages.create(model="any", max_tokens=10, messages=user("x"),
+                                                   extra_body={"frobnicate": True})
+    assert info.value.body["error"]["message"] == "frobnicate: Extra inputs are not permitted"
+    assert info.value.body["error"]["param"] == "frobnicate"
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client(agw, "mock-openai").messages.create(model="any", max_tokens=2000, messages=user("x"),
+                                                   thinking={"type": "enabled", "budget_tokens": 100})
+    assert info.value.body["error"]["param"] == "thinking.budget_tokens"
+
+
+def test_server_tools_only_to_anthropic(agw):
+    """A server tool has no neutral form: another vendor's group answers
+    400 naming it; an Anthropic vendor gets it as it came."""
+    web = {"type": "web_search_20250305", "name": "web_search", "max_uses": 1}
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client(agw, "mock-openai").messages.create(model="any", max_tokens=50, messages=user("x"), tools=[web])
+    assert info.value.body["error"]["param"] == "tools.0 (web_search_20250305)"
+    assert "only providers that speak the anthropic_messages API" in info.value.body["error"]["message"]
+
+
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-openai", "mock-gemini"])
+def test_stream_error_after_content(agw, group):
+    """An error after content was sent is Anthropic's `event: error` in the
+    200 stream: the SDK raises it (status 200) with the envelope."""
+    code = {"mock-openai": "UPSTREAM_ERROR"}.get(group, "UPSTREAM_BUSY")
+    c = client(agw, group, **{"x-mock-scenario": "stream-error"})
+    with pytest.raises(anthropic.APIStatusError) as info:
+        with c.messages.stream(model="any", max_tokens=200, messages=user("hello stream")) as s:
+            for _ in s:
+                pass
+    assert info.value.status_code == 200
+    assert info.value.body["type"] == "error" and info.value.body["error"]["code"] == code
+
+
+# ------------------------------------------------------------ pass-through
+
+def test_passthrough_keeps_the_clients_request(agw, test_id):
+    """To an Anthropic vendor the body goes on as the client sent it, a
+    field the gateway does not model and a citation-enabled document
+    included, only `model` replaced; `anthropic-beta` goes with it."""
+    body = {"model": "any", "max_tokens": 64, "service_tier": "auto",
+            "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "a    spaced\u00e9 text", "citations": None},
+                {"type": "text", "text": "and more"}]}]}
+    raw = json.dumps(body, indent=1).encode()
+    status, headers, answer = agw.request("POST", "/v1/messages", raw=raw, headers={
+        "x-model-group": "mock-anthropic", "x-test-id": test_id, "anthropic-version": "2023-06-01",
+        "anthropic-beta": "some-beta-2025-01-01"})
+    assert status == 200, answer
+    [seen] = agw.mock_requests(test_id)
+    assert seen["body"] == {**body, "model": "mock-claude-sonnet"}
+    assert seen["headers"]["anthropic-beta"] == "some-beta-2025-01-01"
+    assert seen["headers"]["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in seen["headers"]
+    answer = json.loads(answer)
+    assert answer["id"].startswith("msg_mock") and answer["model"] == "mock-claude-sonnet"
+
+
+def test_passthrough_stream_is_the_vendors(agw, test_id):
+    c = client(agw, "mock-anthropic", test_id=test_id)
+    with c.messages.with_streaming_response.create(model="any", max_tokens=100, messages=user("hi"),
+                                                   stream=True) as r:
+        text = r.read().decode()
+    # The mock's own events: its ids, its ping after the first block start.
+    assert "msg_mock" in text and text.index("event: content_block_start") < text.index("event: ping")
+    assert text.rstrip().endswith('data: {"type":"message_stop"}')
+
+
+def test_anthropic_rules_are_the_mocks(agw):
+    """What Anthropic refuses, the mock refuses, and the client gets its answer."""
+    c = client(agw, "mock-anthropic")
+    with pytest.raises(anthropic.BadRequestError) as info:
+        # The SDK has no sampling parameters any more; older models still take them.
+        c.messages.create(model="any", max_tokens=50, messages=user("x"),
+                          extra_body={"temperature": 0.5, "top_p": 0.5})
+    assert "cannot both be specified" in info.value.body["error"]["message"]
+
+
+# ------------------------------------------------------------ metering
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-openai"])
+def test_usage_is_metered(agw, group, stream):
+    rid = f"anthropic-meter-{group}-{stream}"
+    c = client(agw, group, **{"x-request-id": rid})
+    if stream:
+        with c.messages.stream(model="any", max_tokens=100, messages=user("meter me")) as s:
+            m = s.get_final_message()
+    else:
+        m = c.messages.create(model="any", max_tokens=100, messages=user("meter me"))
+    line = log_for(agw, rid)
+    assert line["surface"] == "anthropic_messages" and line["group"] == group
+    assert line["stream"] is stream and line["status"] == 200
+    assert line["completion_tokens"] == m.usage.output_tokens > 0
+    assert line["prompt_tokens"] > 0 and line["usage_estimated"] is False
+
+
+# ------------------------------------------------------------ thinking and caching
+
+THINKING = {"type": "enabled", "budget_tokens": 1024}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_thinking_round_trip_with_a_tool(agw, stream):
+    """Anthropic thinks first (a signed thinking block, streamed as
+    thinking and signature deltas); the signed block goes back before the
+    tool use, as Anthropic requires, and the mock verifies the signature."""
+    c = client(agw, "mock-anthropic", **{"x-mock-scenario": "tool"})
+    ask = dict(model="any", max_tokens=2048, thinking=THINKING, tools=[LOOKUP], messages=user("think, then look"))
+    if stream:
+        with c.messages.stream(**ask) as s:
+            deltas = [e.delta.type for e in s if e.type == "content_block_delta"]
+            first = s.get_final_message()
+        assert "thinking_delta" in deltas and "signature_delta" in deltas
+    else:
+        first = c.messages.create(**ask)
+    assert [b.type for b in first.content] == ["thinking", "text", "tool_use"]
+    assert "think, then look" in first.content[0].thinking and first.content[0].signature
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": first.content[2].id,
+                                           "content": "found it"}]}
+    second = c.messages.create(**{**ask, "messages": [*ask["messages"],
+                                                      {"role": "assistant", "content": first.content}, result]})
+    assert second.content[0].type == "thinking"
+    assert "Tool result received: found it" in second.content[1].text
+    # A tampered signature, or the thinking left out, is refused as Anthropic refuses it.
+    forged = [first.content[0].model_copy(update={"signature": "forged"}), *first.content[1:]]
+    for content, says in [(forged, "Invalid `signature` in `thinking` block"),
+                          (first.content[1:], "Expected `thinking` or `redacted_thinking`, but found `text`")]:
+        with pytest.raises(anthropic.BadRequestError) as info:
+            c.messages.create(**{**ask, "messages": [*ask["messages"], {"role": "assistant", "content": content},
+                                                     result]})
+        assert says in info.value.body["error"]["message"]
+
+
+@pytest.mark.parametrize("bad, says", [
+    ({"thinking": {"type": "enabled", "budget_tokens": 1024}, "max_tokens": 1024},
+     "`max_tokens` must be greater than `thinking.budget_tokens`"),
+    ({"thinking": THINKING, "tool_choice": {"type": "any"}, "tools": [LOOKUP]},
+     "Thinking may not be enabled when tool_choice forces tool use"),
+    ({"thinking": THINKING, "extra_body": {"temperature": 0.5}}, "`temperature` may only be set to 1"),
+    ({"thinking": THINKING, "extra_body": {"top_k": 5}}, "`top_k` is not supported when thinking is enabled"),
+])
+def test_thinking_rules_are_anthropics(agw, bad, says):
+    c = client(agw, "mock-anthropic")
+    with pytest.raises(anthropic.BadRequestError) as info:
+        c.messages.create(**{"model": "any", "max_tokens": 4096, "messages": user("x"), **bad})
+    assert says in info.value.body["error"]["message"]
+
+
+def test_prompt_caching_counts(agw):
+    """A long system prompt with a breakpoint: written to the cache once,
+    read from it after; more than 4 breakpoints are refused."""
+    c = client(agw, "mock-anthropic")
+    system = [{"type": "text", "text": "cache me " * 700 + str(time.time()),
+               "cache_control": {"type": "ephemeral"}}]
+    first = c.messages.create(model="any", max_tokens=50, system=system, messages=user("hi"))
+    second = c.messages.create(model="any", max_tokens=50, system=system, messages=user("hi again"))
+    assert first.usage.cache_creation_input_tokens >= 1024 and first.usage.cache_read_input_tokens == 0
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+    assert second.usage.input_tokens < 10
+    many = [{"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}} for i in range(5)]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        c.messages.create(model="any", max_tokens=50, system=many, messages=user("hi"))
+    assert "A maximum of 4 blocks with cache_control may be provided. Found 5." in info.value.body["error"]["message"]
+
+
+@pytest.mark.parametrize("group", [g for g in GROUPS if g != "mock-anthropic"])
+def test_thinking_request_to_other_vendors(agw, group):
+    """Thinking asked of a vendor without signed thinking still answers
+    (the effort reaches vendors that reason; see the README)."""
+    c = client(agw, group)
+    m = c.messages.create(model="any", max_tokens=2048, thinking=THINKING, messages=user("think"))
+    assert m.stop_reason == "end_turn" and any(b.type == "text" for b in m.content)
+
+
+# ------------------------------------------------------------ failover
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_failover_from_anthropic_to_openai(agw, stream):
+    """mock-failover's Anthropic vendor always answers 529: the same
+    request, passed through to it, is translated for the OpenAI vendor
+    Envoy retries on, and the client gets one Messages answer."""
+    c = client(agw, "mock-failover")
+    if stream:
+        with c.messages.stream(model="any", max_tokens=100, messages=user("fail over")) as s:
+            m = s.get_final_message()
+    else:
+        m = c.messages.create(model="any", max_tokens=100, messages=user("fail over"))
+    assert m.model == "mock-gpt-4o" and "Hello from the mock openai provider" in m.content[0].text
+
+
+# What each mock's stream error is: Anthropic's and Gemini's an overload, OpenAI's a server error.
+STREAM_FAILURE = {"mock-anthropic": (529, anthropic.OverloadedError, "UPSTREAM_BUSY"),
+                  "mock-openai": (500, anthropic.InternalServerError, "UPSTREAM_ERROR"),
+                  "mock-gemini": (529, anthropic.OverloadedError, "UPSTREAM_BUSY")}
+
+
+@pytest.mark.parametrize("group", list(STREAM_FAILURE))
+@pytest.mark.parametrize("scenario", ["stream-error-first", "stream-error-after-start"])
+def test_stream_failing_before_content_is_an_error_status(agw, group, scenario):
+    """A vendor stream that fails before any content (also after its
+    opening events: Anthropic's message_start, an empty text block, ping)
+    is held back and answered as an error status, so the SDK raises the
+    status's class."""
+    status, cls, code = STREAM_FAILURE[group]
+    c = client(agw, group, **{"x-mock-scenario": scenario})
+    with pytest.raises(cls) as info:
+        with c.messages.stream(model="any", max_tokens=100, messages=user("x")) as s:
+            for _ in s:
+                pass
+    assert type(info.value) is cls and info.value.status_code == status
+    assert info.value.body["error"]["code"] == code
+
+
+def test_sdk_version_is_pinned():
+    """The SDK these tests ran is the one tests/requirements.txt pins."""
+    from pathlib import Path
+    pins = (Path(__file__).parent / "requirements.txt").read_text().split()
+    assert f"anthropic=={anthropic.__version__}" in pins
+
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_image_input(agw, group):
+    c = client(agw, group)
+    ask = dict(model="any", max_tokens=100, messages=[{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
+        {"type": "text", "text": "what is this"}]}])
+    if group == "mock-dashscope":
+        # Its text model takes no images (a vision model must be mapped: README).
+        with pytest.raises(anthropic.BadRequestError) as info:
+            c.messages.create(**ask)
+        assert "takes no images" in info.value.body["error"]["message"]
+        return
+    assert "what is this" in c.messages.create(**ask).content[0].text
+
+
+def test_documents_where_the_vendor_reads_them(agw):
+    """A document block reaches Anthropic as it came; a vendor that reads
+    no documents answers 400 naming the block (its neutral path)."""
+    doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "notes"}, "title": "N"}
+    messages = [{"role": "user", "content": [doc, {"type": "text", "text": "summarise"}]}]
+    m = client(agw, "mock-anthropic").messages.create(model="any", max_tokens=100, messages=messages)
+    assert "summarise" in m.content[0].text
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client(agw, "mock-openai").messages.create(model="any", max_tokens=100, messages=messages)
+    assert info.value.body["error"]["param"] == "messages[0].content[0]"
+    assert "does not accept document content" in info.value.body["error"]["message"]
