@@ -16,15 +16,18 @@ pub mod stream;
 pub enum Api {
     /// OpenAI Chat Completions, `POST /v1/chat/completions`.
     OpenAiChat,
+    /// OpenAI Responses, `POST /v1/responses`.
+    OpenAiResponses,
 }
 
 impl Api {
-    pub const ALL: [Api; 1] = [Api::OpenAiChat];
+    pub const ALL: [Api; 2] = [Api::OpenAiChat, Api::OpenAiResponses];
 
     /// The request path a client sends this API's generation requests to.
     pub fn path(self) -> &'static str {
         match self {
             Api::OpenAiChat => "/v1/chat/completions",
+            Api::OpenAiResponses => "/v1/responses",
         }
     }
 
@@ -32,6 +35,7 @@ impl Api {
     pub fn name(self) -> &'static str {
         match self {
             Api::OpenAiChat => "openai_chat",
+            Api::OpenAiResponses => "openai_responses",
         }
     }
 

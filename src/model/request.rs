@@ -66,6 +66,31 @@ pub struct ChatRequest {
     /// long, so encoders size their buffer once.
     #[serde(skip)]
     pub source_len: usize,
+    /// Request fields the client's API repeats in its answers (the
+    /// Responses API echoes `tools`, `instructions`, `text`...), as its
+    /// surface parsed them; empty for APIs that repeat none.
+    #[serde(skip)]
+    pub echo: Map<String, Value>,
+    /// A feature only the client API's own vendors have (the Responses
+    /// API's `previous_response_id`, built-in tools): a pass-through pair
+    /// sends it on, a translated request is refused with this error.
+    #[serde(skip)]
+    pub native_only: Option<NativeOnly>,
+}
+
+/// Why a request can only go to a vendor of the client's own API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeOnly {
+    /// The field that needs it (`previous_response_id`, `tools[2]`).
+    pub param: String,
+    pub message: String,
+}
+
+impl NativeOnly {
+    /// The 400 a translated request gets.
+    pub fn error(&self) -> crate::error::GatewayError {
+        crate::error::GatewayError::invalid(self.param.clone(), self.message.clone())
+    }
 }
 
 /// Deserialised by hand (below), not by serde's internally tagged enum,

@@ -19,7 +19,7 @@ use crate::metering::AttemptRecord;
 use crate::model::response::Origin;
 use crate::model::Api;
 use crate::provider::Provider;
-use crate::surfaces::{stream_writer, surface};
+use crate::surfaces::{stream_writer_echoing, surface, Echo};
 use report::WAIT_HEADERS;
 
 mod report;
@@ -83,6 +83,8 @@ pub struct Attempt<H> {
     attempt: u64,
     stream: bool,
     include_usage: bool,
+    /// The request fields the client's API repeats in its answer.
+    echo: Echo,
     /// Reused for every translated chunk.
     out: Vec<u8>,
     /// When this attempt started, for time to first token (streams only).
@@ -125,6 +127,7 @@ impl<H: Host> Attempt<H> {
             attempt: 1,
             stream: false,
             include_usage: false,
+            echo: Echo::new(),
             out: Vec::new(),
             started: SystemTime::UNIX_EPOCH,
             vendor_json: false,
@@ -308,7 +311,11 @@ impl<H: Host> Attempt<H> {
             .then(|| dialect.encode_native(self.api, &raw, request, &target));
         let encoded = match native.flatten() {
             Some(encoded) => encoded?,
-            None => dialect.encode_request(request, &target)?,
+            None => match &request.native_only {
+                // What only the client API's own vendors can serve.
+                Some(native_only) => return Err(native_only.error()),
+                None => dialect.encode_request(request, &target)?,
+            },
         };
         let (stream, include_usage) = (request.stream, request.include_usage);
 
@@ -340,6 +347,7 @@ impl<H: Host> Attempt<H> {
         self.model = model;
         self.stream = stream;
         self.include_usage = include_usage;
+        request.echo.clone_into(&mut self.echo);
         self.publish_span_attributes(false);
         if stream {
             // For the time to first token (non-streams do not report one).
@@ -392,7 +400,7 @@ impl<H: Host> Attempt<H> {
                         self.record.delivered_tokens = usage.completion_tokens;
                     }
                     self.record.finish_reason = d.finish_reason.map(|f| f.as_str().to_owned());
-                    surface(self.api).render_answer(d.answer, &origin)
+                    surface(self.api).render_answer_echoing(d.answer, &origin, &self.echo)
                 })
             }
             (Some(status), _) => Err(self.vendor_error(status, body)),
@@ -601,12 +609,13 @@ impl<H: Host> Session for Attempt<H> {
         };
         self.vendor_json = content_type.starts_with("application/json");
         if self.stream && dialect.is_stream_content_type(content_type) {
-            let writer = stream_writer(
+            let writer = stream_writer_echoing(
                 self.api,
                 dialect.speaks(self.api),
                 self.origin(),
                 self.request_id.clone(),
                 self.include_usage,
+                &self.echo,
             );
             let decoder = dialect.stream_decoder(writer);
             self.host
