@@ -10,32 +10,64 @@ import openai
 import pydantic
 import pytest
 
-from conftest import ALL_GROUPS_KEY
+import gateway
+from conftest import ALL_GROUPS_KEY, Gateway, configure_test_gateway
 
-# Every group a Responses client may call: (group, passes through).
+# Every group a Responses client may call: group -> whether it passes
+# through (OpenAI, Azure's v1 API) or is translated. `chat-only` is an
+# OpenAI-dialect provider with `chat_only: true` (its own Envoy, below);
+# mock-azure is Azure on a dated api_version (chat only).
 GROUPS = {
-    "mock-openai": False,
+    "mock-openai": True,
+    "mock-azure-v1": True,
     "mock-anthropic": False,
     "mock-gemini": False,
     "mock-bedrock": False,
     "mock-dashscope": False,
     "mock-azure": False,
-    "mock-azure-v1": False,
+    "chat-only": False,
 }
 TRANSLATED = [g for g, native in GROUPS.items() if not native]
+NATIVE = [g for g, native in GROUPS.items() if native]
+
+
+@pytest.fixture(scope="module")
+def chat_only_gw(gw, tmp_path_factory):
+    """An Envoy of its own whose `chat-only` group's OpenAI provider has no Responses API."""
+    workdir = tmp_path_factory.mktemp("envoy-chat-only")
+    mock_port = int(gw.mock.rsplit(":", 1)[1])
+    bootstrap = gateway.build_bootstrap(
+        0, 0, mock_port, env={},
+        extra_providers={"chat-only": {"dialect": "openai", "api_key": "sk-mock-openai", "chat_only": True,
+                                       "models": {"*": "mock-gpt-4o"}}},
+        extra_groups={"chat-only": {"cluster": "chat_only"}},
+        extra_clusters=[gateway.static_cluster("chat_only", mock_port, "chat-only")],
+        edit=configure_test_gateway)
+    envoy = gateway.start_envoy(bootstrap, workdir, log_level="info")
+    try:
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
+    finally:
+        gateway.stop(envoy)
+
+
+@pytest.fixture
+def gateway_of(request, gw):
+    """The gateway serving a group."""
+    return lambda group: request.getfixturevalue("chat_only_gw") if group == "chat-only" else gw
 
 LOOKUP = {"type": "function", "name": "lookup", "description": "Look something up",
           "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
 
 
 def client(gw, group, **headers):
+    """The OpenAI SDK's client for a group of `gw`."""
     return openai.OpenAI(base_url=gw.base + "/v1", api_key=ALL_GROUPS_KEY, max_retries=0, timeout=60,
                          default_headers={"x-model-group": group, **headers})
 
 
 @pytest.mark.parametrize("group", GROUPS)
-def test_create(gw, group):
-    resp = client(gw, group).responses.create(model="any", input="hello responses",
+def test_create(gateway_of, group):
+    resp = client(gateway_of(group), group).responses.create(model="any", input="hello responses",
                                               instructions="be brief")
     assert resp.object == "response" and resp.id.startswith("resp_")
     assert resp.status == "completed"
@@ -52,9 +84,9 @@ def test_create(gw, group):
 
 
 @pytest.mark.parametrize("group", GROUPS)
-def test_stream_helper(gw, group):
+def test_stream_helper(gateway_of, group):
     deltas = []
-    with client(gw, group).responses.stream(model="any", input="hello stream") as stream:
+    with client(gateway_of(group), group).responses.stream(model="any", input="hello stream") as stream:
         for event in stream:
             if event.type == "response.output_text.delta":
                 deltas.append(event.delta)
@@ -66,8 +98,8 @@ def test_stream_helper(gw, group):
 
 
 @pytest.mark.parametrize("group", GROUPS)
-def test_stream_events(gw, group):
-    events = list(client(gw, group).responses.create(model="any", input="hi", stream=True))
+def test_stream_events(gateway_of, group):
+    events = list(client(gateway_of(group), group).responses.create(model="any", input="hi", stream=True))
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
     assert events[-1].type == "response.completed"
@@ -82,8 +114,8 @@ def test_stream_events(gw, group):
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 @pytest.mark.parametrize("group", GROUPS)
-def test_function_call_round_trip(gw, group, stream):
-    c = client(gw, group)
+def test_function_call_round_trip(gateway_of, group, stream):
+    c = client(gateway_of(group), group)
     args = dict(model="any", input=[{"role": "user", "content": "look it up"}], tools=[LOOKUP],
                 tool_choice="required")
     if stream:
@@ -111,8 +143,8 @@ class City(pydantic.BaseModel):
 
 
 @pytest.mark.parametrize("group", GROUPS)
-def test_parse_json_schema(gw, group):
-    resp = client(gw, group).responses.parse(model="any", input="a city please", text_format=City)
+def test_parse_json_schema(gateway_of, group):
+    resp = client(gateway_of(group), group).responses.parse(model="any", input="a city please", text_format=City)
     assert isinstance(resp.output_parsed, City)
 
 
@@ -130,10 +162,10 @@ ERRORS = {
 
 @pytest.mark.parametrize("scenario", ERRORS)
 @pytest.mark.parametrize("group", GROUPS)
-def test_errors(gw, group, scenario):
+def test_errors(gateway_of, group, scenario):
     status, cls = ERRORS[scenario]
     with pytest.raises(cls) as e:
-        client(gw, group, **{"x-mock-scenario": scenario}).responses.create(model="any", input="hi")
+        client(gateway_of(group), group, **{"x-mock-scenario": scenario}).responses.create(model="any", input="hi")
     assert e.value.status_code == status
     assert e.value.body["code"]
 
@@ -160,9 +192,9 @@ def test_stream_error_mid_stream(gw):
 
 
 @pytest.mark.parametrize("group", TRANSLATED)
-def test_previous_response_id_is_refused_where_nothing_is_stored(gw, group):
+def test_previous_response_id_is_refused_where_nothing_is_stored(gateway_of, group):
     with pytest.raises(openai.BadRequestError) as e:
-        client(gw, group).responses.create(model="any", input="again", previous_response_id="resp_1")
+        client(gateway_of(group), group).responses.create(model="any", input="again", previous_response_id="resp_1")
     assert e.value.body["param"] == "previous_response_id"
     assert "stateless" in e.value.body["message"]
 
@@ -173,3 +205,77 @@ def test_built_in_tools_are_refused_where_openai_does_not_run_them(gw, group):
         client(gw, group).responses.create(model="any", input="search", tools=[LOOKUP, {"type": "web_search"}])
     assert e.value.body["param"] == "tools[1]"
     assert "web_search" in e.value.body["message"]
+
+
+@pytest.mark.parametrize("group", NATIVE)
+def test_pass_through_keeps_what_the_gateway_does_not_model(gw, group, test_id):
+    resp = client(gw, group, **{"x-test-id": test_id}).responses.create(
+        model="any", input="hi", store=True, truncation="auto", prompt_cache_key="k-1",
+        safety_identifier="user-7", include=["message.output_text.logprobs"],
+        metadata={"team": "x", "task_type": "chat"}, extra_body={"request_id": "keep-out"})
+    assert resp.status == "completed"
+    [sent] = gw.mock_requests(test_id)
+    assert sent["path"].endswith("/v1/responses")
+    body = sent["body"]
+    assert body["model"] != "any", "the vendor model"
+    for field, value in [("store", True), ("truncation", "auto"), ("prompt_cache_key", "k-1"),
+                         ("safety_identifier", "user-7"), ("include", ["message.output_text.logprobs"])]:
+        assert body[field] == value, field
+    assert body["metadata"] == {"team": "x"}, "the gateway's own metadata stays behind"
+    assert "request_id" not in body
+    assert resp.model_extra.get("provider"), "the gateway names who answered"
+
+
+@pytest.mark.parametrize("group", NATIVE)
+def test_pass_through_is_stateful_as_openai(gw, group):
+    c = client(gw, group)
+    first = c.responses.create(model="any", input="remember me")
+    again = c.responses.create(model="any", input="and again", previous_response_id=first.id)
+    assert again.status == "completed"
+    # One the vendor never made: its own 400.
+    with pytest.raises(openai.BadRequestError) as e:
+        c.responses.create(model="any", input="x", previous_response_id="resp_never_made")
+    assert e.value.body["param"] == "previous_response_id"
+    assert "not found" in e.value.body["message"]
+
+
+# What OpenAI refuses, refused by the mock behind a pass-through: (kwargs, param).
+VENDOR_RULES = [
+    ({"max_output_tokens": 5}, "max_output_tokens"),
+    ({"text": {"format": {"type": "json_schema", "name": "s", "strict": True,
+                          "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}},
+     "text.format.schema"),
+    ({"reasoning": {"effort": "low"}}, "reasoning.effort"),
+    ({"input": [{"type": "function_call_output", "call_id": "call_x", "output": "?"}]}, "input"),
+]
+
+
+@pytest.mark.parametrize("kwargs,param", VENDOR_RULES, ids=[p for _, p in VENDOR_RULES])
+def test_the_mock_refuses_what_openai_refuses(gw, kwargs, param):
+    args = {"model": "any", "input": "hi", **kwargs}
+    with pytest.raises(openai.BadRequestError) as e:
+        client(gw, "mock-openai").responses.create(**args)
+    assert e.value.body["param"] == param, e.value.body
+
+
+def test_built_in_tools_reach_openai(gw, test_id):
+    resp = client(gw, "mock-openai", **{"x-test-id": test_id}).responses.create(
+        model="any", input="search", tools=[LOOKUP, {"type": "web_search"}])
+    assert resp.status == "completed"
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["tools"][1] == {"type": "web_search"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_reasoning_items_from_a_reasoning_model(gw, stream):
+    c = client(gw, "reasoning")
+    args = dict(model="any", input="think", reasoning={"effort": "low", "summary": "auto"})
+    if stream:
+        with c.responses.stream(**args) as s:
+            summary = "".join(e.delta for e in s if e.type == "response.reasoning_summary_text.delta")
+            resp = s.get_final_response()
+        assert summary
+    else:
+        resp = c.responses.create(**args)
+    assert [i.type for i in resp.output] == ["reasoning", "message"]
+    assert resp.output[0].summary[0].text

@@ -39,6 +39,9 @@ pub struct Prompt {
     /// Structured output asked for: `Some(None)` any JSON object,
     /// `Some(Some(schema))` JSON matching the schema.
     pub json: Option<Option<Value>>,
+    /// Request fields the vendor's answer repeats (the Responses API's
+    /// `instructions`, `tools`, `text`...).
+    pub echo: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug, Clone)]

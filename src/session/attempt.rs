@@ -26,6 +26,11 @@ mod report;
 #[cfg(test)]
 mod tests;
 
+/// Client and vendor speak the same API (and this provider serves it).
+fn pass_through(provider: &Provider, dialect: &dyn Dialect, api: Api) -> bool {
+    dialect.speaks(api) && provider.serves(api)
+}
+
 const PROVIDER_METADATA: [&str; 5] = [
     "xds",
     "upstream_host_metadata",
@@ -306,8 +311,7 @@ impl<H: Host> Attempt<H> {
         // The same API on both sides: the client's bytes, where the dialect
         // keeps them.
         let raw = || self.host.body(Buffer::Request, 0, size);
-        let native = dialect
-            .speaks(self.api)
+        let native = pass_through(provider, dialect, self.api)
             .then(|| dialect.encode_native(self.api, &raw, request, &target));
         let encoded = match native.flatten() {
             Some(encoded) => encoded?,
@@ -392,9 +396,14 @@ impl<H: Host> Attempt<H> {
 
     fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Vec<u8> {
         let result = match (status, self.provider()) {
-            (None, Some((_, dialect))) => {
+            (None, Some((provider, dialect))) => {
                 let mut origin = self.origin();
-                dialect.decode_for(self.api, body, &mut origin).map(|d| {
+                let decoded = if pass_through(provider, dialect, self.api) {
+                    dialect.decode_native(self.api, body, &mut origin)
+                } else {
+                    dialect.decode_response(body, &mut origin)
+                };
+                decoded.map(|d| {
                     if let Some(usage) = &d.usage {
                         self.record.set_usage(usage);
                         self.record.delivered_tokens = usage.completion_tokens;
@@ -604,14 +613,15 @@ impl<H: Host> Session for Attempt<H> {
         }
         // A vendor accepted the request: a stream need not keep it parsed.
         self.channel.release_request();
-        let Some((_, dialect)) = self.provider() else {
+        let Some((provider, dialect)) = self.provider() else {
             return self.fail(no_provider(&self.provider_name));
         };
+        let native = pass_through(provider, dialect, self.api);
         self.vendor_json = content_type.starts_with("application/json");
         if self.stream && dialect.is_stream_content_type(content_type) {
             let writer = stream_writer_echoing(
                 self.api,
-                dialect.speaks(self.api),
+                native,
                 self.origin(),
                 self.request_id.clone(),
                 self.include_usage,

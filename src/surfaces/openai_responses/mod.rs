@@ -277,6 +277,9 @@ struct ResponseEvents {
     ended: bool,
     /// Who answered, as the stream's start said (for a later failure).
     origin: Origin,
+    /// The vendor's own events are passed through: its terminal event ends
+    /// the stream, `done` adds nothing.
+    passed_through: bool,
 }
 
 impl ResponseEvents {
@@ -292,6 +295,7 @@ impl ResponseEvents {
             bytes: 0,
             ended: false,
             origin: Origin::default(),
+            passed_through: false,
         }
     }
 
@@ -665,7 +669,7 @@ impl StreamEncoder for ResponseEvents {
     /// Every item closed in order, then `response.completed` (or
     /// `response.incomplete`) with the whole response and its usage.
     fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {
-        if self.ended {
+        if self.ended || self.passed_through {
             return;
         }
         self.ensure_id(origin);
@@ -700,6 +704,7 @@ impl StreamEncoder for ResponseEvents {
 
     /// A vendor event already in the Responses format: its `type` names the SSE event.
     fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {
+        self.passed_through = true;
         #[derive(serde::Deserialize)]
         struct Kind<'a> {
             #[serde(rename = "type", borrow)]

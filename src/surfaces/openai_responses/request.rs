@@ -674,12 +674,14 @@ fn assistant_content(content: &Value, param: &str) -> Result<(Option<String>, Op
                     .get_or_insert_with(String::new)
                     .push_str(required_string(m, "refusal", &p)?);
             }
-            other => return Err(invalid(
-                &format!("{p}.type"),
-                format!(
+            other => {
+                return Err(invalid(
+                    &format!("{p}.type"),
+                    format!(
                     "Invalid value: '{other}'. Assistant content is 'output_text' or 'refusal'."
                 ),
-            )),
+                ))
+            }
         }
     }
     Ok((text, refusal))
