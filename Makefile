@@ -98,7 +98,13 @@ $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund
 	touch $@
 
-test-integration: build venv compose-tools $(NODE_DEPS)
+# Codex CLI (tests/codex; its native binary comes in @openai/codex-linux-x64).
+CODEX_DEPS := tests/codex/node_modules/.installed
+$(CODEX_DEPS): tests/codex/package.json tests/codex/package-lock.json
+	npm ci --prefix tests/codex --no-audit --no-fund
+	touch $@
+
+test-integration: build venv compose-tools $(NODE_DEPS) $(CODEX_DEPS)
 	$(PY) -m pytest -q tests
 
 test: lint test-unit test-wasm test-integration

@@ -31,6 +31,7 @@ const AZURE_PATH: &str = "/openai/v1/responses";
 /// is refused with "Unknown parameter: 'X'." (code `unknown_parameter`).
 const PARAMETERS: &[&str] = &[
     "background",
+    "client_metadata",
     "context_management",
     "conversation",
     "include",

@@ -20,6 +20,7 @@ use crate::model::request::*;
 /// `ResponseCreateParams`), plus our `request_id`.
 const FIELDS: &[&str] = &[
     "background",
+    "client_metadata",
     "context_management",
     "conversation",
     "include",
@@ -80,6 +81,8 @@ const BUILT_IN_TOOLS: &[&str] = &[
     "custom",
     "mcp",
     "tool_search",
+    // A group of function tools the model calls by namespace (Codex's sub-agents).
+    "namespace",
 ];
 
 /// Input item types of the built-in tools (their calls and outputs in a
