@@ -279,3 +279,16 @@ def test_reasoning_items_from_a_reasoning_model(gw, stream):
         resp = c.responses.create(**args)
     assert [i.type for i in resp.output] == ["reasoning", "message"]
     assert resp.output[0].summary[0].text
+
+
+def test_stored_response_endpoints_say_the_gateway_is_stateless(gw):
+    c = client(gw, "mock-openai")
+    for call in (lambda: c.responses.retrieve("resp_1"), lambda: c.responses.delete("resp_1"),
+                 lambda: c.responses.cancel("resp_1"), lambda: c.responses.input_items.list("resp_1")):
+        with pytest.raises(openai.BadRequestError) as e:
+            call()
+        assert "stateless" in e.value.body["message"]
+    status, _, body = gw.request("PUT", "/v1/responses/resp_1")
+    assert status == 405, body
+    status, _, body = gw.request("GET", "/v1/responses/resp_1/other")
+    assert status == 404, body
