@@ -8,6 +8,14 @@
 //!   `.events.json` event lists) → `golden/client/openai_chat/<dialect>/*.txt`: what
 //!   the client receives.
 //!
+//! - The Responses API the same way: `golden/requests/openai_responses/*.json`
+//!   × every provider → `golden/vendor/openai_responses/<request>/<provider>.txt`
+//!   (OpenAI and Azure's v1 API pass the client's body through; the others,
+//!   a chat-only OpenAI provider and Azure on a dated `api_version`, get it
+//!   translated); the vendor answers above, and OpenAI's own Responses
+//!   answers in `golden/responses/openai_responses/` (for OpenAI and
+//!   Azure, passed through) → `golden/client/openai_responses/<dialect>/*.txt`.
+//!
 //! A change in what we send or return shows up as a diff of these files.
 //! `GOLDEN_UPDATE=1 cargo test --test golden` rewrites them; review the diff.
 
@@ -20,10 +28,9 @@ use std::path::{Path, PathBuf};
 
 use llm_gateway::config::Config;
 use llm_gateway::dialects::{self, DialectKind, Target};
-use llm_gateway::model::request::ChatRequest;
 use llm_gateway::model::response::Origin;
 use llm_gateway::model::Api;
-use llm_gateway::surfaces::surface;
+use llm_gateway::surfaces::{surface, Echo};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -106,16 +113,27 @@ fn report(failures: Vec<String>) {
     );
 }
 
-/// What upstream sends for one client request, as the upstream role
-/// builds it: the provider's request policy, then the dialect's encoder.
-fn vendor_request(config: &Config, kind: DialectKind, body: &[u8]) -> String {
-    let name = format!("golden-{}", dialect_name(kind));
-    let provider = &config.providers[&name];
+/// What upstream sends for one client request of `api`, as the upstream
+/// role builds it: the provider's request policy, then the client's body
+/// (a pass-through pair) or the dialect's encoder.
+fn vendor_request(config: &Config, api: Api, name: &str, body: &[u8]) -> String {
+    let provider = &config.providers[name];
+    let kind = provider.dialect;
+    let dialect = dialects::dialect(kind);
     let model = vendor_model(kind);
-    let encoded = ChatRequest::parse(body).and_then(|request| {
+    let encoded = surface(api).parse_request(body).and_then(|request| {
         let adapted = provider.apply_policy(model, &request);
         let request = adapted.as_ref().unwrap_or(&request);
-        dialects::dialect(kind).encode_request(request, &Target { provider, model })
+        let target = Target { provider, model };
+        let raw = || body.to_vec();
+        let native = (dialect.speaks(api) && provider.serves(api))
+            .then(|| dialect.encode_native(api, &raw, request, &target))
+            .flatten();
+        match (native, &request.native_only) {
+            (Some(encoded), _) => encoded,
+            (None, Some(native_only)) => Err(native_only.error()),
+            (None, None) => dialect.encode_request(request, &target),
+        }
     });
     match encoded {
         Ok(up) => {
@@ -146,7 +164,40 @@ fn vendor_requests_match_golden_files() {
                 .join("vendor")
                 .join(&stem)
                 .join(format!("{}.txt", dialect_name(kind)));
-            check(&out, &vendor_request(&config, kind, &body), &mut failures);
+            let name = format!("golden-{}", dialect_name(kind));
+            let text = vendor_request(&config, Api::OpenAiChat, &name, &body);
+            check(&out, &text, &mut failures);
+        }
+    }
+    report(failures);
+}
+
+/// Every provider a Responses client may reach: one per dialect, Azure's
+/// v1 API and a chat-only OpenAI server.
+fn responses_providers() -> Vec<String> {
+    let mut names: Vec<String> = DialectKind::ALL
+        .iter()
+        .map(|&kind| format!("golden-{}", dialect_name(kind)))
+        .collect();
+    names.extend(["golden-azure-v1".into(), "golden-openai-chat-only".into()]);
+    names
+}
+
+#[test]
+fn responses_vendor_requests_match_golden_files() {
+    let config = config();
+    let mut failures = Vec::new();
+    let dir = root().join("requests/openai_responses");
+    for request in sorted_files(&dir) {
+        let body = fs::read(&request).unwrap();
+        let stem = request.file_stem().unwrap().to_string_lossy().into_owned();
+        for name in responses_providers() {
+            let out = root()
+                .join("vendor/openai_responses")
+                .join(&stem)
+                .join(format!("{}.txt", name.trim_start_matches("golden-")));
+            let text = vendor_request(&config, Api::OpenAiResponses, &name, &body);
+            check(&out, &text, &mut failures);
         }
     }
     report(failures);
@@ -184,14 +235,25 @@ fn stream_bytes(path: &Path) -> Vec<u8> {
         .collect()
 }
 
+/// How a client of one API gets a vendor's answers.
+#[derive(Clone, Copy)]
+struct Client<'a> {
+    api: Api,
+    /// The vendor speaks the client's API (a pass-through pair).
+    native: bool,
+    /// The request fields the client's API repeats in its answer.
+    echo: &'a Echo,
+}
+
 /// Runs a vendor stream through the dialect's decoder in the given pieces.
-fn client_stream(kind: DialectKind, pieces: &[&[u8]]) -> String {
-    let writer = llm_gateway::surfaces::stream_writer(
-        llm_gateway::model::Api::OpenAiChat,
-        dialects::dialect(kind).speaks(Api::OpenAiChat),
+fn client_stream(kind: DialectKind, client: Client, pieces: &[&[u8]]) -> String {
+    let writer = llm_gateway::surfaces::stream_writer_echoing(
+        client.api,
+        client.native,
         origin(kind),
         "req-golden".into(),
         true,
+        client.echo,
     );
     let mut decoder = dialects::dialect(kind).stream_decoder(writer);
     let mut out = Vec::new();
@@ -202,21 +264,25 @@ fn client_stream(kind: DialectKind, pieces: &[&[u8]]) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn client_answer(kind: DialectKind, path: &Path) -> String {
+fn client_answer(kind: DialectKind, client: Client, path: &Path) -> String {
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let dialect = dialects::dialect(kind);
     if name.ends_with(".sse") || name.ends_with(".events.json") {
         let bytes = stream_bytes(path);
-        let whole = client_stream(kind, &[&bytes]);
+        let whole = client_stream(kind, client, &[&bytes]);
         // However the network cuts the stream, the client gets the same bytes.
         let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
         assert_eq!(
-            client_stream(kind, &bytewise),
+            client_stream(kind, client, &bytewise),
             whole,
             "{name}, fed byte by byte"
         );
         let thirds: Vec<&[u8]> = bytes.chunks(bytes.len().div_ceil(3).max(1)).collect();
-        assert_eq!(client_stream(kind, &thirds), whole, "{name}, fed in thirds");
+        assert_eq!(
+            client_stream(kind, client, &thirds),
+            whole,
+            "{name}, fed in thirds"
+        );
         return whole;
     }
     let body = fs::read(path).unwrap();
@@ -230,14 +296,19 @@ fn client_answer(kind: DialectKind, path: &Path) -> String {
             "HTTP {} retry-after={:?}\n\n{}\n",
             e.status(),
             e.retry_after,
-            pretty(&e.to_json(Some("req-golden")))
+            pretty(&surface(client.api).render_error(&e, Some("req-golden")))
         );
     }
     let mut origin = origin(kind);
-    match dialect.decode_for(Api::OpenAiChat, &body, &mut origin) {
+    let decoded = if client.native {
+        dialect.decode_native(client.api, &body, &mut origin)
+    } else {
+        dialect.decode_response(&body, &mut origin)
+    };
+    match decoded {
         Ok(d) => {
             let usage = d.usage;
-            let body = surface(Api::OpenAiChat).render_answer(d.answer, &origin);
+            let body = surface(client.api).render_answer_echoing(d.answer, &origin, client.echo);
             format!("HTTP 200 usage={usage:?}\n\n{}\n", pretty(&body))
         }
         Err(e) => format!(
@@ -248,19 +319,71 @@ fn client_answer(kind: DialectKind, path: &Path) -> String {
     }
 }
 
+fn stem(fixture: &Path) -> String {
+    let file = fixture.file_name().unwrap().to_string_lossy().into_owned();
+    file.split('.').next().unwrap().to_owned()
+}
+
 #[test]
 fn client_answers_match_golden_files() {
     let mut failures = Vec::new();
+    let echo = Echo::new();
     for &kind in DialectKind::ALL {
         let name = dialect_name(kind);
+        let client = Client {
+            api: Api::OpenAiChat,
+            native: dialects::dialect(kind).speaks(Api::OpenAiChat),
+            echo: &echo,
+        };
         for fixture in sorted_files(&root().join("responses").join(&name)) {
-            let file = fixture.file_name().unwrap().to_string_lossy().into_owned();
-            let stem = file.split('.').next().unwrap().to_owned();
             let out = root()
                 .join("client/openai_chat")
                 .join(&name)
-                .join(format!("{stem}.txt"));
-            check(&out, &client_answer(kind, &fixture), &mut failures);
+                .join(format!("{}.txt", stem(&fixture)));
+            check(&out, &client_answer(kind, client, &fixture), &mut failures);
+        }
+    }
+    report(failures);
+}
+
+#[test]
+fn responses_client_answers_match_golden_files() {
+    let mut failures = Vec::new();
+    // What the answers repeat: the basic request's fields.
+    let basic = fs::read(root().join("requests/openai_responses/basic.json")).unwrap();
+    let echo = surface(Api::OpenAiResponses)
+        .parse_request(&basic)
+        .unwrap()
+        .echo;
+    let api = Api::OpenAiResponses;
+    for &kind in DialectKind::ALL {
+        let name = dialect_name(kind);
+        let dir = root().join("client/openai_responses").join(&name);
+        // Every vendor's own answers, translated (for OpenAI and Azure: a
+        // chat-only server, a dated api_version).
+        let translated = Client {
+            api,
+            native: false,
+            echo: &echo,
+        };
+        for fixture in sorted_files(&root().join("responses").join(&name)) {
+            let out = dir.join(format!("{}.txt", stem(&fixture)));
+            check(
+                &out,
+                &client_answer(kind, translated, &fixture),
+                &mut failures,
+            );
+        }
+        // OpenAI's Responses answers, passed through.
+        if dialects::dialect(kind).speaks(api) {
+            let native = Client {
+                native: true,
+                ..translated
+            };
+            for fixture in sorted_files(&root().join("responses/openai_responses")) {
+                let out = dir.join(format!("native_{}.txt", stem(&fixture)));
+                check(&out, &client_answer(kind, native, &fixture), &mut failures);
+            }
         }
     }
     report(failures);

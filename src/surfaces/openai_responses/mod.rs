@@ -702,17 +702,43 @@ impl StreamEncoder for ResponseEvents {
         self.fail(&origin, out, error);
     }
 
-    /// A vendor event already in the Responses format: its `type` names the SSE event.
+    /// A vendor event already in the Responses format: its `type` names the
+    /// SSE event; its numbering and response are followed, so an error of
+    /// ours after it goes on from there.
     fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {
-        self.passed_through = true;
         #[derive(serde::Deserialize)]
-        struct Kind<'a> {
+        struct Head {
+            #[serde(default)]
+            id: String,
+            #[serde(default)]
+            model: String,
+            #[serde(default)]
+            created_at: Option<f64>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Event<'a> {
             #[serde(rename = "type", borrow)]
             kind: Option<std::borrow::Cow<'a, str>>,
+            #[serde(default)]
+            sequence_number: Option<u64>,
+            #[serde(default)]
+            response: Option<Head>,
         }
-        let kind = serde_json::from_slice::<Kind>(event)
-            .ok()
-            .and_then(|k| k.kind)
+        self.passed_through = true;
+        let parsed = serde_json::from_slice::<Event>(event).ok();
+        if let Some(parsed) = &parsed {
+            if let Some(n) = parsed.sequence_number {
+                self.sequence = n.saturating_add(1);
+            }
+            if let Some(head) = &parsed.response {
+                head.id.clone_into(&mut self.id);
+                head.model.clone_into(&mut self.origin.model);
+                // Seconds, as a number (the SDK's type is a float).
+                self.origin.created = head.created_at.map_or(0, |t| t as u64);
+            }
+        }
+        let kind = parsed
+            .and_then(|p| p.kind)
             .filter(|k| !k.contains(['\n', '\r']));
         if let Some(kind) = kind {
             out.extend_from_slice(b"event: ");
