@@ -180,15 +180,26 @@ def test_gateway_errors_in_openai_envelope(gw):
     assert "Unknown parameter" in e.value.body["message"]
 
 
-def test_stream_error_mid_stream(gw):
-    events = []
-    c = client(gw, "mock-anthropic", **{"x-mock-scenario": "stream-error"})
-    for event in c.responses.create(model="any", input="hi", stream=True):
-        events.append(event)
+@pytest.mark.parametrize("group", GROUPS)
+def test_stream_error_mid_stream(gateway_of, group):
+    c = client(gateway_of(group), group, **{"x-mock-scenario": "stream-error"})
+    events = list(c.responses.create(model="any", input="hello there friend", stream=True))
     kinds = [e.type for e in events]
+    assert "response.output_text.delta" in kinds, "the answer had started"
     assert kinds[-2:] == ["error", "response.failed"], kinds
     assert events[-1].response.status == "failed"
     assert events[-1].response.error.message
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_stream_error_before_content_is_an_http_error(gateway_of, group):
+    """Held until its first content, a stream that fails first is an error
+    answer with the error's status (and Envoy may retry it elsewhere)."""
+    c = client(gateway_of(group), group, **{"x-mock-scenario": "stream-error-first"})
+    with pytest.raises(openai.APIStatusError) as e:
+        list(c.responses.create(model="any", input="hi", stream=True))
+    assert e.value.status_code >= 500
 
 
 @pytest.mark.parametrize("group", TRANSLATED)

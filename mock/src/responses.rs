@@ -811,3 +811,112 @@ fn stream_item(s: &mut Events, index: usize, item: &Value, a: &Answer) {
         false,
     );
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+    use crate::answer::plan;
+    use crate::scenario::Scenario;
+
+    fn refused(body: Value) -> (String, String) {
+        match Responses.parse(&body) {
+            Err(Failure::Param { param, message, .. }) => (param, message),
+            other => panic!("not refused with a param: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn refuses_what_openai_refuses() {
+        let base = json!({"model": "gpt-4o", "input": "hi"});
+        let with = |extra: Value| {
+            let mut b = base.clone();
+            b.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            b
+        };
+        assert_eq!(refused(with(json!({"frobnicate": 1}))).0, "frobnicate");
+        assert_eq!(
+            refused(with(json!({"max_output_tokens": 15}))).0,
+            "max_output_tokens"
+        );
+        assert_eq!(refused(with(json!({"temperature": 2.5}))).0, "temperature");
+        assert_eq!(
+            refused(with(json!({"reasoning": {"effort": "low"}}))).0,
+            "reasoning.effort"
+        );
+        assert_eq!(refused(json!({"model": "gpt-4o"})).0, "input");
+        let loose = json!({"format": {"type": "json_schema", "name": "s", "strict": true,
+            "schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}});
+        assert_eq!(
+            refused(with(json!({ "text": loose }))).0,
+            "text.format.schema"
+        );
+        let (param, message) = refused(with(json!({"previous_response_id": "resp_nobody"})));
+        assert_eq!(param, "previous_response_id");
+        assert!(message.contains("not found"));
+        let orphan = json!([{"type": "function_call_output", "call_id": "c1", "output": "x"}]);
+        assert_eq!(refused(with(json!({ "input": orphan }))).0, "input");
+        // A reasoning model takes reasoning, but only the default sampling.
+        let o3 = json!({"model": "o3", "input": "hi", "reasoning": {"effort": "low"}});
+        assert!(Responses.parse(&o3).is_ok());
+        let hot = json!({"model": "o3", "input": "hi", "temperature": 0.5});
+        assert_eq!(refused(hot).0, "temperature");
+    }
+
+    #[test]
+    fn a_response_it_made_may_be_continued() {
+        let p = Responses
+            .parse(&json!({"model": "gpt-4o", "input": "hi"}))
+            .unwrap();
+        let a = plan(&p, &Scenario::default(), "openai", None);
+        let id = Responses.response(
+            &p,
+            &a,
+            Meta {
+                seq: 991,
+                created: 1,
+            },
+        )["id"]
+            .clone();
+        let next = json!({"model": "gpt-4o", "input": "more", "previous_response_id": id});
+        assert!(Responses.parse(&next).is_ok());
+    }
+
+    #[test]
+    fn stream_events_are_numbered_and_end_with_the_response() {
+        let body = json!({"model": "gpt-4o", "input": "look", "stream": true, "instructions": "x",
+            "tools": [{"type": "function", "name": "f", "parameters": {"type": "object",
+                "properties": {"q": {"type": "string"}}}}], "tool_choice": "required"});
+        let p = Responses.parse(&body).unwrap();
+        let a = plan(&p, &Scenario::default(), "openai", None);
+        let events = Responses.stream(&p, &a, Meta { seq: 5, created: 1 });
+        let data: Vec<Value> = events
+            .iter()
+            .map(|e| serde_json::from_str(&e.data).unwrap())
+            .collect();
+        for (i, (e, d)) in events.iter().zip(&data).enumerate() {
+            assert_eq!(d["sequence_number"], i);
+            assert_eq!(Some(d["type"].as_str().unwrap()), e.name);
+        }
+        let names: Vec<&str> = events.iter().filter_map(|e| e.name).collect();
+        assert_eq!(
+            names[..3],
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added"
+            ]
+        );
+        assert!(names.contains(&"response.function_call_arguments.done"));
+        let last = data.last().unwrap();
+        assert_eq!(last["type"], "response.completed");
+        assert_eq!(last["response"]["output"][0]["type"], "function_call");
+        assert_eq!(
+            last["response"]["instructions"], "x",
+            "the request's fields repeated"
+        );
+        assert!(last["response"]["usage"]["total_tokens"].as_u64().unwrap() > 0);
+    }
+}

@@ -358,10 +358,12 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             &["effort", "summary", "generate_summary"],
         )?;
         let effort = match string(r, "effort", "reasoning")? {
+            // OpenAI's highest effort, where a model has it; others get their highest.
+            Some("xhigh") => Some(Effort::High),
             Some(name) => Some(Effort::parse(name).ok_or_else(|| {
                 invalid(
                     "reasoning.effort",
-                    format!("Invalid value: '{name}'. Supported values are: 'none', 'minimal', 'low', 'medium' and 'high'."),
+                    format!("Invalid value: '{name}'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high' and 'xhigh'."),
                 )
             })?),
             None => None,
