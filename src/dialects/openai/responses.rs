@@ -4,7 +4,8 @@
 //! `request_id` and the gateway's `metadata.task_type` taken out); the
 //! answer comes back as the vendor sent it, with `provider` added, its
 //! usage and status read for metering; stream events are forwarded, usage
-//! read from `response.completed` (or `.incomplete`, `.failed`).
+//! read from `response.completed` (or `.incomplete`); a vendor's `error` or
+//! `response.failed` becomes the client's `error` and `response.failed`.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -215,7 +216,12 @@ impl Events<SseParser> for ResponsesStream {
                 w.error(out, &GatewayError::new(code, message));
                 return Ok(());
             }
-            "response.failed" if !w.content_started() => {
+            // Failed: the client's `error` and `response.failed` (the failure
+            // recorded; before any content, a retry).
+            "response.failed" => {
+                if let Some(response) = &event.response {
+                    w.set_usage(response.usage());
+                }
                 let failure = event.response.as_ref().map(Facts::failure);
                 w.error(
                     out,
@@ -229,10 +235,7 @@ impl Events<SseParser> for ResponsesStream {
             w.count_delivered(delta);
         }
         let has_content = kind.ends_with(".delta") || kind == "response.output_item.added";
-        let terminal = matches!(
-            kind,
-            "response.completed" | "response.incomplete" | "response.failed"
-        );
+        let terminal = matches!(kind, "response.completed" | "response.incomplete");
         if terminal {
             if let Some(response) = &event.response {
                 w.set_usage(response.usage());
@@ -332,6 +335,25 @@ mod tests {
         let (text, w) = run(&stream[..stream.len() / 2]);
         assert!(text.contains("event: response.failed"), "{text}");
         assert!(w.failure().is_some());
+    }
+
+    #[test]
+    fn a_failed_response_after_content_is_recorded() {
+        let (text, w) = run(concat!(
+            "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_7\",\"model\":\"gpt-4o\",\"created_at\":5}}\n\n",
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"delta\":\"Hi\"}\n\n",
+            "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_7\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}\n\n",
+        ));
+        assert_eq!(w.failure().map(|f| f.message.as_str()), Some("boom"));
+        let failed = text
+            .split("\n\n")
+            .find(|e| e.starts_with("event: response.failed"))
+            .unwrap();
+        assert!(failed.contains("\"id\":\"resp_7\""), "{failed}");
+        assert!(
+            failed.contains("\"sequence_number\":3"),
+            "numbering goes on: {failed}"
+        );
     }
 
     #[test]

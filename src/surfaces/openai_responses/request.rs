@@ -147,20 +147,27 @@ fn object<'a>(value: &'a Value, param: &str, allowed: &[&str]) -> Result<&'a Map
     Ok(map)
 }
 
+/// A field's path: `key` of the object at `param` (`""`: the body).
+fn field(param: &str, key: &str) -> String {
+    if param.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{param}.{key}")
+    }
+}
+
 fn string<'a>(map: &'a Map<String, Value>, key: &str, param: &str) -> Result<Option<&'a str>> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(wrong_type(&format!("{param}.{key}"), "a string")),
+        Some(_) => Err(wrong_type(&field(param, key), "a string")),
     }
 }
 
 fn required_string<'a>(map: &'a Map<String, Value>, key: &str, param: &str) -> Result<&'a str> {
     string(map, key, param)?.ok_or_else(|| {
-        invalid(
-            &format!("{param}.{key}"),
-            format!("Missing required parameter: '{param}.{key}'."),
-        )
+        let path = field(param, key);
+        invalid(&path, format!("Missing required parameter: '{path}'."))
     })
 }
 
@@ -291,7 +298,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     if boolean(map, "background")? == Some(true) {
         b.native_only("background", format!("background responses: {STATELESS}"));
     }
-    if let Some(instructions) = string(map, "instructions", "body")? {
+    if let Some(instructions) = string(map, "instructions", "")? {
         b.request.messages.push(Message::System {
             content: Content::Text(instructions.to_owned()),
             name: None,
@@ -406,9 +413,9 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
         // Routing rules read `metadata.task_type`; OpenAI-API vendors get it back.
         b.request.extra.insert("metadata".into(), metadata.clone());
     }
-    b.request.user = string(map, "user", "body")?.map(str::to_owned);
+    b.request.user = string(map, "user", "")?.map(str::to_owned);
     b.request.stream = boolean(map, "stream")?.unwrap_or(false);
-    b.request.request_id = string(map, "request_id", "body")?.map(str::to_owned);
+    b.request.request_id = string(map, "request_id", "")?.map(str::to_owned);
     // Accepted and meaningless without OpenAI's own servers: checked for type.
     boolean(map, "store")?;
     for key in [
@@ -418,7 +425,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
         "safety_identifier",
         "prompt_cache_retention",
     ] {
-        string(map, key, "body").map_err(|_| wrong_type(key, "a string"))?;
+        string(map, key, "")?;
     }
     if let Some(include) = map.get("include").filter(|v| !v.is_null()) {
         if !include
