@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::Surface;
 use crate::error::GatewayError;
-use crate::model::request::ChatRequest;
+use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
 
@@ -179,6 +179,21 @@ fn function_call_item(id: &str, status: &str, call_id: &str, name: &str, argumen
            "name": name, "arguments": arguments})
 }
 
+/// How a vendor's signature over its reasoning travels in `encrypted_content`
+/// (a Responses item has no field of its own for it), so that a client
+/// sending the item back returns the signed thinking the vendor requires.
+/// Anything else there is an encrypted block, kept as redacted thinking.
+pub(crate) const SIGNATURE_PREFIX: &str = "gw-signature:";
+
+/// A thinking block's `encrypted_content`: its signature or its redacted data.
+fn encrypted_content(thinking: &Thinking) -> Option<String> {
+    match (&thinking.signature, &thinking.redacted) {
+        (_, Some(data)) => Some(data.clone()),
+        (Some(signature), None) => Some(format!("{SIGNATURE_PREFIX}{signature}")),
+        (None, None) => None,
+    }
+}
+
 fn reasoning_item(id: &str, text: &str, encrypted: Option<&str>, done: bool) -> Value {
     let summary = if done && !text.is_empty() {
         json!([{"type": "summary_text", "text": text}])
@@ -204,10 +219,11 @@ fn render_completion(
     let mut output = Vec::new();
     for thinking in &completion.reasoning {
         let item = item_id("rs", output.len(), &id);
+        let encrypted = encrypted_content(thinking);
         output.push(reasoning_item(
             &item,
             &thinking.text,
-            thinking.redacted.as_deref(),
+            encrypted.as_deref(),
             true,
         ));
     }
@@ -242,9 +258,12 @@ enum Item {
     Message {
         text: String,
     },
+    /// Reasoning: its text as a summary, or (`redacted`) only the
+    /// vendor's encrypted block; `encrypted` what goes in `encrypted_content`.
     Reasoning {
         text: String,
         encrypted: Option<String>,
+        redacted: bool,
     },
     FunctionCall {
         call_id: String,
@@ -345,9 +364,9 @@ impl ResponseEvents {
     fn item_json(&self, id: &str, item: &Item, status: &str) -> Value {
         match item {
             Item::Message { text } => message_item(id, status, text),
-            Item::Reasoning { text, encrypted } => {
-                reasoning_item(id, text, encrypted.as_deref(), true)
-            }
+            Item::Reasoning {
+                text, encrypted, ..
+            } => reasoning_item(id, text, encrypted.as_deref(), true),
             Item::FunctionCall {
                 call_id,
                 name,
@@ -397,7 +416,9 @@ impl ResponseEvents {
                 json!({"item_id": id, "output_index": index, "content_index": 0,
                        "part": {"type": "output_text", "text": "", "annotations": [], "logprobs": []}}),
             ),
-            Item::Reasoning { encrypted: None, .. } => self.event(
+            Item::Reasoning {
+                redacted: false, ..
+            } => self.event(
                 out,
                 "response.reasoning_summary_part.added",
                 json!({"item_id": id, "output_index": index, "summary_index": 0,
@@ -455,6 +476,18 @@ impl ResponseEvents {
     }
 }
 
+/// A reasoning item still taking text: neither redacted nor signed.
+fn is_open_thinking(item: &Item) -> bool {
+    matches!(
+        item,
+        Item::Reasoning {
+            encrypted: None,
+            redacted: false,
+            ..
+        }
+    )
+}
+
 /// An item's `.done` events, its final form last.
 fn done_events(id: &str, index: usize, item: &Item, status: &str) -> Vec<(&'static str, Value)> {
     let mut events = Vec::new();
@@ -474,8 +507,12 @@ fn done_events(id: &str, index: usize, item: &Item, status: &str) -> Vec<(&'stat
                 json!({"output_index": index, "item": message_item(id, status, text)}),
             ));
         }
-        Item::Reasoning { text, encrypted } => {
-            if encrypted.is_none() {
+        Item::Reasoning {
+            text,
+            encrypted,
+            redacted,
+        } => {
+            if !redacted {
                 events.push((
                     "response.reasoning_summary_text.done",
                     json!({"item_id": id, "output_index": index, "summary_index": 0, "text": text}),
@@ -564,15 +601,7 @@ impl StreamEncoder for ResponseEvents {
                 if !self.room(origin, out, text.len()) {
                     return;
                 }
-                let open = self.open_item(|i| {
-                    matches!(
-                        i,
-                        Item::Reasoning {
-                            encrypted: None,
-                            ..
-                        }
-                    )
-                });
+                let open = self.open_item(is_open_thinking);
                 let index = match open {
                     Some((index, buffer)) => {
                         buffer.push_str(text);
@@ -582,6 +611,7 @@ impl StreamEncoder for ResponseEvents {
                         let item = Item::Reasoning {
                             text: text.to_owned(),
                             encrypted: None,
+                            redacted: false,
                         };
                         let index = self.add_item(out, "rs", item);
                         self.open = Some(index);
@@ -606,12 +636,28 @@ impl StreamEncoder for ResponseEvents {
                 let item = Item::Reasoning {
                     text: String::new(),
                     encrypted: Some(data.to_owned()),
+                    redacted: true,
                 };
                 let index = self.add_item(out, "rs", item);
                 self.close(out, index);
             }
-            // A signature has no place in a Responses reasoning item (README).
-            Reasoning::Signature(_) => {}
+            // The signature closes the block of thinking it signs.
+            Reasoning::Signature(signature) => {
+                if !self.room(origin, out, signature.len()) {
+                    return;
+                }
+                let Some(index) = self.open.filter(|&i| {
+                    self.items
+                        .get(i)
+                        .is_some_and(|(_, item, _)| is_open_thinking(item))
+                }) else {
+                    return;
+                };
+                if let Some((_, Item::Reasoning { encrypted, .. }, _)) = self.items.get_mut(index) {
+                    *encrypted = Some(format!("{SIGNATURE_PREFIX}{signature}"));
+                }
+                self.close_open(out);
+            }
         }
     }
 

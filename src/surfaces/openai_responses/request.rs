@@ -580,11 +580,20 @@ fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
                     break;
                 }
             }
-            let redacted = string(m, "encrypted_content", param)?.map(str::to_owned);
+            // The gateway's signature of translated thinking, or an
+            // encrypted block (kept as redacted thinking).
+            let encrypted = string(m, "encrypted_content", param)?;
+            let (signature, redacted) = match encrypted {
+                Some(e) => match e.strip_prefix(super::SIGNATURE_PREFIX) {
+                    Some(signature) => (Some(signature.to_owned()), None),
+                    None => (None, Some(e.to_owned())),
+                },
+                None => (None, None),
+            };
             if !text.is_empty() || redacted.is_some() {
                 b.reasoning.push(Thinking {
                     text,
-                    signature: None,
+                    signature,
                     redacted,
                 });
             }
@@ -972,6 +981,7 @@ mod tests {
              "encrypted_content": "enc"},
             {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "f", "arguments": "{}"},
             {"type": "function_call", "call_id": "call_2", "name": "g", "arguments": "{\"a\":1}", "status": "completed"},
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "signed"}], "encrypted_content": "gw-signature:sig-1"},
             {"type": "function_call_output", "call_id": "call_1", "output": "one"},
             {"type": "function_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "two"}]},
             {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
@@ -1022,6 +1032,15 @@ mod tests {
         assert!(
             matches!(&r.messages[5], Message::Assistant { content: Some(c), .. } if c.text() == "done")
         );
+        let Message::Assistant { reasoning, .. } = &r.messages[5] else {
+            panic!("assistant")
+        };
+        assert_eq!(
+            reasoning[0].signature.as_deref(),
+            Some("sig-1"),
+            "the gateway's signature back"
+        );
+        assert!(reasoning[0].redacted.is_none());
     }
 
     #[test]

@@ -189,6 +189,10 @@ fn stream_numbers_events_and_items_whatever_the_vendor_blocks() {
     let output = done["output"].as_array().unwrap();
     assert_eq!(output.len(), 4);
     assert_eq!(output[0]["summary"][0]["text"], "think");
+    assert_eq!(
+        output[0]["encrypted_content"], "gw-signature:sig",
+        "the signature travels back"
+    );
     assert_eq!(output[1]["content"][0]["text"], "Hello");
     assert_eq!(
         (output[2]["call_id"].clone(), output[2]["arguments"].clone()),
