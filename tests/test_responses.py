@@ -26,8 +26,12 @@ GROUPS = {
     "mock-dashscope": False,
     "mock-azure": False,
     "chat-only": False,
+    # Candidates of both kinds: Anthropic (always overloaded) then OpenAI;
+    # Anthropic or OpenAI by weight.
+    "mock-failover": None,
+    "mock-ab": None,
 }
-TRANSLATED = [g for g, native in GROUPS.items() if not native]
+TRANSLATED = [g for g, native in GROUPS.items() if native is False]
 NATIVE = [g for g, native in GROUPS.items() if native]
 
 
@@ -151,6 +155,9 @@ def test_parse_json_schema(gateway_of, group):
 # scenario -> (status, SDK class)
 ERRORS = {
     "error-400": (400, openai.BadRequestError),
+    "error-400-context": (400, openai.BadRequestError),
+    "error-413": (413, openai.APIStatusError),
+    "error-529": (503, openai.InternalServerError),
     "error-401": (401, openai.AuthenticationError),
     "error-403": (403, openai.PermissionDeniedError),
     "error-404": (404, openai.NotFoundError),
