@@ -1,6 +1,6 @@
 """The OpenAI Agents SDK (`openai-agents`, pinned in tests/requirements.txt)
 on the gateway's Responses API: one agent with one function tool, through
-translated groups. The SDK's default client is pointed at the gateway;
+translated groups (Anthropic, Gemini) and OpenAI's (passed through). The SDK's default client is pointed at the gateway;
 tracing is off (nothing leaves loopback)."""
 
 import asyncio
@@ -12,7 +12,7 @@ from agents import (Agent, Runner, function_tool, set_default_openai_api, set_de
 
 from conftest import ALL_GROUPS_KEY
 
-GROUPS = ["mock-anthropic", "mock-gemini"]
+GROUPS = ["mock-anthropic", "mock-gemini", "mock-openai"]
 
 CALLS = []
 
