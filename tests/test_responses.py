@@ -310,3 +310,22 @@ def test_stored_response_endpoints_say_the_gateway_is_stateless(gw):
     assert status == 405, body
     status, _, body = gw.request("GET", "/v1/responses/resp_1/other")
     assert status == 404, body
+
+
+def test_a_chat_only_provider_gets_chat_completions(chat_only_gw, test_id):
+    resp = client(chat_only_gw, "chat-only", **{"x-test-id": test_id}).responses.create(
+        model="any", input="hi", instructions="be brief", store=True, truncation="auto")
+    assert resp.status == "completed" and resp.id.startswith("resp_")
+    [sent] = chat_only_gw.mock_requests(test_id)
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["body"]["messages"][0] == {"role": "system", "content": "be brief"}
+    assert "store" not in sent["body"] and "truncation" not in sent["body"]
+
+
+def test_azure_v1_gets_its_own_path_and_key(gw, test_id):
+    client(gw, "mock-azure-v1", **{"x-test-id": test_id}).responses.create(model="any", input="hi")
+    [sent] = gw.mock_requests(test_id)
+    assert sent["path"] == "/openai/v1/responses"
+    headers = {k.lower() for k in sent["headers"]}
+    assert "api-key" in headers and "authorization" not in headers
+    assert sent["body"]["model"] == "mock-gpt4o-deployment"
