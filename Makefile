@@ -105,7 +105,13 @@ $(CLAUDE_CODE): tests/claude-code/package.json tests/claude-code/package-lock.js
 	npm ci --prefix tests/claude-code --no-audit --no-fund
 	touch $@
 
-test-integration: build venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE)
+# Codex CLI (tests/codex; its native binary comes in @openai/codex-linux-x64).
+CODEX_DEPS := tests/codex/node_modules/.installed
+$(CODEX_DEPS): tests/codex/package.json tests/codex/package-lock.json
+	npm ci --prefix tests/codex --no-audit --no-fund
+	touch $@
+
+test-integration: build venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS)
 	$(PY) -m pytest -q tests
 
 test: lint test-unit test-wasm test-integration

@@ -338,7 +338,7 @@ fn main() {
         }
         let t = time(|| {
             let mut o = origin();
-            d.decode_for(
+            d.decode_native(
                 llm_gateway::model::Api::OpenAiChat,
                 black_box(&response),
                 &mut o,

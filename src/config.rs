@@ -193,6 +193,13 @@ impl Config {
                 }
                 _ => {}
             }
+            if provider.chat_only
+                && !matches!(provider.dialect, DialectKind::Openai | DialectKind::Azure)
+            {
+                return Err(format!(
+                    "{field}.chat_only: only the openai and azure dialects speak the Responses API"
+                ));
+            }
             for (model, price) in &provider.prices {
                 price.validate(&format!("{field}.prices.{model}"))?;
             }

@@ -79,9 +79,27 @@ pub struct Provider {
     /// The dialect's built-in rules.
     #[serde(skip)]
     pub builtin_policy: Vec<crate::policy::Rule>,
+    /// An OpenAI-API server without the Responses API (vLLM, Ollama,
+    /// DeepSeek...): Responses clients are translated to Chat Completions.
+    #[serde(default)]
+    pub chat_only: bool,
 }
 
 impl Provider {
+    /// Whether this provider serves client API `api` itself, when its
+    /// dialect speaks it: not the Responses API when `chat_only`, nor on an
+    /// Azure `api_version` before the v1 API.
+    pub fn serves(&self, api: crate::model::Api) -> bool {
+        match api {
+            crate::model::Api::OpenAiResponses => {
+                !self.chat_only
+                    && (self.dialect != DialectKind::Azure
+                        || self.api_version.as_deref() == Some("v1"))
+            }
+            crate::model::Api::OpenAiChat | crate::model::Api::AnthropicMessages => true,
+        }
+    }
+
     /// The request as this provider's policy has it for `model`, or `None`
     /// when no rule changes it.
     pub fn apply_policy(

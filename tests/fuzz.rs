@@ -215,7 +215,8 @@ fn decoders_never_panic() {
             let d = dialect(kind);
             let body = mutate(&mut rng, RESPONSES[i % RESPONSES.len()].as_bytes());
             let api = Api::ALL[i % Api::ALL.len()];
-            let _ = d.decode_for(api, &body, &mut Origin::default());
+            let _ = d.decode_response(&body, &mut Origin::default());
+            let _ = d.decode_native(api, &body, &mut Origin::default());
             let _ = d.decode_error(400 + (rng.below(200) as u16), &body);
             let stream = mutate(&mut rng, STREAMS[i % STREAMS.len()].as_bytes());
             let mut decoder = d.stream_decoder(llm_gateway::surfaces::stream_writer(
@@ -234,6 +235,71 @@ fn decoders_never_panic() {
                 std::str::from_utf8(&out).is_ok(),
                 "the unified stream is always valid UTF-8"
             );
+        }
+    }
+}
+
+/// Responses API requests and streams (OpenAI's own events), seeds for the
+/// Responses surface.
+const RESPONSES_REQUESTS: &[&str] = &[
+    r#"{"model":"m","input":"hi","instructions":"x","stream":true,"max_output_tokens":20,"text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}}}"#,
+    r#"{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"data:image/png;base64,AA"}]},{"type":"reasoning","summary":[{"type":"summary_text","text":"t"}],"encrypted_content":"gw-signature:s"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"o"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}},{"type":"web_search"}],"tool_choice":{"type":"function","name":"f"}}"#,
+];
+const RESPONSES_STREAMS: &[&str] = &[
+    "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"model\":\"m\",\"created_at\":1}}\n\nevent: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"delta\":\"hi\"}\n\nevent: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"status\":\"completed\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n",
+    "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":0,\"response\":{\"error\":{\"code\":\"server_error\",\"message\":\"x\"}}}\n\nevent: error\ndata: {\"type\":\"error\",\"code\":\"c\",\"message\":\"m\"}\n\n",
+];
+
+#[test]
+fn responses_surface_never_panics() {
+    use llm_gateway::model::Api;
+    use llm_gateway::surfaces::{stream_writer, surface};
+    let config = config();
+    let api = Api::OpenAiResponses;
+    let mut rng = Rng(0x5151_7a7a_0f0f_e1e1);
+    for i in 0..iterations() {
+        let input = mutate(
+            &mut rng,
+            RESPONSES_REQUESTS[i % RESPONSES_REQUESTS.len()].as_bytes(),
+        );
+        if let Ok(request) = surface(api).parse_request(&input) {
+            for provider in config.providers.values() {
+                let d = dialect(provider.dialect);
+                let target = Target {
+                    provider,
+                    model: "m",
+                };
+                let raw = || input.clone();
+                let _ = d.encode_native(api, &raw, &request, &target);
+                let _ = d.encode_request(&request, &target);
+            }
+        }
+        for &kind in DialectKind::ALL {
+            let d = dialect(kind);
+            let seeds = if d.speaks(api) {
+                RESPONSES_STREAMS
+            } else {
+                STREAMS
+            };
+            let body = mutate(&mut rng, RESPONSES[i % RESPONSES.len()].as_bytes());
+            if let Ok(decoded) = d.decode_response(&body, &mut Origin::default()) {
+                let _ = surface(api).render_answer(decoded.answer, &Origin::default());
+            }
+            let _ = d.decode_native(api, &body, &mut Origin::default());
+            for native in [false, d.speaks(api)] {
+                let stream = mutate(&mut rng, seeds[i % seeds.len()].as_bytes());
+                let writer = stream_writer(api, native, Origin::default(), "r".into(), true);
+                let mut decoder = d.stream_decoder(writer);
+                let mut out = Vec::new();
+                for chunk in chunks(&mut rng, &stream) {
+                    decoder.feed(chunk, &mut out);
+                }
+                decoder.finish(&mut out);
+                assert!(
+                    std::str::from_utf8(&out).is_ok(),
+                    "the stream is valid UTF-8"
+                );
+            }
         }
     }
 }

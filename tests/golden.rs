@@ -1,15 +1,18 @@
 //! Golden files for every wire format the gateway writes.
 //!
-//! - `golden/requests/*.json` (OpenAI chat client requests) and
-//!   `golden/requests/anthropic_messages/*.json` (Messages requests) ×
-//!   every dialect → `golden/vendor/<request>/<dialect>.txt` (Messages:
-//!   `golden/vendor/anthropic_messages/<request>/<dialect>.txt`): the vendor
-//!   request (path, headers, body; a body kept as the client sent it is
-//!   shown as it is) or the error the gateway answers instead.
-//! - `golden/responses/<dialect>/*` (vendor answers: `.json` bodies,
+//! - Client requests × every provider → the vendor request (path, headers,
+//!   body; a body a pass-through pair keeps as the client sent it is shown
+//!   as it is) or the error the gateway answers instead: OpenAI chat's
+//!   `golden/requests/*.json` → `golden/vendor/<request>/<dialect>.txt`,
+//!   every other API's `golden/requests/<api>/*.json` →
+//!   `golden/vendor/<api>/<request>/<provider>.txt` (the Responses API also
+//!   to Azure's v1 API and a chat-only OpenAI server).
+//! - Vendor answers in `golden/responses/<dialect>/*` (`.json` bodies,
 //!   `error_<status>_*.json` error bodies, `.sse` streams, Bedrock's
-//!   `.events.json` event lists) → `golden/client/<surface>/<dialect>/*.txt`:
-//!   what a client of each surface receives.
+//!   `.events.json` event lists), and OpenAI's own Responses answers in
+//!   `golden/responses/openai_responses/`, → what a client of each API gets:
+//!   `golden/client/<api>/<dialect>/*.txt` (`native_*` for the Responses
+//!   answers OpenAI and Azure pass through).
 //!
 //! A change in what we send or return shows up as a diff of these files.
 //! `GOLDEN_UPDATE=1 cargo test --test golden` rewrites them; review the diff.
@@ -26,7 +29,7 @@ use llm_gateway::dialects::{self, DialectKind, Target};
 use llm_gateway::error::GatewayError;
 use llm_gateway::model::response::Origin;
 use llm_gateway::model::Api;
-use llm_gateway::surfaces::surface;
+use llm_gateway::surfaces::{surface, Echo};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -119,38 +122,28 @@ fn client_error(api: Api, e: &GatewayError, request_id: Option<&str>) -> (u16, S
 }
 
 /// What upstream sends for one client request of `api`, as the upstream
-/// role builds it: the client's own body when the vendor speaks its API
-/// (`encode_native`), else the provider's request policy, then the
-/// dialect's encoder.
-fn vendor_request(config: &Config, api: Api, kind: DialectKind, body: &[u8]) -> String {
-    let name = format!("golden-{}", dialect_name(kind));
-    let provider = &config.providers[&name];
-    let model = vendor_model(kind);
+/// role builds it: the provider's request policy, then the client's body
+/// (a pass-through pair) or the dialect's encoder.
+fn vendor_request(config: &Config, api: Api, name: &str, body: &[u8]) -> String {
+    let provider = &config.providers[name];
+    let kind = provider.dialect;
     let dialect = dialects::dialect(kind);
-    let target = Target { provider, model };
-    let raw = || body.to_vec();
+    let model = vendor_model(kind);
     let mut native = false;
     let encoded = surface(api).parse_request(body).and_then(|request| {
-        if let Some(up) = dialect
-            .speaks(api)
-            .then(|| dialect.encode_native(api, &raw, &request, &target))
-            .flatten()
-        {
-            native = true;
-            return up;
-        }
-        if let Some(field) = &request.native_only {
-            return Err(GatewayError::invalid(
-                field.as_str(),
-                format!(
-                    "{field}: only providers that speak the {} API take this",
-                    api.name()
-                ),
-            ));
-        }
         let adapted = provider.apply_policy(model, &request);
         let request = adapted.as_ref().unwrap_or(&request);
-        dialect.encode_request(request, &target)
+        let target = Target { provider, model };
+        let raw = || body.to_vec();
+        let kept = (dialect.speaks(api) && provider.serves(api))
+            .then(|| dialect.encode_native(api, &raw, request, &target))
+            .flatten();
+        native = kept.is_some();
+        match (kept, &request.native_only) {
+            (Some(encoded), _) => encoded,
+            (None, Some(native_only)) => Err(native_only.error()),
+            (None, None) => dialect.encode_request(request, &target),
+        }
     });
     match encoded {
         Ok(up) => {
@@ -173,14 +166,27 @@ fn vendor_request(config: &Config, api: Api, kind: DialectKind, body: &[u8]) -> 
     }
 }
 
-/// Where each surface's request fixtures are, and where what vendors get goes.
-fn request_dirs(api: Api) -> (PathBuf, PathBuf) {
+/// Where an API's request fixtures are, where what vendors get goes, and
+/// the providers they go to: one per dialect, and for the Responses API
+/// also Azure's v1 API and a chat-only OpenAI server.
+fn request_fixtures(api: Api) -> (PathBuf, PathBuf, Vec<String>) {
+    let mut providers: Vec<String> = DialectKind::ALL
+        .iter()
+        .map(|&kind| format!("golden-{}", dialect_name(kind)))
+        .collect();
     match api {
-        Api::OpenAiChat => (root().join("requests"), root().join("vendor")),
-        _ => (
-            root().join("requests").join(api.name()),
-            root().join("vendor").join(api.name()),
-        ),
+        Api::OpenAiChat => (root().join("requests"), root().join("vendor"), providers),
+        _ => {
+            if api == Api::OpenAiResponses {
+                providers.extend(["golden-azure-v1".into(), "golden-openai-chat-only".into()]);
+            }
+            let (requests, vendor) = (root().join("requests"), root().join("vendor"));
+            (
+                requests.join(api.name()),
+                vendor.join(api.name()),
+                providers,
+            )
+        }
     }
 }
 
@@ -189,19 +195,16 @@ fn vendor_requests_match_golden_files() {
     let config = config();
     let mut failures = Vec::new();
     for api in Api::ALL {
-        let (requests, vendor) = request_dirs(api);
+        let (requests, vendor, providers) = request_fixtures(api);
         for request in sorted_files(&requests) {
             let body = fs::read(&request).unwrap();
             let stem = request.file_stem().unwrap().to_string_lossy().into_owned();
-            for &kind in DialectKind::ALL {
+            for name in &providers {
                 let out = vendor
                     .join(&stem)
-                    .join(format!("{}.txt", dialect_name(kind)));
-                check(
-                    &out,
-                    &vendor_request(&config, api, kind, &body),
-                    &mut failures,
-                );
+                    .join(format!("{}.txt", name.trim_start_matches("golden-")));
+                let text = vendor_request(&config, api, name, &body);
+                check(&out, &text, &mut failures);
             }
         }
     }
@@ -240,14 +243,25 @@ fn stream_bytes(path: &Path) -> Vec<u8> {
         .collect()
 }
 
+/// How a client of one API gets a vendor's answers.
+#[derive(Clone, Copy)]
+struct Client<'a> {
+    api: Api,
+    /// The vendor speaks the client's API (a pass-through pair).
+    native: bool,
+    /// The request fields the client's API repeats in its answer.
+    echo: &'a Echo,
+}
+
 /// Runs a vendor stream through the dialect's decoder in the given pieces.
-fn client_stream(api: Api, kind: DialectKind, pieces: &[&[u8]]) -> String {
-    let writer = llm_gateway::surfaces::stream_writer(
-        api,
-        dialects::dialect(kind).speaks(api),
+fn client_stream(kind: DialectKind, client: Client, pieces: &[&[u8]]) -> String {
+    let writer = llm_gateway::surfaces::stream_writer_echoing(
+        client.api,
+        client.native,
         origin(kind),
         "req-golden".into(),
         true,
+        client.echo,
     );
     let mut decoder = dialects::dialect(kind).stream_decoder(writer);
     let mut out = Vec::new();
@@ -258,22 +272,22 @@ fn client_stream(api: Api, kind: DialectKind, pieces: &[&[u8]]) -> String {
     String::from_utf8(out).unwrap()
 }
 
-fn client_answer(api: Api, kind: DialectKind, path: &Path) -> String {
+fn client_answer(kind: DialectKind, client: Client, path: &Path) -> String {
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
     let dialect = dialects::dialect(kind);
     if name.ends_with(".sse") || name.ends_with(".events.json") {
         let bytes = stream_bytes(path);
-        let whole = client_stream(api, kind, &[&bytes]);
+        let whole = client_stream(kind, client, &[&bytes]);
         // However the network cuts the stream, the client gets the same bytes.
         let bytewise: Vec<&[u8]> = bytes.chunks(1).collect();
         assert_eq!(
-            client_stream(api, kind, &bytewise),
+            client_stream(kind, client, &bytewise),
             whole,
             "{name}, fed byte by byte"
         );
         let thirds: Vec<&[u8]> = bytes.chunks(bytes.len().div_ceil(3).max(1)).collect();
         assert_eq!(
-            client_stream(api, kind, &thirds),
+            client_stream(kind, client, &thirds),
             whole,
             "{name}, fed in thirds"
         );
@@ -286,38 +300,82 @@ fn client_answer(api: Api, kind: DialectKind, path: &Path) -> String {
     {
         let status: u16 = status.parse().unwrap();
         let e = dialect.decode_error(status, &body);
-        let (status, body) = client_error(api, &e, Some("req-golden"));
+        let (status, body) = client_error(client.api, &e, Some("req-golden"));
         return format!("HTTP {status} retry-after={:?}\n\n{body}\n", e.retry_after);
     }
     let mut origin = origin(kind);
-    match dialect.decode_for(api, &body, &mut origin) {
+    let decoded = if client.native {
+        dialect.decode_native(client.api, &body, &mut origin)
+    } else {
+        dialect.decode_response(&body, &mut origin)
+    };
+    match decoded {
         Ok(d) => {
             let usage = d.usage;
-            let body = surface(api).render_answer(d.answer, &origin);
+            let body = surface(client.api).render_answer_echoing(d.answer, &origin, client.echo);
             format!("HTTP 200 usage={usage:?}\n\n{}\n", pretty(&body))
         }
         Err(e) => {
-            let (status, body) = client_error(api, &e, Some("req-golden"));
+            let (status, body) = client_error(client.api, &e, Some("req-golden"));
             format!("HTTP {status} (decode failed)\n\n{body}\n")
         }
+    }
+}
+
+fn stem(fixture: &Path) -> String {
+    let file = fixture.file_name().unwrap().to_string_lossy().into_owned();
+    file.split('.').next().unwrap().to_owned()
+}
+
+/// The API a vendor's own fixtures (`golden/responses/<dialect>/`) speak,
+/// when it is a client API: a client of it gets them passed through.
+fn fixture_api(kind: DialectKind) -> Option<Api> {
+    match kind {
+        DialectKind::Openai | DialectKind::Azure => Some(Api::OpenAiChat),
+        DialectKind::Anthropic => Some(Api::AnthropicMessages),
+        _ => None,
     }
 }
 
 #[test]
 fn client_answers_match_golden_files() {
     let mut failures = Vec::new();
+    // What Responses answers repeat: the basic request's fields.
+    let basic = fs::read(root().join("requests/openai_responses/basic.json")).unwrap();
+    let responses_echo = surface(Api::OpenAiResponses)
+        .parse_request(&basic)
+        .unwrap()
+        .echo;
+    let no_echo = Echo::new();
     for api in Api::ALL {
+        let echo = match api {
+            Api::OpenAiResponses => &responses_echo,
+            _ => &no_echo,
+        };
         for &kind in DialectKind::ALL {
             let name = dialect_name(kind);
+            let dir = root().join("client").join(api.name()).join(&name);
+            // The vendor's own answers (for OpenAI and Azure to a Responses
+            // client: a chat-only server, a dated api_version).
+            let own = Client {
+                api,
+                native: fixture_api(kind) == Some(api),
+                echo,
+            };
             for fixture in sorted_files(&root().join("responses").join(&name)) {
-                let file = fixture.file_name().unwrap().to_string_lossy().into_owned();
-                let stem = file.split('.').next().unwrap().to_owned();
-                let out = root()
-                    .join("client")
-                    .join(api.name())
-                    .join(&name)
-                    .join(format!("{stem}.txt"));
-                check(&out, &client_answer(api, kind, &fixture), &mut failures);
+                let out = dir.join(format!("{}.txt", stem(&fixture)));
+                check(&out, &client_answer(kind, own, &fixture), &mut failures);
+            }
+            // OpenAI's Responses answers, passed through.
+            if api == Api::OpenAiResponses && dialects::dialect(kind).speaks(api) {
+                let native = Client {
+                    native: true,
+                    ..own
+                };
+                for fixture in sorted_files(&root().join("responses/openai_responses")) {
+                    let out = dir.join(format!("native_{}.txt", stem(&fixture)));
+                    check(&out, &client_answer(kind, native, &fixture), &mut failures);
+                }
             }
         }
     }

@@ -147,19 +147,28 @@ fn plan_content(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>)
         return text_answer(&text, p, prompt_tokens);
     }
 
-    let calls = chosen_tools(p, sc);
+    let calls: Vec<(String, Value)> = match sc.call_shell.as_deref().and_then(|c| shell_call(p, c))
+    {
+        Some(call) => vec![call],
+        None => chosen_tools(p, sc)
+            .into_iter()
+            .map(|(name, schema)| {
+                let arguments =
+                    directed_arguments(sc, &schema).unwrap_or_else(|| args_from_schema(&schema));
+                (name, arguments)
+            })
+            .collect(),
+    };
     if !calls.is_empty() {
         let text = preface.unwrap_or("").to_owned();
         let tool_calls: Vec<ToolCall> = calls
-            .iter()
+            .into_iter()
             .zip(1..)
-            .map(|((name, schema), i)| {
-                let arguments =
-                    directed_arguments(sc, schema).unwrap_or_else(|| args_from_schema(schema));
+            .map(|((name, arguments), i)| {
                 let arguments_json = serde_json::to_string(&arguments).unwrap_or_default();
                 ToolCall {
                     n: p.prior_tool_calls + i,
-                    name: name.clone(),
+                    name,
                     arguments,
                     arguments_json,
                 }
@@ -189,6 +198,20 @@ fn plan_content(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>)
         text = json_text(schema.as_ref(), &text);
     }
     text_answer(&text, p, prompt_tokens)
+}
+
+/// `call-shell=<command>`: the shell tool the client offers, called with the
+/// command in that tool's own argument shape (Codex's `exec_command` takes
+/// `cmd`, its older `shell` an argv).
+fn shell_call(p: &Prompt, command: &str) -> Option<(String, Value)> {
+    let offered = |name: &str| p.tools.iter().any(|t| t.name == name);
+    if offered("exec_command") {
+        return Some(("exec_command".into(), serde_json::json!({ "cmd": command })));
+    }
+    offered("shell").then(|| {
+        let argv = serde_json::json!({ "command": ["bash", "-lc", command] });
+        ("shell".into(), argv)
+    })
 }
 
 /// Which tools to call, as (name, schema). Empty: answer with text.

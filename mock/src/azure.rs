@@ -92,7 +92,8 @@ impl Dialect for Azure {
         }
         // The classic path requires api-version; v1 takes none (or "preview").
         let version = query_param(req.query(), "api-version");
-        if req.path().ends_with(V1_PATH) {
+        // The v1 API: its chat completions and its Responses API.
+        if req.path().contains("/openai/v1/") {
             if version
                 .as_deref()
                 .is_some_and(|v| v != "preview" && v != "latest")

@@ -52,6 +52,9 @@ pub struct Prompt {
     /// The prompt up to its last `cache_control` breakpoint, when it is long
     /// enough to cache: (its key, its words).
     pub anthropic_cache: Option<(String, u64)>,
+    /// Request fields the vendor's answer repeats (the Responses API's
+    /// `instructions`, `tools`, `text`...).
+    pub echo: serde_json::Map<String, Value>,
 }
 
 #[derive(Debug, Clone)]

@@ -30,6 +30,7 @@ mod http;
 mod keys;
 mod openai;
 mod record;
+mod responses;
 mod scenario;
 mod server;
 mod sigv4;

@@ -64,6 +64,9 @@ pub struct Scenario {
     /// offered); with WORD, a tool taking a shell `command` gets
     /// `echo WORD` (Claude Code's Bash), so its output is known.
     pub call: Option<(String, Option<String>)>,
+    /// `call-shell=<command>`: call the shell tool the client offers
+    /// (Codex's `exec_command` or `shell`) with this command.
+    pub call_shell: Option<String>,
 }
 
 /// `cached-usage`: prompt tokens reported as read from the cache (capped at
@@ -118,6 +121,8 @@ impl Scenario {
                             let hi = u8::from_str_radix(hi, 16).ok()?;
                             (lo <= hi).then_some((lo, hi))
                         });
+                    } else if let Some(command) = d.strip_prefix("call-shell=") {
+                        s.call_shell = Some(command.to_owned()).filter(|c| !c.is_empty());
                     } else if let Some(secs) = d.strip_prefix("retry-after=") {
                         s.retry_after = secs.parse().ok();
                     } else if let Some(ms) = d.strip_prefix("slow=") {
@@ -194,6 +199,13 @@ mod tests {
         assert!(s.context_error);
         assert_eq!(s.error, None);
         assert_eq!(s.slow, Some(DEFAULT_SLOW));
+    }
+
+    #[test]
+    fn call_shell_takes_a_command() {
+        let s = Scenario::parse("tool, call-shell=echo marker-1 ,slow=1");
+        assert_eq!(s.call_shell.as_deref(), Some("echo marker-1"));
+        assert_eq!(Scenario::parse("call-shell=").call_shell, None);
     }
 
     #[test]

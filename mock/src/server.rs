@@ -25,6 +25,7 @@ use crate::http::{
 };
 use crate::openai::OpenAi;
 use crate::record::Recorder;
+use crate::responses::Responses;
 use crate::scenario::{self, Scenario, SeenIds};
 use crate::sigv4::Verifier;
 use crate::sse::{self, End};
@@ -34,9 +35,11 @@ const TEXT: &str = "text/plain; charset=utf-8";
 
 /// Every dialect the mock speaks. A new vendor is one more line here.
 /// Azure comes before OpenAI: its paths also end in /chat/completions.
+/// The Responses API (OpenAI's and Azure's v1) has a path of its own.
 /// `aws`: credentials Bedrock requests must be SigV4-signed with.
 pub fn dialects(aws: Option<Verifier>) -> Vec<Box<dyn Dialect>> {
     vec![
+        Box::new(Responses),
         Box::new(Azure),
         Box::new(OpenAi),
         Box::new(Anthropic),

@@ -1491,7 +1491,7 @@ mod messages_tests {
         let body = br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x-1","content":[{"type":"text","text":"hi","citations":[{"type":"char_location"}]}],"stop_reason":"max_tokens","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":2,"cache_read_input_tokens":4}}"#;
         let mut origin = Origin::default();
         let d = Anthropic
-            .decode_for(Api::AnthropicMessages, body, &mut origin)
+            .decode_native(Api::AnthropicMessages, body, &mut origin)
             .unwrap();
         assert!(matches!(&d.answer, Answer::Native(b) if b == body));
         assert_eq!(d.finish_reason, Some(FinishReason::Length));

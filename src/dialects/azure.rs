@@ -11,7 +11,7 @@
 //! - stream annotation chunks (empty `choices` with `prompt_filter_results`,
 //!   or empty deltas with `content_filter_results`) are dropped.
 
-use super::{openai, DecodedResponse, Dialect, SseStream, StreamDecoder, Target, UpstreamRequest};
+use super::{openai, DecodedResponse, Dialect, StreamDecoder, Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
@@ -26,7 +26,25 @@ const V1: &str = "v1";
 
 impl Dialect for Azure {
     fn speaks(&self, api: Api) -> bool {
-        api == Api::OpenAiChat
+        matches!(api, Api::OpenAiChat | Api::OpenAiResponses)
+    }
+
+    /// Responses clients: the v1 API's `/openai/v1/responses` (the
+    /// deployment as `model`); other `api_version`s are not offered it
+    /// (`Provider::serves`).
+    fn encode_native(
+        &self,
+        api: Api,
+        raw: &dyn Fn() -> Vec<u8>,
+        _req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        (api == Api::OpenAiResponses).then(|| {
+            let path = format!("{}/openai/v1/responses", target.provider.base_path);
+            let key = target.provider.resolved_key.as_ref();
+            let auth = key.map(|k| k.expose().to_owned()).unwrap_or_default();
+            openai::encode_responses(&raw(), target, path, ("api-key", auth))
+        })
     }
 
     fn encode_request(
@@ -73,18 +91,15 @@ impl Dialect for Azure {
 
     fn decode_native(
         &self,
-        _api: Api,
+        api: Api,
         body: &[u8],
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
-        openai::decode_completion(body, origin)
+        openai::decode_native(api, body, origin)
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
-        Box::new(SseStream::new(
-            writer,
-            openai::stream::OpenAiEvents::default(),
-        ))
+        openai::stream_decoder(writer)
     }
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {

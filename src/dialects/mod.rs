@@ -128,21 +128,6 @@ pub trait Dialect: Sync {
         self.decode_response(body, origin)
     }
 
-    /// Decodes a 2xx body for a client speaking `api`: natively when this
-    /// vendor speaks it.
-    fn decode_for(
-        &self,
-        api: Api,
-        body: &[u8],
-        origin: &mut Origin,
-    ) -> Result<DecodedResponse, GatewayError> {
-        if self.speaks(api) {
-            self.decode_native(api, body, origin)
-        } else {
-            self.decode_response(body, origin)
-        }
-    }
-
     /// A decoder for this vendor's stream, writing through `writer`.
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder>;
 

@@ -18,16 +18,23 @@ pub enum Api {
     OpenAiChat,
     /// Anthropic Messages, `POST /v1/messages`.
     AnthropicMessages,
+    /// OpenAI Responses, `POST /v1/responses`.
+    OpenAiResponses,
 }
 
 impl Api {
-    pub const ALL: [Api; 2] = [Api::OpenAiChat, Api::AnthropicMessages];
+    pub const ALL: [Api; 3] = [
+        Api::OpenAiChat,
+        Api::AnthropicMessages,
+        Api::OpenAiResponses,
+    ];
 
     /// The request path a client sends this API's generation requests to.
     pub fn path(self) -> &'static str {
         match self {
             Api::OpenAiChat => "/v1/chat/completions",
             Api::AnthropicMessages => "/v1/messages",
+            Api::OpenAiResponses => "/v1/responses",
         }
     }
 
@@ -36,6 +43,7 @@ impl Api {
         match self {
             Api::OpenAiChat => "openai_chat",
             Api::AnthropicMessages => "anthropic_messages",
+            Api::OpenAiResponses => "openai_responses",
         }
     }
 

@@ -62,16 +62,37 @@ pub struct ChatRequest {
     /// the OpenAI dialect sends them (see `dialects::openai::VendorExtra`).
     #[serde(skip)]
     pub extra: Map<String, Value>,
-    /// The first client field only a vendor speaking the client's own API
-    /// can take (Anthropic's server tools, MCP servers, containers): the
-    /// neutral request cannot carry it, so encoding it for any other vendor
-    /// is refused naming this field.
-    #[serde(skip)]
-    pub native_only: Option<String>,
     /// Size of the body this was parsed from: vendor bodies are about as
     /// long, so encoders size their buffer once.
     #[serde(skip)]
     pub source_len: usize,
+    /// Request fields the client's API repeats in its answers (the
+    /// Responses API echoes `tools`, `instructions`, `text`...), as its
+    /// surface parsed them; empty for APIs that repeat none.
+    #[serde(skip)]
+    pub echo: Map<String, Value>,
+    /// The first feature only the client API's own vendors have (the
+    /// Responses API's `previous_response_id` and built-in tools,
+    /// Anthropic's server tools, MCP servers, containers): the neutral
+    /// request cannot carry it, so a pass-through pair sends it on and a
+    /// translated request is refused with this error.
+    #[serde(skip)]
+    pub native_only: Option<NativeOnly>,
+}
+
+/// Why a request can only go to a vendor of the client's own API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeOnly {
+    /// The field that needs it (`previous_response_id`, `tools[2]`).
+    pub param: String,
+    pub message: String,
+}
+
+impl NativeOnly {
+    /// The 400 a translated request gets.
+    pub fn error(&self) -> crate::error::GatewayError {
+        crate::error::GatewayError::invalid(self.param.clone(), self.message.clone())
+    }
 }
 
 /// Deserialised by hand (below), not by serde's internally tagged enum,

@@ -6,6 +6,7 @@ use crate::error::GatewayError;
 use crate::model::estimate::TextCount;
 use crate::model::request::Thinking;
 use crate::model::response::{FinishReason, Origin, Usage};
+use crate::model::Api;
 
 /// A client surface's stream format: it writes each event's bytes. The
 /// [`EventWriter`] calls it in contract order (start first, nothing after
@@ -94,6 +95,8 @@ pub struct EventWriter {
     /// The client speaks the dialect's own API: vendor events may pass
     /// through as they are.
     native: bool,
+    /// The client's API (which of a vendor's own APIs a native stream is in).
+    api: Api,
     encoder: Box<dyn StreamEncoder>,
     started: bool,
     finished: bool,
@@ -138,6 +141,7 @@ impl EventWriter {
             request_id,
             include_usage,
             native,
+            api: Api::OpenAiChat,
             encoder,
             started: false,
             finished: false,
@@ -149,6 +153,17 @@ impl EventWriter {
             done: false,
             tool_keys: Vec::new(),
         }
+    }
+
+    /// The writer for a client of `api` (OpenAI chat unless said).
+    pub fn for_api(mut self, api: Api) -> Self {
+        self.api = api;
+        self
+    }
+
+    /// The client's API: a dialect speaking several picks its stream's format by it.
+    pub fn api(&self) -> Api {
+        self.api
     }
 
     /// Who answered, as the stream says so far.

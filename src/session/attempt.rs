@@ -19,12 +19,17 @@ use crate::metering::AttemptRecord;
 use crate::model::response::Origin;
 use crate::model::Api;
 use crate::provider::Provider;
-use crate::surfaces::{stream_writer, surface};
+use crate::surfaces::{stream_writer_echoing, surface, Echo};
 use report::WAIT_HEADERS;
 
 mod report;
 #[cfg(test)]
 mod tests;
+
+/// Client and vendor speak the same API (and this provider serves it).
+fn pass_through(provider: &Provider, dialect: &dyn Dialect, api: Api) -> bool {
+    dialect.speaks(api) && provider.serves(api)
+}
 
 const PROVIDER_METADATA: [&str; 5] = [
     "xds",
@@ -83,6 +88,8 @@ pub struct Attempt<H> {
     attempt: u64,
     stream: bool,
     include_usage: bool,
+    /// The request fields the client's API repeats in its answer.
+    echo: Echo,
     /// Reused for every translated chunk.
     out: Vec<u8>,
     /// When this attempt started, for time to first token (streams only).
@@ -125,6 +132,7 @@ impl<H: Host> Attempt<H> {
             attempt: 1,
             stream: false,
             include_usage: false,
+            echo: Echo::new(),
             out: Vec::new(),
             started: SystemTime::UNIX_EPOCH,
             vendor_json: false,
@@ -303,23 +311,15 @@ impl<H: Host> Attempt<H> {
         // The same API on both sides: the client's bytes, where the dialect
         // keeps them.
         let raw = || self.host.body(Buffer::Request, 0, size);
-        let native = dialect
-            .speaks(self.api)
+        let native = pass_through(provider, dialect, self.api)
             .then(|| dialect.encode_native(self.api, &raw, request, &target));
         let encoded = match native.flatten() {
             Some(encoded) => encoded?,
-            None => {
-                if let Some(field) = &request.native_only {
-                    return Err(GatewayError::invalid(
-                        field.as_str(),
-                        format!(
-                            "{field}: only providers that speak the {} API take this; this model group's provider does not",
-                            self.api.name()
-                        ),
-                    ));
-                }
-                dialect.encode_request(request, &target)?
-            }
+            None => match &request.native_only {
+                // What only the client API's own vendors can serve.
+                Some(native_only) => return Err(native_only.error()),
+                None => dialect.encode_request(request, &target)?,
+            },
         };
         let (stream, include_usage) = (request.stream, request.include_usage);
 
@@ -354,6 +354,7 @@ impl<H: Host> Attempt<H> {
         self.model = model;
         self.stream = stream;
         self.include_usage = include_usage;
+        request.echo.clone_into(&mut self.echo);
         self.publish_span_attributes(false);
         if stream {
             // For the time to first token (non-streams do not report one).
@@ -398,15 +399,20 @@ impl<H: Host> Attempt<H> {
 
     fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Vec<u8> {
         let result = match (status, self.provider()) {
-            (None, Some((_, dialect))) => {
+            (None, Some((provider, dialect))) => {
                 let mut origin = self.origin();
-                dialect.decode_for(self.api, body, &mut origin).map(|d| {
+                let decoded = if pass_through(provider, dialect, self.api) {
+                    dialect.decode_native(self.api, body, &mut origin)
+                } else {
+                    dialect.decode_response(body, &mut origin)
+                };
+                decoded.map(|d| {
                     if let Some(usage) = &d.usage {
                         self.record.set_usage(usage);
                         self.record.delivered_tokens = usage.completion_tokens;
                     }
                     self.record.finish_reason = d.finish_reason.map(|f| f.as_str().to_owned());
-                    surface(self.api).render_answer(d.answer, &origin)
+                    surface(self.api).render_answer_echoing(d.answer, &origin, &self.echo)
                 })
             }
             (Some(status), _) => Err(self.vendor_error(status, body)),
@@ -610,17 +616,19 @@ impl<H: Host> Session for Attempt<H> {
         }
         // A vendor accepted the request: a stream need not keep it parsed.
         self.channel.release_request();
-        let Some((_, dialect)) = self.provider() else {
+        let Some((provider, dialect)) = self.provider() else {
             return self.fail(no_provider(&self.provider_name));
         };
+        let native = pass_through(provider, dialect, self.api);
         self.vendor_json = content_type.starts_with("application/json");
         if self.stream && dialect.is_stream_content_type(content_type) {
-            let writer = stream_writer(
+            let writer = stream_writer_echoing(
                 self.api,
-                dialect.speaks(self.api),
+                native,
                 self.origin(),
                 self.request_id.clone(),
                 self.include_usage,
+                &self.echo,
             );
             let decoder = dialect.stream_decoder(writer);
             self.host

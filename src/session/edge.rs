@@ -759,6 +759,7 @@ impl<H: Host> Session for Edge<H> {
                     Err(e) => self.reject(e),
                 }
             }
+            p if p.starts_with("/v1/responses/") => self.reject(stored_response(p, &method)),
             p => {
                 let mut e = GatewayError::new(
                     ErrorCode::ModelNotFound,
@@ -923,4 +924,35 @@ fn rfc3339(secs: u64) -> String {
 fn is_unified_error(body: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(body)
         .is_ok_and(|v| v.get("error").is_some_and(serde_json::Value::is_object))
+}
+
+/// The Responses API's stored-response endpoints (`GET`/`DELETE
+/// /v1/responses/{id}`, `POST .../cancel`, `GET .../input_items`): the
+/// gateway keeps no responses, so each is a 400 saying so (a 405 for
+/// another method, a 404 for another path).
+fn stored_response(path: &str, method: &str) -> GatewayError {
+    let rest = path.trim_start_matches("/v1/responses/");
+    let (shape, allow) = match rest.split_once('/') {
+        None if !rest.is_empty() => ("/v1/responses/{id}", "GET, DELETE"),
+        Some((id, "cancel")) if !id.is_empty() => ("/v1/responses/{id}/cancel", "POST"),
+        Some((id, "input_items")) if !id.is_empty() => ("/v1/responses/{id}/input_items", "GET"),
+        _ => {
+            let mut e = GatewayError::new(
+                ErrorCode::ModelNotFound,
+                format!("unknown path {}", path.escape_debug()),
+            );
+            e.param = Some("path".into());
+            return e;
+        }
+    };
+    if !allow.split(", ").any(|m| m == method) {
+        return GatewayError::method_not_allowed(shape, method, allow);
+    }
+    GatewayError::invalid(
+        "response_id",
+        format!(
+            "{method} {shape}: the gateway is stateless and keeps no responses; send the \
+             conversation's history in `input` instead of referring to a stored response"
+        ),
+    )
 }

@@ -13,11 +13,13 @@ use crate::model::Api;
 
 pub mod anthropic_messages;
 pub mod openai_chat;
+pub mod openai_responses;
 
 pub fn surface(api: Api) -> &'static dyn Surface {
     match api {
         Api::OpenAiChat => &openai_chat::OpenAiChat,
         Api::AnthropicMessages => &anthropic_messages::AnthropicMessages,
+        Api::OpenAiResponses => &openai_responses::OpenAiResponses,
     }
 }
 
@@ -34,7 +36,21 @@ pub trait Surface: Sync {
     fn status(&self, code: ErrorCode) -> u16 {
         code.status()
     }
+
+    /// [`Self::render_answer`] for an API whose answers repeat request
+    /// fields (`echo`: `ChatRequest::echo`, which its parser filled).
+    fn render_answer_echoing(&self, answer: Answer, origin: &Origin, _echo: &Echo) -> Vec<u8> {
+        self.render_answer(answer, origin)
+    }
+
+    /// [`Self::stream_encoder`] for an API whose stream repeats request fields.
+    fn stream_encoder_echoing(&self, include_usage: bool, _echo: &Echo) -> Box<dyn StreamEncoder> {
+        self.stream_encoder(include_usage)
+    }
 }
+
+/// Request fields a surface's answers repeat (see `ChatRequest::echo`).
+pub type Echo = serde_json::Map<String, serde_json::Value>;
 
 /// The writer a dialect's stream decoder pushes events into, encoding for
 /// the client's API; `native` when the vendor speaks it too (its events may
@@ -46,6 +62,18 @@ pub fn stream_writer(
     request_id: String,
     include_usage: bool,
 ) -> EventWriter {
-    let encoder = surface(api).stream_encoder(include_usage);
-    EventWriter::new(encoder, origin, request_id, include_usage, native)
+    stream_writer_echoing(api, native, origin, request_id, include_usage, &Echo::new())
+}
+
+/// [`stream_writer`] for a request whose answer repeats fields of it (`echo`).
+pub fn stream_writer_echoing(
+    api: Api,
+    native: bool,
+    origin: Origin,
+    request_id: String,
+    include_usage: bool,
+    echo: &Echo,
+) -> EventWriter {
+    let encoder = surface(api).stream_encoder_echoing(include_usage, echo);
+    EventWriter::new(encoder, origin, request_id, include_usage, native).for_api(api)
 }

@@ -21,6 +21,7 @@ use stream::OpenAiEvents;
 pub(super) use wire::decode_error;
 use wire::{fold_content_filter, parse_usage, WireCompletion, WireFunction};
 
+mod responses;
 pub(super) mod stream;
 mod wire;
 
@@ -93,7 +94,22 @@ struct StreamOptions {
 
 impl Dialect for OpenAi {
     fn speaks(&self, api: Api) -> bool {
-        api == Api::OpenAiChat
+        matches!(api, Api::OpenAiChat | Api::OpenAiResponses)
+    }
+
+    fn encode_native(
+        &self,
+        api: Api,
+        raw: &dyn Fn() -> Vec<u8>,
+        _req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        (api == Api::OpenAiResponses).then(|| {
+            let path = format!("{}/v1/responses", target.provider.base_path);
+            let key = target.provider.resolved_key.as_ref();
+            let auth = format!("Bearer {}", key.map(|k| k.expose()).unwrap_or_default());
+            encode_responses(&raw(), target, path, ("authorization", auth))
+        })
     }
 
     fn encode_request(
@@ -123,20 +139,51 @@ impl Dialect for OpenAi {
 
     fn decode_native(
         &self,
-        _api: Api,
+        api: Api,
         body: &[u8],
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
-        decode_completion(body, origin)
+        decode_native(api, body, origin)
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
-        Box::new(SseStream::new(writer, OpenAiEvents::default()))
+        stream_decoder(writer)
     }
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
         decode_error(status, body)
     }
+}
+
+/// A vendor answer for a client of one of OpenAI's APIs, edited (OpenAI and Azure).
+pub(super) fn decode_native(
+    api: Api,
+    body: &[u8],
+    origin: &mut Origin,
+) -> Result<DecodedResponse, GatewayError> {
+    match api {
+        Api::OpenAiResponses => responses::decode(body, origin),
+        _ => decode_completion(body, origin),
+    }
+}
+
+/// The stream decoder for the writer's client: Responses events pass
+/// through to a Responses client; chat chunks otherwise (OpenAI and Azure).
+pub(super) fn stream_decoder(writer: EventWriter) -> Box<dyn StreamDecoder> {
+    if writer.native() && writer.api() == Api::OpenAiResponses {
+        return Box::new(SseStream::new(writer, responses::ResponsesStream));
+    }
+    Box::new(SseStream::new(writer, OpenAiEvents::default()))
+}
+
+/// The Responses request for OpenAI or Azure (path and auth header theirs).
+pub(super) fn encode_responses(
+    raw: &[u8],
+    target: &Target,
+    path: String,
+    auth: (&'static str, String),
+) -> Result<UpstreamRequest, GatewayError> {
+    responses::encode(raw, target, path, auth)
 }
 
 /// The request body: the client's, with the vendor model (or Azure

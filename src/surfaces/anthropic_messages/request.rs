@@ -397,7 +397,12 @@ impl Parser {
                 ));
             }
         }
-        r.native_only = self.native_only;
+        r.native_only = self.native_only.map(|field| NativeOnly {
+            message: format!(
+                "{field}: only providers that speak the Anthropic Messages API take this; this model group's provider does not"
+            ),
+            param: field,
+        });
         Ok(r)
     }
 
@@ -1252,7 +1257,7 @@ mod tests {
             (r#""messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"d"},"citations":{"enabled":true}}]}]"#.to_owned(), "messages.0.content.0.citations"),
         ] {
             let r = ok(&with(&fields));
-            assert_eq!(r.native_only.as_deref(), Some(first));
+            assert_eq!(r.native_only.map(|n| n.param).as_deref(), Some(first));
         }
         assert!(ok(&with(&format!(r#"{msg},"context_management":{{}}"#)))
             .native_only

@@ -1,0 +1,367 @@
+//! OpenAI's Responses API (`POST /v1/responses`; Azure OpenAI's v1 API at
+//! `/openai/v1/responses`) for clients that speak it too: a pass-through
+//! pair. The client's body goes on with the vendor model as `model` (our
+//! `request_id` and the gateway's `metadata.task_type` taken out); the
+//! answer comes back as the vendor sent it, with `provider` added, its
+//! usage and status read for metering; stream events are forwarded, usage
+//! read from `response.completed` (or `.incomplete`); a vendor's `error` or
+//! `response.failed` becomes the client's `error` and `response.failed`.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::super::{unparseable, DecodedResponse, Events, Target, UpstreamRequest};
+use super::GATEWAY_METADATA;
+use crate::error::{ErrorCode, GatewayError};
+use crate::model::response::{Answer, FinishReason, Origin, Usage};
+use crate::model::stream::EventWriter;
+use crate::sse::SseParser;
+
+/// The request body: the client's, with the vendor model.
+pub(in crate::dialects) fn encode(
+    raw: &[u8],
+    target: &Target,
+    path: String,
+    auth: (&'static str, String),
+) -> Result<UpstreamRequest, GatewayError> {
+    let mut body: Map<String, Value> = serde_json::from_slice(raw)
+        .map_err(|e| GatewayError::invalid("body", format!("invalid request body: {e}")))?;
+    body.insert("model".into(), target.model.into());
+    // Our extension, and what only the gateway reads.
+    body.remove("request_id");
+    if let Some(Value::Object(metadata)) = body.get_mut("metadata") {
+        metadata.retain(|k, _| !GATEWAY_METADATA.contains(&k.as_str()));
+    }
+    let mut out = Vec::with_capacity(raw.len().saturating_add(64));
+    serde_json::to_writer(&mut out, &body)
+        .map_err(|e| GatewayError::invalid("body", format!("request could not be encoded: {e}")))?;
+    let mut headers = vec![("content-type", "application/json".to_owned())];
+    if target.provider.resolved_key.is_some() {
+        headers.push(auth);
+    }
+    Ok(UpstreamRequest {
+        path,
+        headers,
+        body: out,
+    })
+}
+
+/// The `response` object's facts: usage, how it ended.
+#[derive(Deserialize, Default)]
+struct Facts {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    incomplete_details: Option<Incomplete>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct Incomplete {
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    input_tokens_details: Option<Details>,
+    #[serde(default)]
+    output_tokens_details: Option<Details>,
+}
+
+#[derive(Deserialize)]
+struct Details {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+impl Facts {
+    fn usage(&self) -> Option<Usage> {
+        self.usage.as_ref().map(|u| Usage {
+            prompt_tokens: u.input_tokens,
+            completion_tokens: u.output_tokens,
+            cached_tokens: u
+                .input_tokens_details
+                .as_ref()
+                .and_then(|d| d.cached_tokens),
+            reasoning_tokens: u
+                .output_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens),
+        })
+    }
+
+    /// The finish in the neutral vocabulary (for metering).
+    fn finish(&self) -> Option<FinishReason> {
+        match self.status.as_deref()? {
+            "incomplete" => Some(
+                match self
+                    .incomplete_details
+                    .as_ref()
+                    .and_then(|d| d.reason.as_deref())
+                {
+                    Some("content_filter") => FinishReason::ContentFilter,
+                    _ => FinishReason::Length,
+                },
+            ),
+            "completed" => Some(FinishReason::Stop),
+            _ => None,
+        }
+    }
+
+    fn failure(&self) -> GatewayError {
+        let error = self.error.as_ref();
+        let message = error
+            .and_then(|e| e.message.clone())
+            .unwrap_or_else(|| "the provider's response failed".into());
+        let code = match error.and_then(|e| e.code.as_deref()) {
+            Some("rate_limit_exceeded") => ErrorCode::UpstreamRateLimit,
+            Some("server_is_overloaded" | "slow_down") => ErrorCode::UpstreamBusy,
+            _ => ErrorCode::UpstreamError,
+        };
+        GatewayError::new(code, message)
+    }
+}
+
+/// A `response` object for a Responses client: the vendor's, `provider` added.
+pub(in crate::dialects) fn decode(
+    body: &[u8],
+    origin: &mut Origin,
+) -> Result<DecodedResponse, GatewayError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+    let facts = Facts::deserialize(&value).unwrap_or_default();
+    let Value::Object(mut response) = value else {
+        return Err(unparseable("response", "not a JSON object"));
+    };
+    if !facts.model.is_empty() {
+        origin.model.clone_from(&facts.model);
+    }
+    if !facts.id.is_empty() {
+        origin.id.clone_from(&facts.id);
+    }
+    response.insert("provider".into(), Value::String(origin.provider.clone()));
+    let body = serde_json::to_vec(&response).map_err(|e| unparseable("response", e))?;
+    Ok(DecodedResponse {
+        answer: Answer::Native(body),
+        usage: facts.usage(),
+        finish_reason: facts.finish(),
+    })
+}
+
+/// The Responses stream, forwarded event by event.
+#[derive(Default)]
+pub(in crate::dialects) struct ResponsesStream;
+
+impl Events<SseParser> for ResponsesStream {
+    fn on_event(
+        &mut self,
+        (_event, data): (&str, &str),
+        w: &mut EventWriter,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GatewayError> {
+        #[derive(Deserialize)]
+        struct Event<'a> {
+            #[serde(rename = "type", borrow)]
+            kind: std::borrow::Cow<'a, str>,
+            #[serde(default, borrow)]
+            delta: Option<std::borrow::Cow<'a, str>>,
+            #[serde(default)]
+            response: Option<Facts>,
+            #[serde(default)]
+            code: Option<String>,
+            #[serde(default)]
+            message: Option<String>,
+        }
+        let event: Event =
+            serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
+        let kind = event.kind.as_ref();
+        if let Some(response) = &event.response {
+            w.set_id(&response.id);
+            w.set_model(&response.model);
+        }
+        match kind {
+            // A vendor error: the client's error event (and a retry, when
+            // nothing was sent yet).
+            "error" => {
+                let code = match event.code.as_deref() {
+                    Some("rate_limit_exceeded") => ErrorCode::UpstreamRateLimit,
+                    Some("server_is_overloaded" | "slow_down") => ErrorCode::UpstreamBusy,
+                    _ => ErrorCode::UpstreamError,
+                };
+                let message = event
+                    .message
+                    .unwrap_or_else(|| "the provider's stream failed".into());
+                w.error(out, &GatewayError::new(code, message));
+                return Ok(());
+            }
+            // Failed: the client's `error` and `response.failed` (the failure
+            // recorded; before any content, a retry).
+            "response.failed" => {
+                if let Some(response) = &event.response {
+                    w.set_usage(response.usage());
+                }
+                let failure = event.response.as_ref().map(Facts::failure);
+                w.error(
+                    out,
+                    &failure.unwrap_or_else(crate::dialects::incomplete_stream),
+                );
+                return Ok(());
+            }
+            _ => {}
+        }
+        if let Some(delta) = &event.delta {
+            w.count_delivered(delta);
+        }
+        let has_content = kind.ends_with(".delta") || kind == "response.output_item.added";
+        let terminal = matches!(kind, "response.completed" | "response.incomplete");
+        if terminal {
+            if let Some(response) = &event.response {
+                w.set_usage(response.usage());
+            }
+            w.mark_finished();
+        }
+        w.passthrough(out, data.as_bytes(), has_content || terminal);
+        if terminal {
+            // The vendor's terminal event was the end (the encoder adds nothing).
+            w.done(out);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dialects::openai::OpenAi;
+    use crate::dialects::Dialect;
+    use crate::model::Api;
+
+    #[test]
+    fn the_answer_is_the_vendors_with_provider_and_usage_read() {
+        let body = br#"{"id":"resp_1","object":"response","status":"incomplete","model":"gpt-4o-2024",
+            "incomplete_details":{"reason":"max_output_tokens"},"output":[],"unmodelled":{"x":1},
+            "usage":{"input_tokens":5,"output_tokens":16,"total_tokens":21,
+                     "input_tokens_details":{"cached_tokens":2},"output_tokens_details":{"reasoning_tokens":4}}}"#;
+        let mut origin = Origin {
+            provider: "oa".into(),
+            ..Origin::default()
+        };
+        let d = OpenAi
+            .decode_native(Api::OpenAiResponses, body, &mut origin)
+            .unwrap();
+        assert_eq!(
+            d.usage,
+            Some(Usage {
+                prompt_tokens: 5,
+                completion_tokens: 16,
+                cached_tokens: Some(2),
+                reasoning_tokens: Some(4)
+            })
+        );
+        assert_eq!(d.finish_reason, Some(FinishReason::Length));
+        assert_eq!(origin.model, "gpt-4o-2024");
+        let Answer::Native(bytes) = d.answer else {
+            panic!("native")
+        };
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["provider"], "oa");
+        assert_eq!(v["unmodelled"]["x"], 1);
+    }
+
+    fn run(input: &str) -> (String, EventWriter) {
+        let writer = crate::surfaces::stream_writer(
+            Api::OpenAiResponses,
+            true,
+            Origin::default(),
+            "r".into(),
+            true,
+        );
+        let mut d = OpenAi.stream_decoder(writer);
+        let mut out = Vec::new();
+        d.feed(input.as_bytes(), &mut out);
+        d.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        let w = d.writer();
+        let usage = w.usage();
+        let mut copy = crate::surfaces::stream_writer(
+            Api::OpenAiResponses,
+            true,
+            w.origin().clone(),
+            "r".into(),
+            true,
+        );
+        copy.set_usage(usage);
+        if let Some(f) = w.failure() {
+            copy.error(&mut Vec::new(), f);
+        }
+        (text, copy)
+    }
+
+    #[test]
+    fn stream_events_pass_through_and_usage_is_read() {
+        let stream = concat!(
+            "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_9\",\"model\":\"gpt-4o\",\"status\":\"in_progress\",\"output\":[]}}\n\n",
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hi\"}\n\n",
+            "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_9\",\"model\":\"gpt-4o\",\"status\":\"completed\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1,\"total_tokens\":4}}}\n\n",
+        );
+        let (text, w) = run(stream);
+        assert_eq!(text, stream, "every event as the vendor sent it");
+        assert_eq!(w.usage().map(|u| u.prompt_tokens), Some(3));
+        assert!(w.failure().is_none());
+        assert_eq!(w.origin().id, "resp_9");
+        // Cut before the end: the client is told.
+        let (text, w) = run(&stream[..stream.len() / 2]);
+        assert!(text.contains("event: response.failed"), "{text}");
+        assert!(w.failure().is_some());
+    }
+
+    #[test]
+    fn a_failed_response_after_content_is_recorded() {
+        let (text, w) = run(concat!(
+            "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_7\",\"model\":\"gpt-4o\",\"created_at\":5}}\n\n",
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":1,\"delta\":\"Hi\"}\n\n",
+            "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_7\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":\"boom\"}}}\n\n",
+        ));
+        assert_eq!(w.failure().map(|f| f.message.as_str()), Some("boom"));
+        let failed = text
+            .split("\n\n")
+            .find(|e| e.starts_with("event: response.failed"))
+            .unwrap();
+        assert!(failed.contains("\"id\":\"resp_7\""), "{failed}");
+        assert!(
+            failed.contains("\"sequence_number\":3"),
+            "numbering goes on: {failed}"
+        );
+    }
+
+    #[test]
+    fn a_vendor_error_event_fails_the_stream() {
+        let (text, w) = run(
+            "event: error\ndata: {\"type\":\"error\",\"code\":\"server_is_overloaded\",\"message\":\"busy\",\"sequence_number\":0}\n\n",
+        );
+        assert!(text.contains("\"code\":\"UPSTREAM_BUSY\""), "{text}");
+        assert_eq!(w.failure().map(|f| f.code), Some(ErrorCode::UpstreamBusy));
+    }
+}

@@ -1,0 +1,107 @@
+"""Codex CLI (`@openai/codex`, pinned in tests/codex) against the gateway's
+Responses API: `codex exec` with a model provider whose `base_url` is the
+gateway (`wire_api = "responses"`), for the OpenAI group (pass-through) and
+translated groups (Anthropic, Gemini). A plain answer, and a task where the
+model calls Codex's shell tool (the mock's `call-shell=` directive), Codex
+runs it and the model's final answer carries the command's output.
+
+Nothing leaves loopback: a fresh HOME and CODEX_HOME, update checks,
+analytics and feedback off, and every proxy variable pointing at a port
+where nothing listens (NO_PROXY lets only 127.0.0.1 through)."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import gateway
+from conftest import ALL_GROUPS_KEY
+
+CODEX_DIR = Path(__file__).resolve().parent / "codex"
+CODEX = CODEX_DIR / "node_modules" / ".bin" / "codex"
+GROUPS = ["mock-openai", "mock-anthropic", "mock-gemini"]
+# Bounds a run that went wrong (Codex retries a failing provider).
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def dead_proxy():
+    """A bound port that never accepts: where Codex's non-loopback traffic would go."""
+    held, port = gateway.refusing_port()
+    yield f"http://127.0.0.1:{port}"
+    held.close()
+
+
+def codex(gw, tmp_path, dead_proxy, group, prompt, scenario="", test_id="codex"):
+    """Runs `codex exec`; returns (returncode, stdout, stderr)."""
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    headers = {"x-model-group": group, "x-test-id": test_id}
+    if scenario:
+        headers["x-mock-scenario"] = scenario
+    header_table = ", ".join(f'"{k}" = {json.dumps(v)}' for k, v in headers.items())
+    provider = (f'model_providers.gw={{name = "gw", base_url = "{gw.base}/v1", wire_api = "responses", '
+                f'env_key = "GW_KEY", http_headers = {{{header_table}}}, '
+                f'request_max_retries = 0, stream_max_retries = 0}}')
+    args = [str(CODEX), "exec", "--skip-git-repo-check", "--ephemeral",
+            "--dangerously-bypass-approvals-and-sandbox", "--cd", str(work),
+            "-m", "gateway-model",
+            "-c", "model_provider=gw", "-c", provider,
+            "-c", "check_for_update_on_startup=false",
+            "-c", "analytics.enabled=false",
+            "-c", "feedback.enabled=false",
+            "-c", 'otel.exporter="none"',
+            # The vendor model answering is no reasoning model: no summaries asked.
+            "-c", 'model_reasoning_summary="none"',
+            # Built-in web search and namespaced tools (sub-agents) run on
+            # OpenAI's own Responses API only: translated groups refuse them.
+            "-c", 'web_search="disabled"', "--disable", "multi_agent",
+            prompt]
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "GW_KEY": ALL_GROUPS_KEY,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+        **{name: dead_proxy for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                          "http_proxy", "https_proxy", "all_proxy")},
+    }
+    r = subprocess.run(args, env=env, cwd=work, capture_output=True, text=True, timeout=TIMEOUT,
+                       stdin=subprocess.DEVNULL)
+    return r.returncode, r.stdout, r.stderr
+
+
+@pytest.fixture(autouse=True)
+def installed():
+    if not CODEX.exists():
+        pytest.fail("tests/codex is not installed: run make tests/codex/node_modules/.installed")
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_plain_answer(gw, tmp_path, dead_proxy, group, test_id):
+    code, out, err = codex(gw, tmp_path, dead_proxy, group, "say hello codex", test_id=test_id)
+    assert code == 0, err[-3000:]
+    assert "Hello from the mock" in out, (out, err[-3000:])
+    sent = gw.mock_requests(test_id)
+    assert sent, "the request reached the vendor"
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_shell_tool_round_trip(gw, tmp_path, dead_proxy, group, test_id):
+    # The command computes the marker: only its output, not its text, has it.
+    marker = "gateway-42"
+    code, out, err = codex(gw, tmp_path, dead_proxy, group, "run the marker command",
+                           scenario="call-shell=echo gateway-$((40+2))", test_id=test_id)
+    assert code == 0, err[-3000:]
+    # The model called Codex's shell tool; Codex ran it and sent the output back;
+    # the final answer quotes it.
+    assert "Tool result received" in out and marker in out, (out, err[-3000:])
+    sent = gw.mock_requests(test_id)
+    assert len(sent) >= 2, "a second turn carried the tool's output"
+    assert marker not in json.dumps(sent[0]["body"])
+    assert marker in json.dumps(sent[-1]["body"]), "the command's output went back to the vendor"

@@ -1,0 +1,331 @@
+"""The OpenAI Responses API (`POST /v1/responses`) through the official
+Python SDK (`client.responses.create` / `.stream` / `.parse`), against
+every mock group: OpenAI and Azure's v1 API by pass-through, the others
+(and chat-only OpenAI-compatible providers) translated through the neutral
+model. Stateless: what needs OpenAI's stored state is refused elsewhere."""
+
+import json
+
+import openai
+import pydantic
+import pytest
+
+import gateway
+from conftest import ALL_GROUPS_KEY, Gateway, configure_test_gateway
+
+# Every group a Responses client may call: group -> whether it passes
+# through (OpenAI, Azure's v1 API) or is translated. `chat-only` is an
+# OpenAI-dialect provider with `chat_only: true` (its own Envoy, below);
+# mock-azure is Azure on a dated api_version (chat only).
+GROUPS = {
+    "mock-openai": True,
+    "mock-azure-v1": True,
+    "mock-anthropic": False,
+    "mock-gemini": False,
+    "mock-bedrock": False,
+    "mock-dashscope": False,
+    "mock-azure": False,
+    "chat-only": False,
+    # Candidates of both kinds: Anthropic (always overloaded) then OpenAI;
+    # Anthropic or OpenAI by weight.
+    "mock-failover": None,
+    "mock-ab": None,
+}
+TRANSLATED = [g for g, native in GROUPS.items() if native is False]
+NATIVE = [g for g, native in GROUPS.items() if native]
+
+
+@pytest.fixture(scope="module")
+def chat_only_gw(gw, tmp_path_factory):
+    """An Envoy of its own whose `chat-only` group's OpenAI provider has no Responses API."""
+    workdir = tmp_path_factory.mktemp("envoy-chat-only")
+    mock_port = int(gw.mock.rsplit(":", 1)[1])
+    bootstrap = gateway.build_bootstrap(
+        0, 0, mock_port, env={},
+        extra_providers={"chat-only": {"dialect": "openai", "api_key": "sk-mock-openai", "chat_only": True,
+                                       "models": {"*": "mock-gpt-4o"}}},
+        extra_groups={"chat-only": {"cluster": "chat_only"}},
+        extra_clusters=[gateway.static_cluster("chat_only", mock_port, "chat-only")],
+        edit=configure_test_gateway)
+    envoy = gateway.start_envoy(bootstrap, workdir, log_level="info")
+    try:
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
+    finally:
+        gateway.stop(envoy)
+
+
+@pytest.fixture
+def gateway_of(request, gw):
+    """The gateway serving a group."""
+    return lambda group: request.getfixturevalue("chat_only_gw") if group == "chat-only" else gw
+
+LOOKUP = {"type": "function", "name": "lookup", "description": "Look something up",
+          "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
+
+
+def client(gw, group, **headers):
+    """The OpenAI SDK's client for a group of `gw`."""
+    return openai.OpenAI(base_url=gw.base + "/v1", api_key=ALL_GROUPS_KEY, max_retries=0, timeout=60,
+                         default_headers={"x-model-group": group, **headers})
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_create(gateway_of, group):
+    resp = client(gateway_of(group), group).responses.create(model="any", input="hello responses",
+                                              instructions="be brief")
+    assert resp.object == "response" and resp.id.startswith("resp_")
+    assert resp.status == "completed"
+    assert "Hello from the mock" in resp.output_text
+    assert "hello responses" in resp.output_text
+    message = resp.output[-1]
+    assert message.type == "message" and message.role == "assistant"
+    assert message.content[0].type == "output_text" and message.content[0].annotations == []
+    assert resp.usage.input_tokens > 0 and resp.usage.output_tokens > 0
+    assert resp.usage.total_tokens == resp.usage.input_tokens + resp.usage.output_tokens
+    # What the request said, repeated as OpenAI repeats it.
+    assert resp.instructions == "be brief"
+    assert resp.tools == [] and resp.tool_choice == "auto"
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_stream_helper(gateway_of, group):
+    deltas = []
+    with client(gateway_of(group), group).responses.stream(model="any", input="hello stream") as stream:
+        for event in stream:
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+        final = stream.get_final_response()
+    assert final.status == "completed"
+    assert "".join(deltas) == final.output_text
+    assert "hello stream" in final.output_text
+    assert final.usage.output_tokens > 0
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_stream_events(gateway_of, group):
+    events = list(client(gateway_of(group), group).responses.create(model="any", input="hi", stream=True))
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
+    assert events[-1].type == "response.completed"
+    added = [e for e in events if e.type == "response.output_item.added"]
+    assert added and added[0].item.type == "message"
+    done_text = [e for e in events if e.type == "response.output_text.done"]
+    assert len(done_text) == 1
+    assert done_text[0].text == "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert events[-1].response.output[0].content[0].text == done_text[0].text
+    assert events[-1].response.usage.total_tokens > 0
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("group", GROUPS)
+def test_function_call_round_trip(gateway_of, group, stream):
+    c = client(gateway_of(group), group)
+    args = dict(model="any", input=[{"role": "user", "content": "look it up"}], tools=[LOOKUP],
+                tool_choice="required")
+    if stream:
+        with c.responses.stream(**args) as s:
+            for _ in s:
+                pass
+            resp = s.get_final_response()
+    else:
+        resp = c.responses.create(**args)
+    calls = [i for i in resp.output if i.type == "function_call"]
+    assert len(calls) == 1, resp.output
+    call = calls[0]
+    assert call.name == "lookup" and call.call_id
+    assert isinstance(json.loads(call.arguments)["q"], str)
+    # The history as the SDK's users send it: the model's items, then the output.
+    history = args["input"] + [item.model_dump(exclude_none=True) for item in resp.output]
+    history.append({"type": "function_call_output", "call_id": call.call_id, "output": "found it"})
+    second = c.responses.create(model="any", input=history, tools=[LOOKUP])
+    assert "Tool result received: found it" in second.output_text
+
+
+class City(pydantic.BaseModel):
+    city: str
+    population: int
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_parse_json_schema(gateway_of, group):
+    resp = client(gateway_of(group), group).responses.parse(model="any", input="a city please", text_format=City)
+    assert isinstance(resp.output_parsed, City)
+
+
+# scenario -> (status, SDK class)
+ERRORS = {
+    "error-400": (400, openai.BadRequestError),
+    "error-400-context": (400, openai.BadRequestError),
+    "error-413": (413, openai.APIStatusError),
+    "error-529": (503, openai.InternalServerError),
+    "error-401": (401, openai.AuthenticationError),
+    "error-403": (403, openai.PermissionDeniedError),
+    "error-404": (404, openai.NotFoundError),
+    "error-429": (429, openai.RateLimitError),
+    "error-500": (502, openai.InternalServerError),
+    "error-503": (503, openai.InternalServerError),
+}
+
+
+@pytest.mark.parametrize("scenario", ERRORS)
+@pytest.mark.parametrize("group", GROUPS)
+def test_errors(gateway_of, group, scenario):
+    status, cls = ERRORS[scenario]
+    with pytest.raises(cls) as e:
+        client(gateway_of(group), group, **{"x-mock-scenario": scenario}).responses.create(model="any", input="hi")
+    assert e.value.status_code == status
+    assert e.value.body["code"]
+
+
+def test_gateway_errors_in_openai_envelope(gw):
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=gw.base + "/v1", api_key="wrong", max_retries=0).responses.create(
+            model="any", input="hi")
+    with pytest.raises(openai.BadRequestError) as e:
+        client(gw, "mock-anthropic").responses.create(model="any", input="hi", extra_body={"bogus": 1})
+    assert e.value.body["param"] == "bogus"
+    assert "Unknown parameter" in e.value.body["message"]
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_stream_error_mid_stream(gateway_of, group):
+    c = client(gateway_of(group), group, **{"x-mock-scenario": "stream-error"})
+    events = list(c.responses.create(model="any", input="hello there friend", stream=True))
+    kinds = [e.type for e in events]
+    assert "response.output_text.delta" in kinds, "the answer had started"
+    assert kinds[-2:] == ["error", "response.failed"], kinds
+    assert events[-1].response.status == "failed"
+    assert events[-1].response.error.message
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_stream_error_before_content_is_an_http_error(gateway_of, group):
+    """Held until its first content, a stream that fails first is an error
+    answer with the error's status (and Envoy may retry it elsewhere)."""
+    c = client(gateway_of(group), group, **{"x-mock-scenario": "stream-error-first"})
+    with pytest.raises(openai.APIStatusError) as e:
+        list(c.responses.create(model="any", input="hi", stream=True))
+    assert e.value.status_code >= 500
+
+
+@pytest.mark.parametrize("group", TRANSLATED)
+def test_previous_response_id_is_refused_where_nothing_is_stored(gateway_of, group):
+    with pytest.raises(openai.BadRequestError) as e:
+        client(gateway_of(group), group).responses.create(model="any", input="again", previous_response_id="resp_1")
+    assert e.value.body["param"] == "previous_response_id"
+    assert "stateless" in e.value.body["message"]
+
+
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini"])
+def test_built_in_tools_are_refused_where_openai_does_not_run_them(gw, group):
+    with pytest.raises(openai.BadRequestError) as e:
+        client(gw, group).responses.create(model="any", input="search", tools=[LOOKUP, {"type": "web_search"}])
+    assert e.value.body["param"] == "tools[1]"
+    assert "web_search" in e.value.body["message"]
+
+
+@pytest.mark.parametrize("group", NATIVE)
+def test_pass_through_keeps_what_the_gateway_does_not_model(gw, group, test_id):
+    resp = client(gw, group, **{"x-test-id": test_id}).responses.create(
+        model="any", input="hi", store=True, truncation="auto", prompt_cache_key="k-1",
+        safety_identifier="user-7", include=["message.output_text.logprobs"],
+        metadata={"team": "x", "task_type": "chat"}, extra_body={"request_id": "keep-out"})
+    assert resp.status == "completed"
+    [sent] = gw.mock_requests(test_id)
+    assert sent["path"].endswith("/v1/responses")
+    body = sent["body"]
+    assert body["model"] != "any", "the vendor model"
+    for field, value in [("store", True), ("truncation", "auto"), ("prompt_cache_key", "k-1"),
+                         ("safety_identifier", "user-7"), ("include", ["message.output_text.logprobs"])]:
+        assert body[field] == value, field
+    assert body["metadata"] == {"team": "x"}, "the gateway's own metadata stays behind"
+    assert "request_id" not in body
+    assert resp.model_extra.get("provider"), "the gateway names who answered"
+
+
+@pytest.mark.parametrize("group", NATIVE)
+def test_pass_through_is_stateful_as_openai(gw, group):
+    c = client(gw, group)
+    first = c.responses.create(model="any", input="remember me")
+    again = c.responses.create(model="any", input="and again", previous_response_id=first.id)
+    assert again.status == "completed"
+    # One the vendor never made: its own 400.
+    with pytest.raises(openai.BadRequestError) as e:
+        c.responses.create(model="any", input="x", previous_response_id="resp_never_made")
+    assert e.value.body["param"] == "previous_response_id"
+    assert "not found" in e.value.body["message"]
+
+
+# What OpenAI refuses, refused by the mock behind a pass-through: (kwargs, param).
+VENDOR_RULES = [
+    ({"max_output_tokens": 5}, "max_output_tokens"),
+    ({"text": {"format": {"type": "json_schema", "name": "s", "strict": True,
+                          "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}},
+     "text.format.schema"),
+    ({"reasoning": {"effort": "low"}}, "reasoning.effort"),
+    ({"input": [{"type": "function_call_output", "call_id": "call_x", "output": "?"}]}, "input"),
+]
+
+
+@pytest.mark.parametrize("kwargs,param", VENDOR_RULES, ids=[p for _, p in VENDOR_RULES])
+def test_the_mock_refuses_what_openai_refuses(gw, kwargs, param):
+    args = {"model": "any", "input": "hi", **kwargs}
+    with pytest.raises(openai.BadRequestError) as e:
+        client(gw, "mock-openai").responses.create(**args)
+    assert e.value.body["param"] == param, e.value.body
+
+
+def test_built_in_tools_reach_openai(gw, test_id):
+    resp = client(gw, "mock-openai", **{"x-test-id": test_id}).responses.create(
+        model="any", input="search", tools=[LOOKUP, {"type": "web_search"}])
+    assert resp.status == "completed"
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["tools"][1] == {"type": "web_search"}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_reasoning_items_from_a_reasoning_model(gw, stream):
+    c = client(gw, "reasoning")
+    args = dict(model="any", input="think", reasoning={"effort": "low", "summary": "auto"})
+    if stream:
+        with c.responses.stream(**args) as s:
+            summary = "".join(e.delta for e in s if e.type == "response.reasoning_summary_text.delta")
+            resp = s.get_final_response()
+        assert summary
+    else:
+        resp = c.responses.create(**args)
+    assert [i.type for i in resp.output] == ["reasoning", "message"]
+    assert resp.output[0].summary[0].text
+
+
+def test_stored_response_endpoints_say_the_gateway_is_stateless(gw):
+    c = client(gw, "mock-openai")
+    for call in (lambda: c.responses.retrieve("resp_1"), lambda: c.responses.delete("resp_1"),
+                 lambda: c.responses.cancel("resp_1"), lambda: c.responses.input_items.list("resp_1")):
+        with pytest.raises(openai.BadRequestError) as e:
+            call()
+        assert "stateless" in e.value.body["message"]
+    status, _, body = gw.request("PUT", "/v1/responses/resp_1")
+    assert status == 405, body
+    status, _, body = gw.request("GET", "/v1/responses/resp_1/other")
+    assert status == 404, body
+
+
+def test_a_chat_only_provider_gets_chat_completions(chat_only_gw, test_id):
+    resp = client(chat_only_gw, "chat-only", **{"x-test-id": test_id}).responses.create(
+        model="any", input="hi", instructions="be brief", store=True, truncation="auto")
+    assert resp.status == "completed" and resp.id.startswith("resp_")
+    [sent] = chat_only_gw.mock_requests(test_id)
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["body"]["messages"][0] == {"role": "system", "content": "be brief"}
+    assert "store" not in sent["body"] and "truncation" not in sent["body"]
+
+
+def test_azure_v1_gets_its_own_path_and_key(gw, test_id):
+    client(gw, "mock-azure-v1", **{"x-test-id": test_id}).responses.create(model="any", input="hi")
+    [sent] = gw.mock_requests(test_id)
+    assert sent["path"] == "/openai/v1/responses"
+    headers = {k.lower() for k in sent["headers"]}
+    assert "api-key" in headers and "authorization" not in headers
+    assert sent["body"]["model"] == "mock-gpt4o-deployment"
