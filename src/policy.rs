@@ -74,8 +74,16 @@ const REASONING_UNSUPPORTED: &[&str] = &[
     "logit_bias",
 ];
 
+/// OpenAI's models that do not reason (they refuse `reasoning_effort`:
+/// "Unsupported parameter"), by name anywhere in the vendor model (Azure
+/// deployments are often named after them: `gpt-4o`, `gpt-35-turbo`): a
+/// client asking them to think (a chat client's effort, an Anthropic
+/// client's thinking) gets their answer without reasoning.
+const NO_REASONING: &[&str] = &["*gpt-4*", "*gpt4*", "*gpt-3.5*", "*gpt-35*", "*chatgpt-*"];
+
 /// The built-in rules (after the provider's own): for OpenAI's API
-/// (`openai` and `azure` dialects), its reasoning models' rules.
+/// (`openai` and `azure` dialects), its reasoning models' rules, and no
+/// reasoning effort for the models without reasoning.
 pub fn builtin(openai_api: bool) -> Vec<Rule> {
     let rename = || BTreeMap::from([("max_tokens".to_owned(), "max_completion_tokens".to_owned())]);
     match openai_api {
@@ -98,6 +106,13 @@ pub fn builtin(openai_api: bool) -> Vec<Rule> {
                 reasoning("o3*"),
                 reasoning("o4*"),
             ]
+            .into_iter()
+            .chain(NO_REASONING.iter().map(|models| Rule {
+                models: (*models).into(),
+                drop: vec!["reasoning_effort".into()],
+                ..Rule::default()
+            }))
+            .collect()
         }
         false => Vec::new(),
     }
@@ -206,9 +221,10 @@ fn get(req: &ChatRequest, name: &str) -> Option<Value> {
         "user" => req.user.clone().map(Value::from),
         "n" => num(req.n),
         "parallel_tool_calls" => req.parallel_tool_calls.map(Value::from),
+        // A budget alone is what it amounts to: OpenAI's vendors get that.
         "reasoning_effort" => req
             .reasoning
-            .and_then(|r| r.effort)
+            .and_then(|r| r.effort_or_from_budget())
             .map(|e| Value::from(e.as_str())),
         other => req.extra.get(other).cloned(),
     }
@@ -264,16 +280,21 @@ fn set(req: &mut ChatRequest, name: &str, value: Option<Value>) -> bool {
             req.parallel_tool_calls = value.as_ref().and_then(Value::as_bool);
             fits(&value, req.parallel_tool_calls.is_some())
         }
+        // OpenAI's one reasoning field: dropping it drops the reasoning
+        // (a budget would be sent as the effort it amounts to).
         "reasoning_effort" => {
             let effort = value
                 .as_ref()
                 .and_then(Value::as_str)
                 .and_then(Effort::parse);
             let budget_tokens = req.reasoning.and_then(|r| r.budget_tokens);
-            req.reasoning = (effort.is_some() || budget_tokens.is_some()).then_some(Reasoning {
-                effort,
-                budget_tokens,
-            });
+            req.reasoning = match (&value, effort) {
+                (None, _) => None,
+                (Some(_), effort) => effort.map(|effort| Reasoning {
+                    effort: Some(effort),
+                    budget_tokens,
+                }),
+            };
             fits(&value, effort.is_some())
         }
         "stop" => {
@@ -364,14 +385,10 @@ mod tests {
             &req(body),
         )
         .unwrap();
-        assert_eq!(
-            out.reasoning,
-            Some(Reasoning {
-                effort: None,
-                budget_tokens: Some(900)
-            }),
-            "the budget stays"
-        );
+        assert_eq!(out.reasoning, None, "the budget goes too");
+        let budget_only = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"reasoning":{"max_tokens":900}}"#;
+        let out = apply(&[], &builtin(true), "mock-gpt-4o", &req(budget_only)).unwrap();
+        assert_eq!(out.reasoning, None, "a model without reasoning gets none");
         let out = apply(
             &[rule(
                 r#"{"models":"*","default":{"reasoning_effort":"low"}}"#,

@@ -210,7 +210,7 @@ def test_server_tools_only_to_anthropic(agw):
     with pytest.raises(anthropic.BadRequestError) as info:
         client(agw, "mock-openai").messages.create(model="any", max_tokens=50, messages=user("x"), tools=[web])
     assert info.value.body["error"]["param"] == "tools.0 (web_search_20250305)"
-    assert "only providers that speak the anthropic_messages API" in info.value.body["error"]["message"]
+    assert "only providers that speak the Anthropic Messages API" in info.value.body["error"]["message"]
 
 
 @pytest.mark.parametrize("group", ["mock-anthropic", "mock-openai", "mock-gemini"])

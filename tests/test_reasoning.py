@@ -165,8 +165,9 @@ def test_bedrock_claude_reasoning_round_trip_needs_the_signed_block(gw, client, 
     assert detail["type"] == "reasoning.text" and detail["text"] == thought
     assert detail["signature"].startswith("bW9ja3NpZy+/")
     [sent] = gw.mock_requests(test_id)
-    assert sent["body"]["additionalModelRequestFields"] == {"thinking": {"type": "enabled", "budget_tokens": 1024}}
-    assert sent["body"]["inferenceConfig"] == {"maxTokens": 1024 + 4096}
+    # Effort low: Claude's budget for it (as on Anthropic's API), room for the answer on top.
+    assert sent["body"]["additionalModelRequestFields"] == {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+    assert sent["body"]["inferenceConfig"] == {"maxTokens": 2048 + 4096}
 
     turn = assistant_turn(message)
     later = {"tools": [WEATHER_TOOL], "reasoning_effort": "low", "extra_headers": headers(BEDROCK, test_id)}
@@ -233,8 +234,6 @@ def test_gemini_stream_tool_round_trip(gw, client, test_id):
     (CLAUDE_THINKING, {"temperature": 0.5}, "temperature", "takes no temperature"),
     (CLAUDE_THINKING, {"max_tokens": 1024}, "max_tokens", "must exceed the reasoning budget"),
     (CLAUDE_THINKING, {"tool_choice": "required", "tools": [WEATHER_TOOL]}, "tool_choice", "forced tool"),
-    # The vendor's: Claude 3 Haiku does not think.
-    ("any", {}, None, "thinking: Extra inputs are not permitted"),
 ])
 def test_bedrock_thinking_refusals(gw, test_id, model, extra, param, message):
     status, _, body = gw.chat({"model": model, "messages": USER_HI, "reasoning_effort": "low", **extra},
@@ -243,6 +242,18 @@ def test_bedrock_thinking_refusals(gw, test_id, model, extra, param, message):
     assert message in body["error"]["message"]
     if param:
         assert body["error"]["param"] == param
+
+
+def test_a_claude_model_without_thinking_answers_without_it(gw, test_id):
+    # mock-bedrock's default, Claude 3 Haiku, refuses `thinking` (the mock
+    # says so: "thinking: Extra inputs are not permitted"): none is sent.
+    status, _, body = gw.chat({"model": "any", "messages": USER_HI, "reasoning_effort": "high"},
+                              **headers(BEDROCK, test_id))
+    assert status == 200, body
+    [sent] = gw.mock_requests(test_id)
+    assert "claude-3-haiku" in sent["path"]
+    assert "additionalModelRequestFields" not in sent["body"]
+    assert "reasoning_content" not in body["choices"][0]["message"]
 
 
 def test_bedrock_cache_control_becomes_cache_points(gw, test_id):
@@ -330,9 +341,18 @@ def test_openai_reasoning_effort_passes(gw, client, test_id):
     assert sent["body"]["model"] == "o3"
 
 
+def test_openai_takes_a_budget_as_the_effort_it_amounts_to(gw, test_id):
+    # OpenRouter's budget (or an Anthropic client's thinking budget): OpenAI takes efforts only.
+    status, _, body = gw.chat({"model": "m", "messages": USER_HI, "reasoning": {"max_tokens": 6000}},
+                              **{"x-model-group": "reasoning", "x-test-id": test_id})
+    assert status == 200, body
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["reasoning_effort"] == "medium"
+    assert "reasoning" not in sent["body"]
+
+
 @pytest.mark.parametrize("fields,param", [
     ({"reasoning_effort": "extreme"}, "reasoning_effort"),
-    ({"reasoning": {"max_tokens": 100}}, "reasoning.max_tokens"),
     ({"reasoning": {"effort": "low"}, "reasoning_effort": "low"}, "reasoning"),
     ({"reasoning": {"exclude": True}}, "reasoning"),
 ])

@@ -10,7 +10,7 @@
 //! messages move to the top-level `system`, tool results become
 //! `tool_result` blocks in one user turn, tool calls become `tool_use`
 //! blocks with the vendor's ids kept, reasoning becomes `thinking` (an
-//! effort as a budget, [`thinking_budget`]) and signed thinking blocks of
+//! effort as a budget, `Effort::claude_budget`) and signed thinking blocks of
 //! the history go back first in their assistant turn.
 
 use std::borrow::Cow;
@@ -285,28 +285,20 @@ fn thinking_blocks(reasoning: &[Thinking]) -> impl Iterator<Item = Block<'_>> {
         })
 }
 
-/// The thinking budget for an effort (Anthropic takes budgets, not
-/// efforts): minimal 1024, low 2048, medium 8192, high 16384 tokens; `None`
-/// for no reasoning.
-pub fn thinking_budget(effort: Effort) -> Option<u32> {
-    match effort {
-        Effort::None => None,
-        Effort::Minimal => Some(MIN_THINKING_BUDGET),
-        Effort::Low => Some(2048),
-        Effort::Medium => Some(8192),
-        Effort::High => Some(16384),
-    }
-}
-
 /// `thinking` for the request's reasoning controls, its budget below
 /// `max_tokens` as Anthropic requires (an effort's budget is lowered to
 /// fit; a budget the client named that does not fit, or a `max_tokens` too
 /// small for any thinking, is refused). Anthropic refuses thinking with a
 /// forced tool call (400 naming `tool_choice`), and with a tool-use turn
 /// last in the history that does not start with its signed thinking: such
-/// a history (another vendor's) is answered without thinking.
-fn thinking(req: &ChatRequest, max_tokens: u32) -> Result<Option<ThinkingConfig>, GatewayError> {
-    let Some(reasoning) = req.reasoning else {
+/// a history (another vendor's) is answered without thinking, as is a
+/// model from before extended thinking (`claude_thinks`).
+fn thinking(
+    req: &ChatRequest,
+    model: &str,
+    max_tokens: u32,
+) -> Result<Option<ThinkingConfig>, GatewayError> {
+    let Some(reasoning) = req.reasoning.filter(|_| super::claude_thinks(model)) else {
         return Ok(None);
     };
     let last_assistant = req.messages.iter().rev().find_map(|m| match m {
@@ -338,21 +330,19 @@ fn thinking(req: &ChatRequest, max_tokens: u32) -> Result<Option<ThinkingConfig>
             "this provider cannot think and be forced to call a tool: use tool_choice auto, or no reasoning",
         ));
     }
-    let budget = match (reasoning.budget_tokens, reasoning.effort) {
-        (Some(budget), _) => {
-            if budget >= max_tokens {
-                return Err(GatewayError::invalid(
-                    "max_tokens",
-                    "max_tokens must be greater than the thinking budget",
-                ));
-            }
-            budget
+    let Some(budget) = reasoning.claude_budget() else {
+        return Ok(None);
+    };
+    // A budget the client named must fit; an effort's is lowered to fit.
+    let budget = match reasoning.budget_tokens {
+        Some(_) if budget >= max_tokens => {
+            return Err(GatewayError::invalid(
+                "max_tokens",
+                "max_tokens must be greater than the thinking budget",
+            ))
         }
-        (None, Some(effort)) => match thinking_budget(effort) {
-            Some(budget) => budget.min(max_tokens.saturating_sub(1)),
-            None => return Ok(None),
-        },
-        (None, None) => return Ok(None),
+        Some(_) => budget,
+        None => budget.min(max_tokens.saturating_sub(1)),
     };
     if budget < MIN_THINKING_BUDGET {
         return Err(GatewayError::invalid(
@@ -604,7 +594,7 @@ impl Dialect for Anthropic {
         let max_tokens = req
             .max_output_tokens()
             .unwrap_or(target.provider.default_max_tokens);
-        let thinking = thinking(req, max_tokens)?;
+        let thinking = thinking(req, target.model, max_tokens)?;
         // With thinking on Anthropic refuses temperature and top_k, and
         // top_p below 0.95 ("Extended thinking": feature compatibility):
         // they are dropped then.

@@ -341,23 +341,24 @@ const ANSWER_TOKENS_AFTER_THINKING: u32 = 4096;
 
 /// Claude's extended thinking (`additionalModelRequestFields.thinking`,
 /// docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-extended-thinking.html):
-/// the budget asked for, or one per effort (minimal and low 1024, the
-/// least Claude takes; medium 4096; high 16384); effort `none`: no
-/// thinking. Claude refuses thinking with a temperature, a `top_p` below
+/// the budget asked for, or the effort's as on Anthropic's API
+/// (`model::request::Reasoning::claude_budget`); effort `none`, or a Claude model from
+/// before extended thinking ([`super::claude_thinks`]): no thinking.
+/// Claude refuses thinking with a temperature, a `top_p` below
 /// 0.95, a forced tool, or a budget not below `maxTokens`: each is a 400
 /// here naming the field. Other Bedrock models (but Nova 2, see
 /// [`nova_reasoning`]) take no reasoning controls through Converse's common
 /// fields: asking for reasoning is a 400.
-fn thinking(req: &ChatRequest, claude: bool) -> Result<Option<u32>, GatewayError> {
+fn thinking(req: &ChatRequest, model: &str) -> Result<Option<u32>, GatewayError> {
     let Some(ask) = req.reasoning else {
         return Ok(None);
     };
-    let budget = match (ask.budget_tokens, ask.effort) {
-        (Some(budget), _) => budget,
-        (None, Some(Effort::None)) => return Ok(None),
-        (None, Some(Effort::Minimal | Effort::Low)) => 1024,
-        (None, Some(Effort::Medium) | None) => 4096,
-        (None, Some(Effort::High)) => 16384,
+    let claude = is_claude(model);
+    if claude && !super::claude_thinks(model) {
+        return Ok(None);
+    }
+    let Some(budget) = ask.claude_budget() else {
+        return Ok(None);
     };
     let field = if ask.budget_tokens.is_some() {
         "reasoning.max_tokens"
@@ -414,23 +415,17 @@ fn thinking(req: &ChatRequest, claude: bool) -> Result<Option<u32>, GatewayError
 /// (docs.aws.amazon.com/nova/latest/nova2-userguide/extended-thinking.html):
 /// `additionalModelRequestFields.reasoningConfig {type: enabled,
 /// maxReasoningEffort}`, low, medium or high (minimal is low; `none`: off,
-/// Nova's default). Nova takes no token budget: a budget alone is a 400.
+/// Nova's default). Nova takes no token budget: a budget alone becomes the
+/// effort it amounts to ([`Effort::for_budget`]).
 fn nova_reasoning(req: &ChatRequest) -> Result<Option<Value>, GatewayError> {
     let Some(ask) = req.reasoning else {
         return Ok(None);
     };
-    let effort = match ask.effort {
+    let effort = match ask.effort_or_from_budget() {
         Some(Effort::None) => return Ok(None),
         Some(Effort::Minimal | Effort::Low) => "low",
-        Some(Effort::Medium) => "medium",
+        Some(Effort::Medium) | None => "medium",
         Some(Effort::High) => "high",
-        None if ask.budget_tokens.is_some() => {
-            return Err(GatewayError::invalid(
-                "reasoning.max_tokens",
-                "Amazon Nova takes a reasoning effort (reasoning_effort), not a token budget",
-            ))
-        }
-        None => "medium",
     };
     Ok(Some(
         json!({"reasoningConfig": {"type": "enabled", "maxReasoningEffort": effort}}),
@@ -458,7 +453,7 @@ impl Dialect for Bedrock {
         let (thinking, nova_reasoning) = if is_nova_2(target.model) {
             (None, nova_reasoning(req)?)
         } else {
-            (thinking(req, claude)?, None)
+            (thinking(req, target.model)?, None)
         };
         let mut system = Vec::new();
         let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
@@ -1212,8 +1207,8 @@ mod tests {
         };
         for (effort, budget) in [
             ("minimal", 1024),
-            ("low", 1024),
-            ("medium", 4096),
+            ("low", 2048),
+            ("medium", 8192),
             ("high", 16384),
         ] {
             let v = thinking(&format!(r#""reasoning_effort":"{effort}""#)).unwrap();
@@ -1265,15 +1260,13 @@ mod tests {
             json!({"reasoningConfig": {"type": "enabled", "maxReasoningEffort": "low"}})
         );
         assert_eq!(v["inferenceConfig"], json!({"temperature": 0.3}));
-        let body = format!(r#"{{"model":"g",{user},"reasoning":{{"max_tokens":900}}}}"#);
-        let e = crate::dialects::encode_for(
-            &Bedrock,
-            r#"{"dialect":"bedrock"}"#,
-            "amazon.nova-2-lite-v1:0",
-            &body,
-        )
-        .unwrap_err();
-        assert_eq!(e.param.as_deref(), Some("reasoning.max_tokens"));
+        // A budget alone: the effort it amounts to.
+        let body = format!(r#"{{"model":"g",{user},"reasoning":{{"max_tokens":9000}}}}"#);
+        let (_, v) = encode_for(&body, "", "amazon.nova-2-lite-v1:0");
+        assert_eq!(
+            v["additionalModelRequestFields"]["reasoningConfig"]["maxReasoningEffort"],
+            "high"
+        );
         // Models other than Claude and Nova 2 take no reasoning controls through Converse.
         let body = format!(r#"{{"model":"g",{user},"reasoning_effort":"low"}}"#);
         let e = crate::dialects::encode_for(

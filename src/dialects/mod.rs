@@ -140,6 +140,22 @@ pub trait Dialect: Sync {
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError;
 }
 
+/// Whether a Claude model (on Anthropic's API or Bedrock) has extended
+/// thinking: every one since 3.7 Sonnet; the older ones refuse the
+/// `thinking` field, so a request asking them to think is answered
+/// without thinking.
+pub fn claude_thinks(model: &str) -> bool {
+    const BEFORE_THINKING: [&str; 6] = [
+        "claude-instant",
+        "claude-2",
+        "claude-3-haiku",
+        "claude-3-sonnet",
+        "claude-3-opus",
+        "claude-3-5-",
+    ];
+    !BEFORE_THINKING.iter().any(|old| model.contains(old))
+}
+
 /// The 400 for a document part sent to a vendor that takes none.
 pub fn no_documents(i: usize, j: usize) -> GatewayError {
     GatewayError::invalid(

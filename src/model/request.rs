@@ -159,6 +159,24 @@ pub struct Reasoning {
     pub budget_tokens: Option<u32>,
 }
 
+impl Reasoning {
+    /// The effort asked for, else the one the budget amounts to; `None`
+    /// when the client asked for neither (the vendor's default amount).
+    pub fn effort_or_from_budget(&self) -> Option<Effort> {
+        self.effort.or(self.budget_tokens.map(Effort::for_budget))
+    }
+
+    /// The thinking budget for Claude: the budget asked for, else the
+    /// effort's ([`Effort::claude_budget`]), medium's when neither was
+    /// given; `None` for effort `none`.
+    pub fn claude_budget(&self) -> Option<u32> {
+        match (self.budget_tokens, self.effort) {
+            (Some(budget), _) => Some(budget),
+            (None, effort) => effort.unwrap_or(Effort::Medium).claude_budget(),
+        }
+    }
+}
+
 /// The smallest thinking budget Claude takes (docs.claude.com, "Extended
 /// thinking": `budget_tokens` >= 1024), on Anthropic's API and elsewhere.
 pub const MIN_THINKING_BUDGET: u32 = 1024;
@@ -174,6 +192,30 @@ pub enum Effort {
 }
 
 impl Effort {
+    /// Claude's thinking budget for an effort (Anthropic's API and Claude on
+    /// Bedrock take budgets, not efforts): minimal 1024 (the least Claude
+    /// takes), low 2048, medium 8192, high 16384 tokens; `None`: no thinking.
+    pub fn claude_budget(self) -> Option<u32> {
+        match self {
+            Effort::None => None,
+            Effort::Minimal => Some(MIN_THINKING_BUDGET),
+            Effort::Low => Some(2048),
+            Effort::Medium => Some(8192),
+            Effort::High => Some(16384),
+        }
+    }
+
+    /// The effort a token budget amounts to, for vendors that take efforts
+    /// (OpenAI, Amazon Nova): Claude's table read backwards, up to 2048
+    /// tokens low, up to 8192 medium, more high.
+    pub fn for_budget(budget: u32) -> Effort {
+        match budget {
+            0..=2048 => Effort::Low,
+            2049..=8192 => Effort::Medium,
+            _ => Effort::High,
+        }
+    }
+
     pub fn parse(name: &str) -> Option<Effort> {
         match name {
             "none" => Some(Effort::None),

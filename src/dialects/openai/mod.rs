@@ -13,7 +13,7 @@ use super::{
     UpstreamRequest,
 };
 use crate::error::GatewayError;
-use crate::model::request::{ChatRequest, Thinking};
+use crate::model::request::{ChatRequest, Effort, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut};
 use crate::model::stream::EventWriter;
 use crate::model::Api;
@@ -198,26 +198,19 @@ pub(super) fn encode_body(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Gat
         }),
         extra: VendorExtra {
             fields: &req.extra,
-            reasoning_effort: reasoning_effort(req)?,
+            reasoning_effort: reasoning_effort(req),
         },
     };
     encode_json(req, &outgoing)
 }
 
-/// OpenAI takes an effort, never a token budget: a budget alone is refused
-/// (with an effort too, the effort is sent and the budget dropped).
-fn reasoning_effort(req: &ChatRequest) -> Result<Option<&'static str>, GatewayError> {
-    match req.reasoning {
-        None => Ok(None),
-        Some(r) => match (r.effort, r.budget_tokens) {
-            (Some(effort), _) => Ok(Some(effort.as_str())),
-            (None, Some(_)) => Err(GatewayError::invalid(
-                "reasoning.max_tokens",
-                "this provider takes a reasoning effort (reasoning_effort), not a token budget",
-            )),
-            (None, None) => Ok(None),
-        },
-    }
+/// OpenAI takes an effort, never a token budget: a budget alone is sent as
+/// the effort it amounts to (`Effort::for_budget`; with an effort too, the
+/// effort is sent and the budget dropped).
+fn reasoning_effort(req: &ChatRequest) -> Option<&'static str> {
+    req.reasoning
+        .and_then(|r| r.effort_or_from_budget())
+        .map(Effort::as_str)
 }
 
 /// A `chat.completion` decoded into the neutral answer (first choice).
@@ -349,14 +342,11 @@ mod tests {
                 String::from_utf8(want).unwrap()
             );
         }
-        let e = crate::dialects::encode_for(
-            &OpenAi,
-            PROVIDER,
-            "o3",
-            &format!(r#"{{{m},"reasoning":{{"max_tokens":100}}}}"#),
-        )
-        .unwrap_err();
-        assert_eq!(e.param.as_deref(), Some("reasoning.max_tokens"));
+        // A budget alone: the effort it amounts to.
+        for (budget, effort) in [(100, "low"), (4096, "medium"), (32000, "high")] {
+            let v = encoded(&format!(r#"{{{m},"reasoning":{{"max_tokens":{budget}}}}}"#));
+            assert_eq!(v["reasoning_effort"], effort, "{budget}");
+        }
         let v = encoded(&format!(
             r#"{{{m},"reasoning":{{"effort":"high","max_tokens":100}}}}"#
         ));
