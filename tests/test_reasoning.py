@@ -293,6 +293,73 @@ def test_cache_control_is_checked(gw):
     assert "forever" in body["error"]["message"]
 
 
+# --- Anthropic (the chat surface to Claude) -------------------------------------------
+
+ANTHROPIC = "mock-anthropic"
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "stream"])
+def test_anthropic_reasoning_round_trip_needs_the_signed_block(gw, client, test_id, streamed):
+    ask = {"model": "any", "tools": [WEATHER_TOOL], "reasoning_effort": "low"}
+    h = headers(ANTHROPIC, test_id, "tool")
+    if streamed:
+        first = client.chat.completions.create(messages=WEATHER, stream=True, extra_headers=h, **ask)
+        turn = streamed_turn(c.model_dump() for c in first)
+    else:
+        first = client.chat.completions.create(messages=WEATHER, extra_headers=h, **ask)
+        turn = assistant_turn(first.choices[0].message)
+    assert "weather in Paris?" in turn["reasoning_content"]
+    [detail] = turn["reasoning_details"]
+    assert detail["type"] == "reasoning.text" and detail["signature"]
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert sent["body"]["max_tokens"] > 2048
+
+    later = {**ask, "extra_headers": headers(ANTHROPIC, test_id)}
+    second = client.chat.completions.create(messages=WEATHER + [turn, tool_result(turn)], **later)
+    assert "Tool result received: sunny, 21C" in second.choices[0].message.content
+    _, asked = gw.mock_requests(test_id)
+    thinking, *_ = asked["body"]["messages"][1]["content"]
+    assert thinking == {"type": "thinking", "thinking": turn["reasoning_content"], "signature": detail["signature"]}
+
+    # Anthropic refuses a forged signature; a history without the signed
+    # block is sent without thinking (Claude refuses thinking then).
+    forged = copy.deepcopy(turn)
+    forged["reasoning_details"][0]["signature"] = "Zm9yZ2Vk"
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(messages=WEATHER + [forged, tool_result(forged)], **later)
+    assert "Invalid `signature` in `thinking` block" in error_message(info)
+    bare = {k: v for k, v in turn.items() if k not in ("reasoning_content", "reasoning_details")}
+    third = client.chat.completions.create(messages=WEATHER + [bare, tool_result(bare)], **later)
+    assert "Tool result received" in third.choices[0].message.content
+    *_, unsigned = gw.mock_requests(test_id)
+    assert "thinking" not in unsigned["body"]
+
+
+def test_anthropic_cache_control_reaches_claude_and_is_counted(gw, test_id):
+    ephemeral = {"type": "ephemeral"}
+    shared = f"{test_id} " + "shared context " * 600  # over the 1024 words the mock caches
+    body = {"model": "any", "messages": [
+        {"role": "system", "content": [{"type": "text", "text": "you are terse", "cache_control": ephemeral}]},
+        {"role": "user", "content": [{"type": "text", "text": shared, "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+                                     {"type": "text", "text": "hi there"}]}],
+        "tools": [dict(WEATHER_TOOL, cache_control=ephemeral)]}
+    status, _, first = gw.chat(body, **headers(ANTHROPIC, test_id))
+    assert status == 200, first
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["system"] == [{"type": "text", "text": "you are terse", "cache_control": ephemeral}]
+    assert sent["body"]["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert "cache_control" not in sent["body"]["messages"][0]["content"][1]
+    assert sent["body"]["tools"][0]["cache_control"] == ephemeral
+    # The first request writes the cache, the second reads it: both count
+    # every prompt token, the second says how many came from the cache.
+    status, _, second = gw.chat(body, **headers(ANTHROPIC, test_id))
+    assert status == 200, second
+    assert "prompt_tokens_details" not in first["usage"] or first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached > 1024 and second["usage"]["prompt_tokens"] == first["usage"]["prompt_tokens"]
+
+
 # --- DashScope ---------------------------------------------------------------------
 
 def test_dashscope_thinking(gw, test_id):
