@@ -310,17 +310,18 @@ fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, parts: Vec<Part<
 }
 
 /// `functionResponse.response` must be an object: a JSON object result as
-/// is, anything else under `result`.
-fn function_response(content: &Content) -> Value {
+/// is, anything else under `result`; a failed tool's output under `error`
+/// (Gemini's key for "error details", FunctionResponse in the API reference).
+fn function_response(content: &Content, is_error: bool) -> Value {
     let text = content.text();
-    match serde_json::from_str::<Value>(&text) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => {
-            let mut wrapped = Map::new();
-            wrapped.insert("result".into(), Value::String(text));
-            Value::Object(wrapped)
-        }
-    }
+    let key = match serde_json::from_str::<Value>(&text) {
+        Ok(v @ Value::Object(_)) if !is_error => return v,
+        _ if is_error => "error",
+        _ => "result",
+    };
+    let mut wrapped = Map::new();
+    wrapped.insert(key.into(), Value::String(text));
+    Value::Object(wrapped)
 }
 
 impl Dialect for Gemini {
@@ -345,6 +346,7 @@ impl Dialect for Gemini {
                 Message::Tool {
                     content,
                     tool_call_id,
+                    is_error,
                     ..
                 } => {
                     let name = call_names
@@ -360,7 +362,7 @@ impl Dialect for Gemini {
                     let part = Part {
                         function_response: Some(FunctionResponse {
                             name,
-                            response: function_response(content),
+                            response: function_response(content, *is_error),
                         }),
                         ..Part::default()
                     };
@@ -1194,6 +1196,24 @@ mod tests {
             let e = encode_request(body).unwrap_err();
             assert_eq!(e.param.as_deref(), Some(param), "{body}");
         }
+    }
+
+    #[test]
+    fn a_failed_tool_result_is_an_error_response() {
+        let text = |t: &str| Content::Text(t.into());
+        assert_eq!(
+            function_response(&text("timeout"), true),
+            serde_json::json!({"error": "timeout"})
+        );
+        assert_eq!(
+            function_response(&text(r#"{"code":7}"#), true),
+            serde_json::json!({"error": r#"{"code":7}"#}),
+            "an error's details are never taken for output"
+        );
+        assert_eq!(
+            function_response(&text("ok"), false),
+            serde_json::json!({"result": "ok"})
+        );
     }
 
     #[test]
