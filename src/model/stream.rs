@@ -322,6 +322,15 @@ impl EventWriter {
         }
     }
 
+    /// A passed-through event began tool call `key`: a later neutral event
+    /// for it continues that call (numbered by position, which is the
+    /// vendor's own numbering when it counts from 0 in order, as OpenAI does).
+    pub fn note_tool_call(&mut self, key: u64) {
+        if !self.has_tool_call(key) && self.tool_keys.len() < MAX_TOOL_CALLS {
+            self.tool_keys.push(key);
+        }
+    }
+
     pub fn has_tool_call(&self, key: u64) -> bool {
         self.tool_keys.contains(&key)
     }

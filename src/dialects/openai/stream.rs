@@ -1,8 +1,11 @@
 //! OpenAI's (and Azure's) stream events, translated chunk by chunk.
 //!
-//! Most events take the fast path: the vendor's members are copied as they
-//! came (serde_json `RawValue`), only what the writer needs is read. Anything
-//! unusual takes the slow path, which parses the event into a map.
+//! For a chat client (a pass-through pair) events are the vendor's, copied
+//! as they came (serde_json `RawValue`), only what the writer needs read
+//! ([`fast_event`]). Anything unusual, and every event for a client of
+//! another API, is read typed into the neutral events ([`typed_event`]),
+//! which the client's surface writes: one reading, not a second
+//! serialisation of the vendor's chunk that must agree with the first.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -10,17 +13,17 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::wire::{content_filtered, fold_content_filter, parse_usage, VendorError, WireChoice};
+use super::wire::{content_filtered, parse_usage, VendorError, WireChoice};
 use crate::dialects::{unparseable, Events};
 use crate::error::GatewayError;
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::sse::SseParser;
 
-/// OpenAI's stream events, passed through nearly as they are. Most events
-/// take the fast path ([`fast_event`]), which copies the vendor's JSON
-/// verbatim instead of rebuilding it; anything unusual takes [`slow_event`].
+/// OpenAI's stream events: passed through nearly as they are to a chat
+/// client ([`fast_event`], which copies the vendor's JSON verbatim), read
+/// into the neutral events otherwise ([`typed_event`]).
 #[derive(Default)]
 pub(in crate::dialects) struct OpenAiEvents {
     scratch: Scratch,
@@ -42,13 +45,15 @@ impl Events<SseParser> for OpenAiEvents {
         }
         match fast_event(data, w, out, &mut self.scratch) {
             Some(result) => result,
-            None => slow_event(data, w, out),
+            None => typed_event(data, w, out),
         }
     }
 }
 
-/// One event for a client of another API: read into the neutral events
-/// (the first choice's).
+/// One event read into the neutral events (the first choice's): for a
+/// client of another API, and for the chat client the unusual events the
+/// fast path leaves (an error, Azure's filter striking, repeated keys,
+/// surrogate escapes, shapes it does not take), written by its surface.
 fn typed_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
     #[derive(Deserialize)]
     struct Chunk {
@@ -104,93 +109,8 @@ fn typed_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(),
     Ok(())
 }
 
-/// One event the general way: parsed into a map, edited, written again.
-fn slow_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
-    let mut chunk: Map<String, Value> =
-        serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
-    if let Some(error) = chunk.remove("error") {
-        let vendor: VendorError =
-            serde_json::from_value(error).map_err(|e| unparseable("stream error", e))?;
-        return Err(vendor.into_gateway_error(500));
-    }
-    // Keep the vendor's id and model so our own chunks (usage) match its
-    // chunks; Azure's prompt annotation chunk has them empty.
-    if let Some(id) = chunk.get("id").and_then(Value::as_str) {
-        w.set_id(id);
-    }
-    if let Some(model) = chunk.get("model").and_then(Value::as_str) {
-        w.set_model(model);
-    }
-    if let Some(created) = chunk.get("created").and_then(Value::as_u64) {
-        w.set_created(created);
-    }
-    let usage = chunk.remove("usage");
-    if let Some(u) = usage.as_ref().filter(|u| !u.is_null()) {
-        w.set_usage(parse_usage(u));
-    }
-    let choices_empty = chunk
-        .get("choices")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty);
-    if choices_empty {
-        // The usage-only chunk (`done` re-emits it in the unified shape if
-        // the client asked), or Azure's prompt filter annotation.
-        return Ok(());
-    }
-    let mut finishes = false;
-    let mut says_something = false;
-    let mut has_content = false;
-    for choice in chunk
-        .get_mut("choices")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-    {
-        fold_content_filter(choice);
-        finishes |= choice.get("finish_reason").is_some_and(|f| !f.is_null());
-        let delta = choice.get("delta").and_then(Value::as_object);
-        says_something |= delta.is_some_and(|d| !d.is_empty());
-        // Part of the answer, unlike the opening role chunk.
-        if let Some(d) = delta {
-            let text = d.get("content").and_then(Value::as_str);
-            let calls = d.get("tool_calls").and_then(Value::as_array);
-            let args = calls
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c.pointer("/function/arguments").and_then(Value::as_str));
-            for piece in text.into_iter().chain(args) {
-                w.count_delivered(piece);
-            }
-        }
-        has_content |= delta.is_some_and(|d| {
-            d.get("content")
-                .and_then(Value::as_str)
-                .is_some_and(|c| !c.is_empty())
-                || d.get("tool_calls").is_some_and(|t| !t.is_null())
-                || d.get("refusal").is_some_and(|r| !r.is_null())
-        });
-    }
-    // Azure's output filter annotations: an empty delta and no finish.
-    if !finishes && !says_something {
-        return Ok(());
-    }
-    if finishes {
-        w.mark_finished();
-    }
-    if w.include_usage() {
-        chunk.insert("usage".into(), Value::Null);
-    }
-    chunk.insert(
-        "provider".into(),
-        Value::String(w.origin().provider.clone()),
-    );
-    let json = serde_json::to_vec(&chunk).map_err(|e| unparseable("stream event", e))?;
-    w.passthrough(out, &json, has_content || finishes);
-    Ok(())
-}
-
 /// One event the cheap way, or `None` (before touching `w` or `out`) when
-/// it holds anything [`slow_event`] should judge: an `error`, Azure's
+/// it holds anything [`typed_event`] should judge: an `error`, Azure's
 /// `content_filter_results` with a category filtered, a repeated key, a lone surrogate escape, or
 /// JSON this reader does not take. The vendor's members are copied as
 /// they came, never parsed into values; only what the writer needs is read.
@@ -270,7 +190,7 @@ fn fast_event(
         de.end().ok()?;
     }
 
-    // Nothing below falls back: from here on, the same steps as `slow_event`.
+    // Nothing below falls back.
     if let Some(id) = id {
         w.set_id(&id);
     }
@@ -296,6 +216,10 @@ fn fast_event(
     }
     if seen.finishes {
         w.mark_finished();
+    }
+    // Calls begun here are continued, should a later event need the typed reading.
+    for &key in &seen.tool_keys {
+        w.note_tool_call(key);
     }
     if w.include_usage() {
         buf.extend_from_slice(b"\"usage\":null,");
@@ -332,15 +256,15 @@ fn write_key(buf: &mut Vec<u8>, key: Cow<str>) -> serde_json::Result<()> {
     }
 }
 
-/// More top-level members than any chunk has: the slow path takes it (and
-/// the duplicate check stays cheap).
+/// More top-level members than any chunk has: the typed reading takes it
+/// (and the duplicate check stays cheap).
 const MAX_FAST_MEMBERS: usize = 32;
 
 /// What the fast path reads from a chunk's `choices`, in one pass over them
-/// (below: one visitor per level). What [`slow_event`] reads differently
-/// from a typed reading (a choice, delta, call or function that is no
-/// object, text that is no string, a key twice) ends the pass with an
-/// error, which leaves the event to it.
+/// (below: one visitor per level). What it does not take (a choice, delta,
+/// call or function that is no object, text that is no string, a key
+/// twice) ends the pass with an error, which leaves the event to
+/// [`typed_event`].
 #[derive(Default)]
 struct Choices<'a> {
     count: usize,
@@ -352,6 +276,8 @@ struct Choices<'a> {
     /// apart, as most chunks have just the one.
     first_piece: Option<Cow<'a, str>>,
     more_pieces: Vec<Cow<'a, str>>,
+    /// The first choice's tool calls, by their `index`.
+    tool_keys: Vec<u64>,
 }
 
 impl<'a> Choices<'a> {
@@ -374,11 +300,11 @@ impl<'a> Choices<'a> {
     }
 }
 
-/// Marks a key seen; an error the second time (the slow path keeps the
-/// last of repeated keys).
+/// Marks a key seen; an error the second time (repeated keys are the
+/// typed reading's to judge).
 fn first_time<E: de::Error>(seen: &mut bool) -> Result<(), E> {
     if std::mem::replace(seen, true) {
-        Err(E::custom(LEFT_TO_SLOW_PATH))
+        Err(E::custom(LEFT_TO_TYPED))
     } else {
         Ok(())
     }
@@ -406,7 +332,7 @@ impl<'a> Visitor<'a> for ChoiceList<'_, 'a> {
 }
 
 /// One choice: `finish_reason` and `delta`; Azure's `content_filter_results`
-/// is left to the slow path, which folds it into the finish reason.
+/// when it filtered is left to the typed reading, which makes it the finish.
 struct Choice<'s, 'a>(&'s mut Choices<'a>);
 
 impl<'a> DeserializeSeed<'a> for Choice<'_, 'a> {
@@ -427,11 +353,11 @@ impl<'a> Visitor<'a> for Choice<'_, 'a> {
         while let Some(Text(key)) = map.next_key()? {
             match &*key {
                 // Azure annotates every choice; only a filtered one (which
-                // changes the finish reason) needs the slow path.
+                // changes the finish reason) needs the typed reading.
                 "content_filter_results" => {
                     first_time(&mut filter)?;
                     if content_filtered(&map.next_value::<Value>()?) {
-                        return Err(de::Error::custom(LEFT_TO_SLOW_PATH));
+                        return Err(de::Error::custom(LEFT_TO_TYPED));
                     }
                 }
                 "finish_reason" => {
@@ -549,13 +475,23 @@ impl<'a> Visitor<'a> for ToolCall<'_, 'a> {
         f.write_str("a tool call object")
     }
     fn visit_map<A: MapAccess<'a>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut function = false;
+        let (mut function, mut index) = (false, false);
         while let Some(Text(key)) = map.next_key()? {
-            if key == "function" {
-                first_time(&mut function)?;
-                map.next_value_seed(Function(&mut *self.0))?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+            match &*key {
+                "function" => {
+                    first_time(&mut function)?;
+                    map.next_value_seed(Function(&mut *self.0))?;
+                }
+                "index" => {
+                    first_time(&mut index)?;
+                    let key: u64 = map.next_value()?;
+                    if self.0.count == 1 {
+                        self.0.tool_keys.push(key);
+                    }
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
         Ok(())
@@ -619,7 +555,7 @@ fn raw_str(raw: &RawValue) -> Result<Option<Cow<'_, str>>, serde_json::Error> {
 
 /// A `\uD800`-`\uDFFF` escape. Paired, it is an ordinary character, but
 /// alone it makes the full parse fail, which skipping over a value does
-/// not notice; the slow path judges both.
+/// not notice; the typed reading judges both.
 fn has_surrogate_escape(data: &str) -> bool {
     let bytes = data.as_bytes();
     data.match_indices('\\').any(|(i, _)| {
@@ -655,8 +591,8 @@ impl<'de> Deserialize<'de> for Text<'de> {
     }
 }
 
-/// Why a visitor stopped: its callback left the event to the slow path.
-const LEFT_TO_SLOW_PATH: &str = "left to the slow path";
+/// Why a visitor stopped: its callback left the event to the typed reading.
+const LEFT_TO_TYPED: &str = "left to the typed reading";
 
 /// Calls `each` with every member of the JSON object `json`, in order, its
 /// value unparsed; false when `json` is no object, is not valid, or `each`
@@ -675,7 +611,7 @@ fn for_each_member<'a>(
             while let Some(Text(key)) = map.next_key()? {
                 let value: &'de RawValue = map.next_value()?;
                 if !(self.0)(key, value) {
-                    return Err(de::Error::custom(LEFT_TO_SLOW_PATH));
+                    return Err(de::Error::custom(LEFT_TO_TYPED));
                 }
             }
             Ok(())
@@ -687,9 +623,11 @@ fn for_each_member<'a>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::wire::fold_content_filter;
     use super::*;
     use crate::error::ErrorCode;
     use crate::model::response::Origin;
+    use serde_json::Map;
 
     fn fresh_writer(include_usage: bool) -> EventWriter {
         let origin = Origin {
@@ -772,6 +710,93 @@ mod tests {
             w.finished(),
             w.content_started()
         )
+    }
+
+    /// The reference the fast path is held to: the event parsed into a
+    /// map, edited, written again (what the gateway did before the fast
+    /// path; only the tests keep it).
+    fn slow_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
+        let mut chunk: Map<String, Value> =
+            serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
+        if let Some(error) = chunk.remove("error") {
+            let vendor: VendorError =
+                serde_json::from_value(error).map_err(|e| unparseable("stream error", e))?;
+            return Err(vendor.into_gateway_error(500));
+        }
+        // Keep the vendor's id and model so our own chunks (usage) match its
+        // chunks; Azure's prompt annotation chunk has them empty.
+        if let Some(id) = chunk.get("id").and_then(Value::as_str) {
+            w.set_id(id);
+        }
+        if let Some(model) = chunk.get("model").and_then(Value::as_str) {
+            w.set_model(model);
+        }
+        if let Some(created) = chunk.get("created").and_then(Value::as_u64) {
+            w.set_created(created);
+        }
+        let usage = chunk.remove("usage");
+        if let Some(u) = usage.as_ref().filter(|u| !u.is_null()) {
+            w.set_usage(parse_usage(u));
+        }
+        let choices_empty = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        if choices_empty {
+            // The usage-only chunk (`done` re-emits it in the unified shape if
+            // the client asked), or Azure's prompt filter annotation.
+            return Ok(());
+        }
+        let mut finishes = false;
+        let mut says_something = false;
+        let mut has_content = false;
+        for choice in chunk
+            .get_mut("choices")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            fold_content_filter(choice);
+            finishes |= choice.get("finish_reason").is_some_and(|f| !f.is_null());
+            let delta = choice.get("delta").and_then(Value::as_object);
+            says_something |= delta.is_some_and(|d| !d.is_empty());
+            // Part of the answer, unlike the opening role chunk.
+            if let Some(d) = delta {
+                let text = d.get("content").and_then(Value::as_str);
+                let calls = d.get("tool_calls").and_then(Value::as_array);
+                let args = calls
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.pointer("/function/arguments").and_then(Value::as_str));
+                for piece in text.into_iter().chain(args) {
+                    w.count_delivered(piece);
+                }
+            }
+            has_content |= delta.is_some_and(|d| {
+                d.get("content")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| !c.is_empty())
+                    || d.get("tool_calls").is_some_and(|t| !t.is_null())
+                    || d.get("refusal").is_some_and(|r| !r.is_null())
+            });
+        }
+        // Azure's output filter annotations: an empty delta and no finish.
+        if !finishes && !says_something {
+            return Ok(());
+        }
+        if finishes {
+            w.mark_finished();
+        }
+        if w.include_usage() {
+            chunk.insert("usage".into(), Value::Null);
+        }
+        chunk.insert(
+            "provider".into(),
+            Value::String(w.origin().provider.clone()),
+        );
+        let json = serde_json::to_vec(&chunk).map_err(|e| unparseable("stream event", e))?;
+        w.passthrough(out, &json, has_content || finishes);
+        Ok(())
     }
 
     /// Runs `events` through the fast path (which must take every one) and
@@ -982,7 +1007,7 @@ mod tests {
     }
 
     #[test]
-    fn unusual_chunks_take_the_slow_path() {
+    fn unusual_chunks_take_the_typed_reading() {
         let unusual = [
             // Errors.
             r#"{"error":{"message":"boom","type":"server_error"}}"#,
@@ -1029,23 +1054,46 @@ mod tests {
     }
 
     #[test]
-    fn slow_path_still_serves_unusual_chunks() {
+    fn the_typed_reading_serves_unusual_chunks() {
         let mut events = OpenAiEvents::default();
         let mut w = fresh_writer(false);
         let mut out = Vec::new();
-        let filtered = r#"{"id":"c","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null,"content_filter_results":{"hate":{"filtered":true}}}]}"#;
+        let role =
+            r#"{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+        let call = r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{"}}]}}]}"#;
+        for data in [role, call] {
+            events.on_event(("", data), &mut w, &mut out).unwrap();
+        }
+        out.clear();
+        // Azure's filter strikes mid-call, in a chunk with the call's last
+        // piece: the piece continues call 0, then the finish.
+        let filtered = r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"}"}}]},"finish_reason":null,"content_filter_results":{"hate":{"filtered":true}}}]}"#;
         events.on_event(("", filtered), &mut w, &mut out).unwrap();
-        let chunk = &written(&out)[0];
-        assert_eq!(chunk["choices"][0]["finish_reason"], "content_filter");
-        assert_eq!(chunk["provider"], "oa");
+        let chunks = written(&out);
+        assert_eq!(chunks.len(), 2, "no second role chunk: {chunks:?}");
+        let piece = &chunks[0]["choices"][0]["delta"]["tool_calls"][0];
+        assert_eq!(
+            (piece["index"].as_u64(), &piece["function"]["arguments"]),
+            (Some(0), &Value::from("}"))
+        );
+        assert!(piece.get("id").is_none(), "the same call, not a new one");
+        assert_eq!(chunks[1]["choices"][0]["finish_reason"], "content_filter");
+        assert_eq!(chunks[1]["provider"], "oa");
         assert!(w.finished());
         let error = r#"{"error":{"message":"boom","type":"server_error"}}"#;
         let e = events.on_event(("", error), &mut w, &mut out).unwrap_err();
         assert_eq!(e.code, ErrorCode::UpstreamError);
         let lone = r#"{"id":"c","choices":[{"delta":{"content":"\ud800"}}]}"#;
         assert!(events.on_event(("", lone), &mut w, &mut out).is_err());
-        let paired = r#"{"id":"c","choices":[{"delta":{"content":"\ud83d\ude00"}}]}"#;
+        let repeated = r#"{"id":"c","id":"d","choices":[{"delta":{"content":"x"}}]}"#;
+        assert!(
+            events.on_event(("", repeated), &mut w, &mut out).is_err(),
+            "a vendor's repeated key is no answer"
+        );
+        let mut w = fresh_writer(false);
+        events.on_event(("", role), &mut w, &mut out).unwrap();
         out.clear();
+        let paired = r#"{"id":"c","choices":[{"delta":{"content":"\ud83d\ude00"}}]}"#;
         events.on_event(("", paired), &mut w, &mut out).unwrap();
         assert_eq!(written(&out)[0]["choices"][0]["delta"]["content"], "😀");
     }
