@@ -215,13 +215,23 @@ def test_an_exception_mid_stream_is_anthropics_error_event(bgw):
     assert info.value.body["type"] == "error" and info.value.body["error"]["code"] == "UPSTREAM_BUSY"
 
 
-def test_other_models_stay_on_converse(bgw, test_id):
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_other_models_stay_on_converse(bgw, test_id, stream):
     """Nova on the same provider: the Messages request is translated for
     Converse, and the answer rendered as a Messages answer."""
-    m = claude(bgw, test_id).messages.create(model="nova", max_tokens=100, messages=user("hello nova"))
-    assert m.type == "message" and "hello nova" in m.content[0].text
+    c = claude(bgw, test_id)
+    ask = dict(model="nova", max_tokens=100, messages=user("hello nova"))
+    if stream:
+        with c.messages.stream(**ask) as s:
+            events = [e.type for e in s]
+            m = s.get_final_message()
+        assert events[0] == "message_start" and events[-1] == "message_stop"
+    else:
+        m = c.messages.create(**ask)
+    assert m.type == "message" and "hello nova" in m.content[0].text and m.stop_reason == "end_turn"
     seen = seen_by_bedrock(bgw, test_id)
-    assert seen["path"].endswith("/converse") and "anthropic_version" not in seen["body"]
+    assert seen["path"].endswith("/converse-stream" if stream else "/converse")
+    assert "anthropic_version" not in seen["body"]
 
 
 # ------------------------------------------------------------ chat clients
@@ -274,3 +284,19 @@ def test_chat_tools_round_trip(bgw, stream):
                 {"role": "tool", "tool_call_id": call["id"], "content": "found it"}]
     second = c.chat.completions.create(**{**ask, "tool_choice": "auto", "messages": messages})
     assert "Tool result received: found it" in second.choices[0].message.content
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_responses_clients_get_claude_through_invoke_model(bgw, test_id, stream):
+    c = chat(bgw, test_id)
+    ask = dict(model="claude-sonnet-4", max_output_tokens=100, input="hello responses")
+    if stream:
+        events = list(c.responses.create(**ask, stream=True))
+        assert events[-1].type == "response.completed"
+        r = events[-1].response
+    else:
+        r = c.responses.create(**ask)
+    assert r.status == "completed" and "hello responses" in r.output_text
+    seen = seen_by_bedrock(bgw, test_id)
+    assert seen["path"].endswith("/invoke-with-response-stream" if stream else "/invoke")
+    assert seen["body"]["anthropic_version"] == "bedrock-2023-05-31" and "model" not in seen["body"]
