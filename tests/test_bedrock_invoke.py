@@ -12,6 +12,7 @@ Converse. The mock refuses what Bedrock refuses.
 """
 
 import json
+import time
 
 import anthropic
 import httpx2
@@ -19,7 +20,7 @@ import openai
 import pytest
 
 import gateway
-from conftest import ALL_GROUPS_KEY, Gateway, configure_test_gateway
+from conftest import ALL_GROUPS_KEY, Gateway, complete_lines, configure_test_gateway
 
 GROUP = "mock-bedrock"
 SONNET = "anthropic.claude-sonnet-4-20250514-v1:0"
@@ -41,10 +42,11 @@ def with_claude_invoke(config):
 def bgw(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("envoy-bedrock-invoke")
     mock, mock_port = gateway.start_mock()
-    bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=with_claude_invoke)
+    bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=with_claude_invoke,
+                                        access_log=workdir / "access.log")
     envoy = None
     try:
-        envoy = gateway.start_envoy(bootstrap, workdir)
+        envoy = gateway.start_envoy(bootstrap, workdir, extra_args=["--file-flush-interval-msec", "50"])
         yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
     finally:
         gateway.stop(envoy)
@@ -79,6 +81,17 @@ def user(text):
     return [{"role": "user", "content": text}]
 
 
+def log_for(bgw, request_id, timeout=5.0):
+    """The access log line of a request (bounded poll: Envoy flushes every 50 ms)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for line in complete_lines(bgw.workdir / "access.log"):
+            if line.startswith("{") and json.loads(line)["request_id"] == request_id:
+                return json.loads(line)
+        time.sleep(0.05)
+    raise AssertionError(f"no access log line for {request_id}")
+
+
 def seen_by_bedrock(bgw, test_id):
     [request] = bgw.mock_requests(test_id)
     return request
@@ -108,6 +121,24 @@ def test_messages_pass_through_to_invoke_model(bgw, test_id, stream):
                             "messages": user("hello invoke")}
     assert seen["headers"]["authorization"].startswith("AWS4-HMAC-SHA256 ")
     assert "x-api-key" not in seen["headers"] and "anthropic-version" not in seen["headers"]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_passed_through_answers_are_metered(bgw, stream):
+    """The usage Claude reported, read from the message or the unwrapped events."""
+    rid = f"bedrock-invoke-meter-{stream}"
+    c = claude(bgw, **{"x-request-id": rid})
+    ask = dict(model="claude-sonnet-4", max_tokens=100, messages=user("meter me"))
+    if stream:
+        with c.messages.stream(**ask) as s:
+            m = s.get_final_message()
+    else:
+        m = c.messages.create(**ask)
+    line = log_for(bgw, rid)
+    assert line["surface"] == "anthropic_messages" and line["group"] == GROUP
+    assert line["stream"] is stream and line["status"] == 200 and line["model"] == SONNET
+    assert line["completion_tokens"] == m.usage.output_tokens > 0
+    assert line["prompt_tokens"] == m.usage.input_tokens > 0 and line["usage_estimated"] is False
 
 
 def test_the_stream_is_anthropics_sse(bgw):

@@ -166,6 +166,15 @@ mod tests {
             invoke_body(br#"{"model":"m"}"#).unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31"}"#
         );
+        // Dropped side by side: the dropped members' separators go with them.
+        assert_eq!(
+            invoke_body(br#"{"a":1 , "model":"m","stream":false,  "b":[2,3] }"#).unwrap(),
+            br#"{"anthropic_version":"bedrock-2023-05-31","a":1,  "b":[2,3] }"#
+        );
+        assert_eq!(
+            invoke_body(br#"{"a":{"model":"inner"},"model":"m"}"#).unwrap(),
+            br#"{"anthropic_version":"bedrock-2023-05-31","a":{"model":"inner"}}"#
+        );
         assert!(invoke_body(b"[1]").is_err());
         assert!(invoke_body(b"{\"a\":").is_err());
     }
