@@ -214,6 +214,17 @@ def test_thinking_round_trip_keeps_signatures_and_cache_points(bgw, test_id, str
     assert "Invalid `signature` in `thinking` block" in info.value.body["error"]["message"]
 
 
+def test_anthropic_beta_header_is_withheld(bgw, test_id):
+    """Documented gap: InvokeModel takes betas as the body's
+    `anthropic_beta`, which the dialect cannot fill from the client's
+    header yet; the header is withheld (as from Converse), never sent on."""
+    c = claude(bgw, test_id, **{"anthropic-beta": "some-beta-2025-01-01"})
+    m = c.messages.create(model="claude-sonnet-4", max_tokens=50, messages=user("beta"))
+    assert m.stop_reason == "end_turn"
+    seen = seen_by_bedrock(bgw, test_id)
+    assert "anthropic-beta" not in seen["headers"] and "anthropic_beta" not in seen["body"]
+
+
 def test_what_bedrock_refuses_is_its_400(bgw):
     """A member Bedrock's Claude body does not have reaches Bedrock (the
     client's body is kept) and comes back as Bedrock's 400, naming it."""
