@@ -200,6 +200,11 @@ impl Config {
                     "{field}.chat_only: only the openai and azure dialects speak the Responses API"
                 ));
             }
+            if provider.claude_invoke && provider.dialect != DialectKind::Bedrock {
+                return Err(format!(
+                    "{field}.claude_invoke: only the bedrock dialect has InvokeModel"
+                ));
+            }
             for (model, price) in &provider.prices {
                 price.validate(&format!("{field}.prices.{model}"))?;
             }

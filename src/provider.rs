@@ -83,12 +83,18 @@ pub struct Provider {
     /// DeepSeek...): Responses clients are translated to Chat Completions.
     #[serde(default)]
     pub chat_only: bool,
+    /// Bedrock: Claude models through InvokeModel with Anthropic's own
+    /// Messages body instead of Converse (Messages clients pass through).
+    #[serde(default)]
+    pub claude_invoke: bool,
 }
 
 impl Provider {
     /// Whether this provider serves client API `api` itself, when its
     /// dialect speaks it: not the Responses API when `chat_only`, nor on an
-    /// Azure `api_version` before the v1 API.
+    /// Azure `api_version` before the v1 API; Anthropic's Messages API on
+    /// Bedrock only with `claude_invoke` (and then for Claude models only:
+    /// the dialect encodes the others' requests for Converse).
     pub fn serves(&self, api: crate::model::Api) -> bool {
         match api {
             crate::model::Api::OpenAiResponses => {
@@ -96,7 +102,10 @@ impl Provider {
                     && (self.dialect != DialectKind::Azure
                         || self.api_version.as_deref() == Some("v1"))
             }
-            crate::model::Api::OpenAiChat | crate::model::Api::AnthropicMessages => true,
+            crate::model::Api::AnthropicMessages => {
+                self.dialect != DialectKind::Bedrock || self.claude_invoke
+            }
+            crate::model::Api::OpenAiChat => true,
         }
     }
 

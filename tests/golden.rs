@@ -167,13 +167,15 @@ fn vendor_request(config: &Config, api: Api, name: &str, body: &[u8]) -> String 
 }
 
 /// Where an API's request fixtures are, where what vendors get goes, and
-/// the providers they go to: one per dialect, and for the Responses API
-/// also Azure's v1 API and a chat-only OpenAI server.
+/// the providers they go to: one per dialect and Bedrock with
+/// `claude_invoke` (InvokeModel), and for the Responses API also Azure's
+/// v1 API and a chat-only OpenAI server.
 fn request_fixtures(api: Api) -> (PathBuf, PathBuf, Vec<String>) {
     let mut providers: Vec<String> = DialectKind::ALL
         .iter()
         .map(|&kind| format!("golden-{}", dialect_name(kind)))
         .collect();
+    providers.push("golden-bedrock-invoke".into());
     match api {
         Api::OpenAiChat => (root().join("requests"), root().join("vendor"), providers),
         _ => {

@@ -62,7 +62,7 @@ fn invalid(msg: impl Into<String>) -> Failure {
 const INFERENCE_KEYS: [&str; 4] = ["maxTokens", "temperature", "topP", "stopSequences"];
 
 /// The model id of a `/model/{modelId}/converse[-stream]` path, decoded once.
-fn path_model(path: &str) -> String {
+pub(crate) fn path_model(path: &str) -> String {
     let id = path
         .strip_prefix("/model/")
         .and_then(|rest| rest.rsplit_once('/'))
@@ -151,7 +151,7 @@ fn check_inference(inference: &Map<String, Value>, model: &str) -> Result<(), Fa
 
 /// Claude models with extended thinking: 3.7 Sonnet and the 4 family
 /// (docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-extended-thinking.html).
-fn claude_thinks(model: &str) -> bool {
+pub(crate) fn claude_thinks(model: &str) -> bool {
     model.contains("claude")
         && [
             "claude-3-7",

@@ -1,6 +1,6 @@
 //! mock-provider: a mock LLM vendor API speaking the real wire formats of
 //! OpenAI Chat Completions, Azure OpenAI, Anthropic Messages, Google Gemini,
-//! AWS Bedrock Converse and Alibaba DashScope, for the gateway's integration
+//! AWS Bedrock (Converse, and InvokeModel for Claude) and Alibaba DashScope, for the gateway's integration
 //! tests and benchmarks.
 //!
 //! Usage: mock-provider [--listen ADDR] [--fast] [--verbose] [--aws-credentials ID:SECRET]
@@ -21,6 +21,7 @@ mod answer;
 mod anthropic;
 mod azure;
 mod bedrock;
+mod bedrock_invoke;
 mod dashscope;
 mod dialect;
 mod fast;

@@ -14,6 +14,7 @@ use crate::answer::plan;
 use crate::anthropic::Anthropic;
 use crate::azure::Azure;
 use crate::bedrock::Bedrock;
+use crate::bedrock_invoke::BedrockInvoke;
 use crate::dashscope::DashScope;
 use crate::dialect::{to_json, Dialect, Failure, Filtered, Meta, Reply, SseEvent};
 use crate::fast::{FastAnswers, FastRequest};
@@ -35,7 +36,8 @@ const TEXT: &str = "text/plain; charset=utf-8";
 
 /// Every dialect the mock speaks. A new vendor is one more line here.
 /// Azure comes before OpenAI: its paths also end in /chat/completions.
-/// The Responses API (OpenAI's and Azure's v1) has a path of its own.
+/// The Responses API (OpenAI's and Azure's v1) has a path of its own, and
+/// so has Bedrock's InvokeModel.
 /// `aws`: credentials Bedrock requests must be SigV4-signed with.
 pub fn dialects(aws: Option<Verifier>) -> Vec<Box<dyn Dialect>> {
     vec![
@@ -44,6 +46,11 @@ pub fn dialects(aws: Option<Verifier>) -> Vec<Box<dyn Dialect>> {
         Box::new(OpenAi),
         Box::new(Anthropic),
         Box::new(Gemini),
+        Box::new(BedrockInvoke {
+            bedrock: Bedrock {
+                credentials: aws.clone(),
+            },
+        }),
         Box::new(Bedrock { credentials: aws }),
         Box::new(DashScope),
     ]
@@ -527,7 +534,7 @@ fn quote_json(body: &[u8], credential: &str) -> Option<Vec<u8>> {
     serde_json::to_vec(&v).ok()
 }
 
-fn base64(input: &[u8]) -> String {
+pub(crate) fn base64(input: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in input.chunks(3) {

@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{
-    encode_json, fallback_message, json_instruction, tool_arguments, unparseable, DecodedResponse,
-    Dialect, Events, SseStream, StreamDecoder, Target, UpstreamRequest,
+    edit_members, encode_json, fallback_message, json_instruction, tool_arguments, unparseable,
+    DecodedResponse, Dialect, Events, Member, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{
@@ -363,45 +363,23 @@ const EMPTY_SCHEMA: &str = r#"{"type":"object","properties":{}}"#;
 /// The client's body with its top-level `model` replaced by `model`, every
 /// other byte kept.
 fn with_model(body: &[u8], model: &str) -> Result<Vec<u8>, GatewayError> {
-    use serde::de::{MapAccess, Visitor};
-    use serde_json::value::RawValue;
-    /// The top-level `model` value's bytes.
-    struct ModelValue<'a>(Option<&'a RawValue>);
-    impl<'de> Deserialize<'de> for ModelValue<'de> {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = ModelValue<'de>;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                    let mut model = None;
-                    while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                        let value: &'de RawValue = map.next_value()?;
-                        if key == "model" {
-                            model = Some(value);
-                        }
-                    }
-                    Ok(ModelValue(model))
-                }
-            }
-            d.deserialize_map(V)
+    let replacement = serde_json::to_string(model)
+        .map_err(|e| GatewayError::invalid("body", format!("invalid request body: {e}")))?;
+    let mut found = false;
+    let out = edit_members(body, "", |key| {
+        if key == "model" {
+            found = true;
+            Member::Replace(&replacement)
+        } else {
+            Member::Keep
         }
+    })?;
+    if !found {
+        return Err(GatewayError::invalid(
+            "body",
+            "invalid request body: model: Field required",
+        ));
     }
-    let invalid = |e: String| GatewayError::invalid("body", format!("invalid request body: {e}"));
-    let text = std::str::from_utf8(body).map_err(|e| invalid(e.to_string()))?;
-    let ModelValue(value) = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
-    let value = value.ok_or_else(|| invalid("model: Field required".into()))?;
-    let start = (value.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
-    let end = start + value.get().len();
-    let (Some(head), Some(tail)) = (body.get(..start), body.get(end..)) else {
-        return Err(invalid("model".into()));
-    };
-    let mut out = Vec::with_capacity(body.len() + model.len());
-    out.extend_from_slice(head);
-    serde_json::to_writer(&mut out, model).map_err(|e| invalid(e.to_string()))?;
-    out.extend_from_slice(tail);
     Ok(out)
 }
 
@@ -831,8 +809,9 @@ impl VendorError {
 
 // --- stream -----------------------------------------------------------------
 
+/// Anthropic's stream events (also Bedrock InvokeModel's, unwrapped).
 #[derive(Default)]
-struct AnthropicEvents {
+pub(super) struct AnthropicEvents {
     usage: AnthropicUsage,
     stop_reason: Option<FinishReason>,
 }

@@ -6,6 +6,12 @@
 //! key) we send it as a bearer token instead. The stream is the binary AWS
 //! event stream ([`crate::eventstream`]), one JSON payload per event.
 //!
+//! With `claude_invoke` a provider sends Claude models InvokeModel
+//! instead, with Anthropic's own Messages body ([`super::bedrock_invoke`]):
+//! a Messages client is then a pass-through pair for them
+//! ([`Dialect::speaks`], `Provider::serves`), and the answers of both APIs
+//! are told apart by their shape (a `type: message` body, `chunk` events).
+//!
 //! Reasoning: Claude's extended thinking through
 //! `additionalModelRequestFields` (`thinking`); its `reasoningContent`
 //! blocks (signed text, redacted bytes) decoded as reasoning and given back,
@@ -18,6 +24,8 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::anthropic::Anthropic;
+use super::bedrock_invoke::{self, Chunks};
 use super::stream::FramedStream;
 use super::{
     encode_json, fallback_message, json_instruction, unparseable, DecodedResponse, Dialect, Events,
@@ -30,6 +38,7 @@ use crate::model::request::{
 };
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Reasoning};
+use crate::model::Api;
 use crate::url::encode_segment;
 
 pub struct Bedrock;
@@ -438,12 +447,112 @@ fn is_nova_2(model: &str) -> bool {
     model.contains("amazon.nova-2-")
 }
 
+/// Whether this request goes to InvokeModel: a Claude model of a provider
+/// with `claude_invoke`.
+fn invokes(target: &Target) -> bool {
+    target.provider.claude_invoke && is_claude(target.model)
+}
+
+/// The request to the model's `operation` (the operation alone picks the
+/// answer's format: no `accept`, which would stay on the shared header map
+/// for a retry on another vendor).
+fn upstream(target: &Target, operation: &str, body: Vec<u8>) -> UpstreamRequest {
+    let mut headers = vec![("content-type", "application/json".to_owned())];
+    if let Some(key) = &target.provider.resolved_key {
+        headers.push(("authorization", format!("Bearer {}", key.expose())));
+    }
+    UpstreamRequest {
+        path: format!(
+            "{}/model/{}/{operation}",
+            target.provider.base_path,
+            encode_segment(target.model)
+        ),
+        headers,
+        body,
+    }
+}
+
+/// An InvokeModel request with this body.
+fn invoke(target: &Target, stream: bool, body: Vec<u8>) -> UpstreamRequest {
+    let operation = if stream {
+        "invoke-with-response-stream"
+    } else {
+        "invoke"
+    };
+    upstream(target, operation, body)
+}
+
+/// A Converse answer decoded.
+fn decode_converse(body: &[u8]) -> Result<DecodedResponse, GatewayError> {
+    let response: ConverseResponse =
+        serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+    let mut text: Option<String> = None;
+    let mut tool_calls = Vec::new();
+    let mut reasoning = Vec::new();
+    for block in response.output.message.content {
+        if let Some(r) = &block.reasoning_content {
+            for piece in r.pieces() {
+                piece.push_to(&mut reasoning);
+            }
+        }
+        if let Some(t) = block.text {
+            text.get_or_insert_with(String::new).push_str(&t);
+        }
+        if let Some(call) = block.tool_use {
+            tool_calls.push(ToolCallOut::new(
+                call.tool_use_id,
+                call.name,
+                call.input.to_string(),
+            ));
+        }
+    }
+    if response.stop_reason == "guardrail_intervened" && prompt_blocked(&response.trace) {
+        return Err(GatewayError::new(
+            ErrorCode::ContentFiltered,
+            text.unwrap_or_else(|| "the provider's guardrail blocked the prompt".into()),
+        ));
+    }
+    let usage = response.usage.map(BedrockUsage::unified);
+    let completion = Completion {
+        reasoning,
+        content: text,
+        tool_calls,
+        finish_reason: Some(finish_reason(&response.stop_reason)),
+        usage,
+    };
+    Ok(DecodedResponse::decoded(completion))
+}
+
 impl Dialect for Bedrock {
+    /// Anthropic's Messages API, through InvokeModel: only where the
+    /// provider has `claude_invoke` (`Provider::serves`).
+    fn speaks(&self, api: Api) -> bool {
+        api == Api::AnthropicMessages
+    }
+
+    /// A Messages client's body as it came, for InvokeModel; `None` (the
+    /// neutral request, for Converse) for models that are not Claude.
+    fn encode_native(
+        &self,
+        _api: Api,
+        raw: &dyn Fn() -> Vec<u8>,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        invokes(target).then(|| {
+            bedrock_invoke::invoke_body(&raw()).map(|body| invoke(target, req.stream, body))
+        })
+    }
+
     fn encode_request(
         &self,
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
+        if invokes(target) {
+            return bedrock_invoke::encode_body(req, target)
+                .map(|body| invoke(target, req.stream, body));
+        }
         super::single_choice(req)?;
         let claude = is_claude(target.model);
         let can = Abilities {
@@ -547,76 +656,43 @@ impl Dialect for Bedrock {
                 .or(nova_reasoning),
         };
         let body = encode_json(req, &request)?;
-        // The operation alone picks the answer's format: no `accept`, which
-        // would stay on the shared header map for a retry on another vendor.
         let operation = if req.stream {
             "converse-stream"
         } else {
             "converse"
         };
-        let mut headers = vec![("content-type", "application/json".to_owned())];
-        if let Some(key) = &target.provider.resolved_key {
-            headers.push(("authorization", format!("Bearer {}", key.expose())));
-        }
-        Ok(UpstreamRequest {
-            path: format!(
-                "{}/model/{}/{operation}",
-                target.provider.base_path,
-                encode_segment(target.model)
-            ),
-            headers,
-            body,
-        })
+        Ok(upstream(target, operation, body))
     }
 
     fn decode_response(
         &self,
         body: &[u8],
-        _origin: &mut Origin,
+        origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
-        let response: ConverseResponse =
-            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
-        let mut text: Option<String> = None;
-        let mut tool_calls = Vec::new();
-        let mut reasoning = Vec::new();
-        for block in response.output.message.content {
-            if let Some(r) = &block.reasoning_content {
-                for piece in r.pieces() {
-                    piece.push_to(&mut reasoning);
-                }
-            }
-            if let Some(t) = block.text {
-                text.get_or_insert_with(String::new).push_str(&t);
-            }
-            if let Some(call) = block.tool_use {
-                tool_calls.push(ToolCallOut::new(
-                    call.tool_use_id,
-                    call.name,
-                    call.input.to_string(),
-                ));
-            }
+        if bedrock_invoke::is_message(body) {
+            return Anthropic.decode_response(body, origin);
         }
-        if response.stop_reason == "guardrail_intervened" && prompt_blocked(&response.trace) {
-            return Err(GatewayError::new(
-                ErrorCode::ContentFiltered,
-                text.unwrap_or_else(|| "the provider's guardrail blocked the prompt".into()),
-            ));
+        decode_converse(body)
+    }
+
+    /// InvokeModel's message as it came (read for metering); a Converse
+    /// answer (a model that is not Claude) decoded.
+    fn decode_native(
+        &self,
+        api: Api,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        if bedrock_invoke::is_message(body) {
+            return Anthropic.decode_native(api, body, origin);
         }
-        let usage = response.usage.map(BedrockUsage::unified);
-        let completion = Completion {
-            reasoning,
-            content: text,
-            tool_calls,
-            finish_reason: Some(finish_reason(&response.stop_reason)),
-            usage,
-        };
-        Ok(DecodedResponse::decoded(completion))
+        decode_converse(body)
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(FramedStream::<EventStreamDecoder, _>::new(
             writer,
-            BedrockEvents,
+            BedrockEvents::default(),
         ))
     }
 
@@ -846,7 +922,11 @@ impl BedrockUsage {
 
 // --- stream -----------------------------------------------------------------
 
-struct BedrockEvents;
+/// A Converse stream's events, or an InvokeModel stream's `chunk`s.
+#[derive(Default)]
+struct BedrockEvents {
+    chunks: Chunks,
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -919,7 +999,9 @@ fn parse<'a, T: Deserialize<'a>>(payload: &'a [u8]) -> Result<T, GatewayError> {
     serde_json::from_slice(payload).map_err(|e| unparseable("stream event", e))
 }
 
-fn on_frame(frame: &Frame, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
+/// A frame that is no event: Bedrock's exceptions and errors, the same in
+/// both APIs' streams.
+fn check_event(frame: &Frame) -> Result<(), GatewayError> {
     match frame.header_str(":message-type") {
         Some("event") => {}
         Some("exception") => {
@@ -945,6 +1027,14 @@ fn on_frame(frame: &Frame, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(),
             ))
         }
     }
+    Ok(())
+}
+
+fn converse_event(
+    frame: &Frame,
+    w: &mut EventWriter,
+    out: &mut Vec<u8>,
+) -> Result<(), GatewayError> {
     match frame.header_str(":event-type").unwrap_or_default() {
         "messageStart" => w.start(out),
         "contentBlockStart" => {
@@ -999,11 +1089,16 @@ impl Events<EventStreamDecoder> for BedrockEvents {
         w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
-        on_frame(&frame, w, out)
+        check_event(&frame)?;
+        if frame.header_str(":event-type") == Some("chunk") {
+            return self.chunks.on_chunk(&frame.payload, w, out);
+        }
+        converse_event(&frame, w, out)
     }
 
     fn on_end(&mut self, w: &mut EventWriter, out: &mut Vec<u8>) {
-        if w.finished() {
+        // InvokeModel's stream ends with Anthropic's own `message_stop`.
+        if !self.chunks.seen() && w.finished() {
             w.done(out);
         }
     }
@@ -1650,5 +1745,247 @@ mod tests {
         let err = ev.last().unwrap()["error"].clone();
         assert_eq!(err["code"], "UPSTREAM_ERROR");
         assert!(err["message"].as_str().unwrap().contains("CRC"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod invoke_tests {
+    use super::*;
+    use crate::eventstream::encode as frame;
+    use crate::model::response::Answer;
+    use crate::surfaces::anthropic_messages::request::parse as parse_messages;
+
+    const CLAUDE: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
+    const NOVA: &str = "amazon.nova-pro-v1:0";
+
+    fn config(extra: &str) -> crate::config::Config {
+        crate::config::Config::parse(
+            format!(
+                r#"{{"providers":{{"p":{{"dialect":"bedrock"{extra}}}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
+            )
+            .as_bytes(),
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    fn chat(body: &str, extra: &str, model: &str) -> (UpstreamRequest, Value) {
+        let provider = format!(r#"{{"dialect":"bedrock"{extra}}}"#);
+        crate::dialects::encode_for(&Bedrock, &provider, model, body).unwrap()
+    }
+
+    #[test]
+    fn the_option_sends_claude_to_invoke_model_with_anthropics_body() {
+        let body = r#"{"model":"g","max_tokens":50,"stream":true,"user":"u1","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]}"#;
+        let (up, v) = chat(body, r#","claude_invoke":true"#, CLAUDE);
+        assert_eq!(
+            up.path,
+            "/model/anthropic.claude-sonnet-4-20250514-v1%3A0/invoke-with-response-stream"
+        );
+        assert_eq!(v["anthropic_version"], bedrock_invoke::ANTHROPIC_VERSION);
+        assert!(v.get("model").is_none() && v.get("stream").is_none(), "{v}");
+        assert_eq!(v["max_tokens"], 50);
+        assert_eq!(v["system"][0]["text"], "be brief");
+        assert_eq!(v["messages"][0]["content"][0]["text"], "hi");
+        assert_eq!(v["metadata"]["user_id"], "u1");
+        assert!(!up.headers.iter().any(|(n, _)| *n == "x-api-key"));
+        let no_stream = body.replace(r#""stream":true,"#, "");
+        let (up, _) = chat(&no_stream, r#","claude_invoke":true"#, CLAUDE);
+        assert!(up.path.ends_with("/invoke"), "{}", up.path);
+        // Other models, and providers without the option: Converse.
+        let (up, v) = chat(body, r#","claude_invoke":true"#, NOVA);
+        assert!(up.path.ends_with("/converse-stream") && v.get("anthropic_version").is_none());
+        let (up, _) = chat(body, "", CLAUDE);
+        assert!(up.path.ends_with("/converse-stream"));
+    }
+
+    #[test]
+    fn a_messages_client_passes_through_to_claude_only() {
+        let with = config(r#","claude_invoke":true,"api_key":"br-key""#);
+        let without = config("");
+        let api = Api::AnthropicMessages;
+        assert!(Bedrock.speaks(api) && !Bedrock.speaks(Api::OpenAiChat));
+        assert!(with.providers["p"].serves(api) && !without.providers["p"].serves(api));
+        let body = "{\"model\": \"g\",\"max_tokens\":2048, \"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},\n\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\",\"cache_control\":{\"type\":\"ephemeral\"}}]}],\"stream\":true}";
+        let req = parse_messages(body.as_bytes()).unwrap();
+        let raw = || body.as_bytes().to_vec();
+        let target = Target {
+            provider: &with.providers["p"],
+            model: CLAUDE,
+        };
+        let up = Bedrock
+            .encode_native(api, &raw, &req, &target)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(up.body).unwrap(),
+            "{\"anthropic_version\":\"bedrock-2023-05-31\",\"max_tokens\":2048, \"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},\n\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\",\"cache_control\":{\"type\":\"ephemeral\"}}]}]}"
+        );
+        assert!(up.path.ends_with("/invoke-with-response-stream"));
+        assert!(up
+            .headers
+            .contains(&("authorization", "Bearer br-key".into())));
+        let nova = Target {
+            provider: &with.providers["p"],
+            model: NOVA,
+        };
+        assert!(Bedrock.encode_native(api, &raw, &req, &nova).is_none());
+    }
+
+    #[test]
+    fn the_option_is_bedrocks_alone() {
+        let e = crate::config::Config::parse(
+            br#"{"providers":{"p":{"dialect":"anthropic","api_key":"k","claude_invoke":true}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap_err();
+        assert!(e.contains("providers.p.claude_invoke"), "{e}");
+    }
+
+    const MESSAGE: &[u8] = br#"{"id":"msg_bdrk_1","type":"message","role":"assistant","model":"claude-sonnet-4-20250514","content":[{"type":"thinking","thinking":"t","signature":"sig"},{"type":"text","text":"Hello"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":3}}"#;
+
+    #[test]
+    fn invoke_answers_are_anthropics_messages() {
+        let mut origin = Origin::default();
+        let d = Bedrock
+            .decode_native(Api::AnthropicMessages, MESSAGE, &mut origin)
+            .unwrap();
+        assert!(matches!(&d.answer, Answer::Native(b) if b == MESSAGE));
+        assert_eq!(d.usage.map(|u| u.completion_tokens), Some(3));
+        assert_eq!(origin.id, "msg_bdrk_1");
+        let d = Bedrock.decode_response(MESSAGE, &mut origin).unwrap();
+        let Answer::Decoded(c) = d.answer else {
+            panic!("decoded")
+        };
+        assert_eq!(c.content.as_deref(), Some("Hello"));
+        assert_eq!(c.reasoning[0].signature.as_deref(), Some("sig"));
+        assert_eq!(d.finish_reason, Some(FinishReason::Stop));
+        // A Converse answer (a model that is not Claude) to a Messages client.
+        let converse = br#"{"output":{"message":{"role":"assistant","content":[{"text":"Hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":1,"outputTokens":1,"totalTokens":2}}"#;
+        let d = Bedrock
+            .decode_native(Api::AnthropicMessages, converse, &mut origin)
+            .unwrap();
+        assert!(matches!(d.answer, Answer::Decoded(_)));
+    }
+
+    fn base64(input: &[u8]) -> String {
+        const ALPHABET: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in input.chunks(3) {
+            let b = [0, 1, 2].map(|i| chunk.get(i).copied().unwrap_or(0));
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                out.push(if i <= chunk.len() {
+                    char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize])
+                } else {
+                    '='
+                });
+            }
+        }
+        out
+    }
+
+    /// One InvokeModel stream `chunk` event carrying an Anthropic event.
+    fn chunk(event: &str) -> Vec<u8> {
+        let payload = json!({"bytes": base64(event.as_bytes()), "p": "abcdefgh"});
+        frame(
+            &[
+                (":event-type", "chunk"),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ],
+            payload.to_string().as_bytes(),
+        )
+    }
+
+    const EVENTS: [&str; 7] = [
+        r#"{"type":"message_start","message":{"id":"msg_bdrk_2","type":"message","role":"assistant","model":"claude-sonnet-4-20250514","content":[],"usage":{"input_tokens":7,"output_tokens":1}}}"#,
+        r#"{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi é"}}"#,
+        r#"{"type":"content_block_stop","index":0}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":4}}"#,
+        r#"{"type":"message_stop","amazon-bedrock-invocationMetrics":{"inputTokenCount":7,"outputTokenCount":4,"invocationLatency":10,"firstByteLatency":5}}"#,
+        "",
+    ];
+
+    fn stream() -> Vec<u8> {
+        EVENTS
+            .iter()
+            .filter(|e| !e.is_empty())
+            .flat_map(|e| chunk(e))
+            .collect()
+    }
+
+    fn run(api: Api, native: bool, input: &[u8], step: usize) -> (String, Option<Usage>, bool) {
+        let writer =
+            crate::surfaces::stream_writer(api, native, Origin::default(), "rid".into(), true);
+        let mut d = Bedrock.stream_decoder(writer);
+        let mut out = Vec::new();
+        for piece in input.chunks(step) {
+            d.feed(piece, &mut out);
+        }
+        d.finish(&mut out);
+        let failed = d.writer().failure().is_some();
+        (String::from_utf8(out).unwrap(), d.writer().usage(), failed)
+    }
+
+    #[test]
+    fn a_messages_client_gets_the_chunks_as_anthropics_events() {
+        let (text, usage, failed) = run(Api::AnthropicMessages, true, &stream(), 7);
+        let expected: String = EVENTS
+            .iter()
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let kind: Value = serde_json::from_str(e).unwrap();
+                format!("event: {}\ndata: {e}\n\n", kind["type"].as_str().unwrap())
+            })
+            .collect();
+        assert_eq!(text, expected);
+        assert!(!failed);
+        assert_eq!(
+            usage.map(|u| (u.prompt_tokens, u.completion_tokens)),
+            Some((7, 4))
+        );
+    }
+
+    #[test]
+    fn a_chat_client_gets_the_chunks_decoded() {
+        let (text, usage, failed) = run(Api::OpenAiChat, false, &stream(), 1);
+        assert!(!failed, "{text}");
+        assert!(text.contains(r#""content":"Hi é""#), "{text}");
+        assert!(text.contains(r#""finish_reason":"stop""#), "{text}");
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+        assert_eq!(usage.map(|u| u.completion_tokens), Some(4));
+    }
+
+    #[test]
+    fn exceptions_bad_chunks_and_cuts_fail_the_stream() {
+        let exception = frame(
+            &[
+                (":exception-type", "throttlingException"),
+                (":content-type", "application/json"),
+                (":message-type", "exception"),
+            ],
+            br#"{"message":"Too many requests"}"#,
+        );
+        let mut input = chunk(EVENTS[0]);
+        input.extend(exception);
+        let (text, _, failed) = run(Api::AnthropicMessages, true, &input, 5);
+        assert!(failed && text.contains("Too many requests"), "{text}");
+        let bad = frame(
+            &[
+                (":event-type", "chunk"),
+                (":content-type", "application/json"),
+                (":message-type", "event"),
+            ],
+            br#"{"bytes":"not base64!"}"#,
+        );
+        let (text, _, failed) = run(Api::OpenAiChat, false, &bad, 64);
+        assert!(failed && text.contains("base64"), "{text}");
+        // Cut before message_stop, though the stop reason came: incomplete.
+        let cut: Vec<u8> = EVENTS[..5].iter().flat_map(|e| chunk(e)).collect();
+        let (text, _, failed) = run(Api::AnthropicMessages, true, &cut, 64);
+        assert!(failed && text.contains("ended before"), "{text}");
     }
 }

@@ -18,6 +18,7 @@ use crate::sse::SseParser;
 pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
+pub mod bedrock_invoke;
 pub mod dashscope;
 pub mod gemini;
 pub mod openai;
@@ -231,6 +232,97 @@ pub fn push_turn<B>(turns: &mut Vec<Turn<B>>, role: &'static str, blocks: Vec<B>
             content: blocks,
         }),
     }
+}
+
+/// What becomes of one top-level member of a JSON object ([`edit_members`]).
+pub enum Member<'a> {
+    Keep,
+    Drop,
+    /// Its value replaced by this JSON text.
+    Replace(&'a str),
+}
+
+/// A client's JSON object with its top-level members edited in place
+/// (`edit` is asked once per member, by key) and `first` (whole members as
+/// JSON text, e.g. `"a":1`, or nothing) put first; every other byte is kept,
+/// so a pass-through body reaches the vendor as the client wrote it.
+pub fn edit_members<'m>(
+    body: &[u8],
+    first: &str,
+    mut edit: impl FnMut(&str) -> Member<'m>,
+) -> Result<Vec<u8>, GatewayError> {
+    use serde::de::{MapAccess, Visitor};
+    use serde_json::value::RawValue;
+    use std::borrow::Cow;
+    /// Each top-level member: its key and its value's bytes.
+    struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+    impl<'de> serde::Deserialize<'de> for Members<'de> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Members<'de>;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                    let mut members = Vec::new();
+                    while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                        members.push((key, map.next_value()?));
+                    }
+                    Ok(Members(members))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+    let invalid = |e: String| GatewayError::invalid("body", format!("invalid request body: {e}"));
+    let text = std::str::from_utf8(body).map_err(|e| invalid(e.to_string()))?;
+    let Members(members) = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+    let open = text
+        .find('{')
+        .ok_or_else(|| invalid("not an object".into()))?;
+    let mut out = Vec::with_capacity(body.len() + first.len() + 1);
+    out.extend_from_slice(body.get(..=open).unwrap_or_default());
+    out.extend_from_slice(first.as_bytes());
+    let mut wrote = !first.is_empty();
+    // Where the previous member's value ended, and whether it was written.
+    let (mut prev, mut prev_written) = (open + 1, true);
+    for (index, (key, value)) in members.iter().enumerate() {
+        let start = (value.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+        let end = start + value.get().len();
+        let decision = edit(key);
+        if !matches!(decision, Member::Drop) {
+            let gap = body.get(prev..start).unwrap_or_default();
+            if prev_written && (index > 0 || !wrote) {
+                // Right after what was written: the separator as it came.
+                out.extend_from_slice(gap);
+            } else {
+                // The member's own text, after the separator of a dropped
+                // member (or of none, the first one).
+                let own = match index {
+                    0 => gap,
+                    _ => gap
+                        .iter()
+                        .position(|&b| b == b',')
+                        .and_then(|comma| gap.get(comma + 1..))
+                        .unwrap_or(gap),
+                };
+                if wrote {
+                    out.push(b',');
+                }
+                out.extend_from_slice(own);
+            }
+            match decision {
+                Member::Replace(json) => out.extend_from_slice(json.as_bytes()),
+                _ => out.extend_from_slice(value.get().as_bytes()),
+            }
+            wrote = true;
+        }
+        prev_written = !matches!(decision, Member::Drop);
+        prev = end;
+    }
+    out.extend_from_slice(body.get(prev..).unwrap_or_default());
+    Ok(out)
 }
 
 /// For vendors that answer with one choice only: `n` > 1 is refused before

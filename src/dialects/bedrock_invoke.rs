@@ -1,0 +1,192 @@
+//! Claude on Bedrock through InvokeModel (`POST /model/{modelId}/invoke`
+//! and `/invoke-with-response-stream`) with Anthropic's own Messages body:
+//! what a Bedrock provider with `claude_invoke` sends its Claude models
+//! (the Bedrock dialect decides, `bedrock.rs`).
+//!
+//! A thin layer over the Anthropic dialect (AWS, "Anthropic Claude Messages
+//! API", request and response; `InvokeModelWithResponseStream`,
+//! `ResponseStream`, `PayloadPart`):
+//! - the body is Anthropic's (a Messages client's own, its bytes kept; the
+//!   Anthropic encoder's for clients of other APIs) without `model` and
+//!   `stream`, which the path says, and with `anthropic_version:
+//!   bedrock-2023-05-31`;
+//! - the answer is Anthropic's message object as it is;
+//! - the stream is AWS event-stream `chunk` events whose payload is
+//!   `{"bytes": <base64 of one Anthropic event's JSON>}`, unwrapped here and
+//!   read by the Anthropic dialect's own stream handler (a Messages client
+//!   gets them as Anthropic's SSE); exceptions are Bedrock's frames, and
+//!   errors Bedrock's bodies, decoded by the Bedrock dialect.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+
+use super::anthropic::{Anthropic, AnthropicEvents};
+use super::{edit_members, unparseable, Dialect, Events, Member, Target};
+use crate::error::GatewayError;
+use crate::model::request::ChatRequest;
+use crate::model::stream::EventWriter;
+use crate::sse::SseParser;
+
+/// The Messages API version Bedrock takes, in the body.
+pub const ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
+
+/// The member every InvokeModel body starts with.
+const VERSION_MEMBER: &str = r#""anthropic_version":"bedrock-2023-05-31""#;
+
+/// A body in Anthropic's Messages format as InvokeModel takes it: every
+/// byte kept but `model` and `stream`, `anthropic_version` added.
+pub fn invoke_body(messages_body: &[u8]) -> Result<Vec<u8>, GatewayError> {
+    edit_members(messages_body, VERSION_MEMBER, |key| match key {
+        "model" | "stream" => Member::Drop,
+        _ => Member::Keep,
+    })
+}
+
+/// The neutral request as the Anthropic dialect encodes it, for InvokeModel.
+pub fn encode_body(req: &ChatRequest, target: &Target) -> Result<Vec<u8>, GatewayError> {
+    invoke_body(&Anthropic.encode_request(req, target)?.body)
+}
+
+/// Whether a Bedrock answer is Anthropic's message (InvokeModel), not a
+/// Converse answer: its `type` says so.
+pub fn is_message(body: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Kind>(body).is_ok_and(|k| k.kind.as_deref() == Some("message"))
+}
+
+/// The `chunk` events of an InvokeModel stream, each handed to the
+/// Anthropic dialect's stream handler.
+#[derive(Default)]
+pub struct Chunks {
+    events: AnthropicEvents,
+    seen: bool,
+}
+
+/// A `chunk` event's payload (`PayloadPart`; Bedrock pads it with `p`).
+#[derive(Deserialize)]
+struct PayloadPart<'a> {
+    #[serde(borrow)]
+    bytes: Cow<'a, str>,
+}
+
+/// The Anthropic event's `type`, its SSE event name.
+#[derive(Deserialize)]
+struct EventType<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+}
+
+impl Chunks {
+    /// One `chunk` event: the Anthropic event it carries, as if it had come
+    /// from Anthropic's own stream.
+    pub fn on_chunk(
+        &mut self,
+        payload: &[u8],
+        w: &mut EventWriter,
+        out: &mut Vec<u8>,
+    ) -> Result<(), GatewayError> {
+        self.seen = true;
+        let part: PayloadPart =
+            serde_json::from_slice(payload).map_err(|e| unparseable("stream event", e))?;
+        let bytes = base64_decode(&part.bytes)
+            .ok_or_else(|| unparseable("stream event", "its bytes are not base64"))?;
+        let data = std::str::from_utf8(&bytes).map_err(|e| unparseable("stream event", e))?;
+        let event: EventType =
+            serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
+        Events::<SseParser>::on_event(&mut self.events, (&event.kind, data), w, out)
+    }
+
+    /// Whether the stream was InvokeModel's: it ends with Anthropic's
+    /// `message_stop`, not with Converse's stop reason.
+    pub fn seen(&self) -> bool {
+        self.seen
+    }
+}
+
+/// Standard base64 (padding optional); `None` for any other byte.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips() {
+        assert_eq!(base64_decode("aGk=").unwrap(), b"hi");
+        assert_eq!(base64_decode("aGk").unwrap(), b"hi");
+        assert_eq!(base64_decode("eyJhIjoxfQ==").unwrap(), br#"{"a":1}"#);
+        assert_eq!(base64_decode("").unwrap(), b"");
+        assert!(base64_decode("a b").is_none());
+    }
+
+    #[test]
+    fn invoke_body_keeps_every_byte_but_model_and_stream() {
+        let body = br#"{ "model" : "claude-x",
+  "max_tokens": 10, "stream":true ,"messages":[{"role":"user","content":"hi \"there\""}],
+  "system": [{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}] }"#;
+        let out = String::from_utf8(invoke_body(body).unwrap()).unwrap();
+        assert_eq!(
+            out,
+            r#"{"anthropic_version":"bedrock-2023-05-31",
+  "max_tokens": 10,"messages":[{"role":"user","content":"hi \"there\""}],
+  "system": [{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}] }"#
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["anthropic_version"], ANTHROPIC_VERSION);
+        assert!(v.get("model").is_none() && v.get("stream").is_none());
+        // Only the version when nothing else is left.
+        assert_eq!(
+            invoke_body(br#"{"model":"m"}"#).unwrap(),
+            br#"{"anthropic_version":"bedrock-2023-05-31"}"#
+        );
+        // Dropped side by side: the dropped members' separators go with them.
+        assert_eq!(
+            invoke_body(br#"{"a":1 , "model":"m","stream":false,  "b":[2,3] }"#).unwrap(),
+            br#"{"anthropic_version":"bedrock-2023-05-31","a":1,  "b":[2,3] }"#
+        );
+        assert_eq!(
+            invoke_body(br#"{"a":{"model":"inner"},"model":"m"}"#).unwrap(),
+            br#"{"anthropic_version":"bedrock-2023-05-31","a":{"model":"inner"}}"#
+        );
+        assert!(invoke_body(b"[1]").is_err());
+        assert!(invoke_body(b"{\"a\":").is_err());
+    }
+
+    #[test]
+    fn tells_a_message_from_a_converse_answer() {
+        assert!(is_message(
+            br#"{"id":"msg_1","type":"message","content":[]}"#
+        ));
+        assert!(!is_message(
+            br#"{"output":{"message":{}},"stopReason":"end_turn"}"#
+        ));
+        assert!(!is_message(b"not json"));
+    }
+}
