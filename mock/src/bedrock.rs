@@ -659,6 +659,12 @@ impl Dialect for Bedrock {
                     }
                     "toolResult" if role == "user" => {
                         uses_tools = true;
+                        // ToolResultBlock.status: success | error.
+                        if let Some(status) = v.get("status") {
+                            if !matches!(status.as_str(), Some("success" | "error")) {
+                                return Err(invalid(format!("Malformed input request: {at}.toolResult.status must be success or error")));
+                            }
+                        }
                         let id = v.get("toolUseId").and_then(Value::as_str).unwrap_or("");
                         answered.push(id.to_owned());
                         let text: Vec<&str> = v

@@ -103,6 +103,9 @@ enum Block<'a> {
     ToolResult {
         tool_use_id: &'a str,
         content: [ToolResultText; 1],
+        /// `error` for a failed tool (ToolResultBlock `status`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<&'static str>,
     },
     ReasoningContent(ReasoningBlock<'a>),
     CachePoint(CachePoint<'a>),
@@ -579,7 +582,7 @@ impl Dialect for Bedrock {
                     content,
                     tool_call_id,
                     cache_control,
-                    ..
+                    is_error,
                 } => {
                     history_has_tools = true;
                     let mut blocks = vec![Block::ToolResult {
@@ -587,6 +590,7 @@ impl Dialect for Bedrock {
                         content: [ToolResultText {
                             text: content.text(),
                         }],
+                        status: is_error.then_some("error"),
                     }];
                     push_cache_point(&mut blocks, cache_control.as_ref(), can);
                     super::push_turn(&mut turns, "user", blocks);
