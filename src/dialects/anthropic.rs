@@ -23,6 +23,7 @@ use super::{
     Dialect, Events, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
 use crate::model::request::{
     CacheControl, ChatRequest, Content, ContentPart, DocumentSource, Effort, Image, Message,
     Thinking, ToolChoice, MIN_THINKING_BUDGET,
@@ -437,6 +438,22 @@ impl Dialect for Anthropic {
                 body,
             }),
         )
+    }
+
+    /// `POST /v1/messages/count_tokens`: the client's body, `model` replaced.
+    fn encode_call(
+        &self,
+        call: &Call,
+        raw: &dyn Fn() -> Vec<u8>,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        (*call == Call::CountTokens).then(|| {
+            with_model(&raw(), target.model).map(|body| UpstreamRequest {
+                path: format!("{}{}", target.provider.base_path, call.path()),
+                headers: headers(target),
+                body,
+            })
+        })
     }
 
     fn takes_client_header(&self, api: Api, name: &[u8]) -> bool {

@@ -13,6 +13,7 @@
 
 use super::{openai, DecodedResponse, Dialect, StreamDecoder, Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
 use crate::model::stream::EventWriter;
@@ -45,6 +46,19 @@ impl Dialect for Azure {
             let auth = key.map(|k| k.expose().to_owned()).unwrap_or_default();
             openai::encode_responses(&raw(), target, path, ("api-key", auth))
         })
+    }
+
+    /// The stored-response calls, on the v1 API (`Provider::serves`):
+    /// `/openai/v1/responses/{id}...`.
+    fn encode_call(
+        &self,
+        call: &Call,
+        _raw: &dyn Fn() -> Vec<u8>,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let key = target.provider.resolved_key.as_ref();
+        let auth = key.map(|k| k.expose().to_owned()).unwrap_or_default();
+        openai::stored_call(call, target, "/openai", ("api-key", auth))
     }
 
     fn encode_request(

@@ -27,6 +27,7 @@ fn attempt(extra: &str, body: &str) -> Attempt<FakeHost> {
     let host = FakeHost::new();
     let handoff = Handoff {
         api: crate::model::Api::OpenAiChat,
+        call: None,
         token: None,
         candidate: Some(0),
         request_id: "req-1".into(),
