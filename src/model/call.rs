@@ -129,8 +129,10 @@ impl Call {
         match self {
             Call::CountTokens => {
                 let tokens = request.map_or(0, super::estimate::prompt_tokens);
-                Ok(serde_json::to_vec(&serde_json::json!({"input_tokens": tokens}))
-                    .unwrap_or_default())
+                Ok(
+                    serde_json::to_vec(&serde_json::json!({"input_tokens": tokens}))
+                        .unwrap_or_default(),
+                )
             }
             Call::Stored { op, .. } => Err(GatewayError::invalid(
                 "response_id",
@@ -150,11 +152,9 @@ impl Call {
     pub fn encode(&self) -> String {
         match self {
             Call::CountTokens => "count_tokens".to_owned(),
-            Call::Stored { op, id, query } => format!(
-                "{}:{id}:{}",
-                op.name(),
-                crate::url::encode_segment(query)
-            ),
+            Call::Stored { op, id, query } => {
+                format!("{}:{id}:{}", op.name(), crate::url::encode_segment(query))
+            }
         }
     }
 
@@ -277,8 +277,14 @@ mod tests {
             stored(StoredOp::InputItems, "limit=2")
         );
         assert_eq!(call("POST", "/v1/responses/resp_1", ""), Some(Err(405)));
-        assert_eq!(call("GET", "/v1/responses/resp_1/cancel", ""), Some(Err(405)));
-        assert_eq!(call("GET", "/v1/responses/resp_1/other", ""), Some(Err(404)));
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1/cancel", ""),
+            Some(Err(405))
+        );
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1/other", ""),
+            Some(Err(404))
+        );
         assert_eq!(call("GET", "/v1/responses/", ""), Some(Err(404)));
         assert_eq!(call("GET", "/v1/responses/a%2F..", ""), Some(Err(400)));
         assert_eq!(

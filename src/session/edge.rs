@@ -9,18 +9,16 @@ use std::rc::Rc;
 
 use super::channel::AttemptChannel;
 use super::host::{micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{
-    parse_call_body, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY,
-};
+use super::{parse_call_body, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
+use crate::config::ModelGroup;
+use crate::dialects::dialect;
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Token};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
 use crate::limits::{Estimate, Usage as LimitUsage};
 use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
-use crate::config::ModelGroup;
-use crate::dialects::dialect;
 use crate::model::call::Call;
 use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
@@ -460,7 +458,10 @@ impl<H: Host> Edge<H> {
         config.auth.check_group(self.caller, group)?;
         self.chat = Some(ChatFacts {
             group: group.to_owned(),
-            request_model: request.as_ref().map(|r| r.model.clone()).unwrap_or_default(),
+            request_model: request
+                .as_ref()
+                .map(|r| r.model.clone())
+                .unwrap_or_default(),
             ..ChatFacts::default()
         });
         let api = call.api();
@@ -484,12 +485,8 @@ impl<H: Host> Edge<H> {
             Some(user) => user.as_bytes().to_vec(),
             None => next_spread_key(&self.request_id),
         };
-        let index = model_group.choose(
-            group,
-            &NO_NEEDS,
-            &bucket_key,
-            self.provider_pin.as_deref(),
-        )?;
+        let index =
+            model_group.choose(group, &NO_NEEDS, &bucket_key, self.provider_pin.as_deref())?;
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
         self.hand_off(group, cluster, index, Some(call), request);
         self.state = State::Forwarded;

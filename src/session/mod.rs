@@ -83,7 +83,9 @@ pub fn send_error_with(
 /// call without one.
 pub fn parse_call_body(call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
     match call {
-        Call::CountTokens => crate::surfaces::anthropic_messages::request::parse_count(body).map(Some),
+        Call::CountTokens => {
+            crate::surfaces::anthropic_messages::request::parse_count(body).map(Some)
+        }
         Call::Stored { .. } => Ok(None),
     }
 }
