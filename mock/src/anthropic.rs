@@ -47,6 +47,24 @@ const TOP_LEVEL: [&str; 23] = [
     "workspace_id",
 ];
 
+/// The fields of `POST /v1/messages/count_tokens` (the `anthropic` SDK's
+/// 2.10.0 `MessageCountTokensParams`): a Messages request's, without
+/// `max_tokens`, `stream`, `metadata` and the sampling parameters, which
+/// it refuses as extra inputs.
+const COUNT_FIELDS: [&str; 11] = [
+    "model",
+    "messages",
+    "cache_control",
+    "output_config",
+    "speed",
+    "system",
+    "thinking",
+    "tool_choice",
+    "tools",
+    "user_profile_id",
+    "workspace_id",
+];
+
 /// Content block types we accept in messages (thinking blocks may be
 /// echoed back in assistant turns when `thinking` is on).
 const BLOCK_TYPES: [&str; 7] = [
@@ -591,6 +609,32 @@ fn delta_event(index: usize, delta: Value) -> SseEvent {
     e
 }
 
+impl Anthropic {
+    /// `POST /v1/messages/count_tokens`: the input tokens the Messages
+    /// request would use (what its answer's `usage.input_tokens` says),
+    /// the request checked as a Messages request is.
+    fn count_tokens(&self, req: &Request) -> Result<u64, Failure> {
+        self.check_headers(req)?;
+        let body: Value = serde_json::from_slice(&req.body).map_err(|e| {
+            invalid(format!(
+                "We could not parse the JSON body of your request: {e}"
+            ))
+        })?;
+        let obj = body
+            .as_object()
+            .ok_or_else(|| invalid("Input should be a valid dictionary"))?;
+        if let Some(extra) = obj.keys().find(|k| !COUNT_FIELDS.contains(&k.as_str())) {
+            return Err(invalid(format!("{extra}: Extra inputs are not permitted")));
+        }
+        // The rest is checked as a Messages request's, with room for any
+        // thinking budget.
+        let mut message = obj.clone();
+        message.insert("max_tokens".into(), json!(u32::MAX));
+        let p = self.parse(&Value::Object(message))?;
+        Ok(p.prompt_words.max(1))
+    }
+}
+
 impl Dialect for Anthropic {
     fn name(&self) -> &'static str {
         "anthropic"
@@ -598,6 +642,30 @@ impl Dialect for Anthropic {
 
     fn handles(&self, path: &str) -> bool {
         path.ends_with("/v1/messages")
+    }
+
+    fn has_call(&self, path: &str) -> bool {
+        path.ends_with("/v1/messages/count_tokens")
+    }
+
+    fn call(&self, req: &Request, _path: &str) -> Reply {
+        if req.method() != "POST" {
+            let body = json!({"type": "error", "error": {"type": "invalid_request_error",
+                              "message": "Method Not Allowed"}});
+            return Reply {
+                status: 405,
+                body: to_json(&body),
+                retry_after: None,
+            };
+        }
+        match self.count_tokens(req) {
+            Ok(tokens) => Reply {
+                status: 200,
+                body: to_json(&json!({"input_tokens": tokens})),
+                retry_after: None,
+            },
+            Err(f) => self.error(&f),
+        }
     }
 
     fn check_headers(&self, req: &Request) -> Result<(), Failure> {
