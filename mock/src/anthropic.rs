@@ -1037,3 +1037,53 @@ impl Dialect for Anthropic {
         }
     }
 }
+
+#[cfg(test)]
+mod count_tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    fn post(body: &str) -> Reply {
+        let raw = format!(
+            "POST /v1/messages/count_tokens HTTP/1.1\r\nx-api-key: sk-mock-anthropic\r\n\
+             anthropic-version: {VERSION}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut req = Request::default();
+        let mut sink = Vec::new();
+        crate::http::read_request(
+            &mut std::io::BufReader::new(raw.as_bytes()),
+            &mut sink,
+            &mut req,
+        )
+        .unwrap();
+        Anthropic.call(&req, req.path())
+    }
+
+    #[test]
+    fn counts_what_a_message_would_use_and_refuses_what_anthropic_refuses() {
+        let counted = post(
+            r#"{"model":"m","system":"be brief","messages":[{"role":"user","content":"four words right here"}]}"#,
+        );
+        assert_eq!(counted.status, 200);
+        assert_eq!(
+            serde_json::from_str::<Value>(&counted.body).unwrap(),
+            json!({"input_tokens": 6})
+        );
+        for (body, message) in [
+            (
+                r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#,
+                "max_tokens: Extra inputs are not permitted",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"hi"}]}"#,
+                "model: Field required",
+            ),
+            (r#"{"model":"m"}"#, "messages: Field required"),
+        ] {
+            let refused = post(body);
+            assert_eq!(refused.status, 400, "{body}");
+            assert!(refused.body.contains(message), "{}", refused.body);
+        }
+    }
+}

@@ -1141,3 +1141,55 @@ mod tests {
         assert!(last["response"]["usage"]["total_tokens"].as_u64().unwrap() > 0);
     }
 }
+
+#[cfg(test)]
+mod stored_tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    fn call(method: &str, path: &str) -> (u16, Value) {
+        let raw =
+            format!("{method} {path} HTTP/1.1\r\nauthorization: Bearer sk-mock-openai\r\n\r\n");
+        let mut req = Request::default();
+        let mut sink = Vec::new();
+        crate::http::read_request(
+            &mut std::io::BufReader::new(raw.as_bytes()),
+            &mut sink,
+            &mut req,
+        )
+        .unwrap();
+        assert!(Responses.has_call(req.path()));
+        let reply = Responses.call(&req, req.path());
+        (reply.status, serde_json::from_str(&reply.body).unwrap())
+    }
+
+    #[test]
+    fn a_stored_response_is_retrieved_listed_and_deleted_as_openai_does() {
+        let p = Responses
+            .parse(&json!({"model": "m", "input": "keep this"}))
+            .unwrap();
+        let answer = crate::answer::plan(&p, &crate::scenario::Scenario::default(), "openai", None);
+        let meta = Meta {
+            seq: 987_654,
+            created: 1,
+        };
+        let made = Responses.response(&p, &answer, meta);
+        let id = made["id"].as_str().unwrap();
+        let path = format!("/v1/responses/{id}");
+        assert_eq!(call("GET", &path), (200, made.clone()));
+        let (status, items) = call("GET", &format!("{path}/input_items"));
+        assert_eq!(status, 200);
+        assert_eq!(items["data"][0]["content"][0]["type"], "input_text");
+        assert_eq!(items["first_id"], items["data"][0]["id"]);
+        assert_eq!(call("POST", &format!("{path}/cancel")).0, 400);
+        assert_eq!(call("DELETE", &path).1["deleted"], true);
+        let (status, gone) = call("GET", &path);
+        assert_eq!(status, 404);
+        assert!(gone["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not found"));
+        // A path that is no stored-response call.
+        assert!(!Responses.has_call("/v1/responsesx"));
+    }
+}
