@@ -165,6 +165,19 @@ def test_count_tokens_failing_over_to_a_vendor_without_a_count_is_estimated(agw,
     assert asked["path"].endswith("/v1/messages/count_tokens"), "Anthropic was asked first"
 
 
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini"])
+def test_count_tokens_is_logged_with_no_tokens(agw, group):
+    """Admitted and logged as a request of the Messages surface; it uses no tokens."""
+    rid = f"anthropic-count-{group}"
+    client(agw, group, **{"x-request-id": rid}).messages.count_tokens(**COUNT)
+    line = log_for(agw, rid)
+    assert line["surface"] == "anthropic_messages" and line["group"] == group and line["status"] == 200
+    assert line["prompt_tokens"] == 0 and line["completion_tokens"] == 0
+    assert line["provider"] == ("mock-anthropic" if group == "mock-anthropic" else "")
+    if group == "mock-anthropic":
+        assert line["usage_estimated"] is False
+
+
 def test_count_tokens_errors_are_anthropics(agw):
     c = client(agw, "mock-anthropic", **{"x-mock-scenario": "error-429"})
     with pytest.raises(anthropic.RateLimitError) as e:

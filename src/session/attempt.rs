@@ -17,7 +17,7 @@ use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::call::Call;
-use crate::model::response::Origin;
+use crate::model::response::{Origin, Usage};
 use crate::model::Api;
 use crate::provider::Provider;
 use crate::surfaces::{stream_writer_echoing, surface, Echo};
@@ -696,6 +696,8 @@ impl<H: Host> Session for Attempt<H> {
         // A vendor accepted the request: a stream need not keep it parsed.
         self.channel.release_request();
         if self.call.is_some() {
+            // A native call uses no tokens (nothing to bill or estimate).
+            self.record.set_usage(&Usage::default());
             self.mode = Mode::Native;
             return Flow::Pause;
         }

@@ -340,6 +340,12 @@ fn count_tokens_goes_to_anthropic_and_its_answer_back_as_it_is() {
     let got = body_json(&a.host.response_body.borrow());
     assert_eq!(got["input_tokens"], 17);
     assert_ne!(got["echo"], "sk-ant-secret", "the vendor key is scrubbed");
+    let record = body_json(a.host.prop("llm_attempt.1").unwrap().as_bytes());
+    assert_eq!(
+        (&record["prompt_tokens"], &record["completion_tokens"]),
+        (&serde_json::json!(0), &serde_json::json!(0)),
+        "no tokens, not estimated"
+    );
     assert_eq!(
         a.host.get(Map::Response, "x-llm-provider").as_deref(),
         Some("an")
