@@ -220,6 +220,12 @@ fn stored(method: &str, path: &str, rest: &str, query: &str) -> Result<Call, Gat
             format!("a response id is 1-{MAX_ID_LEN} characters of [A-Za-z0-9_-]"),
         ));
     }
+    if !query.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(GatewayError::invalid(
+            "query",
+            "the query string must be printable ASCII (percent-encode the rest)",
+        ));
+    }
     // A streamed retrieve would be passed on as a stream of stored events,
     // which the gateway does not relay.
     let streamed = query
@@ -289,6 +295,10 @@ mod tests {
         assert_eq!(call("GET", "/v1/responses/a%2F..", ""), Some(Err(400)));
         assert_eq!(
             call("GET", "/v1/responses/resp_1", "stream=true"),
+            Some(Err(400))
+        );
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1", "after=\u{fffd}"),
             Some(Err(400))
         );
     }
