@@ -48,10 +48,12 @@ const TOP_LEVEL: [&str; 23] = [
 ];
 
 /// The fields of `POST /v1/messages/count_tokens` (the `anthropic` SDK's
-/// 2.10.0 `MessageCountTokensParams`): a Messages request's, without
-/// `max_tokens`, `stream`, `metadata` and the sampling parameters, which
-/// it refuses as extra inputs.
-const COUNT_FIELDS: [&str; 11] = [
+/// 2.10.0 `MessageCountTokensParams`, and `context_management` of its
+/// beta's, as for Messages): a Messages request's, without `max_tokens`,
+/// `stream`, `metadata` and the sampling parameters, which it refuses as
+/// extra inputs.
+const COUNT_FIELDS: [&str; 12] = [
+    "context_management",
     "model",
     "messages",
     "cache_control",
