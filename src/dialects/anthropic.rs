@@ -1090,6 +1090,38 @@ fn passthrough(w: &mut EventWriter, out: &mut Vec<u8>, event: &str, data: &str, 
 mod tests {
     use super::*;
 
+    #[test]
+    fn count_tokens_is_the_clients_body_with_the_vendor_model() {
+        let config = crate::config::Config::parse(
+            br#"{"providers":{"an":{"dialect":"anthropic","api_key":"k","base_path":"/anthropic"}},
+                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let target = Target {
+            provider: &config.providers["an"],
+            model: "claude-x",
+        };
+        let body = br#"{"model":"g","messages":[{"role":"user","content":"hi"}]}"#;
+        let raw = || body.to_vec();
+        let up = Anthropic
+            .encode_call(&Call::CountTokens, &raw, &target)
+            .unwrap()
+            .unwrap();
+        assert_eq!(up.path, "/anthropic/v1/messages/count_tokens");
+        assert!(up.headers.contains(&("x-api-key", "k".into())));
+        assert_eq!(
+            up.body,
+            br#"{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}"#
+        );
+        let stored = Call::Stored {
+            op: crate::model::call::StoredOp::Retrieve,
+            id: "resp_1".into(),
+            query: String::new(),
+        };
+        assert!(Anthropic.encode_call(&stored, &raw, &target).is_none());
+    }
+
     const PROVIDER: &str =
         r#"{"dialect":"anthropic","api_key":"sk-ant","default_max_tokens":1000}"#;
 

@@ -182,6 +182,47 @@ mod tests {
         assert_eq!(v["model"], "gpt4o-prod");
     }
 
+    #[test]
+    fn stored_response_calls_keep_the_id_and_query_below_each_vendors_root() {
+        let config = Config::parse(
+            br#"{"providers":{"az":{"dialect":"azure","api_key":"az-key","api_version":"v1","base_path":"/az"},
+                 "oa":{"dialect":"openai","api_key":"oa-key"}},
+                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let call = Call::Stored {
+            op: crate::model::call::StoredOp::InputItems,
+            id: "resp_1".into(),
+            query: "limit=2".into(),
+        };
+        let raw = || panic!("a stored-response call has no body to read");
+        let target = |p: &str| Target {
+            provider: &config.providers[p],
+            model: "m",
+        };
+        let up = Azure
+            .encode_call(&call, &raw, &target("az"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            up.path,
+            "/az/openai/v1/responses/resp_1/input_items?limit=2"
+        );
+        assert_eq!(up.headers, [("api-key", "az-key".to_owned())]);
+        assert!(up.body.is_empty());
+        let up = openai::OpenAi
+            .encode_call(&call, &raw, &target("oa"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(up.path, "/v1/responses/resp_1/input_items?limit=2");
+        assert_eq!(up.headers, [("authorization", "Bearer oa-key".to_owned())]);
+        // Neither has Anthropic's token count.
+        assert!(Azure
+            .encode_call(&Call::CountTokens, &raw, &target("az"))
+            .is_none());
+    }
+
     fn origin() -> Origin {
         Origin {
             provider: "az".into(),

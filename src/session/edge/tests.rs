@@ -357,3 +357,20 @@ fn models_are_listed_in_anthropics_shape_for_its_clients() {
     assert_eq!(super::rfc3339(1_733_000_000), "2024-11-30T20:53:20Z");
     assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
 }
+
+#[test]
+fn a_native_call_is_admitted_as_a_request() {
+    let limits = r#","limits":{"rate":[{"key":"team-a","requests_per_minute":1}]}"#;
+    let config = config(limits);
+    let count = r#"{"model":"chat","messages":[{"role":"user","content":"count me"}]}"#;
+    let mut first = edge(config.clone(), "POST", "/v1/messages/count_tokens", count);
+    assert_eq!(send(&mut first), Flow::Continue);
+    let mut second = edge(config, "POST", "/v1/messages/count_tokens", count);
+    *second.host.shared.borrow_mut() = first.host.shared.borrow().clone();
+    send(&mut second);
+    let (status, body) = reply(&second);
+    assert_eq!(
+        (status, body["error"]["type"].as_str()),
+        (429, Some("rate_limit_error"))
+    );
+}
