@@ -25,6 +25,7 @@ use std::hash::BuildHasher;
 use std::rc::Rc;
 
 use crate::metering::AttemptRecord;
+use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::Api;
 
@@ -108,8 +109,9 @@ thread_local! {
     });
 }
 
-/// Starts sharing `request`; `None` when the table is full.
-pub fn open(request: ChatRequest) -> Option<(Token, Shared)> {
+/// Starts sharing `request` (none for a call without a body); `None` when
+/// the table is full.
+pub fn open(request: Option<ChatRequest>) -> Option<(Token, Shared)> {
     TABLE.with(|table| {
         let mut table = table.borrow_mut();
         if table.open.len() >= MAX_OPEN {
@@ -121,7 +123,7 @@ pub fn open(request: ChatRequest) -> Option<(Token, Shared)> {
             id: table.next_id,
         };
         let exchange = Rc::new(RefCell::new(Exchange {
-            request: Some(request),
+            request,
             attempts: 0,
             route: Vec::new(),
             records: Vec::new(),
@@ -157,6 +159,8 @@ pub fn close(token: Token) {
 pub struct Handoff {
     /// The API the client speaks.
     pub api: Api,
+    /// The native call, for a request that is not a generation.
+    pub call: Option<Call>,
     /// The exchange, when the edge role could open one.
     pub token: Option<Token>,
     /// The candidate the edge role chose (index in the group).
@@ -166,13 +170,15 @@ pub struct Handoff {
 }
 
 impl Handoff {
-    /// `api;token;candidate;request_id;group`. The group comes last: it is
-    /// the only part that may contain `;` (request ids are `[A-Za-z0-9._:-]`).
+    /// `api;call;token;candidate;request_id;group`. The group comes last:
+    /// it is the only part that may contain `;` (request ids are
+    /// `[A-Za-z0-9._:-]`, a call encodes its query).
     pub fn encode(&self) -> String {
+        let call = self.call.as_ref().map(Call::encode).unwrap_or_default();
         let token = self.token.map(|t| t.to_string()).unwrap_or_default();
         let candidate = self.candidate.map(|c| c.to_string()).unwrap_or_default();
         format!(
-            "{};{token};{candidate};{};{}",
+            "{};{call};{token};{candidate};{};{}",
             self.api.name(),
             self.request_id,
             self.group
@@ -181,14 +187,19 @@ impl Handoff {
 
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let text = std::str::from_utf8(bytes).ok()?;
-        let mut parts = text.splitn(5, ';');
+        let mut parts = text.splitn(6, ';');
         let api = Api::for_name(parts.next()?)?;
+        let call = match parts.next()? {
+            "" => None,
+            call => Some(Call::decode(call)?),
+        };
         let token = parts.next()?;
         let candidate = parts.next()?;
         let request_id = parts.next()?;
         let group = parts.next()?;
         Some(Self {
             api,
+            call,
             token: Token::parse(token),
             candidate: candidate.parse().ok(),
             request_id: request_id.to_owned(),
@@ -205,9 +216,13 @@ mod tests {
         ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#).unwrap()
     }
 
+    fn open_request() -> Option<(Token, Shared)> {
+        open(Some(request()))
+    }
+
     #[test]
     fn an_open_exchange_is_found_until_closed() {
-        let (token, exchange) = open(request()).unwrap();
+        let (token, exchange) = open_request().unwrap();
         exchange.borrow_mut().route.push("a/m:200".into());
         let found = find(token).unwrap();
         assert_eq!(found.borrow().route, ["a/m:200"]);
@@ -218,7 +233,7 @@ mod tests {
 
     #[test]
     fn a_token_from_another_vm_finds_nothing() {
-        let (token, _exchange) = open(request()).unwrap();
+        let (token, _exchange) = open_request().unwrap();
         let foreign = Token {
             nonce: token.nonce.wrapping_add(1),
             id: token.id,
@@ -235,12 +250,12 @@ mod tests {
     #[test]
     fn the_table_is_bounded() {
         let mut tokens = Vec::new();
-        while let Some((token, _)) = open(request()) {
+        while let Some((token, _)) = open_request() {
             tokens.push(token);
         }
         assert_eq!(tokens.len(), MAX_OPEN);
         close(tokens[0]);
-        let (again, _) = open(request()).expect("room again after a close");
+        let (again, _) = open_request().expect("room again after a close");
         for token in tokens.into_iter().chain([again]) {
             close(token);
         }
@@ -248,10 +263,11 @@ mod tests {
 
     #[test]
     fn handoff_round_trips() {
-        let (token, _exchange) = open(request()).unwrap();
+        let (token, _exchange) = open_request().unwrap();
         for handoff in [
             Handoff {
                 api: Api::OpenAiChat,
+                call: None,
                 token: Some(token),
                 candidate: Some(2),
                 request_id: "req-1".into(),
@@ -259,10 +275,23 @@ mod tests {
             },
             Handoff {
                 api: Api::OpenAiChat,
+                call: None,
                 token: None,
                 candidate: None,
                 request_id: "r".into(),
                 group: String::new(),
+            },
+            Handoff {
+                api: Api::OpenAiResponses,
+                call: Some(Call::Stored {
+                    op: crate::model::call::StoredOp::InputItems,
+                    id: "resp_1".into(),
+                    query: "a=1;b=2".into(),
+                }),
+                token: None,
+                candidate: Some(0),
+                request_id: "r".into(),
+                group: "g;h".into(),
             },
         ] {
             assert_eq!(Handoff::decode(handoff.encode().as_bytes()), Some(handoff));
@@ -270,6 +299,7 @@ mod tests {
         close(token);
         assert_eq!(Handoff::decode(b"no separators"), None);
         assert_eq!(Handoff::decode(&[0xff, b';', b';', b';']), None);
-        assert_eq!(Handoff::decode(b"unknown_api;;;r;g"), None);
+        assert_eq!(Handoff::decode(b"unknown_api;;;;r;g"), None);
+        assert_eq!(Handoff::decode(b"openai_chat;unknown_call;;;r;g"), None);
     }
 }

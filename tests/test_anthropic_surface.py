@@ -129,13 +129,66 @@ def test_tool_round_trip(agw, group, stream):
     assert "Tool result received: found it" in second.content[0].text
 
 
-@pytest.mark.parametrize("group", GROUPS)
-def test_count_tokens(agw, group):
-    c = client(agw, group)
-    raw = c.messages.with_raw_response.count_tokens(model="any", messages=user("count these words please"),
-                                                    system="be brief", tools=[LOOKUP])
+COUNT = dict(model="any", messages=user("count these words please"), system="be brief", tools=[LOOKUP])
+
+
+def test_count_tokens_is_anthropics_own_count(agw, test_id):
+    """A group on Anthropic: the call goes to Anthropic's count_tokens, the
+    client's body with the vendor model, and its count comes back unflagged."""
+    c = client(agw, "mock-anthropic", test_id=test_id)
+    raw = c.messages.with_raw_response.count_tokens(**COUNT)
+    assert "x-llm-estimated" not in raw.headers
+    counted = raw.parse().input_tokens
+    # The mock counts as it bills: what the same request's answer says it used.
+    assert counted == c.messages.create(max_tokens=50, **COUNT).usage.input_tokens
+    sent = agw.mock_requests(test_id)[0]
+    assert sent["path"] == "/v1/messages/count_tokens"
+    assert sent["body"] == {**COUNT, "model": MODEL["mock-anthropic"]}
+    assert sent["headers"]["x-api-key"] != ALL_GROUPS_KEY
+
+
+@pytest.mark.parametrize("group", [g for g in GROUPS if g != "mock-anthropic"])
+def test_count_tokens_is_estimated_where_the_vendor_has_no_count(agw, group, test_id):
+    raw = client(agw, group, test_id=test_id).messages.with_raw_response.count_tokens(**COUNT)
     assert raw.headers["x-llm-estimated"] == "true"
     assert raw.parse().input_tokens > 5
+    assert agw.mock_requests(test_id) == [], "no vendor was asked"
+
+
+def test_count_tokens_failing_over_to_a_vendor_without_a_count_is_estimated(agw, test_id):
+    """mock-failover: Anthropic (always overloaded) then OpenAI. Envoy
+    retries the 529 onto OpenAI, which has no count: the estimate, flagged."""
+    raw = client(agw, "mock-failover", test_id=test_id).messages.with_raw_response.count_tokens(**COUNT)
+    assert raw.headers["x-llm-estimated"] == "true"
+    assert raw.parse().input_tokens > 5
+    [asked] = agw.mock_requests(test_id)
+    assert asked["path"].endswith("/v1/messages/count_tokens"), "Anthropic was asked first"
+
+
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini"])
+def test_count_tokens_is_logged_with_no_tokens(agw, group):
+    """Admitted and logged as a request of the Messages surface; it uses no tokens."""
+    rid = f"anthropic-count-{group}"
+    client(agw, group, **{"x-request-id": rid}).messages.count_tokens(**COUNT)
+    line = log_for(agw, rid)
+    assert line["surface"] == "anthropic_messages" and line["group"] == group and line["status"] == 200
+    assert line["prompt_tokens"] == 0 and line["completion_tokens"] == 0
+    assert line["provider"] == ("mock-anthropic" if group == "mock-anthropic" else "")
+    if group == "mock-anthropic":
+        assert line["usage_estimated"] is False
+
+
+def test_count_tokens_errors_are_anthropics(agw):
+    c = client(agw, "mock-anthropic", **{"x-mock-scenario": "error-429"})
+    with pytest.raises(anthropic.RateLimitError) as e:
+        c.messages.count_tokens(**COUNT)
+    assert e.value.body["error"]["type"] == "rate_limit_error"
+    # A key without the group: refused as a generation would be.
+    with pytest.raises(anthropic.PermissionDeniedError):
+        client(agw, "mock-anthropic", key=OPENAI_ONLY_KEY).messages.count_tokens(**COUNT)
+    # What Anthropic refuses, the gateway refuses before any vendor.
+    with pytest.raises(anthropic.BadRequestError):
+        client(agw, "mock-anthropic").messages.count_tokens(model="any", messages=[])
 
 
 def test_models_list(agw):

@@ -2,7 +2,9 @@
 Python SDK (`client.responses.create` / `.stream` / `.parse`), against
 every mock group: OpenAI and Azure's v1 API by pass-through, the others
 (and chat-only OpenAI-compatible providers) translated through the neutral
-model. Stateless: what needs OpenAI's stored state is refused elsewhere."""
+model. Stored responses are the vendor's: retrieved, listed, cancelled and
+deleted at OpenAI and Azure's v1 API, refused elsewhere (the gateway keeps
+none)."""
 
 import json
 
@@ -11,7 +13,7 @@ import pydantic
 import pytest
 
 import gateway
-from conftest import ALL_GROUPS_KEY, Gateway, configure_test_gateway
+from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY, Gateway, configure_test_gateway
 
 # Every group a Responses client may call: group -> whether it passes
 # through (OpenAI, Azure's v1 API) or is translated. `chat-only` is an
@@ -299,17 +301,97 @@ def test_reasoning_items_from_a_reasoning_model(gw, stream):
     assert resp.output[0].summary[0].text
 
 
-def test_stored_response_endpoints_say_the_gateway_is_stateless(gw):
+# The stored-response calls: OpenAI's and Azure's v1 API's own, passed to them.
+STORED_PATH = {"mock-openai": "/v1/responses/", "mock-azure-v1": "/openai/v1/responses/"}
+
+
+@pytest.mark.parametrize("group", NATIVE)
+def test_stored_responses_are_the_vendors(gw, group, test_id):
+    c = client(gw, group, **{"x-test-id": test_id})
+    made = c.responses.create(model="any", input="remember me", store=True)
+    got = c.responses.retrieve(made.id)
+    assert got.id == made.id and got.output_text == made.output_text
+    items = c.responses.input_items.list(made.id)
+    assert [(i.type, i.role, i.content[0].text) for i in items.data] == [("message", "user", "remember me")]
+    # A completed response made without `background` cannot be cancelled: the vendor's 400.
+    with pytest.raises(openai.BadRequestError) as e:
+        c.responses.cancel(made.id)
+    assert "synchronous" in e.value.body["message"]
+    c.responses.delete(made.id)
+    with pytest.raises(openai.NotFoundError) as e:
+        c.responses.retrieve(made.id)
+    assert "not found" in e.value.body["message"]
+    sent = gw.mock_requests(test_id)
+    assert [(r["method"], r["path"]) for r in sent[1:]] == [
+        ("GET", STORED_PATH[group] + made.id), ("GET", STORED_PATH[group] + made.id + "/input_items"),
+        ("POST", STORED_PATH[group] + made.id + "/cancel"), ("DELETE", STORED_PATH[group] + made.id),
+        ("GET", STORED_PATH[group] + made.id)]
+    assert all(ALL_GROUPS_KEY not in json.dumps(r["headers"]) for r in sent), "the gateway key stays behind"
+
+
+def test_a_response_not_stored_or_never_made_is_not_found(gw):
     c = client(gw, "mock-openai")
+    unstored = c.responses.create(model="any", input="forget me", store=False)
+    for response_id in (unstored.id, "resp_never_made"):
+        with pytest.raises(openai.NotFoundError):
+            c.responses.retrieve(response_id)
+    # Each vendor holds its own: OpenAI's response is not Azure's.
+    made = c.responses.create(model="any", input="mine")
+    with pytest.raises(openai.NotFoundError):
+        client(gw, "mock-azure-v1").responses.retrieve(made.id)
+
+
+def test_input_items_pages_as_openai(gw):
+    c = client(gw, "mock-openai")
+    made = c.responses.create(model="any", input=[
+        {"role": "user", "content": "one"}, {"role": "assistant", "content": "two"},
+        {"role": "user", "content": "three"}])
+    newest = c.responses.input_items.list(made.id, limit=2)
+    assert [i.content[0].text for i in newest.data] == ["three", "two"] and newest.has_more
+    oldest = c.responses.input_items.list(made.id, order="asc")
+    assert [i.content[0].text for i in oldest.data] == ["one", "two", "three"]
+    assert oldest.data[1].content[0].type == "output_text"
+
+
+def test_stored_response_calls_default_to_the_default_group(gw):
+    """No x-model-group: the configuration's default group (mock-openai)."""
+    c = openai.OpenAI(base_url=gw.base + "/v1", api_key=ALL_GROUPS_KEY, max_retries=0)
+    made = c.responses.create(model="mock-openai", input="hi")
+    assert c.responses.retrieve(made.id).id == made.id
+
+
+@pytest.mark.parametrize("group", TRANSLATED)
+def test_stored_response_calls_are_refused_where_no_vendor_stores(gateway_of, group, test_id):
+    c = client(gateway_of(group), group, **{"x-test-id": test_id})
     for call in (lambda: c.responses.retrieve("resp_1"), lambda: c.responses.delete("resp_1"),
                  lambda: c.responses.cancel("resp_1"), lambda: c.responses.input_items.list("resp_1")):
         with pytest.raises(openai.BadRequestError) as e:
             call()
+        assert e.value.body["param"] == "response_id"
         assert "stateless" in e.value.body["message"]
-    status, _, body = gw.request("PUT", "/v1/responses/resp_1")
+    assert gateway_of(group).mock_requests(test_id) == [], "no vendor was asked"
+
+
+def test_stored_response_calls_are_checked_as_generations(gw):
+    # A key without the group.
+    c = openai.OpenAI(base_url=gw.base + "/v1", api_key=OPENAI_ONLY_KEY, max_retries=0,
+                      default_headers={"x-model-group": "mock-azure-v1"})
+    with pytest.raises(openai.PermissionDeniedError):
+        c.responses.retrieve("resp_1")
+    with pytest.raises(openai.NotFoundError) as e:
+        client(gw, "no-such-group").responses.retrieve("resp_1")
+    assert e.value.body["param"] == "x-model-group"
+    # What the gateway does not relay: a stored response as a stream.
+    with pytest.raises(openai.BadRequestError) as e:
+        client(gw, "mock-openai").responses.retrieve("resp_1", stream=True)
+    assert e.value.body["param"] == "stream"
+    headers = {"x-model-group": "mock-openai"}
+    status, _, body = gw.request("PUT", "/v1/responses/resp_1", headers=headers)
     assert status == 405, body
-    status, _, body = gw.request("GET", "/v1/responses/resp_1/other")
+    status, _, body = gw.request("GET", "/v1/responses/resp_1/other", headers=headers)
     assert status == 404, body
+    status, _, body = gw.request("GET", "/v1/responses/not..an-id", headers=headers)
+    assert status == 400 and json.loads(body)["error"]["param"] == "response_id", body
 
 
 def test_a_chat_only_provider_gets_chat_completions(chat_only_gw, test_id):

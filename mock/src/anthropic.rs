@@ -47,6 +47,26 @@ const TOP_LEVEL: [&str; 23] = [
     "workspace_id",
 ];
 
+/// The fields of `POST /v1/messages/count_tokens` (the `anthropic` SDK's
+/// 2.10.0 `MessageCountTokensParams`, and `context_management` of its
+/// beta's, as for Messages): a Messages request's, without `max_tokens`,
+/// `stream`, `metadata` and the sampling parameters, which it refuses as
+/// extra inputs.
+const COUNT_FIELDS: [&str; 12] = [
+    "context_management",
+    "model",
+    "messages",
+    "cache_control",
+    "output_config",
+    "speed",
+    "system",
+    "thinking",
+    "tool_choice",
+    "tools",
+    "user_profile_id",
+    "workspace_id",
+];
+
 /// Content block types we accept in messages (thinking blocks may be
 /// echoed back in assistant turns when `thinking` is on).
 const BLOCK_TYPES: [&str; 7] = [
@@ -591,6 +611,32 @@ fn delta_event(index: usize, delta: Value) -> SseEvent {
     e
 }
 
+impl Anthropic {
+    /// `POST /v1/messages/count_tokens`: the input tokens the Messages
+    /// request would use (what its answer's `usage.input_tokens` says),
+    /// the request checked as a Messages request is.
+    fn count_tokens(&self, req: &Request) -> Result<u64, Failure> {
+        self.check_headers(req)?;
+        let body: Value = serde_json::from_slice(&req.body).map_err(|e| {
+            invalid(format!(
+                "We could not parse the JSON body of your request: {e}"
+            ))
+        })?;
+        let obj = body
+            .as_object()
+            .ok_or_else(|| invalid("Input should be a valid dictionary"))?;
+        if let Some(extra) = obj.keys().find(|k| !COUNT_FIELDS.contains(&k.as_str())) {
+            return Err(invalid(format!("{extra}: Extra inputs are not permitted")));
+        }
+        // The rest is checked as a Messages request's, with room for any
+        // thinking budget.
+        let mut message = obj.clone();
+        message.insert("max_tokens".into(), json!(u32::MAX));
+        let p = self.parse(&Value::Object(message))?;
+        Ok(p.prompt_words.max(1))
+    }
+}
+
 impl Dialect for Anthropic {
     fn name(&self) -> &'static str {
         "anthropic"
@@ -598,6 +644,30 @@ impl Dialect for Anthropic {
 
     fn handles(&self, path: &str) -> bool {
         path.ends_with("/v1/messages")
+    }
+
+    fn has_call(&self, path: &str) -> bool {
+        path.ends_with("/v1/messages/count_tokens")
+    }
+
+    fn call(&self, req: &Request, _path: &str) -> Reply {
+        if req.method() != "POST" {
+            let body = json!({"type": "error", "error": {"type": "invalid_request_error",
+                              "message": "Method Not Allowed"}});
+            return Reply {
+                status: 405,
+                body: to_json(&body),
+                retry_after: None,
+            };
+        }
+        match self.count_tokens(req) {
+            Ok(tokens) => Reply {
+                status: 200,
+                body: to_json(&json!({"input_tokens": tokens})),
+                retry_after: None,
+            },
+            Err(f) => self.error(&f),
+        }
     }
 
     fn check_headers(&self, req: &Request) -> Result<(), Failure> {
@@ -966,6 +1036,56 @@ impl Dialect for Anthropic {
             data: r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
                 .into(),
             delta: false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+    use super::*;
+
+    fn post(body: &str) -> Reply {
+        let raw = format!(
+            "POST /v1/messages/count_tokens HTTP/1.1\r\nx-api-key: sk-mock-anthropic\r\n\
+             anthropic-version: {VERSION}\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut req = Request::default();
+        let mut sink = Vec::new();
+        crate::http::read_request(
+            &mut std::io::BufReader::new(raw.as_bytes()),
+            &mut sink,
+            &mut req,
+        )
+        .unwrap();
+        Anthropic.call(&req, req.path())
+    }
+
+    #[test]
+    fn counts_what_a_message_would_use_and_refuses_what_anthropic_refuses() {
+        let counted = post(
+            r#"{"model":"m","system":"be brief","messages":[{"role":"user","content":"four words right here"}]}"#,
+        );
+        assert_eq!(counted.status, 200);
+        assert_eq!(
+            serde_json::from_str::<Value>(&counted.body).unwrap(),
+            json!({"input_tokens": 6})
+        );
+        for (body, message) in [
+            (
+                r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#,
+                "max_tokens: Extra inputs are not permitted",
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"hi"}]}"#,
+                "model: Field required",
+            ),
+            (r#"{"model":"m"}"#, "messages: Field required"),
+        ] {
+            let refused = post(body);
+            assert_eq!(refused.status, 400, "{body}");
+            assert!(refused.body.contains(message), "{}", refused.body);
         }
     }
 }

@@ -55,6 +55,11 @@ pub struct Prompt {
     /// Request fields the vendor's answer repeats (the Responses API's
     /// `instructions`, `tools`, `text`...).
     pub echo: serde_json::Map<String, Value>,
+    /// The Responses API's input items, as its `input_items` lists them.
+    pub input_items: Vec<Value>,
+    /// The Responses request came to Azure's v1 API (whose stored
+    /// responses are not OpenAI's).
+    pub azure: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -134,6 +139,15 @@ pub trait Dialect: Sync + Send {
     fn name(&self) -> &'static str;
     /// Whether a POST to `path` is this dialect's completion endpoint.
     fn handles(&self, path: &str) -> bool;
+    /// Whether `path` is another endpoint of this vendor's API (Anthropic's
+    /// token count, the Responses API's stored responses), answered by [`Self::call`].
+    fn has_call(&self, _path: &str) -> bool {
+        false
+    }
+    /// The answer to a request on such an endpoint.
+    fn call(&self, _req: &Request, _path: &str) -> Reply {
+        self.error(&Failure::Status(404))
+    }
     /// Credentials and protocol headers.
     fn check_headers(&self, req: &Request) -> Result<(), Failure>;
     /// Validates the JSON body like the vendor does; extracts the prompt.

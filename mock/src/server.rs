@@ -251,6 +251,16 @@ fn handle(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
         Some((directives, vendor_path)) => (Some(directives), vendor_path),
         None => (None, path),
     };
+    if let Some(d) = st.dialects.iter().find(|d| d.has_call(path)) {
+        st.recorder.record(req);
+        // An `error-NNN` directive fails these calls too (a primary that always fails).
+        let header = req.header(scenario::HEADER).unwrap_or_default();
+        let sc = Scenario::parse(&format!("{header},{}", path_directives.unwrap_or_default()));
+        if let Some(status) = sc.error {
+            return c.fail(d.as_ref(), &Failure::Status(status));
+        }
+        return c.reply(&d.call(req, path), None);
+    }
     let found = st
         .dialects
         .iter()

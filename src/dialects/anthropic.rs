@@ -23,6 +23,7 @@ use super::{
     DecodedResponse, Dialect, Events, Member, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
 use crate::model::request::{
     CacheControl, ChatRequest, Content, ContentPart, DocumentSource, Effort, Image, Message,
     Thinking, ToolChoice, MIN_THINKING_BUDGET,
@@ -415,6 +416,22 @@ impl Dialect for Anthropic {
                 body,
             }),
         )
+    }
+
+    /// `POST /v1/messages/count_tokens`: the client's body, `model` replaced.
+    fn encode_call(
+        &self,
+        call: &Call,
+        raw: &dyn Fn() -> Vec<u8>,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        (*call == Call::CountTokens).then(|| {
+            with_model(&raw(), target.model).map(|body| UpstreamRequest {
+                path: format!("{}{}", target.provider.base_path, call.path()),
+                headers: headers(target),
+                body,
+            })
+        })
     }
 
     fn takes_client_header(&self, api: Api, name: &[u8]) -> bool {
@@ -1051,6 +1068,38 @@ fn passthrough(w: &mut EventWriter, out: &mut Vec<u8>, event: &str, data: &str, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn count_tokens_is_the_clients_body_with_the_vendor_model() {
+        let config = crate::config::Config::parse(
+            br#"{"providers":{"an":{"dialect":"anthropic","api_key":"k","base_path":"/anthropic"}},
+                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let target = Target {
+            provider: &config.providers["an"],
+            model: "claude-x",
+        };
+        let body = br#"{"model":"g","messages":[{"role":"user","content":"hi"}]}"#;
+        let raw = || body.to_vec();
+        let up = Anthropic
+            .encode_call(&Call::CountTokens, &raw, &target)
+            .unwrap()
+            .unwrap();
+        assert_eq!(up.path, "/anthropic/v1/messages/count_tokens");
+        assert!(up.headers.contains(&("x-api-key", "k".into())));
+        assert_eq!(
+            up.body,
+            br#"{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}"#
+        );
+        let stored = Call::Stored {
+            op: crate::model::call::StoredOp::Retrieve,
+            id: "resp_1".into(),
+            query: String::new(),
+        };
+        assert!(Anthropic.encode_call(&stored, &raw, &target).is_none());
+    }
 
     const PROVIDER: &str =
         r#"{"dialect":"anthropic","api_key":"sk-ant","default_max_tokens":1000}"#;

@@ -13,6 +13,7 @@
 
 use super::{openai, DecodedResponse, Dialect, StreamDecoder, Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
 use crate::model::stream::EventWriter;
@@ -45,6 +46,19 @@ impl Dialect for Azure {
             let auth = key.map(|k| k.expose().to_owned()).unwrap_or_default();
             openai::encode_responses(&raw(), target, path, ("api-key", auth))
         })
+    }
+
+    /// The stored-response calls, on the v1 API (`Provider::serves`):
+    /// `/openai/v1/responses/{id}...`.
+    fn encode_call(
+        &self,
+        call: &Call,
+        _raw: &dyn Fn() -> Vec<u8>,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let key = target.provider.resolved_key.as_ref();
+        let auth = key.map(|k| k.expose().to_owned()).unwrap_or_default();
+        openai::stored_call(call, target, "/openai", ("api-key", auth))
     }
 
     fn encode_request(
@@ -166,6 +180,47 @@ mod tests {
         assert!(up.headers.contains(&("api-key", "az-key".into())));
         let v: Value = serde_json::from_slice(&up.body).unwrap();
         assert_eq!(v["model"], "gpt4o-prod");
+    }
+
+    #[test]
+    fn stored_response_calls_keep_the_id_and_query_below_each_vendors_root() {
+        let config = Config::parse(
+            br#"{"providers":{"az":{"dialect":"azure","api_key":"az-key","api_version":"v1","base_path":"/az"},
+                 "oa":{"dialect":"openai","api_key":"oa-key"}},
+                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let call = Call::Stored {
+            op: crate::model::call::StoredOp::InputItems,
+            id: "resp_1".into(),
+            query: "limit=2".into(),
+        };
+        let raw = || panic!("a stored-response call has no body to read");
+        let target = |p: &str| Target {
+            provider: &config.providers[p],
+            model: "m",
+        };
+        let up = Azure
+            .encode_call(&call, &raw, &target("az"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            up.path,
+            "/az/openai/v1/responses/resp_1/input_items?limit=2"
+        );
+        assert_eq!(up.headers, [("api-key", "az-key".to_owned())]);
+        assert!(up.body.is_empty());
+        let up = openai::OpenAi
+            .encode_call(&call, &raw, &target("oa"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(up.path, "/v1/responses/resp_1/input_items?limit=2");
+        assert_eq!(up.headers, [("authorization", "Bearer oa-key".to_owned())]);
+        // Neither has Anthropic's token count.
+        assert!(Azure
+            .encode_call(&Call::CountTokens, &raw, &target("az"))
+            .is_none());
     }
 
     fn origin() -> Origin {

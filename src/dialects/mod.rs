@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
 use crate::model::request::{ChatRequest, ResponseFormat, ToolCall};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
@@ -101,6 +102,19 @@ pub trait Dialect: Sync {
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError>;
+
+    /// The vendor request for a native call of `call.api()`, one of this
+    /// vendor's own APIs: its path and auth, and for a call with a body the
+    /// client's (`raw` reads it), model mapped. The method is the client's.
+    /// `None` when this vendor has no such call (the gateway answers it).
+    fn encode_call(
+        &self,
+        _call: &Call,
+        _raw: &dyn Fn() -> Vec<u8>,
+        _target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        None
+    }
 
     /// A client header this vendor takes from a client speaking `api`
     /// although the gateway withholds it from vendors by default (the

@@ -3,6 +3,7 @@
 //! dialect decodes into ([`response`]) and the stream events dialects push
 //! ([`stream`]).
 
+pub mod call;
 pub mod estimate;
 pub mod json;
 pub mod request;

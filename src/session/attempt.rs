@@ -9,14 +9,15 @@ use std::time::{Duration, SystemTime};
 
 use super::channel::AttemptChannel;
 use super::host::{unix_seconds, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{send_error, Session, HANDOFF_PROPERTY};
+use super::{parse_call_body, send_error, Session, HANDOFF_PROPERTY};
 use crate::config::Config;
-use crate::dialects::{dialect, Dialect, StreamDecoder, Target};
+use crate::dialects::{dialect, Dialect, StreamDecoder, Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
-use crate::model::response::Origin;
+use crate::model::call::Call;
+use crate::model::response::{Origin, Usage};
 use crate::model::Api;
 use crate::provider::Provider;
 use crate::surfaces::{stream_writer_echoing, surface, Echo};
@@ -51,10 +52,12 @@ const RUNG_METADATA: [&str; 5] = [
 enum Mode {
     /// Not a request the edge role accepted: leave it alone.
     Passthrough,
-    /// Waiting for the request body.
+    /// Waiting for the request body, then for the vendor's answer.
     Request,
     /// Buffering a 2xx JSON answer.
     Complete,
+    /// Buffering a native call's 2xx answer (passed on as it is).
+    Native,
     /// Buffering an error answer.
     Error(u16),
     /// Translating an event stream as it flows.
@@ -76,6 +79,8 @@ pub struct Attempt<H> {
     mode: Mode,
     /// The API the client speaks.
     api: Api,
+    /// The native call, for a request that is not a generation.
+    call: Option<Call>,
     request_id: String,
     group: String,
     candidate: Option<usize>,
@@ -123,6 +128,7 @@ impl<H: Host> Attempt<H> {
             config,
             mode: Mode::Passthrough,
             api: Api::OpenAiChat,
+            call: None,
             request_id: String::new(),
             group: String::new(),
             candidate: None,
@@ -322,7 +328,80 @@ impl<H: Host> Attempt<H> {
             },
         };
         let (stream, include_usage) = (request.stream, request.include_usage);
+        self.send_upstream(provider, dialect, &encoded, Some(size));
+        self.model = model;
+        self.stream = stream;
+        self.include_usage = include_usage;
+        request.echo.clone_into(&mut self.echo);
+        self.publish_span_attributes(false);
+        if stream {
+            // For the time to first token (non-streams do not report one).
+            self.started = self.host.now();
+        }
+        Ok(())
+    }
 
+    /// A native call, for this attempt's provider: the vendor's request
+    /// when its dialect has the call (`Flow::Continue`), else the
+    /// gateway's own answer (`Flow::Pause`).
+    fn translate_call(&mut self, call: &Call, size: usize) -> Result<Flow, GatewayError> {
+        let (provider, dialect) = self
+            .provider()
+            .ok_or_else(|| no_provider(&self.provider_name))?;
+        let parsed;
+        let shared = self.channel.request();
+        let request = match shared.as_deref() {
+            Some(request) => Some(request),
+            None => {
+                let body = self.host.body(Buffer::Request, 0, size);
+                parsed = parse_call_body(call, &body)?;
+                parsed.as_ref()
+            }
+        };
+        let client_model = request.map_or(self.group.as_str(), |r| r.model.as_str());
+        let model = self.vendor_model(provider, client_model);
+        let target = Target {
+            provider,
+            model: &model,
+        };
+        let raw = || self.host.body(Buffer::Request, 0, size);
+        let encoded = pass_through(provider, dialect, call.api())
+            .then(|| dialect.encode_call(call, &raw, &target))
+            .flatten();
+        let Some(encoded) = encoded else {
+            // This vendor lacks the call (a failover onto another API's vendor).
+            let body = call.local_answer(request)?;
+            self.host.send_response(
+                200,
+                &[
+                    ("content-type", b"application/json"),
+                    ("x-request-id", self.request_id.as_bytes()),
+                    ("x-llm-estimated", b"true"),
+                ],
+                &body,
+                "",
+            );
+            self.mode = Mode::Passthrough;
+            return Ok(Flow::Pause);
+        };
+        let encoded = encoded?;
+        self.send_upstream(provider, dialect, &encoded, call.has_body().then_some(size));
+        drop(shared);
+        self.model = model;
+        self.mode = Mode::Request;
+        Ok(Flow::Continue)
+    }
+
+    /// Sets the vendor's request: path, authority, its headers and none
+    /// of what it must not receive, and the body (replacing the `size`
+    /// bytes in Envoy's buffer; `None`: a request without one).
+    fn send_upstream(
+        &self,
+        provider: &Provider,
+        dialect: &dyn Dialect,
+        encoded: &UpstreamRequest,
+        body: Option<usize>,
+    ) {
         // What the vendor must not receive (credentials, cookies, account
         // selectors, compression, the gateway's and Envoy's own headers,
         // which Envoy adds after the edge role ran), found with one call
@@ -347,20 +426,12 @@ impl<H: Host> Attempt<H> {
             self.host
                 .set_header(Map::Request, name.as_bytes(), Some(value.as_bytes()));
         }
-        let length = encoded.body.len().to_string();
-        self.host
-            .set_header(Map::Request, b"content-length", Some(length.as_bytes()));
-        self.host.set_body(Buffer::Request, 0, size, &encoded.body);
-        self.model = model;
-        self.stream = stream;
-        self.include_usage = include_usage;
-        request.echo.clone_into(&mut self.echo);
-        self.publish_span_attributes(false);
-        if stream {
-            // For the time to first token (non-streams do not report one).
-            self.started = self.host.now();
+        if let Some(size) = body {
+            let length = encoded.body.len().to_string();
+            self.host
+                .set_header(Map::Request, b"content-length", Some(length.as_bytes()));
+            self.host.set_body(Buffer::Request, 0, size, &encoded.body);
         }
-        Ok(())
     }
 
     /// A vendor error (its key is scrubbed from the rendered answer).
@@ -492,6 +563,7 @@ impl<H: Host> Session for Attempt<H> {
             return Flow::Continue;
         };
         self.api = handoff.api;
+        self.call = handoff.call;
         self.group = handoff.group;
         self.candidate = handoff.candidate;
         self.request_id = handoff.request_id;
@@ -540,6 +612,12 @@ impl<H: Host> Session for Attempt<H> {
             };
             return self.fail(error);
         }
+        // A call without a body goes now (its body, if any, passes as it is).
+        if let Some(call) = self.call.clone().filter(|c| !c.has_body()) {
+            return self
+                .translate_call(&call, 0)
+                .unwrap_or_else(|e| self.fail(e));
+        }
         if end_of_stream {
             return self.fail(GatewayError::invalid("body", "request body is empty"));
         }
@@ -548,19 +626,20 @@ impl<H: Host> Session for Attempt<H> {
     }
 
     fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
-        if !matches!(self.mode, Mode::Request) {
+        let sent = self.call.as_ref().is_some_and(|c| !c.has_body());
+        if !matches!(self.mode, Mode::Request) || sent {
             return Flow::Continue;
         }
         if !end_of_stream {
             return Flow::Pause;
         }
         let timer = self.timer();
-        let result = self.translate_request(size);
+        let result = match self.call.clone() {
+            Some(call) => self.translate_call(&call, size),
+            None => self.translate_request(size).map(|()| Flow::Continue),
+        };
         timer.stop(&self.host, Phase::Request);
-        match result {
-            Ok(()) => Flow::Continue,
-            Err(e) => self.fail(e),
-        }
+        result.unwrap_or_else(|e| self.fail(e))
     }
 
     fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
@@ -616,6 +695,12 @@ impl<H: Host> Session for Attempt<H> {
         }
         // A vendor accepted the request: a stream need not keep it parsed.
         self.channel.release_request();
+        if self.call.is_some() {
+            // A native call uses no tokens (nothing to bill or estimate).
+            self.record.set_usage(&Usage::default());
+            self.mode = Mode::Native;
+            return Flow::Pause;
+        }
         let Some((provider, dialect)) = self.provider() else {
             return self.fail(no_provider(&self.provider_name));
         };
@@ -714,17 +799,20 @@ impl<H: Host> Session for Attempt<H> {
                 self.host.set_body(Buffer::Response, 0, size, b"");
                 Flow::Continue
             }
-            Mode::Complete | Mode::Error(_) => {
+            Mode::Complete | Mode::Error(_) | Mode::Native => {
                 if !end_of_stream {
                     return Flow::Pause;
                 }
-                let status = match self.mode {
-                    Mode::Error(s) => Some(s),
-                    _ => None,
-                };
                 let timer = self.timer();
-                let body = self.host.body(Buffer::Response, 0, size);
-                let translated = self.finish_buffered(status, &body);
+                let mut body = self.host.body(Buffer::Response, 0, size);
+                let translated = match self.mode {
+                    Mode::Error(status) => self.finish_buffered(Some(status), &body),
+                    Mode::Native => {
+                        self.scrub(&mut body);
+                        body
+                    }
+                    _ => self.finish_buffered(None, &body),
+                };
                 self.host.set_body(Buffer::Response, 0, size, &translated);
                 timer.stop(&self.host, Phase::Response);
                 self.save_record();

@@ -143,7 +143,7 @@ mod tests {
 
     #[test]
     fn both_channels_carry_the_same_attempts() {
-        let (token, shared) = exchange::open(request()).unwrap();
+        let (token, shared) = exchange::open(Some(request())).unwrap();
         let in_vm = AttemptChannel::find(Some(token));
         assert!(matches!(in_vm, AttemptChannel::InVm(_)));
         let host = FakeHost::new();
@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn the_parsed_request_is_there_until_a_vendor_accepted_it() {
-        let (token, _) = exchange::open(request()).unwrap();
+        let (token, _) = exchange::open(Some(request())).unwrap();
         let channel = AttemptChannel::find(Some(token));
         assert_eq!(
             channel.request().map(|r| r.model.clone()).as_deref(),

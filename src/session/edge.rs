@@ -9,15 +9,18 @@ use std::rc::Rc;
 
 use super::channel::AttemptChannel;
 use super::host::{micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
+use super::{parse_call_body, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
+use crate::config::ModelGroup;
+use crate::dialects::dialect;
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Token};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
 use crate::limits::{Estimate, Usage as LimitUsage};
 use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
-use crate::model::request::valid_request_id;
+use crate::model::call::Call;
+use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
 use crate::model::Api;
 use crate::routing::Needs;
@@ -50,8 +53,8 @@ enum State {
     Passthrough,
     /// Buffering a generation request's body.
     Generate,
-    /// Buffering a `/v1/messages/count_tokens` body: answered here.
-    CountTokens,
+    /// Buffering a native call's body (`/v1/messages/count_tokens`).
+    Call(Call),
     /// The response is an Envoy local reply being rewritten into a unified error.
     RewriteLocalReply(ErrorCode),
     /// Forwarded; the upstream role translates the answer.
@@ -211,26 +214,6 @@ impl<H: Host> Edge<H> {
                            "created_at": rfc3339(self.config.loaded_at)})
     }
 
-    /// `POST /v1/messages/count_tokens`: the gateway's estimate of the
-    /// request's input tokens (flagged `x-llm-estimated: true`), for every
-    /// vendor alike; the request is checked as a Messages request would be
-    /// (`max_tokens` is not required here).
-    fn count_tokens(&self, body: &[u8]) -> Result<Vec<u8>, GatewayError> {
-        let request = crate::surfaces::anthropic_messages::request::parse_count(body)?;
-        let group = self
-            .config
-            .resolve_group(
-                self.text("x-model-group"),
-                &request.model,
-                &|name: &str| self.text(name).map(str::to_owned),
-                None,
-            )?
-            .0;
-        self.config.auth.check_group(self.caller, group)?;
-        let tokens = crate::model::estimate::prompt_tokens(&request);
-        Ok(serde_json::to_vec(&serde_json::json!({"input_tokens": tokens})).unwrap_or_default())
-    }
-
     /// `GET /v1/models/{id}`: one group this caller may use (404 otherwise,
     /// also for a group it may not use: its existence is not revealed).
     fn model_retrieve(&self, id: &str) -> Result<Vec<u8>, GatewayError> {
@@ -277,6 +260,11 @@ impl<H: Host> Edge<H> {
                 "POST",
             ));
         }
+        self.check_body_headers(end_of_stream)
+    }
+
+    /// Checks the headers of a request with a JSON body, before buffering it.
+    fn check_body_headers(&self, end_of_stream: bool) -> Result<(), GatewayError> {
         if let Some(ct) = self.text("content-type") {
             if !ct.to_ascii_lowercase().starts_with("application/json") {
                 return Err(GatewayError::invalid(
@@ -367,51 +355,162 @@ impl<H: Host> Edge<H> {
             stream: request.stream,
             estimated_prompt_tokens: needs.prompt_tokens,
         });
-        if !config.limits.rate.is_empty() {
-            let key = matches!(self.caller, crate::auth::Caller::Key(_))
-                .then(|| config.auth.caller_name(self.caller));
-            let estimate = Estimate {
-                input: needs.prompt_tokens,
-                output: needs.output_tokens.map_or(0, u64::from),
-            };
-            let (limits, refused) = RequestLimits::admit(&self.host, &config, key, group, estimate);
-            self.limits = Some(limits);
-            if let Some(error) = refused {
-                return Err(error);
-            }
-        }
+        let estimate = Estimate {
+            input: needs.prompt_tokens,
+            output: needs.output_tokens.map_or(0, u64::from),
+        };
+        self.admit(group, estimate)?;
         if config.limits.descriptors {
             let key = config.auth.caller_name(self.caller);
             limiter::expose_descriptors(&self.host, key, group, &request.model);
         }
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
-        let cluster = model_group
-            .candidates
-            .get(index)
-            .map(|c| c.cluster.as_str())
-            .unwrap_or_default();
+        let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
+        self.hand_off(group, cluster, index, None, Some(request));
+        Ok(())
+    }
+
+    /// Admits the request by its rate limits (when there are any).
+    fn admit(&mut self, group: &str, estimate: Estimate) -> Result<(), GatewayError> {
+        let config = Rc::clone(&self.config);
+        if config.limits.rate.is_empty() {
+            return Ok(());
+        }
+        let key = matches!(self.caller, crate::auth::Caller::Key(_))
+            .then(|| config.auth.caller_name(self.caller));
+        let (limits, refused) = RequestLimits::admit(&self.host, &config, key, group, estimate);
+        self.limits = Some(limits);
+        refused.map_or(Ok(()), Err)
+    }
+
+    /// Routes the request to candidate `index` of `group` and hands it
+    /// off to the attempts (with the parsed request, when it has one).
+    fn hand_off(
+        &mut self,
+        group: String,
+        cluster: String,
+        index: usize,
+        call: Option<Call>,
+        request: Option<ChatRequest>,
+    ) {
         self.host.set_header(
             Map::Request,
             CLUSTER_HEADER.as_bytes(),
             Some(cluster.as_bytes()),
         );
-        let mut handoff = Handoff {
-            api: self.api,
-            token: None,
-            candidate: Some(index),
-            request_id: self.request_id.clone(),
-            group: group.to_owned(),
-        };
         if let Some((token, shared)) = exchange::open(request) {
             self.exchange = Some(token);
             self.channel = AttemptChannel::InVm(shared);
         }
-        handoff.token = self.exchange;
+        let handoff = Handoff {
+            api: self.api,
+            call,
+            token: self.exchange,
+            candidate: Some(index),
+            request_id: self.request_id.clone(),
+            group,
+        };
         self.host
             .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()));
-        Ok(())
+    }
+
+    /// A native call's headers: it waits for its body, or is routed now.
+    fn on_call_headers(&mut self, call: Call, end_of_stream: bool) -> Result<Flow, GatewayError> {
+        if call.has_body() {
+            self.check_body_headers(end_of_stream)?;
+            self.state = State::Call(call);
+            return Ok(Flow::Pause);
+        }
+        self.route_call(call, None)
+    }
+
+    /// Routes a native call like a generation (model group, key, rate
+    /// limits as one request and no tokens, a candidate) to be passed to a
+    /// vendor that has it; answered here when no provider of the group
+    /// speaks the call's API.
+    fn route_call(
+        &mut self,
+        call: Call,
+        request: Option<ChatRequest>,
+    ) -> Result<Flow, GatewayError> {
+        let config = Rc::clone(&self.config);
+        let header = self.text("x-model-group").map(str::to_owned);
+        let header = header.as_deref();
+        let (group, model_group) = match &request {
+            Some(request) => config.resolve_group(
+                header,
+                &request.model,
+                &|name: &str| self.text(name).map(str::to_owned),
+                None,
+            )?,
+            // Nothing names a model: the header does, or the default group.
+            None => match header.or(config.default_model_group.as_deref()) {
+                Some(name) => config.resolve_group(Some(name), "", &|_| None, None)?,
+                None => {
+                    return Err(GatewayError::invalid(
+                        "x-model-group",
+                        "name the model group whose vendor holds the response in the \
+                         x-model-group header (the gateway has no default model group)",
+                    ))
+                }
+            },
+        };
+        config.auth.check_group(self.caller, group)?;
+        self.chat = Some(ChatFacts {
+            group: group.to_owned(),
+            request_model: request
+                .as_ref()
+                .map(|r| r.model.clone())
+                .unwrap_or_default(),
+            ..ChatFacts::default()
+        });
+        let api = call.api();
+        let speaks = |name: &str| {
+            config.providers.get(name).is_some_and(|p| {
+                let d = dialect(p.dialect);
+                d.speaks(api) && p.serves(api)
+            })
+        };
+        // A candidate whose provider the configuration does not name may have it.
+        let native = model_group
+            .candidates
+            .iter()
+            .any(|c| c.provider.as_deref().is_none_or(speaks));
+        if !native {
+            let body = call.local_answer(request.as_ref())?;
+            return Ok(self.reply_json(&body, &[("x-llm-estimated", b"true")]));
+        }
+        self.admit(group, Estimate::default())?;
+        let bucket_key = match self.text("x-user-id") {
+            Some(user) => user.as_bytes().to_vec(),
+            None => next_spread_key(&self.request_id),
+        };
+        let index =
+            model_group.choose(group, &NO_NEEDS, &bucket_key, self.provider_pin.as_deref())?;
+        let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
+        self.hand_off(group, cluster, index, Some(call), request);
+        self.state = State::Forwarded;
+        Ok(Flow::Continue)
     }
 }
+
+/// The cluster of candidate `index`.
+fn cluster_of(model_group: &ModelGroup, index: usize) -> String {
+    model_group
+        .candidates
+        .get(index)
+        .map(|c| c.cluster.clone())
+        .unwrap_or_default()
+}
+
+/// What a native call needs of a candidate: nothing a generation would.
+const NO_NEEDS: Needs = Needs {
+    tools: false,
+    vision: false,
+    json: false,
+    prompt_tokens: 0,
+    output_tokens: None,
+};
 
 /// A per-request key that spreads requests over candidates by weight: the
 /// request id, plus a counter so repeated ids still spread.
@@ -679,18 +778,32 @@ impl<H: Host> Session for Edge<H> {
             }
         };
         // The path as bytes: over HTTP/2 it may hold any byte.
-        let raw_path = self.request_headers.get(":path").unwrap_or_default();
-        let raw_path = raw_path
-            .iter()
-            .position(|&b| b == b'?')
-            .map_or(raw_path, |end| raw_path.get(..end).unwrap_or_default());
+        let full_path = self.request_headers.get(":path").unwrap_or_default();
+        let (raw_path, raw_query) = match full_path.iter().position(|&b| b == b'?') {
+            Some(end) => (
+                full_path.get(..end).unwrap_or_default(),
+                full_path.get(end + 1..).unwrap_or_default(),
+            ),
+            None => (full_path, &[][..]),
+        };
         if !raw_path.starts_with(b"/v1/") {
             self.request_headers = Headers::default();
             return Flow::Continue;
         }
         let path = String::from_utf8_lossy(raw_path).into_owned();
+        let query = String::from_utf8_lossy(raw_query).into_owned();
         let generate = Api::for_path(&path);
-        if let Some(api) = generate {
+        // Read as text below (a method that is not UTF-8 is refused there).
+        let method = self
+            .request_headers
+            .text(":method")
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .to_owned();
+        let call = Call::for_request(&method, &path, &query);
+        let api = generate.or(call.as_ref().map(|(api, _)| *api));
+        if let Some(api) = api {
             self.api = api;
             self.chat = Some(ChatFacts::default());
         }
@@ -712,7 +825,12 @@ impl<H: Host> Session for Edge<H> {
                 }
             }
         }
-        let method = self.text(":method").unwrap_or_default().to_owned();
+        if let Some((_, call)) = call {
+            return match call.and_then(|call| self.on_call_headers(call, end_of_stream)) {
+                Ok(flow) => flow,
+                Err(e) => self.reject(e),
+            };
+        }
         if generate.is_some() {
             return match self.on_generate_headers(&method, end_of_stream) {
                 Ok(()) => {
@@ -723,22 +841,6 @@ impl<H: Host> Session for Edge<H> {
             };
         }
         match path.as_str() {
-            "/v1/messages/count_tokens" if method == "POST" => {
-                if end_of_stream {
-                    return self.reject(GatewayError::invalid("body", "request body is empty"));
-                }
-                self.api = Api::AnthropicMessages;
-                self.state = State::CountTokens;
-                Flow::Pause
-            }
-            "/v1/messages/count_tokens" => {
-                self.api = Api::AnthropicMessages;
-                self.reject(GatewayError::method_not_allowed(
-                    "/v1/messages/count_tokens",
-                    &method,
-                    "POST",
-                ))
-            }
             "/v1/models" if method == "GET" => {
                 let body = self.models_list();
                 self.reply_json(&body, &[])
@@ -759,7 +861,6 @@ impl<H: Host> Session for Edge<H> {
                     Err(e) => self.reject(e),
                 }
             }
-            p if p.starts_with("/v1/responses/") => self.reject(stored_response(p, &method)),
             p => {
                 let mut e = GatewayError::new(
                     ErrorCode::ModelNotFound,
@@ -772,7 +873,7 @@ impl<H: Host> Session for Edge<H> {
     }
 
     fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
-        if !matches!(self.state, State::Generate | State::CountTokens) {
+        if !matches!(self.state, State::Generate | State::Call(_)) {
             return Flow::Continue;
         }
         if !end_of_stream {
@@ -788,11 +889,12 @@ impl<H: Host> Session for Edge<H> {
         }
         let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
         let body = self.host.body(Buffer::Request, 0, size);
-        if matches!(self.state, State::CountTokens) {
-            return match self.count_tokens(&body) {
-                Ok(reply) => self.reply_json(&reply, &[("x-llm-estimated", b"true")]),
-                Err(e) => self.reject(e),
-            };
+        if let State::Call(call) = &self.state {
+            let call = call.clone();
+            let routed =
+                parse_call_body(&call, &body).and_then(|request| self.route_call(call, request));
+            timer.stop(&self.host, Phase::Admit);
+            return routed.unwrap_or_else(|e| self.reject(e));
         }
         let result = self.on_generate_body(&body);
         timer.stop(&self.host, Phase::Admit);
@@ -924,35 +1026,4 @@ fn rfc3339(secs: u64) -> String {
 fn is_unified_error(body: &[u8]) -> bool {
     serde_json::from_slice::<serde_json::Value>(body)
         .is_ok_and(|v| v.get("error").is_some_and(serde_json::Value::is_object))
-}
-
-/// The Responses API's stored-response endpoints (`GET`/`DELETE
-/// /v1/responses/{id}`, `POST .../cancel`, `GET .../input_items`): the
-/// gateway keeps no responses, so each is a 400 saying so (a 405 for
-/// another method, a 404 for another path).
-fn stored_response(path: &str, method: &str) -> GatewayError {
-    let rest = path.trim_start_matches("/v1/responses/");
-    let (shape, allow) = match rest.split_once('/') {
-        None if !rest.is_empty() => ("/v1/responses/{id}", "GET, DELETE"),
-        Some((id, "cancel")) if !id.is_empty() => ("/v1/responses/{id}/cancel", "POST"),
-        Some((id, "input_items")) if !id.is_empty() => ("/v1/responses/{id}/input_items", "GET"),
-        _ => {
-            let mut e = GatewayError::new(
-                ErrorCode::ModelNotFound,
-                format!("unknown path {}", path.escape_debug()),
-            );
-            e.param = Some("path".into());
-            return e;
-        }
-    };
-    if !allow.split(", ").any(|m| m == method) {
-        return GatewayError::method_not_allowed(shape, method, allow);
-    }
-    GatewayError::invalid(
-        "response_id",
-        format!(
-            "{method} {shape}: the gateway is stateless and keeps no responses; send the \
-             conversation's history in `input` instead of referring to a stored response"
-        ),
-    )
 }

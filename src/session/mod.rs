@@ -6,6 +6,8 @@
 //! - [`attempt`]: the upstream role, once per attempt (router upstream filter).
 
 use crate::error::GatewayError;
+use crate::model::call::Call;
+use crate::model::request::ChatRequest;
 use crate::model::Api;
 use crate::surfaces::surface;
 
@@ -74,4 +76,16 @@ pub fn send_error_with(
         headers.push(("x-llm-provider", provider.as_bytes()));
     }
     host.send_response(surface(api).status(error.code), &headers, &body, "");
+}
+
+/// A native call's body, parsed and checked as its API's vendors would
+/// (count_tokens: a Messages request, `max_tokens` optional); `None` for a
+/// call without one.
+pub fn parse_call_body(call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+    match call {
+        Call::CountTokens => {
+            crate::surfaces::anthropic_messages::request::parse_count(body).map(Some)
+        }
+        Call::Stored { .. } => Ok(None),
+    }
 }

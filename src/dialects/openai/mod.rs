@@ -13,6 +13,7 @@ use super::{
     UpstreamRequest,
 };
 use crate::error::GatewayError;
+use crate::model::call::Call;
 use crate::model::request::{ChatRequest, Effort, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut};
 use crate::model::stream::EventWriter;
@@ -26,6 +27,23 @@ pub(super) mod stream;
 mod wire;
 
 pub struct OpenAi;
+
+/// A stored-response call (OpenAI's and Azure's v1 API alike): its path
+/// below `root` (Azure's `/openai`), the auth header, no body.
+pub(super) fn stored_call(
+    call: &Call,
+    target: &Target,
+    root: &str,
+    auth: (&'static str, String),
+) -> Option<Result<UpstreamRequest, GatewayError>> {
+    matches!(call, Call::Stored { .. }).then(|| {
+        Ok(UpstreamRequest {
+            path: format!("{}{root}{}", target.provider.base_path, call.path()),
+            headers: vec![auth],
+            body: Vec::new(),
+        })
+    })
+}
 
 #[derive(Serialize)]
 struct Outgoing<'a> {
@@ -110,6 +128,18 @@ impl Dialect for OpenAi {
             let auth = format!("Bearer {}", key.map(|k| k.expose()).unwrap_or_default());
             encode_responses(&raw(), target, path, ("authorization", auth))
         })
+    }
+
+    /// The stored-response calls: `/v1/responses/{id}...`.
+    fn encode_call(
+        &self,
+        call: &Call,
+        _raw: &dyn Fn() -> Vec<u8>,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let key = target.provider.resolved_key.as_ref();
+        let auth = format!("Bearer {}", key.map(|k| k.expose()).unwrap_or_default());
+        stored_call(call, target, "", ("authorization", auth))
     }
 
     fn encode_request(

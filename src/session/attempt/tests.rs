@@ -7,6 +7,7 @@ use std::rc::Rc;
 use super::Attempt;
 use crate::config::Config;
 use crate::exchange::Handoff;
+use crate::model::call::{Call, StoredOp};
 use crate::session::fake::FakeHost;
 use crate::session::host::{Flow, Map};
 use crate::session::Session;
@@ -27,6 +28,7 @@ fn attempt(extra: &str, body: &str) -> Attempt<FakeHost> {
     let host = FakeHost::new();
     let handoff = Handoff {
         api: crate::model::Api::OpenAiChat,
+        call: None,
         token: None,
         candidate: Some(0),
         request_id: "req-1".into(),
@@ -272,4 +274,146 @@ fn a_held_stream_is_released_after_max_hold_ms_without_content() {
         Flow::Continue,
         "150 ms: released"
     );
+}
+
+/// Endpoints of three vendors: Anthropic (`an`), OpenAI (`oa`), Azure's
+/// v1 API (`az`), each its own group.
+fn native_config() -> Rc<Config> {
+    let json = r#"{"providers":{"an":{"dialect":"anthropic","api_key":"sk-ant-secret"},
+          "oa":{"dialect":"openai","api_key":"sk-oa-secret"},
+          "az":{"dialect":"azure","api_key":"az-secret","api_version":"v1","models":{"gpt":"gpt-deploy"}}},
+         "model_groups":{"chat":{"candidates":[{"provider":"an","model":"claude-x","cluster":"c"}]},
+           "gpt":{"candidates":[{"provider":"oa","model":"gpt-x","cluster":"c"}]}},
+         "auth":{"enabled":false}}"#;
+    Rc::new(Config::parse(json.as_bytes(), |_| None).unwrap())
+}
+
+/// An attempt on endpoint `provider` for native call `call` of group `group`.
+fn call_attempt(provider: &str, group: &str, call: Call, body: &str) -> Attempt<FakeHost> {
+    let host = FakeHost::new();
+    let handoff = Handoff {
+        api: call.api(),
+        call: Some(call),
+        token: None,
+        candidate: Some(0),
+        request_id: "req-1".into(),
+        group: group.into(),
+    };
+    host.set_prop(&["llm_handoff"], handoff.encode().as_bytes());
+    host.set_prop(&[PROVIDER], provider.as_bytes());
+    host.set(Map::Request, "authorization", "Bearer client-key");
+    host.set(Map::Request, "cookie", "session=1");
+    *host.request_body.borrow_mut() = body.as_bytes().to_vec();
+    Attempt::new(host, native_config())
+}
+
+const COUNT: &str =
+    r#"{"model":"chat","messages":[{"role":"user","content":"count these four words"}]}"#;
+
+fn retrieve() -> Call {
+    Call::Stored {
+        op: StoredOp::Retrieve,
+        id: "resp_1".into(),
+        query: "include%5B%5D=x".into(),
+    }
+}
+
+#[test]
+fn count_tokens_goes_to_anthropic_and_its_answer_back_as_it_is() {
+    let mut a = call_attempt("an", "chat", Call::CountTokens, COUNT);
+    send_request(&mut a);
+    let host = &a.host;
+    assert_eq!(
+        host.get(Map::Request, ":path").as_deref(),
+        Some("/v1/messages/count_tokens")
+    );
+    assert_eq!(
+        host.get(Map::Request, "x-api-key").as_deref(),
+        Some("sk-ant-secret")
+    );
+    assert_eq!(host.get(Map::Request, "authorization"), None);
+    assert_eq!(body_json(&host.request_body.borrow())["model"], "claude-x");
+    assert_eq!(answer(&mut a, "200", "application/json"), Flow::Pause);
+    let vendor = br#"{"input_tokens":17,"echo":"sk-ant-secret"}"#;
+    *a.host.response_body.borrow_mut() = vendor.to_vec();
+    a.on_response_body(vendor.len(), true);
+    let got = body_json(&a.host.response_body.borrow());
+    assert_eq!(got["input_tokens"], 17);
+    assert_ne!(got["echo"], "sk-ant-secret", "the vendor key is scrubbed");
+    let record = body_json(a.host.prop("llm_attempt.1").unwrap().as_bytes());
+    assert_eq!(
+        (&record["prompt_tokens"], &record["completion_tokens"]),
+        (&serde_json::json!(0), &serde_json::json!(0)),
+        "no tokens, not estimated"
+    );
+    assert_eq!(
+        a.host.get(Map::Response, "x-llm-provider").as_deref(),
+        Some("an")
+    );
+}
+
+#[test]
+fn a_vendor_error_to_a_native_call_is_in_the_clients_envelope() {
+    let mut a = call_attempt("oa", "gpt", retrieve(), "");
+    assert_eq!(
+        a.on_request_headers(true),
+        Flow::Continue,
+        "no body to wait for"
+    );
+    assert_eq!(
+        a.host.get(Map::Request, ":path").as_deref(),
+        Some("/v1/responses/resp_1?include%5B%5D=x")
+    );
+    assert_eq!(
+        a.host.get(Map::Request, "authorization").as_deref(),
+        Some("Bearer sk-oa-secret")
+    );
+    assert_eq!(a.host.get(Map::Request, "content-length"), None);
+    answer(&mut a, "404", "application/json");
+    let vendor = br#"{"error":{"message":"Response with id 'resp_1' not found.","type":"invalid_request_error","param":null,"code":null}}"#;
+    *a.host.response_body.borrow_mut() = vendor.to_vec();
+    a.on_response_body(vendor.len(), true);
+    let got = body_json(&a.host.response_body.borrow());
+    assert_eq!(a.host.get(Map::Response, ":status").as_deref(), Some("404"));
+    assert!(got["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not found"));
+}
+
+#[test]
+fn azures_v1_api_has_the_stored_calls_under_openai() {
+    let delete = Call::Stored {
+        op: StoredOp::Delete,
+        id: "resp_1".into(),
+        query: String::new(),
+    };
+    let mut a = call_attempt("az", "gpt", delete, "");
+    a.on_request_headers(true);
+    assert_eq!(
+        a.host.get(Map::Request, ":path").as_deref(),
+        Some("/openai/v1/responses/resp_1")
+    );
+    assert_eq!(
+        a.host.get(Map::Request, "api-key").as_deref(),
+        Some("az-secret")
+    );
+}
+
+#[test]
+fn a_vendor_without_the_call_is_answered_by_the_gateway() {
+    // count_tokens failed over to OpenAI: the estimate.
+    let mut a = call_attempt("oa", "chat", Call::CountTokens, COUNT);
+    assert_eq!(a.on_request_headers(false), Flow::Pause);
+    let size = a.host.request_body.borrow().len();
+    assert_eq!(a.on_request_body(size, true), Flow::Pause);
+    let (status, body) = a.host.reply.borrow().clone().unwrap();
+    assert_eq!(status, 200);
+    assert!(body_json(&body)["input_tokens"].as_u64().unwrap() >= 4);
+    // A stored response asked of Anthropic: the gateway keeps none.
+    let mut a = call_attempt("an", "chat", retrieve(), "");
+    assert_eq!(a.on_request_headers(true), Flow::Pause);
+    let (status, body) = a.host.reply.borrow().clone().unwrap();
+    assert_eq!(status, 400);
+    assert_eq!(body_json(&body)["error"]["param"], "response_id");
 }

@@ -220,16 +220,55 @@ fn a_messages_request_is_handed_off_and_its_errors_are_anthropics() {
     assert_eq!(body["request_id"], "req-7");
 }
 
+/// Groups on Anthropic (`chat`), OpenAI (`gpt`) and on a vendor with
+/// neither the Messages nor the Responses API (`flash`), for keys allowed
+/// `groups`.
+fn three_vendors(groups: &str) -> Rc<Config> {
+    let hash = format!("{:x}", Sha256::digest(KEY.as_bytes()));
+    let json = format!(
+        r#"{{"providers":{{"an":{{"dialect":"anthropic","api_key":"sk-ant"}},
+              "ge":{{"dialect":"gemini","api_key":"g"}},"oa":{{"dialect":"openai","api_key":"sk-oa"}}}},
+             "model_groups":{{"chat":{{"candidates":[{{"provider":"an","model":"claude-x","cluster":"anthropic_cluster"}}]}},
+               "flash":{{"candidates":[{{"provider":"ge","model":"gemini-x","cluster":"gemini_cluster"}}]}},
+               "gpt":{{"candidates":[{{"provider":"oa","model":"gpt-x","cluster":"openai_cluster"}}]}}}},
+             "auth":{{"enabled":true,"keys":[{{"name":"team-a","sha256":"{hash}","groups":{groups}}}]}}}}"#
+    );
+    Rc::new(Config::parse(json.as_bytes(), |_| None).unwrap())
+}
+
+fn handoff(e: &Edge<FakeHost>) -> Handoff {
+    Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap()
+}
+
 #[test]
-fn count_tokens_is_answered_with_an_estimate() {
+fn count_tokens_goes_to_a_vendor_with_the_call_else_is_estimated() {
     let body =
         r#"{"model":"chat","messages":[{"role":"user","content":"count these four words"}]}"#;
     let mut e = edge(config(""), "POST", "/v1/messages/count_tokens", body);
+    assert_eq!(send(&mut e), Flow::Continue);
+    let handoff = handoff(&e);
+    assert_eq!(handoff.call, Some(crate::model::call::Call::CountTokens));
+    assert_eq!(handoff.api, crate::model::Api::AnthropicMessages);
+    assert_eq!(handoff.group, "chat");
+    assert_eq!(
+        e.host.get(Map::Request, "x-llm-cluster").as_deref(),
+        Some("anthropic_cluster")
+    );
+    // A group whose vendors have no count: the gateway's estimate, flagged.
+    let body =
+        r#"{"model":"flash","messages":[{"role":"user","content":"count these four words"}]}"#;
+    let mut e = edge(
+        three_vendors(r#"["*"]"#),
+        "POST",
+        "/v1/messages/count_tokens",
+        body,
+    );
     send(&mut e);
     let (status, body) = reply(&e);
     assert_eq!(status, 200);
     assert!(body["input_tokens"].as_u64().unwrap() >= 4, "{body}");
-    // A group the caller may not use, or a bad body, is refused.
+    assert!(e.host.prop("llm_handoff").is_none(), "nothing handed off");
+    // A bad body or another method is refused.
     let mut e = edge(
         config(""),
         "POST",
@@ -241,6 +280,62 @@ fn count_tokens_is_answered_with_an_estimate() {
     let mut e = edge(config(""), "GET", "/v1/messages/count_tokens", "");
     send(&mut e);
     assert_eq!(reply(&e).0, 405);
+}
+
+#[test]
+fn stored_response_calls_need_a_group_with_the_responses_api() {
+    let call = |method: &str, path: &str, group: Option<&str>| {
+        let mut e = edge(three_vendors(r#"["*"]"#), method, path, "");
+        if let Some(group) = group {
+            e.host.set(Map::Request, "x-model-group", group);
+        }
+        let flow = e.on_request_headers(true);
+        (flow, e)
+    };
+    let (flow, e) = call("GET", "/v1/responses/resp_1?include%5B%5D=x", Some("gpt"));
+    assert_eq!(flow, Flow::Continue, "routed at the headers: no body");
+    let handoff = handoff(&e);
+    assert_eq!(handoff.api, crate::model::Api::OpenAiResponses);
+    assert_eq!(
+        handoff.call.map(|c| c.path()).as_deref(),
+        Some("/v1/responses/resp_1?include%5B%5D=x")
+    );
+    // No group named, none by default: a 400 asking for the header.
+    let (_, e) = call("DELETE", "/v1/responses/resp_1", None);
+    let (status, body) = reply(&e);
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("x-model-group"))
+    );
+    // A group without the Responses API: the gateway keeps no responses.
+    let (_, e) = call("POST", "/v1/responses/resp_1/cancel", Some("flash"));
+    let (status, body) = reply(&e);
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("response_id"))
+    );
+    // A wrong method, an unknown path.
+    assert_eq!(
+        reply(&call("PUT", "/v1/responses/resp_1", Some("gpt")).1).0,
+        405
+    );
+    assert_eq!(
+        reply(&call("GET", "/v1/responses/resp_1/x", Some("gpt")).1).0,
+        404
+    );
+}
+
+#[test]
+fn a_native_call_is_refused_for_a_key_without_the_group() {
+    let mut e = edge(
+        three_vendors(r#"["chat"]"#),
+        "GET",
+        "/v1/responses/resp_1",
+        "",
+    );
+    e.host.set(Map::Request, "x-model-group", "gpt");
+    e.on_request_headers(true);
+    assert_eq!(reply(&e).0, 403);
 }
 
 #[test]
@@ -261,4 +356,21 @@ fn models_are_listed_in_anthropics_shape_for_its_clients() {
     assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
     assert_eq!(super::rfc3339(1_733_000_000), "2024-11-30T20:53:20Z");
     assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+}
+
+#[test]
+fn a_native_call_is_admitted_as_a_request() {
+    let limits = r#","limits":{"rate":[{"key":"team-a","requests_per_minute":1}]}"#;
+    let config = config(limits);
+    let count = r#"{"model":"chat","messages":[{"role":"user","content":"count me"}]}"#;
+    let mut first = edge(config.clone(), "POST", "/v1/messages/count_tokens", count);
+    assert_eq!(send(&mut first), Flow::Continue);
+    let mut second = edge(config, "POST", "/v1/messages/count_tokens", count);
+    *second.host.shared.borrow_mut() = first.host.shared.borrow().clone();
+    send(&mut second);
+    let (status, body) = reply(&second);
+    assert_eq!(
+        (status, body["error"]["type"].as_str()),
+        (429, Some("rate_limit_error"))
+    );
 }

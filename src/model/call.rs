@@ -1,0 +1,324 @@
+//! Native calls: a client API's requests that are not generations
+//! (`POST /v1/messages/count_tokens`, the Responses API's stored-response
+//! calls). They are routed like a generation, and passed to a vendor that
+//! has the call in its own API; elsewhere the gateway answers them itself.
+
+use super::request::ChatRequest;
+use super::Api;
+use crate::error::{ErrorCode, GatewayError};
+
+/// One native call, as the client made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// `POST /v1/messages/count_tokens` (the body: a Messages request).
+    CountTokens,
+    /// A call on a response the vendor stored (`/v1/responses/{id}...`).
+    Stored {
+        op: StoredOp,
+        /// The response id (`[A-Za-z0-9_-]`, so it is one path segment as it is).
+        id: String,
+        /// The query string, as the client sent it (without `?`).
+        query: String,
+    },
+}
+
+/// The Responses API's calls on a stored response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredOp {
+    /// `GET /v1/responses/{id}`
+    Retrieve,
+    /// `DELETE /v1/responses/{id}`
+    Delete,
+    /// `POST /v1/responses/{id}/cancel`
+    Cancel,
+    /// `GET /v1/responses/{id}/input_items`
+    InputItems,
+}
+
+impl StoredOp {
+    const ALL: [StoredOp; 4] = [
+        StoredOp::Retrieve,
+        StoredOp::Delete,
+        StoredOp::Cancel,
+        StoredOp::InputItems,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            StoredOp::Retrieve => "retrieve",
+            StoredOp::Delete => "delete",
+            StoredOp::Cancel => "cancel",
+            StoredOp::InputItems => "input_items",
+        }
+    }
+
+    fn method(self) -> &'static str {
+        match self {
+            StoredOp::Retrieve | StoredOp::InputItems => "GET",
+            StoredOp::Delete => "DELETE",
+            StoredOp::Cancel => "POST",
+        }
+    }
+
+    /// What follows `/v1/responses/{id}` in its path.
+    fn suffix(self) -> &'static str {
+        match self {
+            StoredOp::Retrieve | StoredOp::Delete => "",
+            StoredOp::Cancel => "/cancel",
+            StoredOp::InputItems => "/input_items",
+        }
+    }
+}
+
+/// Response ids longer than this are refused (OpenAI's are ~50 characters).
+const MAX_ID_LEN: usize = 256;
+
+impl Call {
+    /// The API the call belongs to (its errors are in this API's envelope).
+    pub fn api(&self) -> Api {
+        match self {
+            Call::CountTokens => Api::AnthropicMessages,
+            Call::Stored { .. } => Api::OpenAiResponses,
+        }
+    }
+
+    /// Whether the call carries a request body.
+    pub fn has_body(&self) -> bool {
+        matches!(self, Call::CountTokens)
+    }
+
+    /// Its path, `/v1/...` with the query string: the vendor's path below
+    /// its API's root.
+    pub fn path(&self) -> String {
+        match self {
+            Call::CountTokens => "/v1/messages/count_tokens".to_owned(),
+            Call::Stored { op, id, query } => {
+                let sep = if query.is_empty() { "" } else { "?" };
+                format!("/v1/responses/{id}{}{sep}{query}", op.suffix())
+            }
+        }
+    }
+
+    /// The native call a request line names, with the API its path
+    /// belongs to: `None` for a path that is none; an error for a known
+    /// call's path with another method (405), a path below
+    /// `/v1/responses/` that is no call (404), or what the gateway cannot
+    /// pass on (a streamed retrieve, an id that is not one).
+    pub fn for_request(
+        method: &str,
+        path: &str,
+        query: &str,
+    ) -> Option<(Api, Result<Call, GatewayError>)> {
+        if path == "/v1/messages/count_tokens" {
+            let call = if method == "POST" {
+                Ok(Call::CountTokens)
+            } else {
+                Err(GatewayError::method_not_allowed(path, method, "POST"))
+            };
+            return Some((Api::AnthropicMessages, call));
+        }
+        let rest = path.strip_prefix("/v1/responses/")?;
+        Some((Api::OpenAiResponses, stored(method, path, rest, query)))
+    }
+
+    /// The gateway's own answer, where no vendor has the call: for
+    /// count_tokens the estimate of `request`'s input tokens (to be
+    /// flagged `x-llm-estimated`), for the stored-response calls a 400 (the
+    /// gateway keeps no responses).
+    pub fn local_answer(&self, request: Option<&ChatRequest>) -> Result<Vec<u8>, GatewayError> {
+        match self {
+            Call::CountTokens => {
+                let tokens = request.map_or(0, super::estimate::prompt_tokens);
+                Ok(
+                    serde_json::to_vec(&serde_json::json!({"input_tokens": tokens}))
+                        .unwrap_or_default(),
+                )
+            }
+            Call::Stored { op, .. } => Err(GatewayError::invalid(
+                "response_id",
+                format!(
+                    "{} /v1/responses/{{id}}{}: this model group's providers keep no responses \
+                     (the gateway is stateless); send the conversation's history in `input` \
+                     instead of referring to a stored response",
+                    op.method(),
+                    op.suffix()
+                ),
+            )),
+        }
+    }
+
+    /// The call as the handoff carries it: `name[:id:query]`, the query
+    /// percent-encoded (it may hold the handoff's `;`).
+    pub fn encode(&self) -> String {
+        match self {
+            Call::CountTokens => "count_tokens".to_owned(),
+            Call::Stored { op, id, query } => {
+                format!("{}:{id}:{}", op.name(), crate::url::encode_segment(query))
+            }
+        }
+    }
+
+    pub fn decode(text: &str) -> Option<Call> {
+        if text == "count_tokens" {
+            return Some(Call::CountTokens);
+        }
+        let mut parts = text.splitn(3, ':');
+        let name = parts.next()?;
+        let op = StoredOp::ALL.into_iter().find(|op| op.name() == name)?;
+        let id = parts.next().filter(|id| valid_id(id))?;
+        let query = crate::url::decode_segment(parts.next()?);
+        Some(Call::Stored {
+            op,
+            id: id.to_owned(),
+            query,
+        })
+    }
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn stored(method: &str, path: &str, rest: &str, query: &str) -> Result<Call, GatewayError> {
+    let (shape, allow, op) = match rest.split_once('/') {
+        None if !rest.is_empty() => {
+            let op = if method == "DELETE" {
+                StoredOp::Delete
+            } else {
+                StoredOp::Retrieve
+            };
+            ("/v1/responses/{id}", "GET, DELETE", op)
+        }
+        Some((id, "cancel")) if !id.is_empty() => {
+            ("/v1/responses/{id}/cancel", "POST", StoredOp::Cancel)
+        }
+        Some((id, "input_items")) if !id.is_empty() => (
+            "/v1/responses/{id}/input_items",
+            "GET",
+            StoredOp::InputItems,
+        ),
+        _ => {
+            let mut e = GatewayError::new(
+                ErrorCode::ModelNotFound,
+                format!("unknown path {}", path.escape_debug()),
+            );
+            e.param = Some("path".into());
+            return Err(e);
+        }
+    };
+    if !allow.split(", ").any(|m| m == method) {
+        return Err(GatewayError::method_not_allowed(shape, method, allow));
+    }
+    let id = rest.split('/').next().unwrap_or_default();
+    if !valid_id(id) {
+        return Err(GatewayError::invalid(
+            "response_id",
+            format!("a response id is 1-{MAX_ID_LEN} characters of [A-Za-z0-9_-]"),
+        ));
+    }
+    if !query.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(GatewayError::invalid(
+            "query",
+            "the query string must be printable ASCII (percent-encode the rest)",
+        ));
+    }
+    // A streamed retrieve would be passed on as a stream of stored events,
+    // which the gateway does not relay.
+    let streamed = query
+        .split('&')
+        .any(|pair| pair == "stream=true" || pair == "stream=True");
+    if streamed {
+        return Err(GatewayError::invalid(
+            "stream",
+            "retrieving a stored response as a stream is not supported through the gateway; \
+             retrieve it without stream=true",
+        ));
+    }
+    Ok(Call::Stored {
+        op,
+        id: id.to_owned(),
+        query: query.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_told_by_method_and_path() {
+        let call = |m, p, q| Call::for_request(m, p, q).map(|(_, r)| r.map_err(|e| e.status()));
+        assert_eq!(
+            call("POST", "/v1/messages/count_tokens", ""),
+            Some(Ok(Call::CountTokens))
+        );
+        assert_eq!(call("GET", "/v1/messages/count_tokens", ""), Some(Err(405)));
+        assert_eq!(call("POST", "/v1/messages", ""), None);
+        assert_eq!(call("GET", "/v1/models", ""), None);
+        let stored = |op, query: &str| {
+            Some(Ok(Call::Stored {
+                op,
+                id: "resp_1".into(),
+                query: query.into(),
+            }))
+        };
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1", "include%5B%5D=x"),
+            stored(StoredOp::Retrieve, "include%5B%5D=x")
+        );
+        assert_eq!(
+            call("DELETE", "/v1/responses/resp_1", ""),
+            stored(StoredOp::Delete, "")
+        );
+        assert_eq!(
+            call("POST", "/v1/responses/resp_1/cancel", ""),
+            stored(StoredOp::Cancel, "")
+        );
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1/input_items", "limit=2"),
+            stored(StoredOp::InputItems, "limit=2")
+        );
+        assert_eq!(call("POST", "/v1/responses/resp_1", ""), Some(Err(405)));
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1/cancel", ""),
+            Some(Err(405))
+        );
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1/other", ""),
+            Some(Err(404))
+        );
+        assert_eq!(call("GET", "/v1/responses/", ""), Some(Err(404)));
+        assert_eq!(call("GET", "/v1/responses/a%2F..", ""), Some(Err(400)));
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1", "stream=true"),
+            Some(Err(400))
+        );
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1", "after=\u{fffd}"),
+            Some(Err(400))
+        );
+    }
+
+    #[test]
+    fn the_vendor_path_keeps_the_query_and_the_handoff_round_trips() {
+        let call = Call::Stored {
+            op: StoredOp::InputItems,
+            id: "resp_1".into(),
+            query: "limit=2;x&order=asc".into(),
+        };
+        assert_eq!(
+            call.path(),
+            "/v1/responses/resp_1/input_items?limit=2;x&order=asc"
+        );
+        assert!(!call.encode().contains(';'));
+        assert_eq!(Call::decode(&call.encode()), Some(call));
+        assert_eq!(Call::decode("count_tokens"), Some(Call::CountTokens));
+        assert_eq!(Call::decode("retrieve:a/b:"), None);
+        assert_eq!(Call::decode("other:a:"), None);
+        assert_eq!(Call::CountTokens.path(), "/v1/messages/count_tokens");
+    }
+}
