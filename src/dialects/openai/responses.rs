@@ -1,7 +1,8 @@
 //! OpenAI's Responses API (`POST /v1/responses`; Azure OpenAI's v1 API at
 //! `/openai/v1/responses`) for clients that speak it too: a pass-through
-//! pair. The client's body goes on with the vendor model as `model` (our
-//! `request_id` and the gateway's `metadata.task_type` taken out); the
+//! pair. The client's body goes on as it came, but the vendor model as
+//! `model` (our `request_id` and the gateway's `metadata.task_type` taken
+//! out, [`crate::dialects::edit_members`]); the
 //! answer comes back as the vendor sent it, with `provider` added, its
 //! usage and status read for metering; stream events are forwarded, usage
 //! read from `response.completed` (or `.incomplete`); a vendor's `error` or
@@ -10,31 +11,51 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::super::{unparseable, DecodedResponse, Events, Target, UpstreamRequest};
+use super::super::{unparseable, DecodedResponse, Events, Member, Target, UpstreamRequest};
 use super::GATEWAY_METADATA;
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::response::{Answer, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
 use crate::sse::SseParser;
 
-/// The request body: the client's, with the vendor model.
+/// The request body: the client's as it came, but the vendor model as
+/// `model`, no `request_id` (ours), and no `metadata.task_type` (the
+/// gateway's): only those members are written anew.
 pub(in crate::dialects) fn encode(
     raw: &[u8],
     target: &Target,
     path: String,
     auth: (&'static str, String),
 ) -> Result<UpstreamRequest, GatewayError> {
-    let mut body: Map<String, Value> = serde_json::from_slice(raw)
-        .map_err(|e| GatewayError::invalid("body", format!("invalid request body: {e}")))?;
-    body.insert("model".into(), target.model.into());
-    // Our extension, and what only the gateway reads.
-    body.remove("request_id");
-    if let Some(Value::Object(metadata)) = body.get_mut("metadata") {
-        metadata.retain(|k, _| !GATEWAY_METADATA.contains(&k.as_str()));
+    /// The members that may need rewriting, read without the rest.
+    #[derive(Deserialize)]
+    struct Edited {
+        #[serde(default)]
+        model: Option<serde::de::IgnoredAny>,
+        #[serde(default)]
+        metadata: Option<Map<String, Value>>,
     }
-    let mut out = Vec::with_capacity(raw.len().saturating_add(64));
-    serde_json::to_writer(&mut out, &body)
-        .map_err(|e| GatewayError::invalid("body", format!("request could not be encoded: {e}")))?;
+    let invalid =
+        |e: serde_json::Error| GatewayError::invalid("body", format!("invalid request body: {e}"));
+    let edited: Edited = serde_json::from_slice(raw).map_err(invalid)?;
+    let model = serde_json::to_string(target.model).map_err(invalid)?;
+    let metadata = match edited.metadata {
+        Some(mut m) if GATEWAY_METADATA.iter().any(|k| m.contains_key(*k)) => {
+            m.retain(|k, _| !GATEWAY_METADATA.contains(&k.as_str()));
+            Some(serde_json::to_string(&m).map_err(invalid)?)
+        }
+        _ => None,
+    };
+    let first = match edited.model {
+        Some(_) => String::new(),
+        None => format!("\"model\":{model}"),
+    };
+    let body = crate::dialects::edit_members(raw, &first, |key| match key {
+        "model" => Member::Replace(&model),
+        "request_id" => Member::Drop,
+        "metadata" => metadata.as_deref().map_or(Member::Keep, Member::Replace),
+        _ => Member::Keep,
+    })?;
     let mut headers = vec![("content-type", "application/json".to_owned())];
     if target.provider.resolved_key.is_some() {
         headers.push(auth);
@@ -42,7 +63,7 @@ pub(in crate::dialects) fn encode(
     Ok(UpstreamRequest {
         path,
         headers,
-        body: out,
+        body,
     })
 }
 
