@@ -185,8 +185,11 @@ fn request_parsing_and_encoding_never_panic() {
                     provider,
                     model: "m",
                 };
-                let raw = || input.clone();
-                let _ = d.encode_native(api, &raw, &request, &target);
+                let client = llm_gateway::dialects::ClientRequest {
+                    body: &|| input.clone(),
+                    header: &|_| Some(b"beta-1, beta-2".to_vec()),
+                };
+                let _ = d.encode_native(api, &client, &request, &target);
                 let _ = d.encode_request(&request, &target);
             }
         }
@@ -269,8 +272,11 @@ fn responses_surface_never_panics() {
                     provider,
                     model: "m",
                 };
-                let raw = || input.clone();
-                let _ = d.encode_native(api, &raw, &request, &target);
+                let client = llm_gateway::dialects::ClientRequest {
+                    body: &|| input.clone(),
+                    header: &|_| Some(b"beta-1, beta-2".to_vec()),
+                };
+                let _ = d.encode_native(api, &client, &request, &target);
                 let _ = d.encode_request(&request, &target);
             }
         }

@@ -134,9 +134,12 @@ fn vendor_request(config: &Config, api: Api, name: &str, body: &[u8]) -> String 
         let adapted = provider.apply_policy(model, &request);
         let request = adapted.as_ref().unwrap_or(&request);
         let target = Target { provider, model };
-        let raw = || body.to_vec();
+        let client = dialects::ClientRequest {
+            body: &|| body.to_vec(),
+            header: &|_| None,
+        };
         let kept = (dialect.speaks(api) && provider.serves(api))
-            .then(|| dialect.encode_native(api, &raw, request, &target))
+            .then(|| dialect.encode_native(api, &client, request, &target))
             .flatten();
         native = kept.is_some();
         match (kept, &request.native_only) {

@@ -214,15 +214,16 @@ def test_thinking_round_trip_keeps_signatures_and_cache_points(bgw, test_id, str
     assert "Invalid `signature` in `thinking` block" in info.value.body["error"]["message"]
 
 
-def test_anthropic_beta_header_is_withheld(bgw, test_id):
-    """Documented gap: InvokeModel takes betas as the body's
-    `anthropic_beta`, which the dialect cannot fill from the client's
-    header yet; the header is withheld (as from Converse), never sent on."""
-    c = claude(bgw, test_id, **{"anthropic-beta": "some-beta-2025-01-01"})
+def test_anthropic_beta_header_becomes_the_bodys_list(bgw, test_id):
+    """InvokeModel takes betas as the body's `anthropic_beta`: the client's
+    header becomes that list; the header itself is never sent on (nor
+    signed)."""
+    c = claude(bgw, test_id, **{"anthropic-beta": "some-beta-2025-01-01, other-beta-2025-02-02"})
     m = c.messages.create(model="claude-sonnet-4", max_tokens=50, messages=user("beta"))
     assert m.stop_reason == "end_turn"
     seen = seen_by_bedrock(bgw, test_id)
-    assert "anthropic-beta" not in seen["headers"] and "anthropic_beta" not in seen["body"]
+    assert "anthropic-beta" not in seen["headers"]
+    assert seen["body"]["anthropic_beta"] == ["some-beta-2025-01-01", "other-beta-2025-02-02"]
 
 
 def test_what_bedrock_refuses_is_its_400(bgw):

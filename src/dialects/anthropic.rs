@@ -405,12 +405,12 @@ impl Dialect for Anthropic {
     fn encode_native(
         &self,
         _api: Api,
-        raw: &dyn Fn() -> Vec<u8>,
+        client: &super::ClientRequest,
         _req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         Some(
-            with_model(&raw(), target.model).map(|body| UpstreamRequest {
+            with_model(&(client.body)(), target.model).map(|body| UpstreamRequest {
                 path: format!("{}/v1/messages", target.provider.base_path),
                 headers: headers(target),
                 body,
@@ -1479,7 +1479,10 @@ mod messages_tests {
             model: "claude-\"x\"",
         };
         let req = messages(body);
-        let raw = || body.as_bytes().to_vec();
+        let raw = crate::dialects::ClientRequest {
+            body: &|| body.as_bytes().to_vec(),
+            header: &|_| None,
+        };
         let up = Anthropic
             .encode_native(Api::AnthropicMessages, &raw, &req, &target)
             .unwrap()
@@ -1496,7 +1499,10 @@ mod messages_tests {
         assert!(Anthropic.takes_client_header(Api::AnthropicMessages, b"anthropic-beta"));
         assert!(!Anthropic.takes_client_header(Api::OpenAiChat, b"anthropic-beta"));
         assert!(!Anthropic.takes_client_header(Api::AnthropicMessages, b"anthropic-version"));
-        let raw = || b"{\"max_tokens\":1}".to_vec();
+        let raw = crate::dialects::ClientRequest {
+            body: &|| b"{\"max_tokens\":1}".to_vec(),
+            header: &|_| None,
+        };
         let e = Anthropic
             .encode_native(Api::AnthropicMessages, &raw, &req, &target)
             .unwrap()

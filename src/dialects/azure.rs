@@ -36,7 +36,7 @@ impl Dialect for Azure {
     fn encode_native(
         &self,
         api: Api,
-        raw: &dyn Fn() -> Vec<u8>,
+        client: &super::ClientRequest,
         _req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
@@ -44,7 +44,7 @@ impl Dialect for Azure {
             let path = format!("{}/openai/v1/responses", target.provider.base_path);
             let key = target.provider.resolved_key.as_ref();
             let auth = key.map(|k| k.expose().to_owned()).unwrap_or_default();
-            openai::encode_responses(&raw(), target, path, ("api-key", auth))
+            openai::encode_responses(&(client.body)(), target, path, ("api-key", auth))
         })
     }
 

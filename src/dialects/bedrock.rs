@@ -538,12 +538,13 @@ impl Dialect for Bedrock {
     fn encode_native(
         &self,
         _api: Api,
-        raw: &dyn Fn() -> Vec<u8>,
+        client: &super::ClientRequest,
         req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         invokes(target).then(|| {
-            bedrock_invoke::invoke_body(&raw()).map(|body| invoke(target, req.stream, body))
+            bedrock_invoke::invoke_body(&(client.body)(), (client.header)("anthropic-beta"))
+                .map(|body| invoke(target, req.stream, body))
         })
     }
 
@@ -1812,7 +1813,10 @@ mod invoke_tests {
         assert!(with.providers["p"].serves(api) && !without.providers["p"].serves(api));
         let body = "{\"model\": \"g\",\"max_tokens\":2048, \"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},\n\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\",\"cache_control\":{\"type\":\"ephemeral\"}}]}],\"stream\":true}";
         let req = parse_messages(body.as_bytes()).unwrap();
-        let raw = || body.as_bytes().to_vec();
+        let raw = crate::dialects::ClientRequest {
+            body: &|| body.as_bytes().to_vec(),
+            header: &|_| None,
+        };
         let target = Target {
             provider: &with.providers["p"],
             model: CLAUDE,

@@ -36,16 +36,40 @@ const VERSION_MEMBER: &str = r#""anthropic_version":"bedrock-2023-05-31""#;
 
 /// A body in Anthropic's Messages format as InvokeModel takes it: every
 /// byte kept but `model` and `stream`, `anthropic_version` added.
-pub fn invoke_body(messages_body: &[u8]) -> Result<Vec<u8>, GatewayError> {
-    edit_members(messages_body, VERSION_MEMBER, |key| match key {
+pub fn invoke_body(messages_body: &[u8], beta: Option<Vec<u8>>) -> Result<Vec<u8>, GatewayError> {
+    let mut first = VERSION_MEMBER.to_owned();
+    if let Some(betas) = beta
+        .as_deref()
+        .map(anthropic_beta)
+        .filter(|b| !b.is_empty())
+    {
+        let list = serde_json::to_string(&betas)
+            .map_err(|e| GatewayError::invalid("anthropic-beta", e.to_string()))?;
+        first.push_str(",\"anthropic_beta\":");
+        first.push_str(&list);
+    }
+    edit_members(messages_body, &first, |key| match key {
+        // The client's own `anthropic_beta` gives way to its header's.
         "model" | "stream" => Member::Drop,
+        "anthropic_beta" if first.len() > VERSION_MEMBER.len() => Member::Drop,
         _ => Member::Keep,
     })
 }
 
+/// The betas of an `anthropic-beta` header (comma-separated names), as
+/// InvokeModel takes them in the body; what is not text is left out.
+fn anthropic_beta(header: &[u8]) -> Vec<&str> {
+    std::str::from_utf8(header)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+        .collect()
+}
+
 /// The neutral request as the Anthropic dialect encodes it, for InvokeModel.
 pub fn encode_body(req: &ChatRequest, target: &Target) -> Result<Vec<u8>, GatewayError> {
-    invoke_body(&Anthropic.encode_request(req, target)?.body)
+    invoke_body(&Anthropic.encode_request(req, target)?.body, None)
 }
 
 /// Whether a Bedrock answer is Anthropic's message (InvokeModel), not a
@@ -151,7 +175,7 @@ mod tests {
         let body = br#"{ "model" : "claude-x",
   "max_tokens": 10, "stream":true ,"messages":[{"role":"user","content":"hi \"there\""}],
   "system": [{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}] }"#;
-        let out = String::from_utf8(invoke_body(body).unwrap()).unwrap();
+        let out = String::from_utf8(invoke_body(body, None).unwrap()).unwrap();
         assert_eq!(
             out,
             r#"{"anthropic_version":"bedrock-2023-05-31",
@@ -163,20 +187,33 @@ mod tests {
         assert!(v.get("model").is_none() && v.get("stream").is_none());
         // Only the version when nothing else is left.
         assert_eq!(
-            invoke_body(br#"{"model":"m"}"#).unwrap(),
+            invoke_body(br#"{"model":"m"}"#, None).unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31"}"#
         );
         // Dropped side by side: the dropped members' separators go with them.
         assert_eq!(
-            invoke_body(br#"{"a":1 , "model":"m","stream":false,  "b":[2,3] }"#).unwrap(),
+            invoke_body(
+                br#"{"a":1 , "model":"m","stream":false,  "b":[2,3] }"#,
+                None
+            )
+            .unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","a":1,  "b":[2,3] }"#
         );
         assert_eq!(
-            invoke_body(br#"{"a":{"model":"inner"},"model":"m"}"#).unwrap(),
+            invoke_body(br#"{"a":{"model":"inner"},"model":"m"}"#, None).unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","a":{"model":"inner"}}"#
         );
-        assert!(invoke_body(b"[1]").is_err());
-        assert!(invoke_body(b"{\"a\":").is_err());
+        assert!(invoke_body(b"[1]", None).is_err());
+        // The client's `anthropic-beta` header: the body's list, in its place.
+        assert_eq!(
+            invoke_body(
+                br#"{"model":"m","anthropic_beta":["old"],"max_tokens":1}"#,
+                Some(b" beta-a, beta-b ,".to_vec())
+            )
+            .unwrap(),
+            br#"{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["beta-a","beta-b"],"max_tokens":1}"#
+        );
+        assert!(invoke_body(b"{\"a\":", None).is_err());
     }
 
     #[test]

@@ -41,6 +41,14 @@ pub fn dialect(kind: DialectKind) -> &'static dyn Dialect {
     }
 }
 
+/// The client's request as a pass-through pair reads it, each part only
+/// when asked: its body, and its headers (a vendor may want one in the
+/// body: InvokeModel's `anthropic_beta`).
+pub struct ClientRequest<'a> {
+    pub body: &'a dyn Fn() -> Vec<u8>,
+    pub header: &'a dyn Fn(&str) -> Option<Vec<u8>>,
+}
+
 /// Where one attempt goes: the provider the endpoint names and the vendor model.
 pub struct Target<'a> {
     pub provider: &'a Provider,
@@ -84,13 +92,13 @@ pub trait Dialect: Sync {
     }
 
     /// The vendor request for a client speaking `api`, one of this vendor's
-    /// own APIs (see [`Self::speaks`]), made from the client's body (`raw`
-    /// reads it: model mapped, bytes otherwise kept); `None` when the
-    /// dialect encodes the neutral request instead.
+    /// own APIs (see [`Self::speaks`]), made from the client's request
+    /// (model mapped, bytes otherwise kept); `None` when the dialect
+    /// encodes the neutral request instead.
     fn encode_native(
         &self,
         _api: Api,
-        _raw: &dyn Fn() -> Vec<u8>,
+        _client: &ClientRequest,
         _req: &ChatRequest,
         _target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {

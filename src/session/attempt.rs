@@ -11,7 +11,7 @@ use super::channel::AttemptChannel;
 use super::host::{unix_seconds, Buffer, Flow, Host, Map, Phase, PhaseTimer};
 use super::{parse_call_body, send_error, Session, HANDOFF_PROPERTY};
 use crate::config::Config;
-use crate::dialects::{dialect, Dialect, StreamDecoder, Target, UpstreamRequest};
+use crate::dialects::{dialect, ClientRequest, Dialect, StreamDecoder, Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
@@ -316,9 +316,12 @@ impl<H: Host> Attempt<H> {
         };
         // The same API on both sides: the client's bytes, where the dialect
         // keeps them.
-        let raw = || self.host.body(Buffer::Request, 0, size);
+        let client = ClientRequest {
+            body: &|| self.host.body(Buffer::Request, 0, size),
+            header: &|name| self.host.header(Map::Request, name),
+        };
         let native = pass_through(provider, dialect, self.api)
-            .then(|| dialect.encode_native(self.api, &raw, request, &target));
+            .then(|| dialect.encode_native(self.api, &client, request, &target));
         let encoded = match native.flatten() {
             Some(encoded) => encoded?,
             None => match &request.native_only {

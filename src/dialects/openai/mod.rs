@@ -118,7 +118,7 @@ impl Dialect for OpenAi {
     fn encode_native(
         &self,
         api: Api,
-        raw: &dyn Fn() -> Vec<u8>,
+        client: &crate::dialects::ClientRequest,
         _req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
@@ -126,7 +126,7 @@ impl Dialect for OpenAi {
             let path = format!("{}/v1/responses", target.provider.base_path);
             let key = target.provider.resolved_key.as_ref();
             let auth = format!("Bearer {}", key.map(|k| k.expose()).unwrap_or_default());
-            encode_responses(&raw(), target, path, ("authorization", auth))
+            encode_responses(&(client.body)(), target, path, ("authorization", auth))
         })
     }
 
