@@ -4,6 +4,7 @@ by PID. At the end of the run, every response any test saw and the logs of
 every Envoy any test started are scanned for vendor keys and filter panics
 (`secrets_scan`, whatever order the tests ran in)."""
 
+import contextlib
 import json
 import sys
 import urllib.error
@@ -155,6 +156,24 @@ class Gateway:
 
 
 DEAD_PORT_PROVIDER = "mock-anthropic"
+
+
+@contextlib.contextmanager
+def own_gateway(workdir, edit=None):
+    """A gateway of a test module's own: the mock and an Envoy serving the
+    test configuration (as `edit` leaves it; `configure_test_gateway` by
+    default), its access log in `workdir`, flushed every 50 ms (Envoy's
+    default is 10 s) so metering can be read back at once."""
+    mock, mock_port = gateway.start_mock()
+    envoy = None
+    try:
+        bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=edit or configure_test_gateway,
+                                            access_log=workdir / "access.log")
+        envoy = gateway.start_envoy(bootstrap, workdir, extra_args=["--file-flush-interval-msec", "50"])
+        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
 
 
 def serve_example_from_build(listener, failing="anthropic"):

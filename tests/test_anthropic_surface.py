@@ -14,8 +14,7 @@ import anthropic
 import httpx2
 import pytest
 
-import gateway
-from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY, Gateway, complete_lines, configure_test_gateway
+from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY, complete_lines, own_gateway
 
 GROUPS = ["mock-anthropic", "mock-openai", "mock-gemini", "mock-bedrock", "mock-dashscope", "mock-azure"]
 # The vendor model that answers each group.
@@ -34,17 +33,8 @@ LOOKUP = {"name": "lookup", "description": "Look something up",
 @pytest.fixture(scope="module")
 def agw(tmp_path_factory):
     """A gateway of its own, with an access log flushed often (metering is checked in it)."""
-    workdir = tmp_path_factory.mktemp("envoy-anthropic")
-    mock, mock_port = gateway.start_mock()
-    bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=configure_test_gateway,
-                                        access_log=workdir / "access.log")
-    envoy = None
-    try:
-        envoy = gateway.start_envoy(bootstrap, workdir, extra_args=["--file-flush-interval-msec", "50"])
-        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
-    finally:
-        gateway.stop(envoy)
-        gateway.stop(mock)
+    with own_gateway(tmp_path_factory.mktemp("envoy-anthropic")) as gw:
+        yield gw
 
 
 def client(agw, group=None, key=ALL_GROUPS_KEY, test_id=None, **headers):

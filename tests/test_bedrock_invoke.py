@@ -19,8 +19,7 @@ import httpx2
 import openai
 import pytest
 
-import gateway
-from conftest import ALL_GROUPS_KEY, Gateway, complete_lines, configure_test_gateway
+from conftest import ALL_GROUPS_KEY, complete_lines, configure_test_gateway, own_gateway
 
 GROUP = "mock-bedrock"
 SONNET = "anthropic.claude-sonnet-4-20250514-v1:0"
@@ -40,17 +39,8 @@ def with_claude_invoke(config):
 
 @pytest.fixture(scope="module")
 def bgw(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("envoy-bedrock-invoke")
-    mock, mock_port = gateway.start_mock()
-    bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=with_claude_invoke,
-                                        access_log=workdir / "access.log")
-    envoy = None
-    try:
-        envoy = gateway.start_envoy(bootstrap, workdir, extra_args=["--file-flush-interval-msec", "50"])
-        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
-    finally:
-        gateway.stop(envoy)
-        gateway.stop(mock)
+    with own_gateway(tmp_path_factory.mktemp("envoy-bedrock-invoke"), edit=with_claude_invoke) as gw:
+        yield gw
 
 
 def _seen(bgw, response):

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-import gateway
-from conftest import ALL_GROUPS_KEY, Gateway, complete_lines, configure_test_gateway
+from conftest import ALL_GROUPS_KEY, complete_lines, own_gateway
 
 CLAUDE_DIR = Path(__file__).resolve().parent / "claude-code"
 CLAUDE = CLAUDE_DIR / "node_modules" / ".bin" / "claude"
@@ -48,17 +47,8 @@ def ensure_claude_code():
 @pytest.fixture(scope="module")
 def cgw(tmp_path_factory):
     ensure_claude_code()
-    workdir = tmp_path_factory.mktemp("envoy-claude-code")
-    mock, mock_port = gateway.start_mock()
-    bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=configure_test_gateway,
-                                        access_log=workdir / "access.log")
-    envoy = None
-    try:
-        envoy = gateway.start_envoy(bootstrap, workdir, extra_args=["--file-flush-interval-msec", "50"])
-        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
-    finally:
-        gateway.stop(envoy)
-        gateway.stop(mock)
+    with own_gateway(tmp_path_factory.mktemp("envoy-claude-code")) as gw:
+        yield gw
 
 
 def claude(cgw, tmp_path, group, prompt, test_id, scenario=None):
