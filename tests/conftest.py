@@ -7,6 +7,7 @@ every Envoy any test started are scanned for vendor keys and filter panics
 import contextlib
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -106,6 +107,23 @@ def complete_lines(path):
     finished (Envoy flushes the access log in pieces)."""
     text = path.read_text()
     return text[: text.rfind("\n") + 1].splitlines()
+
+
+def log_lines(gw):
+    """Every complete line of a gateway's access log (`own_gateway`'s), as JSON."""
+    return [json.loads(line) for line in complete_lines(gw.workdir / "access.log") if line.startswith("{")]
+
+
+def log_for(gw, request_id, timeout=10.0):
+    """The access-log line of a request (a bounded poll: Envoy flushes the
+    log in its own time)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [line for line in log_lines(gw) if line.get("request_id") == request_id]
+        if found:
+            return found[-1]
+        time.sleep(0.05)
+    raise AssertionError(f"no access log line for {request_id}")
 
 
 class Gateway:

@@ -179,19 +179,7 @@ fn request_parsing_and_encoding_never_panic() {
             let Ok(request) = surface(api).parse_request(&input) else {
                 continue;
             };
-            for provider in config.providers.values() {
-                let d = dialect(provider.dialect);
-                let target = Target {
-                    provider,
-                    model: "m",
-                };
-                let client = llm_gateway::dialects::ClientRequest {
-                    body: &|| input.clone(),
-                    header: &|_| Some(b"beta-1, beta-2".to_vec()),
-                };
-                let _ = d.encode_native(api, &client, &request, &target);
-                let _ = d.encode_request(&request, &target);
-            }
+            encode_for_every_provider(&config, api, &input, &request);
         }
     }
 }
@@ -266,19 +254,7 @@ fn responses_surface_never_panics() {
             RESPONSES_REQUESTS[i % RESPONSES_REQUESTS.len()].as_bytes(),
         );
         if let Ok(request) = surface(api).parse_request(&input) {
-            for provider in config.providers.values() {
-                let d = dialect(provider.dialect);
-                let target = Target {
-                    provider,
-                    model: "m",
-                };
-                let client = llm_gateway::dialects::ClientRequest {
-                    body: &|| input.clone(),
-                    header: &|_| Some(b"beta-1, beta-2".to_vec()),
-                };
-                let _ = d.encode_native(api, &client, &request, &target);
-                let _ = d.encode_request(&request, &target);
-            }
+            encode_for_every_provider(&config, api, &input, &request);
         }
         for &kind in DialectKind::ALL {
             let d = dialect(kind);
@@ -307,5 +283,28 @@ fn responses_surface_never_panics() {
                 );
             }
         }
+    }
+}
+
+/// A parsed request encoded for every provider of `config`, both ways: the
+/// client's body kept (where the vendor speaks `api`) and translated.
+fn encode_for_every_provider(
+    config: &llm_gateway::config::Config,
+    api: Api,
+    input: &[u8],
+    request: &llm_gateway::model::request::ChatRequest,
+) {
+    for provider in config.providers.values() {
+        let d = dialect(provider.dialect);
+        let target = Target {
+            provider,
+            model: "m",
+        };
+        let client = llm_gateway::dialects::ClientRequest {
+            body: &|| input.to_vec(),
+            header: &|_| Some(b"beta-1, beta-2".to_vec()),
+        };
+        let _ = d.encode_native(api, &client, request, &target);
+        let _ = d.encode_request(request, &target);
     }
 }

@@ -14,7 +14,7 @@ import anthropic
 import httpx2
 import pytest
 
-from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY, complete_lines, own_gateway
+from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY, own_gateway, log_for
 
 GROUPS = ["mock-anthropic", "mock-openai", "mock-gemini", "mock-bedrock", "mock-dashscope", "mock-azure"]
 # The vendor model that answers each group.
@@ -59,14 +59,6 @@ def user(text):
     return [{"role": "user", "content": text}]
 
 
-def log_for(agw, request_id, timeout=5.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for line in complete_lines(agw.workdir / "access.log"):
-            if line.startswith("{") and json.loads(line)["request_id"] == request_id:
-                return json.loads(line)
-        time.sleep(0.05)
-    raise AssertionError(f"no access log line for {request_id}")
 
 
 # ------------------------------------------------------------ every group

@@ -12,14 +12,13 @@ Converse. The mock refuses what Bedrock refuses.
 """
 
 import json
-import time
 
 import anthropic
 import httpx2
 import openai
 import pytest
 
-from conftest import ALL_GROUPS_KEY, complete_lines, configure_test_gateway, own_gateway
+from conftest import ALL_GROUPS_KEY, configure_test_gateway, own_gateway, log_for
 
 GROUP = "mock-bedrock"
 SONNET = "anthropic.claude-sonnet-4-20250514-v1:0"
@@ -71,15 +70,6 @@ def user(text):
     return [{"role": "user", "content": text}]
 
 
-def log_for(bgw, request_id, timeout=5.0):
-    """The access log line of a request (bounded poll: Envoy flushes every 50 ms)."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        for line in complete_lines(bgw.workdir / "access.log"):
-            if line.startswith("{") and json.loads(line)["request_id"] == request_id:
-                return json.loads(line)
-        time.sleep(0.05)
-    raise AssertionError(f"no access log line for {request_id}")
 
 
 def seen_by_bedrock(bgw, test_id):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALL_GROUPS_KEY, complete_lines, own_gateway
+from conftest import ALL_GROUPS_KEY, own_gateway, log_lines
 
 CLAUDE_DIR = Path(__file__).resolve().parent / "claude-code"
 CLAUDE = CLAUDE_DIR / "node_modules" / ".bin" / "claude"
@@ -78,8 +78,6 @@ def claude(cgw, tmp_path, group, prompt, test_id, scenario=None):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def log_lines(cgw):
-    return [json.loads(line) for line in complete_lines(cgw.workdir / "access.log") if line.startswith("{")]
 
 
 def requests_of(cgw, test_id, count, timeout=5.0):

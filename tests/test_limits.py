@@ -17,7 +17,7 @@ import yaml
 
 import gateway
 import ratelimit_service
-from conftest import Gateway, complete_lines
+from conftest import Gateway, log_for
 from sse_client import stream
 from test_hot_reload import STATS, hot  # noqa: F401  (hot: the shipped ECDS gateway fixture)
 
@@ -220,20 +220,12 @@ def test_429_shape_headers_metrics_and_access_log(limited):
     remaining = "wasmcustom.llm_gateway.rate_limit_remaining;key=shape;group=none;scope=key"
     assert stats[f"{remaining};limit=requests_per_minute"] == "0"
     assert stats[f"{remaining};limit=tokens_per_hour"] == str(100000 - 2 * HI_TOKENS)
-    line = wait_for_log_line(limited, headers["x-request-id"])
+    line = log_for(limited, headers["x-request-id"])
     assert (line["status"], line["code"], line["rate_limit"], line["key"], line["group"]) == (
         429, "RATE_LIMITED", "key.requests_per_minute", "shape", "mock-openai")
-    assert "rate_limit" not in wait_for_log_line(limited, first[1]["x-request-id"])
+    assert "rate_limit" not in log_for(limited, first[1]["x-request-id"])
 
 
-def wait_for_log_line(gw, request_id, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for text in complete_lines(gw.workdir / "access.log"):
-            if request_id in text:
-                return json.loads(text)
-        time.sleep(0.05)
-    raise AssertionError(f"no access-log line for {request_id}")
 
 
 def test_a_vendor_429_stays_distinguishable_from_ours(limited):
@@ -405,7 +397,7 @@ def test_global_limits_count_requests_and_charge_tokens_on_completion(global_lim
     # The descriptors carried the key, the group, and the tokens and cost as hits.
     charges = [d for call in service.calls for d in call.descriptors if d.hits_addend.value > 0]
     assert sorted(d.hits_addend.value for d in charges if d.entries[0].value == "tokens") == [HI_TOKENS] * 3
-    log = wait_for_log_line(gw, headers["x-request-id"])
+    log = log_for(gw, headers["x-request-id"])
     micro_usd = math.floor(log["cost_usd"] * 1e6 + 0.5)
     assert micro_usd > 0
     assert [d.hits_addend.value for d in charges if d.entries[0].value == "micro_usd"] == [micro_usd] * 3
@@ -423,7 +415,7 @@ def test_global_limits_count_requests_and_charge_tokens_on_completion(global_lim
     # The rate limit filter's own headers name the limit that fired.
     assert f"{TOKEN_BUDGET};w=3600" in headers["x-ratelimit-limit"], headers
     assert service.count(requests, "hour") == 4
-    line = wait_for_log_line(gw, "global-refused")
+    line = log_for(gw, "global-refused")
     assert (line["status"], line["code"]) == (429, "RATE_LIMITED")
     # The descriptors come from filter state, which no client header can set.
     status, _, _ = gw.chat({"model": "m", "messages": HI}, **{"x-llm-key": "someone-else", "x-llm-group": "x"})

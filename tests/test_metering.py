@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 import gateway
-from conftest import Gateway, complete_lines
+from conftest import Gateway, log_lines, log_for
 from sse_client import stream
 
 OK_MSG = [{"role": "user", "content": "hi there"}]
@@ -95,22 +95,8 @@ def mgw(tmp_path_factory, request):
         gateway.stop(mock)
 
 
-def log_lines(gw):
-    lines = []
-    for line in complete_lines(gw.workdir / "access.log"):
-        if line.startswith("{"):
-            lines.append(json.loads(line))
-    return lines
 
 
-def log_for(gw, request_id, timeout=5.0):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        found = [line for line in log_lines(gw) if line["request_id"] == request_id]
-        if found:
-            return found[-1]
-        time.sleep(0.05)
-    raise AssertionError(f"no access log line for {request_id}")
 
 
 def prometheus(gw):
