@@ -4,6 +4,7 @@
 //! glue to proxy-wasm (the edge role and the upstream role).
 
 pub mod auth;
+pub mod base64;
 pub mod config;
 pub mod dialects;
 pub mod error;

@@ -117,7 +117,7 @@ impl Chunks {
         self.seen = true;
         let part: PayloadPart =
             serde_json::from_slice(payload).map_err(|e| unparseable("stream event", e))?;
-        let bytes = base64_decode(&part.bytes)
+        let bytes = crate::base64::decode(&part.bytes)
             .ok_or_else(|| unparseable("stream event", "its bytes are not base64"))?;
         let data = std::str::from_utf8(&bytes).map_err(|e| unparseable("stream event", e))?;
         let event: EventType =
@@ -132,43 +132,9 @@ impl Chunks {
     }
 }
 
-/// Standard base64 (padding optional); `None` for any other byte.
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() / 4 * 3 + 3);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from((acc >> bits) & 0xff).ok()?);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_round_trips() {
-        assert_eq!(base64_decode("aGk=").unwrap(), b"hi");
-        assert_eq!(base64_decode("aGk").unwrap(), b"hi");
-        assert_eq!(base64_decode("eyJhIjoxfQ==").unwrap(), br#"{"a":1}"#);
-        assert_eq!(base64_decode("").unwrap(), b"");
-        assert!(base64_decode("a b").is_none());
-    }
 
     #[test]
     fn invoke_body_keeps_every_byte_but_model_and_stream() {
