@@ -357,19 +357,28 @@ impl ModelGroup {
     }
 }
 
-/// Glob match with `*` (any run) and `?` (one character).
+/// Glob match with `*` (any run) and `?` (one character). Runs per request
+/// (routing rules, request policies): ASCII, the usual case, is matched on
+/// the bytes, anything else on its characters.
 pub fn glob(pattern: &str, text: &str) -> bool {
+    if pattern.is_ascii() && text.is_ascii() {
+        return glob_in(pattern.as_bytes(), text.as_bytes(), b'*', b'?');
+    }
     let p: Vec<char> = pattern.chars().collect();
     let t: Vec<char> = text.chars().collect();
+    glob_in(&p, &t, '*', '?')
+}
+
+fn glob_in<T: PartialEq + Copy>(p: &[T], t: &[T], many: T, one: T) -> bool {
     let (mut pi, mut ti) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
         match p.get(pi) {
-            Some('*') => {
+            Some(&c) if c == many => {
                 star = Some((pi, ti));
                 pi += 1;
             }
-            Some(&c) if c == '?' || Some(&c) == t.get(ti) => {
+            Some(&c) if c == one || Some(&c) == t.get(ti) => {
                 pi += 1;
                 ti += 1;
             }
@@ -384,7 +393,7 @@ pub fn glob(pattern: &str, text: &str) -> bool {
         }
     }
     p.get(pi..)
-        .is_some_and(|rest| rest.iter().all(|&c| c == '*'))
+        .is_some_and(|rest| rest.iter().all(|&c| c == many))
 }
 
 impl Rule {
@@ -590,6 +599,9 @@ mod tests {
         assert!(glob("*mini", "gpt-4o-mini"));
         assert!(!glob("a*b", "acbd"));
         assert!(glob("a*b*c", "axxbyyc"));
+        // Beyond ASCII, `?` is one character, not one byte.
+        assert!(glob("qwen-?-*", "qwen-é-max"));
+        assert!(!glob("qwen-??-*", "qwen-é-max"));
     }
 
     #[test]
