@@ -417,15 +417,7 @@ impl Dialect for OpenAi {
                     .collect()
             })
             .unwrap_or_default();
-        p.tool_choice = match obj.get("tool_choice") {
-            Some(Value::String(s)) if s == "none" => ToolChoice::None,
-            Some(Value::String(s)) if s == "required" => ToolChoice::Any,
-            Some(v @ Value::Object(_)) => v
-                .pointer("/function/name")
-                .and_then(Value::as_str)
-                .map_or(ToolChoice::Any, |n| ToolChoice::Named(n.to_owned())),
-            _ => ToolChoice::Auto,
-        };
+        p.tool_choice = tool_choice(obj.get("tool_choice"), "/function/name");
         Ok(p)
     }
 
@@ -610,5 +602,20 @@ impl Dialect for OpenAi {
             data: r#"{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}"#.into(),
             delta: false,
         }
+    }
+}
+
+/// OpenAI's `tool_choice`: `none`, `required`, a named tool (its name at
+/// `name_at`: chat nests it under `function`, the Responses API does not),
+/// else `auto`.
+pub fn tool_choice(v: Option<&Value>, name_at: &str) -> ToolChoice {
+    match v {
+        Some(Value::String(s)) if s == "none" => ToolChoice::None,
+        Some(Value::String(s)) if s == "required" => ToolChoice::Any,
+        Some(v @ Value::Object(_)) => v
+            .pointer(name_at)
+            .and_then(Value::as_str)
+            .map_or(ToolChoice::Any, |n| ToolChoice::Named(n.to_owned())),
+        _ => ToolChoice::Auto,
     }
 }

@@ -17,9 +17,7 @@ use std::sync::Mutex;
 use serde_json::{json, Map, Value};
 
 use crate::answer::{fragments, Answer, Finish};
-use crate::dialect::{
-    count_words, Dialect, Failure, Meta, Prompt, Reply, SseEvent, Tool, ToolChoice,
-};
+use crate::dialect::{count_words, Dialect, Failure, Meta, Prompt, Reply, SseEvent, Tool};
 use crate::http::Request;
 use crate::openai::{reasoning_model, OpenAi};
 
@@ -663,15 +661,7 @@ impl Dialect for Responses {
                 .collect(),
             ..Prompt::default()
         };
-        p.tool_choice = match obj.get("tool_choice") {
-            Some(Value::String(s)) if s == "none" => ToolChoice::None,
-            Some(Value::String(s)) if s == "required" => ToolChoice::Any,
-            Some(v @ Value::Object(_)) => v
-                .get("name")
-                .and_then(Value::as_str)
-                .map_or(ToolChoice::Any, |n| ToolChoice::Named(n.to_owned())),
-            _ => ToolChoice::Auto,
-        };
+        p.tool_choice = crate::openai::tool_choice(obj.get("tool_choice"), "/name");
         if let Some(instructions) = obj.get("instructions").and_then(Value::as_str) {
             p.prompt_words += count_words(instructions);
         }
