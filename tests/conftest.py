@@ -109,6 +109,24 @@ def complete_lines(path):
     return text[: text.rfind("\n") + 1].splitlines()
 
 
+def anthropic_message(client, stream, **ask):
+    """A Messages answer from the `anthropic` SDK, created, or streamed (then
+    with the stream's events; none for a created one)."""
+    if not stream:
+        return client.messages.create(**ask), []
+    with client.messages.stream(**ask) as s:
+        events = list(s)
+        return s.get_final_message(), events
+
+
+def event_types(events):
+    return [e.type for e in events]
+
+
+def delta_types(events):
+    return [e.delta.type for e in events if e.type == "content_block_delta"]
+
+
 def log_lines(gw):
     """Every complete line of a gateway's access log (`own_gateway`'s), as JSON."""
     return [json.loads(line) for line in complete_lines(gw.workdir / "access.log") if line.startswith("{")]

@@ -14,7 +14,7 @@ import anthropic
 import httpx2
 import pytest
 
-from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY, own_gateway, log_for
+from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY, own_gateway, log_for, anthropic_message, delta_types
 
 GROUPS = ["mock-anthropic", "mock-openai", "mock-gemini", "mock-bedrock", "mock-dashscope", "mock-azure"]
 # The vendor model that answers each group.
@@ -94,11 +94,7 @@ def test_tool_round_trip(agw, group, stream):
     c = client(agw, group)
     ask = dict(model="any", max_tokens=200, tools=[LOOKUP], tool_choice={"type": "any"},
                messages=user("look it up"))
-    if stream:
-        with c.messages.stream(**ask) as s:
-            first = s.get_final_message()
-    else:
-        first = c.messages.create(**ask)
+    first, _ = anthropic_message(c, stream, **ask)
     assert first.stop_reason == "tool_use"
     calls = [b for b in first.content if b.type == "tool_use"]
     assert [b.name for b in calls] == ["lookup"] and isinstance(calls[0].input, dict)
@@ -338,13 +334,10 @@ def test_thinking_round_trip_with_a_tool(agw, stream):
     tool use, as Anthropic requires, and the mock verifies the signature."""
     c = client(agw, "mock-anthropic", **{"x-mock-scenario": "tool"})
     ask = dict(model="any", max_tokens=2048, thinking=THINKING, tools=[LOOKUP], messages=user("think, then look"))
+    first, events = anthropic_message(c, stream, **ask)
     if stream:
-        with c.messages.stream(**ask) as s:
-            deltas = [e.delta.type for e in s if e.type == "content_block_delta"]
-            first = s.get_final_message()
+        deltas = delta_types(events)
         assert "thinking_delta" in deltas and "signature_delta" in deltas
-    else:
-        first = c.messages.create(**ask)
     assert [b.type for b in first.content] == ["thinking", "text", "tool_use"]
     assert "think, then look" in first.content[0].thinking and first.content[0].signature
     result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": first.content[2].id,

@@ -18,7 +18,7 @@ import httpx2
 import openai
 import pytest
 
-from conftest import ALL_GROUPS_KEY, configure_test_gateway, own_gateway, log_for
+from conftest import ALL_GROUPS_KEY, configure_test_gateway, own_gateway, log_for, anthropic_message, delta_types, event_types
 
 GROUP = "mock-bedrock"
 SONNET = "anthropic.claude-sonnet-4-20250514-v1:0"
@@ -83,14 +83,11 @@ def seen_by_bedrock(bgw, test_id):
 def test_messages_pass_through_to_invoke_model(bgw, test_id, stream):
     c = claude(bgw, test_id)
     ask = dict(model="claude-sonnet-4", max_tokens=200, messages=user("hello invoke"))
+    m, streamed = anthropic_message(c, stream, **ask)
     if stream:
-        with c.messages.stream(**ask) as s:
-            events = [e.type for e in s]
-            m = s.get_final_message()
+        events = event_types(streamed)
         assert events[0] == "message_start" and events[-1] == "message_stop"
         assert "content_block_delta" in events and "message_delta" in events
-    else:
-        m = c.messages.create(**ask)
     assert m.type == "message" and m.id.startswith("msg_mock") and m.model == SONNET
     assert m.stop_reason == "end_turn" and "hello invoke" in m.content[0].text
     assert m.usage.input_tokens > 0 and m.usage.output_tokens > 0
@@ -109,11 +106,7 @@ def test_passed_through_answers_are_metered(bgw, stream):
     rid = f"bedrock-invoke-meter-{stream}"
     c = claude(bgw, **{"x-request-id": rid})
     ask = dict(model="claude-sonnet-4", max_tokens=100, messages=user("meter me"))
-    if stream:
-        with c.messages.stream(**ask) as s:
-            m = s.get_final_message()
-    else:
-        m = c.messages.create(**ask)
+    m, _ = anthropic_message(c, stream, **ask)
     line = log_for(bgw, rid)
     assert line["surface"] == "anthropic_messages" and line["group"] == GROUP
     assert line["stream"] is stream and line["status"] == 200 and line["model"] == SONNET
@@ -141,11 +134,7 @@ def test_tool_round_trip(bgw, stream):
     c = claude(bgw)
     ask = dict(model="claude-sonnet-4", max_tokens=200, tools=[LOOKUP], tool_choice={"type": "any"},
                messages=user("look it up"))
-    if stream:
-        with c.messages.stream(**ask) as s:
-            first = s.get_final_message()
-    else:
-        first = c.messages.create(**ask)
+    first, _ = anthropic_message(c, stream, **ask)
     assert first.stop_reason == "tool_use"
     [call] = [b for b in first.content if b.type == "tool_use"]
     assert call.name == "lookup" and "q" in call.input
@@ -166,13 +155,10 @@ def test_thinking_round_trip_keeps_signatures_and_cache_points(bgw, test_id, str
     system = [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
     ask = dict(model="claude-sonnet-4", max_tokens=2048, thinking=THINKING, tools=[LOOKUP], system=system,
                messages=user("think, then look"))
+    first, events = anthropic_message(c, stream, **ask)
     if stream:
-        with c.messages.stream(**ask) as s:
-            deltas = [e.delta.type for e in s if e.type == "content_block_delta"]
-            first = s.get_final_message()
+        deltas = delta_types(events)
         assert "thinking_delta" in deltas and "signature_delta" in deltas
-    else:
-        first = c.messages.create(**ask)
     assert [b.type for b in first.content] == ["thinking", "text", "tool_use"]
     thinking = first.content[0]
     assert "think, then look" in thinking.thinking and thinking.signature
@@ -244,13 +230,10 @@ def test_other_models_stay_on_converse(bgw, test_id, stream):
     Converse, and the answer rendered as a Messages answer."""
     c = claude(bgw, test_id)
     ask = dict(model="nova", max_tokens=100, messages=user("hello nova"))
+    m, streamed = anthropic_message(c, stream, **ask)
     if stream:
-        with c.messages.stream(**ask) as s:
-            events = [e.type for e in s]
-            m = s.get_final_message()
+        events = event_types(streamed)
         assert events[0] == "message_start" and events[-1] == "message_stop"
-    else:
-        m = c.messages.create(**ask)
     assert m.type == "message" and "hello nova" in m.content[0].text and m.stop_reason == "end_turn"
     seen = seen_by_bedrock(bgw, test_id)
     assert seen["path"].endswith("/converse-stream" if stream else "/converse")
