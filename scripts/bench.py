@@ -740,7 +740,8 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
                "and written back by the upstream one; nothing else: what the wasm runtime costs by itself. "
                "**host-call floor** (`replay`): the host calls the gateway makes for this request, in the same "
                "callbacks (headers, bodies, the handoff, the endpoint's provider, metrics, the access-log line), "
-               "with none of its work: the least any filter making those calls costs. The gateway's cost above "
+               "with none of its work (the calls its sessions record natively: benches/wasm-floor/src/replay.calls): "
+               "the least any filter making those calls costs. The gateway's cost above "
                "the host-call floor is its own code.\n")
     out.append("| scenario | req/s floor / wasm floor / host-call floor / gateway | ratio to the floor: wasm floor / "
                "host-call floor / gateway | +p50 ms: wasm floor / host-call floor / gateway "

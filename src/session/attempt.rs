@@ -74,7 +74,8 @@ enum Mode {
 }
 
 pub struct Attempt<H> {
-    host: H,
+    /// Seen by the sessions' tests (`replay_script`).
+    pub(super) host: H,
     config: Rc<Config>,
     mode: Mode,
     /// The API the client speaks.

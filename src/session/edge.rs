@@ -64,7 +64,8 @@ enum State {
 }
 
 pub struct Edge<H: Host> {
-    host: H,
+    /// Seen by the sessions' tests (`replay_script`).
+    pub(super) host: H,
     config: Rc<Config>,
     state: State,
     /// The API the client speaks (its errors are in this API's envelope).

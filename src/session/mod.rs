@@ -18,6 +18,8 @@ pub mod host;
 
 #[cfg(test)]
 mod fake;
+#[cfg(test)]
+mod replay_script;
 
 use host::{Flow, Host};
 

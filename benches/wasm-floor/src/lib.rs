@@ -15,7 +15,7 @@
 //! what a host call costs inside Envoy, first and warm.
 //!
 //! With `replay` (both roles), it makes the gateway's host calls instead,
-//! with none of its work: see [`replay`].
+//! with none of its work, as its sessions recorded them: see [`replay`].
 //!
 //! With `crash` (TESTS ONLY, never in a benchmark or a shipped config), the
 //! module panics in `on_http_request_headers` when the request carries the
@@ -26,6 +26,7 @@
 //! signal the README documents (`wasm.<plugin name>.vm_reload_success`
 //! and Envoy's log line) really appears.
 
+use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use proxy_wasm::hostcalls;
@@ -54,7 +55,8 @@ const PROVIDER_METADATA: [&str; 5] = [
 struct Root {
     upstream: bool,
     probe: bool,
-    replay: bool,
+    /// The `replay` mode's script.
+    replay: Option<Rc<replay::Script>>,
     crash: bool,
 }
 
@@ -67,18 +69,25 @@ impl RootContext for Root {
             .is_some_and(|id| id == b"llm_upstream");
         let configuration = self.get_plugin_configuration().unwrap_or_default();
         self.probe = configuration == b"probe";
-        self.replay = configuration == b"replay";
         self.crash = configuration == b"crash";
+        if configuration == b"replay" {
+            match replay::Script::parse() {
+                Ok(script) => self.replay = Some(Rc::new(script)),
+                Err(e) => {
+                    let _ = hostcalls::log(LogLevel::Error, &format!("wasm-floor replay: {e}"));
+                    return false;
+                }
+            }
+        }
         true
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        if self.replay {
-            return Some(if self.upstream {
-                Box::new(replay::Upstream::new())
-            } else {
-                Box::new(replay::Edge::new())
-            });
+        if let Some(script) = &self.replay {
+            return Some(Box::new(replay::Replay::new(
+                Rc::clone(script),
+                self.upstream,
+            )));
         }
         Some(Box::new(BufferBody {
             write_back: self.upstream,
