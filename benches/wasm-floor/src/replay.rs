@@ -40,6 +40,8 @@ const CALLBACKS: [&str; 9] = [
     "response_body.end",
     "log",
 ];
+/// How a stream request's body ends.
+const STREAM_END: &[u8] = b"\"stream\":true}";
 /// Indices in `CALLBACKS` (a body callback's three follow its first).
 const REQUEST_HEADERS: usize = 0;
 const REQUEST_BODY: usize = 1;
@@ -203,6 +205,9 @@ impl Script {
                     }
                 }
                 continue;
+            }
+            if current.is_empty() {
+                return Err(format!("{line:?} is in no section"));
             }
             for &slot in &current {
                 let parsed = op(line)?;
@@ -403,10 +408,11 @@ impl HttpContext for Replay {
     fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
         let step = Self::body_step(&mut self.request_bodies, end_of_stream);
         if step == 2 && self.role == 0 {
-            // Read first (the script says so): the body tells the request's kind.
+            // Read first (the script says so): the body tells the request's
+            // kind by its end, where the gateway writes `stream` (checked
+            // when the script is recorded); no scan of a long body.
             self.call(&Op::Body(Side::Request), size);
-            const STREAM: &[u8] = b"\"stream\":true";
-            let stream = self.body.windows(STREAM.len()).any(|w| w == STREAM);
+            let stream = self.body.trim_ascii_end().ends_with(STREAM_END);
             self.kind = usize::from(stream);
             return self.run(REQUEST_BODY + step, size, 1);
         }
