@@ -2,6 +2,8 @@
 //!
 //! Parsed and validated in `on_configure`; any error names the field, and
 //! Envoy keeps the previous configuration.
+//!
+//! Over 600 lines only with its tests (about 350 lines of code).
 
 use std::collections::BTreeMap;
 

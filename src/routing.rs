@@ -4,6 +4,8 @@
 //!
 //! Failover between vendors is Envoy's (aggregate clusters and retry
 //! priorities); here we only pick where the first attempt goes.
+//!
+//! Over 600 lines only with its tests (about 420 lines of code).
 
 use std::collections::BTreeMap;
 

@@ -1,6 +1,10 @@
 //! Anthropic Messages (`POST /v1/messages`): header checks, body validation
 //! with the real API's 400 messages, Messages objects, the event stream
 //! (message_start ... message_stop) and error bodies.
+//!
+//! Long on purpose (about 1040 lines of code, then its tests): one vendor's
+//! checks, with the real API's error messages, and its answers and streams,
+//! in one file as for every vendor the mock speaks.
 
 use std::collections::HashSet;
 

@@ -4,6 +4,10 @@
 //! signatures issued on function calls and required back, responses and
 //! CRLF streams of `GenerateContentResponse` objects, Google error bodies,
 //! and the safety verdicts (`promptFeedback.blockReason`, `SAFETY`).
+//!
+//! Long on purpose (about 830 lines of code, then its tests): one vendor's
+//! checks, with the real API's error messages, and its answers and streams,
+//! in one file as for every vendor the mock speaks.
 
 use serde_json::{json, Map, Value};
 

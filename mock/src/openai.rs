@@ -1,6 +1,10 @@
 //! OpenAI Chat Completions (`POST /v1/chat/completions`): request parsing,
 //! `chat.completion` objects, `chat.completion.chunk` streams and error
 //! bodies, shaped like the real API.
+//!
+//! Long on purpose (about 620 lines; its tests are in `wire_tests.rs`): one
+//! vendor's checks, with the real API's error messages, and its answers and
+//! streams, in one file as for every vendor the mock speaks.
 
 use serde_json::{json, Value};
 

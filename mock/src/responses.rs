@@ -10,6 +10,10 @@
 //! The last [`STORED`] responses made with `store` not false are kept whole,
 //! for the stored-response calls (.../responses/get, /delete, /cancel,
 //! /input-items): each vendor (OpenAI, Azure) finds only its own.
+//!
+//! Long on purpose (about 1020 lines of code, then its tests): one vendor's
+//! checks, with the real API's error messages, and its answers and streams,
+//! in one file as for every vendor the mock speaks.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;

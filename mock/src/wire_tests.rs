@@ -1,5 +1,7 @@
 //! Wire-format tests: the exact shape of each dialect's streams, Anthropic
 //! validation errors, and a few requests through a real socket.
+//!
+//! Long: tests only, a table of wire shapes per dialect.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader, Read, Write};

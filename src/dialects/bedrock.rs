@@ -18,6 +18,11 @@
 //! signed, first in the assistant turn. Prompt caching: a `cachePoint`
 //! block after each marked system, message and tool block, for the models
 //! that cache (Claude, Amazon Nova).
+//!
+//! Long on purpose (about 1110 lines of code, then its tests): one vendor's
+//! wire types, encoder, decoders and error mapping are read against each
+//! other and against the vendor's reference, so they stay in one file, as for
+//! every dialect.
 
 use std::borrow::Cow;
 

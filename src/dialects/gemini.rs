@@ -28,6 +28,11 @@
 //! without candidates) is a 400 `CONTENT_FILTERED`, or, once a stream has
 //! started, a unified stream error; SAFETY-family finish reasons are
 //! `finish_reason: content_filter`.
+//!
+//! Long on purpose (about 890 lines of code, then its tests): one vendor's
+//! wire types, encoder, decoders and error mapping are read against each
+//! other and against the vendor's reference, so they stay in one file, as for
+//! every dialect.
 
 use std::borrow::Cow;
 

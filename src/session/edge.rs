@@ -4,6 +4,11 @@
 //! and its cluster, meters the request when it ends, and turns Envoy's own
 //! local replies into unified errors. It talks to the proxy only through
 //! [`Host`].
+//!
+//! Long on purpose (about 1030 lines): one request's edge state machine, its
+//! callbacks and the decisions they hold, reads in order in one place; the
+//! limiter (`edge/limiter.rs`) and the tests (`edge/tests.rs`) are files of
+//! their own.
 
 use std::rc::Rc;
 

@@ -6,6 +6,10 @@
 //! another API, is read typed into the neutral events ([`typed_event`]),
 //! which the client's surface writes: one reading, not a second
 //! serialisation of the vendor's chunk that must agree with the first.
+//!
+//! Long on purpose (about 620 lines of code, then its tests): the fast path
+//! of the hottest loop, OpenAI chat chunks, sits beside the typed path it
+//! falls back to, so the two read together.
 
 use std::borrow::Cow;
 use std::fmt;

@@ -9,6 +9,10 @@
 //! and marked in [`ChatRequest::native_only`]: only a vendor speaking this
 //! API (which gets the client's bytes) can take them. `service_tier` and
 //! `context_management` are hints other vendors do without (dropped).
+//!
+//! Long on purpose (about 980 lines of code, then its tests): the strict
+//! parser of the API's whole request schema, every field with the error the
+//! vendor gives for it, reads best in one place.
 
 use serde_json::{Map, Value};
 

@@ -2,6 +2,10 @@
 //! [`ChatRequest`]. Parse errors name the field (`messages[2].role: ...`),
 //! duplicate keys are refused at every depth, and fields we do not model
 //! are kept in `extra` so OpenAI-compatible upstreams still receive them.
+//!
+//! Long on purpose (about 770 lines of code, then its tests): the strict
+//! parser of the API's whole request schema, every field with the error the
+//! vendor gives for it, reads best in one place.
 
 use std::fmt;
 

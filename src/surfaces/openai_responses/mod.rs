@@ -7,6 +7,10 @@
 //! `text`…): the parser keeps them in `ChatRequest::echo` and the session
 //! hands them back to the renderers (`Surface::render_answer_echoing`,
 //! `Surface::stream_encoder_echoing`).
+//!
+//! Long on purpose (about 800 lines): the Responses API's answer and its
+//! semantic event stream (sequence numbers, output indices, each item's
+//! added, delta and done events) are one state machine, read in one place.
 
 use serde_json::{json, Map, Value};
 

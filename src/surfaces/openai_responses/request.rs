@@ -8,6 +8,10 @@
 //! tools; input items of those tools) is kept as [`NativeOnly`]: a
 //! pass-through to OpenAI or Azure sends the client's body as it came, a
 //! translated request is refused with a 400 naming the field.
+//!
+//! Long on purpose (about 930 lines of code, then its tests): the strict
+//! parser of the API's whole request schema, every field with the error the
+//! vendor gives for it, reads best in one place.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
