@@ -205,8 +205,7 @@ fn record(stream: bool) -> Recording {
     } else {
         host.set(Map::Response, "content-type", "application/json");
         host.set(Map::Response, "content-length", &ANSWER.len().to_string());
-        let cut = |at: usize| ANSWER.split_at(at);
-        let (a, rest) = cut(ANSWER.len() / 3);
+        let (a, rest) = ANSWER.split_at(ANSWER.len() / 3);
         let (b, c) = rest.split_at(rest.len() / 2);
         vec![a, b, c]
     };
