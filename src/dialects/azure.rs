@@ -25,6 +25,12 @@ pub struct Azure;
 /// The `api_version` that selects Azure OpenAI's v1 API.
 const V1: &str = "v1";
 
+/// Azure's auth header, when the provider has a key.
+fn auth(target: &Target) -> Option<(&'static str, String)> {
+    let key = target.provider.resolved_key.as_ref()?;
+    Some(("api-key", key.expose().to_owned()))
+}
+
 impl Dialect for Azure {
     fn speaks(&self, api: Api) -> bool {
         matches!(api, Api::OpenAiChat | Api::OpenAiResponses)
@@ -42,9 +48,7 @@ impl Dialect for Azure {
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         (api == Api::OpenAiResponses).then(|| {
             let path = format!("{}/openai/v1/responses", target.provider.base_path);
-            let key = target.provider.resolved_key.as_ref();
-            let auth = key.map(|k| k.expose().to_owned()).unwrap_or_default();
-            openai::encode_responses(&(client.body)(), target, path, ("api-key", auth))
+            openai::encode_responses(&(client.body)(), target, path, auth(target))
         })
     }
 
@@ -56,9 +60,7 @@ impl Dialect for Azure {
         _raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        let key = target.provider.resolved_key.as_ref();
-        let auth = key.map(|k| k.expose().to_owned()).unwrap_or_default();
-        openai::stored_call(call, target, "/openai", ("api-key", auth))
+        openai::stored_call(call, target, "/openai", auth(target))
     }
 
     fn encode_request(
@@ -74,9 +76,7 @@ impl Dialect for Azure {
         })?;
         let body = openai::encode_body(req, target.model)?;
         let mut headers = vec![("content-type", "application/json".to_owned())];
-        if let Some(key) = &target.provider.resolved_key {
-            headers.push(("api-key", key.expose().to_owned()));
-        }
+        headers.extend(auth(target));
         let base = &target.provider.base_path;
         // `api_version: "v1"`: the v1 API (GA since 2025): one path, no
         // api-version, the deployment named as the body's `model`.
@@ -186,7 +186,8 @@ mod tests {
     fn stored_response_calls_keep_the_id_and_query_below_each_vendors_root() {
         let config = Config::parse(
             br#"{"providers":{"az":{"dialect":"azure","api_key":"az-key","api_version":"v1","base_path":"/az"},
-                 "oa":{"dialect":"openai","api_key":"oa-key"}},
+                 "oa":{"dialect":"openai","api_key":"oa-key"},
+                 "local":{"dialect":"openai"}},
                  "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
             |_| None,
         )
@@ -217,6 +218,12 @@ mod tests {
             .unwrap();
         assert_eq!(up.path, "/v1/responses/resp_1/input_items?limit=2");
         assert_eq!(up.headers, [("authorization", "Bearer oa-key".to_owned())]);
+        // A provider without a key sends no auth header (not an empty one).
+        let up = openai::OpenAi
+            .encode_call(&call, &raw, &target("local"))
+            .unwrap()
+            .unwrap();
+        assert!(up.headers.is_empty(), "{:?}", up.headers);
         // Neither has Anthropic's token count.
         assert!(Azure
             .encode_call(&Call::CountTokens, &raw, &target("az"))

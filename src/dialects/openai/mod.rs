@@ -34,12 +34,12 @@ pub(super) fn stored_call(
     call: &Call,
     target: &Target,
     root: &str,
-    auth: (&'static str, String),
+    auth: Option<(&'static str, String)>,
 ) -> Option<Result<UpstreamRequest, GatewayError>> {
     matches!(call, Call::Stored { .. }).then(|| {
         Ok(UpstreamRequest {
             path: format!("{}{root}{}", target.provider.base_path, call.path()),
-            headers: vec![auth],
+            headers: auth.into_iter().collect(),
             body: Vec::new(),
         })
     })
@@ -124,9 +124,7 @@ impl Dialect for OpenAi {
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         (api == Api::OpenAiResponses).then(|| {
             let path = format!("{}/v1/responses", target.provider.base_path);
-            let key = target.provider.resolved_key.as_ref();
-            let auth = format!("Bearer {}", key.map(|k| k.expose()).unwrap_or_default());
-            encode_responses(&(client.body)(), target, path, ("authorization", auth))
+            encode_responses(&(client.body)(), target, path, auth(target))
         })
     }
 
@@ -137,9 +135,7 @@ impl Dialect for OpenAi {
         _raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        let key = target.provider.resolved_key.as_ref();
-        let auth = format!("Bearer {}", key.map(|k| k.expose()).unwrap_or_default());
-        stored_call(call, target, "", ("authorization", auth))
+        stored_call(call, target, "", auth(target))
     }
 
     fn encode_request(
@@ -149,9 +145,7 @@ impl Dialect for OpenAi {
     ) -> Result<UpstreamRequest, GatewayError> {
         let body = encode_body(req, target.model)?;
         let mut headers = vec![("content-type", "application/json".to_owned())];
-        if let Some(key) = &target.provider.resolved_key {
-            headers.push(("authorization", format!("Bearer {}", key.expose())));
-        }
+        headers.extend(auth(target));
         Ok(UpstreamRequest {
             path: format!("{}/v1/chat/completions", target.provider.base_path),
             headers,
@@ -211,9 +205,15 @@ pub(super) fn encode_responses(
     raw: &[u8],
     target: &Target,
     path: String,
-    auth: (&'static str, String),
+    auth: Option<(&'static str, String)>,
 ) -> Result<UpstreamRequest, GatewayError> {
     responses::encode(raw, target, path, auth)
+}
+
+/// OpenAI's auth header, when the provider has a key.
+fn auth(target: &Target) -> Option<(&'static str, String)> {
+    let key = target.provider.resolved_key.as_ref()?;
+    Some(("authorization", format!("Bearer {}", key.expose())))
 }
 
 /// The request body: the client's, with the vendor model (or Azure

@@ -25,7 +25,7 @@ pub(in crate::dialects) fn encode(
     raw: &[u8],
     target: &Target,
     path: String,
-    auth: (&'static str, String),
+    auth: Option<(&'static str, String)>,
 ) -> Result<UpstreamRequest, GatewayError> {
     /// The members that may need rewriting, read without the rest.
     #[derive(Deserialize)]
@@ -57,9 +57,7 @@ pub(in crate::dialects) fn encode(
         _ => Member::Keep,
     })?;
     let mut headers = vec![("content-type", "application/json".to_owned())];
-    if target.provider.resolved_key.is_some() {
-        headers.push(auth);
-    }
+    headers.extend(auth);
     Ok(UpstreamRequest {
         path,
         headers,
