@@ -90,9 +90,13 @@ pub struct Limits {
     pub max_tools: usize,
     /// Rate limits, token limits and spend budgets per key and model group.
     pub rate: Vec<crate::limits::RateLimit>,
-    /// Refuse a request at admission when its own estimate (prompt, and
-    /// `max_tokens` for output) would take a token limit over.
+    /// Refuse a request at admission when its reservation (prompt estimate
+    /// and output limit) does not fit in a token or spend budget, rather
+    /// than while anything of the budget is left.
     pub refuse_on_estimate: bool,
+    /// The output a request that names no limit (`max_tokens`, ...) is
+    /// reserved for against token and spend budgets.
+    pub reserve_output_tokens: u64,
     /// Expose the key, group and model as request headers and the tokens and
     /// cost as filter state, for Envoy's rate limit filter (envoy/ratelimit.yaml).
     pub descriptors: bool,
@@ -106,6 +110,7 @@ impl Default for Limits {
             max_tools: 128,
             rate: Vec::new(),
             refuse_on_estimate: false,
+            reserve_output_tokens: 4096,
             descriptors: false,
         }
     }

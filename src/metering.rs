@@ -89,7 +89,13 @@ impl AttemptRecord {
             (Some(prompt_tokens), Some(completion_tokens)) => (
                 Usage {
                     prompt_tokens,
-                    completion_tokens,
+                    // An answer cut short (a vendor error mid-stream) may
+                    // report less than it had delivered.
+                    completion_tokens: if self.finish_reason.is_none() || self.code.is_some() {
+                        completion_tokens.max(self.delivered_tokens)
+                    } else {
+                        completion_tokens
+                    },
                     cached_tokens: self.cached_tokens,
                     reasoning_tokens: self.reasoning_tokens,
                 },
@@ -193,6 +199,34 @@ impl Bill {
             });
         }
         bill
+    }
+
+    /// A request handed to a vendor that left no answer (the client gave up
+    /// first, and Envoy reset the attempt): the vendor read the prompt, so
+    /// it is billed, estimated, to the provider the request was sent to.
+    pub fn charge_unanswered(
+        &mut self,
+        provider: &str,
+        model: &str,
+        estimated_prompt_tokens: u64,
+        price: Option<&Price>,
+    ) {
+        let usage = Usage {
+            prompt_tokens: estimated_prompt_tokens,
+            ..Usage::default()
+        };
+        let cost = price.map(|p| p.cost(&usage));
+        self.usage = self.usage.plus(&usage);
+        self.usage_estimated = true;
+        if let Some(cost) = cost {
+            *self.cost_usd.get_or_insert(0.0) += cost;
+        }
+        self.attempts.push(AttemptBill {
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+            status: 0,
+            counts: TokenCounts::new(&usage, true, cost),
+        });
     }
 }
 

@@ -2,10 +2,13 @@
 //! group (`limits.rate` in the configuration), enforced on one proxy with
 //! counters every worker shares ([`store`]), in fixed windows ([`window`]).
 //!
-//! Requests are counted when they are admitted, before routing; tokens and
-//! cost when the response ends. A request is refused when a request limit
-//! would go over, or a token or cost budget is spent (or, with
-//! `refuse_on_estimate`, would be by the request's own estimate).
+//! Requests are counted when they are admitted, before routing. Token and
+//! cost budgets are reserved then (the request's worst case: its prompt
+//! estimate and output limit, at the dearest price it may be served at) and
+//! settled to what it used when it ends, however it ends; requests in
+//! flight are counted until then. A request is refused when a request or
+//! in-flight limit would go over, or a token or cost budget has nothing
+//! left (or, with `refuse_on_estimate`, has less left than the reservation).
 
 pub mod headers;
 pub mod store;
@@ -15,7 +18,7 @@ use serde::Deserialize;
 
 use crate::error::{ErrorCode, ErrorType, GatewayError};
 use headers::{RateHeaders, Snapshot};
-use store::{Added, SharedStore};
+use store::{Added, Cap, SharedStore};
 pub use window::Window;
 
 /// Counters one configuration may have (each rule's limits times the keys
@@ -61,6 +64,9 @@ pub struct RateLimit {
     pub usd_per_day: Option<f64>,
     #[serde(default)]
     pub usd_per_month: Option<f64>,
+    /// Requests admitted and not yet ended, at once.
+    #[serde(default)]
+    pub max_in_flight: Option<u64>,
     /// The limits above, checked, in this order.
     #[serde(skip)]
     pub budgets: Vec<Budget>,
@@ -69,6 +75,8 @@ pub struct RateLimit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
     Requests,
+    /// Requests admitted and not yet ended.
+    InFlight,
     Tokens(TokenKind),
     /// Cost in millionths of a USD, at the providers' `prices`.
     MicroUsd,
@@ -78,6 +86,7 @@ impl Metric {
     fn id(self) -> &'static str {
         match self {
             Self::Requests => "requests",
+            Self::InFlight => "in_flight",
             Self::Tokens(TokenKind::Total) => "tokens.total",
             Self::Tokens(TokenKind::Input) => "tokens.input",
             Self::Tokens(TokenKind::Output) => "tokens.output",
@@ -88,7 +97,7 @@ impl Metric {
     /// OpenAI's error `type` for this limit, when not `requests` (the code's own).
     fn error_type(self) -> Option<ErrorType> {
         match self {
-            Self::Requests => None,
+            Self::Requests | Self::InFlight => None,
             Self::Tokens(_) => Some(ErrorType::Tokens),
             Self::MicroUsd => Some(ErrorType::InsufficientQuota),
         }
@@ -97,6 +106,7 @@ impl Metric {
     fn describe(self) -> &'static str {
         match self {
             Self::Requests => "requests",
+            Self::InFlight => "requests in flight",
             Self::Tokens(TokenKind::Total) => "tokens",
             Self::Tokens(TokenKind::Input) => "input tokens",
             Self::Tokens(TokenKind::Output) => "output tokens",
@@ -223,8 +233,16 @@ impl RateLimit {
                 Window::Day,
             ),
         ];
+        // In flight: counted in hours, so that a count a crashed VM never
+        // released is forgotten when the hour ends.
+        let in_flight = [(
+            "max_in_flight",
+            self.max_in_flight,
+            Metric::InFlight,
+            Window::Hour,
+        )];
         let mut budgets = Vec::new();
-        for (name, value, metric, window) in counts {
+        for (name, value, metric, window) in counts.into_iter().chain(in_flight) {
             match value {
                 Some(0) => return Err(format!("{field}.{name}: must be at least 1")),
                 Some(limit) => budgets.push(Budget {
@@ -375,11 +393,13 @@ pub fn every_counter(rules: &[RateLimit], keys: &[&str], groups: &[&str]) -> Vec
     ids
 }
 
-/// What a request is expected to use, for `refuse_on_estimate`.
+/// What admission reserves against a request's token and spend budgets:
+/// its worst case, settled to what it used when it ends.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Estimate {
+pub struct Reservation {
     pub input: u64,
     pub output: u64,
+    pub micro_usd: u64,
 }
 
 /// What a request used, charged when it ends.
@@ -404,9 +424,18 @@ pub struct Refusal {
     /// Index into the request's counters.
     pub counter: usize,
     pub used: u64,
-    /// What the request asked for (1 request, or its token estimate).
+    /// What the request asked for (1 request, or its reservation), when the message says it.
     pub requested: Option<u64>,
     pub reset_ms: u64,
+}
+
+/// What an admitted request holds in one counter until it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    /// Index into the request's counters.
+    pub counter: usize,
+    pub window_start: u64,
+    pub amount: u64,
 }
 
 /// The admission decision for one request.
@@ -416,17 +445,24 @@ pub struct Verdict {
     pub headers: RateHeaders,
     /// Per counter: what remains in its window, once it was checked.
     pub remaining: Vec<Option<u64>>,
+    /// What the request holds (reservations, its place in flight), to settle at its end.
+    pub held: Vec<Held>,
 }
 
-/// Admits a request or refuses it. Token and cost budgets are read first
-/// (one read each; nothing is counted for a refused request); then each
-/// request limit counts the request in, and a refusal by a later one takes
-/// back what the earlier ones counted.
+/// How long a client refused for requests in flight is told to wait.
+const IN_FLIGHT_RETRY_MS: u64 = 1000;
+
+/// Admits a request or refuses it. Token and cost budgets get the
+/// request's reservation (with `strict`, only if it fits; otherwise while
+/// anything is left, so concurrent requests overshoot by at most one
+/// reservation) and in-flight limits one place; then each request limit
+/// counts the request in. A refusal takes back everything counted for it.
 pub fn admit(
     store: &impl SharedStore,
     counters: &[Counter],
     now_ms: u64,
-    estimate: Option<Estimate>,
+    reservation: Reservation,
+    strict: bool,
 ) -> Verdict {
     let mut verdict = Verdict {
         remaining: vec![None; counters.len()],
@@ -434,40 +470,64 @@ pub fn admit(
     };
     for (i, counter) in counters.iter().enumerate() {
         let budget = counter.budget;
-        if budget.metric == Metric::Requests {
-            continue;
-        }
+        let (amount, cap) = match budget.metric {
+            Metric::Requests => continue,
+            Metric::InFlight => (1, Cap::Within(budget.limit)),
+            Metric::Tokens(kind) => (
+                tokens_of(kind, reservation.input, reservation.output),
+                budget_cap(strict, budget.limit),
+            ),
+            Metric::MicroUsd => (reservation.micro_usd, budget_cap(strict, budget.limit)),
+        };
         let (start, end) = budget.window.bounds(now_ms);
-        let used = store::used(store, &counter.id, start);
-        let expected = match (budget.metric, estimate) {
-            (Metric::Tokens(kind), Some(e)) => tokens_of(kind, e.input, e.output),
-            _ => 0,
-        };
-        let remaining = budget.limit.saturating_sub(used);
-        set(&mut verdict.remaining, i, Some(remaining));
-        let snapshot = Snapshot {
-            limit: budget.limit,
-            remaining,
-            reset_ms: end - now_ms,
-        };
-        if matches!(budget.metric, Metric::Tokens(_)) {
-            verdict.headers.tokens = RateHeaders::tighter(verdict.headers.tokens, snapshot);
+        let mut reset_ms = end - now_ms;
+        if budget.metric == Metric::InFlight {
+            reset_ms = IN_FLIGHT_RETRY_MS;
         }
-        let over =
-            used >= budget.limit || (expected > 0 && used.saturating_add(expected) > budget.limit);
-        if over && verdict.refused.is_none() {
-            verdict.refused = Some(Refusal {
-                counter: i,
-                used,
-                requested: (expected > 0).then_some(expected),
-                reset_ms: end - now_ms,
-            });
+        let outcome = if amount == 0 {
+            // Nothing to reserve (an unpriced model): refused once spent.
+            match store::used(store, &counter.id, start) {
+                used if used >= budget.limit => Added::OverLimit(used),
+                used => Added::Counted(used),
+            }
+        } else {
+            store::add(store, &counter.id, start, amount, cap)
+        };
+        let remaining = match outcome {
+            Added::Counted(used) => {
+                if amount > 0 {
+                    verdict.held.push(Held {
+                        counter: i,
+                        window_start: start,
+                        amount,
+                    });
+                }
+                Some(budget.limit.saturating_sub(used))
+            }
+            Added::OverLimit(used) => {
+                let requested = match budget.metric {
+                    Metric::InFlight => Some(1),
+                    _ => strict.then_some(amount).filter(|&n| n > 0),
+                };
+                verdict.refused = Some(Refusal {
+                    counter: i,
+                    used,
+                    requested,
+                    reset_ms,
+                });
+                Some(budget.limit.saturating_sub(used))
+            }
+            // Not counted: the store failed or stayed contended. The request
+            // is let through rather than refused for the gateway's own trouble.
+            Added::Unavailable => None,
+        };
+        set(&mut verdict.remaining, i, remaining);
+        if verdict.refused.is_some() {
+            release(store, counters, &mut verdict);
+            token_headers(counters, now_ms, &mut verdict);
+            return verdict;
         }
     }
-    if verdict.refused.is_some() {
-        return verdict;
-    }
-    let mut counted: Vec<(usize, u64)> = Vec::new();
     for (i, counter) in counters.iter().enumerate() {
         let budget = counter.budget;
         if budget.metric != Metric::Requests {
@@ -475,7 +535,7 @@ pub fn admit(
         }
         let (start, end) = budget.window.bounds(now_ms);
         let reset_ms = end - now_ms;
-        match store::add(store, &counter.id, start, 1, Some(budget.limit)) {
+        match store::add(store, &counter.id, start, 1, Cap::Within(budget.limit)) {
             Added::Counted(used) => {
                 let remaining = budget.limit.saturating_sub(used);
                 set(&mut verdict.remaining, i, Some(remaining));
@@ -485,7 +545,11 @@ pub fn admit(
                     reset_ms,
                 };
                 verdict.headers.requests = RateHeaders::tighter(verdict.headers.requests, snapshot);
-                counted.push((i, start));
+                verdict.held.push(Held {
+                    counter: i,
+                    window_start: start,
+                    amount: 1,
+                });
             }
             Added::OverLimit(used) => {
                 set(&mut verdict.remaining, i, Some(0));
@@ -501,14 +565,8 @@ pub fn admit(
                     requested: Some(1),
                     reset_ms,
                 });
-                for &(j, start) in &counted {
-                    if let Some(c) = counters.get(j) {
-                        store::undo(store, &c.id, start, 1);
-                    }
-                    if let Some(r) = verdict.remaining.get_mut(j) {
-                        *r = r.map(|n| n.saturating_add(1));
-                    }
-                }
+                release(store, counters, &mut verdict);
+                token_headers(counters, now_ms, &mut verdict);
                 return verdict;
             }
             // Not counted: the store failed or stayed contended. The request
@@ -516,7 +574,50 @@ pub fn admit(
             Added::Unavailable => {}
         }
     }
+    token_headers(counters, now_ms, &mut verdict);
+    // Request counts are not settled: they stay counted.
+    verdict.held.retain(|h| {
+        counters
+            .get(h.counter)
+            .is_some_and(|c| c.budget.metric != Metric::Requests)
+    });
     verdict
+}
+
+/// OpenAI's token headers: the tightest token limit, as admission left it.
+fn token_headers(counters: &[Counter], now_ms: u64, verdict: &mut Verdict) {
+    for (counter, remaining) in counters.iter().zip(&verdict.remaining) {
+        let (Metric::Tokens(_), Some(remaining)) = (counter.budget.metric, *remaining) else {
+            continue;
+        };
+        let snapshot = Snapshot {
+            limit: counter.budget.limit,
+            remaining,
+            reset_ms: counter.budget.window.bounds(now_ms).1 - now_ms,
+        };
+        verdict.headers.tokens = RateHeaders::tighter(verdict.headers.tokens, snapshot);
+    }
+}
+
+fn budget_cap(strict: bool, limit: u64) -> Cap {
+    if strict {
+        Cap::Within(limit)
+    } else {
+        Cap::WhileLeft(limit)
+    }
+}
+
+/// Takes back what a refused request held (its reservations and counts).
+fn release(store: &impl SharedStore, counters: &[Counter], verdict: &mut Verdict) {
+    for held in std::mem::take(&mut verdict.held) {
+        let Some(c) = counters.get(held.counter) else {
+            continue;
+        };
+        store::undo(store, &c.id, held.window_start, held.amount);
+        if let Some(r) = verdict.remaining.get_mut(held.counter) {
+            *r = r.map(|n| n.saturating_add(held.amount).min(c.budget.limit));
+        }
+    }
 }
 
 fn set(remaining: &mut [Option<u64>], i: usize, value: Option<u64>) {
@@ -525,27 +626,39 @@ fn set(remaining: &mut [Option<u64>], i: usize, value: Option<u64>) {
     }
 }
 
-/// Charges a finished request's tokens and cost to its token and cost
-/// counters, in the windows current now; returns (counter index, remaining).
-pub fn charge(
+/// Settles a request that ended (answered, failed, cancelled or left):
+/// each reservation is replaced by what was used, in the windows current
+/// now, and its place in flight released; a budget it reserved nothing in
+/// is charged. Returns (counter index, remaining) for the counters that moved.
+pub fn settle(
     store: &impl SharedStore,
     counters: &[Counter],
+    held: &[Held],
     now_ms: u64,
     usage: Usage,
 ) -> Vec<(usize, u64)> {
     let mut out = Vec::new();
     for (i, counter) in counters.iter().enumerate() {
         let budget = counter.budget;
+        let held = held.iter().find(|h| h.counter == i);
         let amount = match budget.metric {
             Metric::Requests => continue,
+            Metric::InFlight => {
+                if let Some(h) = held {
+                    store::undo(store, &counter.id, h.window_start, h.amount);
+                }
+                continue;
+            }
             Metric::Tokens(kind) => tokens_of(kind, usage.input, usage.output),
             Metric::MicroUsd => usage.micro_usd,
         };
-        if amount == 0 {
-            continue;
-        }
         let (start, _) = budget.window.bounds(now_ms);
-        if let Added::Counted(used) = store::add(store, &counter.id, start, amount, None) {
+        let added = match held {
+            Some(h) => store::settle(store, &counter.id, h.window_start, h.amount, start, amount),
+            None if amount > 0 => store::add(store, &counter.id, start, amount, Cap::None),
+            None => continue,
+        };
+        if let Added::Counted(used) = added {
             out.push((i, budget.limit.saturating_sub(used)));
         }
     }
@@ -565,10 +678,13 @@ pub fn refusal_error(counter: &Counter, refusal: &Refusal, group: &str) -> Gatew
         .map(|n| format!(", Requested {}", amount(n)))
         .unwrap_or_default();
     let wait = headers::go_duration(refusal.reset_ms);
+    let per = match budget.metric {
+        Metric::InFlight => String::new(),
+        _ => format!(" per {}", budget.window.name()),
+    };
     let message = format!(
-        "Rate limit reached for {} per {} ({}): Limit {}, Used {}{requested}. Please try again in {wait}.",
+        "Rate limit reached for {}{per} ({}): Limit {}, Used {}{requested}. Please try again in {wait}.",
         budget.metric.describe(),
-        budget.window.name(),
         counter.scope.describe(group),
         amount(budget.limit),
         amount(refusal.used),

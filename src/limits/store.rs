@@ -75,37 +75,95 @@ impl Slot {
 pub enum Added {
     /// Counted; what the window has used now.
     Counted(u64),
-    /// Not counted: it would have gone over the limit; what the window has used.
+    /// Not counted: the cap refused it; what the window has used.
     OverLimit(u64),
     /// The store did not answer or stayed contended: nothing counted.
     Unavailable,
 }
 
+/// When [`add`] may count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// Always (charging what was used).
+    None,
+    /// Only if the window stays within the limit afterwards (a request, or
+    /// a reservation that must fit).
+    Within(u64),
+    /// Only while something of the limit is left, whatever the amount (a
+    /// reservation that may take the last of a budget: the overshoot is at
+    /// most this one amount).
+    WhileLeft(u64),
+}
+
+impl Cap {
+    fn refuses(self, used: u64, after: u64) -> bool {
+        match self {
+            Self::None => false,
+            Self::Within(limit) => after > limit,
+            Self::WhileLeft(limit) => used >= limit,
+        }
+    }
+}
+
 /// Adds `amount` to the counter `key` in the window starting at
-/// `window_start`, unless that takes it above `limit` (`None`: always add).
+/// `window_start`, unless `cap` refuses it.
 pub fn add(
     store: &impl SharedStore,
     key: &[u8],
     window_start: u64,
     amount: u64,
-    limit: Option<u64>,
+    cap: Cap,
 ) -> Added {
+    update(store, key, |slot| {
+        let used = slot.used_in(window_start);
+        let after = used.saturating_add(amount);
+        if cap.refuses(used, after) {
+            return Err(used);
+        }
+        Ok(Slot {
+            window_start,
+            used: after,
+        })
+    })
+}
+
+/// Replaces what [`add`] reserved (`held` in the window starting at
+/// `held_start`) by what was used (`used` in the window starting at
+/// `now_start`), in one write: the reservation is gone with its window
+/// when a new one has started.
+pub fn settle(
+    store: &impl SharedStore,
+    key: &[u8],
+    held_start: u64,
+    held: u64,
+    now_start: u64,
+    used: u64,
+) -> Added {
+    update(store, key, |slot| {
+        let mut base = slot.used_in(now_start);
+        if slot.window_start == held_start && held_start == now_start {
+            base = base.saturating_sub(held);
+        }
+        Ok(Slot {
+            window_start: now_start,
+            used: base.saturating_add(used),
+        })
+    })
+}
+
+/// Read, compute, compare-and-swap, again while another worker wrote in between.
+fn update(store: &impl SharedStore, key: &[u8], next: impl Fn(Slot) -> Result<Slot, u64>) -> Added {
     for _ in 0..MAX_CAS_ATTEMPTS {
         let (slot, cas) = match store.get(key) {
             Some((bytes, cas)) => (Slot::decode(&bytes), cas),
             None => (Slot::default(), 0),
         };
-        let used = slot.used_in(window_start);
-        let after = used.saturating_add(amount);
-        if limit.is_some_and(|limit| after > limit) {
-            return Added::OverLimit(used);
-        }
-        let next = Slot {
-            window_start,
-            used: after,
+        let next = match next(slot) {
+            Ok(next) => next,
+            Err(used) => return Added::OverLimit(used),
         };
         match store.set(key, &next.encode(), cas) {
-            SetResult::Done => return Added::Counted(after),
+            SetResult::Done => return Added::Counted(next.used),
             SetResult::CasMismatch => continue,
             SetResult::Failed => return Added::Unavailable,
         }
@@ -211,16 +269,25 @@ pub mod tests {
         let store = MemoryStore::default();
         ensure(&store, b"k");
         for n in 1..=3 {
-            assert_eq!(add(&store, b"k", 1000, 1, Some(3)), Added::Counted(n));
+            assert_eq!(
+                add(&store, b"k", 1000, 1, Cap::Within(3)),
+                Added::Counted(n)
+            );
         }
-        assert_eq!(add(&store, b"k", 1000, 1, Some(3)), Added::OverLimit(3));
+        assert_eq!(
+            add(&store, b"k", 1000, 1, Cap::Within(3)),
+            Added::OverLimit(3)
+        );
         assert_eq!(used(&store, b"k", 1000), 3);
         // A new window starts from zero, in the same key.
-        assert_eq!(add(&store, b"k", 2000, 1, Some(3)), Added::Counted(1));
+        assert_eq!(
+            add(&store, b"k", 2000, 1, Cap::Within(3)),
+            Added::Counted(1)
+        );
         assert_eq!(used(&store, b"k", 1000), 0);
         assert_eq!(store.entries.borrow().len(), 1);
         // Without a limit (charging tokens), it always adds.
-        assert_eq!(add(&store, b"k", 2000, 500, None), Added::Counted(501));
+        assert_eq!(add(&store, b"k", 2000, 500, Cap::None), Added::Counted(501));
     }
 
     #[test]
@@ -240,7 +307,10 @@ pub mod tests {
                     s.raw_set(b"k", &slot.encode());
                 }));
         }
-        assert_eq!(add(&store, b"k", 1000, 1, Some(10)), Added::Counted(3));
+        assert_eq!(
+            add(&store, b"k", 1000, 1, Cap::Within(10)),
+            Added::Counted(3)
+        );
         assert_eq!(slot(&store, b"k").used, 3);
         // The limit is checked against what the others counted.
         store
@@ -256,7 +326,10 @@ pub mod tests {
                     .encode(),
                 );
             }));
-        assert_eq!(add(&store, b"k", 1000, 1, Some(10)), Added::OverLimit(10));
+        assert_eq!(
+            add(&store, b"k", 1000, 1, Cap::Within(10)),
+            Added::OverLimit(10)
+        );
     }
 
     #[test]
@@ -272,7 +345,10 @@ pub mod tests {
                 }));
         }
         store.calls.set(0);
-        assert_eq!(add(&store, b"k", 1000, 1, Some(10)), Added::Unavailable);
+        assert_eq!(
+            add(&store, b"k", 1000, 1, Cap::Within(10)),
+            Added::Unavailable
+        );
         // A read and a write per attempt, and no more.
         assert_eq!(store.calls.get(), 2 * MAX_CAS_ATTEMPTS);
     }
@@ -281,10 +357,10 @@ pub mod tests {
     fn undo_takes_back_only_in_the_same_window() {
         let store = MemoryStore::default();
         ensure(&store, b"k");
-        add(&store, b"k", 1000, 2, None);
+        add(&store, b"k", 1000, 2, Cap::None);
         undo(&store, b"k", 1000, 1);
         assert_eq!(used(&store, b"k", 1000), 1);
-        add(&store, b"k", 2000, 5, None);
+        add(&store, b"k", 2000, 5, Cap::None);
         undo(&store, b"k", 1000, 5);
         assert_eq!(used(&store, b"k", 2000), 5);
     }
@@ -292,11 +368,52 @@ pub mod tests {
     #[test]
     fn ensure_keeps_an_existing_counter_and_odd_values_count_as_empty() {
         let store = MemoryStore::default();
-        add(&store, b"k", 1000, 4, None);
+        add(&store, b"k", 1000, 4, Cap::None);
         ensure(&store, b"k");
         assert_eq!(used(&store, b"k", 1000), 4);
         store.raw_set(b"odd", b"not a slot");
         assert_eq!(used(&store, b"odd", 0), 0);
-        assert_eq!(add(&store, b"odd", 1000, 1, Some(1)), Added::Counted(1));
+        assert_eq!(
+            add(&store, b"odd", 1000, 1, Cap::Within(1)),
+            Added::Counted(1)
+        );
+    }
+
+    #[test]
+    fn while_left_takes_the_last_of_a_budget_then_refuses() {
+        let store = MemoryStore::default();
+        ensure(&store, b"k");
+        assert_eq!(
+            add(&store, b"k", 1000, 150, Cap::WhileLeft(200)),
+            Added::Counted(150)
+        );
+        // More than what is left, but something is: counted, once.
+        assert_eq!(
+            add(&store, b"k", 1000, 150, Cap::WhileLeft(200)),
+            Added::Counted(300)
+        );
+        assert_eq!(
+            add(&store, b"k", 1000, 1, Cap::WhileLeft(200)),
+            Added::OverLimit(300)
+        );
+        assert_eq!(
+            add(&store, b"k", 1000, 150, Cap::Within(400)),
+            Added::OverLimit(300)
+        );
+    }
+
+    #[test]
+    fn settle_replaces_the_reservation_in_its_window_only() {
+        let store = MemoryStore::default();
+        ensure(&store, b"k");
+        add(&store, b"k", 1000, 100, Cap::None);
+        add(&store, b"k", 1000, 40, Cap::None);
+        // 100 reserved, 7 used: the other request's 40 stays.
+        assert_eq!(settle(&store, b"k", 1000, 100, 1000, 7), Added::Counted(47));
+        // A reservation of a window that ended: the new window gets the use alone.
+        assert_eq!(settle(&store, b"k", 1000, 40, 2000, 9), Added::Counted(9));
+        assert_eq!(used(&store, b"k", 2000), 9);
+        // And a later settle of the old window leaves the new one's count.
+        assert_eq!(settle(&store, b"k", 1000, 5, 2000, 1), Added::Counted(10));
     }
 }

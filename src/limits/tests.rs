@@ -144,7 +144,7 @@ fn requests_are_counted_up_to_the_limit_then_refused_until_the_window_ends() {
     let rules = parse_rules(r#"[{"key": "*", "requests_per_minute": 2}]"#).unwrap();
     let c = counters(&rules, Some("ads-team"), "chat");
     let store = MemoryStore::default();
-    let first = admit(&store, &c, NOW, None);
+    let first = admit(&store, &c, NOW, Reservation::default(), false);
     assert_eq!(first.refused, None);
     let reset_ms = 60_000 - 30_250;
     assert_eq!(
@@ -157,20 +157,23 @@ fn requests_are_counted_up_to_the_limit_then_refused_until_the_window_ends() {
     );
     assert_eq!(first.headers.tokens, None);
     assert_eq!(
-        admit(&store, &c, NOW + 1, None)
+        admit(&store, &c, NOW + 1, Reservation::default(), false)
             .headers
             .requests
             .map(|s| s.remaining),
         Some(0)
     );
-    let third = admit(&store, &c, NOW + 2, None);
+    let third = admit(&store, &c, NOW + 2, Reservation::default(), false);
     let refusal = third.refused.unwrap();
     assert_eq!(
         (refusal.counter, refusal.used, refusal.reset_ms),
         (0, 2, reset_ms - 2)
     );
     // The next minute admits again.
-    assert_eq!(admit(&store, &c, NOW + reset_ms, None).refused, None);
+    assert_eq!(
+        admit(&store, &c, NOW + reset_ms, Reservation::default(), false).refused,
+        None
+    );
 }
 
 #[test]
@@ -181,114 +184,181 @@ fn a_refusal_by_one_limit_takes_back_the_count_of_the_others() {
     .unwrap();
     let c = counters(&rules, Some("ads-team"), "chat");
     let store = MemoryStore::default();
-    assert_eq!(admit(&store, &c, NOW, None).refused, None);
-    let second = admit(&store, &c, NOW + 1, None);
+    assert_eq!(
+        admit(&store, &c, NOW, Reservation::default(), false).refused,
+        None
+    );
+    let second = admit(&store, &c, NOW + 1, Reservation::default(), false);
     assert_eq!(second.refused.map(|r| r.counter), Some(1));
     // The hourly limit counted the request, then took it back.
     assert_eq!(store::used(&store, &c[0].id, Window::Hour.bounds(NOW).0), 1);
     assert_eq!(second.remaining, [Some(9), Some(0)]);
 }
 
+fn tokens(input: u64, output: u64) -> Reservation {
+    Reservation {
+        input,
+        output,
+        micro_usd: 0,
+    }
+}
+
 #[test]
-fn token_budgets_refuse_once_spent_or_by_the_estimate() {
+fn token_budgets_reserve_at_admission_and_settle_at_the_end() {
     let rules = parse_rules(r#"[{"key": "ads-team", "tokens_per_hour": 100}, {"key": "ads-team", "tokens_per_minute": 1000, "tokens": "input"}]"#)
         .unwrap();
     let c = counters(&rules, Some("ads-team"), "chat");
     let store = MemoryStore::default();
-    let admitted = admit(&store, &c, NOW, None);
+    let hour = Window::Hour.bounds(NOW).0;
+    let admitted = admit(&store, &c, NOW, tokens(30, 40), false);
     assert_eq!(admitted.refused, None);
+    // The reservation shows in what remains.
     assert_eq!(
         admitted.headers.tokens.map(|s| (s.limit, s.remaining)),
-        Some((100, 100))
+        Some((100, 30))
     );
-    let charged = charge(
-        &store,
-        &c,
-        NOW,
-        Usage {
-            input: 30,
-            output: 50,
-            micro_usd: 7,
-        },
-    );
-    assert_eq!(charged, [(0, 20), (1, 970)]);
-    // 80 of 100 used: admitted, unless its own estimate would go over.
-    assert_eq!(admit(&store, &c, NOW, None).refused, None);
-    let estimate = Estimate {
-        input: 15,
+    assert_eq!(store::used(&store, &c[0].id, hour), 70);
+    let used = Usage {
+        input: 30,
         output: 10,
+        micro_usd: 7,
     };
-    let refused = admit(&store, &c, NOW, Some(estimate)).refused.unwrap();
+    // Settled to what was used: 40 of the 70 reserved, 30 of the 30 input.
+    assert_eq!(
+        settle(&store, &c, &admitted.held, NOW, used),
+        [(0, 60), (1, 970)]
+    );
+    // A reservation larger than what is left takes the last of it, once.
+    let big = admit(&store, &c, NOW, tokens(50, 50), false);
+    assert_eq!(big.refused, None);
+    assert_eq!(store::used(&store, &c[0].id, hour), 140);
+    let refused = admit(&store, &c, NOW, tokens(1, 1), false).refused.unwrap();
     assert_eq!(
         (refused.counter, refused.used, refused.requested),
-        (0, 80, Some(25))
+        (0, 140, None)
     );
-    assert_eq!(
-        admit(
-            &store,
-            &c,
-            NOW,
-            Some(Estimate {
-                input: 15,
-                output: 5
-            })
-        )
-        .refused,
-        None
-    );
-    // Spent (a request in flight went over): refused whatever the estimate.
-    charge(
-        &store,
-        &c,
-        NOW,
-        Usage {
-            input: 10,
-            output: 30,
-            micro_usd: 0,
-        },
-    );
-    let spent = admit(&store, &c, NOW, None);
-    assert_eq!(
-        spent.refused.map(|r| (r.used, r.requested)),
-        Some((120, None))
-    );
-    assert_eq!(spent.headers.tokens.map(|s| s.remaining), Some(0));
-    // Nothing was counted for the refused requests.
+    // Nothing was counted for the refused request, in either counter.
     assert_eq!(
         store::used(&store, &c[1].id, Window::Minute.bounds(NOW).0),
-        40
+        80
+    );
+    // A request that ended having used nothing gives all of it back.
+    settle(&store, &c, &big.held, NOW, Usage::default());
+    assert_eq!(store::used(&store, &c[0].id, hour), 40);
+    // Strict (refuse_on_estimate): only a reservation that fits.
+    let refused = admit(&store, &c, NOW, tokens(31, 30), true)
+        .refused
+        .unwrap();
+    assert_eq!((refused.used, refused.requested), (40, Some(61)));
+    assert_eq!(admit(&store, &c, NOW, tokens(30, 30), true).refused, None);
+    assert_eq!(store::used(&store, &c[0].id, hour), 100);
+}
+
+#[test]
+fn fifty_in_flight_overshoot_by_at_most_one_request() {
+    let rules = parse_rules(r#"[{"key": "ads-team", "tokens_per_hour": 200}]"#).unwrap();
+    let c = counters(&rules, Some("ads-team"), "chat");
+    let store = MemoryStore::default();
+    // 50 requests admitted at once, each reserving 10 + 16 and using 10 + 15.
+    let verdicts: Vec<Verdict> = (0..50)
+        .map(|_| admit(&store, &c, NOW, tokens(10, 16), false))
+        .collect();
+    let admitted: Vec<&Verdict> = verdicts.iter().filter(|v| v.refused.is_none()).collect();
+    assert_eq!(admitted.len(), 8);
+    for v in &admitted {
+        let used = Usage {
+            input: 10,
+            output: 15,
+            micro_usd: 0,
+        };
+        settle(&store, &c, &v.held, NOW, used);
+    }
+    let charged = store::used(&store, &c[0].id, Window::Hour.bounds(NOW).0);
+    assert_eq!(charged, 200);
+    assert!(charged <= 200 + 26);
+}
+
+#[test]
+fn a_window_that_ended_forgets_the_reservation() {
+    let rules = parse_rules(r#"[{"key": "ads-team", "tokens_per_minute": 100}]"#).unwrap();
+    let c = counters(&rules, Some("ads-team"), "chat");
+    let store = MemoryStore::default();
+    let v = admit(&store, &c, NOW, tokens(50, 50), false);
+    let next = NOW + 60_000;
+    let used = Usage {
+        input: 5,
+        output: 5,
+        micro_usd: 0,
+    };
+    settle(&store, &c, &v.held, next, used);
+    assert_eq!(
+        store::used(&store, &c[0].id, Window::Minute.bounds(next).0),
+        10
     );
 }
 
 #[test]
-fn a_spend_budget_counts_micro_usd() {
+fn in_flight_is_released_however_a_request_ends() {
+    let rules = parse_rules(r#"[{"key": "*", "max_in_flight": 2}]"#).unwrap();
+    let c = counters(&rules, Some("ads-team"), "chat");
+    let store = MemoryStore::default();
+    let one = admit(&store, &c, NOW, Reservation::default(), false);
+    let two = admit(&store, &c, NOW, Reservation::default(), false);
+    let three = admit(&store, &c, NOW, Reservation::default(), false);
+    assert_eq!((one.refused, two.refused), (None, None));
+    let refusal = three.refused.unwrap();
+    assert_eq!(
+        (refusal.used, refusal.requested, refusal.reset_ms),
+        (2, Some(1), 1000)
+    );
+    let e = refusal_error(&c[0], &refusal, "chat");
+    assert_eq!(
+        e.message,
+        "Rate limit reached for requests in flight (this key): Limit 2, Used 2, Requested 1. Please try again in 1s."
+    );
+    // The first ends (answered, failed or left: settled the same way).
+    settle(&store, &c, &one.held, NOW + 5, Usage::default());
+    assert_eq!(
+        admit(&store, &c, NOW + 6, Reservation::default(), false).refused,
+        None
+    );
+    assert!(admit(&store, &c, NOW + 7, Reservation::default(), false)
+        .refused
+        .is_some());
+}
+
+#[test]
+fn a_spend_budget_reserves_and_counts_micro_usd() {
     let rules = parse_rules(r#"[{"key": "search-team", "usd_per_month": 0.5}]"#).unwrap();
     let c = counters(&rules, Some("search-team"), "cheap");
     let store = MemoryStore::default();
-    assert_eq!(
-        charge(
-            &store,
-            &c,
-            NOW,
-            Usage {
-                input: 9,
-                output: 9,
-                micro_usd: 499_999
-            }
-        ),
-        [(0, 1)]
-    );
-    assert_eq!(admit(&store, &c, NOW, None).refused, None);
-    charge(
+    let spend = |micro_usd| Reservation {
+        micro_usd,
+        ..Reservation::default()
+    };
+    let v = admit(&store, &c, NOW, spend(600_000), false);
+    assert_eq!(v.refused, None);
+    // While it is in flight, nothing is left.
+    assert!(admit(&store, &c, NOW, spend(1), false).refused.is_some());
+    let used = Usage {
+        input: 9,
+        output: 9,
+        micro_usd: 499_999,
+    };
+    assert_eq!(settle(&store, &c, &v.held, NOW, used), [(0, 1)]);
+    // An unpriced request reserves nothing: admitted while anything is left.
+    assert_eq!(admit(&store, &c, NOW, spend(0), false).refused, None);
+    settle(
         &store,
         &c,
+        &[],
         NOW,
         Usage {
             micro_usd: 1,
             ..Usage::default()
         },
     );
-    let refusal = admit(&store, &c, NOW, None).refused.unwrap();
+    let refusal = admit(&store, &c, NOW, spend(0), false).refused.unwrap();
     let e = refusal_error(&c[0], &refusal, "cheap");
     assert_eq!(e.code, ErrorCode::RateLimited);
     assert_eq!(
@@ -301,9 +371,9 @@ fn a_spend_budget_counts_micro_usd() {
         e.retry_after,
         Some((1_772_323_200_000 - NOW).div_ceil(1000))
     );
-    // No usage, no host call.
+    // Nothing held and nothing used: no host call.
     let calls = store.calls.get();
-    assert!(charge(&store, &c, NOW, Usage::default()).is_empty());
+    assert!(settle(&store, &c, &[], NOW, Usage::default()).is_empty());
     assert_eq!(store.calls.get(), calls);
 }
 
@@ -359,13 +429,15 @@ fn host_calls_per_request_are_few() {
         store::ensure(&store, &id);
     }
     store.calls.set(0);
-    admit(&store, &c, NOW, None);
-    // Two reads (tokens, USD), a read and a write (requests).
-    assert_eq!(store.calls.get(), 4);
+    let v = admit(&store, &c, NOW, tokens(10, 10), false);
+    // A read and a write each: tokens reserved, USD read (unpriced: nothing
+    // to reserve), requests counted.
+    assert_eq!(store.calls.get(), 5);
     store.calls.set(0);
-    charge(
+    settle(
         &store,
         &c,
+        &v.held,
         NOW,
         Usage {
             input: 1,

@@ -22,7 +22,7 @@ use crate::dialects::dialect;
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Token};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
-use crate::limits::{Estimate, Usage as LimitUsage};
+use crate::limits::{Reservation, Usage as LimitUsage};
 use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
 use crate::model::call::Call;
 use crate::model::request::{valid_request_id, ChatRequest};
@@ -94,6 +94,9 @@ pub struct Edge<H: Host> {
     channel: AttemptChannel,
     /// The request's rate limits, once it was admitted (or refused) by them.
     limits: Option<RequestLimits>,
+    /// The provider (empty when the cluster's endpoints name it) and model
+    /// of the candidate a generation was handed to.
+    sent_to: Option<(String, String)>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -126,6 +129,7 @@ impl<H: Host> Edge<H> {
             exchange: None,
             channel: AttemptChannel::FilterState,
             limits: None,
+            sent_to: None,
         }
     }
 
@@ -361,30 +365,43 @@ impl<H: Host> Edge<H> {
             stream: request.stream,
             estimated_prompt_tokens: needs.prompt_tokens,
         });
-        let estimate = Estimate {
-            input: needs.prompt_tokens,
-            output: needs.output_tokens.map_or(0, u64::from),
-        };
-        self.admit(group, estimate)?;
+        let reservation = limiter::reservation(
+            &config,
+            group,
+            &request.model,
+            needs.prompt_tokens,
+            needs.output_tokens,
+        );
+        self.admit(group, reservation)?;
         if config.limits.descriptors {
             let key = config.auth.caller_name(self.caller);
             limiter::expose_descriptors(&self.host, key, group, &request.model);
         }
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
+        if let Some(candidate) = model_group.candidates.get(index) {
+            let provider = candidate.provider.clone().unwrap_or_default();
+            let model = candidate.model.clone().unwrap_or_else(|| {
+                config.providers.get(&provider).map_or_else(
+                    || request.model.clone(),
+                    |p| p.vendor_model(group, &request.model).to_owned(),
+                )
+            });
+            self.sent_to = Some((provider, model));
+        }
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
         self.hand_off(group, cluster, index, None, Some(request));
         Ok(())
     }
 
     /// Admits the request by its rate limits (when there are any).
-    fn admit(&mut self, group: &str, estimate: Estimate) -> Result<(), GatewayError> {
+    fn admit(&mut self, group: &str, reservation: Reservation) -> Result<(), GatewayError> {
         let config = Rc::clone(&self.config);
         if config.limits.rate.is_empty() {
             return Ok(());
         }
         let key = matches!(self.caller, crate::auth::Caller::Key(_))
             .then(|| config.auth.caller_name(self.caller));
-        let (limits, refused) = RequestLimits::admit(&self.host, &config, key, group, estimate);
+        let (limits, refused) = RequestLimits::admit(&self.host, &config, key, group, reservation);
         self.limits = Some(limits);
         refused.map_or(Ok(()), Err)
     }
@@ -486,7 +503,7 @@ impl<H: Host> Edge<H> {
             let body = call.local_answer(request.as_ref())?;
             return Ok(self.reply_json(&body, &[("x-llm-estimated", b"true")]));
         }
-        self.admit(group, Estimate::default())?;
+        self.admit(group, Reservation::default())?;
         let bucket_key = match self.text("x-user-id") {
             Some(user) => user.as_bytes().to_vec(),
             None => next_spread_key(&self.request_id),
@@ -550,12 +567,22 @@ impl<H: Host> Edge<H> {
         let record = records.last().unwrap_or(&no_attempt);
         let reached_vendor = !record.provider.is_empty();
         // Every attempt a vendor answered is billed, not only the last.
-        let bill = Bill::of(records, chat.estimated_prompt_tokens, |r| {
+        let mut bill = Bill::of(records, chat.estimated_prompt_tokens, |r| {
             self.config
                 .providers
                 .get(&r.provider)
                 .and_then(|p| price_for(&p.prices, &r.model))
         });
+        let unanswered = bill.attempts.is_empty()
+            && !self.response_complete
+            && matches!(self.state, State::Forwarded);
+        if let (true, Some((provider, model))) = (unanswered, &self.sent_to) {
+            let price = match self.config.providers.get(provider) {
+                Some(p) => price_for(&p.prices, model),
+                None => limiter::dearest_price(&self.config, &chat.group, &chat.request_model),
+            };
+            bill.charge_unanswered(provider, model, chat.estimated_prompt_tokens, price);
+        }
         let (usage, estimated, cost) = (bill.usage, bill.usage_estimated, bill.cost_usd);
         let used = LimitUsage {
             input: usage.prompt_tokens,
@@ -563,13 +590,13 @@ impl<H: Host> Edge<H> {
             micro_usd: cost.map_or(0, |c| (c * 1e6).round() as u64),
         };
         if let Some(limits) = &self.limits {
-            limits.charge(&self.host, used);
+            limits.settle(&self.host, used);
         }
         if self.config.limits.descriptors {
             limiter::expose_usage(&self.host, used);
         }
         // An answer that never ended: the client left, or the vendor's side broke.
-        let cut_short = reached_vendor && !self.response_complete;
+        let cut_short = (reached_vendor || unanswered) && !self.response_complete;
         let client_disconnected = cut_short
             && !self
                 .host

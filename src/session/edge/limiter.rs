@@ -6,7 +6,8 @@ use crate::config::Config;
 use crate::error::{ErrorCode, GatewayError};
 use crate::limits::headers::RateHeaders;
 use crate::limits::store::{self, SetResult, SharedStore};
-use crate::limits::{self, Counter, Estimate, Scope, Usage};
+use crate::limits::{self, Counter, Held, Reservation, Scope, Usage};
+use crate::metering::{price_for, Price};
 use crate::model::Api;
 use crate::session::host::{unix_millis, Host, Map};
 use crate::session::send_error_with;
@@ -40,9 +41,54 @@ pub fn prepare(host: &impl Host, config: &Config) {
     }
 }
 
+/// What a request reserves at admission: its prompt estimate, its output
+/// limit (or `limits.reserve_output_tokens` when it names none), and their
+/// cost at the dearest price any provider lists for the model (an attempt
+/// may fail over to any of them).
+pub fn reservation(
+    config: &Config,
+    group: &str,
+    request_model: &str,
+    prompt_tokens: u64,
+    output_tokens: Option<u32>,
+) -> Reservation {
+    let output = output_tokens.map_or(config.limits.reserve_output_tokens, u64::from);
+    let usage = crate::model::response::Usage {
+        prompt_tokens,
+        completion_tokens: output,
+        ..Default::default()
+    };
+    let cost = dearest_price(config, group, request_model).map_or(0.0, |p| p.cost(&usage));
+    Reservation {
+        input: prompt_tokens,
+        output,
+        micro_usd: (cost * 1e6).ceil() as u64,
+    }
+}
+
+/// The dearest price any provider lists for what `request_model` on
+/// `group` is at that provider (by output, then input price).
+pub fn dearest_price<'c>(
+    config: &'c Config,
+    group: &str,
+    request_model: &str,
+) -> Option<&'c Price> {
+    config
+        .providers
+        .values()
+        .filter_map(|p| price_for(&p.prices, p.vendor_model(group, request_model)))
+        .max_by(|a, b| {
+            a.output
+                .total_cmp(&b.output)
+                .then(a.input.total_cmp(&b.input))
+        })
+}
+
 /// One request's limits, from its admission to its end.
 pub struct RequestLimits {
     counters: Vec<Counter>,
+    /// Reservations and places in flight, settled when the request ends.
+    held: Vec<Held>,
     headers: RateHeaders,
     key: String,
     group: String,
@@ -51,19 +97,26 @@ pub struct RequestLimits {
 }
 
 impl RequestLimits {
-    /// Admits the request of `key` (`None`: auth is off) on `group`, or
-    /// returns the 429 to answer.
+    /// Admits the request of `key` (`None`: auth is off) on `group`,
+    /// reserving its worst case, or returns the 429 to answer.
     pub fn admit(
         host: &impl Host,
         config: &Config,
         key: Option<&str>,
         group: &str,
-        estimate: Estimate,
+        reservation: Reservation,
     ) -> (Self, Option<GatewayError>) {
         let counters = limits::counters(&config.limits.rate, key, group);
-        let estimate = config.limits.refuse_on_estimate.then_some(estimate);
-        let verdict = limits::admit(&HostStore(host), &counters, unix_millis(host), estimate);
+        let strict = config.limits.refuse_on_estimate;
+        let verdict = limits::admit(
+            &HostStore(host),
+            &counters,
+            unix_millis(host),
+            reservation,
+            strict,
+        );
         let mut this = Self {
+            held: verdict.held,
             headers: verdict.headers,
             key: key.unwrap_or_default().to_owned(),
             group: group.to_owned(),
@@ -141,14 +194,15 @@ impl RequestLimits {
         }
     }
 
-    /// Charges what the request used, when it ends (not for a refused one).
-    pub fn charge(&self, host: &impl Host, usage: Usage) {
+    /// Settles what the request used against what it reserved, when it
+    /// ends, however it ended (nothing for a refused one: it holds nothing).
+    pub fn settle(&self, host: &impl Host, usage: Usage) {
         if self.refused.is_some() {
             return;
         }
-        for (i, remaining) in
-            limits::charge(&HostStore(host), &self.counters, unix_millis(host), usage)
-        {
+        let now = unix_millis(host);
+        let store = HostStore(host);
+        for (i, remaining) in limits::settle(&store, &self.counters, &self.held, now, usage) {
             if let Some(counter) = self.counters.get(i) {
                 self.gauge(host, counter, remaining);
             }
