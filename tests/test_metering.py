@@ -365,3 +365,17 @@ def test_prometheus_metrics_with_labels(mgw):
             assert delta("llm_gateway_overhead_us_count", phase=phase) > 0, phase
         else:
             assert sample(after, "llm_gateway_overhead_us_count", phase=phase) == 0, phase
+
+
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini", "mock-openai"])
+def test_a_stream_cut_by_a_vendor_error_bills_at_least_what_it_delivered(mgw, group):
+    """A vendor error after some content: the vendor's partial usage (0 or 1
+    output tokens so far, as Anthropic's message_start says) is less than
+    what the client got; the bill takes the larger."""
+    request_id = f"meter-cut-{group}-{mgw.workdir.name}"
+    body = {"model": "m", "messages": [{"role": "user", "content": "tell me a long story " * 5}],
+            "stream": True, "request_id": request_id}
+    stream(mgw, body, {"x-model-group": group, "x-mock-scenario": "stream-error"})
+    line = log_for(mgw, request_id)
+    assert line["code"] is not None and line["delivered_tokens"] > 1, line
+    assert line["completion_tokens"] >= line["delivered_tokens"], line
