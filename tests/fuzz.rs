@@ -308,3 +308,56 @@ fn encode_for_every_provider(
         let _ = d.encode_request(request, &target);
     }
 }
+
+/// Native calls: request lines (method, path, query) and bodies, mutated,
+/// through the edge's reading of them and every dialect's encoding.
+#[test]
+fn native_calls_never_panic() {
+    use llm_gateway::model::call::Call;
+    use llm_gateway::session::parse_call_body;
+    let config = config();
+    let mut rng = Rng(0x0bad_c0de_1234_5678);
+    let lines: &[(&str, &str, &str)] = &[
+        ("POST", "/v1/messages/count_tokens", ""),
+        (
+            "GET",
+            "/v1/responses/resp_abc123",
+            "include[]=x&stream=false",
+        ),
+        (
+            "GET",
+            "/v1/responses/resp_abc123/input_items",
+            "limit=2&order=asc&after=msg_1",
+        ),
+        ("DELETE", "/v1/responses/resp_abc123", ""),
+        ("POST", "/v1/responses/resp_abc123/cancel", ""),
+    ];
+    let bodies: Vec<&[u8]> = MESSAGES_REQUESTS
+        .iter()
+        .map(|r| r.as_bytes())
+        .chain([b"".as_slice(), b"{}", b" { } "])
+        .collect();
+    for i in 0..iterations() {
+        let (method, path, query) = lines[i % lines.len()];
+        // Mostly valid request lines, so that the bodies reach the dialects.
+        let mut line = |part: &str, mutated: bool| match mutated {
+            true => String::from_utf8_lossy(&mutate(&mut rng, part.as_bytes())).into_owned(),
+            false => part.to_owned(),
+        };
+        let (path, query) = (line(path, i % 4 == 0), line(query, i % 4 == 1));
+        let Some((_, Ok(call))) = Call::for_request(method, &path, &query) else {
+            continue;
+        };
+        let _ = call.path();
+        let body = mutate(&mut rng, bodies[i % bodies.len()]);
+        let request = parse_call_body(&call, &body);
+        let _ = call.local_answer(request.as_ref().ok().and_then(Option::as_ref));
+        for provider in config.providers.values() {
+            let target = Target {
+                provider,
+                model: "m",
+            };
+            let _ = dialect(provider.dialect).encode_call(&call, &|| body.clone(), &target);
+        }
+    }
+}

@@ -60,6 +60,11 @@ impl StoredOp {
         }
     }
 
+    /// The call as its documentation names it, e.g. `GET /v1/responses/{id}`.
+    pub fn describe(self) -> String {
+        format!("{} /v1/responses/{{id}}{}", self.method(), self.suffix())
+    }
+
     /// What follows `/v1/responses/{id}` in its path.
     fn suffix(self) -> &'static str {
         match self {

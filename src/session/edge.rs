@@ -286,7 +286,11 @@ impl<H: Host> Edge<H> {
         if end_of_stream {
             return Err(GatewayError::invalid("body", "request body is empty"));
         }
-        // Refuse an oversized body before buffering a byte of it.
+        self.check_body_length()
+    }
+
+    /// Refuses an oversized body before buffering a byte of it.
+    fn check_body_length(&self) -> Result<(), GatewayError> {
         let max = self.config.limits.max_body_bytes;
         if let Some(length) = self.text("content-length") {
             if length.trim().parse::<u64>().map_or(true, |n| n > max) {
@@ -312,18 +316,7 @@ impl<H: Host> Edge<H> {
             ));
         }
         let request = surface(self.api).parse_request(body)?;
-        if request.messages.len() > limits.max_messages {
-            return Err(GatewayError::invalid(
-                "messages",
-                format!("at most {} messages are accepted", limits.max_messages),
-            ));
-        }
-        if request.tools.len() > limits.max_tools {
-            return Err(GatewayError::invalid(
-                "tools",
-                format!("at most {} tools are accepted", limits.max_tools),
-            ));
-        }
+        check_counts(limits, &request)?;
         if let Some(id) = &request.request_id {
             if !valid_request_id(id) {
                 return Err(GatewayError::invalid(
@@ -437,10 +430,17 @@ impl<H: Host> Edge<H> {
             .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()));
     }
 
-    /// A native call's headers: it waits for its body, or is routed now.
+    /// A native call's headers: it waits for its body, or is routed now. A
+    /// call that takes no body waits too when one follows, to refuse it
+    /// (no byte the gateway did not read reaches a vendor with its key).
     fn on_call_headers(&mut self, call: Call, end_of_stream: bool) -> Result<Flow, GatewayError> {
         if call.has_body() {
             self.check_body_headers(end_of_stream)?;
+            self.state = State::Call(call);
+            return Ok(Flow::Pause);
+        }
+        if !end_of_stream {
+            self.check_body_length()?;
             self.state = State::Call(call);
             return Ok(Flow::Pause);
         }
@@ -518,6 +518,23 @@ impl<H: Host> Edge<H> {
 }
 
 /// The cluster of candidate `index`.
+/// The configured message and tool limits (generations and count_tokens alike).
+fn check_counts(limits: &crate::config::Limits, request: &ChatRequest) -> Result<(), GatewayError> {
+    if request.messages.len() > limits.max_messages {
+        return Err(GatewayError::invalid(
+            "messages",
+            format!("at most {} messages are accepted", limits.max_messages),
+        ));
+    }
+    if request.tools.len() > limits.max_tools {
+        return Err(GatewayError::invalid(
+            "tools",
+            format!("at most {} tools are accepted", limits.max_tools),
+        ));
+    }
+    Ok(())
+}
+
 fn cluster_of(model_group: &ModelGroup, index: usize) -> String {
     model_group
         .candidates
@@ -924,8 +941,15 @@ impl<H: Host> Session for Edge<H> {
         let body = self.host.body(Buffer::Request, 0, size);
         if let State::Call(call) = &self.state {
             let call = call.clone();
-            let routed =
-                parse_call_body(&call, &body).and_then(|request| self.route_call(call, request));
+            let limits = &self.config.limits;
+            let routed = parse_call_body(&call, &body)
+                .and_then(|request| {
+                    request
+                        .as_ref()
+                        .map_or(Ok(()), |r| check_counts(limits, r))
+                        .map(|()| request)
+                })
+                .and_then(|request| self.route_call(call, request));
             timer.stop(&self.host, Phase::Admit);
             return routed.unwrap_or_else(|e| self.reject(e));
         }

@@ -6,7 +6,7 @@
 //! - [`attempt`]: the upstream role, once per attempt (router upstream filter).
 
 use crate::error::GatewayError;
-use crate::model::call::Call;
+use crate::model::call::{Call, StoredOp};
 use crate::model::request::ChatRequest;
 use crate::model::Api;
 use crate::surfaces::surface;
@@ -88,6 +88,25 @@ pub fn parse_call_body(call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, 
         Call::CountTokens => {
             crate::surfaces::anthropic_messages::request::parse_count(body).map(Some)
         }
-        Call::Stored { .. } => Ok(None),
+        // The stored-response calls take no body (cancel: at most an empty object).
+        Call::Stored { op, .. } => {
+            let text = body.trim_ascii();
+            let empty = text.is_empty() || (*op == StoredOp::Cancel && is_empty_object(text));
+            if empty {
+                Ok(None)
+            } else {
+                Err(GatewayError::invalid(
+                    "body",
+                    format!("{} takes no request body", op.describe()),
+                ))
+            }
+        }
     }
+}
+
+/// `{}`, with any white space inside.
+fn is_empty_object(text: &[u8]) -> bool {
+    text.strip_prefix(b"{")
+        .and_then(|rest| rest.strip_suffix(b"}"))
+        .is_some_and(|inside| inside.trim_ascii().is_empty())
 }
