@@ -261,6 +261,9 @@ pub struct RequestLog<'a> {
     /// `<scope>.<field>`, e.g. `key_group.requests_per_minute`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<&'a str>,
+    /// The budgets past their `alert_at` once this request was settled.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub budget_alerts: &'a [String],
 }
 
 /// A metric name carrying its labels, for Envoy `stats_tags` to extract:

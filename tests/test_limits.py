@@ -31,7 +31,7 @@ HI_USD = 0.019
 # One gateway key per test, so their counters never meet.
 KEYS = {name: f"gw-limit-test-{name}" for name in
         ("rps", "tokens", "usd", "shape", "sdk", "estimate", "stream", "free",
-         "abandon", "flight")}
+         "abandon", "flight", "week")}
 # A request that names no output limit reserves this many output tokens
 # (`limits.reserve_output_tokens`): HI reserves its prompt estimate (5) + 9.
 RESERVE_OUTPUT = 9
@@ -46,6 +46,7 @@ RULES = [
     {"key": "stream", "requests_per_hour": 1000, "tokens_per_day": 100000},
     {"key": "abandon", "tokens_per_day": 100000},
     {"key": "flight", "max_in_flight": 2},
+    {"key": "week", "usd_per": {"amount": 0.05, "period": "7d"}, "alert_at": 0.5},
 ]
 
 
@@ -384,6 +385,28 @@ def test_requests_in_flight_are_limited_and_released_when_the_client_leaves(limi
     assert status == 200
     for conn in held:
         conn.close()
+
+
+def test_a_budget_over_any_period_with_an_alert_and_spend_headers(limited):
+    """0.05 USD a week (epoch-aligned 7-day windows), alert at half: each
+    request reserves 0.023 and costs 0.019. The spend headers show what is
+    left; the second request takes the budget past half (an alert in the
+    metric and its access-log line); the third would overspend."""
+    first = chat(limited, "week")
+    assert first[0] == 200
+    assert (first[1]["x-ratelimit-limit-usd"], first[1]["x-ratelimit-remaining-usd"]) == ("0.05", "0.027")
+    assert 0 < reset_seconds(first[1]["x-ratelimit-reset-usd"]) <= 7 * 86400
+    assert "budget_alerts" not in log_for(limited, first[1]["x-request-id"])
+    second = chat(limited, "week")
+    assert second[0] == 200 and second[1]["x-ratelimit-remaining-usd"] == "0.008"
+    assert log_for(limited, second[1]["x-request-id"])["budget_alerts"] == ["key.usd_per"]
+    alerts = limited.stats("llm_gateway.budget_alert")
+    assert alerts["wasmcustom.llm_gateway.budget_alert;key=week;group=mock-openai;scope=key;limit=usd_per"] == "1"
+    status, headers, body = chat(limited, "week")
+    assert status == 429, body
+    assert body["error"]["message"].startswith(
+        "Rate limit reached for USD per 7d (this key): Limit 0.05, Used 0.04, Requested 0.02."), body
+    assert headers["x-ratelimit-remaining-usd"] == str(round(0.05 - 2 * HI_USD, 6))
 
 
 # Budgets under a burst of requests in flight, as configured by default

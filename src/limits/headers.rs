@@ -1,7 +1,9 @@
 //! OpenAI's rate-limit response headers, as api.openai.com sends them:
 //! `x-ratelimit-limit-requests: 60`, `x-ratelimit-remaining-requests: 59`,
 //! `x-ratelimit-reset-requests: 1s`, and the same for tokens
-//! (`x-ratelimit-reset-tokens: 6m0s`: a Go duration).
+//! (`x-ratelimit-reset-tokens: 6m0s`: a Go duration); and, where OpenAI has
+//! none, the same three for spend in USD (`x-ratelimit-limit-usd: 50`,
+//! `x-ratelimit-remaining-usd: 12.5`, `x-ratelimit-reset-usd`).
 
 /// One limit as the headers describe it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,11 +14,13 @@ pub struct Snapshot {
     pub reset_ms: u64,
 }
 
-/// The tightest request limit and the tightest token limit of a request.
+/// The tightest request limit, token limit and spend budget of a request.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RateHeaders {
     pub requests: Option<Snapshot>,
     pub tokens: Option<Snapshot>,
+    /// In millionths of a USD.
+    pub usd: Option<Snapshot>,
 }
 
 impl RateHeaders {
@@ -29,7 +33,7 @@ impl RateHeaders {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.requests.is_none() && self.tokens.is_none()
+        self.requests.is_none() && self.tokens.is_none() && self.usd.is_none()
     }
 
     /// Header names and values, requests first.
@@ -59,8 +63,23 @@ impl RateHeaders {
                 out.push((reset, go_duration(s.reset_ms)));
             }
         }
+        if let Some(s) = self.usd {
+            out.push(("x-ratelimit-limit-usd", usd(s.limit)));
+            out.push(("x-ratelimit-remaining-usd", usd(s.remaining)));
+            out.push(("x-ratelimit-reset-usd", go_duration(s.reset_ms)));
+        }
         out
     }
+}
+
+/// Millionths of a USD as a decimal: `50`, `0.07`, `12.000001`.
+pub fn usd(micro: u64) -> String {
+    let (whole, fraction) = (micro / 1_000_000, micro % 1_000_000);
+    if fraction == 0 {
+        return whole.to_string();
+    }
+    let digits = format!("{fraction:06}");
+    format!("{whole}.{}", digits.trim_end_matches('0'))
 }
 
 /// A duration as Go prints it (what OpenAI's reset headers hold): `350ms`,
@@ -133,6 +152,7 @@ mod tests {
                 remaining: 149_984,
                 reset_ms: 360_000,
             }),
+            usd: None,
         };
         let expected = [
             ("x-ratelimit-limit-requests", "60"),
@@ -149,6 +169,31 @@ mod tests {
         assert_eq!(retry_after_seconds(0), 1);
         assert_eq!(retry_after_seconds(1001), 2);
         assert_eq!(retry_after_seconds(12_000), 12);
+    }
+
+    #[test]
+    fn spend_is_in_usd() {
+        assert_eq!(usd(50_000_000), "50");
+        assert_eq!(usd(70_000), "0.07");
+        assert_eq!(usd(12_000_001), "12.000001");
+        assert_eq!(usd(0), "0");
+        let headers = RateHeaders {
+            usd: Some(Snapshot {
+                limit: 50_000_000,
+                remaining: 12_500_000,
+                reset_ms: 3_600_000,
+            }),
+            ..RateHeaders::default()
+        };
+        assert_eq!(
+            headers.pairs(),
+            [
+                ("x-ratelimit-limit-usd", "50"),
+                ("x-ratelimit-remaining-usd", "12.5"),
+                ("x-ratelimit-reset-usd", "1h0m0s"),
+            ]
+            .map(|(n, v)| (n, v.to_owned()))
+        );
     }
 
     #[test]

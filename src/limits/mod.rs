@@ -67,9 +67,29 @@ pub struct RateLimit {
     /// Requests admitted and not yet ended, at once.
     #[serde(default)]
     pub max_in_flight: Option<u64>,
+    /// Limits over a period of any length (`{"amount": 5000, "period": "12h"}`).
+    #[serde(default)]
+    pub requests_per: Option<PeriodLimit>,
+    #[serde(default)]
+    pub tokens_per: Option<PeriodLimit>,
+    #[serde(default)]
+    pub usd_per: Option<PeriodLimit>,
+    /// The share of a token or spend budget (0 to 1) past which each request
+    /// is flagged (`llm_gateway.budget_alert`, the access log's `budget_alerts`).
+    #[serde(default)]
+    pub alert_at: Option<f64>,
     /// The limits above, checked, in this order.
     #[serde(skip)]
     pub budgets: Vec<Budget>,
+}
+
+/// A limit over a period of any length.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeriodLimit {
+    pub amount: f64,
+    /// `"90s"`, `"12h"`, `"7d"`, `"2w"`: see [`Window::parse_period`].
+    pub period: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,6 +143,8 @@ pub struct Budget {
     pub limit: u64,
     /// The configuration field, e.g. `requests_per_minute` (metrics, logs).
     pub field: &'static str,
+    /// Used at or above this, a request is flagged (`alert_at` × `limit`).
+    pub alert_at: Option<u64>,
 }
 
 /// Whom a counter counts.
@@ -241,8 +263,22 @@ impl RateLimit {
             Metric::InFlight,
             Window::Hour,
         )];
+        let mut periods = Vec::new();
+        for (name, spec, metric) in [
+            ("requests_per", &self.requests_per, Metric::Requests),
+            ("tokens_per", &self.tokens_per, Metric::Tokens(kind)),
+        ] {
+            if let Some(spec) = spec {
+                let window = Window::parse_period(&spec.period)
+                    .map_err(|e| format!("{field}.{name}.period: {e}"))?;
+                if spec.amount.fract() != 0.0 || !(1.0..=1e15).contains(&spec.amount) {
+                    return Err(format!("{field}.{name}.amount: a whole number, at least 1"));
+                }
+                periods.push((name, Some(spec.amount as u64), metric, window));
+            }
+        }
         let mut budgets = Vec::new();
-        for (name, value, metric, window) in counts.into_iter().chain(in_flight) {
+        for (name, value, metric, window) in counts.into_iter().chain(in_flight).chain(periods) {
             match value {
                 Some(0) => return Err(format!("{field}.{name}: must be at least 1")),
                 Some(limit) => budgets.push(Budget {
@@ -250,14 +286,26 @@ impl RateLimit {
                     window,
                     limit,
                     field: name,
+                    alert_at: None,
                 }),
                 None => {}
             }
         }
+        let usd_per = match &self.usd_per {
+            Some(spec) => Some((
+                Window::parse_period(&spec.period)
+                    .map_err(|e| format!("{field}.usd_per.period: {e}"))?,
+                spec.amount,
+            )),
+            None => None,
+        };
         for (name, value, window) in [
             ("usd_per_day", self.usd_per_day, Window::Day),
             ("usd_per_month", self.usd_per_month, Window::Month),
-        ] {
+        ]
+        .into_iter()
+        .chain(usd_per.map(|(window, usd)| ("usd_per", Some(usd), window)))
+        {
             if let Some(usd) = value {
                 if !usd.is_finite() || !(0.000_001..=1e9).contains(&usd) {
                     return Err(format!(
@@ -270,6 +318,7 @@ impl RateLimit {
                     window,
                     limit,
                     field: name,
+                    alert_at: None,
                 });
             }
         }
@@ -281,6 +330,26 @@ impl RateLimit {
             return Err(format!(
                 "{field}.tokens: only token limits use it (tokens_per_minute, _hour, _day)"
             ));
+        }
+        if let Some(share) = self.alert_at {
+            if !(share > 0.0 && share <= 1.0) {
+                return Err(format!(
+                    "{field}.alert_at: a share of the budget, above 0 and at most 1 (e.g. 0.8)"
+                ));
+            }
+            if !budgets
+                .iter()
+                .any(|b| matches!(b.metric, Metric::Tokens(_) | Metric::MicroUsd))
+            {
+                return Err(format!(
+                    "{field}.alert_at: only token and spend budgets have alerts"
+                ));
+            }
+            for budget in &mut budgets {
+                if matches!(budget.metric, Metric::Tokens(_) | Metric::MicroUsd) {
+                    budget.alert_at = Some((budget.limit as f64 * share).ceil() as u64);
+                }
+            }
         }
         if budgets.is_empty() {
             return Err(format!(
@@ -524,7 +593,7 @@ pub fn admit(
         set(&mut verdict.remaining, i, remaining);
         if verdict.refused.is_some() {
             release(store, counters, &mut verdict);
-            token_headers(counters, now_ms, &mut verdict);
+            budget_headers(counters, now_ms, &mut verdict);
             return verdict;
         }
     }
@@ -566,7 +635,7 @@ pub fn admit(
                     reset_ms,
                 });
                 release(store, counters, &mut verdict);
-                token_headers(counters, now_ms, &mut verdict);
+                budget_headers(counters, now_ms, &mut verdict);
                 return verdict;
             }
             // Not counted: the store failed or stayed contended. The request
@@ -574,7 +643,7 @@ pub fn admit(
             Added::Unavailable => {}
         }
     }
-    token_headers(counters, now_ms, &mut verdict);
+    budget_headers(counters, now_ms, &mut verdict);
     // Request counts are not settled: they stay counted.
     verdict.held.retain(|h| {
         counters
@@ -584,18 +653,24 @@ pub fn admit(
     verdict
 }
 
-/// OpenAI's token headers: the tightest token limit, as admission left it.
-fn token_headers(counters: &[Counter], now_ms: u64, verdict: &mut Verdict) {
+/// The token and spend headers: the tightest of each, as admission left them.
+fn budget_headers(counters: &[Counter], now_ms: u64, verdict: &mut Verdict) {
     for (counter, remaining) in counters.iter().zip(&verdict.remaining) {
-        let (Metric::Tokens(_), Some(remaining)) = (counter.budget.metric, *remaining) else {
+        let Some(remaining) = *remaining else {
             continue;
         };
+        let budget = counter.budget;
         let snapshot = Snapshot {
-            limit: counter.budget.limit,
+            limit: budget.limit,
             remaining,
-            reset_ms: counter.budget.window.bounds(now_ms).1 - now_ms,
+            reset_ms: budget.window.bounds(now_ms).1 - now_ms,
         };
-        verdict.headers.tokens = RateHeaders::tighter(verdict.headers.tokens, snapshot);
+        let slot = match budget.metric {
+            Metric::Tokens(_) => &mut verdict.headers.tokens,
+            Metric::MicroUsd => &mut verdict.headers.usd,
+            Metric::Requests | Metric::InFlight => continue,
+        };
+        *slot = RateHeaders::tighter(*slot, snapshot);
     }
 }
 

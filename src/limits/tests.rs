@@ -447,3 +447,75 @@ fn host_calls_per_request_are_few() {
     );
     assert_eq!(store.calls.get(), 4);
 }
+
+#[test]
+fn periods_of_any_length_and_alerts() {
+    let rules = parse_rules(
+        r#"[{"key": "ads-team", "usd_per": {"amount": 50, "period": "7d"}, "tokens_per": {"amount": 1000, "period": "12h"}, "requests_per": {"amount": 5, "period": "90s"}, "alert_at": 0.8}]"#,
+    )
+    .unwrap();
+    let budgets = &rules[0].budgets;
+    let fields: Vec<_> = budgets
+        .iter()
+        .map(|b| (b.field, b.window.name(), b.limit, b.alert_at))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("requests_per", "90s".into(), 5, None),
+            ("tokens_per", "12h".into(), 1000, Some(800)),
+            ("usd_per", "7d".into(), 50_000_000, Some(40_000_000)),
+        ]
+    );
+    let c = counters(&rules, Some("ads-team"), "chat");
+    let store = MemoryStore::default();
+    let v = admit(&store, &c, NOW, tokens(10, 10), false);
+    assert_eq!(v.refused, None);
+    let e = refusal_error(
+        &c[2],
+        &Refusal {
+            counter: 2,
+            used: 50_000_000,
+            requested: None,
+            reset_ms: 1000,
+        },
+        "chat",
+    );
+    assert!(
+        e.message
+            .starts_with("Rate limit reached for USD per 7d (this key)"),
+        "{}",
+        e.message
+    );
+    // A period that is a fixed window is that window (one counter, not two).
+    assert!(error_of(r#"[{"key": "ads-team", "tokens_per": {"amount": 5, "period": "1h"}, "tokens_per_hour": 9}]"#)
+        .contains("already limits"));
+    for (json, error) in [
+        (
+            r#"[{"key": "ads-team", "usd_per": {"amount": 5, "period": "1y"}}]"#,
+            "limits.rate[0].usd_per.period: '1y' is not a period",
+        ),
+        (
+            r#"[{"key": "ads-team", "tokens_per": {"amount": 0.5, "period": "7d"}}]"#,
+            "limits.rate[0].tokens_per.amount: a whole number",
+        ),
+        (
+            r#"[{"key": "ads-team", "usd_per": {"amount": 0, "period": "7d"}}]"#,
+            "limits.rate[0].usd_per: must be between",
+        ),
+        (
+            r#"[{"key": "ads-team", "usd_per_day": 5, "alert_at": 1.5}]"#,
+            "limits.rate[0].alert_at: a share",
+        ),
+        (
+            r#"[{"key": "ads-team", "requests_per_second": 5, "alert_at": 0.5}]"#,
+            "limits.rate[0].alert_at: only token and spend",
+        ),
+    ] {
+        assert!(
+            error_of(json).starts_with(error),
+            "{json}: {}",
+            error_of(json)
+        );
+    }
+}

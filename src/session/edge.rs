@@ -606,9 +606,10 @@ impl<H: Host> Edge<H> {
             output: usage.completion_tokens,
             micro_usd: cost.map_or(0, |c| (c * 1e6).round() as u64),
         };
-        if let Some(limits) = &self.limits {
-            limits.settle(&self.host, used);
-        }
+        let budget_alerts = match &self.limits {
+            Some(limits) => limits.settle(&self.host, used),
+            None => Vec::new(),
+        };
         if self.config.limits.descriptors {
             limiter::expose_usage(&self.host, used);
         }
@@ -736,6 +737,7 @@ impl<H: Host> Edge<H> {
                 .as_ref()
                 .and_then(|l| l.refused.as_ref())
                 .map(|(name, _)| name.as_str()),
+            budget_alerts: &budget_alerts,
         };
         if let Ok(line) = serde_json::to_vec(&log) {
             self.host.set_property(&[LOG_PROPERTY], Some(&line));

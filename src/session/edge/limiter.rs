@@ -196,17 +196,37 @@ impl RequestLimits {
 
     /// Settles what the request used against what it reserved, when it
     /// ends, however it ended (nothing for a refused one: it holds nothing).
-    pub fn settle(&self, host: &impl Host, usage: Usage) {
+    /// Returns the budgets past their `alert_at` (`<scope>.<field>`).
+    pub fn settle(&self, host: &impl Host, usage: Usage) -> Vec<String> {
+        let mut alerts = Vec::new();
         if self.refused.is_some() {
-            return;
+            return alerts;
         }
         let now = unix_millis(host);
         let store = HostStore(host);
         for (i, remaining) in limits::settle(&store, &self.counters, &self.held, now, usage) {
-            if let Some(counter) = self.counters.get(i) {
-                self.gauge(host, counter, remaining);
+            let Some(counter) = self.counters.get(i) else {
+                continue;
+            };
+            self.gauge(host, counter, remaining);
+            let budget = counter.budget;
+            let used = budget.limit.saturating_sub(remaining);
+            if budget.alert_at.is_some_and(|at| used >= at) {
+                let [(_, scope), (_, limit)] = self.labels(counter);
+                host.count(
+                    "llm_gateway.budget_alert",
+                    &[
+                        ("key", &self.key),
+                        ("group", &self.group),
+                        ("scope", scope),
+                        ("limit", limit),
+                    ],
+                    1,
+                );
+                alerts.push(format!("{scope}.{limit}"));
             }
         }
+        alerts
     }
 }
 
