@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gateway  # noqa: E402
 
 ROOT = gateway.ROOT
-REPORT = ROOT / "BENCHMARKS.md"
+REPORT = Path(os.environ.get("BENCH_REPORT", str(ROOT / "BENCHMARKS.md")))
 LUA = ROOT / "scripts/bench.lua"
 GATEWAY_CORE, LOAD_CORE = 0, 1
 SECONDS = int(os.environ.get("BENCH_SECONDS", "3"))
@@ -79,7 +79,7 @@ SCENARIOS = [
 # Limits on vs off (same run): the gateway again with `limits.rate` rules
 # that never refuse, for this group and these scenarios. Two rules, four
 # limits (a request limit and a token limit per group, a request limit and a
-# spend budget for everyone): 6 shared-data calls at admission, 4 at the end.
+# spend budget for everyone): 8 shared-data calls at admission, 4 at the end.
 # A build to compare with in the same run (`make bench BASELINE_WASM=path`):
 # the gateway again with that .wasm, every scenario, interleaved.
 BASELINE_WASM = os.environ.get("BENCH_BASELINE_WASM")
@@ -567,6 +567,13 @@ def bench(args):
         gl_port, gl_admin = free_ports(2)
         gw_limits = Envoy(stack, "gateway-limits", gateway.build_bootstrap(
             gl_port, gl_admin, mock_port, wasm=WASM, env={}, edit=with_limits), gl_port, gl_admin, workdir)
+        # The baseline build with the same limits: limits' cost before and after, in one run.
+        bl_limits = None
+        if BASELINE_WASM:
+            bll_port, bll_admin = free_ports(2)
+            bl_limits = Envoy(stack, "gateway-baseline-limits", gateway.build_bootstrap(
+                bll_port, bll_admin, mock_port, wasm=Path(BASELINE_WASM), env={}, edit=with_limits),
+                bll_port, bll_admin, workdir)
         for group in groups:
             for name, connections, stream, size in SCENARIOS:
                 if ONLY and name not in ONLY:
@@ -591,6 +598,11 @@ def bench(args):
                     gl_req = Request(workdir, f"gl-{group}-{int(stream)}-{size}",
                                      f"http://127.0.0.1:{gl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
                     measured.append((gw_limits, gl_req))
+                    if bl_limits:
+                        bll_req = Request(workdir, f"bll-{group}-{int(stream)}-{size}",
+                                          f"http://127.0.0.1:{bll_port}/v1/chat/completions", gw_req.headers,
+                                          gw_req.body)
+                        measured.append((bl_limits, bll_req))
                 for envoy, req in measured:
                     status, answer = post(req.url, req.headers, req.body)
                     if status != 200 or (stream and envoy is gw and not answer.endswith(b"data: [DONE]\n\n")):
@@ -628,7 +640,7 @@ def summarise(group, name, stream, runs):
     f, g = runs["floor"], runs["gateway"]
     row = {"group": group, "scenario": name, "stream": stream}
     for who, name in (("wf", "wasm-floor"), ("hf", "host-call-floor"), ("gl", "gateway-limits"),
-                      ("bl", "gateway-baseline")):
+                      ("bl", "gateway-baseline"), ("bll", "gateway-baseline-limits")):
         w = runs.get(name)
         if w:
             row[f"{who}_rps"] = mean([r["rps"] for r in w])
@@ -712,8 +724,8 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
         out.append("(not measured)")
     else:
         out.append(f"The gateway again, in the same runs, with `limits.rate` rules that never refuse "
-                   f"(`{json.dumps(LIMITS_RULES)}`, prices on {LIMITS_GROUP}): 4 limits, 6 shared-data calls at "
-                   f"admission and 4 when the response ends, 4 decision counters, up to 6 gauges and 6 response "
+                   f"(`{json.dumps(LIMITS_RULES)}`, prices on {LIMITS_GROUP}): 4 limits, 8 shared-data calls at "
+                   f"admission (the token and spend reservations: a read and a write each) and 4 when the response ends, 4 decision counters, up to 6 gauges and 6 response "
                    f"headers per request.\n")
         out.append("| group | scenario | gateway req/s | with limits req/s | ratio | gateway p50 ms | with limits p50 ms "
                    "| gateway CPU µs/req | with limits CPU µs/req | added CPU µs/req | failed |")
@@ -723,6 +735,17 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
                        f"| {r['gl_rps'] / r['gw_rps'] if r['gw_rps'] else 0:.2f} | {r['gw_p50_ms']:.3f} | {r['gl_p50_ms']:.3f} "
                        f"| {r['gw_cpu_us']:.1f} | {r['gl_cpu_us']:.1f} | {r['gl_cpu_us'] - r['gw_cpu_us']:+.1f} "
                        f"| {r['gl_failed']} |")
+        before = [r for r in limited if "bll_rps" in r]
+        if before:
+            out.append(f"\nBefore and after, in the same runs: the baseline build `{BASELINE_WASM}` with and "
+                       f"without the same limits.\n")
+            out.append("| group | scenario | baseline CPU µs/req | baseline with limits | added before "
+                       "| this build CPU µs/req | this build with limits | added after | failed |")
+            out.append("|" + "---|" * 9)
+            for r in before:
+                out.append(f"| {r['group']} | {r['scenario']} | {r['bl_cpu_us']:.1f} | {r['bll_cpu_us']:.1f} "
+                           f"| {r['bll_cpu_us'] - r['bl_cpu_us']:+.1f} | {r['gw_cpu_us']:.1f} | {r['gl_cpu_us']:.1f} "
+                           f"| {r['gl_cpu_us'] - r['gw_cpu_us']:+.1f} | {r['bll_failed']} |")
     out.append("\n### Streams (c=16, 20 chunks)\n")
     out.append("| group | floor streams/s | gateway streams/s | floor TTFB p50/p99 ms | gateway TTFB p50/p99 ms "
                "| floor total p50/p99 ms | gateway total p50/p99 ms | gateway CPU µs/stream (floor) | gateway CPU µs/chunk (added) |")

@@ -59,20 +59,24 @@ def configure(config):
     config["limits"]["reserve_output_tokens"] = RESERVE_OUTPUT
 
 
-@pytest.fixture(scope="module")
-def limited(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("limits")
+def limited_gateway(workdir, edit, concurrency):
+    """A mock and an Envoy with `edit`'s configuration and `concurrency` workers."""
     mock, mock_port = gateway.start_mock()
     envoy = None
     try:
-        bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=configure)
+        bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=edit)
         # Access-log files are flushed every 10 s by default.
-        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=4,
+        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=concurrency,
                                     extra_args=["--file-flush-interval-msec", "50"])
         yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir, key=None)
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory):
+    yield from limited_gateway(tmp_path_factory.mktemp("limits"), configure, concurrency=4)
 
 
 def chat(gw, key, messages=HI, **extra):
@@ -428,17 +432,7 @@ def burst(tmp_path_factory):
         config["providers"]["mock-openai"]["prices"] = PRICES
         config["limits"]["rate"] = BURST_RULES
 
-    workdir = tmp_path_factory.mktemp("burst")
-    mock, mock_port = gateway.start_mock()
-    envoy = None
-    try:
-        bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=edit)
-        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=2,
-                                    extra_args=["--file-flush-interval-msec", "50"])
-        yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir, key=None)
-    finally:
-        gateway.stop(envoy)
-        gateway.stop(mock)
+    yield from limited_gateway(tmp_path_factory.mktemp("burst"), edit, concurrency=2)
 
 
 def fire(gw, key, n, **extra):

@@ -130,18 +130,7 @@ impl RequestLimits {
                 Some(_) => continue,
                 None => "admitted",
             };
-            let [(_, scope), (_, limit)] = this.labels(counter);
-            host.count(
-                "llm_gateway.rate_limit",
-                &[
-                    ("key", &this.key),
-                    ("group", &this.group),
-                    ("scope", scope),
-                    ("limit", limit),
-                    ("decision", decision),
-                ],
-                1,
-            );
+            this.count(host, "llm_gateway.rate_limit", counter, Some(decision));
         }
         for (i, remaining) in verdict.remaining.iter().enumerate() {
             if let (Some(counter), Some(remaining)) = (this.counters.get(i), remaining) {
@@ -155,6 +144,20 @@ impl RequestLimits {
             Some(limits::refusal_error(counter, &refusal, group))
         });
         (this, error)
+    }
+
+    /// Counts one request in `name`, labelled with the request's key and
+    /// group and the counter's scope and limit (and the `decision`).
+    fn count(&self, host: &impl Host, name: &str, counter: &Counter, decision: Option<&str>) {
+        let [scope, limit] = self.labels(counter);
+        let mut labels = vec![
+            ("key", self.key.as_str()),
+            ("group", &self.group),
+            scope,
+            limit,
+        ];
+        labels.extend(decision.map(|d| ("decision", d)));
+        host.count(name, &labels, 1);
     }
 
     fn labels<'c>(&self, counter: &'c Counter) -> [(&'static str, &'c str); 2] {
@@ -212,17 +215,8 @@ impl RequestLimits {
             let budget = counter.budget;
             let used = budget.limit.saturating_sub(remaining);
             if budget.alert_at.is_some_and(|at| used >= at) {
+                self.count(host, "llm_gateway.budget_alert", counter, None);
                 let [(_, scope), (_, limit)] = self.labels(counter);
-                host.count(
-                    "llm_gateway.budget_alert",
-                    &[
-                        ("key", &self.key),
-                        ("group", &self.group),
-                        ("scope", scope),
-                        ("limit", limit),
-                    ],
-                    1,
-                );
                 alerts.push(format!("{scope}.{limit}"));
             }
         }
