@@ -91,7 +91,7 @@ impl AttemptRecord {
                     prompt_tokens,
                     // An answer cut short (a vendor error mid-stream) may
                     // report less than it had delivered.
-                    completion_tokens: if self.finish_reason.is_none() || self.code.is_some() {
+                    completion_tokens: if self.code.is_some() {
                         completion_tokens.max(self.delivered_tokens)
                     } else {
                         completion_tokens
