@@ -374,3 +374,80 @@ fn a_native_call_is_admitted_as_a_request() {
         (429, Some("rate_limit_error"))
     );
 }
+
+/// What a token counter of `e`'s shared store holds in its window.
+fn counter_used(e: &Edge<FakeHost>, metric: &str) -> u64 {
+    let shared = e.host.shared.borrow();
+    let (_, (value, _)) = shared
+        .iter()
+        .find(|(k, _)| String::from_utf8_lossy(k).contains(metric))
+        .expect("the counter exists");
+    u64::from_le_bytes(value[8..16].try_into().unwrap())
+}
+
+#[test]
+fn a_budget_is_reserved_at_admission_and_settled_when_the_request_ends() {
+    let limits = r#","limits":{"rate":[{"key":"team-a","tokens_per_hour":10000}],"reserve_output_tokens":100}"#;
+    let mut e = edge(config(limits), "POST", "/v1/chat/completions", CHAT);
+    assert_eq!(send(&mut e), Flow::Continue);
+    let prompt = e.chat.as_ref().unwrap().estimated_prompt_tokens;
+    // Its prompt estimate and the default output reservation, held.
+    assert_eq!(counter_used(&e, "tokens.total"), prompt + 100);
+    let handoff = Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
+    let exchange = crate::exchange::find(handoff.token.unwrap()).unwrap();
+    let record = crate::metering::AttemptRecord {
+        provider: "an".into(),
+        model: "claude-x".into(),
+        status: 200,
+        prompt_tokens: Some(5),
+        completion_tokens: Some(2),
+        ..Default::default()
+    };
+    exchange.borrow_mut().attempts = 1;
+    exchange.borrow_mut().set_record(1, &record);
+    e.host.set(Map::Response, ":status", "200");
+    e.host.set(Map::Response, "x-llm-provider", "an");
+    e.on_response_headers(false);
+    e.on_response_body(0, true);
+    e.on_log();
+    // Settled: the reservation replaced by what was used.
+    assert_eq!(counter_used(&e, "tokens.total"), 7);
+}
+
+#[test]
+fn a_client_that_leaves_before_any_answer_is_charged_its_prompt() {
+    let limits = r#","limits":{"rate":[{"key":"team-a","tokens_per_hour":10000}]}"#;
+    let mut e = edge(config(limits), "POST", "/v1/chat/completions", CHAT);
+    assert_eq!(send(&mut e), Flow::Continue);
+    let prompt = e.chat.as_ref().unwrap().estimated_prompt_tokens;
+    assert!(prompt > 0);
+    // No response: the client left, Envoy reset the attempt, the stream ends.
+    e.on_log();
+    assert_eq!(counter_used(&e, "tokens.total"), prompt);
+    let line: serde_json::Value = serde_json::from_str(&e.host.prop("llm_log").unwrap()).unwrap();
+    assert_eq!(line["prompt_tokens"], prompt);
+    assert_eq!(line["usage_estimated"], true);
+    assert_eq!(line["client_disconnected"], true);
+    assert_eq!(
+        line["attempt_usage"],
+        serde_json::json!([{"provider": "an", "model": "claude-x", "status": 0, "prompt_tokens": prompt,
+            "completion_tokens": 0, "cached_tokens": 0, "reasoning_tokens": 0, "usage_estimated": true,
+            "cost_usd": null}])
+    );
+}
+
+#[test]
+fn a_request_refused_by_the_gateway_is_not_taken_for_one_the_client_left() {
+    let mut e = edge(
+        config(""),
+        "POST",
+        "/v1/chat/completions",
+        r#"{"model":"chat"}"#,
+    );
+    send(&mut e);
+    e.on_log();
+    let line: serde_json::Value = serde_json::from_str(&e.host.prop("llm_log").unwrap()).unwrap();
+    assert_eq!(line["status"], 400);
+    assert_eq!(line["client_disconnected"], false);
+    assert_eq!(line["attempt_usage"], serde_json::json!([]));
+}
