@@ -278,6 +278,24 @@ def test_codec_refusal_on_messages_is_anthropic_error(gw):
     assert doc["error"]["message"] == "the gateway refused the HTTP request: missing_host_header"
 
 
+@pytest.mark.parametrize("name,request_bytes,status,details", [
+    ("transfer-encoding", b"POST /v1/messages HTTP/1.1\r\nhost: x\r\ntransfer-encoding: gzip\r\n\r\n",
+     501, "http1.invalid_transfer_encoding"),
+    ("http-1.0", b"POST /v1/messages HTTP/1.0\r\nhost: x\r\n\r\n", 426, "low_version"),
+    ("headers-too-large", b"POST /v1/messages HTTP/1.1\r\nhost: x\r\nx-big: " + b"a" * (70 << 10) + b"\r\n\r\n",
+     431, "http1.headers_too_large"),
+])
+def test_codec_refusal_before_a_path_is_both_envelopes(gw, name, request_bytes, status, details):
+    """Envoy parsed no path, so it cannot tell the API: the body is
+    Anthropic's envelope and OpenAI's at once."""
+    import json
+    got, hdrs, body = raw_http(gw, request_bytes)
+    doc = anthropic_envelope(got, hdrs, body, status, "invalid_request_error", "INVALID_REQUEST")
+    assert set(doc["error"]) == {"message", "type", "code", "param", "provider", "request_id"}, doc
+    assert doc["error"]["message"] == f"the gateway refused the HTTP request: {details}"
+    assert json.loads(body)["request_id"] is None  # no request id exists yet
+
+
 UPGRADE = ("Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
 
