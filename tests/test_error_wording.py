@@ -32,6 +32,7 @@ pydantic-ai ~1.3 s.
 """
 
 import asyncio
+import json
 import os
 from importlib.metadata import version
 
@@ -52,7 +53,7 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel  # n
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 from conftest import ALL_GROUPS_KEY  # noqa: E402
-from test_envoy_hardening import raw_http  # noqa: E402
+from test_envoy_hardening import WASM_FLOOR, crash_mode, raw_http, shipped  # noqa: E402,F401 (shipped: a fixture)
 
 GROUPS = ["mock-openai", "mock-anthropic", "mock-gemini", "mock-azure", "mock-bedrock", "mock-dashscope"]
 # Vendors whose content filter refuses with an error (OpenAI's and
@@ -249,7 +250,6 @@ def test_pydantic_ai(gw, group, api):
 
 def anthropic_envelope(status, hdrs, body, want_status, error_type, code):
     """Anthropic's envelope with the gateway's extras, as the Messages surface's other errors."""
-    import json
     assert status == want_status, body
     assert hdrs["content-type"].startswith("application/json"), hdrs
     doc = json.loads(body)
@@ -288,12 +288,23 @@ def test_codec_refusal_on_messages_is_anthropic_error(gw):
 def test_codec_refusal_before_a_path_is_both_envelopes(gw, name, request_bytes, status, details):
     """Envoy parsed no path, so it cannot tell the API: the body is
     Anthropic's envelope and OpenAI's at once."""
-    import json
     got, hdrs, body = raw_http(gw, request_bytes)
     doc = anthropic_envelope(got, hdrs, body, status, "invalid_request_error", "INVALID_REQUEST")
     assert set(doc["error"]) == {"message", "type", "code", "param", "provider", "request_id"}, doc
     assert doc["error"]["message"] == f"the gateway refused the HTTP request: {details}"
     assert json.loads(body)["request_id"] is None  # no request id exists yet
+
+
+def test_a_dead_vm_on_messages_is_anthropics_overload(shipped):
+    """The VM died mid-request (benches/wasm-floor's test-only crash mode):
+    Envoy's own 503 (wasm_fail_stream), as Anthropic's 529 overload."""
+    s = shipped(wasm=WASM_FLOOR, edit_bootstrap=crash_mode)
+    status, hdrs, body = s.gw.request("POST", "/v1/messages", raw=b"{}", headers={
+        "x-llm-cluster": "mock_anthropic", "x-crash-test": "1", "x-request-id": "crash-messages"})
+    doc = anthropic_envelope(status, hdrs, body, 529, "overloaded_error", "UPSTREAM_BUSY")
+    assert doc["request_id"] == hdrs["x-request-id"] == "crash-messages"
+    assert hdrs["retry-after"] == "1"
+    assert doc["error"]["message"].startswith("Overloaded: ")
 
 
 UPGRADE = ("Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
@@ -303,7 +314,6 @@ UPGRADE = ("Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 
 @pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions", "/v1/responses"])
 def test_websocket_upgrade_is_a_unified_error(gw, path):
     """No upgrade is configured: Envoy's 403, in the surface's envelope, with a request id."""
-    import json
     status, hdrs, body = raw_http(gw, (f"GET {path} HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {gw.key}\r\n"
                                        f"x-request-id: ws-{path[4:].replace('/', '-')}\r\n{UPGRADE}\r\n").encode())
     want_id = f"ws-{path[4:].replace('/', '-')}"
