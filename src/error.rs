@@ -3,7 +3,11 @@
 //! Vendor errors, Envoy local replies and our own validation failures all end
 //! up as a [`GatewayError`], rendered as
 //! `{"error": {"message", "type", "code", "param", "provider", "request_id"}}`
-//! with the HTTP status from the table in DESIGN.md.
+//! with the HTTP status from the table in DESIGN.md (the OpenAI surfaces;
+//! the Messages surface has Anthropic's envelope), its message in the words
+//! of the surface's vendor ([`GatewayError::worded`]).
+
+use std::borrow::Cow;
 
 use serde::Serialize;
 
@@ -62,8 +66,9 @@ impl ErrorCode {
 
     /// OpenAI's `type` for the same condition, so code written against
     /// api.openai.com classifies it the same (README "Errors"): OpenAI
-    /// answers `invalid_request_error` for every 4xx but rate limits
-    /// (`requests`), and `server_error` for 5xx.
+    /// answers `invalid_request_error` for every 4xx but a refusal
+    /// (`request_forbidden`, its 403) and rate limits (`requests`), and
+    /// `server_error` for 5xx.
     pub fn error_type(self) -> &'static str {
         match self {
             Self::InvalidRequest
@@ -71,9 +76,9 @@ impl ErrorCode {
             | Self::ContentFiltered
             | Self::PayloadTooLarge
             | Self::AuthFailed
-            | Self::PermissionDenied
             | Self::ModelNotFound
             | Self::MethodNotAllowed => "invalid_request_error",
+            Self::PermissionDenied => "request_forbidden",
             Self::UpstreamRateLimit | Self::RateLimited => "requests",
             Self::UpstreamError | Self::UpstreamBusy | Self::UpstreamTimeout => "server_error",
         }
@@ -215,10 +220,7 @@ impl GatewayError {
         struct Envelope<'a> {
             error: Body<'a>,
         }
-        let message = match self.code {
-            ErrorCode::ContextLengthExceeded => context_message(&self.message).into(),
-            _ => std::borrow::Cow::Borrowed(self.message.as_str()),
-        };
+        let message = self.worded(Wording::OpenAi);
         let envelope = Envelope {
             error: Body {
                 message: &message,
@@ -299,20 +301,80 @@ pub fn retry_delay_in(message: &str) -> Option<u64> {
         })
 }
 
-/// A context-window message with the wording OpenAI-aware code looks for:
-/// OpenAI's "maximum context length", and its error code
-/// `context_length_exceeded` (LangChain, for one, searches the error's text
-/// for that string; ours is `CONTEXT_LENGTH_EXCEEDED` in `code`).
-fn context_message(vendor: &str) -> String {
-    let mut message = if vendor.contains("maximum context length") {
-        vendor.to_owned()
-    } else {
-        format!("This model's maximum context length was exceeded: {vendor}")
-    };
-    if !message.contains("context_length_exceeded") {
-        message.push_str(" (context_length_exceeded)");
+/// Whose words a client surface's errors are in: its own vendor's, whatever
+/// vendor answered, so that vendor's SDKs and the frameworks on them
+/// classify the error as they would the vendor's own (README "Errors").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wording {
+    /// OpenAI's: the Chat Completions and Responses surfaces.
+    OpenAi,
+    /// Anthropic's: the Messages surface.
+    Anthropic,
+}
+
+/// How `wording`'s vendor words an error of `code` where clients look at
+/// the words, not only at the status and `type`: (what they search the
+/// message for, lowercase; the vendor's opening that carries it).
+///
+/// - Context window: LiteLLM's "this model's maximum context length is",
+///   pydantic-ai's "maximum context length", LangChain's
+///   `context_length_exceeded` (OpenAI's code, which ours replaces, so
+///   [`GatewayError::worded`] appends it); Anthropic's "prompt is too long"
+///   (langchain-anthropic, LiteLLM, pydantic-ai, Claude Code's compaction).
+/// - Content filter: LiteLLM's `content_policy_violation` (OpenAI's code)
+///   and Anthropic's "content filtering policy".
+/// - Overloaded: pydantic-ai and LiteLLM look for "overloaded" (a 503 that
+///   says it is an overload, Anthropic's "Overloaded").
+///
+/// Every other class is classified by status (and `type`) alone, which each
+/// surface sets as its vendor does: the vendor's text is kept as it is.
+fn vendor_words(code: ErrorCode, wording: Wording) -> Option<(&'static str, &'static str)> {
+    match (wording, code) {
+        (Wording::OpenAi, ErrorCode::ContextLengthExceeded) => Some((
+            "maximum context length is",
+            "This model's maximum context length is exceeded: ",
+        )),
+        (Wording::OpenAi, ErrorCode::ContentFiltered) => Some((
+            "content_policy_violation",
+            "Your request was rejected by the content filter (content_policy_violation): ",
+        )),
+        (Wording::OpenAi, ErrorCode::UpstreamBusy) => {
+            Some(("overloaded", "The server is overloaded or not ready yet: "))
+        }
+        (Wording::Anthropic, ErrorCode::ContextLengthExceeded) => {
+            Some(("prompt is too long", "prompt is too long: "))
+        }
+        (Wording::Anthropic, ErrorCode::ContentFiltered) => Some((
+            "content filtering policy",
+            "Output blocked by content filtering policy: ",
+        )),
+        (Wording::Anthropic, ErrorCode::UpstreamBusy) => Some(("overloaded", "Overloaded: ")),
+        _ => None,
     }
-    message
+}
+
+impl GatewayError {
+    /// The message in `wording`'s words ([`vendor_words`]): the vendor's own
+    /// opening, then what the answering vendor (or the gateway) said; a
+    /// message already in those words (that vendor's own, passed on) is
+    /// kept as it is.
+    pub fn worded(&self, wording: Wording) -> Cow<'_, str> {
+        let message = self.message.as_str();
+        let mut worded = match vendor_words(self.code, wording) {
+            Some((marker, _)) if message.to_ascii_lowercase().contains(marker) => {
+                Cow::Borrowed(message)
+            }
+            Some((_, opening)) => Cow::Owned(format!("{opening}{message}")),
+            None => Cow::Borrowed(message),
+        };
+        if wording == Wording::OpenAi
+            && self.code == ErrorCode::ContextLengthExceeded
+            && !worded.contains("context_length_exceeded")
+        {
+            worded.to_mut().push_str(" (context_length_exceeded)");
+        }
+        worded
+    }
 }
 
 impl std::fmt::Display for GatewayError {
@@ -402,7 +464,7 @@ mod tests {
             [
                 "invalid_request_error",
                 "invalid_request_error",
-                "invalid_request_error",
+                "request_forbidden",
                 "invalid_request_error",
                 "invalid_request_error",
                 "requests",
@@ -415,7 +477,7 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&e.to_json(None)).unwrap();
         assert_eq!(
             v["error"]["message"],
-            "This model's maximum context length was exceeded: prompt is too long (context_length_exceeded)"
+            "This model's maximum context length is exceeded: prompt is too long (context_length_exceeded)"
         );
         let e = GatewayError::new(
             ErrorCode::ContextLengthExceeded,
@@ -426,6 +488,73 @@ mod tests {
             v["error"]["message"],
             "This model's maximum context length is 8192 tokens (context_length_exceeded)"
         );
+    }
+
+    #[test]
+    fn each_surface_words_each_class_as_its_vendor() {
+        let worded = |code, message: &str, wording| {
+            GatewayError::new(code, message)
+                .worded(wording)
+                .into_owned()
+        };
+        let bedrock = "Input is too long for requested model.";
+        for (code, message, wording, expected) in [
+            (
+                ErrorCode::ContextLengthExceeded,
+                bedrock,
+                Wording::Anthropic,
+                "prompt is too long: Input is too long for requested model.",
+            ),
+            (
+                ErrorCode::ContextLengthExceeded,
+                bedrock,
+                Wording::OpenAi,
+                "This model's maximum context length is exceeded: Input is too long for requested model. (context_length_exceeded)",
+            ),
+            // The vendor's own words pass as they came.
+            (
+                ErrorCode::ContextLengthExceeded,
+                "prompt is too long: 210000 tokens > 200000 maximum",
+                Wording::Anthropic,
+                "prompt is too long: 210000 tokens > 200000 maximum",
+            ),
+            (ErrorCode::UpstreamBusy, "Overloaded", Wording::Anthropic, "Overloaded"),
+            (
+                ErrorCode::UpstreamBusy,
+                "Overloaded",
+                Wording::OpenAi,
+                "Overloaded",
+            ),
+            (
+                ErrorCode::UpstreamBusy,
+                "The service is unavailable.",
+                Wording::OpenAi,
+                "The server is overloaded or not ready yet: The service is unavailable.",
+            ),
+            (
+                ErrorCode::UpstreamBusy,
+                "The service is unavailable.",
+                Wording::Anthropic,
+                "Overloaded: The service is unavailable.",
+            ),
+            (
+                ErrorCode::ContentFiltered,
+                "blocked by guardrail",
+                Wording::Anthropic,
+                "Output blocked by content filtering policy: blocked by guardrail",
+            ),
+            (
+                ErrorCode::ContentFiltered,
+                "blocked by guardrail",
+                Wording::OpenAi,
+                "Your request was rejected by the content filter (content_policy_violation): blocked by guardrail",
+            ),
+            // Classified by status and type: the text is the vendor's.
+            (ErrorCode::UpstreamRateLimit, "Too many requests", Wording::Anthropic, "Too many requests"),
+            (ErrorCode::AuthFailed, "invalid x-api-key", Wording::OpenAi, "invalid x-api-key"),
+        ] {
+            assert_eq!(worded(code, message, wording), expected, "{code:?} {wording:?}");
+        }
     }
 
     #[test]

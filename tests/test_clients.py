@@ -74,9 +74,9 @@ ERRORS = {
     "error-401": (401, "AUTH_FAILED", "invalid_request_error", "AuthenticationError", "AuthenticationError"),
     # The client's gateway key is wrong (the gateway answers itself).
     "wrong-key": (401, "AUTH_FAILED", "invalid_request_error", "AuthenticationError", "AuthenticationError"),
-    "error-403": (403, "PERMISSION_DENIED", "invalid_request_error", "PermissionDeniedError", "PermissionDeniedError"),
+    "error-403": (403, "PERMISSION_DENIED", "request_forbidden", "PermissionDeniedError", "PermissionDeniedError"),
     # A gateway key that may not use the group (the gateway answers itself).
-    "forbidden-group": (403, "PERMISSION_DENIED", "invalid_request_error", "PermissionDeniedError", "PermissionDeniedError"),
+    "forbidden-group": (403, "PERMISSION_DENIED", "request_forbidden", "PermissionDeniedError", "PermissionDeniedError"),
     "error-404": (404, "MODEL_NOT_FOUND", "invalid_request_error", "NotFoundError", "NotFoundError"),
     # The SDKs have no class of their own for 413.
     "error-413": (413, "PAYLOAD_TOO_LARGE", "invalid_request_error", "APIStatusError", "APIError"),

@@ -118,7 +118,8 @@ def test_a_circuit_breaker_refusal_says_so(tmp_path):
         for body in refused:
             err = body["error"]
             assert err["code"] == "UPSTREAM_BUSY", json.dumps(err)
-            assert err["message"].startswith("the gateway's circuit breaker for this provider is open"), err
+            assert err["message"].startswith(
+                "The server is overloaded or not ready yet: the gateway's circuit breaker for this provider is open"), err
         assert any(status == 200 for status, _, _ in results)
     finally:
         gateway.stop(envoy)

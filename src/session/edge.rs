@@ -858,6 +858,10 @@ impl<H: Host> Session for Edge<H> {
         if let Some(api) = api {
             self.api = api;
             self.chat = Some(ChatFacts::default());
+        } else if path.starts_with("/v1/messages/") {
+            // An unknown path of the Messages API (`/v1/messages/batches`,
+            // a trailing slash): refused in Anthropic's envelope.
+            self.api = Api::AnthropicMessages;
         }
         if let Err(e) = self.authenticate() {
             return self.reject(e);

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Surface;
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
@@ -101,7 +101,7 @@ fn error_json(error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
         kind: "error",
         error: ErrorBody {
             kind: error_type(error.code),
-            message: &error.message,
+            message: &error.worded(Wording::Anthropic),
             code: error.code.as_str(),
             param: error.param.as_deref(),
             provider: error.provider.as_deref(),
@@ -590,7 +590,7 @@ mod tests {
             serde_json::from_slice(&AnthropicMessages.render_error(&e, Some("rid"))).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"type":"error","error":{"type":"overloaded_error","message":"busy","code":"UPSTREAM_BUSY","provider":"p"},"request_id":"rid"})
+            serde_json::json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded: busy","code":"UPSTREAM_BUSY","provider":"p"},"request_id":"rid"})
         );
         for (code, status, kind) in [
             (ErrorCode::InvalidRequest, 400, "invalid_request_error"),

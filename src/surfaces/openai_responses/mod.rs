@@ -15,7 +15,7 @@
 use serde_json::{json, Map, Value};
 
 use super::Surface;
-use crate::error::GatewayError;
+use crate::error::{GatewayError, Wording};
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
@@ -147,7 +147,7 @@ fn response_json(
         "error".into(),
         error.map_or(
             Value::Null,
-            |e| json!({"code": e.code.as_str(), "message": e.message}),
+            |e| json!({"code": e.code.as_str(), "message": e.worded(Wording::OpenAi)}),
         ),
     );
     body.insert(
@@ -472,7 +472,7 @@ impl ResponseEvents {
         self.event(
             out,
             "error",
-            json!({"code": error.code.as_str(), "message": error.message, "param": error.param}),
+            json!({"code": error.code.as_str(), "message": error.worded(Wording::OpenAi), "param": error.param}),
         );
         let response = self.response(origin, Status::Failed, None, Some(error));
         self.event(out, "response.failed", json!({ "response": response }));
