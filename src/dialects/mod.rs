@@ -91,6 +91,13 @@ pub trait Dialect: Sync {
         false
     }
 
+    /// Whether `encode_request` gives the vendor the request's web search
+    /// (`ChatRequest::web_search`) as its own search tool; otherwise the
+    /// search is left out and the answer says so (`x-llm-dropped-tools`).
+    fn web_search(&self, _req: &ChatRequest) -> bool {
+        false
+    }
+
     /// The vendor request for a client speaking `api`, one of this vendor's
     /// own APIs (see [`Self::speaks`]), made from the client's request
     /// (model mapped, bytes otherwise kept); `None` when the dialect

@@ -2,7 +2,8 @@
 //! `/openai/v1/responses`) for clients that speak it too: a pass-through
 //! pair. The client's body goes on as it came, but the vendor model as
 //! `model` (our `request_id` and the gateway's `metadata.task_type` taken
-//! out, [`crate::dialects::edit_members`]); the
+//! out, [`crate::dialects::edit_members`]; `reasoning` too for a model the
+//! request policy gives none); the
 //! answer comes back as the vendor sent it, with `provider` added, its
 //! usage and status read for metering; stream events are forwarded, usage
 //! read from `response.completed` (or `.incomplete`); a vendor's `error` or
@@ -50,9 +51,19 @@ pub(in crate::dialects) fn encode(
         Some(_) => String::new(),
         None => format!("\"model\":{model}"),
     };
+    // A model without reasoning refuses `reasoning` (effort and summary):
+    // the provider's request policy says which (built in: GPT-4o and older).
+    let provider = target.provider;
+    let no_reasoning = crate::policy::drops(
+        &provider.request_policy,
+        &provider.builtin_policy,
+        target.model,
+        "reasoning_effort",
+    );
     let body = crate::dialects::edit_members(raw, &first, |key| match key {
         "model" => Member::Replace(&model),
         "request_id" => Member::Drop,
+        "reasoning" if no_reasoning => Member::Drop,
         "metadata" => metadata.as_deref().map_or(Member::Keep, Member::Replace),
         _ => Member::Keep,
     })?;
