@@ -2,7 +2,7 @@
 //! with the real API's 400 messages, Messages objects, the event stream
 //! (message_start ... message_stop) and error bodies.
 //!
-//! Long on purpose (about 1040 lines of code, then its tests): one vendor's
+//! Long on purpose (about 1120 lines of code, then its tests): one vendor's
 //! checks, with the real API's error messages, and its answers and streams,
 //! in one file as for every vendor the mock speaks.
 

@@ -8,7 +8,7 @@
 //! hands them back to the renderers (`Surface::render_answer_echoing`,
 //! `Surface::stream_encoder_echoing`).
 //!
-//! Long on purpose (about 800 lines): the Responses API's answer and its
+//! Long on purpose (about 870 lines): the Responses API's answer and its
 //! semantic event stream (sequence numbers, output indices, each item's
 //! added, delta and done events) are one state machine, read in one place.
 

@@ -12,7 +12,7 @@
 //! named `<namespace>__<name>`) and `web_search` (the vendor's own search,
 //! [`WebSearch`]; its `web_search_call` items in history are dropped).
 //!
-//! Long on purpose (about 930 lines of code, then its tests): the strict
+//! Long on purpose (about 1090 lines of code, then its tests): the strict
 //! parser of the API's whole request schema, every field with the error the
 //! vendor gives for it, reads best in one place.
 
