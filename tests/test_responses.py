@@ -333,12 +333,19 @@ def test_namespaced_tools_reach_openai_as_sent(gw, test_id):
 
 @pytest.mark.parametrize("group", ["mock-openai", "mock-azure-v1"])
 def test_reasoning_is_taken_out_for_a_model_without_it(gw, group, test_id):
-    # The groups' vendor model is GPT-4o, which refuses `reasoning` (summaries too).
+    # The groups' vendor model is GPT-4o, which refuses `reasoning` (summaries
+    # too) and encrypted reasoning in `include`: what Codex asks by default.
     resp = client(gw, group, **{"x-test-id": test_id}).responses.create(
-        model="any", input="hi", reasoning={"effort": "low", "summary": "auto"})
+        model="any", input="hi", reasoning={"effort": "low", "summary": "auto"},
+        include=["reasoning.encrypted_content", "message.output_text.logprobs"])
     assert resp.status == "completed"
     [sent] = gw.mock_requests(test_id)
     assert "reasoning" not in sent["body"]
+    assert sent["body"]["include"] == ["message.output_text.logprobs"], "the rest kept"
+    client(gw, group, **{"x-test-id": test_id + "-only"}).responses.create(
+        model="any", input="hi", include=["reasoning.encrypted_content"])
+    [sent] = gw.mock_requests(test_id + "-only")
+    assert "include" not in sent["body"]
 
 
 @pytest.mark.parametrize("group", NATIVE)

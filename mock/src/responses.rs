@@ -651,6 +651,18 @@ impl Dialect for Responses {
                 ));
             }
         }
+        // Only reasoning models have encrypted reasoning to include.
+        let encrypted = obj
+            .get("include")
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(|v| v == "reasoning.encrypted_content"));
+        if encrypted && !reasoning_model(model) {
+            return Err(param(
+                "Encrypted content is not supported with this model.",
+                "include",
+                None,
+            ));
+        }
         let mut p = Prompt {
             model: model.to_owned(),
             max_tokens: obj.get("max_output_tokens").and_then(Value::as_u64),
@@ -1073,8 +1085,12 @@ mod tests {
         assert!(message.contains("not found"));
         let orphan = json!([{"type": "function_call_output", "call_id": "c1", "output": "x"}]);
         assert_eq!(refused(with(json!({ "input": orphan }))).0, "input");
+        let (param, message) = refused(with(json!({"include": ["reasoning.encrypted_content"]})));
+        assert_eq!(param, "include");
+        assert!(message.contains("Encrypted content is not supported"));
         // A reasoning model takes reasoning, but only the default sampling.
-        let o3 = json!({"model": "o3", "input": "hi", "reasoning": {"effort": "low"}});
+        let o3 = json!({"model": "o3", "input": "hi", "reasoning": {"effort": "low"},
+                        "include": ["reasoning.encrypted_content"]});
         assert!(Responses.parse(&o3).is_ok());
         let hot = json!({"model": "o3", "input": "hi", "temperature": 0.5});
         assert_eq!(refused(hot).0, "temperature");
