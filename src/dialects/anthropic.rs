@@ -457,8 +457,10 @@ impl Dialect for Anthropic {
         api == Api::AnthropicMessages
     }
 
-    fn web_search(&self, _req: &ChatRequest) -> bool {
-        true
+    /// Its server tool is named `web_search`: not beside a client tool of
+    /// that name (Anthropic refuses two tools of one name).
+    fn web_search(&self, req: &ChatRequest) -> bool {
+        req.web_search.is_some() && !req.tools.iter().any(|t| t.function.name == "web_search")
     }
 
     /// The client's body, only `model` replaced (its `anthropic-beta`
@@ -612,6 +614,7 @@ impl Dialect for Anthropic {
             .chain(
                 req.web_search
                     .as_ref()
+                    .filter(|_| self.web_search(req))
                     .map(|s| AnyTool::WebSearch(web_search_tool(s))),
             )
             .collect::<Vec<_>>();
