@@ -818,7 +818,7 @@ fn any_tool(b: &mut Builder, tool: &Value, param: &str) -> Result<()> {
         "namespace" => {
             let m = object(tool, param, &["type", "name", "description", "tools"])?;
             let namespace = required_string(m, "name", param)?;
-            string(m, "description", param)?;
+            required_string(m, "description", param)?;
             let tools = match m.get("tools") {
                 Some(Value::Array(tools)) => tools,
                 Some(_) => return Err(wrong_type(&format!("{param}.tools"), "an array")),
@@ -1280,26 +1280,34 @@ mod tests {
         // A custom tool in a namespace has no counterpart elsewhere.
         let r = ok(
             json!({"model": "g", "input": "x", "tools": [{"type": "namespace",
-            "name": "n", "tools": [{"type": "custom", "name": "c"}]}]}),
+            "name": "n", "description": "d", "tools": [{"type": "custom", "name": "c"}]}]}),
         );
         assert_eq!(r.native_only.unwrap().param, "tools[0].tools[0]");
         for (tools, param) in [
             (
-                json!([{"type": "namespace", "name": "n"}]),
+                json!([{"type": "namespace", "name": "n", "description": "d"}]),
                 "tools[0].tools",
             ),
-            (json!([{"type": "namespace", "tools": []}]), "tools[0].name"),
             (
-                json!([{"type": "namespace", "name": "n", "tools": [], "x": 1}]),
+                json!([{"type": "namespace", "description": "d", "tools": []}]),
+                "tools[0].name",
+            ),
+            (
+                json!([{"type": "namespace", "name": "n", "tools": []}]),
+                "tools[0].description",
+            ),
+            (
+                json!([{"type": "namespace", "name": "n", "description": "d", "tools": [], "x": 1}]),
                 "tools[0].x",
             ),
             (
-                json!([{"type": "namespace", "name": "n", "tools": [{"type": "mcp"}]}]),
+                json!([{"type": "namespace", "name": "n", "description": "d", "tools": [{"type": "mcp"}]}]),
                 "tools[0].tools[0].type",
             ),
             (
                 json!([{"type": "function", "name": "n__f"},
-                       {"type": "namespace", "name": "n", "tools": [{"type": "function", "name": "f"}]}]),
+                       {"type": "namespace", "name": "n", "description": "d",
+                        "tools": [{"type": "function", "name": "f"}]}]),
                 "tools[1].tools[0].name",
             ),
         ] {
