@@ -209,6 +209,17 @@ pub fn apply(
         .and_then(|r| r.apply(req))
 }
 
+/// Whether the rule for `model` drops `field`: a passed-through body, which
+/// the rules do not rewrite, takes out its `reasoning` where the rule drops
+/// `reasoning_effort` (a model without reasoning refuses it, summaries too).
+pub fn drops(rules: &[Rule], builtin: &[Rule], model: &str, field: &str) -> bool {
+    rules
+        .iter()
+        .chain(builtin)
+        .find(|r| glob(&r.models, model))
+        .is_some_and(|r| r.drop.iter().any(|d| d == field))
+}
+
 fn get(req: &ChatRequest, name: &str) -> Option<Value> {
     let num = |v: Option<u32>| v.map(Value::from);
     match name {
@@ -404,6 +415,22 @@ mod tests {
             .validate("rule")
             .unwrap_err();
         assert!(e.contains("default.reasoning_effort"), "{e}");
+    }
+
+    #[test]
+    fn a_model_without_reasoning_drops_it_by_rule() {
+        let builtin = builtin(true);
+        for model in ["mock-gpt-4o", "gpt-4.1-mini", "my-gpt4o-deployment"] {
+            assert!(drops(&[], &builtin, model, "reasoning_effort"), "{model}");
+        }
+        for model in ["o3", "gpt-5", "claude-sonnet-4-5"] {
+            assert!(!drops(&[], &builtin, model, "reasoning_effort"), "{model}");
+        }
+        let keep: Rule = serde_json::from_str(r#"{"models":"gpt-4o"}"#).unwrap();
+        assert!(
+            !drops(&[keep], &builtin, "gpt-4o", "reasoning_effort"),
+            "a provider's own rule comes first"
+        );
     }
 
     #[test]

@@ -1,9 +1,13 @@
 """Codex CLI (`@openai/codex`, pinned in tests/codex) against the gateway's
 Responses API: `codex exec` with a model provider whose `base_url` is the
-gateway (`wire_api = "responses"`), for the OpenAI group (pass-through) and
-translated groups (Anthropic, Gemini). A plain answer, and a task where the
-model calls Codex's shell tool (the mock's `call-shell=` directive), Codex
-runs it and the model's final answer carries the command's output.
+gateway (`wire_api = "responses"`) and Codex's default configuration (its
+web search, its namespaced sub-agent tools, reasoning summaries asked of a
+model without reasoning), for every group: OpenAI (pass-through), the
+translated vendors, a failover and an A/B split. A plain answer, a task
+where the model calls Codex's shell tool (the mock's `call-shell=`
+directive), Codex runs it and the model's final answer carries the
+command's output, and one where the model calls a tool of Codex's
+`multi_agent_v1` namespace and Codex runs that tool.
 
 Nothing leaves loopback: a fresh HOME and CODEX_HOME, update checks,
 analytics and feedback off, and every proxy variable pointing at a port
@@ -21,7 +25,10 @@ from conftest import ALL_GROUPS_KEY
 
 CODEX_DIR = Path(__file__).resolve().parent / "codex"
 CODEX = CODEX_DIR / "node_modules" / ".bin" / "codex"
-GROUPS = ["mock-openai", "mock-anthropic", "mock-gemini"]
+GROUPS = ["mock-openai", "mock-anthropic", "mock-gemini", "mock-azure", "mock-bedrock",
+          "mock-dashscope", "mock-failover", "mock-ab"]
+# Groups whose vendor has no namespaces: the gateway flattens them.
+TRANSLATED = ["mock-anthropic", "mock-gemini", "mock-azure", "mock-bedrock", "mock-dashscope"]
 # Bounds a run that went wrong (Codex retries a failing provider).
 TIMEOUT = 120
 
@@ -55,11 +62,6 @@ def codex(gw, tmp_path, dead_proxy, group, prompt, scenario="", test_id="codex")
             "-c", "analytics.enabled=false",
             "-c", "feedback.enabled=false",
             "-c", 'otel.exporter="none"',
-            # The vendor model answering is no reasoning model: no summaries asked.
-            "-c", 'model_reasoning_summary="none"',
-            # Built-in web search and namespaced tools (sub-agents) run on
-            # OpenAI's own Responses API only: translated groups refuse them.
-            "-c", 'web_search="disabled"', "--disable", "multi_agent",
             prompt]
     env = {
         "PATH": os.environ.get("PATH", ""),
@@ -105,3 +107,20 @@ def test_shell_tool_round_trip(gw, tmp_path, dead_proxy, group, test_id):
     assert len(sent) >= 2, "a second turn carried the tool's output"
     assert marker not in json.dumps(sent[0]["body"])
     assert marker in json.dumps(sent[-1]["body"]), "the command's output went back to the vendor"
+
+
+@pytest.mark.parametrize("group", TRANSLATED)
+def test_namespaced_tool_round_trip(gw, tmp_path, dead_proxy, group, test_id):
+    # The vendor saw `multi_agent_v1__close_agent`; Codex must get the call
+    # back in its namespace, as it declared it, and run its own tool.
+    code, out, err = codex(gw, tmp_path, dead_proxy, group, "close the agent",
+                           scenario="call=multi_agent_v1__close_agent", test_id=test_id)
+    assert code == 0, err[-3000:]
+    sent = gw.mock_requests(test_id)
+    assert len(sent) >= 2, "a second turn carried the tool's output"
+    first, last = json.dumps(sent[0]["body"]), json.dumps(sent[-1]["body"])
+    assert "multi_agent_v1__close_agent" in first, "the namespace's tools, flattened"
+    assert "Tool result received" in out, (out, err[-3000:])
+    # close_agent itself answered (about the mock's made-up agent id), not
+    # Codex's refusal of a tool it does not know.
+    assert "invalid agent id" in last, last[-2000:]

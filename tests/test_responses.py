@@ -222,9 +222,130 @@ def test_previous_response_id_is_refused_where_nothing_is_stored(gateway_of, gro
 @pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini"])
 def test_built_in_tools_are_refused_where_openai_does_not_run_them(gw, group):
     with pytest.raises(openai.BadRequestError) as e:
-        client(gw, group).responses.create(model="any", input="search", tools=[LOOKUP, {"type": "web_search"}])
+        client(gw, group).responses.create(model="any", input="search", tools=[
+            LOOKUP, {"type": "file_search", "vector_store_ids": ["vs_1"]}])
     assert e.value.body["param"] == "tools[1]"
-    assert "web_search" in e.value.body["message"]
+    assert "file_search" in e.value.body["message"]
+
+
+# What each translated vendor gets for the hosted web search, beside a
+# function tool and alone: its own search tool (where found), or nothing
+# and `x-llm-dropped-tools: web_search` on the answer.
+def anthropic_search(body):
+    return [t for t in body.get("tools", []) if t.get("type") == "web_search_20250305"]
+
+
+def gemini_search(body):
+    return [t for t in body.get("tools", []) if "googleSearch" in t]
+
+
+def qwen_search(body):
+    return [True] if body["parameters"].get("enable_search") is True else []
+
+
+def chat_search(body):
+    return [t for t in body.get("tools", []) if t.get("type") != "function"] + \
+        [k for k in ("web_search_options", "web_search") if k in body]
+
+
+def bedrock_search(body):
+    return [t for t in body.get("toolConfig", {}).get("tools", []) if "toolSpec" not in t]
+
+
+WEB_SEARCH = {
+    # group: (what finds the search in the vendor's body, searched with a function tool, alone)
+    "mock-anthropic": (anthropic_search, True, True),
+    "mock-gemini": (gemini_search, False, True),
+    "mock-dashscope": (qwen_search, True, True),
+    "mock-bedrock": (bedrock_search, False, False),
+    "mock-azure": (chat_search, False, False),
+    "chat-only": (chat_search, False, False),
+}
+
+
+@pytest.mark.parametrize("with_function", [True, False], ids=["with-function", "alone"])
+@pytest.mark.parametrize("group", WEB_SEARCH)
+def test_web_search_is_the_vendors_own_or_dropped_and_said(gateway_of, group, with_function, test_id):
+    gw = gateway_of(group)
+    found, with_fn, alone = WEB_SEARCH[group]
+    searched = with_fn if with_function else alone
+    tools = ([LOOKUP] if with_function else []) + [{"type": "web_search", "external_web_access": True}]
+    raw = client(gw, group, **{"x-test-id": test_id}).responses.with_raw_response.create(
+        model="any", input="any news?", tools=tools)
+    resp = raw.parse()
+    assert resp.status == "completed"
+    assert resp.tools[-1].type == "web_search", "the request's tools echoed as sent"
+    [sent] = gw.mock_requests(test_id)
+    assert bool(found(sent["body"])) == searched, sent["body"]
+    assert raw.headers.get("x-llm-dropped-tools") == (None if searched else "web_search")
+
+
+def test_web_search_filters_reach_anthropic(gw, test_id):
+    client(gw, "mock-anthropic", **{"x-test-id": test_id}).responses.create(
+        model="any", input="news?", tools=[{"type": "web_search", "filters": {"allowed_domains": ["envoyproxy.io"]},
+                                            "user_location": {"type": "approximate", "country": "FR"}}])
+    [sent] = gw.mock_requests(test_id)
+    assert anthropic_search(sent["body"]) == [{
+        "type": "web_search_20250305", "name": "web_search", "allowed_domains": ["envoyproxy.io"],
+        "user_location": {"type": "approximate", "country": "FR"}}]
+
+
+NAMESPACE = {"type": "namespace", "name": "crm", "description": "Customer records.",
+             "tools": [{"type": "function", "name": "lookup", "description": "Look a customer up",
+                        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}]}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("group", TRANSLATED)
+def test_a_namespaced_tool_is_called_in_its_namespace(gateway_of, group, stream, test_id):
+    gw = gateway_of(group)
+    c = client(gw, group, **{"x-test-id": test_id, "x-mock-scenario": "call=crm__lookup"})
+    ask = {"model": "any", "input": "find Ada", "tools": [LOOKUP, NAMESPACE]}
+    if stream:
+        with c.responses.stream(**ask) as s:
+            events = list(s)
+            resp = s.get_final_response()
+        added = [e.item for e in events if e.type == "response.output_item.added" and e.item.type == "function_call"]
+        assert [(i.namespace, i.name) for i in added] == [("crm", "lookup")]
+    else:
+        resp = c.responses.create(**ask)
+    [call] = [o for o in resp.output if o.type == "function_call"]
+    assert (call.namespace, call.name) == ("crm", "lookup"), "as the client declared it"
+    # The call goes back in history as the client has it; the vendor sees its flat name again.
+    again = c.responses.create(model="any", tools=[LOOKUP, NAMESPACE], input=[
+        {"role": "user", "content": "find Ada"},
+        {"type": "function_call", "call_id": call.call_id, "namespace": "crm", "name": "lookup",
+         "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "Ada Lovelace"}])
+    assert again.status == "completed"
+    sent = gw.mock_requests(test_id)
+    assert "crm__lookup" in json.dumps(sent[-1]["body"])
+    assert '"crm"' not in json.dumps(sent[-1]["body"]), "no namespace reaches the vendor"
+
+
+def test_namespaced_tools_reach_openai_as_sent(gw, test_id):
+    resp = client(gw, "mock-openai", **{"x-test-id": test_id}).responses.create(
+        model="any", input="hi", tools=[LOOKUP, NAMESPACE])
+    assert resp.status == "completed"
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["tools"][1] == NAMESPACE
+
+
+@pytest.mark.parametrize("group", ["mock-openai", "mock-azure-v1"])
+def test_reasoning_is_taken_out_for_a_model_without_it(gw, group, test_id):
+    # The groups' vendor model is GPT-4o, which refuses `reasoning` (summaries
+    # too) and encrypted reasoning in `include`: what Codex asks by default.
+    resp = client(gw, group, **{"x-test-id": test_id}).responses.create(
+        model="any", input="hi", reasoning={"effort": "low", "summary": "auto"},
+        include=["reasoning.encrypted_content", "message.output_text.logprobs"])
+    assert resp.status == "completed"
+    [sent] = gw.mock_requests(test_id)
+    assert "reasoning" not in sent["body"]
+    assert sent["body"]["include"] == ["message.output_text.logprobs"], "the rest kept"
+    client(gw, group, **{"x-test-id": test_id + "-only"}).responses.create(
+        model="any", input="hi", include=["reasoning.encrypted_content"])
+    [sent] = gw.mock_requests(test_id + "-only")
+    assert "include" not in sent["body"]
 
 
 @pytest.mark.parametrize("group", NATIVE)
@@ -265,7 +386,7 @@ VENDOR_RULES = [
     ({"text": {"format": {"type": "json_schema", "name": "s", "strict": True,
                           "schema": {"type": "object", "properties": {"a": {"type": "string"}}}}}},
      "text.format.schema"),
-    ({"reasoning": {"effort": "low"}}, "reasoning.effort"),
+    ({"include": ["everything"]}, "include"),
     ({"input": [{"type": "function_call_output", "call_id": "call_x", "output": "?"}]}, "input"),
 ]
 

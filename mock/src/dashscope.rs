@@ -273,6 +273,10 @@ impl Dialect for DashScope {
                     "parameters.{extra}: parameter {extra} is not supported."
                 )));
             }
+            // Qwen's web search switch (alibabacloud.com/help/en/model-studio/web-search).
+            if params.get("enable_search").is_some_and(|v| !v.is_boolean()) {
+                return Err(invalid("parameters.enable_search must be a boolean"));
+            }
         }
         let model = body.get("model").and_then(Value::as_str).unwrap_or("");
         let on_multimodal = req.path().ends_with(MULTIMODAL_PATH);

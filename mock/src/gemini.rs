@@ -91,6 +91,9 @@ const DECLARATION_FIELDS: &[&str] = &[
     "responseJsonSchema",
     "behavior",
 ];
+/// `GoogleSearch` (ai.google.dev/api/caching#GoogleSearch): an empty object,
+/// or one limiting the results' time.
+const GOOGLE_SEARCH_FIELDS: &[&str] = &["timeRangeFilter"];
 const TOOL_CONFIG_FIELDS: &[&str] = &["functionCallingConfig"];
 const CALLING_CONFIG_FIELDS: &[&str] = &["mode", "allowedFunctionNames"];
 
@@ -606,6 +609,7 @@ impl Dialect for Gemini {
                 .map(str::to_owned)
                 .collect();
         }
+        let mut searches = false;
         for (i, t) in body
             .get("tools")
             .and_then(Value::as_array)
@@ -614,6 +618,14 @@ impl Dialect for Gemini {
             .enumerate()
         {
             check_fields(t, TOOL_FIELDS, &format!("tools[{i}]"))?;
+            if let Some(search) = t.get("googleSearch") {
+                check_fields(
+                    search,
+                    GOOGLE_SEARCH_FIELDS,
+                    &format!("tools[{i}].google_search"),
+                )?;
+                searches = true;
+            }
             for (j, f) in t
                 .get("functionDeclarations")
                 .and_then(Value::as_array)
@@ -635,6 +647,14 @@ impl Dialect for Gemini {
                     schema: schema.cloned().unwrap_or(Value::Null),
                 });
             }
+        }
+        // Gemini 2.x takes Google Search or function declarations, not both
+        // (Gemini 3's tool combination needs `includeServerSideToolInvocations`,
+        // which this mock does not speak).
+        if searches && !p.tools.is_empty() {
+            return Err(invalid(
+                "Tool use with function calling is unsupported by the model.",
+            ));
         }
         if let Some(config) = body.get("toolConfig") {
             check_fields(config, TOOL_CONFIG_FIELDS, "tool_config")?;

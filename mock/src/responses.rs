@@ -448,6 +448,59 @@ fn content_text(content: Option<&Value>) -> String {
     }
 }
 
+/// Fields of the hosted web search tool (`WebSearchTool`; Codex sends
+/// `external_web_access` too).
+const WEB_SEARCH_TOOL: &[&str] = &[
+    "type",
+    "filters",
+    "user_location",
+    "search_context_size",
+    "external_web_access",
+];
+
+/// Fields of a `namespace` of tools (`NamespaceToolParam`), all required.
+const NAMESPACE_TOOL: &[&str] = &["type", "name", "description", "tools"];
+
+fn check_fields(t: &Value, fields: &[&str], at: &str) -> Result<(), Failure> {
+    match t
+        .as_object()
+        .and_then(|m| m.keys().find(|k| !fields.contains(&k.as_str())))
+    {
+        Some(key) => Err(unknown(&format!("{at}.{key}"))),
+        None => Ok(()),
+    }
+}
+
+/// A namespace: its name, description and function or custom tools. The
+/// mock calls none of them (they are Codex's sub-agents).
+fn check_namespace(t: &Value, at: &str) -> Result<(), Failure> {
+    check_fields(t, NAMESPACE_TOOL, at)?;
+    for key in ["name", "description"] {
+        if t.get(key).and_then(Value::as_str).is_none() {
+            return Err(missing(&format!("{at}.{key}")));
+        }
+    }
+    let inner = t
+        .get("tools")
+        .and_then(Value::as_array)
+        .ok_or_else(|| missing(&format!("{at}.tools")))?;
+    for (j, tool) in inner.iter().enumerate() {
+        let at = format!("{at}.tools[{j}]");
+        match tool.get("type").and_then(Value::as_str) {
+            Some("function") => check_fields(tool, FUNCTION_TOOL, &at)?,
+            Some("custom") => {}
+            _ => {
+                return Err(param(
+                    format!("Invalid value for '{at}.type': expected 'function' or 'custom'."),
+                    &format!("{at}.type"),
+                    Some("invalid_value"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 fn tools(obj: &Map<String, Value>) -> Result<Vec<Tool>, Failure> {
     let Some(list) = obj.get("tools").and_then(Value::as_array) else {
         return Ok(Vec::new());
@@ -459,8 +512,16 @@ fn tools(obj: &Map<String, Value>) -> Result<Vec<Tool>, Failure> {
             .get("type")
             .and_then(Value::as_str)
             .ok_or_else(|| missing(&format!("{at}.type")))?;
+        if kind == "namespace" {
+            check_namespace(t, &at)?;
+            continue;
+        }
+        if kind.starts_with("web_search") {
+            check_fields(t, WEB_SEARCH_TOOL, &at)?;
+            continue;
+        }
         if kind != "function" {
-            // Built-in tools (web_search, file_search, custom, local_shell...)
+            // Other built-in tools (file_search, custom, local_shell...)
             // run on OpenAI's side: the mock never calls them.
             continue;
         }
@@ -650,6 +711,18 @@ impl Dialect for Responses {
                     Some("invalid_value"),
                 ));
             }
+        }
+        // Only reasoning models have encrypted reasoning to include.
+        let encrypted = obj
+            .get("include")
+            .and_then(Value::as_array)
+            .is_some_and(|l| l.iter().any(|v| v == "reasoning.encrypted_content"));
+        if encrypted && !reasoning_model(model) {
+            return Err(param(
+                "Encrypted content is not supported with this model.",
+                "include",
+                None,
+            ));
         }
         let mut p = Prompt {
             model: model.to_owned(),
@@ -1073,8 +1146,33 @@ mod tests {
         assert!(message.contains("not found"));
         let orphan = json!([{"type": "function_call_output", "call_id": "c1", "output": "x"}]);
         assert_eq!(refused(with(json!({ "input": orphan }))).0, "input");
+        for (tool, at) in [
+            (
+                json!({"type": "web_search", "domains": []}),
+                "tools[0].domains",
+            ),
+            (
+                json!({"type": "namespace", "name": "n", "tools": []}),
+                "tools[0].description",
+            ),
+            (
+                json!({"type": "namespace", "name": "n", "description": "d",
+                       "tools": [{"type": "mcp"}]}),
+                "tools[0].tools[0].type",
+            ),
+        ] {
+            assert_eq!(refused(with(json!({"tools": [tool]}))).0, at);
+        }
+        let codex = json!({"tools": [{"type": "web_search", "external_web_access": true},
+            {"type": "namespace", "name": "n", "description": "d",
+             "tools": [{"type": "function", "name": "f", "parameters": {}, "strict": false}]}]});
+        assert!(Responses.parse(&with(codex)).is_ok());
+        let (param, message) = refused(with(json!({"include": ["reasoning.encrypted_content"]})));
+        assert_eq!(param, "include");
+        assert!(message.contains("Encrypted content is not supported"));
         // A reasoning model takes reasoning, but only the default sampling.
-        let o3 = json!({"model": "o3", "input": "hi", "reasoning": {"effort": "low"}});
+        let o3 = json!({"model": "o3", "input": "hi", "reasoning": {"effort": "low"},
+                        "include": ["reasoning.encrypted_content"]});
         assert!(Responses.parse(&o3).is_ok());
         let hot = json!({"model": "o3", "input": "hi", "temperature": 0.5});
         assert_eq!(refused(hot).0, "temperature");

@@ -1008,3 +1008,87 @@ fn dashscope_validation_and_filters() {
     assert_eq!(r.status, 429);
     assert!(r.body.contains("Throttling.RateQuota"));
 }
+
+/// The vendors' own web search tools, in their real shapes only: Anthropic's
+/// server tool (never a tool the model calls here), Gemini's Google Search
+/// (not beside function declarations), Qwen's `enable_search`.
+#[test]
+fn web_search_tools_as_each_vendor_takes_them() {
+    let msgs = json!([{"role": "user", "content": "news?"}]);
+    let anthropic = |tool: Value| {
+        Anthropic.parse(&json!({"model": "m", "max_tokens": 9, "messages": msgs,
+                                "tools": [{"name": "f", "input_schema": {"type": "object"}}, tool]}))
+    };
+    let p = anthropic(
+        json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 3,
+        "allowed_domains": ["example.com"],
+        "user_location": {"type": "approximate", "city": "Lyon", "country": "FR"}}),
+    )
+    .unwrap();
+    assert_eq!(
+        p.tools.len(),
+        1,
+        "Anthropic runs the search, the model never calls it"
+    );
+    for (tool, want) in [
+        (
+            json!({"type": "web_search_20250305", "name": "search"}),
+            "tools.1.web_search_20250305.name: Input should be 'web_search'",
+        ),
+        (
+            json!({"type": "web_search_20250305", "name": "web_search", "filters": {}}),
+            "tools.1.web_search_20250305.filters: Extra inputs are not permitted",
+        ),
+        (
+            json!({"type": "web_search_20250305", "name": "web_search",
+                   "allowed_domains": ["a.com"], "blocked_domains": ["b.com"]}),
+            "cannot specify both allowed_domains and blocked_domains",
+        ),
+        (
+            json!({"type": "web_search_20250305", "name": "web_search",
+                   "user_location": {"type": "exact"}}),
+            "user_location.type: Input should be 'approximate'",
+        ),
+    ] {
+        match anthropic(tool.clone()) {
+            Err(Failure::Invalid(msg)) => assert!(msg.contains(want), "{msg:?} vs {want:?}"),
+            other => panic!("{tool}: expected 400, got {other:?}"),
+        }
+    }
+    let gemini = |tools: Value| {
+        crate::gemini::Gemini.parse(
+            &json!({"contents": [{"role": "user", "parts": [{"text": "news?"}]}], "tools": tools}),
+        )
+    };
+    assert!(gemini(json!([{"googleSearch": {}}])).is_ok());
+    for (tools, want) in [
+        (
+            json!([{"functionDeclarations": [{"name": "f"}]}, {"googleSearch": {}}]),
+            "Tool use with function calling is unsupported",
+        ),
+        (
+            json!([{"googleSearch": {"allowedDomains": ["a.com"]}}]),
+            "Unknown name \"allowedDomains\" at 'tools[0].google_search'",
+        ),
+    ] {
+        match gemini(tools.clone()) {
+            Err(Failure::Invalid(msg)) => assert!(msg.contains(want), "{msg:?} vs {want:?}"),
+            other => panic!("{tools}: expected 400, got {other:?}"),
+        }
+    }
+    let addr = start();
+    let qwen = |search: Value| {
+        let body = json!({"model": "qwen-plus", "input": {"messages": [{"role": "user", "content": "hi"}]},
+                          "parameters": {"result_format": "message", "enable_search": search}});
+        post(
+            &addr,
+            "/api/v1/services/aigc/text-generation/generation",
+            "Authorization: Bearer sk-mock-dashscope\r\n",
+            &body,
+        )
+    };
+    assert_eq!(qwen(json!(true)).0, 200);
+    let (status, _, body, _) = qwen(json!("yes"));
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("enable_search must be a boolean"), "{body}");
+}

@@ -31,7 +31,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::model::call::Call;
 use crate::model::request::{
     CacheControl, ChatRequest, Content, ContentPart, DocumentSource, Effort, Image, Message,
-    Thinking, ToolChoice, MIN_THINKING_BUDGET,
+    Thinking, ToolChoice, WebSearch, MIN_THINKING_BUDGET,
 };
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Reasoning};
@@ -58,7 +58,7 @@ struct Request<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     top_k: Option<u32>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<ToolDef<'a>>,
+    tools: Vec<AnyTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<ToolChoiceOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,6 +178,58 @@ struct ToolDef<'a> {
     input_schema: Cow<'a, Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_control: Option<Cache<'a>>,
+}
+
+/// A client's function tool, or Anthropic's own web search.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum AnyTool<'a> {
+    Function(ToolDef<'a>),
+    WebSearch(WebSearchTool<'a>),
+}
+
+/// Anthropic's server-side web search, `web_search_20250305`
+/// (docs.anthropic.com, "Web search tool"): the answer's `server_tool_use`
+/// and `web_search_tool_result` blocks are not carried back (the text
+/// that cites them is).
+#[derive(Serialize)]
+struct WebSearchTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: &'static str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    allowed_domains: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_location: Option<SearchLocation<'a>>,
+}
+
+#[derive(Serialize)]
+struct SearchLocation<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    city: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    region: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    country: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timezone: Option<&'a str>,
+}
+
+fn web_search_tool(search: &WebSearch) -> WebSearchTool<'_> {
+    WebSearchTool {
+        kind: "web_search_20250305",
+        name: "web_search",
+        allowed_domains: &search.allowed_domains,
+        user_location: search.user_location.as_ref().map(|l| SearchLocation {
+            kind: "approximate",
+            city: l.city.as_deref(),
+            region: l.region.as_deref(),
+            country: l.country.as_deref(),
+            timezone: l.timezone.as_deref(),
+        }),
+    }
 }
 
 #[derive(Serialize)]
@@ -405,6 +457,12 @@ impl Dialect for Anthropic {
         api == Api::AnthropicMessages
     }
 
+    /// Its server tool is named `web_search`: not beside a client tool of
+    /// that name (Anthropic refuses two tools of one name).
+    fn web_search(&self, req: &ChatRequest) -> bool {
+        req.web_search.is_some() && !req.tools.iter().any(|t| t.function.name == "web_search")
+    }
+
     /// The client's body, only `model` replaced (its `anthropic-beta`
     /// header goes with it, [`Self::takes_client_header`]).
     fn encode_native(
@@ -552,6 +610,13 @@ impl Dialect for Anthropic {
                 cache_control: cache(t.cache_control.as_ref()),
             })
             .chain(history_tools)
+            .map(AnyTool::Function)
+            .chain(
+                req.web_search
+                    .as_ref()
+                    .filter(|_| self.web_search(req))
+                    .map(|s| AnyTool::WebSearch(web_search_tool(s))),
+            )
             .collect::<Vec<_>>();
         let disable_parallel = (req.parallel_tool_calls == Some(false)).then_some(true);
         let tool_choice = if tools.is_empty() {

@@ -68,7 +68,20 @@ fn anthropic_beta(header: &[u8]) -> Vec<&str> {
 }
 
 /// The neutral request as the Anthropic dialect encodes it, for InvokeModel.
+/// Bedrock runs no web search (Anthropic's server tool is Anthropic's):
+/// the request goes without it (`Dialect::web_search` of Bedrock: false).
 pub fn encode_body(req: &ChatRequest, target: &Target) -> Result<Vec<u8>, GatewayError> {
+    let without_search;
+    let req = match req.web_search {
+        Some(_) => {
+            without_search = ChatRequest {
+                web_search: None,
+                ..req.clone()
+            };
+            &without_search
+        }
+        None => req,
+    };
     invoke_body(&Anthropic.encode_request(req, target)?.body, None)
 }
 

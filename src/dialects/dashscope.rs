@@ -101,6 +101,10 @@ struct Parameters<'a> {
     enable_thinking: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking_budget: Option<u32>,
+    /// Qwen's own web search (`enable_search`), for the client's web search
+    /// without a domain filter (Qwen has none).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    enable_search: bool,
 }
 
 /// Qwen's thinking switch (alibabacloud.com/help/en/model-studio/deep-thinking):
@@ -149,6 +153,12 @@ fn is_vision_model(model: &str) -> bool {
 }
 
 impl Dialect for DashScope {
+    fn web_search(&self, req: &ChatRequest) -> bool {
+        req.web_search
+            .as_ref()
+            .is_some_and(|s| s.allowed_domains.is_empty())
+    }
+
     fn encode_request(
         &self,
         req: &ChatRequest,
@@ -231,6 +241,7 @@ impl Dialect for DashScope {
                 incremental_output: req.stream,
                 enable_thinking,
                 thinking_budget,
+                enable_search: self.web_search(req),
             },
         };
         let body = encode_json(req, &request)?;

@@ -128,8 +128,18 @@ struct FunctionResponse<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Tools<'a> {
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     function_declarations: Vec<FunctionDeclaration<'a>>,
+    /// Grounding with Google Search (`{"googleSearch": {}}`), a tool of its
+    /// own: Gemini 2.x refuses it beside function declarations ("Tool use
+    /// with function calling is unsupported"), so it is sent only without
+    /// them; its `groundingMetadata` in the answer is not carried back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    google_search: Option<GoogleSearch>,
 }
+
+#[derive(Serialize)]
+struct GoogleSearch {}
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -330,6 +340,16 @@ fn function_response(content: &Content, is_error: bool) -> Value {
 }
 
 impl Dialect for Gemini {
+    /// Google Search grounding, when the request has no function tools
+    /// (see [`Tools::google_search`]) and no domain filter (Gemini has none).
+    fn web_search(&self, req: &ChatRequest) -> bool {
+        req.tools.is_empty()
+            && req
+                .web_search
+                .as_ref()
+                .is_some_and(|s| s.allowed_domains.is_empty())
+    }
+
     fn encode_request(
         &self,
         req: &ChatRequest,
@@ -402,7 +422,7 @@ impl Dialect for Gemini {
                 }
             }
         }
-        let tools = if req.tools.is_empty() {
+        let mut tools = if req.tools.is_empty() {
             Vec::new()
         } else {
             vec![Tools {
@@ -415,9 +435,16 @@ impl Dialect for Gemini {
                         parameters_json_schema: t.function.parameters.as_ref(),
                     })
                     .collect(),
+                google_search: None,
             }]
         };
-        let tool_config = if tools.is_empty() {
+        if self.web_search(req) {
+            tools.push(Tools {
+                function_declarations: Vec::new(),
+                google_search: Some(GoogleSearch {}),
+            });
+        }
+        let tool_config = if req.tools.is_empty() {
             None
         } else {
             req.tool_choice.as_ref().map(|choice| {

@@ -91,6 +91,13 @@ pub trait Dialect: Sync {
         false
     }
 
+    /// Whether `encode_request` gives the vendor the request's web search
+    /// (`ChatRequest::web_search`) as its own search tool; otherwise the
+    /// search is left out and the answer says so (`x-llm-dropped-tools`).
+    fn web_search(&self, _req: &ChatRequest) -> bool {
+        false
+    }
+
     /// The vendor request for a client speaking `api`, one of this vendor's
     /// own APIs (see [`Self::speaks`]), made from the client's request
     /// (model mapped, bytes otherwise kept); `None` when the dialect
@@ -463,4 +470,73 @@ pub(crate) fn run_stream(
         .map(|e| serde_json::from_str(e.strip_prefix("data: ").unwrap()).unwrap())
         .collect();
     (events, text)
+}
+
+#[cfg(test)]
+mod web_search_tests {
+    use super::*;
+    use crate::model::request::WebSearch;
+
+    fn request(tools: &str, domains: &[&str]) -> ChatRequest {
+        let body =
+            format!(r#"{{"model":"m","messages":[{{"role":"user","content":"news?"}}]{tools}}}"#);
+        ChatRequest {
+            web_search: Some(WebSearch {
+                allowed_domains: domains.iter().map(|d| (*d).to_owned()).collect(),
+                user_location: None,
+            }),
+            ..ChatRequest::parse(body.as_bytes()).unwrap()
+        }
+    }
+
+    #[test]
+    fn web_search_is_the_vendors_own_where_it_has_one() {
+        let f = r#","tools":[{"type":"function","function":{"name":"f"}}]"#;
+        let named = r#","tools":[{"type":"function","function":{"name":"web_search"}}]"#;
+        let cases = [
+            // dialect, (alone, beside a function tool, with a domain filter, beside a tool named web_search)
+            (DialectKind::Anthropic, [true, true, true, false]),
+            (DialectKind::Gemini, [true, false, false, false]),
+            (DialectKind::Dashscope, [true, true, false, true]),
+            (DialectKind::Bedrock, [false; 4]),
+            (DialectKind::Openai, [false; 4]),
+            (DialectKind::Azure, [false; 4]),
+        ];
+        for (kind, want) in cases {
+            let d = dialect(kind);
+            let got = [
+                d.web_search(&request("", &[])),
+                d.web_search(&request(f, &[])),
+                d.web_search(&request("", &["example.com"])),
+                d.web_search(&request(named, &[])),
+            ];
+            assert_eq!(got, want, "{kind:?}");
+            let mut none = request("", &[]);
+            none.web_search = None;
+            assert!(!d.web_search(&none), "{kind:?}: no search asked");
+        }
+        // Anthropic sends its search tool only where it has the name to itself.
+        let config = crate::config::Config::parse(
+            br#"{"providers":{"p":{"dialect":"anthropic","api_key":"k"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let target = Target {
+            provider: &config.providers["p"],
+            model: "claude",
+        };
+        for (tools, want) in [(f, vec!["f", "web_search"]), (named, vec!["web_search"])] {
+            let up = anthropic::Anthropic
+                .encode_request(&request(tools, &[]), &target)
+                .unwrap();
+            let v: Value = serde_json::from_slice(&up.body).unwrap();
+            let names: Vec<&str> = v["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(names, want);
+        }
+    }
 }

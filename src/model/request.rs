@@ -78,6 +78,29 @@ pub struct ChatRequest {
     /// translated request is refused with this error.
     #[serde(skip)]
     pub native_only: Option<NativeOnly>,
+    /// The client's hosted web search (the Responses API's `web_search`
+    /// tool): the vendor's own search tool where it has one, else dropped
+    /// (`Dialect::web_search`).
+    #[serde(skip)]
+    pub web_search: Option<WebSearch>,
+}
+
+/// A web search the vendor runs on its side, as the client limited it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WebSearch {
+    /// Search only these domains (empty: any).
+    pub allowed_domains: Vec<String>,
+    /// Where the user roughly is: city, region, country (ISO 3166-1
+    /// alpha-2), IANA timezone.
+    pub user_location: Option<UserLocation>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UserLocation {
+    pub city: Option<String>,
+    pub region: Option<String>,
+    pub country: Option<String>,
+    pub timezone: Option<String>,
 }
 
 /// Why a request can only go to a vendor of the client's own API.

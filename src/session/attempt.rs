@@ -99,6 +99,9 @@ pub struct Attempt<H> {
     attempt: u64,
     stream: bool,
     include_usage: bool,
+    /// The request's web search was left out for this vendor (it has no
+    /// search tool for it): the answer's `x-llm-dropped-tools` says so.
+    dropped_web_search: bool,
     /// The request fields the client's API repeats in its answer.
     echo: Echo,
     /// Reused for every translated chunk.
@@ -144,6 +147,7 @@ impl<H: Host> Attempt<H> {
             attempt: 1,
             stream: false,
             include_usage: false,
+            dropped_web_search: false,
             echo: Echo::new(),
             out: Vec::new(),
             started: SystemTime::UNIX_EPOCH,
@@ -327,8 +331,11 @@ impl<H: Host> Attempt<H> {
             header: &|name| self.host.header(Map::Request, name),
         };
         let native = pass_through(provider, dialect, self.api)
-            .then(|| dialect.encode_native(self.api, &client, request, &target));
-        let encoded = match native.flatten() {
+            .then(|| dialect.encode_native(self.api, &client, request, &target))
+            .flatten();
+        let dropped_web_search =
+            native.is_none() && request.web_search.is_some() && !dialect.web_search(request);
+        let encoded = match native {
             Some(encoded) => encoded?,
             None => match &request.native_only {
                 // What only the client API's own vendors can serve.
@@ -341,6 +348,7 @@ impl<H: Host> Attempt<H> {
         self.model = model;
         self.stream = stream;
         self.include_usage = include_usage;
+        self.dropped_web_search = dropped_web_search;
         request.echo.clone_into(&mut self.echo);
         self.publish_span_attributes(false);
         if stream {
@@ -688,6 +696,10 @@ impl<H: Host> Session for Attempt<H> {
         let attempt = self.attempt.to_string();
         self.host
             .set_header(Map::Response, b"x-llm-attempts", Some(attempt.as_bytes()));
+        if self.dropped_web_search {
+            self.host
+                .set_header(Map::Response, b"x-llm-dropped-tools", Some(b"web_search"));
+        }
         self.host.set_header(Map::Response, b"content-length", None);
         self.record = AttemptRecord {
             provider: self.provider_name.clone(),

@@ -2,7 +2,8 @@
 //! `/openai/v1/responses`) for clients that speak it too: a pass-through
 //! pair. The client's body goes on as it came, but the vendor model as
 //! `model` (our `request_id` and the gateway's `metadata.task_type` taken
-//! out, [`crate::dialects::edit_members`]); the
+//! out, [`crate::dialects::edit_members`]; `reasoning` too for a model the
+//! request policy gives none); the
 //! answer comes back as the vendor sent it, with `provider` added, its
 //! usage and status read for metering; stream events are forwarded, usage
 //! read from `response.completed` (or `.incomplete`); a vendor's `error` or
@@ -17,6 +18,9 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::model::response::{Answer, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
 use crate::sse::SseParser;
+
+/// What `include` asks of a reasoning model's thinking.
+const ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
 
 /// The request body: the client's as it came, but the vendor model as
 /// `model`, no `request_id` (ours), and no `metadata.task_type` (the
@@ -34,6 +38,8 @@ pub(in crate::dialects) fn encode(
         model: Option<serde::de::IgnoredAny>,
         #[serde(default)]
         metadata: Option<Map<String, Value>>,
+        #[serde(default)]
+        include: Option<Vec<Value>>,
     }
     let invalid =
         |e: serde_json::Error| GatewayError::invalid("body", format!("invalid request body: {e}"));
@@ -50,9 +56,36 @@ pub(in crate::dialects) fn encode(
         Some(_) => String::new(),
         None => format!("\"model\":{model}"),
     };
+    // A model without reasoning refuses `reasoning` (effort and summary)
+    // and its encrypted content in `include` ("Encrypted content is not
+    // supported with this model"): the provider's request policy says which
+    // models (built in: GPT-4o and older).
+    let provider = target.provider;
+    let no_reasoning = crate::policy::drops(
+        &provider.request_policy,
+        &provider.builtin_policy,
+        target.model,
+        "reasoning_effort",
+    );
+    let include = match edited.include {
+        Some(mut list) if no_reasoning && list.iter().any(|v| v == ENCRYPTED_REASONING) => {
+            list.retain(|v| v != ENCRYPTED_REASONING);
+            Some(match list.is_empty() {
+                true => None,
+                false => Some(serde_json::to_string(&list).map_err(invalid)?),
+            })
+        }
+        _ => None,
+    };
     let body = crate::dialects::edit_members(raw, &first, |key| match key {
         "model" => Member::Replace(&model),
         "request_id" => Member::Drop,
+        "reasoning" if no_reasoning => Member::Drop,
+        "include" => match &include {
+            None => Member::Keep,
+            Some(None) => Member::Drop,
+            Some(Some(list)) => Member::Replace(list),
+        },
         "metadata" => metadata.as_deref().map_or(Member::Keep, Member::Replace),
         _ => Member::Keep,
     })?;

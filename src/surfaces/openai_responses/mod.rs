@@ -8,7 +8,7 @@
 //! hands them back to the renderers (`Surface::render_answer_echoing`,
 //! `Surface::stream_encoder_echoing`).
 //!
-//! Long on purpose (about 800 lines): the Responses API's answer and its
+//! Long on purpose (about 870 lines): the Responses API's answer and its
 //! semantic event stream (sequence numbers, output indices, each item's
 //! added, delta and done events) are one state machine, read in one place.
 
@@ -178,9 +178,65 @@ fn message_item(id: &str, status: &str, text: &str) -> Value {
     json!({"id": id, "type": "message", "status": status, "role": "assistant", "content": content})
 }
 
-fn function_call_item(id: &str, status: &str, call_id: &str, name: &str, arguments: &str) -> Value {
-    json!({"id": id, "type": "function_call", "status": status, "call_id": call_id,
-           "name": name, "arguments": arguments})
+/// How a tool of a `namespace` is named for a vendor without namespaces:
+/// `<namespace>__<name>`, a name every vendor's tool names allow.
+pub(crate) fn flat_name(namespace: &str, name: &str) -> String {
+    format!("{namespace}__{name}")
+}
+
+/// The request's namespaced tools by their flat names (from the echoed
+/// `tools`), so that a call comes back named as the client declared it:
+/// `namespace` and `name` apart, as OpenAI answers.
+#[derive(Default)]
+struct Namespaced(Vec<(String, String, String)>);
+
+impl Namespaced {
+    fn of(echo: &Map<String, Value>) -> Self {
+        let mut found = Vec::new();
+        let tools = echo.get("tools").and_then(Value::as_array);
+        for group in tools.into_iter().flatten() {
+            if group.get("type").and_then(Value::as_str) != Some("namespace") {
+                continue;
+            }
+            let Some(namespace) = group.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let inner = group.get("tools").and_then(Value::as_array);
+            for tool in inner.into_iter().flatten() {
+                if let Some(name) = tool.get("name").and_then(Value::as_str) {
+                    found.push((
+                        flat_name(namespace, name),
+                        namespace.to_owned(),
+                        name.to_owned(),
+                    ));
+                }
+            }
+        }
+        Namespaced(found)
+    }
+
+    /// A vendor's tool name as the client declared it: (namespace, name).
+    fn split<'a>(&'a self, flat: &'a str) -> (Option<&'a str>, &'a str) {
+        match self.0.iter().find(|(f, _, _)| f == flat) {
+            Some((_, namespace, name)) => (Some(namespace), name),
+            None => (None, flat),
+        }
+    }
+}
+
+fn function_call_item(
+    id: &str,
+    status: &str,
+    call_id: &str,
+    (namespace, name): (Option<&str>, &str),
+    arguments: &str,
+) -> Value {
+    let mut item = json!({"id": id, "type": "function_call", "status": status,
+                          "call_id": call_id, "name": name, "arguments": arguments});
+    if let (Some(map), Some(namespace)) = (item.as_object_mut(), namespace) {
+        map.insert("namespace".into(), namespace.into());
+    }
+    item
 }
 
 /// How a vendor's signature over its reasoning travels in `encrypted_content`
@@ -235,13 +291,14 @@ fn render_completion(
         let item = item_id("msg", output.len(), &id);
         output.push(message_item(&item, status.item(), text));
     }
+    let namespaced = Namespaced::of(echo);
     for call in &completion.tool_calls {
         let item = item_id("fc", output.len(), &id);
         output.push(function_call_item(
             &item,
             "completed",
             &call.id,
-            &call.function.name,
+            namespaced.split(&call.function.name),
             &call.function.arguments,
         ));
     }
@@ -285,6 +342,7 @@ const MAX_OUTPUT_BYTES: usize = 8 << 20;
 /// `sequence_number` per event.
 struct ResponseEvents {
     echo: Map<String, Value>,
+    namespaced: Namespaced,
     sequence: u64,
     /// Fixed at the start: every event names the same response.
     id: String,
@@ -308,6 +366,7 @@ struct ResponseEvents {
 impl ResponseEvents {
     fn new(echo: Map<String, Value>) -> Self {
         Self {
+            namespaced: Namespaced::of(&echo),
             echo,
             sequence: 0,
             id: String::new(),
@@ -375,7 +434,7 @@ impl ResponseEvents {
                 call_id,
                 name,
                 arguments,
-            } => function_call_item(id, status, call_id, name, arguments),
+            } => function_call_item(id, status, call_id, self.namespaced.split(name), arguments),
         }
     }
 
@@ -405,7 +464,7 @@ impl ResponseEvents {
                 reasoning_item(&id, "", encrypted.as_deref(), false)
             }
             Item::FunctionCall { call_id, name, .. } => {
-                function_call_item(&id, "in_progress", call_id, name, "")
+                function_call_item(&id, "in_progress", call_id, self.namespaced.split(name), "")
             }
         };
         self.event(
@@ -444,7 +503,7 @@ impl ResponseEvents {
             return;
         }
         *closed = true;
-        for (kind, fields) in done_events(&id.clone(), index, item, status) {
+        for (kind, fields) in done_events(&id.clone(), index, item, status, &self.namespaced) {
             self.event(out, kind, fields);
         }
     }
@@ -493,7 +552,13 @@ fn is_open_thinking(item: &Item) -> bool {
 }
 
 /// An item's `.done` events, its final form last.
-fn done_events(id: &str, index: usize, item: &Item, status: &str) -> Vec<(&'static str, Value)> {
+fn done_events(
+    id: &str,
+    index: usize,
+    item: &Item,
+    status: &str,
+    namespaced: &Namespaced,
+) -> Vec<(&'static str, Value)> {
     let mut events = Vec::new();
     match item {
         Item::Message { text } => {
@@ -537,9 +602,10 @@ fn done_events(id: &str, index: usize, item: &Item, status: &str) -> Vec<(&'stat
             name,
             arguments,
         } => {
+            let name = namespaced.split(name);
             events.push((
                 "response.function_call_arguments.done",
-                json!({"item_id": id, "output_index": index, "name": name, "arguments": arguments}),
+                json!({"item_id": id, "output_index": index, "name": name.1, "arguments": arguments}),
             ));
             events.push((
                 "response.output_item.done",

@@ -7,9 +7,12 @@
 //! `previous_response_id`, `conversation`, `prompt`, `background`; built-in
 //! tools; input items of those tools) is kept as [`NativeOnly`]: a
 //! pass-through to OpenAI or Azure sends the client's body as it came, a
-//! translated request is refused with a 400 naming the field.
+//! translated request is refused with a 400 naming the field. Two built-in
+//! tools translate: a `namespace` of function tools (flat function tools
+//! named `<namespace>__<name>`) and `web_search` (the vendor's own search,
+//! [`WebSearch`]; its `web_search_call` items in history are dropped).
 //!
-//! Long on purpose (about 930 lines of code, then its tests): the strict
+//! Long on purpose (about 1090 lines of code, then its tests): the strict
 //! parser of the API's whole request schema, every field with the error the
 //! vendor gives for it, reads best in one place.
 
@@ -68,12 +71,17 @@ const STATEFUL: &[(&str, &str)] = &[
     ("moderation", "moderation"),
 ];
 
-/// OpenAI's built-in tools: only its own Responses API runs them.
-const BUILT_IN_TOOLS: &[&str] = &[
+/// The hosted web search tool's versions: the vendor's own search where it
+/// has one (`ChatRequest::web_search`).
+const WEB_SEARCH_TOOLS: &[&str] = &[
     "web_search",
     "web_search_preview",
     "web_search_2025_08_26",
     "web_search_preview_2025_03_11",
+];
+
+/// OpenAI's built-in tools: only its own Responses API runs them.
+const BUILT_IN_TOOLS: &[&str] = &[
     "file_search",
     "computer_use_preview",
     "computer",
@@ -85,8 +93,6 @@ const BUILT_IN_TOOLS: &[&str] = &[
     "custom",
     "mcp",
     "tool_search",
-    // A group of function tools the model calls by namespace (Codex's sub-agents).
-    "namespace",
 ];
 
 /// Input item types of the built-in tools (their calls and outputs in a
@@ -96,7 +102,6 @@ const BUILT_IN_ITEMS: &[&str] = &[
     "file_search_call",
     "computer_call",
     "computer_call_output",
-    "web_search_call",
     "image_generation_call",
     "code_interpreter_call",
     "local_shell_call",
@@ -339,7 +344,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             .as_array()
             .ok_or_else(|| wrong_type("tools", "an array"))?;
         for (i, tool) in list.iter().enumerate() {
-            function_tool(&mut b, tool, &format!("tools[{i}]"))?;
+            any_tool(&mut b, tool, &format!("tools[{i}]"))?;
         }
     }
     if let Some(choice) = map.get("tool_choice").filter(|v| !v.is_null()) {
@@ -495,11 +500,16 @@ fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
                     "caller",
                 ],
             )?;
+            let name = required_string(m, "name", param)?;
             let call = ToolCall {
                 id: required_string(m, "call_id", param)?.to_owned(),
                 kind: "function".into(),
                 function: FunctionCall {
-                    name: required_string(m, "name", param)?.to_owned(),
+                    // A namespaced tool's call, as the vendor named it.
+                    name: match string(m, "namespace", param)? {
+                        Some(namespace) => super::flat_name(namespace, name),
+                        None => name.to_owned(),
+                    },
                     arguments: required_string(m, "arguments", param)?.to_owned(),
                 },
             };
@@ -601,6 +611,12 @@ fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
                     redacted,
                 });
             }
+            Ok(())
+        }
+        // A search the vendor ran: its findings are in the answer that
+        // followed, and no other vendor can take the call itself.
+        "web_search_call" => {
+            object(item, param, &["type", "id", "status", "action"])?;
             Ok(())
         }
         kind if BUILT_IN_ITEMS.contains(&kind) => {
@@ -789,26 +805,155 @@ fn input_part(b: &mut Builder, part: &Value, param: &str) -> Result<ContentPart>
     }
 }
 
-/// A flat function tool `{type, name, description, parameters, strict}`;
-/// a built-in tool is kept for OpenAI only.
-fn function_tool(b: &mut Builder, tool: &Value, param: &str) -> Result<()> {
+/// One entry of `tools`: a function tool, a `namespace` of them (each
+/// becomes a function tool named `<namespace>__<name>`, the name the answer
+/// splits again), the hosted web search; another built-in tool is kept for
+/// OpenAI only.
+fn any_tool(b: &mut Builder, tool: &Value, param: &str) -> Result<()> {
     let map = tool
         .as_object()
         .ok_or_else(|| wrong_type(param, "an object"))?;
-    let kind = required_string(map, "type", param)?;
-    if kind != "function" {
-        if BUILT_IN_TOOLS.contains(&kind) {
+    match required_string(map, "type", param)? {
+        "function" => function_tool(b, tool, param, None),
+        "namespace" => {
+            let m = object(tool, param, &["type", "name", "description", "tools"])?;
+            let namespace = required_string(m, "name", param)?;
+            required_string(m, "description", param)?;
+            let tools = match m.get("tools") {
+                Some(Value::Array(tools)) => tools,
+                Some(_) => return Err(wrong_type(&format!("{param}.tools"), "an array")),
+                None => {
+                    let path = format!("{param}.tools");
+                    return Err(invalid(
+                        &path,
+                        format!("Missing required parameter: '{path}'."),
+                    ));
+                }
+            };
+            for (j, inner) in tools.iter().enumerate() {
+                let at = format!("{param}.tools[{j}]");
+                let inner_map = inner
+                    .as_object()
+                    .ok_or_else(|| wrong_type(&at, "an object"))?;
+                match required_string(inner_map, "type", &at)? {
+                    "function" => function_tool(b, inner, &at, Some(namespace))?,
+                    "custom" => b.native_only(
+                        &at,
+                        format!("{at}: built-in tool 'custom' runs on OpenAI's own Responses API only; this model group's provider takes function tools"),
+                    ),
+                    other => {
+                        return Err(invalid(
+                            &format!("{at}.type"),
+                            format!("Invalid value: '{other}'. Supported values are: 'function' and 'custom'."),
+                        ))
+                    }
+                }
+            }
+            Ok(())
+        }
+        kind if WEB_SEARCH_TOOLS.contains(&kind) => web_search(b, tool, param),
+        kind if BUILT_IN_TOOLS.contains(&kind) => {
             b.native_only(
                 param,
                 format!("{param}: built-in tool '{kind}' runs on OpenAI's own Responses API only; this model group's provider takes function tools"),
             );
-            return Ok(());
+            Ok(())
         }
-        return Err(invalid(
+        kind => Err(invalid(
             &format!("{param}.type"),
             format!("Invalid value: '{kind}'."),
+        )),
+    }
+}
+
+/// The hosted web search: its domain filter and the user's location
+/// (`search_context_size` and `external_web_access` have no counterpart
+/// elsewhere: checked, not carried).
+fn web_search(b: &mut Builder, tool: &Value, param: &str) -> Result<()> {
+    let m = object(
+        tool,
+        param,
+        &[
+            "type",
+            "filters",
+            "user_location",
+            "search_context_size",
+            "external_web_access",
+        ],
+    )?;
+    let mut search = WebSearch::default();
+    if let Some(filters) = m.get("filters").filter(|v| !v.is_null()) {
+        let at = format!("{param}.filters");
+        let f = object(filters, &at, &["allowed_domains"])?;
+        match f.get("allowed_domains") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(domains)) => {
+                for (k, d) in domains.iter().enumerate() {
+                    let domain = d.as_str().ok_or_else(|| {
+                        wrong_type(&format!("{at}.allowed_domains[{k}]"), "a string")
+                    })?;
+                    search.allowed_domains.push(domain.to_owned());
+                }
+            }
+            Some(_) => {
+                return Err(wrong_type(
+                    &format!("{at}.allowed_domains"),
+                    "an array of strings",
+                ))
+            }
+        }
+    }
+    if let Some(location) = m.get("user_location").filter(|v| !v.is_null()) {
+        let at = format!("{param}.user_location");
+        let l = object(
+            location,
+            &at,
+            &["type", "city", "region", "country", "timezone"],
+        )?;
+        if let Some(kind) = string(l, "type", &at)?.filter(|k| *k != "approximate") {
+            return Err(invalid(
+                &format!("{at}.type"),
+                format!("Invalid value: '{kind}'. Supported values are: 'approximate'."),
+            ));
+        }
+        let text = |key| string(l, key, &at).map(|s| s.map(str::to_owned));
+        search.user_location = Some(UserLocation {
+            city: text("city")?,
+            region: text("region")?,
+            country: text("country")?,
+            timezone: text("timezone")?,
+        });
+    }
+    if let Some(size) = string(m, "search_context_size", param)? {
+        if !["low", "medium", "high"].contains(&size) {
+            return Err(invalid(
+                &format!("{param}.search_context_size"),
+                format!(
+                    "Invalid value: '{size}'. Supported values are: 'low', 'medium' and 'high'."
+                ),
+            ));
+        }
+    }
+    if m.get("external_web_access")
+        .is_some_and(|v| !v.is_null() && !v.is_boolean())
+    {
+        return Err(wrong_type(
+            &format!("{param}.external_web_access"),
+            "a boolean",
         ));
     }
+    b.request.web_search = Some(search);
+    Ok(())
+}
+
+/// A flat function tool `{type, name, description, parameters, strict}`,
+/// on its own or in `namespace`.
+fn function_tool(
+    b: &mut Builder,
+    tool: &Value,
+    param: &str,
+    namespace: Option<&str>,
+) -> Result<()> {
     let m = object(
         tool,
         param,
@@ -836,10 +981,22 @@ fn function_tool(b: &mut Builder, tool: &Value, param: &str) -> Result<()> {
         Some(Value::Bool(s)) => Some(*s),
         Some(_) => return Err(wrong_type(&format!("{param}.strict"), "a boolean")),
     };
+    let name = required_string(m, "name", param)?;
+    let name = match namespace {
+        Some(namespace) => super::flat_name(namespace, name),
+        None => name.to_owned(),
+    };
+    // One name, one tool: a namespaced tool's flat name must stay its own.
+    if b.request.tools.iter().any(|t| t.function.name == name) {
+        return Err(invalid(
+            &format!("{param}.name"),
+            format!("Duplicate tool name: '{name}'."),
+        ));
+    }
     b.request.tools.push(Tool {
         kind: ToolKind::Function,
         function: FunctionDef {
-            name: required_string(m, "name", param)?.to_owned(),
+            name,
             description: string(m, "description", param)?.map(str::to_owned),
             parameters,
             strict,
@@ -1083,12 +1240,132 @@ mod tests {
         );
         assert!(r.native_only.unwrap().message.contains("stateless"));
         let r = ok(json!({"model": "g", "input": "x", "tools": [
-            {"type": "function", "name": "f"}, {"type": "web_search"}]}));
+            {"type": "function", "name": "f"}, {"type": "file_search", "vector_store_ids": ["vs_1"]}]}));
         let n = r.native_only.unwrap();
         assert_eq!(n.param, "tools[1]");
-        assert!(n.message.contains("web_search"), "{}", n.message);
+        assert!(n.message.contains("file_search"), "{}", n.message);
         let r = ok(json!({"model": "g", "input": [{"type": "item_reference", "id": "msg_1"}]}));
         assert_eq!(r.native_only.unwrap().param, "input[0]");
+    }
+
+    #[test]
+    fn namespaced_tools_become_function_tools_and_their_history_follows() {
+        // Codex's sub-agents, as Codex 0.171 sends them.
+        let r = ok(json!({"model": "g", "input": [
+            {"role": "user", "content": "go"},
+            {"type": "function_call", "call_id": "c1", "namespace": "multi_agent_v1",
+             "name": "wait_agent", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "done"}],
+            "tools": [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+                {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.",
+                 "tools": [{"type": "function", "name": "spawn_agent", "description": "Spawn.",
+                            "parameters": {"type": "object"}, "strict": false},
+                           {"type": "function", "name": "wait_agent"}]}]}));
+        let names: Vec<_> = r.tools.iter().map(|t| t.function.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "exec_command",
+                "multi_agent_v1__spawn_agent",
+                "multi_agent_v1__wait_agent"
+            ]
+        );
+        assert_eq!(r.tools[1].function.description.as_deref(), Some("Spawn."));
+        assert!(r.native_only.is_none(), "{:?}", r.native_only);
+        let Message::Assistant { tool_calls, .. } = &r.messages[1] else {
+            panic!("assistant")
+        };
+        assert_eq!(tool_calls[0].function.name, "multi_agent_v1__wait_agent");
+        assert_eq!(r.echo["tools"][1]["type"], "namespace", "echoed as sent");
+        // A custom tool in a namespace has no counterpart elsewhere.
+        let r = ok(
+            json!({"model": "g", "input": "x", "tools": [{"type": "namespace",
+            "name": "n", "description": "d", "tools": [{"type": "custom", "name": "c"}]}]}),
+        );
+        assert_eq!(r.native_only.unwrap().param, "tools[0].tools[0]");
+        for (tools, param) in [
+            (
+                json!([{"type": "namespace", "name": "n", "description": "d"}]),
+                "tools[0].tools",
+            ),
+            (
+                json!([{"type": "namespace", "description": "d", "tools": []}]),
+                "tools[0].name",
+            ),
+            (
+                json!([{"type": "namespace", "name": "n", "tools": []}]),
+                "tools[0].description",
+            ),
+            (
+                json!([{"type": "namespace", "name": "n", "description": "d", "tools": [], "x": 1}]),
+                "tools[0].x",
+            ),
+            (
+                json!([{"type": "namespace", "name": "n", "description": "d", "tools": [{"type": "mcp"}]}]),
+                "tools[0].tools[0].type",
+            ),
+            (
+                json!([{"type": "function", "name": "n__f"},
+                       {"type": "namespace", "name": "n", "description": "d",
+                        "tools": [{"type": "function", "name": "f"}]}]),
+                "tools[1].tools[0].name",
+            ),
+        ] {
+            let body = json!({"model": "g", "input": "x", "tools": tools}).to_string();
+            assert_eq!(err(&body).param.as_deref(), Some(param), "{body}");
+        }
+    }
+
+    #[test]
+    fn web_search_is_the_vendors_search_and_its_calls_in_history_are_dropped() {
+        let r = ok(json!({"model": "g", "input": [
+            {"role": "user", "content": "news?"},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed",
+             "action": {"type": "search", "query": "news"}},
+            {"role": "assistant", "content": "Here."}],
+            "tools": [{"type": "web_search", "external_web_access": true,
+                "filters": {"allowed_domains": ["example.com"]}, "search_context_size": "low",
+                "user_location": {"type": "approximate", "city": "Paris", "country": "FR"}}]}));
+        assert!(r.native_only.is_none(), "{:?}", r.native_only);
+        assert!(r.tools.is_empty());
+        assert_eq!(r.messages.len(), 2, "the search call is not a turn");
+        let search = r.web_search.unwrap();
+        assert_eq!(search.allowed_domains, ["example.com"]);
+        let location = search.user_location.unwrap();
+        assert_eq!(
+            (location.city.as_deref(), location.country.as_deref()),
+            (Some("Paris"), Some("FR"))
+        );
+        assert!(
+            ok(json!({"model": "g", "input": "x", "tools": [{"type": "web_search_preview"}]}))
+                .web_search
+                .is_some()
+        );
+        for (tool, param) in [
+            (
+                json!({"type": "web_search", "frobnicate": 1}),
+                "tools[0].frobnicate",
+            ),
+            (
+                json!({"type": "web_search", "filters": {"allowed_domains": [1]}}),
+                "tools[0].filters.allowed_domains[0]",
+            ),
+            (
+                json!({"type": "web_search", "user_location": {"type": "exact"}}),
+                "tools[0].user_location.type",
+            ),
+            (
+                json!({"type": "web_search", "search_context_size": "huge"}),
+                "tools[0].search_context_size",
+            ),
+            (
+                json!({"type": "web_search", "external_web_access": "yes"}),
+                "tools[0].external_web_access",
+            ),
+        ] {
+            let body = json!({"model": "g", "input": "x", "tools": [tool]}).to_string();
+            assert_eq!(err(&body).param.as_deref(), Some(param), "{body}");
+        }
     }
 
     #[test]

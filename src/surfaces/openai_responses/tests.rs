@@ -300,3 +300,59 @@ fn errors_are_openai_envelopes() {
     assert_eq!(v["error"]["param"], "input");
     assert_eq!(v["error"]["type"], "invalid_request_error");
 }
+
+#[test]
+fn a_namespaced_tool_call_comes_back_in_its_namespace() {
+    let echo = request::parse(
+        br#"{"model":"g","input":"hi","tools":[{"type":"function","name":"f"},
+            {"type":"namespace","name":"multi_agent_v1","description":"d",
+             "tools":[{"type":"function","name":"wait_agent"}]}]}"#,
+    )
+    .unwrap()
+    .echo;
+    let c = Completion {
+        tool_calls: vec![
+            ToolCallOut::new(
+                "call_1".into(),
+                "multi_agent_v1__wait_agent".into(),
+                "{}".into(),
+            ),
+            ToolCallOut::new("call_2".into(), "f".into(), "{}".into()),
+        ],
+        finish_reason: Some(FinishReason::ToolCalls),
+        ..Completion::default()
+    };
+    let v: Value = serde_json::from_slice(&render_completion(&c, &origin(), &echo)).unwrap();
+    let output = &v["output"];
+    assert_eq!(
+        (output[0]["namespace"].clone(), output[0]["name"].clone()),
+        ("multi_agent_v1".into(), "wait_agent".into())
+    );
+    assert_eq!(output[1]["name"], "f");
+    assert!(output[1].get("namespace").is_none(), "a flat tool has none");
+    // Streamed: every event that names the call.
+    let mut w = stream_writer_echoing(
+        Api::OpenAiResponses,
+        false,
+        origin(),
+        "r".into(),
+        true,
+        &echo,
+    );
+    let mut out = Vec::new();
+    w.tool_call_start(&mut out, 0, "call_1", "multi_agent_v1__wait_agent");
+    w.tool_call_arguments(&mut out, 0, "{}");
+    w.finish(&mut out, FinishReason::ToolCalls);
+    w.done(&mut out);
+    let ev = events(&out);
+    let named: Vec<&Value> = ev
+        .iter()
+        .filter_map(|(_, d)| d.get("item").or(d.get("name").map(|_| d)))
+        .collect();
+    assert_eq!(named.len(), 3, "added, arguments done, item done");
+    for item in named {
+        assert_eq!(item["name"], "wait_agent", "{item}");
+    }
+    let done = &ev.last().unwrap().1["response"]["output"][0];
+    assert_eq!(done["namespace"], "multi_agent_v1");
+}
