@@ -5,8 +5,11 @@ held by several Envoys and services sharing one Redis, exactly; the spend
 outlives restarts of Envoy, of the service and of Redis; Redis down fails
 open (envoy/ratelimit.yaml's failure_mode_deny: false)."""
 
+import json
 import math
+import re
 import threading
+import time
 
 import pytest
 import yaml
@@ -14,6 +17,7 @@ import yaml
 import gateway
 import ratelimit_service
 from conftest import Gateway, log_for
+from test_limits import reset_seconds
 
 RATELIMIT_YAML = gateway.ROOT / "envoy/ratelimit.yaml"
 HI = [{"role": "user", "content": "hi"}]
@@ -84,7 +88,6 @@ def fleet(tmp_path, request):
 
 
 def wait_for(condition, what, timeout=10.0):
-    import time
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, what
@@ -168,5 +171,40 @@ def test_redis_down_fails_open_and_counting_resumes_when_it_is_back(fleet):
     assert sum(int(v) for v in errors.values()) >= 3, errors
     fleet.engine.start_redis()
     # The service reconnects by itself; what Redis kept is counted on.
-    wait_for(lambda: gw.chat({"model": "m", "messages": HI})[0] == 429, "refusals once Redis is back")
+    wait_for(lambda: gw.chat({"model": "m", "messages": HI})[0] == 429, "refusals once Redis is back", timeout=30)
     assert fleet.engine.used(REQUESTS, 2) == 2
+
+
+@pytest.mark.parametrize("fleet", [{"tokens": 15}], indirect=True)
+def test_the_global_429_is_the_surfaces_own_and_names_the_limit(fleet):
+    _, gw = fleet.envoy(fleet.engine.start_service())
+    for _ in range(2):  # 10 then 20 of 15 tokens: each admitted while the budget was not spent
+        assert gw.chat({"model": "m", "messages": HI})[0] == 200
+    wait_for(lambda: fleet.engine.check(TOKENS)[0] == ratelimit_service.OVER_LIMIT, "the budget spent")
+    # Chat Completions: OpenAI's envelope, type tokens, the limit named, OpenAI's headers.
+    status, headers, body = gw.chat({"model": "m", "messages": HI, "request_id": "global-chat"})
+    assert status == 429
+    assert body == {"error": {
+        "message": body["error"]["message"], "type": "tokens", "code": "RATE_LIMITED",
+        "param": None, "provider": None, "request_id": "global-chat"}}
+    assert re.fullmatch(r'Rate limit reached for tokens per hour \(the gateway\'s global limit "tokens"\): '
+                        r'Limit 15\. Please try again in [\dhms.]+\.', body["error"]["message"]), body
+    assert (headers["x-ratelimit-limit-tokens"], headers["x-ratelimit-remaining-tokens"]) == ("15", "0")
+    assert 0 < reset_seconds(headers["x-ratelimit-reset-tokens"]) <= 3600
+    assert int(headers["retry-after"]) == math.ceil(reset_seconds(headers["x-ratelimit-reset-tokens"]))
+    assert "x-ratelimit-limit-requests" not in headers
+    assert "x-llm-provider" not in headers
+    line = log_for(gw, "global-chat")
+    assert (line["status"], line["code"], line["rate_limit"], line["key"]) == (
+        429, "RATE_LIMITED", "global.tokens", KEY)
+    # Messages: Anthropic's envelope.
+    status, headers, raw = gw.request("POST", "/v1/messages", {
+        "model": "m", "max_tokens": 16, "messages": HI}, {"anthropic-version": "2023-06-01"})
+    assert status == 429, raw
+    answer = json.loads(raw)
+    assert answer["type"] == "error" and answer["error"]["type"] == "rate_limit_error", answer
+    assert 'global limit "tokens"' in answer["error"]["message"]
+    assert headers["x-ratelimit-remaining-tokens"] == "0"
+    stats = gw.stats("llm_gateway.rate_limit")
+    limited = f"wasmcustom.llm_gateway.rate_limit;key={KEY};group=mock-openai;scope=global;limit=tokens;decision=limited"
+    assert stats[limited] == "2", stats

@@ -22,8 +22,11 @@
 //!   already spent, so always added and never refused.
 //! - the answer carries, per descriptor, the most restrictive matching
 //!   limit (its `name`, the limit and unit, what remains, when it resets):
-//!   what Envoy's `x-ratelimit-*` headers are made of; a refusal also
-//!   names the limit that fired in `x-llm-ratelimit-name`.
+//!   what Envoy's `x-ratelimit-*` headers are made of. A refusal also
+//!   names the limit that fired (`x-llm-ratelimit-name`: its `name`) and
+//!   what it counts (`x-llm-ratelimit-budget`: the descriptor's
+//!   `llm_budget`, `requests` without one), and has a body (`raw_body`),
+//!   so the gateway's edge role can answer it in the client's API.
 //! - Redis unreachable is the gRPC error UNAVAILABLE: the Envoy's
 //!   `failure_mode_deny` decides (envoy/ratelimit.yaml: fail open).
 
@@ -53,8 +56,9 @@ use tonic::{Request, Response, Status};
 /// How long an admission's hold lives if this process dies between the
 /// reservation and its commit (milliseconds apart otherwise).
 const HOLD_TTL: Duration = Duration::from_secs(10);
-/// The response header that names the limit that refused a request.
+/// The response headers that name the limit that refused a request and what it counts.
 const FIRED_HEADER: &str = "x-llm-ratelimit-name";
+const BUDGET_HEADER: &str = "x-llm-ratelimit-budget";
 
 /// The windows Envoy's answer can say (`RateLimit.Unit`), in seconds.
 const UNITS: &[(u64, Unit)] = &[
@@ -183,6 +187,35 @@ fn status(counters: &[Counter], limited: bool) -> DescriptorStatus {
     }
 }
 
+/// The limit that refused a request: its name (else the descriptor's
+/// entries) and what it counts.
+struct Fired {
+    name: String,
+    budget: String,
+}
+
+impl Fired {
+    fn of(descriptor: &RateLimitDescriptor, name: Option<String>) -> Self {
+        let entries = || {
+            descriptor
+                .entries
+                .iter()
+                .map(|e| format!("{}={}", e.key, e.value))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let budget = descriptor
+            .entries
+            .iter()
+            .find(|e| e.key == "llm_budget")
+            .map_or("requests", |e| e.value.as_str());
+        Self {
+            name: name.filter(|n| !n.is_empty()).unwrap_or_else(entries),
+            budget: budget.to_owned(),
+        }
+    }
+}
+
 struct Service {
     limiter: AsyncRateLimiter,
     /// One admission decision at a time in this process: reservation and
@@ -228,7 +261,7 @@ impl RateLimitService for Service {
                 .await
                 .map_err(storage_error)?;
             if reserved.limited && fired.is_none() {
-                fired = Some(reserved.limit_name.clone().unwrap_or_default());
+                fired = Some(Fired::of(descriptor, reserved.limit_name.clone()));
             }
             statuses.push(status(&reserved.counters, reserved.limited));
             if !reserved.limited {
@@ -263,22 +296,39 @@ impl RateLimitService for Service {
             statuses,
             ..Default::default()
         };
-        if let Some(name) = fired {
-            response.response_headers_to_add.push(HeaderValue {
-                key: FIRED_HEADER.into(),
-                value: name,
-                ..Default::default()
-            });
+        if let Some(fired) = fired {
+            response.raw_body =
+                format!("rate limited by {} (counts {})", fired.name, fired.budget).into_bytes();
+            for (key, value) in [(FIRED_HEADER, fired.name), (BUDGET_HEADER, fired.budget)] {
+                response.response_headers_to_add.push(HeaderValue {
+                    key: key.into(),
+                    value,
+                    ..Default::default()
+                });
+            }
         }
         Ok(Response::new(response))
     }
+}
+
+/// Redis through limitador's storage, reconnecting within a second of
+/// Redis being back (the default backoff waits up to 6.4 s).
+async fn connect(url: &str) -> Result<AsyncRedisStorage, redis::RedisError> {
+    let client = redis::Client::open(url)?;
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_factor(50)
+        .set_max_delay(1000)
+        .set_connection_timeout(Duration::from_secs(1))
+        .set_response_timeout(Duration::from_secs(1));
+    let manager = redis::aio::ConnectionManager::new_with_config(client, config).await?;
+    AsyncRedisStorage::new_with_conn_manager(manager).await
 }
 
 async fn serve(args: Args) -> Result<(), String> {
     let yaml = std::fs::read_to_string(&args.limits)
         .map_err(|e| format!("reading {}: {e}", args.limits))?;
     let limits = parse_limits(&yaml).map_err(|e| format!("{}: {e}", args.limits))?;
-    let storage = AsyncRedisStorage::new(&args.redis)
+    let storage = connect(&args.redis)
         .await
         .map_err(|e| format!("redis {}: {e}", args.redis))?;
     let limiter = AsyncRateLimiter::new_with_storage(Box::new(storage));
@@ -374,6 +424,28 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(admission_hits(&descriptor(None), &weighted), 3);
+    }
+
+    #[test]
+    fn a_refusal_names_its_limit_and_what_it_counts() {
+        let mut tokens = descriptor(Some(0));
+        tokens.entries.insert(
+            0,
+            Entry {
+                key: "llm_budget".into(),
+                value: "tokens".into(),
+            },
+        );
+        let fired = Fired::of(&tokens, Some("team-tokens".into()));
+        assert_eq!(
+            (fired.name.as_str(), fired.budget.as_str()),
+            ("team-tokens", "tokens")
+        );
+        let fired = Fired::of(&descriptor(None), None);
+        assert_eq!(
+            (fired.name.as_str(), fired.budget.as_str()),
+            ("llm_key=team", "requests")
+        );
     }
 
     #[test]

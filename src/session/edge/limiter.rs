@@ -3,7 +3,7 @@
 //! and the descriptor values Envoy's rate limit filter reads.
 
 use crate::config::Config;
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::GatewayError;
 use crate::limits::headers::RateHeaders;
 use crate::limits::store::{self, SetResult, SharedStore};
 use crate::limits::{self, Counter, Estimate, Scope, Usage};
@@ -202,18 +202,4 @@ pub fn expose_usage(host: &impl Host, usage: Usage) {
     ] {
         host.set_property(&[name], Some(value.to_string().as_bytes()));
     }
-}
-
-/// A 429 from Envoy's rate limit filter (the global limit service refused
-/// the request) is the gateway's own limit, not a vendor's: its code, and
-/// `retry-after` from the filter's `x-ratelimit-reset` (seconds).
-pub fn global_refusal(host: &impl Host) -> Option<ErrorCode> {
-    let details = host.property(&["response", "code_details"])?;
-    if details != b"request_rate_limited" {
-        return None;
-    }
-    if let Some(reset) = host.header(Map::Response, "x-ratelimit-reset") {
-        host.set_header(Map::Response, b"retry-after", Some(&reset));
-    }
-    Some(ErrorCode::RateLimited)
 }
