@@ -161,3 +161,76 @@ impl GlobalRefusal {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::fake::FakeHost;
+
+    fn refused(headers: &[(&str, &str)]) -> FakeHost {
+        let host = FakeHost::new();
+        host.set_prop(&["response", "code_details"], b"request_rate_limited");
+        for (name, value) in headers {
+            host.set(Map::Response, name, value);
+        }
+        host
+    }
+
+    #[test]
+    fn a_token_budget_refusal_is_named_and_gets_openais_token_headers() {
+        let host = refused(&[
+            ("x-ratelimit-limit", "25, 25;w=3600, 600;w=60"),
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "754"),
+            ("x-llm-ratelimit-name", "tokens"),
+            ("x-llm-ratelimit-budget", "tokens"),
+        ]);
+        let refusal = GlobalRefusal::read(&host).unwrap();
+        assert_eq!(refusal.log_name, "global.tokens");
+        refusal.set_headers(&host);
+        let header = |name| host.get(Map::Response, name);
+        assert_eq!(header("retry-after").as_deref(), Some("754"));
+        assert_eq!(header("x-ratelimit-limit-tokens").as_deref(), Some("25"));
+        assert_eq!(header("x-ratelimit-remaining-tokens").as_deref(), Some("0"));
+        assert_eq!(
+            header("x-ratelimit-reset-tokens").as_deref(),
+            Some("12m34s")
+        );
+        assert_eq!(header("x-ratelimit-limit-requests"), None);
+        let error = refusal.error();
+        assert_eq!(
+            (error.code, error.error_type),
+            (ErrorCode::RateLimited, Some(ErrorType::Tokens))
+        );
+        assert_eq!(
+            error.message,
+            "Rate limit reached for tokens per hour (the gateway's global limit \"tokens\"): Limit 25. \
+             Please try again in 12m34s."
+        );
+        refusal.count(&host, "team", "chat");
+        assert!(host.take_record().iter().any(|call| call
+            == "count llm_gateway.rate_limit;key=team;group=chat;scope=global;limit=tokens;decision=limited 1"));
+    }
+
+    #[test]
+    fn without_the_services_names_it_is_an_unnamed_request_limit() {
+        let host = refused(&[("x-ratelimit-limit", "5, 5;w=60")]);
+        let refusal = GlobalRefusal::read(&host).unwrap();
+        assert_eq!(refusal.log_name, "global.unnamed");
+        assert_eq!(refusal.error().error_type, None);
+        refusal.set_headers(&host);
+        assert_eq!(
+            host.get(Map::Response, "x-ratelimit-limit-requests")
+                .as_deref(),
+            Some("5")
+        );
+        assert_eq!(host.get(Map::Response, "retry-after").as_deref(), Some("1"));
+    }
+
+    #[test]
+    fn any_other_429_is_not_the_services() {
+        let host = FakeHost::new();
+        host.set_prop(&["response", "code_details"], b"via_upstream");
+        assert_eq!(GlobalRefusal::read(&host), None);
+    }
+}
