@@ -40,7 +40,7 @@ def limits(requests=1000, tokens=10**6, micro_usd=10**9):
     ]
 
 
-def start_envoy(workdir, mock_port, service_port):
+def start_envoy(workdir, mock_port, service_port, limits_rate=None):
     bootstrap = yaml.safe_load(RATELIMIT_YAML.read_text())
     bootstrap["admin"]["address"]["socket_address"]["port_value"] = 0
     bootstrap["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = 0
@@ -51,6 +51,10 @@ def start_envoy(workdir, mock_port, service_port):
     _, edge, upstream = gateway._wasm_filters(bootstrap)
     for role in (edge, upstream):
         role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
+        if limits_rate:
+            config = json.loads(role["configuration"]["value"])
+            config["limits"]["rate"] = limits_rate
+            role["configuration"] = dict(role["configuration"], value=json.dumps(config))
     envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=2,
                                 extra_args=["--file-flush-interval-msec", "50"])
     return envoy, Gateway(envoy.port, envoy.admin_port, mock_port, workdir, key="example-gateway-key")
@@ -64,8 +68,9 @@ class Fleet:
         self.mock, self.mock_port = gateway.start_mock()
         self.envoys = []
 
-    def envoy(self, service):
-        envoy, gw = start_envoy(self.tmp_path / f"envoy{len(self.envoys)}", self.mock_port, service.port)
+    def envoy(self, service, limits_rate=None):
+        envoy, gw = start_envoy(self.tmp_path / f"envoy{len(self.envoys)}", self.mock_port, service.port,
+                                limits_rate)
         self.envoys.append(envoy)
         return envoy, gw
 
@@ -208,3 +213,16 @@ def test_the_global_429_is_the_surfaces_own_and_names_the_limit(fleet):
     stats = gw.stats("llm_gateway.rate_limit")
     limited = f"wasmcustom.llm_gateway.rate_limit;key={KEY};group=mock-openai;scope=global;limit=tokens;decision=limited"
     assert stats[limited] == "2", stats
+
+
+@pytest.mark.parametrize("fleet", [{"tokens": 15}], indirect=True)
+def test_a_global_refusal_is_not_counted_by_the_local_limits(fleet):
+    _, gw = fleet.envoy(fleet.engine.start_service(), [{"key": KEY, "requests_per_hour": 100}])
+    for _ in range(2):
+        assert gw.chat({"model": "m", "messages": HI})[0] == 200
+    wait_for(lambda: fleet.engine.check(TOKENS)[0] == ratelimit_service.OVER_LIMIT, "the budget spent")
+    # Each refusal was admitted locally (the 3rd request in) and taken back.
+    for _ in range(4):
+        status, headers, body = gw.chat({"model": "m", "messages": HI})
+        assert status == 429 and body["error"]["type"] == "tokens", body
+        assert headers["x-ratelimit-remaining-requests"] == "97"

@@ -387,6 +387,9 @@ impl<H: Host> Edge<H> {
             return ErrorCode::UpstreamRateLimit;
         };
         refusal.set_headers(&self.host);
+        if let Some(limits) = &self.limits {
+            limits.refund(&self.host);
+        }
         let key = self.config.auth.caller_name(self.caller);
         let group = self.chat.as_ref().map_or("", |c| c.group.as_str());
         refusal.count(&self.host, key, group);

@@ -48,6 +48,8 @@ pub struct RequestLimits {
     group: String,
     /// The limit that refused the request (`<scope>.<field>`), and its window's reset.
     pub refused: Option<(String, u64)>,
+    /// When the request was admitted (its request counters' windows).
+    admitted_ms: u64,
 }
 
 impl RequestLimits {
@@ -62,12 +64,14 @@ impl RequestLimits {
     ) -> (Self, Option<GatewayError>) {
         let counters = limits::counters(&config.limits.rate, key, group);
         let estimate = config.limits.refuse_on_estimate.then_some(estimate);
-        let verdict = limits::admit(&HostStore(host), &counters, unix_millis(host), estimate);
+        let admitted_ms = unix_millis(host);
+        let verdict = limits::admit(&HostStore(host), &counters, admitted_ms, estimate);
         let mut this = Self {
             headers: verdict.headers,
             key: key.unwrap_or_default().to_owned(),
             group: group.to_owned(),
             refused: None,
+            admitted_ms,
             counters,
         };
         let refused_counter = verdict.refused.map(|r| r.counter);
@@ -138,6 +142,14 @@ impl RequestLimits {
     pub fn set_response_headers(&self, host: &impl Host) {
         for (name, value) in self.headers.pairs() {
             host.set_header(Map::Response, name.as_bytes(), Some(value.as_bytes()));
+        }
+    }
+
+    /// Takes the request back out of its request limits: the global rate
+    /// limit service refused it after they admitted it.
+    pub fn refund(&self, host: &impl Host) {
+        if self.refused.is_none() {
+            limits::refund(&HostStore(host), &self.counters, self.admitted_ms);
         }
     }
 
