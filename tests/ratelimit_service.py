@@ -130,10 +130,12 @@ class Engine:
 
     def start_service(self):
         """A service on a loopback port of its own choosing; returns its process (`.port`)."""
+        log = open(self.dir / "service.log", "ab")
         proc = subprocess.Popen(
             [str(BINARY), "--limits", str(self.limits), "--redis", f"unix://{self.socket}",
              "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=open(self.dir / "service.log", "ab"), text=True)
+            stdout=subprocess.PIPE, stderr=log, text=True)
+        log.close()
         line = proc.stdout.readline()
         if not line.startswith("llm-ratelimit listening on "):
             gateway.stop(proc)
