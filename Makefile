@@ -10,7 +10,7 @@ PY        := $(VENV)/bin/python
 WASM      := target/wasm32-wasip1/release/llm_gateway.wasm
 MOCK      := target/release/mock-provider
 
-.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean dist compose-tools
+.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean dist compose-tools redis-tools ratelimit-build ratelimit
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set)"
@@ -18,6 +18,7 @@ help:
 	@echo "make dist   - the release artifact: dist/llm_gateway.wasm (+ .sha256, VERSION, versioned copy)"
 	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
 	@echo "make soak   - 100k mixed requests through one Envoy, RSS before/during/after, into BENCHMARKS.md"
+	@echo "make ratelimit - the global rate limit service (llm-ratelimit + Redis) on 127.0.0.1:8081 for envoy/ratelimit.yaml"
 
 setup: toolchain venv
 
@@ -111,7 +112,28 @@ $(CODEX_DEPS): tests/codex/package.json tests/codex/package-lock.json
 	npm ci --prefix tests/codex --no-audit --no-fund
 	touch $@
 
-test-integration: build venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS)
+# The global rate limit service (ratelimit/: limitador over Redis, Envoy's
+# RateLimitService gRPC API) and Debian's redis-server, installed when
+# missing (CI is root).
+redis-tools:
+	@command -v redis-server >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; }
+
+ratelimit-build: toolchain
+	cargo build --release -p llm-ratelimit
+
+# Redis on a unix socket in .run/redis (append-only file: the spend
+# survives a Redis restart too), then the service on 127.0.0.1:8081 (what
+# envoy/ratelimit.yaml points at) with RATELIMIT_LIMITS.
+RATELIMIT_LIMITS ?= ratelimit/limits.yaml
+REDIS_DIR := $(CURDIR)/.run/redis
+ratelimit: ratelimit-build redis-tools
+	mkdir -p $(REDIS_DIR)
+	redis-cli -s $(REDIS_DIR)/redis.sock ping >/dev/null 2>&1 || redis-server --port 0 --bind 127.0.0.1 \
+	  --unixsocket $(REDIS_DIR)/redis.sock --unixsocketperm 700 --dir $(REDIS_DIR) --appendonly yes \
+	  --daemonize yes --pidfile $(REDIS_DIR)/redis.pid --logfile $(REDIS_DIR)/redis.log
+	target/release/llm-ratelimit --limits $(RATELIMIT_LIMITS) --redis unix://$(REDIS_DIR)/redis.sock --listen 127.0.0.1:8081
+
+test-integration: build ratelimit-build redis-tools venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS)
 	$(PY) -m pytest -q tests
 
 test: lint test-unit test-wasm test-integration

@@ -1,28 +1,30 @@
-"""TEST-ONLY rate limit service: never deploy it (production runs
-envoyproxy/ratelimit with Redis, see envoy/ratelimit.yaml). It speaks the
-real envoy.service.ratelimit.v3.RateLimitService gRPC protocol, with
-fixed-window counters per descriptor, as envoyproxy/ratelimit keeps them:
-each descriptor adds its `hits_addend` (the descriptor's own when set, 0
-included, else the request's, else 1) and is over its limit when the count
-after adding exceeds the limit. It runs in the test's own process, so a test
-reads its counters and calls directly.
+"""The global rate limit engine for the tests: Debian's redis-server on a
+unix socket of a fresh directory (no port to race for), and the project's
+rate limit service (target/release/llm-ratelimit: limitador over that
+Redis, Envoy's RateLimitService gRPC API) on a loopback port it picks
+itself. `check` asks the service the way Envoy does, with hits 0 (a check
+that adds nothing), to read what a limit has counted.
 
 The messages are declared here, with the field numbers and types of Envoy's
-rls.proto and ratelimit.proto (the fields this service reads and writes;
+rls.proto and ratelimit.proto (the fields the tests read and write;
 protobuf skips the others). The `xds-protos` package would bring them, but
 it also installs an old copy of the OpenTelemetry protos over
 `opentelemetry-proto`'s, which breaks tests/test_tracing.py."""
 
-import threading
+import shutil
+import socket
+import subprocess
+import tempfile
 import time
-from concurrent import futures
+from pathlib import Path
 
 import grpc
+import yaml
 from google.protobuf import descriptor_pb2, descriptor_pool, duration_pb2, message_factory, wrappers_pb2
 
+import gateway
+
 F = descriptor_pb2.FieldDescriptorProto
-
-
 def _field(name, number, kind, type_name=None, repeated=False):
     field = F(name=name, number=number, type=kind, label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
     if type_name:
@@ -55,7 +57,8 @@ def _messages():
     response.enum_type.add(name="Code").value.extend(
         descriptor_pb2.EnumValueDescriptorProto(name=n, number=i) for i, n in enumerate(("UNKNOWN", "OK", "OVER_LIMIT")))
     limit = response.nested_type.add(name="RateLimit", field=[
-        _field("requests_per_unit", 1, F.TYPE_UINT32), _field("unit", 2, F.TYPE_ENUM, f"{prefix}.RateLimit.Unit")])
+        _field("requests_per_unit", 1, F.TYPE_UINT32), _field("unit", 2, F.TYPE_ENUM, f"{prefix}.RateLimit.Unit"),
+        _field("name", 3, F.TYPE_STRING)])
     limit.enum_type.add(name="Unit").value.extend(
         descriptor_pb2.EnumValueDescriptorProto(name=n, number=i)
         for n, i in (("UNKNOWN", 0), ("SECOND", 1), ("MINUTE", 2), ("HOUR", 3), ("DAY", 4)))
@@ -73,77 +76,95 @@ def _messages():
 
 RateLimitRequest, RateLimitResponse = _messages()
 SERVICE = "envoy.service.ratelimit.v3.RateLimitService"
-
-UNITS = {"second": (1, 1),
-         "minute": (60, 2),
-         "hour": (3600, 3),
-         "day": (86400, 4)}
+BINARY = gateway.ROOT / "target/release/llm-ratelimit"
 OK, OVER_LIMIT = 1, 2
 
 
-class Limit:
-    """A limit on descriptors whose entries are exactly `entries` (key ->
-    value; a value of None matches any value, each value counted apart)."""
-
-    def __init__(self, entries, limit, unit):
-        self.entries, self.limit, self.unit = entries, limit, unit
-
-    def matches(self, entries):
-        return [k for k, _ in entries] == list(self.entries) and all(
-            want is None or want == got for (_, got), want in zip(entries, self.entries.values()))
+def limit(name, max_value, seconds, conditions, variables, namespace="llm_gateway"):
+    """One limit of the service's limits file (limitador's format)."""
+    return {"namespace": namespace, "name": name, "max_value": max_value, "seconds": seconds,
+            "conditions": conditions, "variables": variables}
 
 
-class Service:
-    def __init__(self, domain, limits):
-        self.domain, self.limits = domain, limits
-        self.lock = threading.Lock()
-        self.counts = {}   # (entries, window start) -> hits
-        self.calls = []    # every RateLimitRequest, in order
+class Engine:
+    """Redis and any number of rate limit services sharing it."""
 
-    def count(self, entries, unit="minute"):
-        """What the current window of `unit` counted for `entries` ((key, value) pairs)."""
-        seconds = UNITS[unit][0]
-        with self.lock:
-            return self.counts.get((tuple(entries), int(time.time()) // seconds * seconds), 0)
+    def __init__(self, limits):
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server not found: run `make redis-tools` (apt-get install redis-server)")
+        # Short: a unix socket path has at most 107 bytes.
+        self.dir = Path(tempfile.mkdtemp(prefix="llm-rl-"))
+        self.socket = self.dir / "redis.sock"
+        self.limits = self.dir / "limits.yaml"
+        self.limits.write_text(yaml.safe_dump(limits))
+        self.redis = None
+        self.services = []
 
-    def ShouldRateLimit(self, request, context):
-        now = time.time()
-        response = RateLimitResponse(overall_code=OK)
-        with self.lock:
-            self.calls.append(request)
-            for descriptor in request.descriptors:
-                entries = tuple((e.key, e.value) for e in descriptor.entries)
-                if descriptor.HasField("hits_addend"):
-                    hits = descriptor.hits_addend.value
-                else:
-                    hits = request.hits_addend or 1
-                limit = next((l for l in self.limits if l.matches(entries)), None)
-                if request.domain != self.domain or limit is None:
-                    response.statuses.add(code=OK)
-                    continue
-                seconds, unit = UNITS[limit.unit]
-                window = int(now) // seconds * seconds
-                used = self.counts.get((entries, window), 0) + hits
-                self.counts[(entries, window)] = used
-                status = response.statuses.add(
-                    code=OVER_LIMIT if used > limit.limit else OK,
-                    current_limit={"requests_per_unit": limit.limit, "unit": unit},
-                    limit_remaining=max(0, limit.limit - used))
-                status.duration_until_reset.seconds = max(1, int(window + seconds - now))
-                if used > limit.limit:
-                    response.overall_code = OVER_LIMIT
-        return response
+    def start_redis(self):
+        """Redis with an append-only file: what it counted survives its restart."""
+        log = open(self.dir / "redis.log", "ab")
+        self.redis = subprocess.Popen(
+            ["redis-server", "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700",
+             "--dir", str(self.dir), "--appendonly", "yes", "--save", ""],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        deadline = time.monotonic() + 10
+        while not self._pong():
+            if self.redis.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("redis did not start: " + (self.dir / "redis.log").read_text()[-2000:])
+            time.sleep(0.02)
 
+    def _pong(self):
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(1)
+                s.connect(str(self.socket))
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
 
-def start(domain, limits):
-    """Starts the service on a loopback port of the kernel's choosing;
-    returns (server, port, service). Stop it with `server.stop(0)`."""
-    service = Service(domain, limits)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {
-        "ShouldRateLimit": grpc.unary_unary_rpc_method_handler(
-            service.ShouldRateLimit, request_deserializer=RateLimitRequest.FromString,
-            response_serializer=RateLimitResponse.SerializeToString)})])
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    return server, port, service
+    def stop_redis(self):
+        gateway.stop(self.redis)
+        self.redis = None
+
+    def start_service(self):
+        """A service on a loopback port of its own choosing; returns its process (`.port`)."""
+        log = open(self.dir / "service.log", "ab")
+        proc = subprocess.Popen(
+            [str(BINARY), "--limits", str(self.limits), "--redis", f"unix://{self.socket}",
+             "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=log, text=True)
+        log.close()
+        line = proc.stdout.readline()
+        if not line.startswith("llm-ratelimit listening on "):
+            gateway.stop(proc)
+            raise RuntimeError(f"llm-ratelimit did not start: {line!r} "
+                               + (self.dir / "service.log").read_text()[-2000:])
+        proc.port = int(line.split()[3].rsplit(":", 1)[1])
+        self.services.append(proc)
+        return proc
+
+    def check(self, entries, port=None, domain="llm_gateway"):
+        """(code, limit_remaining, limit name) of one descriptor, checked with hits 0."""
+        port = port or next(p.port for p in self.services if p.poll() is None)
+        request = RateLimitRequest(domain=domain)
+        descriptor = request.descriptors.add()
+        descriptor.hits_addend.value = 0
+        for key, value in entries:
+            descriptor.entries.add(key=key, value=value)
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            call = channel.unary_unary(f"/{SERVICE}/ShouldRateLimit",
+                                       request_serializer=RateLimitRequest.SerializeToString,
+                                       response_deserializer=RateLimitResponse.FromString)
+            status = call(request, timeout=5).statuses[0]
+        return status.code, status.limit_remaining, status.current_limit.name
+
+    def used(self, entries, max_value):
+        return max_value - self.check(entries)[1]
+
+    def stop(self):
+        for proc in self.services:
+            gateway.stop(proc)
+        self.stop_redis()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,8 +1,8 @@
 """Rate limits, token limits and spend budgets (`limits.rate`), through a
 real Envoy with `--concurrency 4` (four workers, one counter store: proxy-wasm
-shared data); hot reload through the shipped ECDS example; and the global
-path: envoy/ratelimit.yaml against a test-only rate limit service speaking
-the real gRPC protocol (tests/ratelimit_service.py)."""
+shared data); and hot reload through the shipped ECDS example. The global
+path (envoy/ratelimit.yaml and the rate limit service) is
+tests/test_global_limits.py."""
 
 import json
 import math
@@ -13,10 +13,8 @@ import time
 import httpx
 import openai
 import pytest
-import yaml
 
 import gateway
-import ratelimit_service
 from conftest import Gateway, log_for
 from sse_client import stream
 from test_hot_reload import STATS, hot  # noqa: F401  (hot: the shipped ECDS gateway fixture)
@@ -540,87 +538,3 @@ def test_hot_reload_keeps_counters_and_an_invalid_limit_is_rejected(hot):
     assert "limits.rate[1].requests_per_hour: must be at least 1" in log
     status, _, body = hot.gw.chat({"model": "m", "messages": HI})
     assert status == 429 and body["error"]["code"] == "RATE_LIMITED"
-
-
-# The global path: envoy/ratelimit.yaml and a rate limit service.
-
-RATELIMIT_YAML = gateway.ROOT / "envoy/ratelimit.yaml"
-TOKEN_BUDGET = 25
-
-
-@pytest.fixture
-def global_limited(tmp_path):
-    server, rls_port, service = ratelimit_service.start("llm_gateway", [
-        ratelimit_service.Limit({"llm_key": None, "llm_group": None}, 100, "hour"),
-        ratelimit_service.Limit({"llm_budget": "tokens", "llm_key": None}, TOKEN_BUDGET, "hour"),
-        ratelimit_service.Limit({"llm_budget": "micro_usd", "llm_key": None}, 10**9, "day"),
-    ])
-    mock, mock_port = gateway.start_mock()
-    envoy = None
-    try:
-        bootstrap = yaml.safe_load(RATELIMIT_YAML.read_text())
-        bootstrap["admin"]["address"]["socket_address"]["port_value"] = 0
-        bootstrap["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = 0
-        ports = {"mock_openai": mock_port, "ratelimit": rls_port}
-        for cluster in bootstrap["static_resources"]["clusters"]:
-            for ep in cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]:
-                ep["endpoint"]["address"]["socket_address"]["port_value"] = ports[cluster["name"]]
-        hcm, edge, upstream = gateway._wasm_filters(bootstrap)
-        for role in (edge, upstream):
-            role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
-        envoy = gateway.start_envoy(bootstrap, tmp_path / "envoy", log_level="info", concurrency=2,
-                                    extra_args=["--file-flush-interval-msec", "50"])
-        yield Gateway(envoy.port, envoy.admin_port, mock_port, tmp_path / "envoy", key="example-gateway-key"), service
-    finally:
-        gateway.stop(envoy)
-        gateway.stop(mock)
-        server.stop(0)
-
-
-def wait_for(condition, what, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
-def test_global_limits_count_requests_and_charge_tokens_on_completion(global_limited):
-    gw, service = global_limited
-    fresh_window(3600, 30)
-    tokens = (("llm_budget", "tokens"), ("llm_key", "example-team"))
-    requests = (("llm_key", "example-team"), ("llm_group", "mock-openai"))
-    for n in (1, 2, 3):
-        status, headers, body = gw.chat({"model": "m", "messages": HI})
-        assert status == 200, body
-        # Charged when the stream is done (after the answer), with its tokens.
-        wait_for(lambda: service.count(tokens, "hour") == n * HI_TOKENS,
-                 f"tokens after {n}: {service.count(tokens, 'hour')}")
-        assert service.count(requests, "hour") == n
-    # The descriptors carried the key, the group, and the tokens and cost as hits.
-    charges = [d for call in service.calls for d in call.descriptors if d.hits_addend.value > 0]
-    assert sorted(d.hits_addend.value for d in charges if d.entries[0].value == "tokens") == [HI_TOKENS] * 3
-    log = log_for(gw, headers["x-request-id"])
-    micro_usd = math.floor(log["cost_usd"] * 1e6 + 0.5)
-    assert micro_usd > 0
-    assert [d.hits_addend.value for d in charges if d.entries[0].value == "micro_usd"] == [micro_usd] * 3
-    # Each arrival checked both budgets with hits 0 (a check that adds nothing).
-    checks = [d for call in service.calls for d in call.descriptors
-              if d.HasField("hits_addend") and d.hits_addend.value == 0]
-    assert sorted(d.entries[0].value for d in checks) == ["micro_usd"] * 3 + ["tokens"] * 3
-    # 30 of 25 tokens spent: the service refuses the next request, before any vendor.
-    status, headers, body = gw.chat({"model": "m", "messages": HI, "request_id": "global-refused"})
-    assert status == 429
-    assert (body["error"]["code"], body["error"]["type"], body["error"]["provider"]) == ("RATE_LIMITED", "requests", None)
-    assert body["error"]["request_id"] == "global-refused"
-    assert "x-llm-provider" not in headers
-    assert 1 <= int(headers["retry-after"]) <= 3600
-    # The rate limit filter's own headers name the limit that fired.
-    assert f"{TOKEN_BUDGET};w=3600" in headers["x-ratelimit-limit"], headers
-    assert service.count(requests, "hour") == 4
-    line = log_for(gw, "global-refused")
-    assert (line["status"], line["code"]) == (429, "RATE_LIMITED")
-    # The descriptors come from filter state, which no client header can set.
-    status, _, _ = gw.chat({"model": "m", "messages": HI}, **{"x-llm-key": "someone-else", "x-llm-group": "x"})
-    assert status == 429
-    values = {e.value for call in service.calls for d in call.descriptors for e in d.entries}
-    assert values == {"example-team", "mock-openai", "tokens", "micro_usd"}, values

@@ -740,6 +740,18 @@ pub fn settle(
     out
 }
 
+/// Takes back the request that [`admit`] counted at `admitted_ms`, from
+/// its request counters: another limit (the global rate limit service)
+/// refused it after all.
+pub fn refund(store: &impl SharedStore, counters: &[Counter], admitted_ms: u64) {
+    for counter in counters {
+        if counter.budget.metric == Metric::Requests {
+            let (start, _) = counter.budget.window.bounds(admitted_ms);
+            store::undo(store, &counter.id, start, 1);
+        }
+    }
+}
+
 /// The 429 for a refusal: OpenAI's wording and `type`, the limit named
 /// (never another key: a key's limits are its own), `retry-after` from the window.
 pub fn refusal_error(counter: &Counter, refusal: &Refusal, group: &str) -> GatewayError {

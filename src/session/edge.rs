@@ -32,6 +32,7 @@ use crate::routing::Needs;
 use crate::surfaces::surface;
 use limiter::RequestLimits;
 
+pub mod global;
 pub mod limiter;
 #[cfg(test)]
 mod tests;
@@ -97,6 +98,8 @@ pub struct Edge<H: Host> {
     /// The provider (empty when the cluster's endpoints name it) and model
     /// of the candidate a generation was handed to.
     sent_to: Option<(String, String)>,
+    /// The global rate limit service's refusal (Envoy's 429), when it refused.
+    global_refusal: Option<global::GlobalRefusal>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -130,6 +133,7 @@ impl<H: Host> Edge<H> {
             channel: AttemptChannel::FilterState,
             limits: None,
             sent_to: None,
+            global_refusal: None,
         }
     }
 
@@ -384,6 +388,23 @@ impl<H: Host> Edge<H> {
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
         self.hand_off(group, cluster, index, None, Some(request));
         Ok(())
+    }
+
+    /// A 429 of Envoy's own: the global rate limit service's refusal
+    /// (answered as the gateway's limit), else a vendor's limit.
+    fn global_refusal(&mut self) -> ErrorCode {
+        let Some(refusal) = global::GlobalRefusal::read(&self.host) else {
+            return ErrorCode::UpstreamRateLimit;
+        };
+        refusal.set_headers(&self.host);
+        if let Some(limits) = &self.limits {
+            limits.refund(&self.host);
+        }
+        let key = self.config.auth.caller_name(self.caller);
+        let group = self.chat.as_ref().map_or("", |c| c.group.as_str());
+        refusal.count(&self.host, key, group);
+        self.global_refusal = Some(refusal);
+        ErrorCode::RateLimited
     }
 
     /// Admits the request by its rate limits (when there are any).
@@ -736,7 +757,8 @@ impl<H: Host> Edge<H> {
                 .limits
                 .as_ref()
                 .and_then(|l| l.refused.as_ref())
-                .map(|(name, _)| name.as_str()),
+                .map(|(name, _)| name.as_str())
+                .or(self.global_refusal.as_ref().map(|r| r.log_name.as_str())),
             budget_alerts: &budget_alerts,
         };
         if let Ok(line) = serde_json::to_vec(&log) {
@@ -997,7 +1019,7 @@ impl<H: Host> Session for Edge<H> {
         self.status = status;
         if status >= 400 && self.host.header(Map::Response, "x-llm-provider").is_none() {
             let code = match status {
-                429 => limiter::global_refusal(&self.host).unwrap_or(ErrorCode::UpstreamRateLimit),
+                429 => self.global_refusal(),
                 _ => ErrorCode::from_status(status),
             };
             self.status = surface(self.api).status(code);
@@ -1048,7 +1070,10 @@ impl<H: Host> Session for Edge<H> {
             .host
             .property(&["response", "code_details"])
             .unwrap_or_default();
-        let error = GatewayError::envoy_reply(code, &details, &original);
+        let error = match &self.global_refusal {
+            Some(refusal) => refusal.error(),
+            None => GatewayError::envoy_reply(code, &details, &original),
+        };
         let body = surface(self.api).render_error(&error, Some(&self.request_id));
         self.host.set_body(Buffer::Response, 0, size, &body);
         Flow::Continue

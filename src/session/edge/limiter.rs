@@ -3,7 +3,7 @@
 //! and the descriptor values Envoy's rate limit filter reads.
 
 use crate::config::Config;
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::GatewayError;
 use crate::limits::headers::RateHeaders;
 use crate::limits::store::{self, SetResult, SharedStore};
 use crate::limits::{self, Counter, Held, Reservation, Scope, Usage};
@@ -94,6 +94,8 @@ pub struct RequestLimits {
     group: String,
     /// The limit that refused the request (`<scope>.<field>`), and its window's reset.
     pub refused: Option<(String, u64)>,
+    /// When the request was admitted (its request counters' windows).
+    admitted_ms: u64,
 }
 
 impl RequestLimits {
@@ -108,10 +110,11 @@ impl RequestLimits {
     ) -> (Self, Option<GatewayError>) {
         let counters = limits::counters(&config.limits.rate, key, group);
         let strict = config.limits.refuse_on_estimate;
+        let admitted_ms = unix_millis(host);
         let verdict = limits::admit(
             &HostStore(host),
             &counters,
-            unix_millis(host),
+            admitted_ms,
             reservation,
             strict,
         );
@@ -121,6 +124,7 @@ impl RequestLimits {
             key: key.unwrap_or_default().to_owned(),
             group: group.to_owned(),
             refused: None,
+            admitted_ms,
             counters,
         };
         let refused_counter = verdict.refused.map(|r| r.counter);
@@ -197,6 +201,15 @@ impl RequestLimits {
         }
     }
 
+    /// Takes the request back out of its request limits: the global rate
+    /// limit service refused it after they admitted it (its reservations
+    /// and place in flight are released when it ends, as for any request).
+    pub fn refund(&self, host: &impl Host) {
+        if self.refused.is_none() {
+            limits::refund(&HostStore(host), &self.counters, self.admitted_ms);
+        }
+    }
+
     /// Settles what the request used against what it reserved, when it
     /// ends, however it ended (nothing for a refused one: it holds nothing).
     /// Returns the budgets past their `alert_at` (`<scope>.<field>`).
@@ -270,18 +283,4 @@ pub fn expose_usage(host: &impl Host, usage: Usage) {
     ] {
         host.set_property(&[name], Some(value.to_string().as_bytes()));
     }
-}
-
-/// A 429 from Envoy's rate limit filter (the global limit service refused
-/// the request) is the gateway's own limit, not a vendor's: its code, and
-/// `retry-after` from the filter's `x-ratelimit-reset` (seconds).
-pub fn global_refusal(host: &impl Host) -> Option<ErrorCode> {
-    let details = host.property(&["response", "code_details"])?;
-    if details != b"request_rate_limited" {
-        return None;
-    }
-    if let Some(reset) = host.header(Map::Response, "x-ratelimit-reset") {
-        host.set_header(Map::Response, b"retry-after", Some(&reset));
-    }
-    Some(ErrorCode::RateLimited)
 }
