@@ -346,14 +346,39 @@ def test_thinking_round_trip_with_a_tool(agw, stream):
                                                       {"role": "assistant", "content": first.content}, result]})
     assert second.content[0].type == "thinking"
     assert "Tool result received: found it" in second.content[1].text
-    # A tampered signature, or the thinking left out, is refused as Anthropic refuses it.
+    # A tampered signature is refused as Anthropic refuses it.
     forged = [first.content[0].model_copy(update={"signature": "forged"}), *first.content[1:]]
-    for content, says in [(forged, "Invalid `signature` in `thinking` block"),
-                          (first.content[1:], "Expected `thinking` or `redacted_thinking`, but found `text`")]:
-        with pytest.raises(anthropic.BadRequestError) as info:
-            c.messages.create(**{**ask, "messages": [*ask["messages"], {"role": "assistant", "content": content},
-                                                     result]})
-        assert says in info.value.body["error"]["message"]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        c.messages.create(**{**ask, "messages": [*ask["messages"], {"role": "assistant", "content": forged},
+                                                 result]})
+    assert "Invalid `signature` in `thinking` block" in info.value.body["error"]["message"]
+    # The thinking left out (Claude refuses thinking then): answered without.
+    bare = c.messages.create(**{**ask, "messages": [*ask["messages"],
+                                                    {"role": "assistant", "content": first.content[1:]}, result]})
+    assert [b.type for b in bare.content] == ["text"]
+
+
+@pytest.mark.parametrize("first", ["mock-openai", "mock-gemini", "mock-dashscope"])
+def test_a_thinking_conversation_another_vendor_began_continues_on_anthropic(agw, test_id, first):
+    """Turn 1 answered by another vendor (as after a failover: its tool
+    call comes without signed thinking, or with unsigned thinking), turn 2
+    by Anthropic: Claude refuses thinking with a tool-use turn that does
+    not start with its signed thinking (the mock as Anthropic: 400
+    "Expected `thinking` or `redacted_thinking`"), so the pass-through
+    goes on without `thinking`, every other member as the client sent it."""
+    ask = dict(model="any", max_tokens=2048, thinking=THINKING, tools=[LOOKUP], messages=user("think, then look"))
+    turn = client(agw, first, **{"x-mock-scenario": "tool"}).messages.create(**ask)
+    [call] = [b for b in turn.content if b.type == "tool_use"]
+    assert not any(b.type == "thinking" and b.signature for b in turn.content)
+    history = [*ask["messages"], {"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                                                  for b in turn.content]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "found it"}]}]
+    second = client(agw, "mock-anthropic", test_id=test_id).messages.create(**{**ask, "messages": history})
+    assert "Tool result received: found it" in second.content[0].text
+    [seen] = agw.mock_requests(test_id)
+    assert seen["body"] == {"model": "mock-claude-sonnet", "max_tokens": 2048, "tools": [LOOKUP],
+                            "messages": history}
+    # Claude's own signed turn keeps its thinking (the round trip above).
 
 
 @pytest.mark.parametrize("bad, says", [

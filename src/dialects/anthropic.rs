@@ -283,30 +283,20 @@ fn thinking_blocks(reasoning: &[Thinking]) -> impl Iterator<Item = Block<'_>> {
         .iter()
         .filter_map(|t| match (&t.redacted, &t.signature) {
             (Some(data), _) => Some(Block::RedactedThinking { data }),
-            (None, Some(signature)) => Some(Block::Thinking {
+            (None, Some(signature)) if !signature.is_empty() => Some(Block::Thinking {
                 thinking: &t.text,
                 signature,
             }),
-            (None, None) => None,
+            (None, _) => None,
         })
 }
 
-/// `thinking` for the request's reasoning controls, its budget below
-/// `max_tokens` as Anthropic requires (an effort's budget is lowered to
-/// fit; a budget the client named that does not fit, or a `max_tokens` too
-/// small for any thinking, is refused). Anthropic refuses thinking with a
-/// forced tool call (400 naming `tool_choice`), and with a tool-use turn
-/// last in the history that does not start with its signed thinking: such
-/// a history (another vendor's) is answered without thinking, as is a
-/// model from before extended thinking (`claude_thinks`).
-fn thinking(
-    req: &ChatRequest,
-    model: &str,
-    max_tokens: u32,
-) -> Result<Option<ThinkingConfig>, GatewayError> {
-    let Some(reasoning) = req.reasoning.filter(|_| super::claude_thinks(model)) else {
-        return Ok(None);
-    };
+/// Whether the history lets Claude think: a tool-use turn last among the
+/// assistant turns must start with its signed thinking (Anthropic refuses
+/// it otherwise, 400 "Expected `thinking` or `redacted_thinking`"), which a
+/// turn another vendor answered never has. An empty signature is none (the
+/// Messages surface gives unsigned reasoning one).
+pub fn history_allows_thinking(req: &ChatRequest) -> bool {
     let last_assistant = req.messages.iter().rev().find_map(|m| match m {
         Message::Assistant {
             reasoning,
@@ -315,13 +305,36 @@ fn thinking(
         } => Some((reasoning, tool_calls)),
         _ => None,
     });
-    if let Some((reasoning, calls)) = last_assistant {
-        let signed = reasoning
-            .first()
-            .is_some_and(|t| t.redacted.is_some() || t.signature.is_some());
-        if !calls.is_empty() && !signed {
-            return Ok(None);
-        }
+    last_assistant.is_none_or(|(reasoning, calls)| {
+        calls.is_empty()
+            || reasoning.first().is_some_and(|t| {
+                t.redacted.is_some() || t.signature.as_deref().is_some_and(|s| !s.is_empty())
+            })
+    })
+}
+
+/// Claude's extended thinking budget for the request's reasoning controls,
+/// one rule wherever Claude runs (Anthropic, Bedrock's Converse and
+/// InvokeModel). The budget stays below the output limit `max_tokens` as
+/// Claude requires (an effort's budget is lowered to fit; a budget the
+/// client named that does not fit, or a limit too small for any thinking,
+/// is refused; no limit: the caller makes room on top of the budget).
+/// Claude refuses thinking with a forced tool call (400 naming
+/// `tool_choice`), and with a history it cannot verify
+/// ([`history_allows_thinking`]): that one is answered without thinking,
+/// as is a model from before extended thinking (`claude_thinks`). What
+/// thinking refuses among the sampling controls is dropped
+/// ([`claude_sampling`]).
+pub fn claude_thinking(
+    req: &ChatRequest,
+    model: &str,
+    max_tokens: Option<u32>,
+) -> Result<Option<u32>, GatewayError> {
+    let Some(reasoning) = req.reasoning.filter(|_| super::claude_thinks(model)) else {
+        return Ok(None);
+    };
+    if !history_allows_thinking(req) {
+        return Ok(None);
     }
     let on =
         reasoning.budget_tokens.is_some() || reasoning.effort.is_some_and(|e| e != Effort::None);
@@ -339,46 +352,87 @@ fn thinking(
     let Some(budget) = reasoning.claude_budget() else {
         return Ok(None);
     };
+    let limit_field = if req.max_completion_tokens.is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    if reasoning.budget_tokens.is_some() && budget < MIN_THINKING_BUDGET {
+        return Err(GatewayError::invalid(
+            "reasoning.max_tokens",
+            format!("this provider thinks with at least {MIN_THINKING_BUDGET} tokens"),
+        ));
+    }
     // A budget the client named must fit; an effort's is lowered to fit.
-    let budget = match reasoning.budget_tokens {
-        Some(_) if budget >= max_tokens => {
+    let budget = match (reasoning.budget_tokens, max_tokens) {
+        (Some(_), Some(max)) if budget >= max => {
             return Err(GatewayError::invalid(
-                "max_tokens",
-                "max_tokens must be greater than the thinking budget",
+                limit_field,
+                format!("{limit_field} must be greater than the thinking budget"),
             ))
         }
-        Some(_) => budget,
-        None => budget.min(max_tokens.saturating_sub(1)),
+        (None, Some(max)) => budget.min(max.saturating_sub(1)),
+        _ => budget,
     };
     if budget < MIN_THINKING_BUDGET {
         return Err(GatewayError::invalid(
-            "max_tokens",
+            limit_field,
             format!(
-                "this provider thinks with at least {MIN_THINKING_BUDGET} tokens: max_tokens must be above that"
+                "this provider thinks with at least {MIN_THINKING_BUDGET} tokens: {limit_field} must be above that"
             ),
         ));
     }
-    Ok(Some(ThinkingConfig {
-        kind: "enabled",
-        budget_tokens: budget,
-    }))
+    Ok(Some(budget))
+}
+
+/// Claude's sampling controls as it takes them, thinking or not. With
+/// thinking on Claude refuses `temperature` and `top_k`, and `top_p` below
+/// 0.95 ("Extended thinking": feature compatibility): they are dropped
+/// then. Current Claude models refuse `temperature` and `top_p` together
+/// ("cannot both be specified for this model"): temperature wins. OpenAI's
+/// temperature goes up to 2, Claude's up to 1.
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u32>,
+}
+
+pub fn claude_sampling(req: &ChatRequest, thinking: bool) -> Sampling {
+    let sampling = !thinking;
+    Sampling {
+        temperature: req.temperature.map(|t| t.min(1.0)).filter(|_| sampling),
+        top_p: req
+            .top_p
+            .filter(|_| req.temperature.is_none() || !sampling)
+            .filter(|&p| sampling || p >= 0.95),
+        top_k: req.top_k.filter(|_| sampling),
+    }
 }
 
 const EMPTY_SCHEMA: &str = r#"{"type":"object","properties":{}}"#;
 
-/// The client's body with its top-level `model` replaced by `model`, every
-/// other byte kept.
-fn with_model(body: &[u8], model: &str) -> Result<Vec<u8>, GatewayError> {
+/// Whether a Messages client's thinking must go for Claude to answer (a
+/// pass-through's only other edit): thinking is on, and the history is one
+/// Claude cannot verify ([`history_allows_thinking`]), e.g. a tool call
+/// another vendor answered after a failover. The translated path leaves
+/// thinking out then too ([`claude_thinking`]).
+pub fn drops_thinking(req: &ChatRequest) -> bool {
+    req.reasoning.is_some() && !history_allows_thinking(req)
+}
+
+/// The client's body with its top-level `model` replaced by `model` (and
+/// `thinking` left out when `drop_thinking`), every other byte kept.
+fn with_model(body: &[u8], model: &str, drop_thinking: bool) -> Result<Vec<u8>, GatewayError> {
     let replacement = serde_json::to_string(model)
         .map_err(|e| GatewayError::invalid("body", format!("invalid request body: {e}")))?;
     let mut found = false;
-    let out = edit_members(body, "", |key| {
-        if key == "model" {
+    let out = edit_members(body, "", |key| match key {
+        "model" => {
             found = true;
             Member::Replace(&replacement)
-        } else {
-            Member::Keep
         }
+        "thinking" if drop_thinking => Member::Drop,
+        _ => Member::Keep,
     })?;
     if !found {
         return Err(GatewayError::invalid(
@@ -406,19 +460,22 @@ impl Dialect for Anthropic {
     }
 
     /// The client's body, only `model` replaced (its `anthropic-beta`
-    /// header goes with it, [`Self::takes_client_header`]).
+    /// header goes with it, [`Self::takes_client_header`]), and `thinking`
+    /// left out for a history Claude cannot verify ([`drops_thinking`]).
     fn encode_native(
         &self,
         _api: Api,
         client: &super::ClientRequest,
-        _req: &ChatRequest,
+        req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         Some(
-            with_model(&(client.body)(), target.model).map(|body| UpstreamRequest {
-                path: format!("{}/v1/messages", target.provider.base_path),
-                headers: headers(target),
-                body,
+            with_model(&(client.body)(), target.model, drops_thinking(req)).map(|body| {
+                UpstreamRequest {
+                    path: format!("{}/v1/messages", target.provider.base_path),
+                    headers: headers(target),
+                    body,
+                }
             }),
         )
     }
@@ -431,7 +488,7 @@ impl Dialect for Anthropic {
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         (*call == Call::CountTokens).then(|| {
-            with_model(&raw(), target.model).map(|body| UpstreamRequest {
+            with_model(&raw(), target.model, false).map(|body| UpstreamRequest {
                 path: format!("{}{}", target.provider.base_path, call.path()),
                 headers: headers(target),
                 body,
@@ -594,29 +651,23 @@ impl Dialect for Anthropic {
         let max_tokens = req
             .max_output_tokens()
             .unwrap_or(target.provider.default_max_tokens);
-        let thinking = thinking(req, target.model, max_tokens)?;
-        // With thinking on Anthropic refuses temperature and top_k, and
-        // top_p below 0.95 ("Extended thinking": feature compatibility):
-        // they are dropped then.
-        let sampling = thinking.is_none();
+        let thinking = claude_thinking(req, target.model, Some(max_tokens))?;
+        let sampling = claude_sampling(req, thinking.is_some());
         let request = Request {
             model: target.model,
             max_tokens,
             system,
             messages: turns,
             stop_sequences: &req.stop,
-            // OpenAI allows up to 2, Anthropic up to 1.
-            temperature: req.temperature.map(|t| t.min(1.0)).filter(|_| sampling),
-            // Current Claude models refuse both ("`temperature` and `top_p`
-            // cannot both be specified for this model"): temperature wins.
-            top_p: req
-                .top_p
-                .filter(|_| req.temperature.is_none() || !sampling)
-                .filter(|&p| sampling || p >= 0.95),
-            top_k: req.top_k.filter(|_| sampling),
+            temperature: sampling.temperature,
+            top_p: sampling.top_p,
+            top_k: sampling.top_k,
             tools,
             tool_choice,
-            thinking,
+            thinking: thinking.map(|budget_tokens| ThinkingConfig {
+                kind: "enabled",
+                budget_tokens,
+            }),
             metadata: req.user.as_deref().map(|user_id| Metadata { user_id }),
             stream: req.stream,
         };
@@ -1513,6 +1564,44 @@ mod messages_tests {
             .unwrap()
             .unwrap_err();
         assert!(e.message.contains("model: Field required"));
+    }
+
+    #[test]
+    fn native_body_loses_thinking_only_for_a_history_claude_cannot_verify() {
+        let history = r#"{"model":"g", "max_tokens":4096, "thinking":{"type":"enabled","budget_tokens":2048},
+            "tools":[{"name":"f","input_schema":{"type":"object"}}],
+            "messages":[{"role":"user","content":"q"},
+              {"role":"assistant","content":[CONTENT{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},
+              {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"r"}]}]}"#;
+        let config = config();
+        let target = Target {
+            provider: &config.providers["p"],
+            model: "g",
+        };
+        let native = |body: &str| {
+            let req = messages(body);
+            let raw = crate::dialects::ClientRequest {
+                body: &|| body.as_bytes().to_vec(),
+                header: &|_| None,
+            };
+            let up = Anthropic
+                .encode_native(Api::AnthropicMessages, &raw, &req, &target)
+                .unwrap()
+                .unwrap();
+            String::from_utf8(up.body).unwrap()
+        };
+        // Another vendor's tool turn (no thinking, or unsigned): without thinking.
+        for content in ["", r#"{"type":"thinking","thinking":"t","signature":""},"#] {
+            let body = history.replace("CONTENT", content);
+            let thinking = r#" "thinking":{"type":"enabled","budget_tokens":2048},"#;
+            assert_eq!(native(&body), body.replace(thinking, ""));
+        }
+        // Claude's own signed turn: every byte kept.
+        let signed = history.replace(
+            "CONTENT",
+            r#"{"type":"thinking","thinking":"t","signature":"s"},"#,
+        );
+        assert_eq!(native(&signed), signed);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::anthropic::Anthropic;
+use super::anthropic::{self, Anthropic};
 use super::bedrock_invoke::{self, Chunks};
 use super::stream::FramedStream;
 use super::{
@@ -154,13 +154,13 @@ impl<'a> Block<'a> {
             (Some(data), _) => Some(Block::ReasoningContent(ReasoningBlock::RedactedContent(
                 data,
             ))),
-            (None, Some(signature)) => {
+            (None, Some(signature)) if !signature.is_empty() => {
                 Some(Block::ReasoningContent(ReasoningBlock::ReasoningText {
                     text: &thinking.text,
                     signature,
                 }))
             }
-            (None, None) => None,
+            (None, _) => None,
         }
     }
 }
@@ -358,74 +358,30 @@ const ANSWER_TOKENS_AFTER_THINKING: u32 = 4096;
 
 /// Claude's extended thinking (`additionalModelRequestFields.thinking`,
 /// docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-extended-thinking.html):
-/// the budget asked for, or the effort's as on Anthropic's API
-/// (`model::request::Reasoning::claude_budget`); effort `none`, or a Claude model from
-/// before extended thinking ([`super::claude_thinks`]): no thinking.
-/// Claude refuses thinking with a temperature, a `top_p` below
-/// 0.95, a forced tool, or a budget not below `maxTokens`: each is a 400
-/// here naming the field. Other Bedrock models (but Nova 2, see
-/// [`nova_reasoning`]) take no reasoning controls through Converse's common
-/// fields: asking for reasoning is a 400.
+/// Claude's one rule wherever it runs ([`anthropic::claude_thinking`]), its
+/// budget below `maxTokens` (an effort's lowered to fit) and the sampling
+/// controls thinking refuses dropped ([`anthropic::claude_sampling`]).
+/// Other Bedrock models (but Nova 2, see [`nova_reasoning`]) take no
+/// reasoning controls through Converse's common fields: asking for
+/// reasoning is a 400.
 fn thinking(req: &ChatRequest, model: &str) -> Result<Option<u32>, GatewayError> {
     let Some(ask) = req.reasoning else {
         return Ok(None);
     };
-    let claude = is_claude(model);
-    if claude && !super::claude_thinks(model) {
+    if is_claude(model) {
+        return anthropic::claude_thinking(req, model, req.max_output_tokens());
+    }
+    if ask.claude_budget().is_none() {
         return Ok(None);
     }
-    let Some(budget) = ask.claude_budget() else {
-        return Ok(None);
-    };
-    let field = if ask.budget_tokens.is_some() {
-        "reasoning.max_tokens"
-    } else {
-        "reasoning_effort"
-    };
-    if !claude {
-        return Err(GatewayError::invalid(
-            field,
-            "this Bedrock model takes no reasoning controls",
-        ));
-    }
-    if budget < 1024 {
-        return Err(GatewayError::invalid(
-            field,
-            "Claude's reasoning budget must be at least 1024 tokens",
-        ));
-    }
-    if let Some(max) = req.max_output_tokens().filter(|&max| budget >= max) {
-        return Err(GatewayError::invalid(
-            if req.max_completion_tokens.is_some() {
-                "max_completion_tokens"
-            } else {
-                "max_tokens"
-            },
-            format!("with reasoning, the output limit ({max}) must exceed the reasoning budget ({budget} tokens)"),
-        ));
-    }
-    if req.temperature.is_some() {
-        return Err(GatewayError::invalid(
-            "temperature",
-            "Claude's extended thinking takes no temperature",
-        ));
-    }
-    if req.top_p.is_some_and(|p| p < 0.95) {
-        return Err(GatewayError::invalid(
-            "top_p",
-            "with Claude's extended thinking, top_p must be between 0.95 and 1",
-        ));
-    }
-    if matches!(
-        req.tool_choice,
-        Some(ToolChoice::Required | ToolChoice::Function(_))
-    ) {
-        return Err(GatewayError::invalid(
-            "tool_choice",
-            "Claude's extended thinking cannot be combined with a forced tool",
-        ));
-    }
-    Ok(Some(budget))
+    Err(GatewayError::invalid(
+        if ask.budget_tokens.is_some() {
+            "reasoning.max_tokens"
+        } else {
+            "reasoning_effort"
+        },
+        "this Bedrock model takes no reasoning controls",
+    ))
 }
 
 /// Amazon Nova 2's extended thinking
@@ -548,8 +504,12 @@ impl Dialect for Bedrock {
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         invokes(target).then(|| {
-            bedrock_invoke::invoke_body(&(client.body)(), (client.header)("anthropic-beta"))
-                .map(|body| invoke(target, req.stream, body))
+            bedrock_invoke::invoke_body(
+                &(client.body)(),
+                (client.header)("anthropic-beta"),
+                super::anthropic::drops_thinking(req),
+            )
+            .map(|body| invoke(target, req.stream, body))
         })
     }
 
@@ -643,6 +603,15 @@ impl Dialect for Bedrock {
         if let Some(instruction) = json_instruction(req.response_format.as_ref()) {
             system.push(Block::Text(Cow::Owned(instruction)));
         }
+        let sampling = if claude {
+            anthropic::claude_sampling(req, thinking.is_some())
+        } else {
+            anthropic::Sampling {
+                temperature: req.temperature.map(|t| t.min(1.0)),
+                top_p: req.top_p,
+                top_k: None,
+            }
+        };
         let request = Request {
             messages: turns,
             system,
@@ -654,10 +623,8 @@ impl Dialect for Bedrock {
                     }
                     _ => req.max_output_tokens(),
                 },
-                temperature: req.temperature.map(|t| t.min(1.0)),
-                top_p: req
-                    .top_p
-                    .filter(|_| !(is_claude(target.model) && req.temperature.is_some())),
+                temperature: sampling.temperature,
+                top_p: sampling.top_p,
                 stop_sequences: &req.stop,
             },
             tool_config: tool_config(req, history_has_tools, can),
@@ -1336,16 +1303,24 @@ mod tests {
             v["inferenceConfig"],
             json!({"maxTokens": 3000, "topP": 0.97})
         );
+        // As on Anthropic's API: what thinking refuses is dropped, an
+        // effort's budget lowered below the output limit.
+        let v =
+            thinking(r#""reasoning_effort":"high","max_tokens":16384,"temperature":1,"top_p":0.5"#)
+                .unwrap();
+        assert_eq!(
+            v["additionalModelRequestFields"]["thinking"]["budget_tokens"],
+            16383
+        );
+        assert_eq!(v["inferenceConfig"], json!({"maxTokens": 16384}));
         for (fields, param) in [
-            (r#""reasoning_effort":"low","temperature":1"#, "temperature"),
-            (r#""reasoning_effort":"low","top_p":0.5"#, "top_p"),
-            (
-                r#""reasoning_effort":"high","max_tokens":16384"#,
-                "max_tokens",
-            ),
             (
                 r#""reasoning_effort":"low","max_completion_tokens":1000"#,
                 "max_completion_tokens",
+            ),
+            (
+                r#""reasoning":{"max_tokens":2000},"max_tokens":2000"#,
+                "max_tokens",
             ),
             (r#""reasoning":{"max_tokens":500}"#, "reasoning.max_tokens"),
             (

@@ -35,8 +35,14 @@ pub const ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
 const VERSION_MEMBER: &str = r#""anthropic_version":"bedrock-2023-05-31""#;
 
 /// A body in Anthropic's Messages format as InvokeModel takes it: every
-/// byte kept but `model` and `stream`, `anthropic_version` added.
-pub fn invoke_body(messages_body: &[u8], beta: Option<Vec<u8>>) -> Result<Vec<u8>, GatewayError> {
+/// byte kept but `model` and `stream` (and `thinking` when
+/// `drop_thinking`, `anthropic::drops_thinking`), `anthropic_version`
+/// added.
+pub fn invoke_body(
+    messages_body: &[u8],
+    beta: Option<Vec<u8>>,
+    drop_thinking: bool,
+) -> Result<Vec<u8>, GatewayError> {
     let mut first = VERSION_MEMBER.to_owned();
     if let Some(betas) = beta
         .as_deref()
@@ -51,6 +57,7 @@ pub fn invoke_body(messages_body: &[u8], beta: Option<Vec<u8>>) -> Result<Vec<u8
     edit_members(messages_body, &first, |key| match key {
         // The client's own `anthropic_beta` gives way to its header's.
         "model" | "stream" => Member::Drop,
+        "thinking" if drop_thinking => Member::Drop,
         "anthropic_beta" if first.len() > VERSION_MEMBER.len() => Member::Drop,
         _ => Member::Keep,
     })
@@ -69,7 +76,7 @@ fn anthropic_beta(header: &[u8]) -> Vec<&str> {
 
 /// The neutral request as the Anthropic dialect encodes it, for InvokeModel.
 pub fn encode_body(req: &ChatRequest, target: &Target) -> Result<Vec<u8>, GatewayError> {
-    invoke_body(&Anthropic.encode_request(req, target)?.body, None)
+    invoke_body(&Anthropic.encode_request(req, target)?.body, None, false)
 }
 
 /// Whether a Bedrock answer is Anthropic's message (InvokeModel), not a
@@ -141,7 +148,7 @@ mod tests {
         let body = br#"{ "model" : "claude-x",
   "max_tokens": 10, "stream":true ,"messages":[{"role":"user","content":"hi \"there\""}],
   "system": [{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}] }"#;
-        let out = String::from_utf8(invoke_body(body, None).unwrap()).unwrap();
+        let out = String::from_utf8(invoke_body(body, None, false).unwrap()).unwrap();
         assert_eq!(
             out,
             r#"{"anthropic_version":"bedrock-2023-05-31",
@@ -153,33 +160,45 @@ mod tests {
         assert!(v.get("model").is_none() && v.get("stream").is_none());
         // Only the version when nothing else is left.
         assert_eq!(
-            invoke_body(br#"{"model":"m"}"#, None).unwrap(),
+            invoke_body(br#"{"model":"m"}"#, None, false).unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31"}"#
         );
         // Dropped side by side: the dropped members' separators go with them.
         assert_eq!(
             invoke_body(
                 br#"{"a":1 , "model":"m","stream":false,  "b":[2,3] }"#,
-                None
+                None,
+                false
             )
             .unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","a":1,  "b":[2,3] }"#
         );
         assert_eq!(
-            invoke_body(br#"{"a":{"model":"inner"},"model":"m"}"#, None).unwrap(),
+            invoke_body(br#"{"a":{"model":"inner"},"model":"m"}"#, None, false).unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","a":{"model":"inner"}}"#
         );
-        assert!(invoke_body(b"[1]", None).is_err());
+        assert!(invoke_body(b"[1]", None, false).is_err());
         // The client's `anthropic-beta` header: the body's list, in its place.
         assert_eq!(
             invoke_body(
                 br#"{"model":"m","anthropic_beta":["old"],"max_tokens":1}"#,
-                Some(b" beta-a, beta-b ,".to_vec())
+                Some(b" beta-a, beta-b ,".to_vec()),
+                false
             )
             .unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["beta-a","beta-b"],"max_tokens":1}"#
         );
-        assert!(invoke_body(b"{\"a\":", None).is_err());
+        assert!(invoke_body(b"{\"a\":", None, false).is_err());
+        // `thinking` left out when Claude could not verify the history.
+        assert_eq!(
+            invoke_body(
+                br#"{"model":"m", "thinking":{"type":"enabled"},"max_tokens":9}"#,
+                None,
+                true
+            )
+            .unwrap(),
+            br#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":9}"#
+        );
     }
 
     #[test]
