@@ -422,6 +422,29 @@ def test_thinking_request_to_other_vendors(agw, group):
     assert m.stop_reason == "end_turn" and any(b.type == "text" for b in m.content)
 
 
+# ------------------------------------------------------------ stop sequences
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("group, says", [("mock-anthropic", True), ("mock-bedrock", True), ("mock-openai", False)])
+def test_the_matched_stop_sequence_is_reported_where_the_vendor_says_it(agw, test_id, group, says, stream):
+    """Anthropic says which stop sequence matched; so does Claude on
+    Bedrock's Converse when asked (`additionalModelResponseFieldPaths:
+    ["/stop_sequence"]`, the mock answering only then): the client gets
+    `stop_reason: stop_sequence` and the sequence, JSON and stream. OpenAI
+    says only that it stopped: `end_turn`."""
+    c = client(agw, group, test_id=test_id)
+    m, _ = anthropic_message(c, stream, model="claude-sonnet-4", max_tokens=200, stop_sequences=["zzz", "mock"],
+                             messages=user("hi"))
+    if says:
+        assert (m.stop_reason, m.stop_sequence) == ("stop_sequence", "mock")
+    else:
+        assert (m.stop_reason, m.stop_sequence) == ("end_turn", None)
+    assert "mock" not in m.content[0].text
+    if group == "mock-bedrock":
+        [seen] = agw.mock_requests(test_id)
+        assert seen["body"]["additionalModelResponseFieldPaths"] == ["/stop_sequence"]
+
+
 # ------------------------------------------------------------ failover
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])

@@ -715,6 +715,7 @@ impl Dialect for Anthropic {
             }
         }
         let usage = message.usage.map(AnthropicUsage::unified);
+        origin.stop_sequence = message.stop_sequence;
         let completion = Completion {
             reasoning,
             content: text,
@@ -778,6 +779,9 @@ struct MessageResponse {
     content: Vec<ResponseBlock>,
     #[serde(default)]
     stop_reason: Option<String>,
+    /// The stop sequence matched (`stop_reason: stop_sequence`).
+    #[serde(default)]
+    stop_sequence: Option<String>,
     #[serde(default)]
     usage: Option<AnthropicUsage>,
 }
@@ -978,6 +982,8 @@ struct MessageDelta {
 struct MessageDeltaBody {
     #[serde(default)]
     stop_reason: Option<String>,
+    #[serde(default)]
+    stop_sequence: Option<String>,
 }
 
 fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, GatewayError> {
@@ -1057,6 +1063,9 @@ impl Events<SseParser> for AnthropicEvents {
             }
             "message_delta" => {
                 let delta: MessageDelta = parse(data)?;
+                if let Some(sequence) = delta.delta.stop_sequence.as_deref() {
+                    w.set_stop_sequence(sequence);
+                }
                 if let Some(reason) = delta.delta.stop_reason.as_deref() {
                     self.stop_reason = Some(finish_reason(reason));
                     has_content = true;

@@ -62,6 +62,10 @@ struct Request<'a> {
     tool_config: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     additional_model_request_fields: Option<Value>,
+    /// `["/stop_sequence"]` for Claude with stop sequences: which one
+    /// matched comes back in `additionalModelResponseFields`.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    additional_model_response_field_paths: &'a [&'a str],
 }
 
 #[derive(Serialize)]
@@ -447,7 +451,7 @@ fn invoke(target: &Target, stream: bool, body: Vec<u8>) -> UpstreamRequest {
 }
 
 /// A Converse answer decoded.
-fn decode_converse(body: &[u8]) -> Result<DecodedResponse, GatewayError> {
+fn decode_converse(body: &[u8], origin: &mut Origin) -> Result<DecodedResponse, GatewayError> {
     let response: ConverseResponse =
         serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
     let mut text: Option<String> = None;
@@ -477,6 +481,7 @@ fn decode_converse(body: &[u8]) -> Result<DecodedResponse, GatewayError> {
         ));
     }
     let usage = response.usage.map(BedrockUsage::unified);
+    origin.stop_sequence = response.additional_model_response_fields.stop_sequence;
     let completion = Completion {
         reasoning,
         content: text,
@@ -631,6 +636,11 @@ impl Dialect for Bedrock {
             additional_model_request_fields: thinking
                 .map(|budget| json!({"thinking": {"type": "enabled", "budget_tokens": budget}}))
                 .or(nova_reasoning),
+            additional_model_response_field_paths: if claude && !req.stop.is_empty() {
+                &["/stop_sequence"]
+            } else {
+                &[]
+            },
         };
         let body = encode_json(req, &request)?;
         let operation = if req.stream {
@@ -649,7 +659,7 @@ impl Dialect for Bedrock {
         if bedrock_invoke::is_message(body) {
             return Anthropic.decode_response(body, origin);
         }
-        decode_converse(body)
+        decode_converse(body, origin)
     }
 
     /// InvokeModel's message as it came (read for metering); a Converse
@@ -663,7 +673,7 @@ impl Dialect for Bedrock {
         if bedrock_invoke::is_message(body) {
             return Anthropic.decode_native(api, body, origin);
         }
-        decode_converse(body)
+        decode_converse(body, origin)
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
@@ -791,6 +801,16 @@ struct ConverseResponse {
     usage: Option<BedrockUsage>,
     #[serde(default)]
     trace: Value,
+    #[serde(default)]
+    additional_model_response_fields: ResponseFields,
+}
+
+/// The model's own answer fields asked for by
+/// `additionalModelResponseFieldPaths`: Claude's matched stop sequence.
+#[derive(Deserialize, Default)]
+struct ResponseFields {
+    #[serde(default)]
+    stop_sequence: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -958,6 +978,8 @@ struct DeltaToolUse {
 struct MessageStop {
     #[serde(default)]
     stop_reason: String,
+    #[serde(default)]
+    additional_model_response_fields: ResponseFields,
 }
 
 #[derive(Deserialize)]
@@ -1042,6 +1064,9 @@ fn converse_event(
         }
         "messageStop" => {
             let stop: MessageStop = parse(&frame.payload)?;
+            if let Some(sequence) = &stop.additional_model_response_fields.stop_sequence {
+                w.set_stop_sequence(sequence);
+            }
             w.finish(out, finish_reason(&stop.stop_reason));
         }
         "metadata" => {
@@ -1123,7 +1148,8 @@ mod tests {
                     {"role":"assistant","content":[{"text":"hello"}]},
                     {"role":"user","content":[{"text":"more"}]}],
                 "system":[{"text":"be brief"}],
-                "inferenceConfig":{"maxTokens":20,"temperature":1.0,"stopSequences":["X"]}
+                "inferenceConfig":{"maxTokens":20,"temperature":1.0,"stopSequences":["X"]},
+                "additionalModelResponseFieldPaths":["/stop_sequence"]
             })
         );
     }
@@ -1631,6 +1657,59 @@ mod tests {
 
     fn run(chunks: &[&[u8]], include_usage: bool) -> (Vec<Value>, String) {
         crate::dialects::run_stream(&Bedrock, origin(), chunks, include_usage)
+    }
+
+    #[test]
+    fn claude_says_which_stop_sequence_matched() {
+        let body = r#"{"model":"g","messages":[{"role":"user","content":"x"}],"stop":["END"]}"#;
+        let (_, v) = encode_for(body, "", CLAUDE_4);
+        assert_eq!(
+            v["additionalModelResponseFieldPaths"],
+            json!(["/stop_sequence"])
+        );
+        // Only Claude's answer has it; no stop sequences, nothing to ask.
+        let (_, v) = encode_for(body, "", "amazon.nova-pro-v1:0");
+        assert!(v.get("additionalModelResponseFieldPaths").is_none());
+        let (_, v) = encode_for(&body.replace(r#","stop":["END"]"#, ""), "", CLAUDE_4);
+        assert!(v.get("additionalModelResponseFieldPaths").is_none());
+        // The answer's `additionalModelResponseFields`, JSON and stream, as
+        // a Messages client gets it (Anthropic's `stop_sequence`).
+        let answer = br#"{"output":{"message":{"role":"assistant","content":[{"text":"Hi"}]}},"stopReason":"stop_sequence","additionalModelResponseFields":{"stop_sequence":"END"}}"#;
+        let mut origin = origin();
+        let d = Bedrock.decode_response(answer, &mut origin).unwrap();
+        assert_eq!(origin.stop_sequence.as_deref(), Some("END"));
+        let message: Value = serde_json::from_slice(
+            &crate::surfaces::surface(Api::AnthropicMessages).render_answer(d.answer, &origin),
+        )
+        .unwrap();
+        assert_eq!(
+            (&message["stop_reason"], &message["stop_sequence"]),
+            (&json!("stop_sequence"), &json!("END"))
+        );
+        let stream = [
+            event("messageStart", json!({"role":"assistant"})),
+            event("contentBlockDelta", json!({"contentBlockIndex":0,"delta":{"text":"Hi"}})),
+            event("contentBlockStop", json!({"contentBlockIndex":0})),
+            event("messageStop", json!({"stopReason":"stop_sequence","additionalModelResponseFields":{"stop_sequence":"END"}})),
+            event("metadata", json!({"usage":{"inputTokens":1,"outputTokens":1,"totalTokens":2}})),
+        ]
+        .concat();
+        let writer = crate::surfaces::stream_writer(
+            Api::AnthropicMessages,
+            false,
+            Origin::default(),
+            "rid".into(),
+            true,
+        );
+        let mut d = Bedrock.stream_decoder(writer);
+        let mut out = Vec::new();
+        d.feed(&stream, &mut out);
+        d.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(r#""delta":{"stop_reason":"stop_sequence","stop_sequence":"END"}"#),
+            "{text}"
+        );
     }
 
     #[test]
