@@ -250,6 +250,19 @@ def test_pass_through_keeps_what_the_gateway_does_not_model(gw, group, test_id):
 
 
 @pytest.mark.parametrize("group", NATIVE)
+def test_pass_through_stream_events_are_the_vendors(gw, group):
+    """Streamed, each event is the vendor's: no member added to it or to
+    its `response`; who answered is the header."""
+    with client(gw, group).responses.with_streaming_response.create(model="any", input="hi", stream=True) as r:
+        provider = r.headers["x-llm-provider"]
+        text = r.read().decode()
+    events = [json.loads(line[len("data: "):]) for line in text.splitlines() if line.startswith("data: ")]
+    assert events and events[-1]["type"] == "response.completed" and provider.startswith("mock-")
+    for e in events:
+        assert "provider" not in e and "provider" not in e.get("response", {}), e
+
+
+@pytest.mark.parametrize("group", NATIVE)
 def test_pass_through_is_stateful_as_openai(gw, group):
     c = client(gw, group)
     first = c.responses.create(model="any", input="remember me")
