@@ -377,8 +377,37 @@ def test_a_thinking_conversation_another_vendor_began_continues_on_anthropic(agw
     assert "Tool result received: found it" in second.content[0].text
     [seen] = agw.mock_requests(test_id)
     assert seen["body"] == {"model": "mock-claude-sonnet", "max_tokens": 2048, "tools": [LOOKUP],
-                            "messages": history}
+                            "messages": signed_only(history)}
     # Claude's own signed turn keeps its thinking (the round trip above).
+
+
+def signed_only(messages):
+    """The history without the thinking blocks that have no signature (another vendor's reasoning)."""
+    def keep(block):
+        return not (block.get("type") == "thinking" and not block.get("signature"))
+    return [{**m, "content": [b for b in m["content"] if keep(b)]} if isinstance(m["content"], list) else m
+            for m in messages]
+
+
+@pytest.mark.parametrize("first", ["mock-gemini", "mock-dashscope"])
+def test_another_vendors_unsigned_thinking_is_left_out_for_anthropic(agw, test_id, first):
+    """Turn 1 thought by a vendor whose reasoning has no signature (the
+    surface gives it an empty one); turn 2 on Anthropic with thinking:
+    Claude refuses a thinking block it cannot verify (the mock: "Invalid
+    `signature` in `thinking` block"), so the pass-through leaves that
+    block out, thinking and every other member as sent."""
+    ask = dict(model="any", max_tokens=2048, thinking=THINKING, messages=user("think"))
+    turn = client(agw, first).messages.create(**ask)
+    assert turn.content[0].type == "thinking" and turn.content[0].signature == ""
+    history = [*ask["messages"], {"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                                                  for b in turn.content]},
+               {"role": "user", "content": "again"}]
+    second = client(agw, "mock-anthropic", test_id=test_id).messages.create(**{**ask, "messages": history})
+    assert second.content[0].type == "thinking" and second.content[0].signature
+    [seen] = agw.mock_requests(test_id)
+    assert seen["body"] == {"model": "mock-claude-sonnet", "max_tokens": 2048, "thinking": THINKING,
+                            "messages": signed_only(history)}
+    assert len(seen["body"]["messages"][1]["content"]) == len(turn.content) - 1
 
 
 @pytest.mark.parametrize("bad, says", [

@@ -411,18 +411,120 @@ pub fn claude_sampling(req: &ChatRequest, thinking: bool) -> Sampling {
 
 const EMPTY_SCHEMA: &str = r#"{"type":"object","properties":{}}"#;
 
-/// Whether a Messages client's thinking must go for Claude to answer (a
-/// pass-through's only other edit): thinking is on, and the history is one
-/// Claude cannot verify ([`history_allows_thinking`]), e.g. a tool call
-/// another vendor answered after a failover. The translated path leaves
-/// thinking out then too ([`claude_thinking`]).
-pub fn drops_thinking(req: &ChatRequest) -> bool {
-    req.reasoning.is_some() && !history_allows_thinking(req)
+/// What a Messages client's body holds that Claude cannot verify, to be
+/// left out of a pass-through (its only edits but `model`; the translated
+/// path leaves the same out, [`claude_thinking`], [`thinking_blocks`]):
+/// thinking blocks without a signature (the Messages surface's rendering
+/// of another vendor's reasoning; Claude refuses them, "Invalid
+/// `signature` in `thinking` block"), and `thinking` itself when the
+/// history does not let Claude think ([`history_allows_thinking`]), e.g. a
+/// tool call another vendor answered before a failover.
+#[derive(Default)]
+pub struct Unverifiable {
+    thinking: bool,
+    /// `messages` without the unsigned thinking blocks, when it had some.
+    messages: Option<String>,
 }
 
-/// The client's body with its top-level `model` replaced by `model` (and
-/// `thinking` left out when `drop_thinking`), every other byte kept.
-fn with_model(body: &[u8], model: &str, drop_thinking: bool) -> Result<Vec<u8>, GatewayError> {
+impl Unverifiable {
+    pub fn of(req: &ChatRequest, body: &[u8]) -> Result<Self, GatewayError> {
+        let unsigned = req.messages.iter().any(|m| {
+            matches!(m, Message::Assistant { reasoning, .. }
+                if reasoning.iter().any(|t| t.redacted.is_none() && t.signature.as_deref() == Some("")))
+        });
+        Ok(Self {
+            thinking: req.reasoning.is_some() && !history_allows_thinking(req),
+            messages: unsigned
+                .then(|| without_unsigned_thinking(body))
+                .transpose()?,
+        })
+    }
+
+    /// The edit of one top-level member of the body, if it needs one.
+    pub fn edit(&self, key: &str) -> Option<Member<'_>> {
+        match key {
+            "thinking" if self.thinking => Some(Member::Drop),
+            "messages" => self.messages.as_deref().map(Member::Replace),
+            _ => None,
+        }
+    }
+}
+
+/// A body's `messages` with every thinking block that has an empty
+/// signature left out; the other messages and blocks as they came.
+fn without_unsigned_thinking(body: &[u8]) -> Result<String, GatewayError> {
+    use serde_json::value::RawValue;
+    #[derive(Deserialize)]
+    struct Body<'a> {
+        #[serde(borrow)]
+        messages: &'a RawValue,
+    }
+    #[derive(Deserialize)]
+    struct Turn<'a> {
+        #[serde(borrow, default)]
+        content: Option<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Cow<'a, str>,
+        #[serde(borrow, default)]
+        signature: Option<Cow<'a, str>>,
+    }
+    let invalid =
+        |e: String| GatewayError::invalid("messages", format!("invalid request body: {e}"));
+    let unsigned = |block: &RawValue| {
+        serde_json::from_str::<Kind>(block.get())
+            .is_ok_and(|k| k.kind == "thinking" && k.signature.as_deref() == Some(""))
+    };
+    let text = std::str::from_utf8(body).map_err(|e| invalid(e.to_string()))?;
+    let list = serde_json::from_str::<Body>(text)
+        .map_err(|e| invalid(e.to_string()))?
+        .messages
+        .get();
+    let messages: Vec<&RawValue> =
+        serde_json::from_str(list).map_err(|e| invalid(e.to_string()))?;
+    let mut out = String::with_capacity(list.len());
+    // Where the previous message ended in `list`: the bytes between
+    // messages are kept as they came.
+    let mut prev = 0;
+    for message in messages {
+        let start = (message.get().as_ptr() as usize).saturating_sub(list.as_ptr() as usize);
+        out.push_str(list.get(prev..start).unwrap_or_default());
+        prev = start + message.get().len();
+        let blocks = serde_json::from_str::<Turn>(message.get())
+            .ok()
+            .and_then(|t| t.content)
+            .and_then(|c| serde_json::from_str::<Vec<&RawValue>>(c.get()).ok())
+            .filter(|blocks| blocks.iter().any(|b| unsigned(b)));
+        let Some(blocks) = blocks else {
+            out.push_str(message.get());
+            continue;
+        };
+        let kept: Vec<&str> = blocks
+            .iter()
+            .filter(|b| !unsigned(b))
+            .map(|b| b.get())
+            .collect();
+        let content = format!("[{}]", kept.join(","));
+        let edited = edit_members(message.get().as_bytes(), "", |key| match key {
+            "content" => Member::Replace(&content),
+            _ => Member::Keep,
+        })?;
+        out.push_str(&String::from_utf8(edited).map_err(|e| invalid(e.to_string()))?);
+    }
+    out.push_str(list.get(prev..).unwrap_or_default());
+    Ok(out)
+}
+
+/// The client's body with its top-level `model` replaced by `model` and
+/// what Claude cannot verify left out ([`Unverifiable`]), every other byte
+/// kept.
+fn with_model(
+    body: &[u8],
+    model: &str,
+    unverifiable: &Unverifiable,
+) -> Result<Vec<u8>, GatewayError> {
     let replacement = serde_json::to_string(model)
         .map_err(|e| GatewayError::invalid("body", format!("invalid request body: {e}")))?;
     let mut found = false;
@@ -431,8 +533,7 @@ fn with_model(body: &[u8], model: &str, drop_thinking: bool) -> Result<Vec<u8>, 
             found = true;
             Member::Replace(&replacement)
         }
-        "thinking" if drop_thinking => Member::Drop,
-        _ => Member::Keep,
+        _ => unverifiable.edit(key).unwrap_or(Member::Keep),
     })?;
     if !found {
         return Err(GatewayError::invalid(
@@ -460,8 +561,8 @@ impl Dialect for Anthropic {
     }
 
     /// The client's body, only `model` replaced (its `anthropic-beta`
-    /// header goes with it, [`Self::takes_client_header`]), and `thinking`
-    /// left out for a history Claude cannot verify ([`drops_thinking`]).
+    /// header goes with it, [`Self::takes_client_header`]), and what Claude
+    /// cannot verify left out ([`Unverifiable`]).
     fn encode_native(
         &self,
         _api: Api,
@@ -469,14 +570,15 @@ impl Dialect for Anthropic {
         req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let body = (client.body)();
         Some(
-            with_model(&(client.body)(), target.model, drops_thinking(req)).map(|body| {
-                UpstreamRequest {
+            Unverifiable::of(req, &body)
+                .and_then(|unverifiable| with_model(&body, target.model, &unverifiable))
+                .map(|body| UpstreamRequest {
                     path: format!("{}/v1/messages", target.provider.base_path),
                     headers: headers(target),
                     body,
-                }
-            }),
+                }),
         )
     }
 
@@ -488,7 +590,7 @@ impl Dialect for Anthropic {
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         (*call == Call::CountTokens).then(|| {
-            with_model(&raw(), target.model, false).map(|body| UpstreamRequest {
+            with_model(&raw(), target.model, &Unverifiable::default()).map(|body| UpstreamRequest {
                 path: format!("{}{}", target.provider.base_path, call.path()),
                 headers: headers(target),
                 body,
@@ -1599,18 +1701,33 @@ mod messages_tests {
                 .unwrap();
             String::from_utf8(up.body).unwrap()
         };
-        // Another vendor's tool turn (no thinking, or unsigned): without thinking.
-        for content in ["", r#"{"type":"thinking","thinking":"t","signature":""},"#] {
-            let body = history.replace("CONTENT", content);
-            let thinking = r#" "thinking":{"type":"enabled","budget_tokens":2048},"#;
-            assert_eq!(native(&body), body.replace(thinking, ""));
-        }
+        // Another vendor's tool turn (no thinking, or unsigned): without
+        // thinking, and without the unsigned block.
+        let thinking = r#" "thinking":{"type":"enabled","budget_tokens":2048},"#;
+        let bare = history.replace("CONTENT", "");
+        assert_eq!(native(&bare), bare.replace(thinking, ""));
+        let unsigned = history.replace(
+            "CONTENT",
+            r#"{"type":"thinking","thinking":"t","signature":""}, "#,
+        );
+        assert_eq!(native(&unsigned), bare.replace(thinking, ""));
         // Claude's own signed turn: every byte kept.
         let signed = history.replace(
             "CONTENT",
             r#"{"type":"thinking","thinking":"t","signature":"s"},"#,
         );
         assert_eq!(native(&signed), signed);
+        // Another vendor's unsigned thinking in an earlier turn: the block
+        // left out (Claude refuses it), thinking kept; other turns as sent.
+        let earlier = r#"{"model":"g","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"q"},
+            {"role":"assistant", "content":[{"type":"thinking","thinking":"t","signature":""}, {"type":"text","text":"a"}]},  {"role":"user","content":"again"}]}"#;
+        assert_eq!(
+            native(earlier),
+            earlier.replace(
+                r#"{"role":"assistant", "content":[{"type":"thinking","thinking":"t","signature":""}, {"type":"text","text":"a"}]},  "#,
+                r#"{"role":"assistant", "content":[{"type":"text","text":"a"}]},  "#
+            )
+        );
     }
 
     #[test]

@@ -509,12 +509,16 @@ impl Dialect for Bedrock {
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         invokes(target).then(|| {
-            bedrock_invoke::invoke_body(
-                &(client.body)(),
-                (client.header)("anthropic-beta"),
-                super::anthropic::drops_thinking(req),
-            )
-            .map(|body| invoke(target, req.stream, body))
+            let body = (client.body)();
+            anthropic::Unverifiable::of(req, &body)
+                .and_then(|unverifiable| {
+                    bedrock_invoke::invoke_body(
+                        &body,
+                        (client.header)("anthropic-beta"),
+                        &unverifiable,
+                    )
+                })
+                .map(|body| invoke(target, req.stream, body))
         })
     }
 

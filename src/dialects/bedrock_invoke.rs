@@ -21,7 +21,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::anthropic::{Anthropic, AnthropicEvents};
+use super::anthropic::{Anthropic, AnthropicEvents, Unverifiable};
 use super::{edit_members, unparseable, Dialect, Events, Member, Target};
 use crate::error::GatewayError;
 use crate::model::request::ChatRequest;
@@ -35,13 +35,12 @@ pub const ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
 const VERSION_MEMBER: &str = r#""anthropic_version":"bedrock-2023-05-31""#;
 
 /// A body in Anthropic's Messages format as InvokeModel takes it: every
-/// byte kept but `model` and `stream` (and `thinking` when
-/// `drop_thinking`, `anthropic::drops_thinking`), `anthropic_version`
-/// added.
+/// byte kept but `model` and `stream` (and what Claude cannot verify,
+/// [`Unverifiable`]), `anthropic_version` added.
 pub fn invoke_body(
     messages_body: &[u8],
     beta: Option<Vec<u8>>,
-    drop_thinking: bool,
+    unverifiable: &Unverifiable,
 ) -> Result<Vec<u8>, GatewayError> {
     let mut first = VERSION_MEMBER.to_owned();
     if let Some(betas) = beta
@@ -57,9 +56,8 @@ pub fn invoke_body(
     edit_members(messages_body, &first, |key| match key {
         // The client's own `anthropic_beta` gives way to its header's.
         "model" | "stream" => Member::Drop,
-        "thinking" if drop_thinking => Member::Drop,
         "anthropic_beta" if first.len() > VERSION_MEMBER.len() => Member::Drop,
-        _ => Member::Keep,
+        _ => unverifiable.edit(key).unwrap_or(Member::Keep),
     })
 }
 
@@ -76,7 +74,11 @@ fn anthropic_beta(header: &[u8]) -> Vec<&str> {
 
 /// The neutral request as the Anthropic dialect encodes it, for InvokeModel.
 pub fn encode_body(req: &ChatRequest, target: &Target) -> Result<Vec<u8>, GatewayError> {
-    invoke_body(&Anthropic.encode_request(req, target)?.body, None, false)
+    invoke_body(
+        &Anthropic.encode_request(req, target)?.body,
+        None,
+        &Unverifiable::default(),
+    )
 }
 
 /// Whether a Bedrock answer is Anthropic's message (InvokeModel), not a
@@ -148,7 +150,8 @@ mod tests {
         let body = br#"{ "model" : "claude-x",
   "max_tokens": 10, "stream":true ,"messages":[{"role":"user","content":"hi \"there\""}],
   "system": [{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}] }"#;
-        let out = String::from_utf8(invoke_body(body, None, false).unwrap()).unwrap();
+        let out =
+            String::from_utf8(invoke_body(body, None, &Unverifiable::default()).unwrap()).unwrap();
         assert_eq!(
             out,
             r#"{"anthropic_version":"bedrock-2023-05-31",
@@ -160,7 +163,7 @@ mod tests {
         assert!(v.get("model").is_none() && v.get("stream").is_none());
         // Only the version when nothing else is left.
         assert_eq!(
-            invoke_body(br#"{"model":"m"}"#, None, false).unwrap(),
+            invoke_body(br#"{"model":"m"}"#, None, &Unverifiable::default()).unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31"}"#
         );
         // Dropped side by side: the dropped members' separators go with them.
@@ -168,36 +171,46 @@ mod tests {
             invoke_body(
                 br#"{"a":1 , "model":"m","stream":false,  "b":[2,3] }"#,
                 None,
-                false
+                &Unverifiable::default()
             )
             .unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","a":1,  "b":[2,3] }"#
         );
         assert_eq!(
-            invoke_body(br#"{"a":{"model":"inner"},"model":"m"}"#, None, false).unwrap(),
+            invoke_body(
+                br#"{"a":{"model":"inner"},"model":"m"}"#,
+                None,
+                &Unverifiable::default()
+            )
+            .unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","a":{"model":"inner"}}"#
         );
-        assert!(invoke_body(b"[1]", None, false).is_err());
+        assert!(invoke_body(b"[1]", None, &Unverifiable::default()).is_err());
         // The client's `anthropic-beta` header: the body's list, in its place.
         assert_eq!(
             invoke_body(
                 br#"{"model":"m","anthropic_beta":["old"],"max_tokens":1}"#,
                 Some(b" beta-a, beta-b ,".to_vec()),
-                false
+                &Unverifiable::default()
             )
             .unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["beta-a","beta-b"],"max_tokens":1}"#
         );
-        assert!(invoke_body(b"{\"a\":", None, false).is_err());
-        // `thinking` left out when Claude could not verify the history.
+        assert!(invoke_body(b"{\"a\":", None, &Unverifiable::default()).is_err());
+        // What Claude could not verify left out: `thinking` for another
+        // vendor's tool turn, and unsigned thinking blocks.
+        let body = r#"{"model":"m", "thinking":{"type":"enabled","budget_tokens":1024},"max_tokens":2000,"messages":[{"role":"user","content":"q"},
+            {"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":""}, {"type":"tool_use","id":"t1","name":"f","input":{}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"}]}]}"#;
+        let req = crate::surfaces::anthropic_messages::request::parse(body.as_bytes()).unwrap();
+        let unverifiable = Unverifiable::of(&req, body.as_bytes()).unwrap();
         assert_eq!(
-            invoke_body(
-                br#"{"model":"m", "thinking":{"type":"enabled"},"max_tokens":9}"#,
-                None,
-                true
+            String::from_utf8(invoke_body(body.as_bytes(), None, &unverifiable).unwrap()).unwrap(),
+            body.replace(
+                r#""model":"m", "thinking":{"type":"enabled","budget_tokens":1024},"#,
+                r#""anthropic_version":"bedrock-2023-05-31","#
             )
-            .unwrap(),
-            br#"{"anthropic_version":"bedrock-2023-05-31","max_tokens":9}"#
+            .replace(r#"{"type":"thinking","thinking":"t","signature":""}, "#, "")
         );
     }
 
