@@ -4,7 +4,7 @@
 //! responses, the binary event stream (`application/vnd.amazon.eventstream`,
 //! CRC32s included), exceptions mid-stream, and `x-amzn-errortype` errors.
 //!
-//! Long on purpose (about 920 lines of code, then its tests): one vendor's
+//! Long on purpose (about 980 lines of code, then its tests): one vendor's
 //! checks, with the real API's error messages, and its answers and streams,
 //! in one file as for every vendor the mock speaks.
 
