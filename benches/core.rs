@@ -300,6 +300,7 @@ fn main() {
         created: 1,
         model: "m".into(),
         provider: "p".into(),
+        stop_sequence: None,
     };
     for size in [1024, 100 * 1024] {
         let body = unified_request(size);

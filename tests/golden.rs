@@ -222,6 +222,7 @@ fn origin(kind: DialectKind) -> Origin {
         created: 1_733_000_000,
         model: vendor_model(kind).into(),
         provider: format!("golden-{}", dialect_name(kind)),
+        stop_sequence: None,
     }
 }
 

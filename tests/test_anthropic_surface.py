@@ -346,14 +346,68 @@ def test_thinking_round_trip_with_a_tool(agw, stream):
                                                       {"role": "assistant", "content": first.content}, result]})
     assert second.content[0].type == "thinking"
     assert "Tool result received: found it" in second.content[1].text
-    # A tampered signature, or the thinking left out, is refused as Anthropic refuses it.
+    # A tampered signature is refused as Anthropic refuses it.
     forged = [first.content[0].model_copy(update={"signature": "forged"}), *first.content[1:]]
-    for content, says in [(forged, "Invalid `signature` in `thinking` block"),
-                          (first.content[1:], "Expected `thinking` or `redacted_thinking`, but found `text`")]:
-        with pytest.raises(anthropic.BadRequestError) as info:
-            c.messages.create(**{**ask, "messages": [*ask["messages"], {"role": "assistant", "content": content},
-                                                     result]})
-        assert says in info.value.body["error"]["message"]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        c.messages.create(**{**ask, "messages": [*ask["messages"], {"role": "assistant", "content": forged},
+                                                 result]})
+    assert "Invalid `signature` in `thinking` block" in info.value.body["error"]["message"]
+    # The thinking left out (Claude refuses thinking then): answered without.
+    bare = c.messages.create(**{**ask, "messages": [*ask["messages"],
+                                                    {"role": "assistant", "content": first.content[1:]}, result]})
+    assert [b.type for b in bare.content] == ["text"]
+
+
+@pytest.mark.parametrize("first", ["mock-openai", "mock-gemini", "mock-dashscope"])
+def test_a_thinking_conversation_another_vendor_began_continues_on_anthropic(agw, test_id, first):
+    """Turn 1 answered by another vendor (as after a failover: its tool
+    call comes without signed thinking, or with unsigned thinking), turn 2
+    by Anthropic: Claude refuses thinking with a tool-use turn that does
+    not start with its signed thinking (the mock as Anthropic: 400
+    "Expected `thinking` or `redacted_thinking`"), so the pass-through
+    goes on without `thinking`, every other member as the client sent it."""
+    ask = dict(model="any", max_tokens=2048, thinking=THINKING, tools=[LOOKUP], messages=user("think, then look"))
+    turn = client(agw, first, **{"x-mock-scenario": "tool"}).messages.create(**ask)
+    [call] = [b for b in turn.content if b.type == "tool_use"]
+    assert not any(b.type == "thinking" and b.signature for b in turn.content)
+    history = [*ask["messages"], {"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                                                  for b in turn.content]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "found it"}]}]
+    second = client(agw, "mock-anthropic", test_id=test_id).messages.create(**{**ask, "messages": history})
+    assert "Tool result received: found it" in second.content[0].text
+    [seen] = agw.mock_requests(test_id)
+    assert seen["body"] == {"model": "mock-claude-sonnet", "max_tokens": 2048, "tools": [LOOKUP],
+                            "messages": signed_only(history)}
+    # Claude's own signed turn keeps its thinking (the round trip above).
+
+
+def signed_only(messages):
+    """The history without the thinking blocks that have no signature (another vendor's reasoning)."""
+    def keep(block):
+        return not (block.get("type") == "thinking" and not block.get("signature"))
+    return [{**m, "content": [b for b in m["content"] if keep(b)]} if isinstance(m["content"], list) else m
+            for m in messages]
+
+
+@pytest.mark.parametrize("first", ["mock-gemini", "mock-dashscope"])
+def test_another_vendors_unsigned_thinking_is_left_out_for_anthropic(agw, test_id, first):
+    """Turn 1 thought by a vendor whose reasoning has no signature (the
+    surface gives it an empty one); turn 2 on Anthropic with thinking:
+    Claude refuses a thinking block it cannot verify (the mock: "Invalid
+    `signature` in `thinking` block"), so the pass-through leaves that
+    block out, thinking and every other member as sent."""
+    ask = dict(model="any", max_tokens=2048, thinking=THINKING, messages=user("think"))
+    turn = client(agw, first).messages.create(**ask)
+    assert turn.content[0].type == "thinking" and turn.content[0].signature == ""
+    history = [*ask["messages"], {"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                                                  for b in turn.content]},
+               {"role": "user", "content": "again"}]
+    second = client(agw, "mock-anthropic", test_id=test_id).messages.create(**{**ask, "messages": history})
+    assert second.content[0].type == "thinking" and second.content[0].signature
+    [seen] = agw.mock_requests(test_id)
+    assert seen["body"] == {"model": "mock-claude-sonnet", "max_tokens": 2048, "thinking": THINKING,
+                            "messages": signed_only(history)}
+    assert len(seen["body"]["messages"][1]["content"]) == len(turn.content) - 1
 
 
 @pytest.mark.parametrize("bad, says", [
@@ -395,6 +449,29 @@ def test_thinking_request_to_other_vendors(agw, group):
     c = client(agw, group)
     m = c.messages.create(model="any", max_tokens=2048, thinking=THINKING, messages=user("think"))
     assert m.stop_reason == "end_turn" and any(b.type == "text" for b in m.content)
+
+
+# ------------------------------------------------------------ stop sequences
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("group, says", [("mock-anthropic", True), ("mock-bedrock", True), ("mock-openai", False)])
+def test_the_matched_stop_sequence_is_reported_where_the_vendor_says_it(agw, test_id, group, says, stream):
+    """Anthropic says which stop sequence matched; so does Claude on
+    Bedrock's Converse when asked (`additionalModelResponseFieldPaths:
+    ["/stop_sequence"]`, the mock answering only then): the client gets
+    `stop_reason: stop_sequence` and the sequence, JSON and stream. OpenAI
+    says only that it stopped: `end_turn`."""
+    c = client(agw, group, test_id=test_id)
+    m, _ = anthropic_message(c, stream, model="claude-sonnet-4", max_tokens=200, stop_sequences=["zzz", "mock"],
+                             messages=user("hi"))
+    if says:
+        assert (m.stop_reason, m.stop_sequence) == ("stop_sequence", "mock")
+    else:
+        assert (m.stop_reason, m.stop_sequence) == ("end_turn", None)
+    assert "mock" not in m.content[0].text
+    if group == "mock-bedrock":
+        [seen] = agw.mock_requests(test_id)
+        assert seen["body"]["additionalModelResponseFieldPaths"] == ["/stop_sequence"]
 
 
 # ------------------------------------------------------------ failover

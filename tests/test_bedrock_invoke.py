@@ -180,6 +180,25 @@ def test_thinking_round_trip_keeps_signatures_and_cache_points(bgw, test_id, str
     assert "Invalid `signature` in `thinking` block" in info.value.body["error"]["message"]
 
 
+def test_a_thinking_conversation_another_vendor_began_continues_on_claude(bgw, test_id):
+    """Turn 1 answered by OpenAI (a tool call without signed thinking),
+    turn 2 by Claude through InvokeModel: passed through without `thinking`
+    (Claude refuses it with such a history, and the mock as Claude), every
+    other member as the client sent it."""
+    ask = dict(model="claude-sonnet-4", max_tokens=2048, thinking=THINKING, tools=[LOOKUP],
+               messages=user("think, then look"))
+    turn = claude(bgw, **{"x-model-group": "mock-openai", "x-mock-scenario": "tool"}).messages.create(**ask)
+    [call] = [b for b in turn.content if b.type == "tool_use"]
+    history = [*ask["messages"], {"role": "assistant", "content": [b.model_dump(exclude_none=True)
+                                                                  for b in turn.content]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "found it"}]}]
+    second = claude(bgw, test_id).messages.create(**{**ask, "messages": history})
+    assert "Tool result received: found it" in second.content[0].text
+    body = seen_by_bedrock(bgw, test_id)["body"]
+    assert body == {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 2048, "tools": [LOOKUP],
+                    "messages": history}
+
+
 def test_anthropic_beta_header_becomes_the_bodys_list(bgw, test_id):
     """InvokeModel takes betas as the body's `anthropic_beta`: the client's
     header becomes that list; the header itself is never sent on (nor

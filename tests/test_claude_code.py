@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALL_GROUPS_KEY, own_gateway, log_lines
+from conftest import ALL_GROUPS_KEY, configure_test_gateway, own_gateway, log_lines
 
 CLAUDE_DIR = Path(__file__).resolve().parent / "claude-code"
 CLAUDE = CLAUDE_DIR / "node_modules" / ".bin" / "claude"
@@ -51,7 +51,7 @@ def cgw(tmp_path_factory):
         yield gw
 
 
-def claude(cgw, tmp_path, group, prompt, test_id, scenario=None):
+def claude(cgw, tmp_path, group, prompt, test_id, scenario=None, thinking_tokens=None):
     """Runs `claude -p` against the gateway; its JSON result."""
     headers = [f"x-test-id: {test_id}"]
     if scenario:
@@ -70,6 +70,8 @@ def claude(cgw, tmp_path, group, prompt, test_id, scenario=None):
         "DISABLE_ERROR_REPORTING": "1",
         "DISABLE_AUTOUPDATER": "1",
     }
+    if thinking_tokens:
+        env["MAX_THINKING_TOKENS"] = str(thinking_tokens)
     proc = subprocess.run([str(CLAUDE), "-p", prompt, "--model", group, "--output-format", "json",
                            "--allowedTools", "Bash"],
                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -130,3 +132,35 @@ def test_claude_code_version_is_pinned(tmp_path):
     out = subprocess.run([str(CLAUDE), "--version"], env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.split()[0] == pinned, out
+
+
+def first_turn_down(config):
+    """mock-failover's Anthropic vendor down only for a conversation's first
+    turn: turn 1 fails over to OpenAI, turn 2 (the tool's result) is Anthropic's."""
+    configure_test_gateway(config)
+    config["providers"]["mock-anthropic-down"]["base_path"] = "/scenario/busy-until-tool-results"
+
+
+@pytest.fixture(scope="module")
+def mixed_gw(tmp_path_factory):
+    ensure_claude_code()
+    with own_gateway(tmp_path_factory.mktemp("envoy-claude-code-mixed"), edit=first_turn_down) as gw:
+        yield gw
+
+
+def test_thinking_with_tools_across_a_failover(mixed_gw, tmp_path, test_id):
+    """Claude Code thinking, with Bash, on mock-failover: OpenAI answers turn
+    1 (a Bash call, no signed thinking), Anthropic turn 2, which Claude
+    would refuse with thinking on ("Expected `thinking` or
+    `redacted_thinking`", as the mock does): the pass-through goes without."""
+    marker = f"marker-mixed-{os.getpid()}"
+    result = claude(mixed_gw, tmp_path, "mock-failover", "run the marker command", test_id,
+                    scenario=f"call=Bash:{marker}", thinking_tokens=2048)
+    assert result["is_error"] is False and result["num_turns"] >= 2, result
+    assert f"Tool result received: {marker}" in result["result"]
+    seen = requests_of(mixed_gw, test_id, 2)
+    assert any("/v1/chat/completions" in r["path"] for r in seen), "turn 1 failed over to OpenAI"
+    first = next(r for r in seen if "/v1/messages" in r["path"])
+    assert first["body"].get("thinking"), "Claude Code asked for thinking"
+    answered = [r for r in seen if "/v1/messages" in r["path"] and f"echo {marker}" in json.dumps(r["body"])]
+    assert answered and all("thinking" not in r["body"] for r in answered), "turn 2 without thinking"

@@ -47,6 +47,8 @@ def test_bedrock_non_stream(gw, test_id):
         "messages": [{"role": "user", "content": [{"text": "hi there"}]}],
         "system": [{"text": "be brief"}],
         "inferenceConfig": {"maxTokens": 50, "temperature": 0.3, "stopSequences": ["STOPHERE"]},
+        # Claude says which stop sequence matched when asked.
+        "additionalModelResponseFieldPaths": ["/stop_sequence"],
     }
 
 

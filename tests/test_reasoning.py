@@ -179,12 +179,15 @@ def test_bedrock_claude_reasoning_round_trip_needs_the_signed_block(gw, client, 
     assert assistant[0] == {"reasoningContent": {"reasoningText": {"text": thought,
                                                                    "signature": detail["signature"]}}}
 
-    # Without the signed block (reasoning_content alone is unsigned: dropped), Claude refuses.
+    # Without the signed block (reasoning_content alone is unsigned: dropped)
+    # Claude refuses thinking: as on Anthropic's API, it is sent without.
     unsigned = {k: v for k, v in turn.items() if k != "reasoning_details"}
-    with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model=CLAUDE_THINKING, messages=WEATHER + [unsigned, tool_result(turn)],
-                                       **later)
-    assert "must start with a thinking block" in error_message(e)
+    third = client.chat.completions.create(model=CLAUDE_THINKING, messages=WEATHER + [unsigned, tool_result(turn)],
+                                           **later)
+    assert third.choices[0].message.content == "Tool result received: sunny, 21C"
+    sent = gw.mock_requests(test_id)[-1]["body"]
+    assert "additionalModelRequestFields" not in sent
+    assert all("reasoningContent" not in b for b in sent["messages"][1]["content"])
     # A signature changed on the way: refused too.
     forged = copy.deepcopy(turn)
     forged["reasoning_details"][0]["signature"] = detail["signature"][:-2] + "x="
@@ -229,15 +232,34 @@ def test_gemini_stream_tool_round_trip(gw, client, test_id):
     assert asked["body"]["generationConfig"]["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 24576}
 
 
+@pytest.mark.parametrize("group", [BEDROCK, "mock-anthropic"])
+def test_claude_rules_are_one_wherever_claude_runs(gw, test_id, group):
+    """An effort's budget is lowered below the output limit, and the
+    sampling controls thinking refuses are dropped, on Bedrock as on
+    Anthropic's API (each mock refuses a budget not below the limit and a
+    temperature with thinking, as the vendor does)."""
+    status, _, body = gw.chat({"model": CLAUDE_THINKING, "messages": USER_HI, "reasoning_effort": "high",
+                               "max_tokens": 5000, "temperature": 0.5, "top_p": 0.5}, **headers(group, test_id))
+    assert status == 200, body
+    [sent] = gw.mock_requests(test_id)
+    if group == BEDROCK:
+        assert sent["body"]["additionalModelRequestFields"] == {"thinking": {"type": "enabled", "budget_tokens": 4999}}
+        assert sent["body"]["inferenceConfig"] == {"maxTokens": 5000}
+    else:
+        assert sent["body"]["thinking"] == {"type": "enabled", "budget_tokens": 4999}
+        assert sent["body"]["max_tokens"] == 5000
+        assert not {"temperature", "top_p", "top_k"} & set(sent["body"])
+
+
+@pytest.mark.parametrize("group", [BEDROCK, "mock-anthropic"])
 @pytest.mark.parametrize("model,extra,param,message", [
     # The gateway's own refusals, naming the field.
-    (CLAUDE_THINKING, {"temperature": 0.5}, "temperature", "takes no temperature"),
-    (CLAUDE_THINKING, {"max_tokens": 1024}, "max_tokens", "must exceed the reasoning budget"),
-    (CLAUDE_THINKING, {"tool_choice": "required", "tools": [WEATHER_TOOL]}, "tool_choice", "forced tool"),
+    (CLAUDE_THINKING, {"max_tokens": 1024}, "max_tokens", "thinks with at least 1024 tokens"),
+    (CLAUDE_THINKING, {"tool_choice": "required", "tools": [WEATHER_TOOL]}, "tool_choice", "forced to call a tool"),
 ])
-def test_bedrock_thinking_refusals(gw, test_id, model, extra, param, message):
+def test_claude_thinking_refusals(gw, test_id, group, model, extra, param, message):
     status, _, body = gw.chat({"model": model, "messages": USER_HI, "reasoning_effort": "low", **extra},
-                              **headers(BEDROCK, test_id))
+                              **headers(group, test_id))
     assert status == 400, body
     assert message in body["error"]["message"]
     if param:

@@ -350,10 +350,11 @@ def test_reasoning_is_taken_out_for_a_model_without_it(gw, group, test_id):
 
 @pytest.mark.parametrize("group", NATIVE)
 def test_pass_through_keeps_what_the_gateway_does_not_model(gw, group, test_id):
-    resp = client(gw, group, **{"x-test-id": test_id}).responses.create(
+    raw = client(gw, group, **{"x-test-id": test_id}).responses.with_raw_response.create(
         model="any", input="hi", store=True, truncation="auto", prompt_cache_key="k-1",
         safety_identifier="user-7", include=["message.output_text.logprobs"],
         metadata={"team": "x", "task_type": "chat"}, extra_body={"request_id": "keep-out"})
+    resp = raw.parse()
     assert resp.status == "completed"
     [sent] = gw.mock_requests(test_id)
     assert sent["path"].endswith("/v1/responses")
@@ -364,7 +365,22 @@ def test_pass_through_keeps_what_the_gateway_does_not_model(gw, group, test_id):
         assert body[field] == value, field
     assert body["metadata"] == {"team": "x"}, "the gateway's own metadata stays behind"
     assert "request_id" not in body
-    assert resp.model_extra.get("provider"), "the gateway names who answered"
+    # The vendor's answer as it sent it: who answered is a header, not a member.
+    assert raw.headers["x-llm-provider"].startswith("mock-")
+    assert "provider" not in json.loads(raw.content)
+
+
+@pytest.mark.parametrize("group", NATIVE)
+def test_pass_through_stream_events_are_the_vendors(gw, group):
+    """Streamed, each event is the vendor's: no member added to it or to
+    its `response`; who answered is the header."""
+    with client(gw, group).responses.with_streaming_response.create(model="any", input="hi", stream=True) as r:
+        provider = r.headers["x-llm-provider"]
+        text = r.read().decode()
+    events = [json.loads(line[len("data: "):]) for line in text.splitlines() if line.startswith("data: ")]
+    assert events and events[-1]["type"] == "response.completed" and provider.startswith("mock-")
+    for e in events:
+        assert "provider" not in e and "provider" not in e.get("response", {}), e
 
 
 @pytest.mark.parametrize("group", NATIVE)

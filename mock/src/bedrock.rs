@@ -4,7 +4,7 @@
 //! responses, the binary event stream (`application/vnd.amazon.eventstream`,
 //! CRC32s included), exceptions mid-stream, and `x-amzn-errortype` errors.
 //!
-//! Long on purpose (about 920 lines of code, then its tests): one vendor's
+//! Long on purpose (about 980 lines of code, then its tests): one vendor's
 //! checks, with the real API's error messages, and its answers and streams,
 //! in one file as for every vendor the mock speaks.
 
@@ -386,6 +386,48 @@ fn parse_tools(config: Option<&Value>) -> Result<(Vec<Tool>, ToolChoice), Failur
     Ok((tools, choice))
 }
 
+/// `additionalModelResponseFieldPaths`: JSON Pointers (RFC 6901) into the
+/// model's own answer. Bedrock refuses an empty or malformed pointer (400)
+/// and ignores a valid one the answer does not have ("Converse": request
+/// syntax); Claude's answer has `stop_sequence`. True when it is asked of
+/// a Claude model.
+fn check_response_paths(body: &Value, model: &str) -> Result<bool, Failure> {
+    let Some(paths) = body.get("additionalModelResponseFieldPaths") else {
+        return Ok(false);
+    };
+    let paths = paths.as_array().ok_or_else(|| {
+        invalid(
+            "Malformed input request: additionalModelResponseFieldPaths must be a list of strings",
+        )
+    })?;
+    let mut stop_sequence = false;
+    for path in paths {
+        let pointer = path.as_str().unwrap_or_default();
+        let escapes_ok = pointer
+            .split('~')
+            .skip(1)
+            .all(|rest| rest.starts_with(['0', '1']));
+        if !pointer.starts_with('/') || !escapes_ok {
+            return Err(invalid(format!(
+                "The provided additionalModelResponseFieldPaths entry {path} is not a valid JSON Pointer"
+            )));
+        }
+        stop_sequence |= pointer == "/stop_sequence";
+    }
+    Ok(stop_sequence && model.contains("anthropic.claude"))
+}
+
+/// `additionalModelResponseFields` of an answer: the stop sequence that
+/// matched, when asked for.
+fn response_fields(p: &Prompt, a: &Answer) -> Option<Value> {
+    match &a.finish {
+        Finish::StopSequence(s) if p.bedrock_stop_sequence_field => {
+            Some(json!({"stop_sequence": s}))
+        }
+        _ => None,
+    }
+}
+
 fn stop_reason(f: &Finish) -> &'static str {
     match f {
         Finish::Stop => "end_turn",
@@ -517,6 +559,7 @@ impl Dialect for Bedrock {
         check_inference(inference, &model)?;
         let mut p = self.parse(body)?;
         p.reasoning = check_thinking(body, &model, &p.tool_choice)?;
+        p.bedrock_stop_sequence_field = check_response_paths(body, &model)?;
         if p.reasoning {
             let messages = body.get("messages").and_then(Value::as_array);
             check_thinking_history(messages.map_or(&[][..], Vec::as_slice))?;
@@ -820,12 +863,16 @@ impl Dialect for Bedrock {
             content.push(json!({"toolUse": {"toolUseId": format!("tooluse_{}", c.n),
                                              "name": c.name, "input": c.arguments}}));
         }
-        json!({
+        let mut answer = json!({
             "output": {"message": {"role": "assistant", "content": content}},
             "stopReason": stop_reason(&a.finish),
             "usage": usage(p, a),
             "metrics": {"latencyMs": 12},
-        })
+        });
+        if let Some(fields) = response_fields(p, a) {
+            answer["additionalModelResponseFields"] = fields;
+        }
+        answer
     }
 
     fn stream(&self, p: &Prompt, a: &Answer, _meta: Meta) -> Vec<SseEvent> {
@@ -878,10 +925,11 @@ impl Dialect for Bedrock {
             ));
             index += 1;
         }
-        events.push(event(
-            "messageStop",
-            json!({"stopReason": stop_reason(&a.finish)}),
-        ));
+        let mut stop = json!({"stopReason": stop_reason(&a.finish)});
+        if let Some(fields) = response_fields(p, a) {
+            stop["additionalModelResponseFields"] = fields;
+        }
+        events.push(event("messageStop", stop));
         events.push(event(
             "metadata",
             json!({"usage": usage(p, a), "metrics": {"latencyMs": 12}}),
@@ -949,6 +997,29 @@ mod tests {
         match check_thinking(body, model, choice) {
             Err(Failure::Invalid(m)) => m,
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn response_field_paths_are_json_pointers() {
+        let paths = |v: Value, model: &str| {
+            check_response_paths(&json!({ "additionalModelResponseFieldPaths": v }), model)
+        };
+        assert_eq!(paths(json!(["/stop_sequence"]), SONNET_4), Ok(true));
+        assert_eq!(
+            paths(json!(["/stop_sequence"]), "amazon.nova-pro-v1:0"),
+            Ok(false)
+        );
+        assert_eq!(paths(json!(["/other", "/a~1b"]), SONNET_4), Ok(false));
+        assert_eq!(check_response_paths(&json!({}), SONNET_4), Ok(false));
+        for bad in [
+            json!([""]),
+            json!(["stop_sequence"]),
+            json!(["/a~2"]),
+            json!([1]),
+            json!("/x"),
+        ] {
+            assert!(matches!(paths(bad, SONNET_4), Err(Failure::Invalid(_))));
         }
     }
 

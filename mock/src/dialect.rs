@@ -52,6 +52,11 @@ pub struct Prompt {
     /// The prompt up to its last `cache_control` breakpoint, when it is long
     /// enough to cache: (its key, its words).
     pub anthropic_cache: Option<(String, u64)>,
+    // --- Bedrock's own (set by mock/src/bedrock.rs) -------------------------
+    /// Converse asked a Claude model for `/stop_sequence`
+    /// (`additionalModelResponseFieldPaths`): the answer says which stop
+    /// sequence matched, in `additionalModelResponseFields`.
+    pub bedrock_stop_sequence_field: bool,
     /// Request fields the vendor's answer repeats (the Responses API's
     /// `instructions`, `tools`, `text`...).
     pub echo: serde_json::Map<String, Value>,

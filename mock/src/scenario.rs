@@ -16,6 +16,10 @@ pub struct Scenario {
     pub context_error: bool,
     /// `fail-first`: 503 for the first request with a given x-request-id.
     pub fail_first: bool,
+    /// `busy-until-tool-results`: 529 overloaded for a request whose last
+    /// message carries no tool results (a vendor down for a conversation's
+    /// first turn, back for the turn after a tool call).
+    pub busy_until_tool_results: bool,
     /// `slow[=ms]`: pause between stream events / before a plain answer.
     pub slow: Option<Duration>,
     /// `split`: multibyte answer written 3-7 bytes at a time.
@@ -98,6 +102,7 @@ impl Scenario {
             match d {
                 "error-400-context" => s.context_error = true,
                 "fail-first" => s.fail_first = true,
+                "busy-until-tool-results" => s.busy_until_tool_results = true,
                 "slow" => s.slow = Some(DEFAULT_SLOW),
                 "split" => s.split = true,
                 "crlf" => s.crlf = true,

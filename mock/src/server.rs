@@ -366,6 +366,9 @@ fn completion(
     if let Some(status) = sc.error {
         return c.fail(d, &Failure::Status(status));
     }
+    if sc.busy_until_tool_results && prompt.tool_results.is_none() {
+        return c.fail(d, &Failure::Status(529));
+    }
     // Without an x-request-id there is nothing to remember: answer normally.
     if sc.fail_first
         && req

@@ -13,7 +13,7 @@
 //! effort as a budget, `Effort::claude_budget`) and signed thinking blocks of
 //! the history go back first in their assistant turn.
 //!
-//! Long on purpose (about 1070 lines of code, then its tests): one vendor's
+//! Long on purpose (about 1230 lines of code, then its tests): one vendor's
 //! wire types, encoder, decoders and error mapping are read against each
 //! other and against the vendor's reference, so they stay in one file, as for
 //! every dialect.
@@ -335,30 +335,20 @@ fn thinking_blocks(reasoning: &[Thinking]) -> impl Iterator<Item = Block<'_>> {
         .iter()
         .filter_map(|t| match (&t.redacted, &t.signature) {
             (Some(data), _) => Some(Block::RedactedThinking { data }),
-            (None, Some(signature)) => Some(Block::Thinking {
+            (None, Some(signature)) if !signature.is_empty() => Some(Block::Thinking {
                 thinking: &t.text,
                 signature,
             }),
-            (None, None) => None,
+            (None, _) => None,
         })
 }
 
-/// `thinking` for the request's reasoning controls, its budget below
-/// `max_tokens` as Anthropic requires (an effort's budget is lowered to
-/// fit; a budget the client named that does not fit, or a `max_tokens` too
-/// small for any thinking, is refused). Anthropic refuses thinking with a
-/// forced tool call (400 naming `tool_choice`), and with a tool-use turn
-/// last in the history that does not start with its signed thinking: such
-/// a history (another vendor's) is answered without thinking, as is a
-/// model from before extended thinking (`claude_thinks`).
-fn thinking(
-    req: &ChatRequest,
-    model: &str,
-    max_tokens: u32,
-) -> Result<Option<ThinkingConfig>, GatewayError> {
-    let Some(reasoning) = req.reasoning.filter(|_| super::claude_thinks(model)) else {
-        return Ok(None);
-    };
+/// Whether the history lets Claude think: a tool-use turn last among the
+/// assistant turns must start with its signed thinking (Anthropic refuses
+/// it otherwise, 400 "Expected `thinking` or `redacted_thinking`"), which a
+/// turn another vendor answered never has. An empty signature is none (the
+/// Messages surface gives unsigned reasoning one).
+pub fn history_allows_thinking(req: &ChatRequest) -> bool {
     let last_assistant = req.messages.iter().rev().find_map(|m| match m {
         Message::Assistant {
             reasoning,
@@ -367,13 +357,36 @@ fn thinking(
         } => Some((reasoning, tool_calls)),
         _ => None,
     });
-    if let Some((reasoning, calls)) = last_assistant {
-        let signed = reasoning
-            .first()
-            .is_some_and(|t| t.redacted.is_some() || t.signature.is_some());
-        if !calls.is_empty() && !signed {
-            return Ok(None);
-        }
+    last_assistant.is_none_or(|(reasoning, calls)| {
+        calls.is_empty()
+            || reasoning.first().is_some_and(|t| {
+                t.redacted.is_some() || t.signature.as_deref().is_some_and(|s| !s.is_empty())
+            })
+    })
+}
+
+/// Claude's extended thinking budget for the request's reasoning controls,
+/// one rule wherever Claude runs (Anthropic, Bedrock's Converse and
+/// InvokeModel). The budget stays below the output limit `max_tokens` as
+/// Claude requires (an effort's budget is lowered to fit; a budget the
+/// client named that does not fit, or a limit too small for any thinking,
+/// is refused; no limit: the caller makes room on top of the budget).
+/// Claude refuses thinking with a forced tool call (400 naming
+/// `tool_choice`), and with a history it cannot verify
+/// ([`history_allows_thinking`]): that one is answered without thinking,
+/// as is a model from before extended thinking (`claude_thinks`). What
+/// thinking refuses among the sampling controls is dropped
+/// ([`claude_sampling`]).
+pub fn claude_thinking(
+    req: &ChatRequest,
+    model: &str,
+    max_tokens: Option<u32>,
+) -> Result<Option<u32>, GatewayError> {
+    let Some(reasoning) = req.reasoning.filter(|_| super::claude_thinks(model)) else {
+        return Ok(None);
+    };
+    if !history_allows_thinking(req) {
+        return Ok(None);
     }
     let on =
         reasoning.budget_tokens.is_some() || reasoning.effort.is_some_and(|e| e != Effort::None);
@@ -391,46 +404,188 @@ fn thinking(
     let Some(budget) = reasoning.claude_budget() else {
         return Ok(None);
     };
+    let limit_field = if req.max_completion_tokens.is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    if reasoning.budget_tokens.is_some() && budget < MIN_THINKING_BUDGET {
+        return Err(GatewayError::invalid(
+            "reasoning.max_tokens",
+            format!("this provider thinks with at least {MIN_THINKING_BUDGET} tokens"),
+        ));
+    }
     // A budget the client named must fit; an effort's is lowered to fit.
-    let budget = match reasoning.budget_tokens {
-        Some(_) if budget >= max_tokens => {
+    let budget = match (reasoning.budget_tokens, max_tokens) {
+        (Some(_), Some(max)) if budget >= max => {
             return Err(GatewayError::invalid(
-                "max_tokens",
-                "max_tokens must be greater than the thinking budget",
+                limit_field,
+                format!("{limit_field} must be greater than the thinking budget"),
             ))
         }
-        Some(_) => budget,
-        None => budget.min(max_tokens.saturating_sub(1)),
+        (None, Some(max)) => budget.min(max.saturating_sub(1)),
+        _ => budget,
     };
     if budget < MIN_THINKING_BUDGET {
         return Err(GatewayError::invalid(
-            "max_tokens",
+            limit_field,
             format!(
-                "this provider thinks with at least {MIN_THINKING_BUDGET} tokens: max_tokens must be above that"
+                "this provider thinks with at least {MIN_THINKING_BUDGET} tokens: {limit_field} must be above that"
             ),
         ));
     }
-    Ok(Some(ThinkingConfig {
-        kind: "enabled",
-        budget_tokens: budget,
-    }))
+    Ok(Some(budget))
+}
+
+/// Claude's sampling controls as it takes them, thinking or not. With
+/// thinking on Claude refuses `temperature` and `top_k`, and `top_p` below
+/// 0.95 ("Extended thinking": feature compatibility): they are dropped
+/// then. Current Claude models refuse `temperature` and `top_p` together
+/// ("cannot both be specified for this model"): temperature wins. OpenAI's
+/// temperature goes up to 2, Claude's up to 1.
+pub struct Sampling {
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<u32>,
+}
+
+pub fn claude_sampling(req: &ChatRequest, thinking: bool) -> Sampling {
+    let sampling = !thinking;
+    Sampling {
+        temperature: req.temperature.map(|t| t.min(1.0)).filter(|_| sampling),
+        top_p: req
+            .top_p
+            .filter(|_| req.temperature.is_none() || !sampling)
+            .filter(|&p| sampling || p >= 0.95),
+        top_k: req.top_k.filter(|_| sampling),
+    }
 }
 
 const EMPTY_SCHEMA: &str = r#"{"type":"object","properties":{}}"#;
 
-/// The client's body with its top-level `model` replaced by `model`, every
-/// other byte kept.
-fn with_model(body: &[u8], model: &str) -> Result<Vec<u8>, GatewayError> {
+/// What a Messages client's body holds that Claude cannot verify, to be
+/// left out of a pass-through (its only edits but `model`; the translated
+/// path leaves the same out, [`claude_thinking`], [`thinking_blocks`]):
+/// thinking blocks without a signature (the Messages surface's rendering
+/// of another vendor's reasoning; Claude refuses them, "Invalid
+/// `signature` in `thinking` block"), and `thinking` itself when the
+/// history does not let Claude think ([`history_allows_thinking`]), e.g. a
+/// tool call another vendor answered before a failover.
+#[derive(Default)]
+pub struct Unverifiable {
+    thinking: bool,
+    /// `messages` without the unsigned thinking blocks, when it had some.
+    messages: Option<String>,
+}
+
+impl Unverifiable {
+    pub fn of(req: &ChatRequest, body: &[u8]) -> Result<Self, GatewayError> {
+        let unsigned = req.messages.iter().any(|m| {
+            matches!(m, Message::Assistant { reasoning, .. }
+                if reasoning.iter().any(|t| t.redacted.is_none() && t.signature.as_deref() == Some("")))
+        });
+        Ok(Self {
+            thinking: req.reasoning.is_some() && !history_allows_thinking(req),
+            messages: unsigned
+                .then(|| without_unsigned_thinking(body))
+                .transpose()?,
+        })
+    }
+
+    /// The edit of one top-level member of the body, if it needs one.
+    pub fn edit(&self, key: &str) -> Option<Member<'_>> {
+        match key {
+            "thinking" if self.thinking => Some(Member::Drop),
+            "messages" => self.messages.as_deref().map(Member::Replace),
+            _ => None,
+        }
+    }
+}
+
+/// A body's `messages` with every thinking block that has an empty
+/// signature left out; the other messages and blocks as they came.
+fn without_unsigned_thinking(body: &[u8]) -> Result<String, GatewayError> {
+    use serde_json::value::RawValue;
+    #[derive(Deserialize)]
+    struct Body<'a> {
+        #[serde(borrow)]
+        messages: &'a RawValue,
+    }
+    #[derive(Deserialize)]
+    struct Turn<'a> {
+        #[serde(borrow, default)]
+        content: Option<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Cow<'a, str>,
+        #[serde(borrow, default)]
+        signature: Option<Cow<'a, str>>,
+    }
+    let invalid =
+        |e: String| GatewayError::invalid("messages", format!("invalid request body: {e}"));
+    let unsigned = |block: &RawValue| {
+        serde_json::from_str::<Kind>(block.get())
+            .is_ok_and(|k| k.kind == "thinking" && k.signature.as_deref() == Some(""))
+    };
+    let text = std::str::from_utf8(body).map_err(|e| invalid(e.to_string()))?;
+    let list = serde_json::from_str::<Body>(text)
+        .map_err(|e| invalid(e.to_string()))?
+        .messages
+        .get();
+    let messages: Vec<&RawValue> =
+        serde_json::from_str(list).map_err(|e| invalid(e.to_string()))?;
+    let mut out = String::with_capacity(list.len());
+    // Where the previous message ended in `list`: the bytes between
+    // messages are kept as they came.
+    let mut prev = 0;
+    for message in messages {
+        let start = (message.get().as_ptr() as usize).saturating_sub(list.as_ptr() as usize);
+        out.push_str(list.get(prev..start).unwrap_or_default());
+        prev = start + message.get().len();
+        let blocks = serde_json::from_str::<Turn>(message.get())
+            .ok()
+            .and_then(|t| t.content)
+            .and_then(|c| serde_json::from_str::<Vec<&RawValue>>(c.get()).ok())
+            .filter(|blocks| blocks.iter().any(|b| unsigned(b)));
+        let Some(blocks) = blocks else {
+            out.push_str(message.get());
+            continue;
+        };
+        let kept: Vec<&str> = blocks
+            .iter()
+            .filter(|b| !unsigned(b))
+            .map(|b| b.get())
+            .collect();
+        let content = format!("[{}]", kept.join(","));
+        let edited = edit_members(message.get().as_bytes(), "", |key| match key {
+            "content" => Member::Replace(&content),
+            _ => Member::Keep,
+        })?;
+        out.push_str(&String::from_utf8(edited).map_err(|e| invalid(e.to_string()))?);
+    }
+    out.push_str(list.get(prev..).unwrap_or_default());
+    Ok(out)
+}
+
+/// The client's body with its top-level `model` replaced by `model` and
+/// what Claude cannot verify left out ([`Unverifiable`]), every other byte
+/// kept.
+fn with_model(
+    body: &[u8],
+    model: &str,
+    unverifiable: &Unverifiable,
+) -> Result<Vec<u8>, GatewayError> {
     let replacement = serde_json::to_string(model)
         .map_err(|e| GatewayError::invalid("body", format!("invalid request body: {e}")))?;
     let mut found = false;
-    let out = edit_members(body, "", |key| {
-        if key == "model" {
+    let out = edit_members(body, "", |key| match key {
+        "model" => {
             found = true;
             Member::Replace(&replacement)
-        } else {
-            Member::Keep
         }
+        _ => unverifiable.edit(key).unwrap_or(Member::Keep),
     })?;
     if !found {
         return Err(GatewayError::invalid(
@@ -464,20 +619,24 @@ impl Dialect for Anthropic {
     }
 
     /// The client's body, only `model` replaced (its `anthropic-beta`
-    /// header goes with it, [`Self::takes_client_header`]).
+    /// header goes with it, [`Self::takes_client_header`]), and what Claude
+    /// cannot verify left out ([`Unverifiable`]).
     fn encode_native(
         &self,
         _api: Api,
         client: &super::ClientRequest,
-        _req: &ChatRequest,
+        req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let body = (client.body)();
         Some(
-            with_model(&(client.body)(), target.model).map(|body| UpstreamRequest {
-                path: format!("{}/v1/messages", target.provider.base_path),
-                headers: headers(target),
-                body,
-            }),
+            Unverifiable::of(req, &body)
+                .and_then(|unverifiable| with_model(&body, target.model, &unverifiable))
+                .map(|body| UpstreamRequest {
+                    path: format!("{}/v1/messages", target.provider.base_path),
+                    headers: headers(target),
+                    body,
+                }),
         )
     }
 
@@ -489,7 +648,7 @@ impl Dialect for Anthropic {
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         (*call == Call::CountTokens).then(|| {
-            with_model(&raw(), target.model).map(|body| UpstreamRequest {
+            with_model(&raw(), target.model, &Unverifiable::default()).map(|body| UpstreamRequest {
                 path: format!("{}{}", target.provider.base_path, call.path()),
                 headers: headers(target),
                 body,
@@ -659,29 +818,23 @@ impl Dialect for Anthropic {
         let max_tokens = req
             .max_output_tokens()
             .unwrap_or(target.provider.default_max_tokens);
-        let thinking = thinking(req, target.model, max_tokens)?;
-        // With thinking on Anthropic refuses temperature and top_k, and
-        // top_p below 0.95 ("Extended thinking": feature compatibility):
-        // they are dropped then.
-        let sampling = thinking.is_none();
+        let thinking = claude_thinking(req, target.model, Some(max_tokens))?;
+        let sampling = claude_sampling(req, thinking.is_some());
         let request = Request {
             model: target.model,
             max_tokens,
             system,
             messages: turns,
             stop_sequences: &req.stop,
-            // OpenAI allows up to 2, Anthropic up to 1.
-            temperature: req.temperature.map(|t| t.min(1.0)).filter(|_| sampling),
-            // Current Claude models refuse both ("`temperature` and `top_p`
-            // cannot both be specified for this model"): temperature wins.
-            top_p: req
-                .top_p
-                .filter(|_| req.temperature.is_none() || !sampling)
-                .filter(|&p| sampling || p >= 0.95),
-            top_k: req.top_k.filter(|_| sampling),
+            temperature: sampling.temperature,
+            top_p: sampling.top_p,
+            top_k: sampling.top_k,
             tools,
             tool_choice,
-            thinking,
+            thinking: thinking.map(|budget_tokens| ThinkingConfig {
+                kind: "enabled",
+                budget_tokens,
+            }),
             metadata: req.user.as_deref().map(|user_id| Metadata { user_id }),
             stream: req.stream,
         };
@@ -729,6 +882,7 @@ impl Dialect for Anthropic {
             }
         }
         let usage = message.usage.map(AnthropicUsage::unified);
+        origin.stop_sequence = message.stop_sequence;
         let completion = Completion {
             reasoning,
             content: text,
@@ -792,6 +946,9 @@ struct MessageResponse {
     content: Vec<ResponseBlock>,
     #[serde(default)]
     stop_reason: Option<String>,
+    /// The stop sequence matched (`stop_reason: stop_sequence`).
+    #[serde(default)]
+    stop_sequence: Option<String>,
     #[serde(default)]
     usage: Option<AnthropicUsage>,
 }
@@ -992,6 +1149,8 @@ struct MessageDelta {
 struct MessageDeltaBody {
     #[serde(default)]
     stop_reason: Option<String>,
+    #[serde(default)]
+    stop_sequence: Option<String>,
 }
 
 fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, GatewayError> {
@@ -1071,6 +1230,9 @@ impl Events<SseParser> for AnthropicEvents {
             }
             "message_delta" => {
                 let delta: MessageDelta = parse(data)?;
+                if let Some(sequence) = delta.delta.stop_sequence.as_deref() {
+                    w.set_stop_sequence(sequence);
+                }
                 if let Some(reason) = delta.delta.stop_reason.as_deref() {
                     self.stop_reason = Some(finish_reason(reason));
                     has_content = true;
@@ -1578,6 +1740,59 @@ mod messages_tests {
             .unwrap()
             .unwrap_err();
         assert!(e.message.contains("model: Field required"));
+    }
+
+    #[test]
+    fn native_body_loses_thinking_only_for_a_history_claude_cannot_verify() {
+        let history = r#"{"model":"g", "max_tokens":4096, "thinking":{"type":"enabled","budget_tokens":2048},
+            "tools":[{"name":"f","input_schema":{"type":"object"}}],
+            "messages":[{"role":"user","content":"q"},
+              {"role":"assistant","content":[CONTENT{"type":"tool_use","id":"toolu_1","name":"f","input":{}}]},
+              {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"r"}]}]}"#;
+        let config = config();
+        let target = Target {
+            provider: &config.providers["p"],
+            model: "g",
+        };
+        let native = |body: &str| {
+            let req = messages(body);
+            let raw = crate::dialects::ClientRequest {
+                body: &|| body.as_bytes().to_vec(),
+                header: &|_| None,
+            };
+            let up = Anthropic
+                .encode_native(Api::AnthropicMessages, &raw, &req, &target)
+                .unwrap()
+                .unwrap();
+            String::from_utf8(up.body).unwrap()
+        };
+        // Another vendor's tool turn (no thinking, or unsigned): without
+        // thinking, and without the unsigned block.
+        let thinking = r#" "thinking":{"type":"enabled","budget_tokens":2048},"#;
+        let bare = history.replace("CONTENT", "");
+        assert_eq!(native(&bare), bare.replace(thinking, ""));
+        let unsigned = history.replace(
+            "CONTENT",
+            r#"{"type":"thinking","thinking":"t","signature":""}, "#,
+        );
+        assert_eq!(native(&unsigned), bare.replace(thinking, ""));
+        // Claude's own signed turn: every byte kept.
+        let signed = history.replace(
+            "CONTENT",
+            r#"{"type":"thinking","thinking":"t","signature":"s"},"#,
+        );
+        assert_eq!(native(&signed), signed);
+        // Another vendor's unsigned thinking in an earlier turn: the block
+        // left out (Claude refuses it), thinking kept; other turns as sent.
+        let earlier = r#"{"model":"g","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"q"},
+            {"role":"assistant", "content":[{"type":"thinking","thinking":"t","signature":""}, {"type":"text","text":"a"}]},  {"role":"user","content":"again"}]}"#;
+        assert_eq!(
+            native(earlier),
+            earlier.replace(
+                r#"{"role":"assistant", "content":[{"type":"thinking","thinking":"t","signature":""}, {"type":"text","text":"a"}]},  "#,
+                r#"{"role":"assistant", "content":[{"type":"text","text":"a"}]},  "#
+            )
+        );
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::anthropic::Anthropic;
+use super::anthropic::{self, Anthropic};
 use super::bedrock_invoke::{self, Chunks};
 use super::stream::FramedStream;
 use super::{
@@ -62,6 +62,10 @@ struct Request<'a> {
     tool_config: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     additional_model_request_fields: Option<Value>,
+    /// `["/stop_sequence"]` for Claude with stop sequences: which one
+    /// matched comes back in `additionalModelResponseFields`.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    additional_model_response_field_paths: &'a [&'a str],
 }
 
 #[derive(Serialize)]
@@ -154,13 +158,13 @@ impl<'a> Block<'a> {
             (Some(data), _) => Some(Block::ReasoningContent(ReasoningBlock::RedactedContent(
                 data,
             ))),
-            (None, Some(signature)) => {
+            (None, Some(signature)) if !signature.is_empty() => {
                 Some(Block::ReasoningContent(ReasoningBlock::ReasoningText {
                     text: &thinking.text,
                     signature,
                 }))
             }
-            (None, None) => None,
+            (None, _) => None,
         }
     }
 }
@@ -358,74 +362,30 @@ const ANSWER_TOKENS_AFTER_THINKING: u32 = 4096;
 
 /// Claude's extended thinking (`additionalModelRequestFields.thinking`,
 /// docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-extended-thinking.html):
-/// the budget asked for, or the effort's as on Anthropic's API
-/// (`model::request::Reasoning::claude_budget`); effort `none`, or a Claude model from
-/// before extended thinking ([`super::claude_thinks`]): no thinking.
-/// Claude refuses thinking with a temperature, a `top_p` below
-/// 0.95, a forced tool, or a budget not below `maxTokens`: each is a 400
-/// here naming the field. Other Bedrock models (but Nova 2, see
-/// [`nova_reasoning`]) take no reasoning controls through Converse's common
-/// fields: asking for reasoning is a 400.
+/// Claude's one rule wherever it runs ([`anthropic::claude_thinking`]), its
+/// budget below `maxTokens` (an effort's lowered to fit) and the sampling
+/// controls thinking refuses dropped ([`anthropic::claude_sampling`]).
+/// Other Bedrock models (but Nova 2, see [`nova_reasoning`]) take no
+/// reasoning controls through Converse's common fields: asking for
+/// reasoning is a 400.
 fn thinking(req: &ChatRequest, model: &str) -> Result<Option<u32>, GatewayError> {
     let Some(ask) = req.reasoning else {
         return Ok(None);
     };
-    let claude = is_claude(model);
-    if claude && !super::claude_thinks(model) {
+    if is_claude(model) {
+        return anthropic::claude_thinking(req, model, req.max_output_tokens());
+    }
+    if ask.claude_budget().is_none() {
         return Ok(None);
     }
-    let Some(budget) = ask.claude_budget() else {
-        return Ok(None);
-    };
-    let field = if ask.budget_tokens.is_some() {
-        "reasoning.max_tokens"
-    } else {
-        "reasoning_effort"
-    };
-    if !claude {
-        return Err(GatewayError::invalid(
-            field,
-            "this Bedrock model takes no reasoning controls",
-        ));
-    }
-    if budget < 1024 {
-        return Err(GatewayError::invalid(
-            field,
-            "Claude's reasoning budget must be at least 1024 tokens",
-        ));
-    }
-    if let Some(max) = req.max_output_tokens().filter(|&max| budget >= max) {
-        return Err(GatewayError::invalid(
-            if req.max_completion_tokens.is_some() {
-                "max_completion_tokens"
-            } else {
-                "max_tokens"
-            },
-            format!("with reasoning, the output limit ({max}) must exceed the reasoning budget ({budget} tokens)"),
-        ));
-    }
-    if req.temperature.is_some() {
-        return Err(GatewayError::invalid(
-            "temperature",
-            "Claude's extended thinking takes no temperature",
-        ));
-    }
-    if req.top_p.is_some_and(|p| p < 0.95) {
-        return Err(GatewayError::invalid(
-            "top_p",
-            "with Claude's extended thinking, top_p must be between 0.95 and 1",
-        ));
-    }
-    if matches!(
-        req.tool_choice,
-        Some(ToolChoice::Required | ToolChoice::Function(_))
-    ) {
-        return Err(GatewayError::invalid(
-            "tool_choice",
-            "Claude's extended thinking cannot be combined with a forced tool",
-        ));
-    }
-    Ok(Some(budget))
+    Err(GatewayError::invalid(
+        if ask.budget_tokens.is_some() {
+            "reasoning.max_tokens"
+        } else {
+            "reasoning_effort"
+        },
+        "this Bedrock model takes no reasoning controls",
+    ))
 }
 
 /// Amazon Nova 2's extended thinking
@@ -491,7 +451,7 @@ fn invoke(target: &Target, stream: bool, body: Vec<u8>) -> UpstreamRequest {
 }
 
 /// A Converse answer decoded.
-fn decode_converse(body: &[u8]) -> Result<DecodedResponse, GatewayError> {
+fn decode_converse(body: &[u8], origin: &mut Origin) -> Result<DecodedResponse, GatewayError> {
     let response: ConverseResponse =
         serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
     let mut text: Option<String> = None;
@@ -521,6 +481,7 @@ fn decode_converse(body: &[u8]) -> Result<DecodedResponse, GatewayError> {
         ));
     }
     let usage = response.usage.map(BedrockUsage::unified);
+    origin.stop_sequence = response.additional_model_response_fields.stop_sequence;
     let completion = Completion {
         reasoning,
         content: text,
@@ -548,7 +509,15 @@ impl Dialect for Bedrock {
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         invokes(target).then(|| {
-            bedrock_invoke::invoke_body(&(client.body)(), (client.header)("anthropic-beta"))
+            let body = (client.body)();
+            anthropic::Unverifiable::of(req, &body)
+                .and_then(|unverifiable| {
+                    bedrock_invoke::invoke_body(
+                        &body,
+                        (client.header)("anthropic-beta"),
+                        &unverifiable,
+                    )
+                })
                 .map(|body| invoke(target, req.stream, body))
         })
     }
@@ -643,6 +612,15 @@ impl Dialect for Bedrock {
         if let Some(instruction) = json_instruction(req.response_format.as_ref()) {
             system.push(Block::Text(Cow::Owned(instruction)));
         }
+        let sampling = if claude {
+            anthropic::claude_sampling(req, thinking.is_some())
+        } else {
+            anthropic::Sampling {
+                temperature: req.temperature.map(|t| t.min(1.0)),
+                top_p: req.top_p,
+                top_k: None,
+            }
+        };
         let request = Request {
             messages: turns,
             system,
@@ -654,16 +632,19 @@ impl Dialect for Bedrock {
                     }
                     _ => req.max_output_tokens(),
                 },
-                temperature: req.temperature.map(|t| t.min(1.0)),
-                top_p: req
-                    .top_p
-                    .filter(|_| !(is_claude(target.model) && req.temperature.is_some())),
+                temperature: sampling.temperature,
+                top_p: sampling.top_p,
                 stop_sequences: &req.stop,
             },
             tool_config: tool_config(req, history_has_tools, can),
             additional_model_request_fields: thinking
                 .map(|budget| json!({"thinking": {"type": "enabled", "budget_tokens": budget}}))
                 .or(nova_reasoning),
+            additional_model_response_field_paths: if claude && !req.stop.is_empty() {
+                &["/stop_sequence"]
+            } else {
+                &[]
+            },
         };
         let body = encode_json(req, &request)?;
         let operation = if req.stream {
@@ -682,7 +663,7 @@ impl Dialect for Bedrock {
         if bedrock_invoke::is_message(body) {
             return Anthropic.decode_response(body, origin);
         }
-        decode_converse(body)
+        decode_converse(body, origin)
     }
 
     /// InvokeModel's message as it came (read for metering); a Converse
@@ -696,7 +677,7 @@ impl Dialect for Bedrock {
         if bedrock_invoke::is_message(body) {
             return Anthropic.decode_native(api, body, origin);
         }
-        decode_converse(body)
+        decode_converse(body, origin)
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
@@ -824,6 +805,16 @@ struct ConverseResponse {
     usage: Option<BedrockUsage>,
     #[serde(default)]
     trace: Value,
+    #[serde(default)]
+    additional_model_response_fields: ResponseFields,
+}
+
+/// The model's own answer fields asked for by
+/// `additionalModelResponseFieldPaths`: Claude's matched stop sequence.
+#[derive(Deserialize, Default)]
+struct ResponseFields {
+    #[serde(default)]
+    stop_sequence: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -991,6 +982,8 @@ struct DeltaToolUse {
 struct MessageStop {
     #[serde(default)]
     stop_reason: String,
+    #[serde(default)]
+    additional_model_response_fields: ResponseFields,
 }
 
 #[derive(Deserialize)]
@@ -1075,6 +1068,9 @@ fn converse_event(
         }
         "messageStop" => {
             let stop: MessageStop = parse(&frame.payload)?;
+            if let Some(sequence) = &stop.additional_model_response_fields.stop_sequence {
+                w.set_stop_sequence(sequence);
+            }
             w.finish(out, finish_reason(&stop.stop_reason));
         }
         "metadata" => {
@@ -1156,7 +1152,8 @@ mod tests {
                     {"role":"assistant","content":[{"text":"hello"}]},
                     {"role":"user","content":[{"text":"more"}]}],
                 "system":[{"text":"be brief"}],
-                "inferenceConfig":{"maxTokens":20,"temperature":1.0,"stopSequences":["X"]}
+                "inferenceConfig":{"maxTokens":20,"temperature":1.0,"stopSequences":["X"]},
+                "additionalModelResponseFieldPaths":["/stop_sequence"]
             })
         );
     }
@@ -1336,16 +1333,24 @@ mod tests {
             v["inferenceConfig"],
             json!({"maxTokens": 3000, "topP": 0.97})
         );
+        // As on Anthropic's API: what thinking refuses is dropped, an
+        // effort's budget lowered below the output limit.
+        let v =
+            thinking(r#""reasoning_effort":"high","max_tokens":16384,"temperature":1,"top_p":0.5"#)
+                .unwrap();
+        assert_eq!(
+            v["additionalModelRequestFields"]["thinking"]["budget_tokens"],
+            16383
+        );
+        assert_eq!(v["inferenceConfig"], json!({"maxTokens": 16384}));
         for (fields, param) in [
-            (r#""reasoning_effort":"low","temperature":1"#, "temperature"),
-            (r#""reasoning_effort":"low","top_p":0.5"#, "top_p"),
-            (
-                r#""reasoning_effort":"high","max_tokens":16384"#,
-                "max_tokens",
-            ),
             (
                 r#""reasoning_effort":"low","max_completion_tokens":1000"#,
                 "max_completion_tokens",
+            ),
+            (
+                r#""reasoning":{"max_tokens":2000},"max_tokens":2000"#,
+                "max_tokens",
             ),
             (r#""reasoning":{"max_tokens":500}"#, "reasoning.max_tokens"),
             (
@@ -1656,6 +1661,59 @@ mod tests {
 
     fn run(chunks: &[&[u8]], include_usage: bool) -> (Vec<Value>, String) {
         crate::dialects::run_stream(&Bedrock, origin(), chunks, include_usage)
+    }
+
+    #[test]
+    fn claude_says_which_stop_sequence_matched() {
+        let body = r#"{"model":"g","messages":[{"role":"user","content":"x"}],"stop":["END"]}"#;
+        let (_, v) = encode_for(body, "", CLAUDE_4);
+        assert_eq!(
+            v["additionalModelResponseFieldPaths"],
+            json!(["/stop_sequence"])
+        );
+        // Only Claude's answer has it; no stop sequences, nothing to ask.
+        let (_, v) = encode_for(body, "", "amazon.nova-pro-v1:0");
+        assert!(v.get("additionalModelResponseFieldPaths").is_none());
+        let (_, v) = encode_for(&body.replace(r#","stop":["END"]"#, ""), "", CLAUDE_4);
+        assert!(v.get("additionalModelResponseFieldPaths").is_none());
+        // The answer's `additionalModelResponseFields`, JSON and stream, as
+        // a Messages client gets it (Anthropic's `stop_sequence`).
+        let answer = br#"{"output":{"message":{"role":"assistant","content":[{"text":"Hi"}]}},"stopReason":"stop_sequence","additionalModelResponseFields":{"stop_sequence":"END"}}"#;
+        let mut origin = origin();
+        let d = Bedrock.decode_response(answer, &mut origin).unwrap();
+        assert_eq!(origin.stop_sequence.as_deref(), Some("END"));
+        let message: Value = serde_json::from_slice(
+            &crate::surfaces::surface(Api::AnthropicMessages).render_answer(d.answer, &origin),
+        )
+        .unwrap();
+        assert_eq!(
+            (&message["stop_reason"], &message["stop_sequence"]),
+            (&json!("stop_sequence"), &json!("END"))
+        );
+        let stream = [
+            event("messageStart", json!({"role":"assistant"})),
+            event("contentBlockDelta", json!({"contentBlockIndex":0,"delta":{"text":"Hi"}})),
+            event("contentBlockStop", json!({"contentBlockIndex":0})),
+            event("messageStop", json!({"stopReason":"stop_sequence","additionalModelResponseFields":{"stop_sequence":"END"}})),
+            event("metadata", json!({"usage":{"inputTokens":1,"outputTokens":1,"totalTokens":2}})),
+        ]
+        .concat();
+        let writer = crate::surfaces::stream_writer(
+            Api::AnthropicMessages,
+            false,
+            Origin::default(),
+            "rid".into(),
+            true,
+        );
+        let mut d = Bedrock.stream_decoder(writer);
+        let mut out = Vec::new();
+        d.feed(&stream, &mut out);
+        d.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(r#""delta":{"stop_reason":"stop_sequence","stop_sequence":"END"}"#),
+            "{text}"
+        );
     }
 
     #[test]

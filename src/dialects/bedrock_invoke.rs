@@ -21,7 +21,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
-use super::anthropic::{Anthropic, AnthropicEvents};
+use super::anthropic::{Anthropic, AnthropicEvents, Unverifiable};
 use super::{edit_members, unparseable, Dialect, Events, Member, Target};
 use crate::error::GatewayError;
 use crate::model::request::ChatRequest;
@@ -35,8 +35,13 @@ pub const ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
 const VERSION_MEMBER: &str = r#""anthropic_version":"bedrock-2023-05-31""#;
 
 /// A body in Anthropic's Messages format as InvokeModel takes it: every
-/// byte kept but `model` and `stream`, `anthropic_version` added.
-pub fn invoke_body(messages_body: &[u8], beta: Option<Vec<u8>>) -> Result<Vec<u8>, GatewayError> {
+/// byte kept but `model` and `stream` (and what Claude cannot verify,
+/// [`Unverifiable`]), `anthropic_version` added.
+pub fn invoke_body(
+    messages_body: &[u8],
+    beta: Option<Vec<u8>>,
+    unverifiable: &Unverifiable,
+) -> Result<Vec<u8>, GatewayError> {
     let mut first = VERSION_MEMBER.to_owned();
     if let Some(betas) = beta
         .as_deref()
@@ -52,7 +57,7 @@ pub fn invoke_body(messages_body: &[u8], beta: Option<Vec<u8>>) -> Result<Vec<u8
         // The client's own `anthropic_beta` gives way to its header's.
         "model" | "stream" => Member::Drop,
         "anthropic_beta" if first.len() > VERSION_MEMBER.len() => Member::Drop,
-        _ => Member::Keep,
+        _ => unverifiable.edit(key).unwrap_or(Member::Keep),
     })
 }
 
@@ -82,7 +87,11 @@ pub fn encode_body(req: &ChatRequest, target: &Target) -> Result<Vec<u8>, Gatewa
         }
         None => req,
     };
-    invoke_body(&Anthropic.encode_request(req, target)?.body, None)
+    invoke_body(
+        &Anthropic.encode_request(req, target)?.body,
+        None,
+        &Unverifiable::default(),
+    )
 }
 
 /// Whether a Bedrock answer is Anthropic's message (InvokeModel), not a
@@ -154,7 +163,8 @@ mod tests {
         let body = br#"{ "model" : "claude-x",
   "max_tokens": 10, "stream":true ,"messages":[{"role":"user","content":"hi \"there\""}],
   "system": [{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}] }"#;
-        let out = String::from_utf8(invoke_body(body, None).unwrap()).unwrap();
+        let out =
+            String::from_utf8(invoke_body(body, None, &Unverifiable::default()).unwrap()).unwrap();
         assert_eq!(
             out,
             r#"{"anthropic_version":"bedrock-2023-05-31",
@@ -166,33 +176,55 @@ mod tests {
         assert!(v.get("model").is_none() && v.get("stream").is_none());
         // Only the version when nothing else is left.
         assert_eq!(
-            invoke_body(br#"{"model":"m"}"#, None).unwrap(),
+            invoke_body(br#"{"model":"m"}"#, None, &Unverifiable::default()).unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31"}"#
         );
         // Dropped side by side: the dropped members' separators go with them.
         assert_eq!(
             invoke_body(
                 br#"{"a":1 , "model":"m","stream":false,  "b":[2,3] }"#,
-                None
+                None,
+                &Unverifiable::default()
             )
             .unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","a":1,  "b":[2,3] }"#
         );
         assert_eq!(
-            invoke_body(br#"{"a":{"model":"inner"},"model":"m"}"#, None).unwrap(),
+            invoke_body(
+                br#"{"a":{"model":"inner"},"model":"m"}"#,
+                None,
+                &Unverifiable::default()
+            )
+            .unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","a":{"model":"inner"}}"#
         );
-        assert!(invoke_body(b"[1]", None).is_err());
+        assert!(invoke_body(b"[1]", None, &Unverifiable::default()).is_err());
         // The client's `anthropic-beta` header: the body's list, in its place.
         assert_eq!(
             invoke_body(
                 br#"{"model":"m","anthropic_beta":["old"],"max_tokens":1}"#,
-                Some(b" beta-a, beta-b ,".to_vec())
+                Some(b" beta-a, beta-b ,".to_vec()),
+                &Unverifiable::default()
             )
             .unwrap(),
             br#"{"anthropic_version":"bedrock-2023-05-31","anthropic_beta":["beta-a","beta-b"],"max_tokens":1}"#
         );
-        assert!(invoke_body(b"{\"a\":", None).is_err());
+        assert!(invoke_body(b"{\"a\":", None, &Unverifiable::default()).is_err());
+        // What Claude could not verify left out: `thinking` for another
+        // vendor's tool turn, and unsigned thinking blocks.
+        let body = r#"{"model":"m", "thinking":{"type":"enabled","budget_tokens":1024},"max_tokens":2000,"messages":[{"role":"user","content":"q"},
+            {"role":"assistant","content":[{"type":"thinking","thinking":"t","signature":""}, {"type":"tool_use","id":"t1","name":"f","input":{}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"r"}]}]}"#;
+        let req = crate::surfaces::anthropic_messages::request::parse(body.as_bytes()).unwrap();
+        let unverifiable = Unverifiable::of(&req, body.as_bytes()).unwrap();
+        assert_eq!(
+            String::from_utf8(invoke_body(body.as_bytes(), None, &unverifiable).unwrap()).unwrap(),
+            body.replace(
+                r#""model":"m", "thinking":{"type":"enabled","budget_tokens":1024},"#,
+                r#""anthropic_version":"bedrock-2023-05-31","#
+            )
+            .replace(r#"{"type":"thinking","thinking":"t","signature":""}, "#, "")
+        );
     }
 
     #[test]

@@ -76,6 +76,9 @@ pub struct Origin {
     /// The vendor model that answered.
     pub model: String,
     pub provider: String,
+    /// The stop sequence the answer ended on, when the vendor says which
+    /// (Anthropic, Claude on Bedrock), as Anthropic reports it.
+    pub stop_sequence: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

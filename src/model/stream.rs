@@ -179,6 +179,13 @@ impl EventWriter {
         }
     }
 
+    /// The stop sequence the answer ended on, as the vendor reported it.
+    pub fn set_stop_sequence(&mut self, sequence: &str) {
+        if self.origin.stop_sequence.as_deref() != Some(sequence) {
+            self.origin.stop_sequence = Some(sequence.to_owned());
+        }
+    }
+
     /// The vendor model that answered (ignored when empty).
     pub fn set_model(&mut self, model: &str) {
         if !model.is_empty() && self.origin.model != model {

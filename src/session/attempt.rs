@@ -271,6 +271,7 @@ impl<H: Host> Attempt<H> {
             created: unix_seconds(&self.host),
             model: self.model.clone(),
             provider: self.provider_name.clone(),
+            stop_sequence: None,
         }
     }
 

@@ -123,6 +123,16 @@ pub fn stop_reason(reason: FinishReason) -> &'static str {
     }
 }
 
+/// Anthropic's `stop_reason` for how an answer ended: `stop_sequence` when
+/// the vendor said which stop sequence matched ([`Origin::stop_sequence`]),
+/// `end_turn` when nothing was said.
+fn stop_reason_of(reason: Option<FinishReason>, origin: &Origin) -> &'static str {
+    match reason {
+        None | Some(FinishReason::Stop) if origin.stop_sequence.is_some() => "stop_sequence",
+        reason => reason.map_or("end_turn", stop_reason),
+    }
+}
+
 /// A response id in Anthropic's form (`msg_…`): the vendor's, prefixed
 /// when it has another form.
 fn message_id(id: &str) -> String {
@@ -188,8 +198,8 @@ fn render_message(completion: &Completion, origin: &Origin) -> Vec<u8> {
         "role": "assistant",
         "model": origin.model,
         "content": content,
-        "stop_reason": completion.finish_reason.map_or("end_turn", stop_reason),
-        "stop_sequence": null,
+        "stop_reason": stop_reason_of(completion.finish_reason, origin),
+        "stop_sequence": origin.stop_sequence,
         "usage": MessageUsage::of(completion.usage.as_ref()),
     });
     serde_json::to_vec(&body).unwrap_or_default()
@@ -384,17 +394,17 @@ impl StreamEncoder for MessageEvents {
     }
 
     /// `message_delta` with the stop reason and the usage, then `message_stop`.
-    fn done(&mut self, _origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {
+    fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {
         if self.passed_through {
             return;
         }
         self.close(out);
-        let reason = self.stop_reason.map_or("end_turn", stop_reason);
+        let reason = stop_reason_of(self.stop_reason, origin);
         event(
             out,
             "message_delta",
             &serde_json::json!({"type": "message_delta",
-                "delta": {"stop_reason": reason, "stop_sequence": null},
+                "delta": {"stop_reason": reason, "stop_sequence": origin.stop_sequence},
                 "usage": MessageUsage::of(usage)}),
         );
         event(
@@ -430,6 +440,7 @@ mod tests {
             created: 1,
             model: "m".into(),
             provider: "p".into(),
+            stop_sequence: None,
         }
     }
 

@@ -508,6 +508,7 @@ mod tests {
             created: 1,
             model: "m".into(),
             provider: "p".into(),
+            stop_sequence: None,
         }
     }
 

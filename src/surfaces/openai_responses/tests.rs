@@ -10,6 +10,7 @@ fn origin() -> Origin {
         created: 7,
         model: "m".into(),
         provider: "p".into(),
+        stop_sequence: None,
     }
 }
 
