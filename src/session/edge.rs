@@ -12,6 +12,7 @@
 
 use std::rc::Rc;
 
+use super::attempt::report::span_provider_properties;
 use super::channel::AttemptChannel;
 use super::host::{micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
 use super::{parse_call_body, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
@@ -610,6 +611,20 @@ impl<H: Host> Edge<H> {
             ],
             1,
         );
+        // Every attempt, under its provider and model and how it ended.
+        for r in records.iter().filter(|r| !r.provider.is_empty()) {
+            self.host.count(
+                "llm_gateway.attempts",
+                &[
+                    ("group", group),
+                    ("provider", &r.provider),
+                    ("model", &r.model),
+                    ("status", &r.outcome()),
+                    ("code", r.code.as_deref().unwrap_or("")),
+                ],
+                1,
+            );
+        }
         // Tokens and cost under the provider and model of the attempt that used them.
         for attempt in &bill.attempts {
             let who = [
@@ -723,15 +738,16 @@ impl<H: Host> Edge<H> {
         if !self.config.span_attributes || record.provider.is_empty() {
             return;
         }
-        for (name, value) in [
-            ("llm_provider", record.provider.as_str()),
+        let provider = self.config.providers.get(&record.provider);
+        let names = span_provider_properties(&record.provider, provider);
+        for (name, value) in names.into_iter().flat_map(|(n, v)| Some((n, v?))).chain([
             ("llm_request_model", chat.request_model.as_str()),
             ("llm_response_model", record.model.as_str()),
             ("llm_input_tokens", &usage.prompt_tokens.to_string()),
             ("llm_output_tokens", &usage.completion_tokens.to_string()),
             ("llm_group", chat.group.as_str()),
             (ROUTE_PROPERTY, &route.join(",")),
-        ] {
+        ]) {
             self.host.set_property(&[name], Some(value.as_bytes()));
         }
     }
@@ -945,6 +961,10 @@ impl<H: Host> Session for Edge<H> {
             };
             self.status = surface(self.api).status(code);
             self.code = Some(code);
+            // Envoy's reply after its attempts (a refused connection, timeouts).
+            let attempts = self.channel.attempt_count(&self.host).to_string();
+            self.host
+                .set_header(Map::Response, b"x-llm-attempts", Some(attempts.as_bytes()));
             if !end_of_stream {
                 self.state = State::RewriteLocalReply(code);
             }
