@@ -437,6 +437,25 @@ def test_a_refused_connection_on_every_attempt_is_503_with_its_attempts(res, tes
     assert (line["attempts"], line["route"]) == (3, ["res-refused/mock-claude-sonnet:reset"] * 3), line
 
 
+@pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
+def test_a_retry_the_circuit_breaker_refused_is_named_as_such(res, test_id, streaming):
+    """The primary's 503 would be retried on the next vendor, but the
+    aggregate's circuit breaker allows no retry (max_retries 0): the client
+    gets that 503, and its message names Envoy's overflow, not only the
+    vendor's words."""
+    overflows = stat(res, "cluster.res_agg_overflow.upstream_rq_retry_overflow")
+    body = {"model": "m", "messages": OK_MSG, "stream": streaming}
+    headers = {"x-model-group": "res-overflow", "x-test-id": test_id}
+    status, resp_headers, resp = res.request("POST", "/v1/chat/completions", body, headers)
+    err = json.loads(resp)["error"]
+    assert (status, err["code"], err["provider"]) == (503, "UPSTREAM_BUSY", "res-overflow"), err
+    assert err["message"].startswith("the provider failed, and the gateway's circuit breaker allows no more "
+                                     "retries right now (max_retries)"), err
+    assert "upstream_rq_retry_overflow" in err["message"], err
+    assert resp_headers["x-llm-attempts"] == "1" and len(res.mock_requests(test_id)) == 1
+    assert stat(res, "cluster.res_agg_overflow.upstream_rq_retry_overflow") == overflows + 1
+
+
 def test_the_edge_roles_own_answers_say_no_attempt_was_made(res):
     status, headers, body = chat(res, "no-such-group")
     assert status == 404 and body["error"]["code"] == "MODEL_NOT_FOUND", body

@@ -63,6 +63,9 @@ enum State {
     Call(Call),
     /// The response is an Envoy local reply being rewritten into a unified error.
     RewriteLocalReply(ErrorCode),
+    /// A vendor's error (from `provider`) that Envoy would have retried but
+    /// for the circuit breaker's `max_retries`: its message names that.
+    NameRetryOverflow { code: ErrorCode, provider: String },
     /// Forwarded; the upstream role translates the answer.
     Forwarded,
     /// We answered ourselves (an error, `/v1/models`): nothing to rewrite.
@@ -954,7 +957,10 @@ impl<H: Host> Session for Edge<H> {
         // (Two single lookups: the second only for errors, and each is
         // cheaper than listing every header.)
         self.status = status;
-        if status >= 400 && self.host.header(Map::Response, "x-llm-provider").is_none() {
+        let provider = (status >= 400)
+            .then(|| self.host.header(Map::Response, "x-llm-provider"))
+            .flatten();
+        if status >= 400 && provider.is_none() {
             let code = match status {
                 429 => limiter::global_refusal(&self.host).unwrap_or(ErrorCode::UpstreamRateLimit),
                 _ => ErrorCode::from_status(status),
@@ -988,6 +994,11 @@ impl<H: Host> Session for Edge<H> {
                     Some(client.to_string().as_bytes()),
                 );
             }
+            if !end_of_stream && retry_overflowed(&self.host) {
+                let provider = String::from_utf8_lossy(&provider.unwrap_or_default()).into_owned();
+                self.state = State::NameRetryOverflow { code, provider };
+                self.host.set_header(Map::Response, b"content-length", None);
+            }
         }
         Flow::Continue
     }
@@ -996,22 +1007,28 @@ impl<H: Host> Session for Edge<H> {
         if end_of_stream && !self.response_complete {
             self.on_response_end();
         }
-        let State::RewriteLocalReply(code) = self.state else {
-            return Flow::Continue;
+        let code = match &self.state {
+            State::RewriteLocalReply(code) | State::NameRetryOverflow { code, .. } => *code,
+            _ => return Flow::Continue,
         };
         if !end_of_stream {
             return Flow::Pause;
         }
         let original = self.host.body(Buffer::Response, 0, size);
-        // Already in the unified envelope (the HCM's local_reply_config).
-        if is_unified_error(&original) {
-            return Flow::Continue;
-        }
-        let details = self
-            .host
-            .property(&["response", "code_details"])
-            .unwrap_or_default();
-        let error = GatewayError::envoy_reply(code, &details, &original);
+        let error = if let State::NameRetryOverflow { provider, .. } = &self.state {
+            let said = error_message(&original);
+            GatewayError::envoy_reply(code, RETRY_OVERFLOW, said.as_bytes()).with_provider(provider)
+        } else {
+            // Already in the unified envelope (the HCM's local_reply_config).
+            if is_unified_error(&original) {
+                return Flow::Continue;
+            }
+            let details = self
+                .host
+                .property(&["response", "code_details"])
+                .unwrap_or_default();
+            GatewayError::envoy_reply(code, &details, &original)
+        };
         let body = surface(self.api).render_error(&error, Some(&self.request_id));
         self.host.set_body(Buffer::Response, 0, size, &body);
         Flow::Continue
@@ -1046,6 +1063,33 @@ fn rfc3339(secs: u64) -> String {
         rest % 3600 / 60,
         rest % 60
     )
+}
+
+/// The edge role's `response.code_details` stand-in for a retry overflow
+/// (Envoy's own details say `via_upstream`): a marker `GatewayError::envoy_reply` knows.
+const RETRY_OVERFLOW: &[u8] = b"upstream_rq_retry_overflow";
+/// Envoy's `UpstreamOverflow` response flag (`UO`), in `response.flags`.
+const UPSTREAM_OVERFLOW: u64 = 0x80;
+
+/// Envoy would have retried the answer but for the circuit breaker's
+/// `max_retries` (the router then flags the response `UO`).
+fn retry_overflowed(host: &impl Host) -> bool {
+    host.property(&["response", "flags"])
+        .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
+        .is_some_and(|b| u64::from_le_bytes(b) & UPSTREAM_OVERFLOW != 0)
+}
+
+/// An error answer's message (`error.message` in every client API's
+/// envelope, else a top-level `message`), or nothing.
+fn error_message(body: &[u8]) -> String {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return String::new();
+    };
+    let message = value
+        .pointer("/error/message")
+        .or_else(|| value.get("message"))
+        .and_then(serde_json::Value::as_str);
+    message.unwrap_or_default().to_owned()
 }
 
 /// A body that is already `{"error": {...}}`.

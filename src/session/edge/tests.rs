@@ -374,3 +374,21 @@ fn a_native_call_is_admitted_as_a_request() {
         (429, Some("rate_limit_error"))
     );
 }
+
+#[test]
+fn an_error_answers_message_is_found_in_every_envelope() {
+    use super::error_message;
+    assert_eq!(
+        error_message(br#"{"error":{"message":"Overloaded","code":"X"}}"#),
+        "Overloaded"
+    );
+    assert_eq!(
+        error_message(br#"{"type":"error","error":{"type":"overloaded_error","message":"Busy"}}"#),
+        "Busy"
+    );
+    assert_eq!(
+        error_message(br#"{"message":"Bedrock says"}"#),
+        "Bedrock says"
+    );
+    assert_eq!(error_message(b"not json"), "");
+}
