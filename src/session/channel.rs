@@ -95,15 +95,18 @@ impl AttemptChannel {
         }
     }
 
-    /// Attempts begun so far (Envoy's count, for the filter-state channel; 0 before any).
+    /// Attempts begun so far (0 before any): the exchange's count once an
+    /// attempt found it, else Envoy's (the roles in different VMs).
     pub fn attempt_count(&self, host: &impl Host) -> u64 {
-        match self {
-            Self::InVm(shared) => shared.borrow().attempts,
-            Self::FilterState => host
-                .property(&ATTEMPT_COUNT)
-                .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
-                .map_or(0, u64::from_le_bytes),
+        if let Self::InVm(shared) = self {
+            let attempts = shared.borrow().attempts;
+            if attempts > 0 {
+                return attempts;
+            }
         }
+        host.property(&ATTEMPT_COUNT)
+            .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
+            .map_or(0, u64::from_le_bytes)
     }
 
     /// Every attempt's record and route entry, as the edge role reads them
