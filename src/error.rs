@@ -244,6 +244,12 @@ const ENVOY_CAUSES: &[(&str, &str)] = &[
         "request_rate_limited",
         "Rate limit reached: the gateway's rate limit service refused the request",
     ),
+    // Before "overflow": the edge role's marker for a failed answer that
+    // Envoy could not retry (`upstream_rq_retry_overflow` in its stats).
+    (
+        "upstream_rq_retry_overflow",
+        "the provider failed, and the gateway's circuit breaker allows no more retries right now (max_retries), so no other provider was asked",
+    ),
     (
         "overflow",
         "the gateway's circuit breaker for this provider is open: too many concurrent requests or retries",

@@ -39,7 +39,8 @@ pub struct Exchange {
     /// Attempts that found this exchange (so far): records come back here,
     /// not through filter state, once it is not 0.
     pub attempts: u64,
-    /// Every attempt so far, as `provider/model:status`.
+    /// Every attempt so far, as `provider/model:outcome`, by attempt number
+    /// (index 0: attempt 1; empty: an attempt that has not answered yet).
     pub route: Vec<String>,
     /// Every attempt's record, by attempt number (index 0: attempt 1).
     pub records: Vec<AttemptRecord>,
@@ -57,6 +58,20 @@ impl Exchange {
         }
         if let Some(slot) = self.records.get_mut(index) {
             slot.clone_from(record);
+        }
+    }
+
+    /// Sets attempt number `attempt`'s route entry (1-based).
+    pub fn set_route(&mut self, attempt: u64, entry: String) {
+        let index = usize::try_from(attempt.saturating_sub(1)).unwrap_or(usize::MAX);
+        if index >= MAX_RECORDS {
+            return;
+        }
+        if self.route.len() <= index {
+            self.route.resize(index + 1, String::new());
+        }
+        if let Some(slot) = self.route.get_mut(index) {
+            *slot = entry;
         }
     }
 }

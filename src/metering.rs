@@ -72,9 +72,24 @@ pub struct AttemptRecord {
     pub ttft_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// Envoy ended the attempt before its answer did (a per-try timeout, a
+    /// refused or broken connection, the client leaving); `status` is what
+    /// the vendor had answered by then (0: nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reset: bool,
 }
 
 impl AttemptRecord {
+    /// How the attempt ended, as the route and the attempts metric name it:
+    /// its status, or `reset`.
+    pub fn outcome(&self) -> String {
+        if self.reset {
+            "reset".to_owned()
+        } else {
+            self.status.to_string()
+        }
+    }
+
     pub fn set_usage(&mut self, usage: &Usage) {
         self.prompt_tokens = Some(usage.prompt_tokens);
         self.completion_tokens = Some(usage.completion_tokens);
@@ -179,7 +194,9 @@ impl Bill {
         let last = records.len().saturating_sub(1);
         for (i, record) in records.iter().enumerate() {
             let reported = record.prompt_tokens.is_some() && record.completion_tokens.is_some();
+            // An attempt no vendor answered (reset before its headers) is not billed.
             let billed = !record.provider.is_empty()
+                && record.status != 0
                 && (i == last || reported || record.delivered_tokens > 0);
             if !billed {
                 continue;

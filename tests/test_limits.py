@@ -351,7 +351,9 @@ def test_a_client_that_gives_up_early_is_still_charged(limited):
     conn.close()
     line = log_for(limited, request_id)
     assert (line["client_disconnected"], line["usage_estimated"], line["prompt_tokens"]) == (True, True, 5), line
-    assert [(a["status"], a["prompt_tokens"], a["usage_estimated"]) for a in line["attempt_usage"]] == [(0, 5, True)]
+    assert [(a["provider"], a["status"], a["prompt_tokens"], a["usage_estimated"]) for a in line["attempt_usage"]] == [
+        ("mock-openai", 0, 5, True)]
+    assert line["route"] == ["mock-openai/mock-gpt-4o:reset"], line
     wait_for_value(lambda: remaining_gauge(limited, "abandon", "tokens_per_day"), str(100000 - 5),
                    "the abandoned request's prompt was charged and its reservation released")
 

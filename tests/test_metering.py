@@ -70,6 +70,14 @@ def route_log(bootstrap, separate_vms):
     hcm["access_log"].append(route_log)
 
 
+def per_try_route(default_route):
+    """The shipped single-vendor route with a 0.3 s per-try timeout, for `x-test-route: per-try`."""
+    short = copy.deepcopy(default_route)
+    short["route"]["retry_policy"]["per_try_timeout"] = "0.3s"
+    short["match"]["headers"] = [{"name": "x-test-route", "string_match": {"exact": "per-try"}}]
+    return [short]
+
+
 @pytest.fixture(scope="module", params=["one-vm", "separate-vms"])
 def mgw(tmp_path_factory, request):
     workdir = tmp_path_factory.mktemp("envoy-metering")
@@ -78,7 +86,7 @@ def mgw(tmp_path_factory, request):
     timed = request.param == "one-vm"
     bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={},
                                         edit=priced_and_timed if timed else priced,
-                                        access_log=workdir / "access.log",
+                                        access_log=workdir / "access.log", extra_routes=per_try_route,
                                         edit_bootstrap=lambda b: route_log(b, request.param == "separate-vms"))
     # Histograms reach /stats/prometheus at each flush.
     bootstrap["stats_flush_interval"] = "0.2s"
@@ -216,6 +224,21 @@ def test_roles_hand_over_in_memory_or_through_filter_state(mgw):
         time.sleep(0.05)
     # Envoy logs "-" for filter state that is not there.
     assert found == ["meter-handover " + (",".join(line["route"]) if mgw.separate_vms else "-")]
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
+def test_attempts_envoy_timed_out_are_logged_in_either_hand_over(mgw, streaming):
+    """Every attempt the per-try timeout ended is in the access log (one VM:
+    through memory; separate VMs: through filter state, written when Envoy
+    destroys the attempt), as many as the response's x-llm-attempts."""
+    request_id = f"meter-per-try-{streaming}"
+    status, headers, _ = mgw.request(
+        "POST", "/v1/chat/completions", {"model": "m", "messages": OK_MSG, "stream": streaming},
+        {"x-model-group": "mock-openai", "x-test-route": "per-try", "x-mock-scenario": "slow=1500",
+         "x-request-id": request_id})
+    assert status == 504 and headers["x-llm-attempts"] == "3"
+    line = log_for(mgw, request_id)
+    assert (line["attempts"], line["route"]) == (3, ["mock-openai/mock-gpt-4o:reset"] * 3), line
 
 
 def test_access_log_line_for_a_stream_and_a_failover(mgw):

@@ -40,7 +40,15 @@ PROVIDERS = {
     "res-ladder-down": ("anthropic", "/scenario/stream-error-after-start"),
     # Its last rung, which answers.
     "res-ladder-up": ("openai", None),
+    # Answers only after the per-try timeout (`res_agg_slow`'s route).
+    "res-slow": ("anthropic", "/scenario/slow=1500"),
+    # Nothing listens on its port (REFUSING): every connection refused.
+    "res-refused": ("anthropic", None),
+    # Always 503, behind an aggregate whose circuit breaker allows no retry.
+    "res-overflow": ("anthropic", "/scenario/error-503"),
 }
+# Bound and never listening while this module runs (conftest's `dead` cluster does the same).
+REFUSING, REFUSING_PORT = gateway.refusing_port()
 # The degradation ladder: two rungs on one failing vendor cluster, each with
 # its own model, then another vendor.
 LADDER = {
@@ -80,6 +88,10 @@ def edit_config(config):
         "res-hc": {"cluster": "res_agg_hc_down"},
         "res-plain": {"cluster": "res_agg_plain"},
         "res-failfast": {"cluster": "res_failfast"},
+        "res-slow": {"cluster": "res_agg_slow"},
+        "res-refused": {"cluster": "res_agg_refused"},
+        "res-dead": {"cluster": "res_refused"},
+        "res-overflow": {"cluster": "res_agg_overflow"},
     })
 
 
@@ -93,7 +105,11 @@ def extra_routes(default_route):
     assert short["route"]["retry_policy"]["per_try_timeout"] == "30s", "the shipped value"
     short["route"]["retry_policy"]["per_try_timeout"] = PER_TRY
     short["match"]["headers"] = [{"name": "x-test-route", "string_match": {"exact": "per-try"}}]
-    return [short, failover]
+    # The failover route with the short per-try timeout, for the slow vendor's aggregate.
+    slow = copy.deepcopy(failover)
+    slow["match"]["headers"][0]["string_match"]["safe_regex"]["regex"] = "res_agg_slow"
+    slow["route"]["retry_policy"]["per_try_timeout"] = PER_TRY
+    return [short, slow, failover]
 
 
 def edit_bootstrap(bootstrap):
@@ -114,12 +130,21 @@ def edit_bootstrap(bootstrap):
     by_name = {c["name"]: c for c in ours}
     by_name["res_hc_down"]["health_checks"][0]["http_health_check"]["path"] = "/scenario/error-503/_mock/health"
     by_name["res_failfast"]["common_lb_config"] = {"healthy_panic_threshold": {"value": 0}}
+    # Refused connections, not a host found unhealthy or ejected for them.
+    refused = by_name["res_refused"]
+    del refused["health_checks"], refused["outlier_detection"]
+    refused["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"][
+        "port_value"] = REFUSING_PORT
     [aggregate] = [c for c in clusters if c["name"] == "mock_failover"]
-    for primary in ("res_flaky", "res_hc_down", "res_plain", "res_wait_2", "res_wait_30"):
+    for primary in ("res_flaky", "res_hc_down", "res_plain", "res_wait_2", "res_wait_30", "res_slow",
+                    "res_refused", "res_overflow"):
         agg = copy.deepcopy(aggregate)
         agg["name"] = f"res_agg_{primary[4:]}"
         agg["cluster_type"]["typed_config"]["clusters"] = [primary, "mock_openai"]
         ours.append(agg)
+    # Retries count on the route's cluster, the aggregate: none allowed.
+    [overflow] = [c for c in ours if c["name"] == "res_agg_overflow"]
+    overflow["circuit_breakers"] = {"thresholds": [{"max_retries": 0}]}
     clusters.extend(ours)
     # The ladder's aggregate, rung clusters and route, as scripts/ladder_config.py
     # writes them (from the shipped failover route).
@@ -142,6 +167,7 @@ def res(tmp_path_factory):
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)
+        REFUSING.close()
 
 
 def stat(gw, name):
@@ -304,16 +330,27 @@ def test_4xx_is_never_retried(res, test_id, group, cluster, code):
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
 def test_per_try_timeout_says_why(res, test_id, streaming):
+    request_id = f"per-try-{test_id}"
     headers = {"x-model-group": "mock-openai", "x-test-id": test_id, "x-test-route": "per-try",
-               "x-mock-scenario": "slow=1500"}
+               "x-mock-scenario": "slow=1500", "x-request-id": request_id}
     body = {"model": "m", "messages": OK_MSG, "stream": streaming}
-    status, _, resp = res.request("POST", "/v1/chat/completions", body, headers)
+    status, resp_headers, resp = res.request("POST", "/v1/chat/completions", body, headers)
     assert status == 504, resp
     err = json.loads(resp)["error"]
     assert err["code"] == "UPSTREAM_TIMEOUT", err
     assert err["message"].startswith("the provider did not start answering within the per-try timeout"), err
     # The shipped retries (num_retries 2): every attempt reached the mock and timed out.
     assert len(res.mock_requests(test_id)) == 3
+    # Envoy's reply counts them, and the access log has each, reset by Envoy
+    # (a stream's held 200 included).
+    assert resp_headers["x-llm-attempts"] == "3"
+    line = access_log_line(res, request_id)
+    assert (line["attempts"], line["route"]) == (3, ["mock-openai/mock-gpt-4o:reset"] * 3), line
+    assert (line["status"], line["code"]) == (504, "UPSTREAM_TIMEOUT"), line
+    # A vendor that never answered bills nothing; a stream whose headers came
+    # (the last attempt) is billed as the vendor may: its prompt, estimated.
+    billed = [(a["status"], a["completion_tokens"], a["usage_estimated"]) for a in line["attempt_usage"]]
+    assert billed == ([(200, 0, True)] if streaming else []), line
 
 
 def test_per_try_timeout_does_not_cut_a_stream_that_started(res, test_id):
@@ -329,6 +366,101 @@ def test_per_try_timeout_does_not_cut_a_stream_that_started(res, test_id):
     assert len([e for _, e in events if isinstance(e, dict) and e.get("choices")
                 and e["choices"][0]["delta"].get("content")]) * 0.1 > float(PER_TRY[:-1])
     assert resp_headers["x-llm-attempts"] == "1" and len(res.mock_requests(test_id)) == 1
+
+
+def counter(gw, metric, **labels):
+    """The sum of a Prometheus counter's samples whose labels include `labels`."""
+    with urllib.request.urlopen(f"{gw.admin}/stats/prometheus", timeout=5) as r:
+        text = r.read().decode()
+    total = 0
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        base, _, rest = name.partition("{")
+        have = dict(p.split("=", 1) for p in rest.rstrip("}").split(",") if "=" in p)
+        if base == metric and all(have.get(k) == f'"{v}"' for k, v in labels.items()):
+            total += int(float(value))
+    return total
+
+
+def answered(gw, group, request_id, streaming):
+    """A chat request's status, headers and access-log line."""
+    headers = {"x-model-group": group, "x-request-id": request_id}
+    body = {"model": "m", "messages": OK_MSG, "stream": streaming}
+    if streaming:
+        status, resp_headers, events = stream(gw, body, headers)
+        assert events[-1][1] == "[DONE]", events
+    else:
+        status, resp_headers, _ = gw.request("POST", "/v1/chat/completions", body, headers)
+    return status, resp_headers, access_log_line(gw, request_id)
+
+
+ATTEMPT_METRICS = {"res-slow": ("res-slow", "mock-claude-sonnet"), "res-refused": ("res-refused", "mock-claude-sonnet")}
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("group", ["res-slow", "res-refused"], ids=["per-try-timeout", "connect-refused"])
+def test_an_attempt_envoy_gave_up_on_is_logged_and_counted(res, test_id, group, streaming):
+    """The primary times out (per-try timeout; a stream's headers came and
+    were held) or refuses the connection; the fallback answers. Both attempts
+    are in the access log with their outcome and in `llm_gateway_attempts`;
+    `llm_gateway_requests` counts the request once, under the vendor that answered."""
+    provider, model = ATTEMPT_METRICS[group]
+    before = {
+        "reset": counter(res, "llm_gateway_attempts", group=group, provider=provider, status="reset"),
+        "answer": counter(res, "llm_gateway_attempts", group=group, provider="mock-openai", status="200"),
+        "requests": counter(res, "llm_gateway_requests", group=group),
+        "answered": counter(res, "llm_gateway_requests", group=group, provider="mock-openai", status="200"),
+    }
+    status, headers, line = answered(res, group, f"gave-up-{test_id}", streaming)
+    assert status == 200 and headers["x-llm-attempts"] == "2" and headers["x-llm-provider"] == "mock-openai"
+    assert line["attempts"] == 2, line
+    assert line["route"] == [f"{provider}/{model}:reset", "mock-openai/mock-gpt-4o:200"], line
+    assert [a["provider"] for a in line["attempt_usage"]] == ["mock-openai"], "the reset attempt bills nothing"
+    after = {
+        "reset": counter(res, "llm_gateway_attempts", group=group, provider=provider, status="reset"),
+        "answer": counter(res, "llm_gateway_attempts", group=group, provider="mock-openai", status="200"),
+        "requests": counter(res, "llm_gateway_requests", group=group),
+        "answered": counter(res, "llm_gateway_requests", group=group, provider="mock-openai", status="200"),
+    }
+    assert {k: after[k] - before[k] for k in before} == {"reset": 1, "answer": 1, "requests": 1, "answered": 1}
+
+
+def test_a_refused_connection_on_every_attempt_is_503_with_its_attempts(res, test_id):
+    """A single vendor that refuses every connection: Envoy's own 503 after
+    the shipped retries, rewritten by the edge role, says how many attempts
+    were made, and the access log lists them."""
+    request_id = f"refused-{test_id}"
+    status, headers, body = chat(res, "res-dead", test_id, **{"x-request-id": request_id})
+    assert (status, body["error"]["code"]) == (503, "UPSTREAM_BUSY"), body
+    assert "connect" in body["error"]["message"], body
+    assert headers["x-llm-attempts"] == "3"
+    line = access_log_line(res, request_id)
+    assert (line["attempts"], line["route"]) == (3, ["res-refused/mock-claude-sonnet:reset"] * 3), line
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
+def test_a_retry_the_circuit_breaker_refused_is_named_as_such(res, test_id, streaming):
+    """The primary's 503 would be retried on the next vendor, but the
+    aggregate's circuit breaker allows no retry (max_retries 0): the client
+    gets that 503, and its message names Envoy's overflow, not only the
+    vendor's words."""
+    overflows = stat(res, "cluster.res_agg_overflow.upstream_rq_retry_overflow")
+    body = {"model": "m", "messages": OK_MSG, "stream": streaming}
+    headers = {"x-model-group": "res-overflow", "x-test-id": test_id}
+    status, resp_headers, resp = res.request("POST", "/v1/chat/completions", body, headers)
+    err = json.loads(resp)["error"]
+    assert (status, err["code"], err["provider"]) == (503, "UPSTREAM_BUSY", "res-overflow"), err
+    assert err["message"].startswith("the provider failed, and the gateway's circuit breaker allows no more "
+                                     "retries right now (max_retries)"), err
+    assert "upstream_rq_retry_overflow" in err["message"], err
+    assert resp_headers["x-llm-attempts"] == "1" and len(res.mock_requests(test_id)) == 1
+    assert stat(res, "cluster.res_agg_overflow.upstream_rq_retry_overflow") == overflows + 1
+
+
+def test_the_edge_roles_own_answers_say_no_attempt_was_made(res):
+    status, headers, body = chat(res, "no-such-group")
+    assert status == 404 and body["error"]["code"] == "MODEL_NOT_FOUND", body
+    assert headers["x-llm-attempts"] == "0"
 
 
 def test_examples_guard_their_vendor_clusters():

@@ -197,7 +197,9 @@ def test_span_carries_gen_ai_attributes(traced):
     assert status == 200, body
     attrs = receiver.span_for("trace-json-1")["attributes"]
     assert attrs["llm.model_group"] == "mock-anthropic"
-    assert attrs["gen_ai.system"] == "mock-anthropic"
+    # The vendor by the OpenTelemetry conventions; the configured provider apart.
+    assert (attrs["gen_ai.provider.name"], attrs["gen_ai.system"], attrs["llm.provider"]) == (
+        "anthropic", "anthropic", "mock-anthropic")
     assert attrs["gen_ai.request.model"] == "any"
     assert attrs["gen_ai.response.model"] == body["model"] == "mock-claude-sonnet"
     assert attrs["gen_ai.usage.input_tokens"] == str(body["usage"]["prompt_tokens"])
@@ -213,11 +215,33 @@ def test_stream_span_carries_gen_ai_attributes(traced):
     [usage] = [e["usage"] for _, e in events if isinstance(e, dict) and e.get("usage")]
     attrs = receiver.span_for("trace-stream-1")["attributes"]
     assert attrs["llm.model_group"] == "mock-openai"
-    assert attrs["gen_ai.system"] == "mock-openai"
+    assert (attrs["gen_ai.provider.name"], attrs["gen_ai.system"], attrs["llm.provider"]) == (
+        "openai", "openai", "mock-openai")
     assert attrs["gen_ai.request.model"] == "any"
     assert attrs["gen_ai.response.model"] == "mock-gpt-4o"
     assert attrs["gen_ai.usage.input_tokens"] == str(usage["prompt_tokens"])
     assert attrs["gen_ai.usage.output_tokens"] == str(usage["completion_tokens"])
+
+
+@pytest.mark.parametrize("group,provider_name,system", [
+    ("mock-azure", "azure.ai.openai", "az.ai.openai"),
+    ("mock-gemini", "gcp.gemini", "gcp.gemini"),
+    ("mock-dashscope", "alibaba_cloud.dashscope", "alibaba_cloud.dashscope"),
+])
+def test_the_vendor_is_named_by_the_semantic_conventions(traced, group, provider_name, system):
+    """`gen_ai.provider.name` (current conventions) and `gen_ai.system` (the
+    attribute it replaced; Azure's value changed) name the vendor; the
+    configured provider is `llm.provider`."""
+    gw, receiver = traced
+    request_id = f"trace-semconv-{group}"
+    status, _, body = gw.chat({"model": "any", "messages": USER_HI},
+                              **{"x-model-group": group, "x-request-id": request_id})
+    assert status == 200, body
+    request = receiver.span_for(request_id)
+    [attempt] = receiver.attempt_spans(request, 1)
+    for attrs in (request["attributes"], attempt["attributes"]):
+        assert (attrs["gen_ai.provider.name"], attrs["gen_ai.system"], attrs["llm.provider"]) == (
+            provider_name, system, group), attrs
 
 
 def test_rejected_request_has_no_gen_ai_attributes(traced):
@@ -229,7 +253,7 @@ def test_rejected_request_has_no_gen_ai_attributes(traced):
     assert not [k for k in attrs if k.startswith(("gen_ai.", "llm."))], attrs
 
 
-GEN_AI = ("gen_ai.system", "gen_ai.request.model", "gen_ai.response.model",
+GEN_AI = ("llm.provider", "gen_ai.request.model", "gen_ai.response.model",
           "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
 
 
@@ -256,7 +280,8 @@ def test_every_attempt_has_its_own_span(traced, streaming):
     # The failed attempt: who was asked for what, and no answer to speak of.
     a = first["attributes"]
     assert a["http.status_code"] == "503" and a["error"] == "true"
-    assert (a["gen_ai.system"], a["gen_ai.request.model"]) == ("mock-anthropic-down", "mock-claude-sonnet"), a
+    assert (a["llm.provider"], a["gen_ai.provider.name"], a["gen_ai.request.model"]) == (
+        "mock-anthropic-down", "anthropic", "mock-claude-sonnet"), a
     assert not [k for k in ("gen_ai.response.model", "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
                 if a.get(k)], a
     # The attempt that answered: its vendor, its model, its tokens.
@@ -264,6 +289,7 @@ def test_every_attempt_has_its_own_span(traced, streaming):
     assert b["http.status_code"] == "200"
     assert [b[k] for k in GEN_AI] == ["mock-openai", "mock-gpt-4o", "mock-gpt-4o",
                                       str(usage["prompt_tokens"]), str(usage["completion_tokens"])], b
+    assert b["gen_ai.provider.name"] == b["gen_ai.system"] == "openai", b
     # The request's span keeps the request's values (the client asked for "any").
     r = request["attributes"]
     assert [r[k] for k in GEN_AI] == ["mock-openai", "any", "mock-gpt-4o",

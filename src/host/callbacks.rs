@@ -17,7 +17,12 @@ fn action(flow: Flow) -> Action {
     }
 }
 
-impl<S> Context for SessionContext<S> {}
+impl<S: Session> Context for SessionContext<S> {
+    fn on_done(&mut self) -> bool {
+        self.0.on_done();
+        true
+    }
+}
 
 impl<S: Session> HttpContext for SessionContext<S> {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {

@@ -4,7 +4,7 @@
 //! reached (endpoint metadata `llm.provider`), and the provider's answer
 //! back, chunk by chunk. It talks to the proxy only through [`Host`].
 //!
-//! Long on purpose (about 830 lines): one attempt's state machine, from the
+//! Long on purpose (about 870 lines): one attempt's state machine, from the
 //! vendor request to the last chunk, reads in order in one place; its record
 //! (`attempt/report.rs`) and tests (`attempt/tests.rs`) are files of their
 //! own.
@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 
 use super::channel::AttemptChannel;
 use super::host::{unix_seconds, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{parse_call_body, send_error, Session, HANDOFF_PROPERTY};
+use super::{parse_call_body, send_error_with, Session, HANDOFF_PROPERTY};
 use crate::config::Config;
 use crate::dialects::{dialect, ClientRequest, Dialect, StreamDecoder, Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
@@ -28,7 +28,7 @@ use crate::provider::Provider;
 use crate::surfaces::{stream_writer_echoing, surface, Echo};
 use report::WAIT_HEADERS;
 
-mod report;
+pub mod report;
 #[cfg(test)]
 mod tests;
 
@@ -169,13 +169,35 @@ impl<H: Host> Attempt<H> {
             .save_record(&self.host, self.attempt, &self.record);
     }
 
-    /// Appends this attempt to the request's route (`provider/model:status`).
-    fn append_route(&self) {
-        let entry = format!(
+    /// This attempt's entry in the request's route (`provider/model:outcome`).
+    fn route_entry(&self) -> String {
+        format!(
             "{}/{}:{}",
-            self.provider_name, self.model, self.record.status
-        );
-        self.channel.append_route(&self.host, entry);
+            self.provider_name,
+            self.model,
+            self.record.outcome()
+        )
+    }
+
+    /// Envoy ended the attempt before its answer did (`on_done` without the
+    /// answer's end: a per-try timeout, a refused or broken connection, the
+    /// client leaving): its record and route entry say so. With `answered`
+    /// the vendor's headers had come, and the entry they made is replaced.
+    fn record_reset(&mut self, answered: bool) {
+        let previous = answered.then(|| self.route_entry());
+        if !answered {
+            self.record = AttemptRecord {
+                provider: self.provider_name.clone(),
+                model: self.model.clone(),
+                stream: self.stream,
+                ..AttemptRecord::default()
+            };
+        }
+        self.record.reset = true;
+        self.save_record();
+        let entry = self.route_entry();
+        self.channel
+            .set_route(&self.host, self.attempt, &entry, previous.as_deref());
     }
 
     /// After a stream chunk: time to first token, delivered tokens, and at
@@ -260,7 +282,8 @@ impl<H: Host> Attempt<H> {
 
     fn fail(&mut self, error: GatewayError) -> Flow {
         let error = error.with_provider(&self.provider_name);
-        send_error(&self.host, self.api, &error, &self.request_id);
+        let attempts = [("x-llm-attempts", self.attempt.to_string())];
+        send_error_with(&self.host, self.api, &error, &self.request_id, &attempts);
         self.mode = Mode::Passthrough;
         Flow::Pause
     }
@@ -389,12 +412,14 @@ impl<H: Host> Attempt<H> {
         let Some(encoded) = encoded else {
             // This vendor lacks the call (a failover onto another API's vendor).
             let body = call.local_answer(request)?;
+            let attempt = self.attempt.to_string();
             self.host.send_response(
                 200,
                 &[
                     ("content-type", b"application/json"),
                     ("x-request-id", self.request_id.as_bytes()),
                     ("x-llm-estimated", b"true"),
+                    ("x-llm-attempts", attempt.as_bytes()),
                 ],
                 &body,
                 "",
@@ -709,7 +734,9 @@ impl<H: Host> Session for Attempt<H> {
             stream: self.stream,
             ..AttemptRecord::default()
         };
-        self.append_route();
+        let entry = self.route_entry();
+        self.channel
+            .set_route(&self.host, self.attempt, &entry, None);
         self.save_record();
         if !(200..300).contains(&status) {
             self.mode = Mode::Error(status);
@@ -844,5 +871,17 @@ impl<H: Host> Session for Attempt<H> {
             }
             Mode::Passthrough | Mode::Request => Flow::Continue,
         }
+    }
+
+    fn on_done(&mut self) {
+        let answered = match &self.mode {
+            Mode::Request => false,
+            Mode::Stream(_) if self.stream_ended => return,
+            Mode::Stream(_) | Mode::Holding { .. } => true,
+            Mode::Complete | Mode::Native | Mode::Error(_) => true,
+            Mode::Passthrough | Mode::Discard => return,
+        };
+        self.record_reset(answered);
+        self.mode = Mode::Passthrough;
     }
 }

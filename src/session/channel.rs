@@ -73,19 +73,40 @@ impl AttemptChannel {
         }
     }
 
-    /// Appends an attempt (`provider/model:status`) to the request's route.
-    pub fn append_route(&self, host: &impl Host, entry: String) {
+    /// Sets attempt number `attempt`'s entry (`provider/model:outcome`) in
+    /// the request's route; `previous`: the entry this attempt set before,
+    /// which it replaces (an attempt answered, then reset).
+    pub fn set_route(&self, host: &impl Host, attempt: u64, entry: &str, previous: Option<&str>) {
         match self {
-            Self::InVm(shared) => shared.borrow_mut().route.push(entry),
+            Self::InVm(shared) => shared.borrow_mut().set_route(attempt, entry.to_owned()),
             Self::FilterState => {
-                let mut route = host.property(&[ROUTE_PROPERTY]).unwrap_or_default();
-                if !route.is_empty() {
-                    route.push(b',');
+                let route = host.property(&[ROUTE_PROPERTY]).unwrap_or_default();
+                let route = String::from_utf8_lossy(&route);
+                let mut entries: Vec<&str> = route.split(',').filter(|r| !r.is_empty()).collect();
+                // Entries are in the order attempts answered; this attempt's
+                // is the last one with its text.
+                let mine = previous.and_then(|p| entries.iter().rposition(|e| *e == p));
+                match mine.and_then(|i| entries.get_mut(i)) {
+                    Some(slot) => *slot = entry,
+                    None => entries.push(entry),
                 }
-                route.extend_from_slice(entry.as_bytes());
-                host.set_property(&[ROUTE_PROPERTY], Some(&route));
+                host.set_property(&[ROUTE_PROPERTY], Some(entries.join(",").as_bytes()));
             }
         }
+    }
+
+    /// Attempts begun so far (0 before any): the exchange's count once an
+    /// attempt found it, else Envoy's (the roles in different VMs).
+    pub fn attempt_count(&self, host: &impl Host) -> u64 {
+        if let Self::InVm(shared) = self {
+            let attempts = shared.borrow().attempts;
+            if attempts > 0 {
+                return attempts;
+            }
+        }
+        host.property(&ATTEMPT_COUNT)
+            .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
+            .map_or(0, u64::from_le_bytes)
     }
 
     /// Every attempt's record and route entry, as the edge role reads them
@@ -95,7 +116,8 @@ impl AttemptChannel {
         if let Self::InVm(shared) = self {
             let exchange = shared.borrow();
             if exchange.attempts > 0 {
-                return (exchange.records.clone(), exchange.route.clone());
+                let route = exchange.route.iter().filter(|r| !r.is_empty());
+                return (exchange.records.clone(), route.cloned().collect());
             }
         }
         let route: Vec<String> = host
@@ -152,17 +174,23 @@ mod tests {
             host.set_prop(&["upstream", "request_attempt_count"], &1u64.to_le_bytes());
             assert_eq!(channel.begin_attempt(&host), 1);
             channel.save_record(&host, 1, &record(503));
-            channel.append_route(&host, "p/m:503".into());
+            channel.set_route(&host, 1, "p/m:503", None);
             host.set_prop(&["upstream", "request_attempt_count"], &2u64.to_le_bytes());
             assert_eq!(channel.begin_attempt(&host), 2);
             channel.save_record(&host, 2, &record(200));
-            channel.append_route(&host, "p/m:200".into());
+            channel.set_route(&host, 2, "p/m:200", None);
+            assert_eq!(channel.attempt_count(&host), 2);
+            // Attempt 3 reset before it answered, attempt 2 after it did.
+            host.set_prop(&["upstream", "request_attempt_count"], &3u64.to_le_bytes());
+            assert_eq!(channel.begin_attempt(&host), 3);
+            channel.set_route(&host, 3, "q/m:reset", None);
+            channel.set_route(&host, 2, "p/m:reset", Some("p/m:200"));
             let (records, route) = channel.attempts(&host);
             assert_eq!(
                 records.iter().map(|r| r.status).collect::<Vec<_>>(),
                 [503, 200]
             );
-            assert_eq!(route, ["p/m:503", "p/m:200"]);
+            assert_eq!(route, ["p/m:503", "p/m:reset", "q/m:reset"]);
         }
         assert!(shared.borrow().request.is_some());
         exchange::close(token);

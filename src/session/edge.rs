@@ -12,6 +12,7 @@
 
 use std::rc::Rc;
 
+use super::attempt::report::span_provider_properties;
 use super::channel::AttemptChannel;
 use super::host::{micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
 use super::{parse_call_body, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
@@ -63,6 +64,9 @@ enum State {
     Call(Call),
     /// The response is an Envoy local reply being rewritten into a unified error.
     RewriteLocalReply(ErrorCode),
+    /// A vendor's error (from `provider`) that Envoy would have retried but
+    /// for the circuit breaker's `max_retries`: its message names that.
+    NameRetryOverflow { code: ErrorCode, provider: String },
     /// Forwarded; the upstream role translates the answer.
     Forwarded,
     /// We answered ourselves (an error, `/v1/models`): nothing to rewrite.
@@ -614,7 +618,12 @@ impl<H: Host> Edge<H> {
         let unanswered = bill.attempts.is_empty()
             && !self.response_complete
             && matches!(self.state, State::Forwarded);
-        if let (true, Some((provider, model))) = (unanswered, &self.sent_to) {
+        // The attempt Envoy reset names its provider; else the candidate does.
+        let sent_to = match records.last().filter(|r| !r.provider.is_empty()) {
+            Some(r) => Some((r.provider.clone(), r.model.clone())),
+            None => self.sent_to.clone(),
+        };
+        if let (true, Some((provider, model))) = (unanswered, &sent_to) {
             let price = match self.config.providers.get(provider) {
                 Some(p) => price_for(&p.prices, model),
                 None => limiter::dearest_price(&self.config, &chat.group, &chat.request_model),
@@ -676,6 +685,20 @@ impl<H: Host> Edge<H> {
             ],
             1,
         );
+        // Every attempt, under its provider and model and how it ended.
+        for r in records.iter().filter(|r| !r.provider.is_empty()) {
+            self.host.count(
+                "llm_gateway.attempts",
+                &[
+                    ("group", group),
+                    ("provider", &r.provider),
+                    ("model", &r.model),
+                    ("status", &r.outcome()),
+                    ("code", r.code.as_deref().unwrap_or("")),
+                ],
+                1,
+            );
+        }
         // Tokens and cost under the provider and model of the attempt that used them.
         for attempt in &bill.attempts {
             let who = [
@@ -791,15 +814,16 @@ impl<H: Host> Edge<H> {
         if !self.config.span_attributes || record.provider.is_empty() {
             return;
         }
-        for (name, value) in [
-            ("llm_provider", record.provider.as_str()),
+        let provider = self.config.providers.get(&record.provider);
+        let names = span_provider_properties(&record.provider, provider);
+        for (name, value) in names.into_iter().flat_map(|(n, v)| Some((n, v?))).chain([
             ("llm_request_model", chat.request_model.as_str()),
             ("llm_response_model", record.model.as_str()),
             ("llm_input_tokens", &usage.prompt_tokens.to_string()),
             ("llm_output_tokens", &usage.completion_tokens.to_string()),
             ("llm_group", chat.group.as_str()),
             (ROUTE_PROPERTY, &route.join(",")),
-        ] {
+        ]) {
             self.host.set_property(&[name], Some(value.as_bytes()));
         }
     }
@@ -1017,13 +1041,20 @@ impl<H: Host> Session for Edge<H> {
         // (Two single lookups: the second only for errors, and each is
         // cheaper than listing every header.)
         self.status = status;
-        if status >= 400 && self.host.header(Map::Response, "x-llm-provider").is_none() {
+        let provider = (status >= 400)
+            .then(|| self.host.header(Map::Response, "x-llm-provider"))
+            .flatten();
+        if status >= 400 && provider.is_none() {
             let code = match status {
                 429 => self.global_refusal(),
                 _ => ErrorCode::from_status(status),
             };
             self.status = surface(self.api).status(code);
             self.code = Some(code);
+            // Envoy's reply after its attempts (a refused connection, timeouts).
+            let attempts = self.channel.attempt_count(&self.host).to_string();
+            self.host
+                .set_header(Map::Response, b"x-llm-attempts", Some(attempts.as_bytes()));
             if !end_of_stream {
                 self.state = State::RewriteLocalReply(code);
             }
@@ -1047,6 +1078,11 @@ impl<H: Host> Session for Edge<H> {
                     Some(client.to_string().as_bytes()),
                 );
             }
+            if !end_of_stream && retry_overflowed(&self.host) {
+                let provider = String::from_utf8_lossy(&provider.unwrap_or_default()).into_owned();
+                self.state = State::NameRetryOverflow { code, provider };
+                self.host.set_header(Map::Response, b"content-length", None);
+            }
         }
         Flow::Continue
     }
@@ -1055,24 +1091,29 @@ impl<H: Host> Session for Edge<H> {
         if end_of_stream && !self.response_complete {
             self.on_response_end();
         }
-        let State::RewriteLocalReply(code) = self.state else {
-            return Flow::Continue;
+        let code = match &self.state {
+            State::RewriteLocalReply(code) | State::NameRetryOverflow { code, .. } => *code,
+            _ => return Flow::Continue,
         };
         if !end_of_stream {
             return Flow::Pause;
         }
         let original = self.host.body(Buffer::Response, 0, size);
-        // Already in the unified envelope (the HCM's local_reply_config).
-        if is_unified_error(&original) {
-            return Flow::Continue;
-        }
-        let details = self
-            .host
-            .property(&["response", "code_details"])
-            .unwrap_or_default();
-        let error = match &self.global_refusal {
-            Some(refusal) => refusal.error(),
-            None => GatewayError::envoy_reply(code, &details, &original),
+        let error = if let State::NameRetryOverflow { provider, .. } = &self.state {
+            let said = error_message(&original);
+            GatewayError::envoy_reply(code, RETRY_OVERFLOW, said.as_bytes()).with_provider(provider)
+        } else if let Some(refusal) = &self.global_refusal {
+            refusal.error()
+        } else {
+            // Already in the unified envelope (the HCM's local_reply_config).
+            if is_unified_error(&original) {
+                return Flow::Continue;
+            }
+            let details = self
+                .host
+                .property(&["response", "code_details"])
+                .unwrap_or_default();
+            GatewayError::envoy_reply(code, &details, &original)
         };
         let body = surface(self.api).render_error(&error, Some(&self.request_id));
         self.host.set_body(Buffer::Response, 0, size, &body);
@@ -1108,6 +1149,33 @@ fn rfc3339(secs: u64) -> String {
         rest % 3600 / 60,
         rest % 60
     )
+}
+
+/// The edge role's `response.code_details` stand-in for a retry overflow
+/// (Envoy's own details say `via_upstream`): a marker `GatewayError::envoy_reply` knows.
+const RETRY_OVERFLOW: &[u8] = b"upstream_rq_retry_overflow";
+/// Envoy's `UpstreamOverflow` response flag (`UO`), in `response.flags`.
+const UPSTREAM_OVERFLOW: u64 = 0x80;
+
+/// Envoy would have retried the answer but for the circuit breaker's
+/// `max_retries` (the router then flags the response `UO`).
+fn retry_overflowed(host: &impl Host) -> bool {
+    host.property(&["response", "flags"])
+        .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
+        .is_some_and(|b| u64::from_le_bytes(b) & UPSTREAM_OVERFLOW != 0)
+}
+
+/// An error answer's message (`error.message` in every client API's
+/// envelope, else a top-level `message`), or nothing.
+fn error_message(body: &[u8]) -> String {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return String::new();
+    };
+    let message = value
+        .pointer("/error/message")
+        .or_else(|| value.get("message"))
+        .and_then(serde_json::Value::as_str);
+    message.unwrap_or_default().to_owned()
 }
 
 /// A body that is already `{"error": {...}}`.

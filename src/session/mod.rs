@@ -32,6 +32,9 @@ pub trait Session {
     fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow;
     /// The request is done and logged (access log, metrics).
     fn on_log(&mut self) {}
+    /// The proxy is done with the context: the request (or attempt) ended,
+    /// also when Envoy reset it (the upstream role gets no `on_log`).
+    fn on_done(&mut self) {}
 }
 
 /// Filter state the edge role writes and every attempt reads: an
@@ -71,6 +74,10 @@ pub fn send_error_with(
         ("x-request-id", request_id.as_bytes()),
     ];
     headers.extend(extra.iter().map(|(n, v)| (*n, v.as_bytes())));
+    // The edge role's own answers: no attempt was made.
+    if !extra.iter().any(|(n, _)| *n == "x-llm-attempts") {
+        headers.push(("x-llm-attempts", b"0"));
+    }
     if let Some(allow) = &error.allow {
         headers.push(("allow", allow.as_bytes()));
     }

@@ -5,7 +5,46 @@
 use super::Attempt;
 use crate::error::{retry_delay_in, ErrorCode, GatewayError};
 use crate::headers::client_may_receive;
+use crate::provider::{DialectKind, Provider};
 use crate::session::host::{Host, Map};
+
+/// The OpenTelemetry GenAI names of the vendor a provider reaches:
+/// `(gen_ai.provider.name, gen_ai.system)`, the current semantic
+/// conventions' attribute and the one it replaced (they differ for Azure).
+/// An OpenAI-compatible server is `openai` (the conventions name the API
+/// spoken when the vendor is unknown); DashScope has no registered value.
+pub fn gen_ai_names(provider: &Provider) -> (&'static str, &'static str) {
+    match provider.dialect {
+        DialectKind::Openai => ("openai", "openai"),
+        DialectKind::Anthropic => ("anthropic", "anthropic"),
+        DialectKind::Gemini
+            if provider
+                .host
+                .as_deref()
+                .is_some_and(|h| h.ends_with("aiplatform.googleapis.com")) =>
+        {
+            ("gcp.vertex_ai", "gcp.vertex_ai")
+        }
+        DialectKind::Gemini => ("gcp.gemini", "gcp.gemini"),
+        DialectKind::Azure => ("azure.ai.openai", "az.ai.openai"),
+        DialectKind::Bedrock => ("aws.bedrock", "aws.bedrock"),
+        DialectKind::Dashscope => ("alibaba_cloud.dashscope", "alibaba_cloud.dashscope"),
+    }
+}
+
+/// Filter state for a span's GenAI provider tags: the conventional names
+/// of `provider`'s vendor, and the configured name (`llm.provider`).
+pub fn span_provider_properties<'a>(
+    name: &'a str,
+    provider: Option<&Provider>,
+) -> [(&'static str, Option<&'a str>); 3] {
+    let (conventional, system) = provider.map(gen_ai_names).unzip();
+    [
+        ("llm_provider", Some(name)),
+        ("llm_gen_ai_provider", conventional),
+        ("llm_gen_ai_system", system),
+    ]
+}
 
 /// How vendors say when to come back.
 pub const WAIT_HEADERS: [&str; 2] = ["retry-after", "retry-after-ms"];
@@ -23,8 +62,9 @@ impl<H: Host> Attempt<H> {
         }
         let input = self.record.prompt_tokens.map(|t| t.to_string());
         let output = self.record.completion_tokens.map(|t| t.to_string());
-        for (name, value) in [
-            ("llm_provider", Some(self.provider_name.as_str())),
+        let provider = self.provider().map(|(p, _)| p);
+        let names = span_provider_properties(&self.provider_name, provider);
+        for (name, value) in names.into_iter().chain([
             ("llm_request_model", Some(self.model.as_str())),
             (
                 "llm_response_model",
@@ -32,7 +72,7 @@ impl<H: Host> Attempt<H> {
             ),
             ("llm_input_tokens", input.as_deref()),
             ("llm_output_tokens", output.as_deref()),
-        ] {
+        ]) {
             self.host.set_property(&[name], value.map(str::as_bytes));
         }
     }

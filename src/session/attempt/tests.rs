@@ -417,3 +417,51 @@ fn a_vendor_without_the_call_is_answered_by_the_gateway() {
     assert_eq!(status, 400);
     assert_eq!(body_json(&body)["error"]["param"], "response_id");
 }
+
+/// The attempt's route and record, as the edge role reads them.
+fn route_and_record(a: &Attempt<FakeHost>) -> (String, serde_json::Value) {
+    let record = a.host.prop("llm_attempt.1").unwrap_or_default();
+    let record = serde_json::from_str(&record).unwrap_or_default();
+    (a.host.prop("llm_route").unwrap_or_default(), record)
+}
+
+#[test]
+fn an_attempt_envoy_resets_before_its_answer_is_recorded_as_reset() {
+    // A per-try timeout or a refused connection: no vendor headers came.
+    let mut a = attempt("", CHAT);
+    send_request(&mut a);
+    a.on_done();
+    let (route, record) = route_and_record(&a);
+    assert_eq!(route, "an/claude-x:reset");
+    assert_eq!(
+        (&record["status"], &record["reset"], &record["provider"]),
+        (&0.into(), &true.into(), &"an".into())
+    );
+    // A held stream's headers came (200), then the per-try timeout.
+    let mut a = attempt("", STREAM);
+    send_request(&mut a);
+    answer(&mut a, "200", "text/event-stream");
+    assert_eq!(route_and_record(&a).0, "an/claude-x:200");
+    a.on_done();
+    let (route, record) = route_and_record(&a);
+    assert_eq!(route, "an/claude-x:reset", "the 200 entry is replaced");
+    assert_eq!(
+        (&record["status"], &record["reset"]),
+        (&200.into(), &true.into())
+    );
+}
+
+#[test]
+fn an_attempt_that_ended_is_left_as_it_ended() {
+    let mut a = attempt("", CHAT);
+    send_request(&mut a);
+    answer(&mut a, "529", "application/json");
+    let overloaded =
+        br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    *a.host.response_body.borrow_mut() = overloaded.to_vec();
+    a.on_response_body(overloaded.len(), true);
+    a.on_done();
+    let (route, record) = route_and_record(&a);
+    assert_eq!(route, "an/claude-x:529");
+    assert!(record.get("reset").is_none(), "{record}");
+}

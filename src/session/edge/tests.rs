@@ -451,3 +451,21 @@ fn a_request_refused_by_the_gateway_is_not_taken_for_one_the_client_left() {
     assert_eq!(line["client_disconnected"], false);
     assert_eq!(line["attempt_usage"], serde_json::json!([]));
 }
+
+#[test]
+fn an_error_answers_message_is_found_in_every_envelope() {
+    use super::error_message;
+    assert_eq!(
+        error_message(br#"{"error":{"message":"Overloaded","code":"X"}}"#),
+        "Overloaded"
+    );
+    assert_eq!(
+        error_message(br#"{"type":"error","error":{"type":"overloaded_error","message":"Busy"}}"#),
+        "Busy"
+    );
+    assert_eq!(
+        error_message(br#"{"message":"Bedrock says"}"#),
+        "Bedrock says"
+    );
+    assert_eq!(error_message(b"not json"), "");
+}
