@@ -188,6 +188,11 @@ def test_count_tokens_errors_are_anthropics(agw):
     with pytest.raises(anthropic.RateLimitError) as e:
         c.messages.count_tokens(**COUNT)
     assert e.value.body["error"]["type"] == "rate_limit_error"
+    # The counting vendors' errors too, in Anthropic's envelope.
+    for group in COUNTED:
+        with pytest.raises(anthropic.RateLimitError) as e:
+            client(agw, group, **{"x-mock-scenario": "error-429"}).messages.count_tokens(**COUNT)
+        assert e.value.body["error"]["type"] == "rate_limit_error"
     # A key without the group: refused as a generation would be.
     with pytest.raises(anthropic.PermissionDeniedError):
         client(agw, "mock-anthropic", key=OPENAI_ONLY_KEY).messages.count_tokens(**COUNT)
