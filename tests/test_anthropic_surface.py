@@ -125,7 +125,35 @@ def test_count_tokens_is_anthropics_own_count(agw, test_id):
     assert sent["headers"]["x-api-key"] != ALL_GROUPS_KEY
 
 
-@pytest.mark.parametrize("group", [g for g in GROUPS if g != "mock-anthropic"])
+# What each counting vendor is asked: its count call and the generation inside.
+COUNTED = {
+    "mock-gemini": (f"/v1beta/models/{MODEL['mock-gemini']}:countTokens",
+                    lambda body: body["generateContentRequest"]),
+    "mock-bedrock": (f"/model/{MODEL['mock-bedrock'].replace(':', '%3A')}/count-tokens",
+                     lambda body: body["input"]["converse"]),
+}
+
+
+@pytest.mark.parametrize("group", sorted(COUNTED))
+def test_count_tokens_is_the_vendors_own_count(agw, group, test_id):
+    """Gemini's countTokens and Bedrock's CountTokens count exactly: the
+    request translated as a generation (system and tools with it), the
+    vendor's number as Anthropic's, not flagged as an estimate."""
+    c = client(agw, group, test_id=test_id)
+    raw = c.messages.with_raw_response.count_tokens(**COUNT)
+    assert "x-llm-estimated" not in raw.headers
+    counted = raw.parse().input_tokens
+    # The mock counts as it bills (the prompt's words): not the gateway's estimate.
+    assert counted == c.messages.create(max_tokens=50, **COUNT).usage.input_tokens == 6
+    sent = agw.mock_requests(test_id)[0]
+    path, generation = COUNTED[group]
+    assert sent["path"] == path
+    inner = generation(sent["body"])
+    assert "be brief" in json.dumps(inner["system" if group == "mock-bedrock" else "systemInstruction"])
+    assert "lookup" in json.dumps(inner["toolConfig" if group == "mock-bedrock" else "tools"])
+
+
+@pytest.mark.parametrize("group", [g for g in GROUPS if g not in ("mock-anthropic", *COUNTED)])
 def test_count_tokens_is_estimated_where_the_vendor_has_no_count(agw, group, test_id):
     raw = client(agw, group, test_id=test_id).messages.with_raw_response.count_tokens(**COUNT)
     assert raw.headers["x-llm-estimated"] == "true"
@@ -143,7 +171,7 @@ def test_count_tokens_failing_over_to_a_vendor_without_a_count_is_estimated(agw,
     assert asked["path"].endswith("/v1/messages/count_tokens"), "Anthropic was asked first"
 
 
-@pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini"])
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini", "mock-bedrock"])
 def test_count_tokens_is_logged_with_no_tokens(agw, group):
     """Admitted and logged as a request of the Messages surface; it uses no tokens."""
     rid = f"anthropic-count-{group}"
@@ -151,9 +179,8 @@ def test_count_tokens_is_logged_with_no_tokens(agw, group):
     line = log_for(agw, rid)
     assert line["surface"] == "anthropic_messages" and line["group"] == group and line["status"] == 200
     assert line["prompt_tokens"] == 0 and line["completion_tokens"] == 0
-    assert line["provider"] == ("mock-anthropic" if group == "mock-anthropic" else "")
-    if group == "mock-anthropic":
-        assert line["usage_estimated"] is False
+    assert line["provider"] == group
+    assert line["usage_estimated"] is False
 
 
 def test_count_tokens_errors_are_anthropics(agw):
@@ -161,6 +188,11 @@ def test_count_tokens_errors_are_anthropics(agw):
     with pytest.raises(anthropic.RateLimitError) as e:
         c.messages.count_tokens(**COUNT)
     assert e.value.body["error"]["type"] == "rate_limit_error"
+    # The counting vendors' errors too, in Anthropic's envelope.
+    for group in COUNTED:
+        with pytest.raises(anthropic.RateLimitError) as e:
+            client(agw, group, **{"x-mock-scenario": "error-429"}).messages.count_tokens(**COUNT)
+        assert e.value.body["error"]["type"] == "rate_limit_error"
     # A key without the group: refused as a generation would be.
     with pytest.raises(anthropic.PermissionDeniedError):
         client(agw, "mock-anthropic", key=OPENAI_ONLY_KEY).messages.count_tokens(**COUNT)

@@ -11,6 +11,7 @@ translation over the same wire. Models that are not Claude stay on
 Converse. The mock refuses what Bedrock refuses.
 """
 
+import base64
 import json
 
 import anthropic
@@ -257,6 +258,31 @@ def test_other_models_stay_on_converse(bgw, test_id, stream):
     seen = seen_by_bedrock(bgw, test_id)
     assert seen["path"].endswith("/converse-stream" if stream else "/converse")
     assert "anthropic_version" not in seen["body"]
+
+
+def test_count_tokens_is_count_tokens_with_the_invoke_model_body(bgw, test_id):
+    """count_tokens for Claude: Bedrock's CountTokens, the InvokeModel body
+    (base64) as a generation would send it; Bedrock's exact count, unflagged."""
+    c = claude(bgw, test_id)
+    ask = dict(model="claude-sonnet-4", system="be brief", tools=[LOOKUP], messages=user("count these words please"))
+    raw = c.messages.with_raw_response.count_tokens(**ask)
+    assert "x-llm-estimated" not in raw.headers
+    assert raw.parse().input_tokens == c.messages.create(max_tokens=50, **ask).usage.input_tokens == 6
+    seen = bgw.mock_requests(test_id)[0]
+    assert seen["path"] == f"/model/{SONNET.replace(':', '%3A')}/count-tokens"
+    assert seen["headers"]["authorization"].startswith("AWS4-HMAC-SHA256 ")
+    body = json.loads(base64.b64decode(seen["body"]["input"]["invokeModel"]["body"]))
+    assert body["anthropic_version"] == "bedrock-2023-05-31" and "model" not in body
+    assert body["system"] == "be brief" or "be brief" in json.dumps(body["system"])
+    assert [t["name"] for t in body["tools"]] == ["lookup"]
+
+
+def test_count_tokens_for_a_model_bedrock_does_not_count_is_estimated(bgw, test_id):
+    raw = claude(bgw, test_id).messages.with_raw_response.count_tokens(
+        model="nova", messages=user("count these words please"))
+    assert raw.headers["x-llm-estimated"] == "true"
+    assert raw.parse().input_tokens > 0
+    assert bgw.mock_requests(test_id) == [], "Bedrock was not asked"
 
 
 # ------------------------------------------------------------ chat clients

@@ -88,6 +88,104 @@ fn check_envelope(obj: &Map<String, Value>, model: &str) -> Result<(), Failure> 
     Ok(())
 }
 
+/// `ConverseTokensRequest`'s members.
+const CONVERSE_TOKENS: [&str; 4] = [
+    "messages",
+    "system",
+    "toolConfig",
+    "additionalModelRequestFields",
+];
+
+const NO_COUNT: &str = "The provided model doesn't support counting tokens.";
+
+/// Standard base64 (a blob in AWS JSON); `None` for anything else.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let text = text.trim_end_matches('=');
+    let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0u32);
+    for c in text.bytes() {
+        let v = ALPHABET.iter().position(|&a| a == c)? as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
+}
+
+impl BedrockInvoke {
+    /// `POST /model/{modelId}/count-tokens` (CountTokens): a foundation
+    /// model that counts (Claude's, not an inference profile), `input` a
+    /// union with exactly one member, `converse` (the Converse request's
+    /// counted members, checked as Converse checks them) or `invokeModel`
+    /// (`body`: base64 of an InvokeModel body, checked as InvokeModel
+    /// checks it); the prompt's words, as a generation's usage says.
+    fn count_tokens(&self, req: &Request) -> Result<u64, Failure> {
+        self.check_headers(req)?;
+        let model = path_model(req.path());
+        if model.is_empty() || model.len() > 256 {
+            return Err(Failure::Status(404));
+        }
+        let foundation = model.starts_with("anthropic.claude")
+            || model.contains(":foundation-model/anthropic.claude");
+        if !foundation {
+            return Err(Failure::Invalid(NO_COUNT.into()));
+        }
+        let body: Value = serde_json::from_slice(&req.body)
+            .map_err(|_| malformed("#: expected type: JSONObject".into()))?;
+        let input = body
+            .as_object()
+            .filter(|o| o.keys().all(|k| k == "input"))
+            .and_then(|o| o.get("input"))
+            .and_then(Value::as_object)
+            .ok_or_else(|| {
+                Failure::Invalid(
+                    "1 validation error detected: Value at 'input' failed to satisfy \
+                     constraint: Member must not be null"
+                        .into(),
+                )
+            })?;
+        let (converse, invoke) = (input.get("converse"), input.get("invokeModel"));
+        if input.len() != 1 || converse.is_some() == invoke.is_some() {
+            return Err(Failure::Invalid(
+                "1 validation error detected: Value at 'input' failed to satisfy constraint: \
+                 exactly one of converse, invokeModel must be set"
+                    .into(),
+            ));
+        }
+        let p = match (converse, invoke) {
+            (Some(converse), _) => {
+                let obj = converse
+                    .as_object()
+                    .ok_or_else(|| malformed("#/converse: expected type: JSONObject".into()))?;
+                if let Some(extra) = obj.keys().find(|k| !CONVERSE_TOKENS.contains(&k.as_str())) {
+                    return Err(malformed(format!(
+                        "#/converse: extraneous key [{extra}] is not permitted"
+                    )));
+                }
+                self.bedrock.parse_request(req, converse)?
+            }
+            (None, invoke) => {
+                let text = invoke
+                    .and_then(|i| i.get("body"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        malformed("#/invokeModel: required key [body] not found".into())
+                    })?;
+                let body = base64_decode(text)
+                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                    .ok_or_else(|| {
+                        malformed("#/invokeModel/body: expected base64 of JSON".into())
+                    })?;
+                self.parse_request(req, &body)?
+            }
+        };
+        Ok(p.prompt_words.max(1))
+    }
+}
+
 impl Dialect for BedrockInvoke {
     fn name(&self) -> &'static str {
         "bedrock"
@@ -100,6 +198,25 @@ impl Dialect for BedrockInvoke {
 
     fn is_stream(&self, req: &Request, _body: &Value) -> bool {
         req.path().ends_with("/invoke-with-response-stream")
+    }
+
+    /// CountTokens, for both of Bedrock's request formats.
+    fn has_call(&self, path: &str) -> bool {
+        path.starts_with("/model/") && path.ends_with("/count-tokens")
+    }
+
+    fn call(&self, req: &Request, _path: &str) -> Reply {
+        if req.method() != "POST" {
+            return self.error(&Failure::Status(404));
+        }
+        match self.count_tokens(req) {
+            Ok(tokens) => Reply {
+                status: 200,
+                body: to_json(&json!({ "inputTokens": tokens })),
+                retry_after: None,
+            },
+            Err(f) => self.error(&f),
+        }
     }
 
     fn stream_content_type(&self) -> &'static str {
@@ -215,6 +332,61 @@ mod tests {
         thinking["thinking"] = json!({"type": "enabled", "budget_tokens": 1024});
         assert!(check(thinking.clone(), SONNET).is_ok());
         assert!(check(thinking, "anthropic.claude-3-haiku-20240307-v1:0").is_err());
+    }
+
+    fn count(model: &str, body: &str) -> Reply {
+        let raw = format!(
+            "POST /model/{model}/count-tokens HTTP/1.1\r\nauthorization: AWS4-HMAC-SHA256 x\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut req = Request::default();
+        let mut sink = Vec::new();
+        crate::http::read_request(
+            &mut std::io::BufReader::new(raw.as_bytes()),
+            &mut sink,
+            &mut req,
+        )
+        .unwrap();
+        let d = BedrockInvoke {
+            bedrock: Bedrock { credentials: None },
+        };
+        d.call(&req, req.path())
+    }
+
+    #[test]
+    fn count_tokens_takes_one_input_for_a_model_that_counts() {
+        let converse = r#"{"input":{"converse":{"messages":[{"role":"user","content":[{"text":"four words right here"}]}],
+            "system":[{"text":"be brief"}]}}}"#;
+        let counted = count(SONNET, converse);
+        assert_eq!(counted.status, 200, "{}", counted.body);
+        assert_eq!(counted.body, r#"{"inputTokens":6}"#);
+        let invoke_body = json!({"anthropic_version": ANTHROPIC_VERSION, "max_tokens": 10,
+            "messages": [{"role": "user", "content": "four words right here"}]});
+        let invoke = json!({"input": {"invokeModel": {"body":
+            crate::server::base64(to_json(&invoke_body).as_bytes())}}});
+        assert_eq!(
+            count(SONNET, &to_json(&invoke)).body,
+            r#"{"inputTokens":4}"#
+        );
+        // The union takes exactly one member; Converse's other members are refused.
+        let both = json!({"input": {"converse": {"messages": []}, "invokeModel": {"body": ""}}});
+        assert_eq!(count(SONNET, &to_json(&both)).status, 400);
+        assert_eq!(count(SONNET, r#"{"input":{}}"#).status, 400);
+        let inference = r#"{"input":{"converse":{"messages":[{"role":"user","content":[{"text":"hi"}]}],
+            "inferenceConfig":{"maxTokens":5}}}}"#;
+        assert!(count(SONNET, inference)
+            .body
+            .contains("extraneous key [inferenceConfig]"));
+        // An InvokeModel body is checked as InvokeModel checks it.
+        let no_version = json!({"input": {"invokeModel": {"body": crate::server::base64(b"{}")}}});
+        assert_eq!(count(SONNET, &to_json(&no_version)).status, 400);
+        // Inference profiles and models that do not count are refused.
+        for model in [format!("us.{SONNET}"), "amazon.nova-lite-v1:0".into()] {
+            let refused = count(&model, converse);
+            assert_eq!(refused.status, 400);
+            assert!(refused.body.contains(NO_COUNT));
+        }
     }
 
     #[test]

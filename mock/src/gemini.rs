@@ -25,6 +25,7 @@ pub struct Gemini;
 const PATH_PREFIX: &str = "/v1beta/models/";
 const GENERATE: &str = ":generateContent";
 const STREAM: &str = ":streamGenerateContent";
+const COUNT: &str = ":countTokens";
 
 /// Google's documented stand-in for a signature on calls Gemini did not
 /// make (ai.google.dev/gemini-api/docs/thought-signatures), accepted as
@@ -129,6 +130,69 @@ fn call_signature(name: &str, args: &Value) -> String {
 fn path_model(path: &str) -> Option<&str> {
     let rest = path.get(path.find(PATH_PREFIX)? + PATH_PREFIX.len()..)?;
     Some(rest.split_once(':')?.0)
+}
+
+impl Gemini {
+    /// `POST /v1beta/models/{model}:countTokens` (CountTokensRequest):
+    /// `contents`, or `generateContentRequest` (a generation's body with
+    /// the `model` it names, `models/...`), never both; the prompt's words,
+    /// as a generation's `promptTokenCount` says (`{}` for neither: proto3
+    /// JSON leaves a zero out).
+    fn count_tokens(&self, req: &Request, path: &str) -> Result<Value, Failure> {
+        self.check_headers(req)?;
+        let body: Value = serde_json::from_slice(&req.body)
+            .map_err(|e| invalid(format!("Invalid JSON payload received. {e}")))?;
+        check_fields(&body, &["contents", "generateContentRequest"], "")?;
+        let model = path_model(path).unwrap_or_default();
+        let tokens = match (body.get("contents"), body.get("generateContentRequest")) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "* CountTokensRequest: contents and generate_content_request are mutually \
+                     exclusive: send one of them, not both.",
+                ))
+            }
+            (Some(contents), None) => self
+                .parse(&json!({ "contents": contents }))?
+                .prompt_words
+                .max(1),
+            (None, Some(generate)) => {
+                let Some(obj) = generate.as_object() else {
+                    return Err(invalid(
+                        "Invalid value at 'generate_content_request', expected an object",
+                    ));
+                };
+                match obj.get("model").and_then(Value::as_str) {
+                    None => {
+                        return Err(invalid(
+                            "* GenerateContentRequest.model: model is required when counting \
+                             the tokens of a generate_content_request.",
+                        ))
+                    }
+                    Some(name) if !name.starts_with("models/") => {
+                        return Err(invalid(format!(
+                            "* GenerateContentRequest.model: unexpected model name format \
+                             '{name}' (expected models/{{model}})"
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                let mut generation = obj.clone();
+                generation.remove("model");
+                let generation = Value::Object(generation);
+                let p = self.parse(&generation)?;
+                if let Some(thinking) = generation.pointer("/generationConfig/thinkingConfig") {
+                    check_thinking(thinking, model)?;
+                }
+                p.prompt_words.max(1)
+            }
+            (None, None) => 0,
+        };
+        if tokens == 0 {
+            return Ok(json!({}));
+        }
+        Ok(json!({"totalTokens": tokens,
+                  "promptTokensDetails": [{"modality": "TEXT", "tokenCount": tokens}]}))
+    }
 }
 
 /// A function response's text as the answer planner echoes it: our
@@ -454,6 +518,24 @@ impl Dialect for Gemini {
 
     fn handles(&self, path: &str) -> bool {
         path.contains(PATH_PREFIX) && (path.ends_with(GENERATE) || path.ends_with(STREAM))
+    }
+
+    fn has_call(&self, path: &str) -> bool {
+        path.contains(PATH_PREFIX) && path.ends_with(COUNT)
+    }
+
+    fn call(&self, req: &Request, path: &str) -> Reply {
+        if req.method() != "POST" {
+            return self.error(&Failure::Status(404));
+        }
+        match self.count_tokens(req, path) {
+            Ok(body) => Reply {
+                status: 200,
+                body: to_json(&body),
+                retry_after: None,
+            },
+            Err(f) => self.error(&f),
+        }
     }
 
     fn check_headers(&self, req: &Request) -> Result<(), Failure> {
@@ -857,6 +939,56 @@ impl Dialect for Gemini {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn count(body: &str) -> Reply {
+        let raw = format!(
+            "POST /v1beta/models/gemini-2.5-flash:countTokens HTTP/1.1\r\n\
+             x-goog-api-key: mock-gemini-key\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut req = Request::default();
+        let mut sink = Vec::new();
+        crate::http::read_request(
+            &mut std::io::BufReader::new(raw.as_bytes()),
+            &mut sink,
+            &mut req,
+        )
+        .unwrap();
+        Gemini.call(&req, req.path())
+    }
+
+    #[test]
+    fn count_tokens_takes_contents_or_a_generation_never_both() {
+        let contents = r#"[{"role":"user","parts":[{"text":"four words right here"}]}]"#;
+        let by_contents = count(&format!(r#"{{"contents":{contents}}}"#));
+        assert_eq!(by_contents.status, 200, "{}", by_contents.body);
+        assert!(by_contents.body.contains(r#""totalTokens":4"#));
+        let generation = format!(
+            r#"{{"generateContentRequest":{{"model":"models/gemini-2.5-flash","contents":{contents},
+                "systemInstruction":{{"parts":[{{"text":"be brief"}}]}}}}}}"#
+        );
+        let by_generation = count(&generation);
+        assert!(
+            by_generation.body.contains(r#""totalTokens":6"#),
+            "{}",
+            by_generation.body
+        );
+        let both = count(&format!(
+            r#"{{"contents":{contents},"generateContentRequest":{{"model":"models/m","contents":{contents}}}}}"#
+        ));
+        assert_eq!(both.status, 400);
+        assert!(both.body.contains("mutually exclusive"));
+        let no_model = count(&format!(
+            r#"{{"generateContentRequest":{{"contents":{contents}}}}}"#
+        ));
+        assert_eq!(no_model.status, 400);
+        let bad_model = count(&format!(
+            r#"{{"generateContentRequest":{{"model":"gemini","contents":{contents}}}}}"#
+        ));
+        assert_eq!(bad_model.status, 400);
+        assert_eq!(count(r#"{"contents":[],"extra":1}"#).status, 400);
+        assert_eq!(count("{}").body, "{}");
+    }
 
     #[test]
     fn thinking_config_rules_by_model() {

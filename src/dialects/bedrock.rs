@@ -450,6 +450,49 @@ fn invoke(target: &Target, stream: bool, body: Vec<u8>) -> UpstreamRequest {
     upstream(target, operation, body)
 }
 
+/// The members of a Converse request that CountTokens takes
+/// (`ConverseTokensRequest`); the others it refuses.
+const CONVERSE_TOKENS: [&str; 4] = [
+    "messages",
+    "system",
+    "toolConfig",
+    "additionalModelRequestFields",
+];
+
+/// The foundation model CountTokens counts for, which must be one that
+/// counts (Claude's): a Claude model's id, a cross-region inference
+/// profile's (`us.anthropic.claude-...`) without its geography, which
+/// CountTokens refuses; `None` for the other models and for profile ARNs.
+fn count_model(model: &str) -> Option<&str> {
+    if model.starts_with("arn:") {
+        return (model.contains(":foundation-model/anthropic.claude")).then_some(model);
+    }
+    model
+        .find("anthropic.claude")
+        .and_then(|at| model.get(at..))
+}
+
+/// CountTokens' `input`: the generation's body, InvokeModel's (base64) or
+/// Converse's (the members it counts).
+fn count_input(
+    req: &ChatRequest,
+    target: &Target,
+    counted: &Target,
+) -> Result<Value, GatewayError> {
+    if invokes(target) {
+        let body = bedrock_invoke::encode_body(req, counted)?;
+        let mut text = crate::base64::encode(&body, crate::base64::STANDARD);
+        text.resize(text.len().div_ceil(4) * 4, b'=');
+        let text = String::from_utf8_lossy(&text);
+        return Ok(json!({"invokeModel": {"body": text}}));
+    }
+    let body = Bedrock.encode_request(req, counted)?.body;
+    let mut converse: serde_json::Map<String, Value> =
+        serde_json::from_slice(&body).map_err(|e| unparseable("request", e))?;
+    converse.retain(|key, _| CONVERSE_TOKENS.contains(&key.as_str()));
+    Ok(json!({"converse": converse}))
+}
+
 /// A Converse answer decoded.
 fn decode_converse(body: &[u8], origin: &mut Origin) -> Result<DecodedResponse, GatewayError> {
     let response: ConverseResponse =
@@ -689,6 +732,41 @@ impl Dialect for Bedrock {
 
     fn is_stream_content_type(&self, content_type: &str) -> bool {
         content_type.starts_with(EVENT_STREAM)
+    }
+
+    fn counts_tokens(&self) -> bool {
+        true
+    }
+
+    /// `CountTokens` (`POST /model/{modelId}/count-tokens`) for a Claude
+    /// model: `{"input": {"converse": ...}}`, or `{"input": {"invokeModel":
+    /// {"body": ...}}}` where the provider has `claude_invoke`.
+    fn encode_count(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let counted = Target {
+            provider: target.provider,
+            model: count_model(target.model)?,
+        };
+        Some(count_input(req, target, &counted).and_then(|input| {
+            let body = serde_json::to_vec(&json!({ "input": input }))
+                .map_err(|e| unparseable("request", e))?;
+            Ok(upstream(&counted, "count-tokens", body))
+        }))
+    }
+
+    /// `{"inputTokens": N}`.
+    fn decode_count(&self, body: &[u8]) -> Result<u64, GatewayError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct CountTokensResponse {
+            input_tokens: u64,
+        }
+        serde_json::from_slice::<CountTokensResponse>(body)
+            .map(|r| r.input_tokens)
+            .map_err(|e| unparseable("token count", e))
     }
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
@@ -1901,6 +1979,49 @@ mod invoke_tests {
             model: NOVA,
         };
         assert!(Bedrock.encode_native(api, &raw, &req, &nova).is_none());
+    }
+
+    #[test]
+    fn count_tokens_is_count_tokens_with_the_generations_input() {
+        let count = r#"{"model":"any","system":"be brief","messages":[{"role":"user","content":"count me"}],
+            "tools":[{"name":"lookup","input_schema":{"type":"object"}}]}"#;
+        let req =
+            crate::surfaces::anthropic_messages::request::parse_count(count.as_bytes()).unwrap();
+        let converse = config(r#","api_key":"br-key""#);
+        let invoke = config(r#","claude_invoke":true"#);
+        let encode = |config: &crate::config::Config, model: &str| {
+            let target = Target {
+                provider: &config.providers["p"],
+                model,
+            };
+            Bedrock.encode_count(&req, &target).map(|up| {
+                up.map(|up| (up.path, serde_json::from_slice::<Value>(&up.body).unwrap()))
+            })
+        };
+        // Converse's counted members; an inference profile counts as its model.
+        let (path, v) = encode(&converse, &format!("us.{CLAUDE}")).unwrap().unwrap();
+        assert_eq!(
+            path,
+            format!("/model/{}/count-tokens", encode_segment(CLAUDE))
+        );
+        let input = v["input"]["converse"].as_object().unwrap();
+        let mut members: Vec<&str> = input.keys().map(String::as_str).collect();
+        members.sort_unstable();
+        assert_eq!(members, ["messages", "system", "toolConfig"]);
+        assert_eq!(input["system"][0]["text"], "be brief");
+        // claude_invoke: InvokeModel's body, in base64.
+        let (_, v) = encode(&invoke, CLAUDE).unwrap().unwrap();
+        let body = v["input"]["invokeModel"]["body"].as_str().unwrap();
+        assert_eq!(body.len() % 4, 0, "padded");
+        let body: Value = serde_json::from_slice(&crate::base64::decode(body).unwrap()).unwrap();
+        assert_eq!(body["anthropic_version"], bedrock_invoke::ANTHROPIC_VERSION);
+        assert!(body["max_tokens"].as_u64().is_some() && body.get("model").is_none());
+        assert_eq!(body["tools"][0]["name"], "lookup");
+        // Models CountTokens does not count: the gateway estimates.
+        assert!(encode(&converse, NOVA).is_none());
+        assert!(encode(&converse, "arn:aws:bedrock:us-east-1:1:inference-profile/x").is_none());
+        assert_eq!(Bedrock.decode_count(br#"{"inputTokens":12}"#).unwrap(), 12);
+        assert!(Bedrock.decode_count(b"{}").is_err());
     }
 
     #[test]

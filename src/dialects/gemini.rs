@@ -563,6 +563,59 @@ impl Dialect for Gemini {
         Box::new(SseStream::new(writer, GeminiEvents))
     }
 
+    fn counts_tokens(&self) -> bool {
+        true
+    }
+
+    /// `models/{model}:countTokens` with `{"generateContentRequest": ...}`:
+    /// the generation's body (so system instruction, tools and images
+    /// count) with the `model` countTokens requires in it.
+    fn encode_count(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        Some(self.encode_request(req, target).map(|generate| {
+            let model = target.model.strip_prefix("models/").unwrap_or(target.model);
+            let name = serde_json::to_string(&format!("models/{model}")).unwrap_or_default();
+            let members = generate.body.get(1..).unwrap_or_default();
+            let comma = if members.first() == Some(&b'}') {
+                ""
+            } else {
+                ","
+            };
+            let mut body = Vec::with_capacity(generate.body.len() + name.len() + 48);
+            body.extend_from_slice(b"{\"generateContentRequest\":{\"model\":");
+            body.extend_from_slice(name.as_bytes());
+            body.extend_from_slice(comma.as_bytes());
+            body.extend_from_slice(members);
+            body.push(b'}');
+            let path = match generate.path.rsplit_once(':') {
+                Some((models, _)) => format!("{models}:countTokens"),
+                None => generate.path,
+            };
+            UpstreamRequest {
+                path,
+                headers: generate.headers,
+                body,
+            }
+        }))
+    }
+
+    /// `{"totalTokens": N, ...}`.
+    fn decode_count(&self, body: &[u8]) -> Result<u64, GatewayError> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct CountTokensResponse {
+            // Proto3 JSON leaves out a zero.
+            #[serde(default)]
+            total_tokens: u64,
+        }
+        serde_json::from_slice::<CountTokensResponse>(body)
+            .map(|r| r.total_tokens)
+            .map_err(|e| unparseable("token count", e))
+    }
+
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
         match serde_json::from_slice::<ErrorBody>(body) {
             Ok(ErrorBody::One(envelope)) => envelope.error.unified(status),
@@ -934,6 +987,46 @@ mod tests {
         let up = encode_request(body).unwrap();
         assert!(up.headers.contains(&("x-goog-api-key", "g-key".into())));
         serde_json::from_slice(&up.body).unwrap()
+    }
+
+    const COUNT: &str = r#"{"model":"any","system":"be brief","messages":[{"role":"user","content":"count me"}],
+        "tools":[{"name":"lookup","input_schema":{"type":"object"}}]}"#;
+
+    #[test]
+    fn count_tokens_is_the_generation_inside_count_tokens() {
+        let config = crate::config::Config::parse(
+            br#"{"providers":{"p":{"dialect":"gemini","api_key":"g-key"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let req =
+            crate::surfaces::anthropic_messages::request::parse_count(COUNT.as_bytes()).unwrap();
+        let target = Target {
+            provider: &config.providers["p"],
+            model: "gemini-2.5-flash",
+        };
+        assert!(Gemini.counts_tokens());
+        let up = Gemini.encode_count(&req, &target).unwrap().unwrap();
+        assert_eq!(up.path, "/v1beta/models/gemini-2.5-flash:countTokens");
+        assert!(up.headers.contains(&("x-goog-api-key", "g-key".into())));
+        let v: Value = serde_json::from_slice(&up.body).unwrap();
+        let generation = Gemini.encode_request(&req, &target).unwrap();
+        let mut expected: Value = serde_json::from_slice(&generation.body).unwrap();
+        expected["model"] = "models/gemini-2.5-flash".into();
+        assert_eq!(v, serde_json::json!({ "generateContentRequest": expected }));
+        assert_eq!(
+            v["generateContentRequest"]["systemInstruction"]["parts"][0]["text"],
+            "be brief"
+        );
+        assert!(v["generateContentRequest"]["tools"][0]["functionDeclarations"].is_array());
+        assert_eq!(
+            Gemini
+                .decode_count(br#"{"totalTokens": 7, "promptTokensDetails": []}"#)
+                .unwrap(),
+            7
+        );
+        assert_eq!(Gemini.decode_count(b"{}").unwrap(), 0);
+        assert!(Gemini.decode_count(b"\"7\"").is_err());
     }
 
     /// Every key Gemini's GenerateContentRequest knows, at every level we write.

@@ -131,6 +131,30 @@ pub trait Dialect: Sync {
         None
     }
 
+    /// Whether this vendor counts tokens with a call of its own that takes
+    /// its generation body (Gemini's `countTokens`, Bedrock's
+    /// `CountTokens`): count_tokens goes to it translated
+    /// ([`Self::encode_count`]) wherever its API is not the client's.
+    fn counts_tokens(&self) -> bool {
+        false
+    }
+
+    /// The vendor's token-count request for `req` (a count_tokens body
+    /// read as a Messages request), made as its generation would be;
+    /// `None` when this model has no count (the gateway estimates).
+    fn encode_count(
+        &self,
+        _req: &ChatRequest,
+        _target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        None
+    }
+
+    /// The input tokens a 2xx answer to [`Self::encode_count`]'s request says.
+    fn decode_count(&self, _body: &[u8]) -> Result<u64, GatewayError> {
+        Err(unparseable("token count", "this provider counts no tokens"))
+    }
+
     /// A client header this vendor takes from a client speaking `api`
     /// although the gateway withholds it from vendors by default (the
     /// Anthropic dialect: `anthropic-beta` from a Messages client).
@@ -168,6 +192,14 @@ pub trait Dialect: Sync {
 
     /// Maps a non-2xx vendor response to the unified error.
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError;
+}
+
+/// Whether `provider` (of dialect `dialect`) answers native call `call`
+/// itself: in the client's own API, or (count_tokens) with its own count.
+pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool {
+    let api = call.api();
+    (dialect.speaks(api) && provider.serves(api))
+        || (*call == Call::CountTokens && dialect.counts_tokens())
 }
 
 /// Whether a Claude model (on Anthropic's API or Bedrock) has extended

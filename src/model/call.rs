@@ -1,7 +1,9 @@
 //! Native calls: a client API's requests that are not generations
 //! (`POST /v1/messages/count_tokens`, the Responses API's stored-response
 //! calls). They are routed like a generation, and passed to a vendor that
-//! has the call in its own API; elsewhere the gateway answers them itself.
+//! has the call in its own API, count_tokens also to one that counts
+//! tokens its own way (Gemini, Bedrock: `Dialect::encode_count`); elsewhere
+//! the gateway answers them itself.
 
 use super::request::ChatRequest;
 use super::Api;
@@ -132,13 +134,9 @@ impl Call {
     /// gateway keeps no responses).
     pub fn local_answer(&self, request: Option<&ChatRequest>) -> Result<Vec<u8>, GatewayError> {
         match self {
-            Call::CountTokens => {
-                let tokens = request.map_or(0, super::estimate::prompt_tokens);
-                Ok(
-                    serde_json::to_vec(&serde_json::json!({"input_tokens": tokens}))
-                        .unwrap_or_default(),
-                )
-            }
+            Call::CountTokens => Ok(input_tokens(
+                request.map_or(0, super::estimate::prompt_tokens),
+            )),
             Call::Stored { op, .. } => Err(GatewayError::invalid(
                 "response_id",
                 format!(
@@ -178,6 +176,11 @@ impl Call {
             query,
         })
     }
+}
+
+/// Anthropic's answer to count_tokens: `{"input_tokens": N}`.
+pub fn input_tokens(tokens: u64) -> Vec<u8> {
+    format!("{{\"input_tokens\":{tokens}}}").into_bytes()
 }
 
 fn valid_id(id: &str) -> bool {

@@ -21,7 +21,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
-use crate::model::call::Call;
+use crate::model::call::{self, Call};
 use crate::model::response::{Origin, Usage};
 use crate::model::Api;
 use crate::provider::Provider;
@@ -63,6 +63,9 @@ enum Mode {
     Complete,
     /// Buffering a native call's 2xx answer (passed on as it is).
     Native,
+    /// Buffering a vendor's own token count (`Dialect::encode_count`), to
+    /// be answered as Anthropic's count.
+    Counted,
     /// Buffering an error answer.
     Error(u16),
     /// Translating an event stream as it flows.
@@ -87,6 +90,8 @@ pub struct Attempt<H> {
     api: Api,
     /// The native call, for a request that is not a generation.
     call: Option<Call>,
+    /// The call went to the vendor's own token count (`Dialect::encode_count`).
+    counted: bool,
     request_id: String,
     group: String,
     candidate: Option<usize>,
@@ -138,6 +143,7 @@ impl<H: Host> Attempt<H> {
             mode: Mode::Passthrough,
             api: Api::OpenAiChat,
             call: None,
+            counted: false,
             request_id: String::new(),
             group: String::new(),
             candidate: None,
@@ -406,9 +412,17 @@ impl<H: Host> Attempt<H> {
             model: &model,
         };
         let raw = || self.host.body(Buffer::Request, 0, size);
-        let encoded = pass_through(provider, dialect, call.api())
+        let native = pass_through(provider, dialect, call.api())
             .then(|| dialect.encode_call(call, &raw, &target))
             .flatten();
+        // Else the vendor's own count, from the request as its generation's.
+        let (encoded, counted) = match (native, request) {
+            (Some(encoded), _) => (Some(encoded), false),
+            (None, Some(request)) if *call == Call::CountTokens => {
+                (dialect.encode_count(request, &target), true)
+            }
+            (None, _) => (None, false),
+        };
         let Some(encoded) = encoded else {
             // This vendor lacks the call (a failover onto another API's vendor).
             let body = call.local_answer(request)?;
@@ -432,6 +446,7 @@ impl<H: Host> Attempt<H> {
         drop(shared);
         self.model = model;
         self.mode = Mode::Request;
+        self.counted = counted;
         Ok(Flow::Continue)
     }
 
@@ -513,6 +528,9 @@ impl<H: Host> Attempt<H> {
 
     fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Vec<u8> {
         let result = match (status, self.provider()) {
+            (None, Some((_, dialect))) if matches!(self.mode, Mode::Counted) => {
+                dialect.decode_count(body).map(call::input_tokens)
+            }
             (None, Some((provider, dialect))) => {
                 let mut origin = self.origin();
                 let decoded = if pass_through(provider, dialect, self.api) {
@@ -747,7 +765,11 @@ impl<H: Host> Session for Attempt<H> {
         if self.call.is_some() {
             // A native call uses no tokens (nothing to bill or estimate).
             self.record.set_usage(&Usage::default());
-            self.mode = Mode::Native;
+            self.mode = if self.counted {
+                Mode::Counted
+            } else {
+                Mode::Native
+            };
             return Flow::Pause;
         }
         let Some((provider, dialect)) = self.provider() else {
@@ -848,7 +870,7 @@ impl<H: Host> Session for Attempt<H> {
                 self.host.set_body(Buffer::Response, 0, size, b"");
                 Flow::Continue
             }
-            Mode::Complete | Mode::Error(_) | Mode::Native => {
+            Mode::Complete | Mode::Error(_) | Mode::Native | Mode::Counted => {
                 if !end_of_stream {
                     return Flow::Pause;
                 }

@@ -19,7 +19,7 @@ use super::{parse_call_body, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::config::ModelGroup;
-use crate::dialects::dialect;
+use crate::dialects::{dialect, has_call};
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::{self, Handoff, Token};
 use crate::headers::{Headers, CREDENTIAL_HEADERS};
@@ -475,7 +475,7 @@ impl<H: Host> Edge<H> {
     /// Routes a native call like a generation (model group, key, rate
     /// limits as one request and no tokens, a candidate) to be passed to a
     /// vendor that has it; answered here when no provider of the group
-    /// speaks the call's API.
+    /// has it (`dialects::has_call`).
     fn route_call(
         &mut self,
         call: Call,
@@ -512,12 +512,11 @@ impl<H: Host> Edge<H> {
                 .unwrap_or_default(),
             ..ChatFacts::default()
         });
-        let api = call.api();
         let speaks = |name: &str| {
-            config.providers.get(name).is_some_and(|p| {
-                let d = dialect(p.dialect);
-                d.speaks(api) && p.serves(api)
-            })
+            config
+                .providers
+                .get(name)
+                .is_some_and(|p| has_call(dialect(p.dialect), p, &call))
         };
         // A candidate whose provider the configuration does not name may have it.
         let native = model_group

@@ -254,9 +254,19 @@ fn count_tokens_goes_to_a_vendor_with_the_call_else_is_estimated() {
         e.host.get(Map::Request, "x-llm-cluster").as_deref(),
         Some("anthropic_cluster")
     );
-    // A group whose vendors have no count: the gateway's estimate, flagged.
+    // Gemini counts with a call of its own.
     let body =
         r#"{"model":"flash","messages":[{"role":"user","content":"count these four words"}]}"#;
+    let mut e = edge(
+        three_vendors(r#"["*"]"#),
+        "POST",
+        "/v1/messages/count_tokens",
+        body,
+    );
+    assert_eq!(send(&mut e), Flow::Continue);
+    assert!(e.host.prop("llm_handoff").is_some(), "handed off to Gemini");
+    // A group whose vendors have no count: the gateway's estimate, flagged.
+    let body = r#"{"model":"gpt","messages":[{"role":"user","content":"count these four words"}]}"#;
     let mut e = edge(
         three_vendors(r#"["*"]"#),
         "POST",
