@@ -900,7 +900,7 @@ impl<H: Host> Session for Attempt<H> {
             Mode::Request => false,
             Mode::Stream(_) if self.stream_ended => return,
             Mode::Stream(_) | Mode::Holding { .. } => true,
-            Mode::Complete | Mode::Native | Mode::Error(_) => true,
+            Mode::Complete | Mode::Native | Mode::Counted | Mode::Error(_) => true,
             Mode::Passthrough | Mode::Discard => return,
         };
         self.record_reset(answered);
