@@ -1133,14 +1133,7 @@ mod count_tests {
              anthropic-version: {VERSION}\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         );
-        let mut req = Request::default();
-        let mut sink = Vec::new();
-        crate::http::read_request(
-            &mut std::io::BufReader::new(raw.as_bytes()),
-            &mut sink,
-            &mut req,
-        )
-        .unwrap();
+        let req = crate::http::parse(&raw);
         Anthropic.call(&req, req.path())
     }
 

@@ -340,14 +340,7 @@ mod tests {
              content-length: {}\r\n\r\n{body}",
             body.len()
         );
-        let mut req = Request::default();
-        let mut sink = Vec::new();
-        crate::http::read_request(
-            &mut std::io::BufReader::new(raw.as_bytes()),
-            &mut sink,
-            &mut req,
-        )
-        .unwrap();
+        let req = crate::http::parse(&raw);
         let d = BedrockInvoke {
             bedrock: Bedrock { credentials: None },
         };

@@ -946,14 +946,7 @@ mod tests {
              x-goog-api-key: mock-gemini-key\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         );
-        let mut req = Request::default();
-        let mut sink = Vec::new();
-        crate::http::read_request(
-            &mut std::io::BufReader::new(raw.as_bytes()),
-            &mut sink,
-            &mut req,
-        )
-        .unwrap();
+        let req = crate::http::parse(&raw);
         Gemini.call(&req, req.path())
     }
 

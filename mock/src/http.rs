@@ -152,6 +152,20 @@ pub fn read_request<R: BufRead, W: Write>(
     Ok(true)
 }
 
+/// A request read from its raw bytes (the vendor mocks' unit tests).
+#[cfg(test)]
+pub fn parse(raw: &str) -> Request {
+    let mut req = Request::default();
+    let mut sink = Vec::new();
+    let read = read_request(
+        &mut std::io::BufReader::new(raw.as_bytes()),
+        &mut sink,
+        &mut req,
+    );
+    assert!(matches!(read, Ok(true)), "not a request: {raw:?}");
+    req
+}
+
 fn parse_request_line(req: &mut Request, start: usize, end: usize) -> Result<(), ReadError> {
     let line = req.head.get(start..end).unwrap_or("");
     let mut parts = line.split(' ');

@@ -1242,14 +1242,7 @@ mod stored_tests {
     fn call(method: &str, path: &str) -> (u16, Value) {
         let raw =
             format!("{method} {path} HTTP/1.1\r\nauthorization: Bearer sk-mock-openai\r\n\r\n");
-        let mut req = Request::default();
-        let mut sink = Vec::new();
-        crate::http::read_request(
-            &mut std::io::BufReader::new(raw.as_bytes()),
-            &mut sink,
-            &mut req,
-        )
-        .unwrap();
+        let req = crate::http::parse(&raw);
         assert!(Responses.has_call(req.path()));
         let reply = Responses.call(&req, req.path());
         (reply.status, serde_json::from_str(&reply.body).unwrap())
