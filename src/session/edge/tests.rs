@@ -162,12 +162,10 @@ fn envoys_own_reply_becomes_a_unified_error() {
     );
 }
 
-#[test]
-fn the_access_log_line_is_written_when_the_request_ends() {
-    let mut e = edge(config(""), "POST", "/v1/chat/completions", CHAT);
-    send(&mut e);
-    // The attempt's record, as the upstream role leaves it in the exchange
-    // both roles share in one VM.
+/// The vendor's answer (5 prompt tokens, 2 completion), as the upstream
+/// role leaves its record in the exchange both roles share in one VM, and
+/// the request's end.
+fn answer_and_end(e: &mut Edge<FakeHost>) {
     let handoff = Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
     let exchange = crate::exchange::find(handoff.token.unwrap()).unwrap();
     let record = crate::metering::AttemptRecord {
@@ -186,6 +184,13 @@ fn the_access_log_line_is_written_when_the_request_ends() {
     e.on_response_headers(false);
     e.on_response_body(0, true);
     e.on_log();
+}
+
+#[test]
+fn the_access_log_line_is_written_when_the_request_ends() {
+    let mut e = edge(config(""), "POST", "/v1/chat/completions", CHAT);
+    send(&mut e);
+    answer_and_end(&mut e);
     let line: serde_json::Value = serde_json::from_str(&e.host.prop("llm_log").unwrap()).unwrap();
     assert_eq!(line["request_id"], "req-7");
     assert_eq!(line["key"], "team-a");
@@ -403,23 +408,7 @@ fn a_budget_is_reserved_at_admission_and_settled_when_the_request_ends() {
     let prompt = e.chat.as_ref().unwrap().estimated_prompt_tokens;
     // Its prompt estimate and the default output reservation, held.
     assert_eq!(counter_used(&e, "tokens.total"), prompt + 100);
-    let handoff = Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
-    let exchange = crate::exchange::find(handoff.token.unwrap()).unwrap();
-    let record = crate::metering::AttemptRecord {
-        provider: "an".into(),
-        model: "claude-x".into(),
-        status: 200,
-        prompt_tokens: Some(5),
-        completion_tokens: Some(2),
-        ..Default::default()
-    };
-    exchange.borrow_mut().attempts = 1;
-    exchange.borrow_mut().set_record(1, &record);
-    e.host.set(Map::Response, ":status", "200");
-    e.host.set(Map::Response, "x-llm-provider", "an");
-    e.on_response_headers(false);
-    e.on_response_body(0, true);
-    e.on_log();
+    answer_and_end(&mut e);
     // Settled: the reservation replaced by what was used.
     assert_eq!(counter_used(&e, "tokens.total"), 7);
 }
