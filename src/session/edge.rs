@@ -99,9 +99,8 @@ pub struct Edge<H: Host> {
     channel: AttemptChannel,
     /// The request's rate limits, once it was admitted (or refused) by them.
     limits: Option<RequestLimits>,
-    /// The provider (empty when the cluster's endpoints name it) and model
-    /// of the candidate a generation was handed to.
-    sent_to: Option<(String, String)>,
+    /// The candidate of `chat.group` a generation was handed to.
+    sent_to: Option<usize>,
     /// The global rate limit service's refusal (Envoy's 429), when it refused.
     global_refusal: Option<global::GlobalRefusal>,
 }
@@ -366,29 +365,21 @@ impl<H: Host> Edge<H> {
             stream: request.stream,
             estimated_prompt_tokens: needs.prompt_tokens,
         });
-        let reservation = limiter::reservation(
-            &config,
-            group,
-            &request.model,
-            needs.prompt_tokens,
-            needs.output_tokens,
-        );
-        self.admit(group, reservation)?;
+        self.admit(group, |config| {
+            limiter::reservation(
+                config,
+                group,
+                &request.model,
+                needs.prompt_tokens,
+                needs.output_tokens,
+            )
+        })?;
         if config.limits.descriptors {
             let key = config.auth.caller_name(self.caller);
             limiter::expose_descriptors(&self.host, key, group, &request.model);
         }
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
-        if let Some(candidate) = model_group.candidates.get(index) {
-            let provider = candidate.provider.clone().unwrap_or_default();
-            let model = candidate.model.clone().unwrap_or_else(|| {
-                config.providers.get(&provider).map_or_else(
-                    || request.model.clone(),
-                    |p| p.vendor_model(group, &request.model).to_owned(),
-                )
-            });
-            self.sent_to = Some((provider, model));
-        }
+        self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
         self.hand_off(group, cluster, index, None, Some(request));
         Ok(())
@@ -411,12 +402,18 @@ impl<H: Host> Edge<H> {
         ErrorCode::RateLimited
     }
 
-    /// Admits the request by its rate limits (when there are any).
-    fn admit(&mut self, group: &str, reservation: Reservation) -> Result<(), GatewayError> {
+    /// Admits the request by its rate limits (when there are any), with
+    /// what `reserve` says it may use (computed only then).
+    fn admit(
+        &mut self,
+        group: &str,
+        reserve: impl FnOnce(&Config) -> Reservation,
+    ) -> Result<(), GatewayError> {
         let config = Rc::clone(&self.config);
         if config.limits.rate.is_empty() {
             return Ok(());
         }
+        let reservation = reserve(&config);
         let key = matches!(self.caller, crate::auth::Caller::Key(_))
             .then(|| config.auth.caller_name(self.caller));
         let (limits, refused) = RequestLimits::admit(&self.host, &config, key, group, reservation);
@@ -527,7 +524,7 @@ impl<H: Host> Edge<H> {
             let body = call.local_answer(request.as_ref())?;
             return Ok(self.reply_json(&body, &[("x-llm-estimated", b"true")]));
         }
-        self.admit(group, Reservation::default())?;
+        self.admit(group, |_| Reservation::default())?;
         let bucket_key = match self.text("x-user-id") {
             Some(user) => user.as_bytes().to_vec(),
             None => next_spread_key(&self.request_id),
@@ -620,7 +617,8 @@ impl<H: Host> Edge<H> {
         // The attempt Envoy reset names its provider; else the candidate does.
         let sent_to = match records.last().filter(|r| !r.provider.is_empty()) {
             Some(r) => Some((r.provider.clone(), r.model.clone())),
-            None => self.sent_to.clone(),
+            None if unanswered => self.candidate_sent_to(chat),
+            None => None,
         };
         if let (true, Some((provider, model))) = (unanswered, &sent_to) {
             let price = match self.config.providers.get(provider) {
@@ -794,6 +792,21 @@ impl<H: Host> Edge<H> {
 }
 
 impl<H: Host> Edge<H> {
+    /// The provider (empty when the cluster's endpoints name it) and the
+    /// vendor model of the candidate a generation was handed to.
+    fn candidate_sent_to(&self, chat: &ChatFacts) -> Option<(String, String)> {
+        let group = self.config.model_groups.get(&chat.group)?;
+        let candidate = group.candidates.get(self.sent_to?)?;
+        let provider = candidate.provider.clone().unwrap_or_default();
+        let model = candidate.model.clone().unwrap_or_else(|| {
+            self.config.providers.get(&provider).map_or_else(
+                || chat.request_model.clone(),
+                |p| p.vendor_model(&chat.group, &chat.request_model).to_owned(),
+            )
+        });
+        Some((provider, model))
+    }
+
     /// Every attempt's record and route entry.
     fn attempts(&self) -> (Vec<AttemptRecord>, Vec<String>) {
         self.channel.attempts(&self.host)
