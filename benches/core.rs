@@ -19,6 +19,7 @@ use llm_gateway::config::Config;
 use llm_gateway::dialects::{dialect, DialectKind, Target};
 use llm_gateway::model::request::ChatRequest;
 use llm_gateway::model::response::Origin;
+use llm_gateway::redact::Redactor;
 use llm_gateway::sse::{SseError, SseParser};
 
 /// A dialect, its provider config fields, a vendor response, a vendor stream's events.
@@ -415,4 +416,19 @@ fn main() {
         t,
         &format!("{:.0} MB/s", input.len() as f64 / t.as_secs_f64() / 1e6),
     );
+    // The key redactor on what every answer passes through: a stream chunk
+    // and a 100 KB answer, neither holding the key (the common case).
+    let redactor = Redactor::new(Some("sk-bench-0123456789abcdefghijklmnop"));
+    for (what, bytes) in [
+        ("a stream chunk", event.clone().into_bytes()),
+        ("a 100 KB answer", input.as_bytes()[..100 * 1024].to_vec()),
+    ] {
+        let mut buf = bytes.clone();
+        let t = time(|| redactor.scrub(black_box(&mut buf)));
+        row(
+            &format!("redact {what}, {} B, no key in it", bytes.len()),
+            t,
+            &format!("{:.0} MB/s", bytes.len() as f64 / t.as_secs_f64() / 1e6),
+        );
+    }
 }

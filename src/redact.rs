@@ -16,8 +16,12 @@ const MIN_SECRET: usize = 4;
 
 #[derive(Default, Clone, PartialEq, Eq)]
 pub struct Redactor {
-    /// The forms of the key to find, longest first.
+    /// The forms of the key to find, longest first, so the longest form
+    /// starting at a byte is the one masked.
     forms: Vec<Vec<u8>>,
+    /// The bytes any form starts with, as a 256-bit set: one pass over a
+    /// body looks only at these.
+    starts: [u64; 4],
 }
 
 /// Never shows the key: a `Debug` of the configuration holds this.
@@ -43,64 +47,68 @@ impl Redactor {
         }
         forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
         forms.dedup();
-        Self { forms }
-    }
-
-    /// Replaces every form of the key in `bytes`; returns whether it did.
-    pub fn scrub(&self, bytes: &mut Vec<u8>) -> bool {
-        let mut changed = false;
-        for form in &self.forms {
-            if let Some(first) = find(bytes, form) {
-                *bytes = replace_from(bytes, form, first);
-                changed = true;
+        let mut starts = [0u64; 4];
+        for &first in forms.iter().filter_map(|f| f.first()) {
+            if let Some(word) = starts.get_mut(usize::from(first >> 6)) {
+                *word |= 1 << (first & 63);
             }
         }
-        changed
+        Self { forms, starts }
+    }
+
+    /// Replaces every form of the key in `bytes`, in one pass; returns
+    /// whether it did. Copies nothing when the key is not there.
+    pub fn scrub(&self, bytes: &mut Vec<u8>) -> bool {
+        let Some(first) = self.next_match(bytes, 0) else {
+            return false;
+        };
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut copied = 0;
+        let mut next = Some(first);
+        while let Some((at, len)) = next {
+            out.extend_from_slice(bytes.get(copied..at).unwrap_or_default());
+            out.extend_from_slice(MASK);
+            copied = at + len;
+            next = self.next_match(bytes, copied);
+        }
+        out.extend_from_slice(bytes.get(copied..).unwrap_or_default());
+        *bytes = out;
+        true
     }
 
     /// [`Redactor::scrub`] for a value we hold as bytes, copied only when it
     /// holds the key.
     pub fn scrubbed(&self, bytes: &[u8]) -> Option<Vec<u8>> {
-        self.forms
-            .iter()
-            .any(|f| find(bytes, f).is_some())
-            .then(|| {
-                let mut out = bytes.to_vec();
-                self.scrub(&mut out);
-                out
-            })
+        self.next_match(bytes, 0)?;
+        let mut out = bytes.to_vec();
+        self.scrub(&mut out);
+        Some(out)
     }
-}
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    let (&first, _) = needle.split_first()?;
-    let last_start = haystack.len().checked_sub(needle.len())?;
-    let mut at = 0;
-    while at <= last_start {
-        let rest = haystack.get(at..=last_start)?;
-        let offset = rest.iter().position(|&b| b == first)?;
-        at += offset;
-        if haystack.get(at..at + needle.len()) == Some(needle) {
-            return Some(at);
+    fn starts_a_form(&self, byte: u8) -> bool {
+        self.starts
+            .get(usize::from(byte >> 6))
+            .is_some_and(|word| word & (1 << (byte & 63)) != 0)
+    }
+
+    /// The first form found at or after `from`: where, and how long.
+    fn next_match(&self, haystack: &[u8], from: usize) -> Option<(usize, usize)> {
+        if self.forms.is_empty() {
+            return None;
         }
-        at += 1;
+        let mut at = from;
+        loop {
+            at += haystack
+                .get(at..)?
+                .iter()
+                .position(|&b| self.starts_a_form(b))?;
+            let rest = haystack.get(at..)?;
+            if let Some(form) = self.forms.iter().find(|f| rest.starts_with(f)) {
+                return Some((at, form.len()));
+            }
+            at += 1;
+        }
     }
-    None
-}
-
-/// `bytes` with every occurrence of `needle` from `first` on masked.
-fn replace_from(bytes: &[u8], needle: &[u8], first: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut rest = bytes;
-    let mut next = Some(first);
-    while let Some(at) = next {
-        out.extend_from_slice(rest.get(..at).unwrap_or_default());
-        out.extend_from_slice(MASK);
-        rest = rest.get(at + needle.len()..).unwrap_or_default();
-        next = find(rest, needle);
-    }
-    out.extend_from_slice(rest);
-    out
 }
 
 #[cfg(test)]
@@ -139,6 +147,22 @@ mod tests {
                 "{encoded}"
             );
         }
+    }
+
+    #[test]
+    fn masks_adjacent_and_overlapping_forms_in_one_pass() {
+        let key = "sk-abc123";
+        let r = Redactor::new(Some(key));
+        let b64 = "c2stYWJjMTIz";
+        assert_eq!(scrub(&r, &format!("{key}{key}")), "[REDACTED][REDACTED]");
+        assert_eq!(
+            scrub(&r, &format!("a{key}b{b64}c{key}")),
+            "a[REDACTED]b[REDACTED]c[REDACTED]"
+        );
+        // The key inside its own percent-encoded form: the longer form wins.
+        let r = Redactor::new(Some("sk/x1"));
+        assert_eq!(scrub(&r, "sk%2Fx1 sk/x1"), "[REDACTED] [REDACTED]");
+        assert_eq!(scrub(&r, "sk/x"), "sk/x");
     }
 
     #[test]
