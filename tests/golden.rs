@@ -20,6 +20,7 @@
 // Test code: unwrap and indexing are fine here.
 #![allow(clippy::indexing_slicing, clippy::unwrap_used)]
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -77,39 +78,86 @@ fn pretty(bytes: &[u8]) -> String {
     }
 }
 
-/// Compares with the golden file (or writes it under `GOLDEN_UPDATE`);
-/// a mismatch is collected so one run reports every changed file.
-fn check(path: &Path, actual: &str, failures: &mut Vec<String>) {
-    if std::env::var_os("GOLDEN_UPDATE").is_some() {
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, actual).unwrap();
-        return;
-    }
-    let expected = fs::read_to_string(path).unwrap_or_default();
-    if expected == actual {
-        return;
-    }
-    let line = expected
-        .lines()
-        .zip(actual.lines())
-        .position(|(e, a)| e != a)
-        .unwrap_or(expected.lines().count().min(actual.lines().count()));
-    failures.push(format!(
-        "{} differs from line {}:\n  golden: {:?}\n  actual: {:?}",
-        path.display(),
-        line + 1,
-        expected.lines().nth(line).unwrap_or("<end>"),
-        actual.lines().nth(line).unwrap_or("<end>"),
-    ));
+/// The golden files one test owns: every file under `dir`. Each output is
+/// compared with its file (or written, under `GOLDEN_UPDATE`); a mismatch
+/// is collected so one run reports every changed file, and a file nothing
+/// produced any more is stale (removed under `GOLDEN_UPDATE`).
+struct Golden {
+    dir: PathBuf,
+    produced: BTreeSet<PathBuf>,
+    failures: Vec<String>,
 }
 
-fn report(failures: Vec<String>) {
-    assert!(
-        failures.is_empty(),
-        "{} golden file(s) changed (GOLDEN_UPDATE=1 cargo test --test golden rewrites them):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+fn updating() -> bool {
+    std::env::var_os("GOLDEN_UPDATE").is_some()
+}
+
+impl Golden {
+    fn new(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            produced: BTreeSet::new(),
+            failures: Vec::new(),
+        }
+    }
+
+    fn check(&mut self, path: &Path, actual: &str) {
+        assert!(path.starts_with(&self.dir), "{}", path.display());
+        self.produced.insert(path.to_owned());
+        if updating() {
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, actual).unwrap();
+            return;
+        }
+        let expected = fs::read_to_string(path).unwrap_or_default();
+        if expected == actual {
+            return;
+        }
+        let line = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(e, a)| e != a)
+            .unwrap_or(expected.lines().count().min(actual.lines().count()));
+        self.failures.push(format!(
+            "{} differs from line {}:\n  golden: {:?}\n  actual: {:?}",
+            path.display(),
+            line + 1,
+            expected.lines().nth(line).unwrap_or("<end>"),
+            actual.lines().nth(line).unwrap_or("<end>"),
+        ));
+    }
+
+    fn finish(mut self) {
+        let mut stale = Vec::new();
+        files_under(&self.dir, &mut stale);
+        for path in stale.iter().filter(|p| !self.produced.contains(*p)) {
+            if updating() {
+                fs::remove_file(path).unwrap();
+            } else {
+                self.failures.push(format!(
+                    "{} is stale: no fixture produces it any more",
+                    path.display()
+                ));
+            }
+        }
+        assert!(
+            self.failures.is_empty(),
+            "{} golden file(s) changed (GOLDEN_UPDATE=1 cargo test --test golden rewrites them):\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
+    }
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).into_iter().flatten() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
 }
 
 /// An error as a client of `api` gets it: the status and the envelope.
@@ -121,35 +169,25 @@ fn client_error(api: Api, e: &GatewayError, request_id: Option<&str>) -> (u16, S
     )
 }
 
-/// What upstream sends for one client request of `api`, as the upstream
-/// role builds it: the provider's request policy, then the client's body
-/// (a pass-through pair) or the dialect's encoder.
+/// What upstream sends for one client request of `api`: the upstream
+/// role's own decision ([`dialects::encode_generation`]).
 fn vendor_request(config: &Config, api: Api, name: &str, body: &[u8]) -> String {
     let provider = &config.providers[name];
-    let kind = provider.dialect;
-    let dialect = dialects::dialect(kind);
-    let model = vendor_model(kind);
-    let mut native = false;
+    let model = vendor_model(provider.dialect);
     let encoded = surface(api).parse_request(body).and_then(|request| {
-        let adapted = provider.apply_policy(model, &request);
-        let request = adapted.as_ref().unwrap_or(&request);
         let target = Target { provider, model };
         let client = dialects::ClientRequest {
             body: &|| body.to_vec(),
             header: &|_| None,
         };
-        let kept = (dialect.speaks(api) && provider.serves(api))
-            .then(|| dialect.encode_native(api, &client, request, &target))
-            .flatten();
-        native = kept.is_some();
-        match (kept, &request.native_only) {
-            (Some(encoded), _) => encoded,
-            (None, Some(native_only)) => Err(native_only.error()),
-            (None, None) => dialect.encode_request(request, &target),
-        }
+        dialects::encode_generation(api, &client, &request, &target)
     });
     match encoded {
-        Ok(up) => {
+        Ok(dialects::Encoded {
+            request: up,
+            native,
+            ..
+        }) => {
             let mut text = format!("POST {}\n", up.path);
             for (name, value) in &up.headers {
                 writeln!(text, "{name}: {value}").unwrap();
@@ -198,7 +236,7 @@ fn request_fixtures(api: Api) -> (PathBuf, PathBuf, Vec<String>) {
 #[test]
 fn vendor_requests_match_golden_files() {
     let config = config();
-    let mut failures = Vec::new();
+    let mut golden = Golden::new(root().join("vendor"));
     for api in Api::ALL {
         let (requests, vendor, providers) = request_fixtures(api);
         for request in sorted_files(&requests) {
@@ -209,11 +247,11 @@ fn vendor_requests_match_golden_files() {
                     .join(&stem)
                     .join(format!("{}.txt", name.trim_start_matches("golden-")));
                 let text = vendor_request(&config, api, name, &body);
-                check(&out, &text, &mut failures);
+                golden.check(&out, &text);
             }
         }
     }
-    report(failures);
+    golden.finish();
 }
 
 fn origin(kind: DialectKind) -> Origin {
@@ -345,7 +383,7 @@ fn fixture_api(kind: DialectKind) -> Option<Api> {
 
 #[test]
 fn client_answers_match_golden_files() {
-    let mut failures = Vec::new();
+    let mut golden = Golden::new(root().join("client"));
     // What Responses answers repeat: the basic request's fields.
     let basic = fs::read(root().join("requests/openai_responses/basic.json")).unwrap();
     let responses_echo = surface(Api::OpenAiResponses)
@@ -370,7 +408,7 @@ fn client_answers_match_golden_files() {
             };
             for fixture in sorted_files(&root().join("responses").join(&name)) {
                 let out = dir.join(format!("{}.txt", stem(&fixture)));
-                check(&out, &client_answer(kind, own, &fixture), &mut failures);
+                golden.check(&out, &client_answer(kind, own, &fixture));
             }
             // OpenAI's Responses answers, passed through.
             if api == Api::OpenAiResponses && dialects::dialect(kind).speaks(api) {
@@ -380,10 +418,10 @@ fn client_answers_match_golden_files() {
                 };
                 for fixture in sorted_files(&root().join("responses/openai_responses")) {
                     let out = dir.join(format!("native_{}.txt", stem(&fixture)));
-                    check(&out, &client_answer(kind, native, &fixture), &mut failures);
+                    golden.check(&out, &client_answer(kind, native, &fixture));
                 }
             }
         }
     }
-    report(failures);
+    golden.finish();
 }

@@ -194,6 +194,58 @@ pub trait Dialect: Sync {
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError;
 }
 
+/// Whether a client speaking `api` and this provider are a pass-through
+/// pair: the vendor speaks the client's API and the provider serves it.
+pub fn pass_through(provider: &Provider, dialect: &dyn Dialect, api: Api) -> bool {
+    dialect.speaks(api) && provider.serves(api)
+}
+
+/// One attempt's vendor request, as [`encode_generation`] decided it.
+#[derive(Debug)]
+pub struct Encoded {
+    pub request: UpstreamRequest,
+    /// The client's bytes kept (a pass-through pair), not re-encoded.
+    pub native: bool,
+    /// The request's web search was left out (no search tool at this vendor).
+    pub dropped_web_search: bool,
+}
+
+/// The one decision of what a generation request of client API `api`
+/// becomes at `target`: the provider's request policy for the vendor
+/// model, then the client's bytes (a pass-through pair whose dialect keeps
+/// them), a refusal (what only the client API's own vendors serve), or the
+/// dialect's encoding of the neutral request. The upstream role and the
+/// golden tests both call it.
+pub fn encode_generation(
+    api: Api,
+    client: &ClientRequest,
+    request: &ChatRequest,
+    target: &Target,
+) -> Result<Encoded, GatewayError> {
+    let dialect = dialect(target.provider.dialect);
+    // What this vendor model accepts (e.g. OpenAI's reasoning models:
+    // max_completion_tokens, no temperature): copied only when changed.
+    let adapted = target.provider.apply_policy(target.model, request);
+    let request = adapted.as_ref().unwrap_or(request);
+    let native = pass_through(target.provider, dialect, api)
+        .then(|| dialect.encode_native(api, client, request, target))
+        .flatten();
+    let dropped_web_search =
+        native.is_none() && request.web_search.is_some() && !dialect.web_search(request);
+    let (request, native) = match native {
+        Some(encoded) => (encoded?, true),
+        None => match &request.native_only {
+            Some(native_only) => return Err(native_only.error()),
+            None => (dialect.encode_request(request, target)?, false),
+        },
+    };
+    Ok(Encoded {
+        request,
+        native,
+        dropped_web_search,
+    })
+}
+
 /// Whether `provider` (of dialect `dialect`) answers native call `call`
 /// itself: in the client's own API, or (count_tokens) with its own count.
 pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool {

@@ -16,7 +16,10 @@ use super::channel::AttemptChannel;
 use super::host::{unix_seconds, Buffer, Flow, Host, Map, Phase, PhaseTimer};
 use super::{parse_call_body, send_error_with, Session, HANDOFF_PROPERTY};
 use crate::config::Config;
-use crate::dialects::{dialect, ClientRequest, Dialect, StreamDecoder, Target, UpstreamRequest};
+use crate::dialects::{
+    dialect, encode_generation, pass_through, ClientRequest, Dialect, StreamDecoder, Target,
+    UpstreamRequest,
+};
 use crate::error::{ErrorCode, GatewayError};
 use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
@@ -33,10 +36,6 @@ pub mod report;
 mod tests;
 
 /// Client and vendor speak the same API (and this provider serves it).
-fn pass_through(provider: &Provider, dialect: &dyn Dialect, api: Api) -> bool {
-    dialect.speaks(api) && provider.serves(api)
-}
-
 const PROVIDER_METADATA: [&str; 5] = [
     "xds",
     "upstream_host_metadata",
@@ -346,10 +345,6 @@ impl<H: Host> Attempt<H> {
             .provider()
             .ok_or_else(|| no_provider(&self.provider_name))?;
         let model = self.vendor_model(provider, &request.model);
-        // What this vendor model accepts (e.g. OpenAI's reasoning models:
-        // max_completion_tokens, no temperature): copied only when changed.
-        let adapted = provider.apply_policy(&model, request);
-        let request = adapted.as_ref().unwrap_or(request);
         let target = Target {
             provider,
             model: &model,
@@ -360,19 +355,9 @@ impl<H: Host> Attempt<H> {
             body: &|| self.host.body(Buffer::Request, 0, size),
             header: &|name| self.host.header(Map::Request, name),
         };
-        let native = pass_through(provider, dialect, self.api)
-            .then(|| dialect.encode_native(self.api, &client, request, &target))
-            .flatten();
-        let dropped_web_search =
-            native.is_none() && request.web_search.is_some() && !dialect.web_search(request);
-        let encoded = match native {
-            Some(encoded) => encoded?,
-            None => match &request.native_only {
-                // What only the client API's own vendors can serve.
-                Some(native_only) => return Err(native_only.error()),
-                None => dialect.encode_request(request, &target)?,
-            },
-        };
+        let encoded = encode_generation(self.api, &client, request, &target)?;
+        let dropped_web_search = encoded.dropped_web_search;
+        let encoded = encoded.request;
         let (stream, include_usage) = (request.stream, request.include_usage);
         self.send_upstream(provider, dialect, &encoded, Some(size));
         self.model = model;
