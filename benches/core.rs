@@ -395,6 +395,34 @@ fn main() {
             ),
         );
     }
+    // Each client surface's stream encoder on one translated stream (the
+    // OpenAI dialect's, decoded the same way for all three).
+    let (kind, _, _, events) = dialects().swap_remove(0);
+    let stream: Vec<u8> = events.concat();
+    let mut out = Vec::with_capacity(16 * 1024);
+    for api in [
+        llm_gateway::model::Api::OpenAiChat,
+        llm_gateway::model::Api::AnthropicMessages,
+        llm_gateway::model::Api::OpenAiResponses,
+    ] {
+        let t =
+            time(|| {
+                let mut decoder = dialect(kind).stream_decoder(
+                    llm_gateway::surfaces::stream_writer(api, false, origin(), "r".into(), true),
+                );
+                out.clear();
+                decoder.feed(black_box(&stream), &mut out);
+                decoder.finish(&mut out);
+            });
+        row(
+            &format!("a {STREAM_CHUNKS}-chunk stream to a {} client", api.name()),
+            t,
+            &format!(
+                "{:.2} µs per chunk",
+                t.as_secs_f64() * 1e6 / STREAM_CHUNKS as f64
+            ),
+        );
+    }
     // SSE framing alone: 1 MB of events fed in 16 KB network chunks.
     let event = format!("event: delta\ndata: {{\"text\":\"{CHUNK_TEXT}\"}}\n\n");
     let input = event.repeat((1 << 20) / event.len());

@@ -24,6 +24,7 @@ pub mod sse;
 pub mod surfaces;
 pub mod swar;
 pub mod url;
+pub mod wire;
 
 // The plugin entry and glue exist only in the wasm build (not in the wasm
 // unit-test binary, which is a plain WASI command).

@@ -11,13 +11,13 @@
 //! Over 600 lines only with its tests (about 420 lines of code).
 
 use serde::Serialize;
-use serde_json::Value;
 
 use super::Surface;
 use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
+use crate::wire::anthropic::{ContentBlock, Delta, Event, Message, MessageDelta, ToolInput};
 
 pub mod request;
 
@@ -166,42 +166,40 @@ impl MessageUsage {
     }
 }
 
-/// A tool call's arguments as the object Anthropic's `input` is (an
-/// unparseable string from a vendor becomes `{}`).
-fn tool_input(arguments: &str) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => Value::Object(serde_json::Map::new()),
-    }
-}
-
 /// The `message` object.
 fn render_message(completion: &Completion, origin: &Origin) -> Vec<u8> {
-    let mut content = Vec::new();
+    let mut content =
+        Vec::with_capacity(completion.reasoning.len() + 1 + completion.tool_calls.len());
     for thinking in &completion.reasoning {
         content.push(match &thinking.redacted {
-            Some(data) => serde_json::json!({"type": "redacted_thinking", "data": data}),
-            None => serde_json::json!({"type": "thinking", "thinking": thinking.text,
-                                       "signature": thinking.signature.as_deref().unwrap_or("")}),
+            Some(data) => ContentBlock::RedactedThinking { data },
+            None => ContentBlock::Thinking {
+                thinking: &thinking.text,
+                signature: thinking.signature.as_deref().unwrap_or(""),
+            },
         });
     }
     if let Some(text) = completion.content.as_deref().filter(|t| !t.is_empty()) {
-        content.push(serde_json::json!({"type": "text", "text": text}));
+        content.push(ContentBlock::Text { text });
     }
     for call in &completion.tool_calls {
-        content.push(serde_json::json!({"type": "tool_use", "id": call.id,
-            "name": call.function.name, "input": tool_input(&call.function.arguments)}));
+        content.push(ContentBlock::ToolUse {
+            id: &call.id,
+            name: &call.function.name,
+            input: ToolInput::of(&call.function.arguments),
+        });
     }
-    let body = serde_json::json!({
-        "id": message_id(&origin.id),
-        "type": "message",
-        "role": "assistant",
-        "model": origin.model,
-        "content": content,
-        "stop_reason": stop_reason_of(completion.finish_reason, origin),
-        "stop_sequence": origin.stop_sequence,
-        "usage": MessageUsage::of(completion.usage.as_ref()),
-    });
+    let id = message_id(&origin.id);
+    let body = Message {
+        id: &id,
+        kind: "message",
+        role: "assistant",
+        model: &origin.model,
+        content: &content,
+        stop_reason: Some(stop_reason_of(completion.finish_reason, origin)),
+        stop_sequence: origin.stop_sequence.as_deref(),
+        usage: MessageUsage::of(completion.usage.as_ref()),
+    };
     serde_json::to_vec(&body).unwrap_or_default()
 }
 
@@ -234,10 +232,17 @@ struct MessageEvents {
     passed_through: bool,
 }
 
-fn event(out: &mut Vec<u8>, name: &str, data: &impl Serialize) {
+/// `message_start`'s usage: the counts come with `message_delta`.
+#[derive(Serialize)]
+struct StartUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+fn event<U: Serialize>(out: &mut Vec<u8>, data: &Event<'_, U>) {
     let start = out.len();
     out.extend_from_slice(b"event: ");
-    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(data.name().as_bytes());
     out.extend_from_slice(b"\ndata: ");
     match serde_json::to_writer(&mut *out, data) {
         Ok(()) => out.extend_from_slice(b"\n\n"),
@@ -245,38 +250,37 @@ fn event(out: &mut Vec<u8>, name: &str, data: &impl Serialize) {
     }
 }
 
+/// An event that carries no usage.
+fn block_event(out: &mut Vec<u8>, data: &Event<'_, ()>) {
+    event(out, data);
+}
+
 impl MessageEvents {
     fn close(&mut self, out: &mut Vec<u8>) {
         if self.open.take().is_some() {
             let index = self.next_index.saturating_sub(1);
-            event(
-                out,
-                "content_block_stop",
-                &serde_json::json!({"type": "content_block_stop", "index": index}),
-            );
+            block_event(out, &Event::ContentBlockStop { index });
         }
     }
 
     /// Closes the open block and opens `block` as `kind`; its index.
-    fn open(&mut self, out: &mut Vec<u8>, kind: Open, block: Value) -> u32 {
+    fn open(&mut self, out: &mut Vec<u8>, kind: Open, block: ContentBlock) -> u32 {
         self.close(out);
         let index = self.next_index;
         self.next_index += 1;
-        event(
+        block_event(
             out,
-            "content_block_start",
-            &serde_json::json!({"type": "content_block_start", "index": index, "content_block": block}),
+            &Event::ContentBlockStart {
+                index,
+                content_block: block,
+            },
         );
         self.open = Some(kind);
         index
     }
 
-    fn delta(out: &mut Vec<u8>, index: u32, delta: Value) {
-        event(
-            out,
-            "content_block_delta",
-            &serde_json::json!({"type": "content_block_delta", "index": index, "delta": delta}),
-        );
+    fn delta(out: &mut Vec<u8>, index: u32, delta: Delta) {
+        block_event(out, &Event::ContentBlockDelta { index, delta });
     }
 
     /// The index of the open block.
@@ -285,64 +289,63 @@ impl MessageEvents {
     }
 }
 
+const UNSIGNED_THINKING: ContentBlock<'static> = ContentBlock::Thinking {
+    thinking: "",
+    signature: "",
+};
+
 impl StreamEncoder for MessageEvents {
     /// `message_start` (usage comes with `message_delta`), then a `ping`.
     fn start(&mut self, origin: &Origin, out: &mut Vec<u8>) {
+        let id = message_id(&origin.id);
         event(
             out,
-            "message_start",
-            &serde_json::json!({"type": "message_start", "message": {
-                "id": message_id(&origin.id), "type": "message", "role": "assistant",
-                "model": origin.model, "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+            &Event::MessageStart {
+                message: Message {
+                    id: &id,
+                    kind: "message",
+                    role: "assistant",
+                    model: &origin.model,
+                    content: &[],
+                    stop_reason: None,
+                    stop_sequence: None,
+                    usage: StartUsage {
+                        input_tokens: 0,
+                        output_tokens: 0,
+                    },
+                },
+            },
         );
-        event(out, "ping", &serde_json::json!({"type": "ping"}));
+        block_event(out, &Event::Ping);
     }
 
     fn text(&mut self, _origin: &Origin, out: &mut Vec<u8>, text: &str) {
         if self.open != Some(Open::Text) {
-            self.open(
-                out,
-                Open::Text,
-                serde_json::json!({"type": "text", "text": ""}),
-            );
+            self.open(out, Open::Text, ContentBlock::Text { text: "" });
         }
-        Self::delta(
-            out,
-            self.current(),
-            serde_json::json!({"type": "text_delta", "text": text}),
-        );
+        Self::delta(out, self.current(), Delta::TextDelta { text });
     }
 
     fn reasoning(&mut self, _origin: &Origin, out: &mut Vec<u8>, delta: Reasoning<'_>) {
-        let thinking = serde_json::json!({"type": "thinking", "thinking": "", "signature": ""});
         match delta {
-            Reasoning::Text(text) => {
+            Reasoning::Text(thinking) => {
                 if self.open != Some(Open::Thinking { signed: false }) {
-                    self.open(out, Open::Thinking { signed: false }, thinking);
+                    self.open(out, Open::Thinking { signed: false }, UNSIGNED_THINKING);
                 }
-                Self::delta(
-                    out,
-                    self.current(),
-                    serde_json::json!({"type": "thinking_delta", "thinking": text}),
-                );
+                Self::delta(out, self.current(), Delta::ThinkingDelta { thinking });
             }
             Reasoning::Signature(signature) => {
                 if self.open != Some(Open::Thinking { signed: false }) {
-                    self.open(out, Open::Thinking { signed: false }, thinking);
+                    self.open(out, Open::Thinking { signed: false }, UNSIGNED_THINKING);
                 }
-                Self::delta(
-                    out,
-                    self.current(),
-                    serde_json::json!({"type": "signature_delta", "signature": signature}),
-                );
+                Self::delta(out, self.current(), Delta::SignatureDelta { signature });
                 self.open = Some(Open::Thinking { signed: true });
             }
             Reasoning::Redacted(data) => {
                 self.open(
                     out,
                     Open::Thinking { signed: true },
-                    serde_json::json!({"type": "redacted_thinking", "data": data}),
+                    ContentBlock::RedactedThinking { data },
                 );
                 self.close(out);
             }
@@ -360,7 +363,11 @@ impl StreamEncoder for MessageEvents {
         let block = self.open(
             out,
             Open::Tool { call: index },
-            serde_json::json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
+            ContentBlock::ToolUse {
+                id,
+                name,
+                input: ToolInput::Empty,
+            },
         );
         self.tool_blocks.push(block);
     }
@@ -384,7 +391,9 @@ impl StreamEncoder for MessageEvents {
         Self::delta(
             out,
             block,
-            serde_json::json!({"type": "input_json_delta", "partial_json": fragment}),
+            Delta::InputJsonDelta {
+                partial_json: fragment,
+            },
         );
     }
 
@@ -399,19 +408,17 @@ impl StreamEncoder for MessageEvents {
             return;
         }
         self.close(out);
-        let reason = stop_reason_of(self.stop_reason, origin);
         event(
             out,
-            "message_delta",
-            &serde_json::json!({"type": "message_delta",
-                "delta": {"stop_reason": reason, "stop_sequence": origin.stop_sequence},
-                "usage": MessageUsage::of(usage)}),
+            &Event::MessageDelta {
+                delta: MessageDelta {
+                    stop_reason: stop_reason_of(self.stop_reason, origin),
+                    stop_sequence: origin.stop_sequence.as_deref(),
+                },
+                usage: MessageUsage::of(usage),
+            },
         );
-        event(
-            out,
-            "message_stop",
-            &serde_json::json!({"type": "message_stop"}),
-        );
+        block_event(out, &Event::MessageStop);
     }
 
     /// `event: error` with the envelope.
@@ -433,6 +440,7 @@ mod tests {
     use super::*;
     use crate::model::request::Thinking;
     use crate::model::response::ToolCallOut;
+    use serde_json::Value;
 
     fn origin() -> Origin {
         Origin {

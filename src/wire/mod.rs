@@ -1,0 +1,6 @@
+//! Each API's wire format as serde types, in the field order its vendor
+//! writes, borrowing what it can: written once and used by whatever speaks
+//! the API. (Core v2 moves every API's types here; Anthropic's answer side
+//! is the first.)
+
+pub mod anthropic;
