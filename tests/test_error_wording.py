@@ -32,7 +32,9 @@ The frameworks (pinned in tests/requirements.txt) and what they look at:
   `ModelRequestRejectedError` for any other 400 (a content filter: only
   Azure's own `content_filter` code, from an Azure client, becomes its
   `ContentFilterError`). `ModelQuotaExceededError` (OpenAI's
-  `insufficient_quota`, Anthropic's `billing_error`) no mock group answers.
+  `insufficient_quota`, Anthropic's `billing_error`) no mock group answers;
+  the gateway's own spent budget is one on the OpenAI surfaces
+  (tests/test_limits.py).
 
 Each mock group is asked for each class with the mock's scenarios; one
 test per (surface client, group) keeps the count modest. Import cost, once
