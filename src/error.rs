@@ -327,8 +327,11 @@ pub enum Wording {
 ///   `context_length_exceeded` (OpenAI's code, which ours replaces, so
 ///   [`GatewayError::worded`] appends it); Anthropic's "prompt is too long"
 ///   (langchain-anthropic, LiteLLM, pydantic-ai, Claude Code's compaction).
-/// - Content filter: LiteLLM's `content_policy_violation` (OpenAI's code)
-///   and Anthropic's "content filtering policy".
+/// - Content filter: OpenAI's own refusal of a flagged prompt ("Invalid
+///   prompt: ... violating our usage policy"), which LiteLLM classifies by
+///   its text alone since the openai 3 SDK's errors carry only the
+///   message, plus `content_policy_violation` (OpenAI's code for it);
+///   Anthropic's "content filtering policy".
 /// - Overloaded: pydantic-ai and LiteLLM look for "overloaded" (a 503 that
 ///   says it is an overload, Anthropic's "Overloaded").
 ///
@@ -341,8 +344,8 @@ fn vendor_words(code: ErrorCode, wording: Wording) -> Option<(&'static str, &'st
             "This model's maximum context length is exceeded: ",
         )),
         (Wording::OpenAi, ErrorCode::ContentFiltered) => Some((
-            "content_policy_violation",
-            "Your request was rejected by the content filter (content_policy_violation): ",
+            "violating our usage policy",
+            "Invalid prompt: your prompt was flagged as potentially violating our usage policy (content_policy_violation): ",
         )),
         (Wording::OpenAi, ErrorCode::UpstreamBusy) => {
             Some(("overloaded", "The server is overloaded or not ready yet: "))
@@ -553,7 +556,14 @@ mod tests {
                 ErrorCode::ContentFiltered,
                 "blocked by guardrail",
                 Wording::OpenAi,
-                "Your request was rejected by the content filter (content_policy_violation): blocked by guardrail",
+                "Invalid prompt: your prompt was flagged as potentially violating our usage policy (content_policy_violation): blocked by guardrail",
+            ),
+            // OpenAI's own refusal, passed on, is kept as it came.
+            (
+                ErrorCode::ContentFiltered,
+                "Invalid prompt: your prompt was flagged as potentially violating our usage policy. Please try again with a different prompt",
+                Wording::OpenAi,
+                "Invalid prompt: your prompt was flagged as potentially violating our usage policy. Please try again with a different prompt",
             ),
             // Classified by status and type: the text is the vendor's.
             (ErrorCode::UpstreamRateLimit, "Too many requests", Wording::Anthropic, "Too many requests"),

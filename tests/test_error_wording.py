@@ -12,18 +12,29 @@ The frameworks (pinned in tests/requirements.txt) and what they look at:
 - LiteLLM (`litellm.completion` / `litellm.responses` with `openai/` and
   `anthropic/` and `api_base`): `ContextWindowExceededError` only for text
   such as "this model's maximum context length is" or "prompt is too long";
-  `ContentPolicyViolationError` for `content_policy_violation` beside
-  `invalid_request_error` (OpenAI) or "content filtering policy"
+  `ContentPolicyViolationError` for "Invalid prompt" with "violating our
+  usage policy" (OpenAI's own refusal of a flagged prompt) or
+  `content_policy_violation` beside `invalid_request_error` in the error's
+  text (OpenAI; the openai 3 SDK's error text is the message alone, so on
+  Chat Completions only the first matches), or "content filtering policy"
   (Anthropic); overloads by "overloaded_error"/"Overloaded" (Anthropic);
   the rest by status. Its OpenAI mapping has no 403 class: a 403 stays
   a 403 (`request_forbidden`, OpenAI's own type for it).
-- pydantic-ai: `pydantic-ai-slim` 2.31.1, the newest that installs beside
-  openai 2.54 and anthropic 2.10, raises `ModelHTTPError` with the status and
-  the body (its OpenAI chat and Responses models; its Anthropic model
-  cannot build a request with anthropic 2.10); its later releases (which
-  need openai 3) classify a context overflow by "maximum context length" /
-  "prompt is too long" and an overload by "overloaded", which the body
-  check here covers.
+- pydantic-ai: its OpenAI chat and Responses models and its Anthropic model
+  raise a `ModelHTTPError` (status and body) that is also its category:
+  `ModelContextWindowExceededError` for OpenAI's `context_length_exceeded`
+  code or "maximum context length" in the message, and for Anthropic's
+  `invalid_request_error` saying "prompt is too long";
+  `ModelOverloadedError` for a 529, Anthropic's `overloaded_error`, or a 503
+  whose message says "overloaded"; `ModelUnavailableError` for any other
+  503; `ModelRateLimitError` (429), `ModelAuthenticationError` (401, 403),
+  `ModelNotFoundError` (404), `ModelServerError` (other 5xx), and
+  `ModelRequestRejectedError` for any other 400 (a content filter: only
+  Azure's own `content_filter` code, from an Azure client, becomes its
+  `ContentFilterError`). `ModelQuotaExceededError` (OpenAI's
+  `insufficient_quota`, Anthropic's `billing_error`) no mock group answers;
+  the gateway's own spent budget is one on the OpenAI surfaces
+  (tests/test_limits.py).
 
 Each mock group is asked for each class with the mock's scenarios; one
 test per (surface client, group) keeps the count modest. Import cost, once
@@ -48,8 +59,10 @@ from langchain_anthropic import ChatAnthropic  # noqa: E402
 from langchain_core import exceptions as lc  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.exceptions import ModelHTTPError  # noqa: E402
+from pydantic_ai import exceptions as pai  # noqa: E402
+from pydantic_ai.models.anthropic import AnthropicModel  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel  # noqa: E402
+from pydantic_ai.providers.anthropic import AnthropicProvider  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 from conftest import ALL_GROUPS_KEY  # noqa: E402
@@ -120,11 +133,19 @@ LITELLM_ANTHROPIC = {
     "content_filter": litellm.ContentPolicyViolationError, "server": litellm.InternalServerError,
 }
 
+# The same on both surfaces: the statuses differ (503 / 529), the class not.
+PYDANTIC_AI = {
+    "context": pai.ModelContextWindowExceededError, "rate_limit": pai.ModelRateLimitError,
+    "auth": pai.ModelAuthenticationError, "permission": pai.ModelAuthenticationError,
+    "not_found": pai.ModelNotFoundError, "overloaded": pai.ModelOverloadedError,
+    "content_filter": pai.ModelRequestRejectedError, "server": pai.ModelServerError,
+}
+
 
 def test_versions_are_the_pinned_ones():
     """The behaviour described above is that of the versions that ran."""
     assert (version("langchain-anthropic"), version("litellm"), version("pydantic-ai-slim")) == \
-        ("1.7.10", "1.110.2", "2.31.1")
+        ("1.7.10", "1.110.2", "2.68.0")
 
 
 def headers(group, kind):
@@ -228,21 +249,41 @@ def test_litellm_anthropic(gw, group):
 # ---- pydantic-ai ------------------------------------------------------------
 
 def pydantic_agent(gw, group, kind, api):
+    if api == "messages":
+        client = anthropic.AsyncAnthropic(base_url=gw.base, api_key=gw.key, max_retries=0,
+                                          default_headers=headers(group, kind))
+        return Agent(AnthropicModel("any", provider=AnthropicProvider(anthropic_client=client)))
     client = openai.AsyncOpenAI(base_url=gw.base + "/v1", api_key=gw.key, max_retries=0,
                                 default_headers=headers(group, kind))
     model = OpenAIChatModel if api == "chat" else OpenAIResponsesModel
     return Agent(model("any", provider=OpenAIProvider(openai_client=client)))
 
 
+def pydantic_class(e, kind):
+    """`e` is `kind`'s category and no other, more specific one (a context
+    overflow is also a rejected request, an overload also unavailable)."""
+    want = PYDANTIC_AI[kind]
+    others = set(PYDANTIC_AI.values()) | {pai.ModelUnavailableError, pai.ModelQuotaExceededError}
+    wrong = [c.__name__ for c in others if isinstance(e, c) and not issubclass(want, c)]
+    assert not wrong, f"{want.__name__} expected, also {wrong}"
+
+
 @pytest.mark.parametrize("group", GROUPS)
-@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
 def test_pydantic_ai(gw, group, api):
-    """Its OpenAI models (its AnthropicModel of 2.31.1 cannot build a request
-    with the anthropic 2.10 SDK's types: `BetaMessageParam` is a Union there)."""
+    """Its OpenAI chat and Responses models and its Anthropic model: the
+    category, the HTTP error's status, the body, the provider's `type`."""
+    sees, envelope = (ANTHROPIC_SEES, "anthropic") if api == "messages" else (OPENAI_SEES, "openai")
+
     def ask(kind):
         agent = pydantic_agent(gw, group, kind, api)
-        e = expect(ModelHTTPError, lambda: asyncio.run(agent.run("hello framework")))
-        assert e.status_code == check_body({"error": e.body}, OPENAI_SEES, kind, "openai")
+        e = expect(PYDANTIC_AI[kind], lambda: asyncio.run(agent.run("hello framework")))
+        pydantic_class(e, kind)
+        assert isinstance(e, pai.ModelHTTPError)
+        # The OpenAI SDK's `body` is the envelope's `error` object, the Anthropic SDK's the whole envelope.
+        body = e.body if envelope == "anthropic" else {"error": e.body}
+        assert e.status_code == check_body(body, sees, kind, envelope)
+        assert e.provider_error_type == sees[kind][1], e.provider_error_type
     run_all(group, ask)
 
 

@@ -4,6 +4,7 @@ shared data); and hot reload through the shipped ECDS example. The global
 path (envoy/ratelimit.yaml and the rate limit service) is
 tests/test_global_limits.py."""
 
+import asyncio
 import json
 import math
 import re
@@ -13,6 +14,10 @@ import time
 import httpx
 import openai
 import pytest
+from pydantic_ai import Agent
+from pydantic_ai import exceptions as pai
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
 
 import gateway
 from conftest import Gateway, log_for
@@ -202,6 +207,14 @@ def test_a_budget_in_usd(limited):
         f"Rate limit reached for USD per day (this key): Limit 0.07, Used {3 * HI_USD:.2f}, Requested 0.02. "
         "Please try again in "), error["message"]
     assert 1 <= int(headers["retry-after"]) <= 86400
+    # pydantic-ai tells a spent quota from a rate limit by that type, as OpenAI's.
+    client = openai.AsyncOpenAI(base_url=limited.base + "/v1", api_key=KEYS["usd"], max_retries=0,
+                                default_headers={"x-model-group": "mock-openai"})
+    agent = Agent(OpenAIChatModel("m", provider=OpenAIProvider(openai_client=client)))
+    with pytest.raises(pai.ModelQuotaExceededError) as quota:
+        asyncio.run(agent.run("hi"))
+    assert not isinstance(quota.value, pai.ModelRateLimitError)
+    assert (quota.value.status_code, quota.value.provider_error_type) == (429, "insufficient_quota")
 
 
 def test_429_shape_headers_metrics_and_access_log(limited):
