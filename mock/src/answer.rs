@@ -95,10 +95,25 @@ pub fn reasoning_text(p: &Prompt) -> String {
     }
 }
 
-/// The mock's signature over `signed`: valid base64 (44 characters, one
-/// `=` of padding) with its `+` and `/`, so a gateway that mangles it is caught.
-pub fn reasoning_signature(signed: &str) -> String {
-    let digest = crate::sigv4::hex(&crate::sigv4::sha256(signed.as_bytes()));
+/// The mock's signature over Claude's thinking, one scheme wherever Claude
+/// runs (Anthropic's API, Bedrock's Converse and InvokeModel): Anthropic
+/// documents signatures as "compatible across platforms (Claude APIs,
+/// Amazon Bedrock, and Vertex AI)", so one platform's verifies on another.
+pub fn claude_signature(thinking: &str) -> String {
+    signature("mock-claude-thinking-v1", thinking)
+}
+
+/// The mock's signature over what Gemini signs (a function call): its own
+/// scheme, so Claude's mocks refuse it and Gemini's refuses Claude's.
+pub fn gemini_signature(signed: &str) -> String {
+    signature("mock-gemini-v1", signed)
+}
+
+/// A digest of `signed` under a vendor's key, as valid base64 (44
+/// characters, one `=` of padding) with its `+` and `/`, so a gateway that
+/// mangles it is caught.
+fn signature(key: &str, signed: &str) -> String {
+    let digest = crate::sigv4::hex(&crate::sigv4::sha256(format!("{key}:{signed}").as_bytes()));
     format!("bW9ja3NpZy+/{}=", digest.get(..31).unwrap_or(""))
 }
 

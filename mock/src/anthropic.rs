@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Map, Value};
 
-use crate::answer::{fragments, Answer, Finish};
+use crate::answer::{claude_signature, fragments, Answer, Finish};
 use crate::dialect::{
     count_words, to_json, Dialect, Failure, Meta, Prompt, Reply, SseEvent, Tool, ToolChoice,
 };
@@ -193,13 +193,6 @@ struct MessageInfo {
 }
 
 // --- thinking and prompt caching ---------------------------------------------
-
-/// The signature the mock puts on its thinking and checks when a thinking
-/// block comes back (Anthropic's are opaque; only it can verify them).
-pub fn thinking_signature(thinking: &str) -> String {
-    let digest = crate::sigv4::sha256(format!("mock-thinking-v1:{thinking}").as_bytes());
-    crate::sigv4::hex(&digest)
-}
 
 /// Prompts shorter than this are not cached, without an error
 /// (docs.claude.com, "Prompt caching", cache limitations: 1024 tokens for
@@ -413,7 +406,7 @@ fn check_message(i: usize, m: &Value, thinking: bool) -> Result<(bool, MessageIn
             // checked only when on: Anthropic ignores it otherwise).
             "thinking" if thinking => {
                 let text = str_field(b, "thinking", &at)?;
-                if str_field(b, "signature", &at)? != thinking_signature(text) {
+                if str_field(b, "signature", &at)? != claude_signature(text) {
                     return Err(invalid(format!(
                         "{at}: Invalid `signature` in `thinking` block"
                     )));
@@ -1005,9 +998,8 @@ impl Dialect for Anthropic {
         let mut content = Vec::new();
         let thinking = thinking_text(p);
         if let Some(t) = &thinking {
-            content.push(
-                json!({"type": "thinking", "thinking": t, "signature": thinking_signature(t)}),
-            );
+            content
+                .push(json!({"type": "thinking", "thinking": t, "signature": claude_signature(t)}));
         }
         let thought = thinking.as_deref().map_or(0, count_words);
         if !a.text.is_empty() || a.tool_calls.is_empty() {
@@ -1056,7 +1048,7 @@ impl Dialect for Anthropic {
             }
             events.push(delta_event(
                 0,
-                json!({"type": "signature_delta", "signature": thinking_signature(t)}),
+                json!({"type": "signature_delta", "signature": claude_signature(t)}),
             ));
             events.push(event(
                 "content_block_stop",
@@ -1161,6 +1153,22 @@ mod count_tests {
             let refused = post(body);
             assert_eq!(refused.status, 400, "{body}");
             assert!(refused.body.contains(message), "{}", refused.body);
+        }
+    }
+
+    #[test]
+    fn thinking_signed_on_bedrock_verifies_and_a_foreign_signature_does_not() {
+        let turn = |signature: String| {
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "t", "signature": signature},
+                {"type": "text", "text": "calling"}]})
+        };
+        // Bedrock's mock signs Claude's thinking with the same scheme.
+        let bedrock = crate::answer::claude_signature("t");
+        assert!(check_message(1, &turn(bedrock), true).is_ok());
+        for foreign in [crate::answer::gemini_signature("t"), "forged".to_owned()] {
+            assert!(matches!(check_message(1, &turn(foreign), true),
+                Err(Failure::Invalid(m)) if m.contains("Invalid `signature`")));
         }
     }
 }

@@ -11,7 +11,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::answer::{reasoning_signature, reasoning_text, word_chunks, Answer, Finish};
+use crate::answer::{gemini_signature, reasoning_text, word_chunks, Answer, Finish};
 use crate::dialect::{
     count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent, Tool,
     ToolChoice,
@@ -123,7 +123,7 @@ fn check_fields(v: &Value, known: &[&str], at: &str) -> Result<(), Failure> {
 /// The signature the mock puts on a function call: over its name and
 /// arguments, so it is valid only on the call it came with.
 fn call_signature(name: &str, args: &Value) -> String {
-    reasoning_signature(&format!("{name}{args}"))
+    gemini_signature(&format!("{name}{args}"))
 }
 
 /// The model a `/models/<model>:<method>` path names.

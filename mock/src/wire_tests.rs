@@ -381,10 +381,7 @@ fn anthropic_thinking_and_caching() {
     let block = v["content"][0].clone();
     assert_eq!(block["type"], "thinking");
     let text = block["thinking"].as_str().unwrap();
-    assert_eq!(
-        block["signature"],
-        crate::anthropic::thinking_signature(text)
-    );
+    assert_eq!(block["signature"], crate::answer::claude_signature(text));
     let events = stream(
         &Anthropic,
         json!({"stream": true, "model": "m", "max_tokens": 2048,
