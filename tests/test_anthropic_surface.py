@@ -391,6 +391,28 @@ def test_thinking_round_trip_with_a_tool(agw, stream):
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_pause_turn_reaches_the_client_and_the_turn_continues(agw, test_id, stream):
+    """Anthropic pauses a long server-tool turn (`stop_reason: pause_turn`;
+    the mock does when its web search tool is offered): a Messages client
+    gets it as Anthropic sent it, the `server_tool_use` block under way
+    included, and continues by sending the assistant content back."""
+    search = {"type": "web_search_20250305", "name": "web_search"}
+    c = client(agw, "mock-anthropic", test_id=test_id, **{"x-mock-scenario": "pause-turn"})
+    ask = dict(model="any", max_tokens=256, tools=[search], messages=user("any news?"))
+    paused, events = anthropic_message(c, stream, **ask)
+    assert paused.stop_reason == "pause_turn"
+    assert [b.type for b in paused.content] == ["text", "server_tool_use"]
+    if stream:
+        [delta] = [e for e in events if e.type == "message_delta"]
+        assert delta.delta.stop_reason == "pause_turn"
+    content = [b.model_dump(exclude_none=True) for b in paused.content]
+    done = c.messages.create(**{**ask, "messages": [*ask["messages"], {"role": "assistant", "content": content}]})
+    assert done.stop_reason == "end_turn"
+    *_, continued = agw.mock_requests(test_id)
+    assert continued["body"]["messages"][-1] == {"role": "assistant", "content": content}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 @pytest.mark.parametrize("first, then", [("mock-bedrock", "mock-anthropic"), ("mock-anthropic", "mock-bedrock")],
                          ids=["bedrock-then-anthropic", "anthropic-then-bedrock"])
 def test_claude_thinking_signed_on_one_platform_continues_on_the_other(agw, test_id, stream, first, then):

@@ -290,6 +290,30 @@ def test_web_search_filters_reach_anthropic(gw, test_id):
         "user_location": {"type": "approximate", "country": "FR"}}]
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_an_anthropic_pause_turn_is_an_incomplete_response(gw, test_id, stream):
+    """Anthropic pauses a long server-tool turn (`stop_reason: pause_turn`,
+    the mock when its web search tool is offered): a Responses client gets
+    `status: incomplete` with `incomplete_details.reason: pause_turn` (the
+    stream ends with `response.incomplete`), the text so far in its message;
+    the paused search itself is not carried (see README)."""
+    c = client(gw, "mock-anthropic", **{"x-test-id": test_id, "x-mock-scenario": "pause-turn"})
+    ask = {"model": "any", "input": "any news?", "tools": [{"type": "web_search"}]}
+    if stream:
+        # The SDK's stream helper wants `response.completed`: read the events.
+        events = list(c.responses.create(stream=True, **ask))
+        assert events[-1].type == "response.incomplete"
+        resp = events[-1].response
+    else:
+        resp = c.responses.create(**ask)
+    assert resp.status == "incomplete"
+    assert resp.incomplete_details.reason == "pause_turn"
+    assert resp.output_text == "Let me search the web."
+    assert all(o.type == "message" for o in resp.output)
+    [sent] = gw.mock_requests(test_id)
+    assert anthropic_search(sent["body"]), "paused only with its search tool"
+
+
 NAMESPACE = {"type": "namespace", "name": "crm", "description": "Customer records.",
              "tools": [{"type": "function", "name": "lookup", "description": "Look a customer up",
                         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}]}

@@ -21,6 +21,9 @@ pub enum Finish {
     ToolCalls,
     /// The vendor's output filter cut the answer (`filtered-answer`, `filtered-stream`).
     ContentFilter,
+    /// Anthropic paused its server-tool loop (`pause-turn`; only its
+    /// dialect plans it): the text so far, a search under way.
+    PauseTurn,
 }
 
 #[derive(Debug, Clone)]
@@ -69,7 +72,13 @@ impl Answer {
 /// Decides the answer for a prompt. `dialect` names the vendor in the default
 /// text; `preface` is said before tool calls (see `Dialect::tool_preface`).
 pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> Answer {
-    let mut a = plan_content(p, sc, dialect, preface);
+    let mut a = if sc.pause_turn && p.anthropic_server_loop {
+        let mut paused = text_answer("Let me search the web.", p, p.prompt_words.max(1));
+        paused.finish = Finish::PauseTurn;
+        paused
+    } else {
+        plan_content(p, sc, dialect, preface)
+    };
     if sc.cached_usage {
         a.cached_tokens = CACHED_TOKENS.min(a.prompt_tokens);
         a.reasoning_tokens = REASONING_TOKENS;

@@ -73,7 +73,7 @@ const COUNT_FIELDS: [&str; 12] = [
 
 /// Content block types we accept in messages (thinking blocks may be
 /// echoed back in assistant turns when `thinking` is on).
-const BLOCK_TYPES: [&str; 7] = [
+const BLOCK_TYPES: [&str; 8] = [
     "text",
     "image",
     "document",
@@ -81,6 +81,8 @@ const BLOCK_TYPES: [&str; 7] = [
     "tool_result",
     "thinking",
     "redacted_thinking",
+    // A server tool's call, sent back to continue a paused turn.
+    "server_tool_use",
 ];
 
 /// The keys of each content block type (docs.anthropic.com/en/api/messages,
@@ -116,6 +118,7 @@ fn block_keys(ty: &str) -> &'static [&'static str] {
         ],
         "thinking" => &["type", "thinking", "signature"],
         "redacted_thinking" => &["type", "data"],
+        "server_tool_use" => &["type", "id", "name", "input", "cache_control"],
         _ => &[],
     }
 }
@@ -635,7 +638,15 @@ fn stop_reason(f: &Finish) -> (&'static str, Value) {
         Finish::StopSequence(s) => ("stop_sequence", json!(s)),
         Finish::ToolCalls => ("tool_use", Value::Null),
         Finish::ContentFilter => ("refusal", Value::Null),
+        Finish::PauseTurn => ("pause_turn", Value::Null),
     }
+}
+
+/// The web search a paused turn has under way (docs.claude.com, "Server
+/// tools": a `server_tool_use` block, `srvtoolu_` id, then `pause_turn`).
+fn search_under_way(p: &Prompt) -> Value {
+    json!({"type": "server_tool_use", "id": "srvtoolu_mock1", "name": "web_search",
+           "input": {"query": p.last_user_text}})
 }
 
 /// What the model thinks, when thinking is on.
@@ -895,6 +906,7 @@ impl Dialect for Anthropic {
             }
             last = Some((user, info));
         }
+        let new_turn = matches!(last, Some((true, _)));
         if let Some((true, info)) = last {
             if !info.tool_result_ids.is_empty() {
                 p.tool_results = Some(info.tool_result_texts);
@@ -912,6 +924,11 @@ impl Dialect for Anthropic {
             Some(_) => return Err(invalid("stop_sequences: Input should be a valid list")),
         };
         p.tools = parse_tools(obj)?;
+        p.anthropic_server_loop = new_turn
+            && obj
+                .get("tools")
+                .and_then(Value::as_array)
+                .is_some_and(|tools| tools.iter().any(is_web_search));
         // The API's answer to tool blocks without tool definitions
         // (github.com/anthropics/anthropic-sdk-python/issues/494).
         if tool_blocks && p.tools.is_empty() {
@@ -1009,6 +1026,9 @@ impl Dialect for Anthropic {
             content.push(json!({"type": "tool_use", "id": format!("toolu_{}", c.n),
                                 "name": c.name, "input": c.arguments}));
         }
+        if a.finish == Finish::PauseTurn {
+            content.push(search_under_way(p));
+        }
         let (reason, sequence) = stop_reason(&a.finish);
         json!({
             "id": format!("msg_mock{}", meta.seq),
@@ -1091,6 +1111,23 @@ impl Dialect for Anthropic {
                 json!({"type": "content_block_stop", "index": index}),
             ));
             index += 1;
+        }
+        if a.finish == Finish::PauseTurn {
+            let mut block = search_under_way(p);
+            let input = block.get("input").map(to_json).unwrap_or_default();
+            block["input"] = json!({});
+            events.push(event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index, "content_block": block}),
+            ));
+            events.push(delta_event(
+                index,
+                json!({"type": "input_json_delta", "partial_json": input}),
+            ));
+            events.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
         }
         let (reason, sequence) = stop_reason(&a.finish);
         events.push(event(

@@ -430,7 +430,7 @@ fn response_fields(p: &Prompt, a: &Answer) -> Option<Value> {
 
 fn stop_reason(f: &Finish) -> &'static str {
     match f {
-        Finish::Stop => "end_turn",
+        Finish::Stop | Finish::PauseTurn => "end_turn",
         Finish::Length => "max_tokens",
         Finish::StopSequence(_) => "stop_sequence",
         Finish::ToolCalls => "tool_use",

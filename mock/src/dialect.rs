@@ -52,6 +52,9 @@ pub struct Prompt {
     /// The prompt up to its last `cache_control` breakpoint, when it is long
     /// enough to cache: (its key, its words).
     pub anthropic_cache: Option<(String, u64)>,
+    /// The web search server tool is offered and the last message is the
+    /// user's (a new turn, not a paused one sent back): `pause-turn` pauses it.
+    pub anthropic_server_loop: bool,
     // --- Bedrock's own (set by mock/src/bedrock.rs) -------------------------
     /// Converse asked a Claude model for `/stop_sequence`
     /// (`additionalModelResponseFieldPaths`): the answer says which stop

@@ -226,7 +226,7 @@ fn usage(a: &Answer) -> Value {
 
 fn finish_reason(f: &Finish) -> &'static str {
     match f {
-        Finish::Stop | Finish::StopSequence(_) | Finish::ToolCalls => "STOP",
+        Finish::Stop | Finish::StopSequence(_) | Finish::ToolCalls | Finish::PauseTurn => "STOP",
         Finish::Length => "MAX_TOKENS",
         Finish::ContentFilter => "SAFETY",
     }

@@ -1089,3 +1089,41 @@ fn web_search_tools_as_each_vendor_takes_them() {
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("enable_search must be a boolean"), "{body}");
 }
+
+#[test]
+fn anthropic_pauses_a_server_tool_turn_and_answers_its_continuation() {
+    let addr = start();
+    let headers = "x-api-key: sk-mock-anthropic\r\nanthropic-version: 2023-06-01\r\n\
+                   x-mock-scenario: pause-turn\r\n";
+    let search = json!({"type": "web_search_20250305", "name": "web_search"});
+    let ask = |messages: Value, tools: Value, stream: bool| {
+        let body = json!({"model": "m", "max_tokens": 100, "messages": messages, "tools": tools,
+                          "stream": stream});
+        post(&addr, "/v1/messages", headers, &body)
+    };
+    let question = json!([{"role": "user", "content": "news?"}]);
+    let (status, _, body, _) = ask(question.clone(), json!([search]), false);
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["stop_reason"], "pause_turn");
+    let content = v["content"].as_array().unwrap();
+    assert_eq!(content.last().unwrap()["type"], "server_tool_use");
+    let (_, _, body, _) = ask(question.clone(), json!([search]), true);
+    assert!(body.contains(r#""stop_reason":"pause_turn""#), "{body}");
+    assert!(body.contains(r#""type":"server_tool_use""#), "{body}");
+    // Sent back as it came, the turn goes on to its end.
+    let mut continued = question.as_array().unwrap().clone();
+    continued.push(json!({"role": "assistant", "content": content}));
+    let (status, _, body, _) = ask(Value::Array(continued), json!([search]), false);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["stop_reason"],
+        "end_turn"
+    );
+    // Without its server tool there is nothing to pause.
+    let (_, _, body, _) = ask(question, json!([]), false);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["stop_reason"],
+        "end_turn"
+    );
+}

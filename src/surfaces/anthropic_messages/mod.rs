@@ -120,6 +120,7 @@ pub fn stop_reason(reason: FinishReason) -> &'static str {
         FinishReason::Length => "max_tokens",
         FinishReason::ToolCalls => "tool_use",
         FinishReason::ContentFilter => "refusal",
+        FinishReason::Paused => "pause_turn",
     }
 }
 
