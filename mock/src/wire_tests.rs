@@ -1058,22 +1058,75 @@ fn web_search_tools_as_each_vendor_takes_them() {
         )
     };
     assert!(gemini(json!([{"googleSearch": {}}])).is_ok());
-    for (tools, want) in [
-        (
-            json!([{"functionDeclarations": [{"name": "f"}]}, {"googleSearch": {}}]),
-            "Tool use with function calling is unsupported",
-        ),
-        (
-            json!([{"googleSearch": {"allowedDomains": ["a.com"]}}]),
-            "Unknown name \"allowedDomains\" at 'tools[0].google_search'",
-        ),
-    ] {
+    for (tools, want) in [(
+        json!([{"googleSearch": {"allowedDomains": ["a.com"]}}]),
+        "Unknown name \"allowedDomains\" at 'tools[0].google_search'",
+    )] {
         match gemini(tools.clone()) {
             Err(Failure::Invalid(msg)) => assert!(msg.contains(want), "{msg:?} vs {want:?}"),
             other => panic!("{tools}: expected 400, got {other:?}"),
         }
     }
     let addr = start();
+    // Search beside function declarations: Gemini 3 only, and only with
+    // includeServerSideToolInvocations, whose invocation parts then come first.
+    let mixed = |model: &str, config: Value, stream: bool| {
+        let body = json!({"contents": [{"role": "user", "parts": [{"text": "news?"}]}],
+            "tools": [{"functionDeclarations": [{"name": "f"}]}, {"googleSearch": {}}],
+            "toolConfig": config});
+        let method = if stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
+        post(
+            &addr,
+            &format!("/v1beta/models/{model}:{method}"),
+            GEMINI_KEY,
+            &body,
+        )
+    };
+    let flag = json!({"includeServerSideToolInvocations": true});
+    for (model, config, want) in [
+        (
+            "gemini-2.5-flash",
+            json!({}),
+            "Tool use with function calling is unsupported",
+        ),
+        (
+            "gemini-2.5-flash",
+            flag.clone(),
+            "Tool use with function calling is unsupported",
+        ),
+        (
+            "gemini-3-pro-preview",
+            json!({}),
+            "include_server_side_tool_invocations",
+        ),
+        (
+            "gemini-3-pro-preview",
+            json!({"includeServerSideToolInvocations": "yes"}),
+            "TYPE_BOOL",
+        ),
+    ] {
+        let (status, _, body, _) = mixed(model, config, false);
+        assert_eq!(status, 400, "{model}: {body}");
+        assert!(body.contains(want), "{body}");
+    }
+    let (status, _, body, _) = mixed("gemini-3-pro-preview", flag.clone(), false);
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let parts = &v["candidates"][0]["content"]["parts"];
+    assert_eq!(parts[0]["toolCall"]["toolType"], "GOOGLE_SEARCH_WEB");
+    assert!(parts[0]["thoughtSignature"].is_string());
+    assert_eq!(parts[1]["toolResponse"]["id"], parts[0]["toolCall"]["id"]);
+    assert!(parts[2]["text"].is_string());
+    let (status, _, body, _) = mixed("gemini-3-pro-preview", flag, true);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("\"toolCall\"") && body.contains("\"toolResponse\""),
+        "{body}"
+    );
     let qwen = |search: Value| {
         let body = json!({"model": "qwen-plus", "input": {"messages": [{"role": "user", "content": "hi"}]},
                           "parameters": {"result_format": "message", "enable_search": search}});

@@ -614,7 +614,7 @@ impl Dialect for Anthropic {
 
     /// Its server tool is named `web_search`: not beside a client tool of
     /// that name (Anthropic refuses two tools of one name).
-    fn web_search(&self, req: &ChatRequest) -> bool {
+    fn web_search(&self, req: &ChatRequest, _model: &str) -> bool {
         req.web_search.is_some() && !req.tools.iter().any(|t| t.function.name == "web_search")
     }
 
@@ -773,7 +773,7 @@ impl Dialect for Anthropic {
             .chain(
                 req.web_search
                     .as_ref()
-                    .filter(|_| self.web_search(req))
+                    .filter(|_| self.web_search(req, target.model))
                     .map(|s| AnyTool::WebSearch(web_search_tool(s))),
             )
             .collect::<Vec<_>>();

@@ -363,8 +363,9 @@ impl<H: Host> Attempt<H> {
         let native = pass_through(provider, dialect, self.api)
             .then(|| dialect.encode_native(self.api, &client, request, &target))
             .flatten();
-        let dropped_web_search =
-            native.is_none() && request.web_search.is_some() && !dialect.web_search(request);
+        let dropped_web_search = native.is_none()
+            && request.web_search.is_some()
+            && !dialect.web_search(request, &model);
         let encoded = match native {
             Some(encoded) => encoded?,
             None => match &request.native_only {
