@@ -422,7 +422,8 @@ def test_claude_thinking_signed_on_one_platform_continues_on_the_other(agw, test
     on the other. Both mocks sign Claude's thinking one way and verify it
     (a foreign or forged signature is refused), so the block must arrive
     as issued: Bedrock's `reasoningContent.reasoningText {text, signature}`
-    is the Messages `thinking {thinking, signature}` and back."""
+    is the Messages `thinking {thinking, signature}` and back, as a redacted
+    block (`redactedContent`, `redacted_thinking.data`) is."""
     # mock-bedrock maps claude-sonnet-4 to a Claude that thinks.
     ask = dict(model="claude-sonnet-4", max_tokens=2048, thinking=THINKING, tools=[LOOKUP],
                messages=user("think, then look"))
@@ -430,8 +431,11 @@ def test_claude_thinking_signed_on_one_platform_continues_on_the_other(agw, test
     thought, *_ = turn.content
     [call] = [b for b in turn.content if b.type == "tool_use"]
     assert thought.type == "thinking" and "think, then look" in thought.thinking and thought.signature
-    history = [*ask["messages"], {"role": "assistant", "content": [b.model_dump(exclude_none=True)
-                                                                  for b in turn.content]},
+    # A redacted block beside it, as Claude sends one when its safety
+    # systems flag the thinking (the mocks make none: added here).
+    redacted = {"type": "redacted_thinking", "data": "RW5jcnlwdGVkIHRoaW5raW5n"}
+    blocks = [b.model_dump(exclude_none=True) for b in turn.content]
+    history = [*ask["messages"], {"role": "assistant", "content": [blocks[0], redacted, *blocks[1:]]},
                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
                                              "content": "found it"}]}]
     second, _ = anthropic_message(client(agw, then, test_id=test_id), stream, **{**ask, "messages": history})
@@ -439,16 +443,17 @@ def test_claude_thinking_signed_on_one_platform_continues_on_the_other(agw, test
     assert "Tool result received: found it" in "".join(b.text for b in second.content if b.type == "text")
     [seen] = agw.mock_requests(test_id)
     if then == "mock-bedrock":
-        given_back = seen["body"]["messages"][1]["content"][0]
-        assert given_back == {"reasoningContent": {"reasoningText": {"text": thought.thinking,
-                                                                     "signature": thought.signature}}}
+        given_back = seen["body"]["messages"][1]["content"][:2]
+        assert given_back == [{"reasoningContent": {"reasoningText": {"text": thought.thinking,
+                                                                      "signature": thought.signature}}},
+                              {"reasoningContent": {"redactedContent": redacted["data"]}}]
         assert seen["body"]["additionalModelRequestFields"]["thinking"] == THINKING
     else:
-        assert seen["body"]["messages"][1]["content"][0] == {"type": "thinking", "thinking": thought.thinking,
-                                                             "signature": thought.signature}
+        assert seen["body"]["messages"][1]["content"][:2] == [
+            {"type": "thinking", "thinking": thought.thinking, "signature": thought.signature}, redacted]
         assert seen["body"]["thinking"] == THINKING
     # The other platform still refuses a signature it did not issue.
-    forged = [{**history[1]["content"][0], "signature": thought.signature[:-2] + "x="}, *history[1]["content"][1:]]
+    forged = [{**blocks[0], "signature": thought.signature[:-2] + "x="}, *blocks[1:]]
     with pytest.raises(anthropic.BadRequestError) as info:
         client(agw, then).messages.create(**{**ask, "messages": [history[0], {"role": "assistant",
                                                                              "content": forged}, history[2]]})
