@@ -390,6 +390,76 @@ def test_thinking_round_trip_with_a_tool(agw, stream):
     assert [b.type for b in bare.content] == ["text"]
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_pause_turn_reaches_the_client_and_the_turn_continues(agw, test_id, stream):
+    """Anthropic pauses a long server-tool turn (`stop_reason: pause_turn`;
+    the mock does when its web search tool is offered): a Messages client
+    gets it as Anthropic sent it, the `server_tool_use` block under way
+    included, and continues by sending the assistant content back."""
+    search = {"type": "web_search_20250305", "name": "web_search"}
+    c = client(agw, "mock-anthropic", test_id=test_id, **{"x-mock-scenario": "pause-turn"})
+    ask = dict(model="any", max_tokens=256, tools=[search], messages=user("any news?"))
+    paused, events = anthropic_message(c, stream, **ask)
+    assert paused.stop_reason == "pause_turn"
+    assert [b.type for b in paused.content] == ["text", "server_tool_use"]
+    if stream:
+        [delta] = [e for e in events if e.type == "message_delta"]
+        assert delta.delta.stop_reason == "pause_turn"
+    content = [b.model_dump(exclude_none=True) for b in paused.content]
+    done = c.messages.create(**{**ask, "messages": [*ask["messages"], {"role": "assistant", "content": content}]})
+    assert done.stop_reason == "end_turn"
+    *_, continued = agw.mock_requests(test_id)
+    assert continued["body"]["messages"][-1] == {"role": "assistant", "content": content}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("first, then", [("mock-bedrock", "mock-anthropic"), ("mock-anthropic", "mock-bedrock")],
+                         ids=["bedrock-then-anthropic", "anthropic-then-bedrock"])
+def test_claude_thinking_signed_on_one_platform_continues_on_the_other(agw, test_id, stream, first, then):
+    """Claude's thinking signatures are "compatible across platforms (Claude
+    APIs, Amazon Bedrock, and Vertex AI)" (Anthropic, "Extended thinking"):
+    turn 1 thought by Claude on one platform, turn 2 with that signed block
+    on the other. Both mocks sign Claude's thinking one way and verify it
+    (a foreign or forged signature is refused), so the block must arrive
+    as issued: Bedrock's `reasoningContent.reasoningText {text, signature}`
+    is the Messages `thinking {thinking, signature}` and back, as a redacted
+    block (`redactedContent`, `redacted_thinking.data`) is."""
+    # mock-bedrock maps claude-sonnet-4 to a Claude that thinks.
+    ask = dict(model="claude-sonnet-4", max_tokens=2048, thinking=THINKING, tools=[LOOKUP],
+               messages=user("think, then look"))
+    turn, _ = anthropic_message(client(agw, first, **{"x-mock-scenario": "tool"}), stream, **ask)
+    thought, *_ = turn.content
+    [call] = [b for b in turn.content if b.type == "tool_use"]
+    assert thought.type == "thinking" and "think, then look" in thought.thinking and thought.signature
+    # A redacted block beside it, as Claude sends one when its safety
+    # systems flag the thinking (the mocks make none: added here).
+    redacted = {"type": "redacted_thinking", "data": "RW5jcnlwdGVkIHRoaW5raW5n"}
+    blocks = [b.model_dump(exclude_none=True) for b in turn.content]
+    history = [*ask["messages"], {"role": "assistant", "content": [blocks[0], redacted, *blocks[1:]]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                             "content": "found it"}]}]
+    second, _ = anthropic_message(client(agw, then, test_id=test_id), stream, **{**ask, "messages": history})
+    assert second.content[0].type == "thinking"
+    assert "Tool result received: found it" in "".join(b.text for b in second.content if b.type == "text")
+    [seen] = agw.mock_requests(test_id)
+    if then == "mock-bedrock":
+        given_back = seen["body"]["messages"][1]["content"][:2]
+        assert given_back == [{"reasoningContent": {"reasoningText": {"text": thought.thinking,
+                                                                      "signature": thought.signature}}},
+                              {"reasoningContent": {"redactedContent": redacted["data"]}}]
+        assert seen["body"]["additionalModelRequestFields"]["thinking"] == THINKING
+    else:
+        assert seen["body"]["messages"][1]["content"][:2] == [
+            {"type": "thinking", "thinking": thought.thinking, "signature": thought.signature}, redacted]
+        assert seen["body"]["thinking"] == THINKING
+    # The other platform still refuses a signature it did not issue.
+    forged = [{**blocks[0], "signature": thought.signature[:-2] + "x="}, *blocks[1:]]
+    with pytest.raises(anthropic.BadRequestError) as info:
+        client(agw, then).messages.create(**{**ask, "messages": [history[0], {"role": "assistant",
+                                                                             "content": forged}, history[2]]})
+    assert "Invalid `signature` in `thinking` block" in info.value.body["error"]["message"]
+
+
 @pytest.mark.parametrize("first", ["mock-openai", "mock-gemini", "mock-dashscope"])
 def test_a_thinking_conversation_another_vendor_began_continues_on_anthropic(agw, test_id, first):
     """Turn 1 answered by another vendor (as after a failover: its tool

@@ -41,7 +41,7 @@ def dead_proxy():
     held.close()
 
 
-def codex(gw, tmp_path, dead_proxy, group, prompt, scenario="", test_id="codex"):
+def codex(gw, tmp_path, dead_proxy, group, prompt, scenario="", test_id="codex", model="gateway-model"):
     """Runs `codex exec`; returns (returncode, stdout, stderr)."""
     home = tmp_path / "home"
     (home / ".codex").mkdir(parents=True, exist_ok=True)
@@ -56,7 +56,7 @@ def codex(gw, tmp_path, dead_proxy, group, prompt, scenario="", test_id="codex")
                 f'request_max_retries = 0, stream_max_retries = 0}}')
     args = [str(CODEX), "exec", "--skip-git-repo-check", "--ephemeral",
             "--dangerously-bypass-approvals-and-sandbox", "--cd", str(work),
-            "-m", "gateway-model",
+            "-m", model,
             "-c", "model_provider=gw", "-c", provider,
             "-c", "check_for_update_on_startup=false",
             "-c", "analytics.enabled=false",
@@ -124,3 +124,24 @@ def test_namespaced_tool_round_trip(gw, tmp_path, dead_proxy, group, test_id):
     # close_agent itself answered (about the mock's made-up agent id), not
     # Codex's refusal of a tool it does not know.
     assert "invalid agent id" in last, last[-2000:]
+
+
+def test_gemini_3_searches_beside_codex_tools(gw, tmp_path, dead_proxy, test_id):
+    """Codex's default tools on a Gemini 3 model (mock-gemini maps
+    gemini-3-pro to gemini-3-pro-preview): its web search goes as Gemini's
+    Google Search beside Codex's function tools, with
+    `includeServerSideToolInvocations` (Gemini 3 refuses the mix without
+    it, as the mock does); the search Gemini ran itself (`toolCall` and
+    `toolResponse` parts, which the mock sends) is no tool call of Codex's,
+    and the shell tool round trip goes on."""
+    marker = "gateway-42"
+    code, out, err = codex(gw, tmp_path, dead_proxy, "mock-gemini", "run the marker command",
+                           scenario="call-shell=echo gateway-$((40+2))", test_id=test_id, model="gemini-3-pro")
+    assert code == 0, err[-3000:]
+    assert "Tool result received" in out and marker in out, (out, err[-3000:])
+    first, *_, last = gw.mock_requests(test_id)
+    assert first["path"].startswith("/v1beta/models/gemini-3-pro-preview:")
+    assert {"googleSearch": {}} in first["body"]["tools"]
+    assert any("functionDeclarations" in t for t in first["body"]["tools"])
+    assert first["body"]["toolConfig"]["includeServerSideToolInvocations"] is True
+    assert marker in json.dumps(last["body"]), "the command's output went back to the vendor"

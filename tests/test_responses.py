@@ -290,6 +290,72 @@ def test_web_search_filters_reach_anthropic(gw, test_id):
         "user_location": {"type": "approximate", "country": "FR"}}]
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_gemini_3_searches_beside_function_tools(gw, test_id, stream):
+    """Codex's default tools (a function tool and web_search) on Gemini 3:
+    both go, with `toolConfig.includeServerSideToolInvocations` (the mock,
+    as Gemini 3, refuses the mix without it with a 400; Gemini 2.x refuses
+    it either way, so there the search is dropped and said, above). The
+    search Gemini ran itself comes back as `toolCall`/`toolResponse` parts:
+    not the client's to run, so only the client's function call is an
+    output item, and its output in the next turn is answered."""
+    c = client(gw, "mock-gemini", **{"x-test-id": test_id, "x-mock-scenario": "tool"})
+    # mock-gemini maps gemini-3-pro to gemini-3-pro-preview.
+    ask = {"model": "gemini-3-pro", "input": "any news?", "tools": [LOOKUP, {"type": "web_search"}]}
+    if stream:
+        with c.responses.stream(**ask) as s:
+            events = list(s)
+            resp = s.get_final_response()
+        added = [e.item.type for e in events if e.type == "response.output_item.added"]
+        assert added.count("function_call") == 1, added
+    else:
+        raw = c.responses.with_raw_response.create(**ask)
+        assert raw.headers.get("x-llm-dropped-tools") is None, "searched, not dropped"
+        resp = raw.parse()
+    assert resp.status == "completed"
+    [call] = [o for o in resp.output if o.type == "function_call"]
+    assert call.name == "lookup"
+    [sent] = gw.mock_requests(test_id)
+    assert sent["path"].startswith("/v1beta/models/gemini-3-pro-preview:")
+    assert gemini_search(sent["body"]) == [{"googleSearch": {}}]
+    assert sent["body"]["tools"][0]["functionDeclarations"][0]["name"] == "lookup"
+    assert sent["body"]["toolConfig"] == {"includeServerSideToolInvocations": True}
+    # The next turn: the call (its signature in its id) and its output; the
+    # search's invocation parts are not in the client's history to send.
+    again = c.responses.create(model="gemini-3-pro", tools=ask["tools"], input=[
+        {"role": "user", "content": "any news?"},
+        {"type": "function_call", "call_id": call.call_id, "name": "lookup", "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "nothing new"}])
+    assert again.status == "completed"
+    assert "Tool result received: nothing new" in again.output_text
+    model_turn = gw.mock_requests(test_id)[-1]["body"]["contents"][1]
+    assert [list(p) for p in model_turn["parts"]] == [["functionCall", "thoughtSignature"]]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+def test_an_anthropic_pause_turn_is_an_incomplete_response(gw, test_id, stream):
+    """Anthropic pauses a long server-tool turn (`stop_reason: pause_turn`,
+    the mock when its web search tool is offered): a Responses client gets
+    `status: incomplete` with `incomplete_details.reason: pause_turn` (the
+    stream ends with `response.incomplete`), the text so far in its message;
+    the paused search itself is not carried (see README)."""
+    c = client(gw, "mock-anthropic", **{"x-test-id": test_id, "x-mock-scenario": "pause-turn"})
+    ask = {"model": "any", "input": "any news?", "tools": [{"type": "web_search"}]}
+    if stream:
+        # The SDK's stream helper wants `response.completed`: read the events.
+        events = list(c.responses.create(stream=True, **ask))
+        assert events[-1].type == "response.incomplete"
+        resp = events[-1].response
+    else:
+        resp = c.responses.create(**ask)
+    assert resp.status == "incomplete"
+    assert resp.incomplete_details.reason == "pause_turn"
+    assert resp.output_text == "Let me search the web."
+    assert all(o.type == "message" for o in resp.output)
+    [sent] = gw.mock_requests(test_id)
+    assert anthropic_search(sent["body"]), "paused only with its search tool"
+
+
 NAMESPACE = {"type": "namespace", "name": "crm", "description": "Customer records.",
              "tools": [{"type": "function", "name": "lookup", "description": "Look a customer up",
                         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}]}

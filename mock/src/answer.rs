@@ -21,6 +21,9 @@ pub enum Finish {
     ToolCalls,
     /// The vendor's output filter cut the answer (`filtered-answer`, `filtered-stream`).
     ContentFilter,
+    /// Anthropic paused its server-tool loop (`pause-turn`; only its
+    /// dialect plans it): the text so far, a search under way.
+    PauseTurn,
 }
 
 #[derive(Debug, Clone)]
@@ -69,7 +72,13 @@ impl Answer {
 /// Decides the answer for a prompt. `dialect` names the vendor in the default
 /// text; `preface` is said before tool calls (see `Dialect::tool_preface`).
 pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> Answer {
-    let mut a = plan_content(p, sc, dialect, preface);
+    let mut a = if sc.pause_turn && p.anthropic_server_loop {
+        let mut paused = text_answer("Let me search the web.", p, p.prompt_words.max(1));
+        paused.finish = Finish::PauseTurn;
+        paused
+    } else {
+        plan_content(p, sc, dialect, preface)
+    };
     if sc.cached_usage {
         a.cached_tokens = CACHED_TOKENS.min(a.prompt_tokens);
         a.reasoning_tokens = REASONING_TOKENS;
@@ -95,10 +104,25 @@ pub fn reasoning_text(p: &Prompt) -> String {
     }
 }
 
-/// The mock's signature over `signed`: valid base64 (44 characters, one
-/// `=` of padding) with its `+` and `/`, so a gateway that mangles it is caught.
-pub fn reasoning_signature(signed: &str) -> String {
-    let digest = crate::sigv4::hex(&crate::sigv4::sha256(signed.as_bytes()));
+/// The mock's signature over Claude's thinking, one scheme wherever Claude
+/// runs (Anthropic's API, Bedrock's Converse and InvokeModel): Anthropic
+/// documents signatures as "compatible across platforms (Claude APIs,
+/// Amazon Bedrock, and Vertex AI)", so one platform's verifies on another.
+pub fn claude_signature(thinking: &str) -> String {
+    signature("mock-claude-thinking-v1", thinking)
+}
+
+/// The mock's signature over what Gemini signs (a function call): its own
+/// scheme, so Claude's mocks refuse it and Gemini's refuses Claude's.
+pub fn gemini_signature(signed: &str) -> String {
+    signature("mock-gemini-v1", signed)
+}
+
+/// A digest of `signed` under a vendor's key, as valid base64 (44
+/// characters, one `=` of padding) with its `+` and `/`, so a gateway that
+/// mangles it is caught.
+fn signature(key: &str, signed: &str) -> String {
+    let digest = crate::sigv4::hex(&crate::sigv4::sha256(format!("{key}:{signed}").as_bytes()));
     format!("bW9ja3NpZy+/{}=", digest.get(..31).unwrap_or(""))
 }
 

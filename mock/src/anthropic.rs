@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Map, Value};
 
-use crate::answer::{fragments, Answer, Finish};
+use crate::answer::{claude_signature, fragments, Answer, Finish};
 use crate::dialect::{
     count_words, to_json, Dialect, Failure, Meta, Prompt, Reply, SseEvent, Tool, ToolChoice,
 };
@@ -73,7 +73,7 @@ const COUNT_FIELDS: [&str; 12] = [
 
 /// Content block types we accept in messages (thinking blocks may be
 /// echoed back in assistant turns when `thinking` is on).
-const BLOCK_TYPES: [&str; 7] = [
+const BLOCK_TYPES: [&str; 8] = [
     "text",
     "image",
     "document",
@@ -81,6 +81,8 @@ const BLOCK_TYPES: [&str; 7] = [
     "tool_result",
     "thinking",
     "redacted_thinking",
+    // A server tool's call, sent back to continue a paused turn.
+    "server_tool_use",
 ];
 
 /// The keys of each content block type (docs.anthropic.com/en/api/messages,
@@ -116,6 +118,7 @@ fn block_keys(ty: &str) -> &'static [&'static str] {
         ],
         "thinking" => &["type", "thinking", "signature"],
         "redacted_thinking" => &["type", "data"],
+        "server_tool_use" => &["type", "id", "name", "input", "cache_control"],
         _ => &[],
     }
 }
@@ -193,13 +196,6 @@ struct MessageInfo {
 }
 
 // --- thinking and prompt caching ---------------------------------------------
-
-/// The signature the mock puts on its thinking and checks when a thinking
-/// block comes back (Anthropic's are opaque; only it can verify them).
-pub fn thinking_signature(thinking: &str) -> String {
-    let digest = crate::sigv4::sha256(format!("mock-thinking-v1:{thinking}").as_bytes());
-    crate::sigv4::hex(&digest)
-}
 
 /// Prompts shorter than this are not cached, without an error
 /// (docs.claude.com, "Prompt caching", cache limitations: 1024 tokens for
@@ -413,7 +409,7 @@ fn check_message(i: usize, m: &Value, thinking: bool) -> Result<(bool, MessageIn
             // checked only when on: Anthropic ignores it otherwise).
             "thinking" if thinking => {
                 let text = str_field(b, "thinking", &at)?;
-                if str_field(b, "signature", &at)? != thinking_signature(text) {
+                if str_field(b, "signature", &at)? != claude_signature(text) {
                     return Err(invalid(format!(
                         "{at}: Invalid `signature` in `thinking` block"
                     )));
@@ -642,7 +638,15 @@ fn stop_reason(f: &Finish) -> (&'static str, Value) {
         Finish::StopSequence(s) => ("stop_sequence", json!(s)),
         Finish::ToolCalls => ("tool_use", Value::Null),
         Finish::ContentFilter => ("refusal", Value::Null),
+        Finish::PauseTurn => ("pause_turn", Value::Null),
     }
+}
+
+/// The web search a paused turn has under way (docs.claude.com, "Server
+/// tools": a `server_tool_use` block, `srvtoolu_` id, then `pause_turn`).
+fn search_under_way(p: &Prompt) -> Value {
+    json!({"type": "server_tool_use", "id": "srvtoolu_mock1", "name": "web_search",
+           "input": {"query": p.last_user_text}})
 }
 
 /// What the model thinks, when thinking is on.
@@ -902,6 +906,7 @@ impl Dialect for Anthropic {
             }
             last = Some((user, info));
         }
+        let new_turn = matches!(last, Some((true, _)));
         if let Some((true, info)) = last {
             if !info.tool_result_ids.is_empty() {
                 p.tool_results = Some(info.tool_result_texts);
@@ -919,6 +924,11 @@ impl Dialect for Anthropic {
             Some(_) => return Err(invalid("stop_sequences: Input should be a valid list")),
         };
         p.tools = parse_tools(obj)?;
+        p.anthropic_server_loop = new_turn
+            && obj
+                .get("tools")
+                .and_then(Value::as_array)
+                .is_some_and(|tools| tools.iter().any(is_web_search));
         // The API's answer to tool blocks without tool definitions
         // (github.com/anthropics/anthropic-sdk-python/issues/494).
         if tool_blocks && p.tools.is_empty() {
@@ -1005,9 +1015,8 @@ impl Dialect for Anthropic {
         let mut content = Vec::new();
         let thinking = thinking_text(p);
         if let Some(t) = &thinking {
-            content.push(
-                json!({"type": "thinking", "thinking": t, "signature": thinking_signature(t)}),
-            );
+            content
+                .push(json!({"type": "thinking", "thinking": t, "signature": claude_signature(t)}));
         }
         let thought = thinking.as_deref().map_or(0, count_words);
         if !a.text.is_empty() || a.tool_calls.is_empty() {
@@ -1016,6 +1025,9 @@ impl Dialect for Anthropic {
         for c in &a.tool_calls {
             content.push(json!({"type": "tool_use", "id": format!("toolu_{}", c.n),
                                 "name": c.name, "input": c.arguments}));
+        }
+        if a.finish == Finish::PauseTurn {
+            content.push(search_under_way(p));
         }
         let (reason, sequence) = stop_reason(&a.finish);
         json!({
@@ -1056,7 +1068,7 @@ impl Dialect for Anthropic {
             }
             events.push(delta_event(
                 0,
-                json!({"type": "signature_delta", "signature": thinking_signature(t)}),
+                json!({"type": "signature_delta", "signature": claude_signature(t)}),
             ));
             events.push(event(
                 "content_block_stop",
@@ -1099,6 +1111,23 @@ impl Dialect for Anthropic {
                 json!({"type": "content_block_stop", "index": index}),
             ));
             index += 1;
+        }
+        if a.finish == Finish::PauseTurn {
+            let mut block = search_under_way(p);
+            let input = block.get("input").map(to_json).unwrap_or_default();
+            block["input"] = json!({});
+            events.push(event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index, "content_block": block}),
+            ));
+            events.push(delta_event(
+                index,
+                json!({"type": "input_json_delta", "partial_json": input}),
+            ));
+            events.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
         }
         let (reason, sequence) = stop_reason(&a.finish);
         events.push(event(
@@ -1161,6 +1190,22 @@ mod count_tests {
             let refused = post(body);
             assert_eq!(refused.status, 400, "{body}");
             assert!(refused.body.contains(message), "{}", refused.body);
+        }
+    }
+
+    #[test]
+    fn thinking_signed_on_bedrock_verifies_and_a_foreign_signature_does_not() {
+        let turn = |signature: String| {
+            json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "t", "signature": signature},
+                {"type": "text", "text": "calling"}]})
+        };
+        // Bedrock's mock signs Claude's thinking with the same scheme.
+        let bedrock = crate::answer::claude_signature("t");
+        assert!(check_message(1, &turn(bedrock), true).is_ok());
+        for foreign in [crate::answer::gemini_signature("t"), "forged".to_owned()] {
+            assert!(matches!(check_message(1, &turn(foreign), true),
+                Err(Failure::Invalid(m)) if m.contains("Invalid `signature`")));
         }
     }
 }

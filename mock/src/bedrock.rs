@@ -10,7 +10,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::answer::{fragments, reasoning_signature, reasoning_text, Answer, Finish};
+use crate::answer::{claude_signature, fragments, reasoning_text, Answer, Finish};
 use crate::dialect::{
     count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent, Tool,
     ToolChoice,
@@ -301,7 +301,7 @@ fn check_reasoning_block(v: &Value, at: &str) -> Result<(), Failure> {
         let signed = text
             .get("signature")
             .and_then(Value::as_str)
-            .is_some_and(|s| s == reasoning_signature(said));
+            .is_some_and(|s| s == claude_signature(said));
         if !signed {
             return Err(invalid(format!(
                 "{MODEL_ERRORS}{at}: Invalid `signature` in `thinking` block"
@@ -430,7 +430,7 @@ fn response_fields(p: &Prompt, a: &Answer) -> Option<Value> {
 
 fn stop_reason(f: &Finish) -> &'static str {
     match f {
-        Finish::Stop => "end_turn",
+        Finish::Stop | Finish::PauseTurn => "end_turn",
         Finish::Length => "max_tokens",
         Finish::StopSequence(_) => "stop_sequence",
         Finish::ToolCalls => "tool_use",
@@ -854,7 +854,7 @@ impl Dialect for Bedrock {
         if p.reasoning {
             let thought = reasoning_text(p);
             content.push(json!({"reasoningContent": {"reasoningText": {
-                "text": thought, "signature": reasoning_signature(&thought)}}}));
+                "text": thought, "signature": claude_signature(&thought)}}}));
         }
         if !a.text.is_empty() || a.tool_calls.is_empty() {
             content.push(json!({"text": a.text}));
@@ -892,7 +892,7 @@ impl Dialect for Bedrock {
             }
             events.push(delta_event(
                 index,
-                json!({"reasoningContent": {"signature": reasoning_signature(&thought)}}),
+                json!({"reasoningContent": {"signature": claude_signature(&thought)}}),
             ));
             events.push(event(
                 "contentBlockStop",
@@ -1090,11 +1090,15 @@ mod tests {
 
     #[test]
     fn signed_reasoning_is_required_back_and_verified() {
-        let signed = json!({"reasoningText": {"text": "t", "signature": reasoning_signature("t")}});
+        let signed = json!({"reasoningText": {"text": "t", "signature": claude_signature("t")}});
         assert_eq!(check_reasoning_block(&signed, "m.1.content.0"), Ok(()));
-        let forged =
-            json!({"reasoningText": {"text": "t2", "signature": reasoning_signature("t")}});
+        let forged = json!({"reasoningText": {"text": "t2", "signature": claude_signature("t")}});
         assert!(check_reasoning_block(&forged, "m").is_err());
+        // Claude's one scheme: Anthropic's own block verifies here; Gemini's
+        // signature over the same text does not.
+        let foreign = json!({"reasoningText": {"text": "t",
+            "signature": crate::answer::gemini_signature("t")}});
+        assert!(check_reasoning_block(&foreign, "m").is_err());
         assert_eq!(
             check_reasoning_block(&json!({"redactedContent": "QQ=="}), "m"),
             Ok(())

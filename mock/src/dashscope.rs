@@ -157,7 +157,9 @@ fn parse_tools(params: &Value) -> Result<(Vec<Tool>, ToolChoice), Failure> {
 
 fn finish(f: &Finish) -> &'static str {
     match f {
-        Finish::Stop | Finish::StopSequence(_) | Finish::ContentFilter => "stop",
+        Finish::Stop | Finish::StopSequence(_) | Finish::ContentFilter | Finish::PauseTurn => {
+            "stop"
+        }
         Finish::Length => "length",
         Finish::ToolCalls => "tool_calls",
     }

@@ -52,6 +52,16 @@ pub struct Prompt {
     /// The prompt up to its last `cache_control` breakpoint, when it is long
     /// enough to cache: (its key, its words).
     pub anthropic_cache: Option<(String, u64)>,
+    /// The web search server tool is offered and the last message is the
+    /// user's (a new turn, not a paused one sent back): `pause-turn` pauses it.
+    pub anthropic_server_loop: bool,
+    // --- Gemini's own (set by mock/src/gemini.rs) ---------------------------
+    /// Built-in tools offered (`googleSearch`, `codeExecution`, `urlContext`).
+    pub gemini_builtin_tools: bool,
+    /// `googleSearch` offered.
+    pub gemini_search: bool,
+    /// `toolConfig.includeServerSideToolInvocations: true`.
+    pub gemini_server_invocations: bool,
     // --- Bedrock's own (set by mock/src/bedrock.rs) -------------------------
     /// Converse asked a Claude model for `/stop_sequence`
     /// (`additionalModelResponseFieldPaths`): the answer says which stop

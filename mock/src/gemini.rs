@@ -11,7 +11,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::answer::{reasoning_signature, reasoning_text, word_chunks, Answer, Finish};
+use crate::answer::{gemini_signature, reasoning_text, word_chunks, Answer, Finish};
 use crate::dialect::{
     count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent, Tool,
     ToolChoice,
@@ -57,6 +57,10 @@ const PART_FIELDS: &[&str] = &[
     "thought",
     "thoughtSignature",
     "videoMetadata",
+    // Server-side tool invocations (Gemini 3's tool combination), sent back
+    // in the history as they came.
+    "toolCall",
+    "toolResponse",
 ];
 const GENERATION_FIELDS: &[&str] = &[
     "stopSequences",
@@ -95,7 +99,7 @@ const DECLARATION_FIELDS: &[&str] = &[
 /// `GoogleSearch` (ai.google.dev/api/caching#GoogleSearch): an empty object,
 /// or one limiting the results' time.
 const GOOGLE_SEARCH_FIELDS: &[&str] = &["timeRangeFilter"];
-const TOOL_CONFIG_FIELDS: &[&str] = &["functionCallingConfig"];
+const TOOL_CONFIG_FIELDS: &[&str] = &["functionCallingConfig", "includeServerSideToolInvocations"];
 const CALLING_CONFIG_FIELDS: &[&str] = &["mode", "allowedFunctionNames"];
 
 fn invalid(msg: impl Into<String>) -> Failure {
@@ -120,10 +124,49 @@ fn check_fields(v: &Value, known: &[&str], at: &str) -> Result<(), Failure> {
     }
 }
 
+/// Built-in tools beside function declarations
+/// (ai.google.dev/gemini-api/docs/tool-combination): Gemini 3 only, with
+/// `toolConfig.includeServerSideToolInvocations` (its 400 without); Gemini
+/// 2.x takes one kind or the other.
+fn check_tool_combination(p: &Prompt) -> Result<(), Failure> {
+    if !p.gemini_builtin_tools || p.tools.is_empty() {
+        return Ok(());
+    }
+    if !p.model.contains("gemini-3") {
+        return Err(invalid(
+            "Tool use with function calling is unsupported by the model.",
+        ));
+    }
+    if !p.gemini_server_invocations {
+        return Err(invalid(
+            "Please enable tool_config.include_server_side_tool_invocations to use Built-in \
+             tools with Function calling.",
+        ));
+    }
+    Ok(())
+}
+
+/// The search a model turn runs first when Google Search is offered and
+/// `includeServerSideToolInvocations` asks to see it, on a new turn (not
+/// after function responses): its `toolCall` (signed, as Gemini signs the
+/// first part of a step) and `toolResponse` parts, one id.
+fn server_invocations(p: &Prompt) -> Vec<Value> {
+    if !(p.gemini_search && p.gemini_server_invocations && p.tool_results.is_none()) {
+        return Vec::new();
+    }
+    let args = json!({"queries": [p.last_user_text]});
+    vec![
+        json!({"toolCall": {"toolType": "GOOGLE_SEARCH_WEB", "id": "mocksearch1", "args": args},
+               "thoughtSignature": call_signature("GOOGLE_SEARCH_WEB", &args)}),
+        json!({"toolResponse": {"toolType": "GOOGLE_SEARCH_WEB", "id": "mocksearch1",
+               "response": {"results": [{"title": "Mock result", "url": "https://example.com/"}]}}}),
+    ]
+}
+
 /// The signature the mock puts on a function call: over its name and
 /// arguments, so it is valid only on the call it came with.
 fn call_signature(name: &str, args: &Value) -> String {
-    reasoning_signature(&format!("{name}{args}"))
+    gemini_signature(&format!("{name}{args}"))
 }
 
 /// The model a `/models/<model>:<method>` path names.
@@ -226,7 +269,7 @@ fn usage(a: &Answer) -> Value {
 
 fn finish_reason(f: &Finish) -> &'static str {
     match f {
-        Finish::Stop | Finish::StopSequence(_) | Finish::ToolCalls => "STOP",
+        Finish::Stop | Finish::StopSequence(_) | Finish::ToolCalls | Finish::PauseTurn => "STOP",
         Finish::Length => "MAX_TOKENS",
         Finish::ContentFilter => "SAFETY",
     }
@@ -575,6 +618,7 @@ impl Dialect for Gemini {
     fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
         let mut p = self.parse(body)?;
         p.model = path_model(req.path()).unwrap_or_default().to_owned();
+        check_tool_combination(&p)?;
         if let Some(thinking) = body.pointer("/generationConfig/thinkingConfig") {
             p.reasoning = check_thinking(thinking, &p.model)?;
         }
@@ -691,7 +735,6 @@ impl Dialect for Gemini {
                 .map(str::to_owned)
                 .collect();
         }
-        let mut searches = false;
         for (i, t) in body
             .get("tools")
             .and_then(Value::as_array)
@@ -706,8 +749,11 @@ impl Dialect for Gemini {
                     GOOGLE_SEARCH_FIELDS,
                     &format!("tools[{i}].google_search"),
                 )?;
-                searches = true;
+                p.gemini_search = true;
             }
+            p.gemini_builtin_tools |= ["googleSearch", "codeExecution", "urlContext"]
+                .iter()
+                .any(|k| t.get(*k).is_some());
             for (j, f) in t
                 .get("functionDeclarations")
                 .and_then(Value::as_array)
@@ -730,16 +776,17 @@ impl Dialect for Gemini {
                 });
             }
         }
-        // Gemini 2.x takes Google Search or function declarations, not both
-        // (Gemini 3's tool combination needs `includeServerSideToolInvocations`,
-        // which this mock does not speak).
-        if searches && !p.tools.is_empty() {
-            return Err(invalid(
-                "Tool use with function calling is unsupported by the model.",
-            ));
-        }
         if let Some(config) = body.get("toolConfig") {
             check_fields(config, TOOL_CONFIG_FIELDS, "tool_config")?;
+            match config.get("includeServerSideToolInvocations") {
+                None => {}
+                Some(Value::Bool(on)) => p.gemini_server_invocations = *on,
+                Some(v) => {
+                    return Err(invalid(format!(
+                        "Invalid value at 'tool_config.include_server_side_tool_invocations' (TYPE_BOOL), {v}"
+                    )))
+                }
+            }
             if let Some(calling) = config.get("functionCallingConfig") {
                 check_fields(
                     calling,
@@ -857,6 +904,7 @@ impl Dialect for Gemini {
         if p.reasoning {
             parts.push(json!({"text": reasoning_text(p), "thought": true}));
         }
+        parts.extend(server_invocations(p));
         if !a.text.is_empty() {
             parts.push(json!({"text": a.text}));
         }
@@ -881,6 +929,7 @@ impl Dialect for Gemini {
         let pieces = thoughts
             .iter()
             .map(|t| json!({"text": t, "thought": true}))
+            .chain(server_invocations(p))
             .chain(a.chunks.iter().map(|c| json!({"text": c})));
         let mut events: Vec<SseEvent> = pieces
             .map(|part| {

@@ -232,7 +232,7 @@ fn content_text(content: Option<&Value>) -> String {
 
 pub fn finish_reason(f: &Finish) -> &'static str {
     match f {
-        Finish::Stop | Finish::StopSequence(_) => "stop",
+        Finish::Stop | Finish::StopSequence(_) | Finish::PauseTurn => "stop",
         Finish::Length => "length",
         Finish::ToolCalls => "tool_calls",
         Finish::ContentFilter => "content_filter",

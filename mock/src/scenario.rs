@@ -38,6 +38,10 @@ pub struct Scenario {
     pub tool: bool,
     /// `two-tools`: call the first two tools in parallel.
     pub two_tools: bool,
+    /// `pause-turn`: Anthropic pauses its server-side tool loop
+    /// (`stop_reason: pause_turn`) on a new turn that offers its web search
+    /// tool; the continuation (the assistant content sent back) is answered.
+    pub pause_turn: bool,
     /// `echo-key`: a 401 whose message quotes the credential received, as
     /// some vendors do (the gateway must redact it).
     pub echo_key: bool,
@@ -114,6 +118,7 @@ impl Scenario {
                 "empty-200" => s.empty_200 = true,
                 "tool" => s.tool = true,
                 "two-tools" => s.two_tools = true,
+                "pause-turn" => s.pause_turn = true,
                 "echo-key" => s.echo_key = true,
                 "quote-key" => s.quote_key = true,
                 "blocked-prompt" => s.filter = Some(Filter::BlockedPrompt),

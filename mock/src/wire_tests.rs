@@ -381,10 +381,7 @@ fn anthropic_thinking_and_caching() {
     let block = v["content"][0].clone();
     assert_eq!(block["type"], "thinking");
     let text = block["thinking"].as_str().unwrap();
-    assert_eq!(
-        block["signature"],
-        crate::anthropic::thinking_signature(text)
-    );
+    assert_eq!(block["signature"], crate::answer::claude_signature(text));
     let events = stream(
         &Anthropic,
         json!({"stream": true, "model": "m", "max_tokens": 2048,
@@ -1061,22 +1058,75 @@ fn web_search_tools_as_each_vendor_takes_them() {
         )
     };
     assert!(gemini(json!([{"googleSearch": {}}])).is_ok());
-    for (tools, want) in [
-        (
-            json!([{"functionDeclarations": [{"name": "f"}]}, {"googleSearch": {}}]),
-            "Tool use with function calling is unsupported",
-        ),
-        (
-            json!([{"googleSearch": {"allowedDomains": ["a.com"]}}]),
-            "Unknown name \"allowedDomains\" at 'tools[0].google_search'",
-        ),
-    ] {
+    for (tools, want) in [(
+        json!([{"googleSearch": {"allowedDomains": ["a.com"]}}]),
+        "Unknown name \"allowedDomains\" at 'tools[0].google_search'",
+    )] {
         match gemini(tools.clone()) {
             Err(Failure::Invalid(msg)) => assert!(msg.contains(want), "{msg:?} vs {want:?}"),
             other => panic!("{tools}: expected 400, got {other:?}"),
         }
     }
     let addr = start();
+    // Search beside function declarations: Gemini 3 only, and only with
+    // includeServerSideToolInvocations, whose invocation parts then come first.
+    let mixed = |model: &str, config: Value, stream: bool| {
+        let body = json!({"contents": [{"role": "user", "parts": [{"text": "news?"}]}],
+            "tools": [{"functionDeclarations": [{"name": "f"}]}, {"googleSearch": {}}],
+            "toolConfig": config});
+        let method = if stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
+        post(
+            &addr,
+            &format!("/v1beta/models/{model}:{method}"),
+            GEMINI_KEY,
+            &body,
+        )
+    };
+    let flag = json!({"includeServerSideToolInvocations": true});
+    for (model, config, want) in [
+        (
+            "gemini-2.5-flash",
+            json!({}),
+            "Tool use with function calling is unsupported",
+        ),
+        (
+            "gemini-2.5-flash",
+            flag.clone(),
+            "Tool use with function calling is unsupported",
+        ),
+        (
+            "gemini-3-pro-preview",
+            json!({}),
+            "include_server_side_tool_invocations",
+        ),
+        (
+            "gemini-3-pro-preview",
+            json!({"includeServerSideToolInvocations": "yes"}),
+            "TYPE_BOOL",
+        ),
+    ] {
+        let (status, _, body, _) = mixed(model, config, false);
+        assert_eq!(status, 400, "{model}: {body}");
+        assert!(body.contains(want), "{body}");
+    }
+    let (status, _, body, _) = mixed("gemini-3-pro-preview", flag.clone(), false);
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let parts = &v["candidates"][0]["content"]["parts"];
+    assert_eq!(parts[0]["toolCall"]["toolType"], "GOOGLE_SEARCH_WEB");
+    assert!(parts[0]["thoughtSignature"].is_string());
+    assert_eq!(parts[1]["toolResponse"]["id"], parts[0]["toolCall"]["id"]);
+    assert!(parts[2]["text"].is_string());
+    let (status, _, body, _) = mixed("gemini-3-pro-preview", flag, true);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("\"toolCall\"") && body.contains("\"toolResponse\""),
+        "{body}"
+    );
     let qwen = |search: Value| {
         let body = json!({"model": "qwen-plus", "input": {"messages": [{"role": "user", "content": "hi"}]},
                           "parameters": {"result_format": "message", "enable_search": search}});
@@ -1091,4 +1141,42 @@ fn web_search_tools_as_each_vendor_takes_them() {
     let (status, _, body, _) = qwen(json!("yes"));
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("enable_search must be a boolean"), "{body}");
+}
+
+#[test]
+fn anthropic_pauses_a_server_tool_turn_and_answers_its_continuation() {
+    let addr = start();
+    let headers = "x-api-key: sk-mock-anthropic\r\nanthropic-version: 2023-06-01\r\n\
+                   x-mock-scenario: pause-turn\r\n";
+    let search = json!({"type": "web_search_20250305", "name": "web_search"});
+    let ask = |messages: Value, tools: Value, stream: bool| {
+        let body = json!({"model": "m", "max_tokens": 100, "messages": messages, "tools": tools,
+                          "stream": stream});
+        post(&addr, "/v1/messages", headers, &body)
+    };
+    let question = json!([{"role": "user", "content": "news?"}]);
+    let (status, _, body, _) = ask(question.clone(), json!([search]), false);
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["stop_reason"], "pause_turn");
+    let content = v["content"].as_array().unwrap();
+    assert_eq!(content.last().unwrap()["type"], "server_tool_use");
+    let (_, _, body, _) = ask(question.clone(), json!([search]), true);
+    assert!(body.contains(r#""stop_reason":"pause_turn""#), "{body}");
+    assert!(body.contains(r#""type":"server_tool_use""#), "{body}");
+    // Sent back as it came, the turn goes on to its end.
+    let mut continued = question.as_array().unwrap().clone();
+    continued.push(json!({"role": "assistant", "content": content}));
+    let (status, _, body, _) = ask(Value::Array(continued), json!([search]), false);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["stop_reason"],
+        "end_turn"
+    );
+    // Without its server tool there is nothing to pause.
+    let (_, _, body, _) = ask(question, json!([]), false);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["stop_reason"],
+        "end_turn"
+    );
 }

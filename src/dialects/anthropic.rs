@@ -614,7 +614,7 @@ impl Dialect for Anthropic {
 
     /// Its server tool is named `web_search`: not beside a client tool of
     /// that name (Anthropic refuses two tools of one name).
-    fn web_search(&self, req: &ChatRequest) -> bool {
+    fn web_search(&self, req: &ChatRequest, _model: &str) -> bool {
         req.web_search.is_some() && !req.tools.iter().any(|t| t.function.name == "web_search")
     }
 
@@ -773,7 +773,7 @@ impl Dialect for Anthropic {
             .chain(
                 req.web_search
                     .as_ref()
-                    .filter(|_| self.web_search(req))
+                    .filter(|_| self.web_search(req, target.model))
                     .map(|s| AnyTool::WebSearch(web_search_tool(s))),
             )
             .collect::<Vec<_>>();
@@ -931,7 +931,8 @@ pub fn finish_reason(stop_reason: &str) -> FinishReason {
         "max_tokens" | "model_context_window_exceeded" => FinishReason::Length,
         "tool_use" => FinishReason::ToolCalls,
         "refusal" => FinishReason::ContentFilter,
-        // end_turn, stop_sequence, pause_turn and anything new.
+        "pause_turn" => FinishReason::Paused,
+        // end_turn, stop_sequence and anything new.
         _ => FinishReason::Stop,
     }
 }
@@ -1532,9 +1533,13 @@ mod tests {
             ("max_tokens", "length"),
             ("tool_use", "tool_calls"),
             ("refusal", "content_filter"),
+            ("pause_turn", "pause_turn"),
         ] {
             assert_eq!(finish_reason(a).as_str(), o);
         }
+        // A paused turn is `length` to chat clients (OpenAI's values only).
+        let paused = serde_json::to_value(finish_reason("pause_turn")).unwrap();
+        assert_eq!(paused, "length");
     }
 
     #[test]

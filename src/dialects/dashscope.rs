@@ -153,7 +153,7 @@ fn is_vision_model(model: &str) -> bool {
 }
 
 impl Dialect for DashScope {
-    fn web_search(&self, req: &ChatRequest) -> bool {
+    fn web_search(&self, req: &ChatRequest, _model: &str) -> bool {
         req.web_search
             .as_ref()
             .is_some_and(|s| s.allowed_domains.is_empty())
@@ -241,7 +241,7 @@ impl Dialect for DashScope {
                 incremental_output: req.stream,
                 enable_thinking,
                 thinking_budget,
-                enable_search: self.web_search(req),
+                enable_search: self.web_search(req, target.model),
             },
         };
         let body = encode_json(req, &request)?;

@@ -132,8 +132,9 @@ struct Tools<'a> {
     function_declarations: Vec<FunctionDeclaration<'a>>,
     /// Grounding with Google Search (`{"googleSearch": {}}`), a tool of its
     /// own: Gemini 2.x refuses it beside function declarations ("Tool use
-    /// with function calling is unsupported"), so it is sent only without
-    /// them; its `groundingMetadata` in the answer is not carried back.
+    /// with function calling is unsupported"), Gemini 3 takes both with
+    /// `includeServerSideToolInvocations` (see [`combines_tools`]); its
+    /// `groundingMetadata` in the answer is not carried back.
     #[serde(skip_serializing_if = "Option::is_none")]
     google_search: Option<GoogleSearch>,
 }
@@ -154,7 +155,21 @@ struct FunctionDeclaration<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct ToolConfig<'a> {
-    function_calling_config: FunctionCallingConfig<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function_calling_config: Option<FunctionCallingConfig<'a>>,
+    /// Gemini 3 refuses built-in tools beside function declarations without
+    /// it (400 "Please enable tool_config.include_server_side_tool_invocations
+    /// to use Built-in tools with Function calling").
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    include_server_side_tool_invocations: bool,
+}
+
+/// Whether the model takes built-in tools (Google Search) beside function
+/// declarations: Gemini 3 only (ai.google.dev/gemini-api/docs/tool-combination,
+/// "supported for Gemini 3 models only"; Gemini 2.x refuses the mix with or
+/// without the flag), so the flag is sent only there, only when mixing.
+fn combines_tools(model: &str) -> bool {
+    model.contains("gemini-3")
 }
 
 #[derive(Serialize)]
@@ -340,10 +355,11 @@ fn function_response(content: &Content, is_error: bool) -> Value {
 }
 
 impl Dialect for Gemini {
-    /// Google Search grounding, when the request has no function tools
-    /// (see [`Tools::google_search`]) and no domain filter (Gemini has none).
-    fn web_search(&self, req: &ChatRequest) -> bool {
-        req.tools.is_empty()
+    /// Google Search grounding, when the request has no domain filter
+    /// (Gemini has none) and no function tools, or the model combines both
+    /// (see [`Tools::google_search`]).
+    fn web_search(&self, req: &ChatRequest, model: &str) -> bool {
+        (req.tools.is_empty() || combines_tools(model))
             && req
                 .web_search
                 .as_ref()
@@ -438,13 +454,14 @@ impl Dialect for Gemini {
                 google_search: None,
             }]
         };
-        if self.web_search(req) {
+        let search = self.web_search(req, target.model);
+        if search {
             tools.push(Tools {
                 function_declarations: Vec::new(),
                 google_search: Some(GoogleSearch {}),
             });
         }
-        let tool_config = if req.tools.is_empty() {
+        let function_calling_config = if req.tools.is_empty() {
             None
         } else {
             req.tool_choice.as_ref().map(|choice| {
@@ -454,14 +471,17 @@ impl Dialect for Gemini {
                     ToolChoice::Required => ("ANY", None),
                     ToolChoice::Function(name) => ("ANY", Some([name.as_str()])),
                 };
-                ToolConfig {
-                    function_calling_config: FunctionCallingConfig {
-                        mode,
-                        allowed_function_names: name,
-                    },
+                FunctionCallingConfig {
+                    mode,
+                    allowed_function_names: name,
                 }
             })
         };
+        let mixed = search && !req.tools.is_empty();
+        let tool_config = (function_calling_config.is_some() || mixed).then_some(ToolConfig {
+            function_calling_config,
+            include_server_side_tool_invocations: mixed,
+        });
         let (response_mime_type, response_json_schema) = match &req.response_format {
             Some(ResponseFormat::JsonObject) => (Some("application/json"), None),
             Some(ResponseFormat::JsonSchema { json_schema }) => {
@@ -761,6 +781,10 @@ struct CandidateContent {
     parts: Vec<ResponsePart>,
 }
 
+/// One answer part. Parts of other kinds are skipped, among them Gemini 3's
+/// server-side tool invocations (`toolCall`, `toolResponse`: the search it
+/// ran itself, `includeServerSideToolInvocations`): not the client's to run,
+/// and not carried back (a later turn goes without them, see README).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ResponsePart {
@@ -1206,6 +1230,61 @@ mod tests {
     }
 
     #[test]
+    fn search_beside_function_tools_on_gemini_3_only() {
+        let config = crate::config::Config::parse(
+            br#"{"providers":{"p":{"dialect":"gemini","api_key":"g-key"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let body = r#"{"model":"g","messages":[{"role":"user","content":"news?"}],
+            "tools":[{"type":"function","function":{"name":"f"}}]}"#;
+        let req = ChatRequest {
+            web_search: Some(crate::model::request::WebSearch {
+                allowed_domains: Vec::new(),
+                user_location: None,
+            }),
+            ..ChatRequest::parse(body.as_bytes()).unwrap()
+        };
+        let sent = |model: &str| -> Value {
+            let target = Target {
+                provider: &config.providers["p"],
+                model,
+            };
+            let up = Gemini.encode_request(&req, &target).unwrap();
+            serde_json::from_slice(&up.body).unwrap()
+        };
+        let v = sent("gemini-3-pro-preview");
+        assert_eq!(
+            v["tools"],
+            serde_json::json!([{"functionDeclarations":[{"name":"f"}]},{"googleSearch":{}}])
+        );
+        assert_eq!(
+            v["toolConfig"],
+            serde_json::json!({"includeServerSideToolInvocations": true})
+        );
+        // Gemini 2.x refuses the mix, flag or not: the search is left out.
+        let v = sent("gemini-2.5-flash");
+        assert_eq!(
+            v["tools"],
+            serde_json::json!([{"functionDeclarations":[{"name":"f"}]}])
+        );
+        assert!(v.get("toolConfig").is_none());
+        // Search alone needs no flag.
+        let alone = ChatRequest {
+            tools: Vec::new(),
+            ..req.clone()
+        };
+        let target = Target {
+            provider: &config.providers["p"],
+            model: "gemini-3-pro-preview",
+        };
+        let v: Value =
+            serde_json::from_slice(&Gemini.encode_request(&alone, &target).unwrap().body).unwrap();
+        assert_eq!(v["tools"], serde_json::json!([{"googleSearch":{}}]));
+        assert!(v.get("toolConfig").is_none());
+    }
+
+    #[test]
     fn thinking_config_by_model_family() {
         let ask = |effort: Option<Effort>, budget_tokens: Option<u32>| ReasoningAsk {
             effort,
@@ -1416,6 +1495,40 @@ mod tests {
         assert_eq!(calls[1]["function"]["arguments"], "{}");
         assert_eq!(calls[0]["id"], tool_call_id("r9", 0, Some("CiQB+/x=")));
         assert_eq!(calls[1]["id"], tool_call_id("r9", 1, None));
+    }
+
+    /// Gemini 3's server-side invocations (its own search) are not the
+    /// client's: not tool calls, not text, and they do not shift call ids.
+    const INVOCATIONS: &str = r#"{"toolCall":{"toolType":"GOOGLE_SEARCH_WEB","id":"s1","args":{"queries":["q"]}},"thoughtSignature":"U2lnMQ=="},
+        {"toolResponse":{"toolType":"GOOGLE_SEARCH_WEB","id":"s1","response":{"results":[]}}}"#;
+
+    #[test]
+    fn server_side_invocations_are_not_surfaced() {
+        let v = decode(&format!(
+            r#"{{"candidates":[{{"content":{{"parts":[{INVOCATIONS},
+                {{"text":"Found it."}},
+                {{"functionCall":{{"name":"get_weather","args":{{}}}},"thoughtSignature":"CiQB+/x="}}],"role":"model"}},"finishReason":"STOP"}}],
+              "responseId":"r9"}}"#
+        ))
+        .unwrap();
+        let message = &v["choices"][0]["message"];
+        assert_eq!(message["content"], "Found it.");
+        let calls = message["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0]["id"], tool_call_id("r9", 0, Some("CiQB+/x=")));
+        let stream = format!(
+            "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{}],\"role\":\"model\"}}}}],\"responseId\":\"rs3\"}}\r\n\r\n\
+             data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"Found it.\"}}],\"role\":\"model\"}},\"finishReason\":\"STOP\"}}],\"responseId\":\"rs3\"}}\r\n\r\n",
+            INVOCATIONS.replace('\n', "")
+        );
+        let (ev, _) = run(&[stream.as_bytes()], false);
+        let deltas: Vec<&Value> = ev.iter().map(|e| &e["choices"][0]["delta"]).collect();
+        assert!(
+            deltas.iter().all(|d| d.get("tool_calls").is_none()),
+            "{ev:?}"
+        );
+        assert_eq!(deltas[1]["content"], "Found it.");
+        assert_eq!(ev.last().unwrap()["choices"][0]["finish_reason"], "stop");
     }
 
     #[test]

@@ -94,7 +94,8 @@ pub trait Dialect: Sync {
     /// Whether `encode_request` gives the vendor the request's web search
     /// (`ChatRequest::web_search`) as its own search tool; otherwise the
     /// search is left out and the answer says so (`x-llm-dropped-tools`).
-    fn web_search(&self, _req: &ChatRequest) -> bool {
+    /// `model` is the vendor model (what a vendor takes can depend on it).
+    fn web_search(&self, _req: &ChatRequest, _model: &str) -> bool {
         false
     }
 
@@ -230,8 +231,9 @@ pub fn encode_generation(
     let native = pass_through(target.provider, dialect, api)
         .then(|| dialect.encode_native(api, client, request, target))
         .flatten();
-    let dropped_web_search =
-        native.is_none() && request.web_search.is_some() && !dialect.web_search(request);
+    let dropped_web_search = native.is_none()
+        && request.web_search.is_some()
+        && !dialect.web_search(request, target.model);
     let (request, native) = match native {
         Some(encoded) => (encoded?, true),
         None => match &request.native_only {
@@ -589,16 +591,21 @@ mod web_search_tests {
         for (kind, want) in cases {
             let d = dialect(kind);
             let got = [
-                d.web_search(&request("", &[])),
-                d.web_search(&request(f, &[])),
-                d.web_search(&request("", &["example.com"])),
-                d.web_search(&request(named, &[])),
+                d.web_search(&request("", &[]), "m"),
+                d.web_search(&request(f, &[]), "m"),
+                d.web_search(&request("", &["example.com"]), "m"),
+                d.web_search(&request(named, &[]), "m"),
             ];
             assert_eq!(got, want, "{kind:?}");
             let mut none = request("", &[]);
             none.web_search = None;
-            assert!(!d.web_search(&none), "{kind:?}: no search asked");
+            assert!(!d.web_search(&none, "m"), "{kind:?}: no search asked");
         }
+        // Gemini 3 takes its search beside function tools; 2.x does not.
+        let gemini = dialect(DialectKind::Gemini);
+        assert!(gemini.web_search(&request(f, &[]), "gemini-3-pro-preview"));
+        assert!(!gemini.web_search(&request(f, &[]), "gemini-2.5-flash"));
+        assert!(!gemini.web_search(&request(f, &["example.com"]), "gemini-3-pro-preview"));
         // Anthropic sends its search tool only where it has the name to itself.
         let config = crate::config::Config::parse(
             br#"{"providers":{"p":{"dialect":"anthropic","api_key":"k"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,

@@ -12,6 +12,9 @@ pub enum FinishReason {
     Length,
     ToolCalls,
     ContentFilter,
+    /// Anthropic's `pause_turn`: a long server-tool turn (web search)
+    /// paused, to be continued by sending the assistant content back.
+    Paused,
 }
 
 impl FinishReason {
@@ -32,13 +35,19 @@ impl FinishReason {
             Self::Length => "length",
             Self::ToolCalls => "tool_calls",
             Self::ContentFilter => "content_filter",
+            Self::Paused => "pause_turn",
         }
     }
 }
 
+/// As the chat surface says it: OpenAI's five values only (typed clients
+/// refuse others), so a paused turn is `length`, an answer cut short.
 impl Serialize for FinishReason {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
+        match self {
+            Self::Paused => s.serialize_str(Self::Length.as_str()),
+            _ => s.serialize_str(self.as_str()),
+        }
     }
 }
 

@@ -120,6 +120,7 @@ pub fn stop_reason(reason: FinishReason) -> &'static str {
         FinishReason::Length => "max_tokens",
         FinishReason::ToolCalls => "tool_use",
         FinishReason::ContentFilter => "refusal",
+        FinishReason::Paused => "pause_turn",
     }
 }
 
@@ -511,6 +512,31 @@ mod tests {
                 "stop_reason":"tool_use","stop_sequence":null,
                 "usage":{"input_tokens":6,"output_tokens":3,"cache_creation_input_tokens":0,"cache_read_input_tokens":4}})
         );
+    }
+
+    #[test]
+    fn a_paused_turn_is_pause_turn_translated_too() {
+        let completion = Completion {
+            content: Some("searching".into()),
+            finish_reason: Some(FinishReason::Paused),
+            ..Completion::default()
+        };
+        let v: Value = serde_json::from_slice(
+            &AnthropicMessages.render_answer(Answer::Decoded(completion), &origin()),
+        )
+        .unwrap();
+        assert_eq!(v["stop_reason"], "pause_turn");
+        let mut e = MessageEvents::default();
+        let mut out = Vec::new();
+        e.start(&origin(), &mut out);
+        e.text(&origin(), &mut out, "searching");
+        e.finish(&origin(), &mut out, FinishReason::Paused);
+        e.done(&origin(), &mut out, None);
+        let delta = events(&out)
+            .into_iter()
+            .find(|(name, _)| name == "message_delta")
+            .unwrap();
+        assert_eq!(delta.1["delta"]["stop_reason"], "pause_turn");
     }
 
     #[test]

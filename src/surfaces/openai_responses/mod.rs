@@ -104,6 +104,9 @@ impl Status {
         match finish {
             Some(FinishReason::Length) => Status::Incomplete("max_output_tokens"),
             Some(FinishReason::ContentFilter) => Status::Incomplete("content_filter"),
+            // Anthropic paused a server-tool turn: not done, and not for a
+            // reason OpenAI names; the client may send the history again.
+            Some(FinishReason::Paused) => Status::Incomplete("pause_turn"),
             _ => Status::Completed,
         }
     }
