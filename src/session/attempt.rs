@@ -4,7 +4,7 @@
 //! reached (endpoint metadata `llm.provider`), and the provider's answer
 //! back, chunk by chunk. It talks to the proxy only through [`Host`].
 //!
-//! Long on purpose (about 870 lines): one attempt's state machine, from the
+//! Long on purpose (about 1000 lines): one attempt's state machine, from the
 //! vendor request to the last chunk, reads in order in one place; its record
 //! (`attempt/report.rs`) and tests (`attempt/tests.rs`) are files of their
 //! own.

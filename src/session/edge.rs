@@ -5,7 +5,7 @@
 //! local replies into unified errors. It talks to the proxy only through
 //! [`Host`].
 //!
-//! Long on purpose (about 1030 lines): one request's edge state machine, its
+//! Long on purpose (about 1250 lines): one request's edge state machine, its
 //! callbacks and the decisions they hold, reads in order in one place; the
 //! limiter (`edge/limiter.rs`) and the tests (`edge/tests.rs`) are files of
 //! their own.
