@@ -314,9 +314,22 @@ impl<H: Host> Attempt<H> {
         );
         ignore(self.host.set_body(Buffer::Response, 0, size, b""));
         let error = GatewayError::from(e).with_provider(&self.provider_name);
+        // The record and route entry say what the client got.
+        let previous = self.route_entry();
+        if self.record.provider.is_empty() {
+            self.record = AttemptRecord {
+                provider: self.provider_name.clone(),
+                model: self.model.clone(),
+                stream: self.stream,
+                ..AttemptRecord::default()
+            };
+        }
         self.record.status = error.status();
         self.record.code = Some(error.code.as_str().to_owned());
         self.save_record();
+        let entry = self.route_entry();
+        self.channel
+            .set_route(&self.host, self.attempt, &entry, Some(&previous));
         if headers_sent {
             ignore(self.host.reset_stream());
         } else {
@@ -686,6 +699,13 @@ impl<H: Host> Attempt<H> {
             .flatten()
             .and_then(|s| s.parse::<u16>().ok())
             .unwrap_or(0);
+        self.record = AttemptRecord {
+            provider: self.provider_name.clone(),
+            model: self.model.clone(),
+            status,
+            stream: self.stream,
+            ..AttemptRecord::default()
+        };
         // Not UTF-8: not a content type we know (the answer is then an error).
         let content_type = headers
             .text("content-type")
@@ -721,13 +741,6 @@ impl<H: Host> Attempt<H> {
         }
         self.host
             .set_header(Map::Response, b"content-length", None)?;
-        self.record = AttemptRecord {
-            provider: self.provider_name.clone(),
-            model: self.model.clone(),
-            status,
-            stream: self.stream,
-            ..AttemptRecord::default()
-        };
         let entry = self.route_entry();
         self.channel
             .set_route(&self.host, self.attempt, &entry, None);

@@ -510,7 +510,8 @@ fn a_failed_write_of_a_json_answer_becomes_the_gateways_502() {
         if nth.is_some() {
             assert!(a.host.response_body.borrow().is_empty(), "and emptied");
         }
-        let (_, record) = route_and_record(&a);
+        let (route, record) = route_and_record(&a);
+        assert_eq!(route, "an/claude-x:502", "replaces the answer's entry");
         assert_eq!(record["status"], 502);
         assert_eq!(record["code"], "UPSTREAM_ERROR");
     }
@@ -609,6 +610,9 @@ fn a_vendor_header_that_cannot_be_dropped_withholds_the_answer() {
     a.host.fail("remove_header response set-cookie", None);
     assert_eq!(answer(&mut a, "200", "application/json"), Flow::Pause);
     assert_replied_502(&a, "set_header");
+    let (route, record) = route_and_record(&a);
+    assert_eq!(route, "an/claude-x:502");
+    assert_eq!(record["provider"], "an");
     // Whatever body follows is dropped.
     *a.host.response_body.borrow_mut() = VENDOR_ANSWER.to_vec();
     assert_eq!(
