@@ -302,6 +302,7 @@ impl<H: Host> Attempt<H> {
     /// Emptied if the proxy lets us; then, while the response headers have
     /// not gone, the client gets the gateway's 502 instead (a local reply),
     /// else (a stream under way) the stream is reset.
+    #[cold]
     fn abort_answer(&mut self, e: HostError, size: usize) -> Flow {
         let headers_sent = matches!(self.mode, Mode::Stream(_) | Mode::Discard);
         log_once(

@@ -84,6 +84,7 @@ impl fmt::Display for HostError {
 /// A write the request cannot go on without failed: the client gets the
 /// gateway's 502 in its API's envelope instead of a half-made exchange.
 impl From<HostError> for GatewayError {
+    #[cold]
     fn from(e: HostError) -> Self {
         GatewayError::new(
             ErrorCode::UpstreamError,
@@ -95,6 +96,7 @@ impl From<HostError> for GatewayError {
 /// Logs a failed host call and what the session did about it, once per
 /// kind of call and VM: a broken stats sink or buffer must not write a
 /// line per request or chunk.
+#[cold]
 pub fn log_once(e: &HostError, outcome: &str) {
     static LOGGED: [AtomicBool; HostCall::ALL] = [const { AtomicBool::new(false) }; HostCall::ALL];
     let first = LOGGED
