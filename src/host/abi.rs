@@ -14,11 +14,9 @@ use std::ptr::{null, null_mut};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::headers::Headers;
+use crate::session::host::status::{EMPTY, NOT_FOUND};
 
 const OK: u32 = 0;
-const NOT_FOUND: u32 = 1;
-/// A buffer with nothing in it.
-const EMPTY: u32 = 7;
 
 /// A host call's status as a `Result`.
 fn checked(status: u32) -> Result<(), u32> {

@@ -14,6 +14,8 @@ use crate::headers::Headers;
 pub mod status {
     pub const NOT_FOUND: u32 = 1;
     pub const BAD_ARGUMENT: u32 = 2;
+    /// A buffer with nothing in it.
+    pub const EMPTY: u32 = 7;
     /// A shared-data write whose CAS token is stale.
     pub const CAS_MISMATCH: u32 = 8;
     pub const INTERNAL_FAILURE: u32 = 10;
