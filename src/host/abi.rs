@@ -2,8 +2,8 @@
 //! taken from the SDK's wrappers: those turn header names and values into
 //! `String` (one non-UTF-8 byte panics, which kills the VM for every later
 //! request) and panic on any host status they do not expect. Here headers
-//! are bytes, lengths are checked, and a failed call is a `None` / `false`
-//! the caller decides about. Nothing in this module can panic.
+//! are bytes, lengths are checked, and a failed call is an `Err` of the
+//! host's status the caller decides about. Nothing in this module can panic.
 //!
 //! The SDK is still used for its dispatcher (the `proxy_on_*` exports that
 //! call our `HttpContext`s) and its allocator (`proxy_on_memory_allocate`,
@@ -14,8 +14,18 @@ use std::ptr::{null, null_mut};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::headers::Headers;
+use crate::session::host::status::{EMPTY, NOT_FOUND};
 
 const OK: u32 = 0;
+
+/// A host call's status as a `Result`.
+fn checked(status: u32) -> Result<(), u32> {
+    if status == OK {
+        Ok(())
+    } else {
+        Err(status)
+    }
+}
 
 #[link(wasm_import_module = "env")]
 extern "C" {
@@ -100,6 +110,7 @@ extern "C" {
         value_size: usize,
         cas: u32,
     ) -> u32;
+    fn proxy_close_stream(stream_type: u32) -> u32;
 }
 
 /// Which header map a call is about.
@@ -123,9 +134,6 @@ pub enum MetricKind {
     Gauge = 1,
     Histogram = 2,
 }
-
-/// The host's answer when a shared-data write's CAS token is stale.
-const CAS_MISMATCH: u32 = 8;
 
 /// Takes ownership of a buffer the host allocated for us.
 ///
@@ -180,34 +188,35 @@ pub fn now() -> SystemTime {
 }
 
 /// `size` bytes of a body buffer from `start` (empty when there is none).
-pub fn body(buffer: Buffer, start: usize, size: usize) -> Vec<u8> {
+pub fn body(buffer: Buffer, start: usize, size: usize) -> Result<Vec<u8>, u32> {
     let (mut data, mut len) = (null_mut(), 0);
     // SAFETY: the out-pointers outlive the call; the host allocates `data`.
     unsafe {
-        if proxy_get_buffer_bytes(buffer as u32, start, size, &mut data, &mut len) != OK {
-            return Vec::new();
+        match proxy_get_buffer_bytes(buffer as u32, start, size, &mut data, &mut len) {
+            OK => Ok(owned(data, len).unwrap_or_default()),
+            NOT_FOUND | EMPTY => Ok(Vec::new()),
+            status => Err(status),
         }
-        owned(data, len).unwrap_or_default()
     }
 }
 
 /// Replaces `size` bytes of a body buffer from `start` with `data`.
-pub fn set_body(buffer: Buffer, start: usize, size: usize, data: &[u8]) -> bool {
+pub fn set_body(buffer: Buffer, start: usize, size: usize, data: &[u8]) -> Result<(), u32> {
     // SAFETY: the pointer and length describe `data`.
-    unsafe { proxy_set_buffer_bytes(buffer as u32, start, size, data.as_ptr(), data.len()) == OK }
+    checked(unsafe {
+        proxy_set_buffer_bytes(buffer as u32, start, size, data.as_ptr(), data.len())
+    })
 }
 
-/// Every header of a map, as bytes (empty if the host gives none).
-pub fn headers(map: Map) -> Headers {
+/// Every header of a map, as bytes.
+pub fn headers(map: Map) -> Result<Headers, u32> {
     let (mut data, mut len) = (null_mut(), 0);
     // SAFETY: the out-pointers outlive the call; the host allocates `data`.
     let serialized = unsafe {
-        if proxy_get_header_map_pairs(map as u32, &mut data, &mut len) != OK {
-            return Headers::default();
-        }
+        checked(proxy_get_header_map_pairs(map as u32, &mut data, &mut len))?;
         owned(data, len).unwrap_or_default()
     };
-    Headers::deserialize(&serialized)
+    Ok(Headers::deserialize(&serialized))
 }
 
 /// One header's value, as bytes.
@@ -226,55 +235,55 @@ pub fn header(map: Map, name: &str) -> Option<Vec<u8>> {
 }
 
 /// Sets (replacing) or, with `None`, removes a header.
-pub fn set_header(map: Map, name: impl AsRef<[u8]>, value: Option<&[u8]>) {
-    let name = name.as_ref();
+pub fn set_header(map: Map, name: &[u8], value: Option<&[u8]>) -> Result<(), u32> {
     // SAFETY: the pointers and lengths describe `name` and `value`.
-    unsafe {
+    checked(unsafe {
         match value {
-            Some(v) => {
-                proxy_replace_header_map_value(
-                    map as u32,
-                    name.as_ptr(),
-                    name.len(),
-                    v.as_ptr(),
-                    v.len(),
-                );
-            }
-            None => {
-                proxy_remove_header_map_value(map as u32, name.as_ptr(), name.len());
-            }
+            Some(v) => proxy_replace_header_map_value(
+                map as u32,
+                name.as_ptr(),
+                name.len(),
+                v.as_ptr(),
+                v.len(),
+            ),
+            None => proxy_remove_header_map_value(map as u32, name.as_ptr(), name.len()),
         }
-    }
+    })
 }
 
-pub fn property(path: &[&str]) -> Option<Vec<u8>> {
+/// A property; `Ok(None)` when it is not set.
+pub fn property(path: &[&str]) -> Result<Option<Vec<u8>>, u32> {
     let path = property_path(path);
     let (mut data, mut len) = (null_mut(), 0);
     // SAFETY: the pointer and length describe `path`; the out-pointers
     // outlive the call; the host allocates `data`.
     unsafe {
-        if proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut len) != OK {
-            return None;
+        match proxy_get_property(path.as_ptr(), path.len(), &mut data, &mut len) {
+            OK => Ok(owned(data, len)),
+            NOT_FOUND => Ok(None),
+            status => Err(status),
         }
-        owned(data, len)
     }
 }
 
-pub fn set_property(path: &[&str], value: Option<&[u8]>) {
+pub fn set_property(path: &[&str], value: Option<&[u8]>) -> Result<(), u32> {
     let path = property_path(path);
     let (data, len) = value.map_or((null(), 0), |v| (v.as_ptr(), v.len()));
     // SAFETY: the pointers and lengths describe `path` and `value`.
-    unsafe {
-        proxy_set_property(path.as_ptr(), path.len(), data, len);
-    }
+    checked(unsafe { proxy_set_property(path.as_ptr(), path.len(), data, len) })
 }
 
 /// Answers the request ourselves (Envoy's local reply), with `details` as
 /// the response code details Envoy logs (`%RESPONSE_CODE_DETAILS%`).
-pub fn send_response(status: u16, headers: &[(&str, &[u8])], body: &[u8], details: &str) {
+pub fn send_response(
+    status: u16,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
+    details: &str,
+) -> Result<(), u32> {
     let headers = Headers::serialize(headers);
     // SAFETY: every pointer and length describes a live slice.
-    unsafe {
+    checked(unsafe {
         proxy_send_local_response(
             u32::from(status),
             details.as_ptr(),
@@ -284,56 +293,57 @@ pub fn send_response(status: u16, headers: &[(&str, &[u8])], body: &[u8], detail
             headers.as_ptr(),
             headers.len(),
             -1,
-        );
-    }
+        )
+    })
 }
 
-pub fn define_metric(kind: MetricKind, name: &str) -> Option<u32> {
+/// Resets the HTTP stream (`proxy_close_stream` of the response: Envoy
+/// resets the stream after the callback returns).
+pub fn reset_stream() -> Result<(), u32> {
+    const HTTP_RESPONSE: u32 = 1;
+    // SAFETY: a plain value.
+    checked(unsafe { proxy_close_stream(HTTP_RESPONSE) })
+}
+
+pub fn define_metric(kind: MetricKind, name: &str) -> Result<u32, u32> {
     let mut id = 0;
     // SAFETY: the pointer and length describe `name`; `id` outlives the call.
-    let status = unsafe { proxy_define_metric(kind as u32, name.as_ptr(), name.len(), &mut id) };
-    (status == OK).then_some(id)
+    checked(unsafe { proxy_define_metric(kind as u32, name.as_ptr(), name.len(), &mut id) })?;
+    Ok(id)
 }
 
-pub fn increment_metric(id: u32, offset: u64) {
+pub fn increment_metric(id: u32, offset: u64) -> Result<(), u32> {
     // SAFETY: plain values.
-    unsafe {
-        proxy_increment_metric(id, i64::try_from(offset).unwrap_or(i64::MAX));
-    }
+    checked(unsafe { proxy_increment_metric(id, i64::try_from(offset).unwrap_or(i64::MAX)) })
 }
 
-pub fn record_metric(id: u32, value: u64) {
+pub fn record_metric(id: u32, value: u64) -> Result<(), u32> {
     // SAFETY: plain values.
-    unsafe {
-        proxy_record_metric(id, value);
-    }
+    checked(unsafe { proxy_record_metric(id, value) })
 }
 
 /// A shared-data entry (shared by every VM of this `vm_id` in the process,
-/// i.e. every worker) and its CAS token; `None` when absent or on failure.
-pub fn shared_data(key: &[u8]) -> Option<(Vec<u8>, u32)> {
+/// i.e. every worker) and its CAS token; `Ok(None)` when absent.
+pub fn shared_data(key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, u32> {
     let (mut data, mut len, mut cas) = (null_mut(), 0, 0);
     // SAFETY: the pointer and length describe `key`; the out-pointers
     // outlive the call; the host allocates `data`.
     unsafe {
-        if proxy_get_shared_data(key.as_ptr(), key.len(), &mut data, &mut len, &mut cas) != OK {
-            return None;
+        match proxy_get_shared_data(key.as_ptr(), key.len(), &mut data, &mut len, &mut cas) {
+            OK => Ok(Some((owned(data, len).unwrap_or_default(), cas))),
+            NOT_FOUND => Ok(None),
+            status => Err(status),
         }
-        Some((owned(data, len).unwrap_or_default(), cas))
     }
 }
 
-/// Writes a shared-data entry if its CAS token is still `cas` (0: unconditionally).
-pub fn set_shared_data(key: &[u8], value: &[u8], cas: u32) -> crate::limits::store::SetResult {
-    use crate::limits::store::SetResult;
+/// Writes a shared-data entry if its CAS token is still `cas` (0:
+/// unconditionally); a stale token is the status `CAS_MISMATCH`.
+pub fn set_shared_data(key: &[u8], value: &[u8], cas: u32) -> Result<(), u32> {
     // SAFETY: the pointers and lengths describe `key` and `value`.
-    let status =
-        unsafe { proxy_set_shared_data(key.as_ptr(), key.len(), value.as_ptr(), value.len(), cas) };
-    match status {
-        OK => SetResult::Done,
-        CAS_MISMATCH => SetResult::CasMismatch,
-        _ => SetResult::Failed,
-    }
+    checked(unsafe {
+        proxy_set_shared_data(key.as_ptr(), key.len(), value.as_ptr(), value.len(), cas)
+    })
 }
 
 /// The `log` crate's sink: Envoy's log, through [`log`].

@@ -8,6 +8,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::abi::{self, MetricKind};
 use crate::metering::{metric_name, MetricParts};
+use crate::session::host::status::BAD_ARGUMENT;
 use crate::session::host::Phase;
 
 thread_local! {
@@ -28,7 +29,8 @@ struct Cached {
     parts: Vec<u8>,
 }
 
-fn id(metric_type: MetricKind, base: &str, labels: &[(&str, &str)]) -> Option<u32> {
+/// A metric's id; `Err`: the host's status defining it.
+fn id(metric_type: MetricKind, base: &str, labels: &[(&str, &str)]) -> Result<u32, u32> {
     let kind = match metric_type {
         MetricKind::Counter => b'c',
         MetricKind::Gauge => b'g',
@@ -39,7 +41,7 @@ fn id(metric_type: MetricKind, base: &str, labels: &[(&str, &str)]) -> Option<u3
     IDS.with(|ids| {
         if let Some(cached) = ids.borrow().get(&key) {
             if parts.matches(&cached.parts) {
-                return Some(cached.id);
+                return Ok(cached.id);
             }
         }
         let id = abi::define_metric(metric_type, &metric_name(base, labels))?;
@@ -53,7 +55,7 @@ fn id(metric_type: MetricKind, base: &str, labels: &[(&str, &str)]) -> Option<u3
                 },
             );
         }
-        Some(id)
+        Ok(id)
     })
 }
 
@@ -75,33 +77,27 @@ impl Hasher for Prehashed {
     }
 }
 
-pub fn count(base: &str, labels: &[(&str, &str)], value: u64) {
+pub fn count(base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), u32> {
     if value == 0 {
-        return;
+        return Ok(());
     }
-    if let Some(id) = id(MetricKind::Counter, base, labels) {
-        abi::increment_metric(id, value);
-    }
+    abi::increment_metric(id(MetricKind::Counter, base, labels)?, value)
 }
 
 /// Sets a gauge (one stat for every VM: the last value set wins).
-pub fn gauge(base: &str, labels: &[(&str, &str)], value: u64) {
-    if let Some(id) = id(MetricKind::Gauge, base, labels) {
-        abi::record_metric(id, value);
-    }
+pub fn gauge(base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), u32> {
+    abi::record_metric(id(MetricKind::Gauge, base, labels)?, value)
 }
 
-pub fn record(base: &str, labels: &[(&str, &str)], value: u64) {
-    if let Some(id) = id(MetricKind::Histogram, base, labels) {
-        abi::record_metric(id, value);
-    }
+pub fn record(base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), u32> {
+    abi::record_metric(id(MetricKind::Histogram, base, labels)?, value)
 }
 
 const PHASES: [&str; 5] = ["admit", "request", "chunk", "response", "log"];
 
 /// Records gateway overhead in microseconds. On the per-chunk path, so the
 /// phases' ids are kept apart from the map (no name to build per chunk).
-pub fn overhead(phase: Phase, micros: u64) {
+pub fn overhead(phase: Phase, micros: u64) -> Result<(), u32> {
     thread_local! {
         static PHASE_IDS: RefCell<[Option<u32>; PHASES.len()]> =
             const { RefCell::new([None; PHASES.len()]) };
@@ -109,14 +105,16 @@ pub fn overhead(phase: Phase, micros: u64) {
     let index = phase as usize;
     let id = PHASE_IDS.with(|ids| {
         let mut ids = ids.borrow_mut();
-        let slot = ids.get_mut(index)?;
-        if slot.is_none() {
-            let name = metric_name("llm_gateway.overhead_us", &[("phase", PHASES.get(index)?)]);
-            *slot = abi::define_metric(MetricKind::Histogram, &name);
+        let (Some(slot), Some(phase)) = (ids.get_mut(index), PHASES.get(index)) else {
+            return Err(BAD_ARGUMENT);
+        };
+        if let Some(id) = *slot {
+            return Ok(id);
         }
-        *slot
-    });
-    if let Some(id) = id {
-        abi::record_metric(id, micros);
-    }
+        let name = metric_name("llm_gateway.overhead_us", &[("phase", phase)]);
+        let id = abi::define_metric(MetricKind::Histogram, &name)?;
+        *slot = Some(id);
+        Ok(id)
+    })?;
+    abi::record_metric(id, micros)
 }

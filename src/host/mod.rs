@@ -13,10 +13,9 @@ use proxy_wasm::types::ContextType;
 
 use crate::config::Config;
 use crate::headers::Headers;
-use crate::limits::store::SetResult;
 use crate::session::attempt::Attempt;
 use crate::session::edge::{limiter, Edge};
-use crate::session::host::{unix_seconds, Buffer, Host, Map, Phase};
+use crate::session::host::{unix_seconds, Buffer, Host, HostCall, HostError, Map, Phase};
 
 mod abi;
 mod callbacks;
@@ -47,6 +46,8 @@ impl Context for Root {}
 impl RootContext for Root {
     fn on_configure(&mut self, _size: usize) -> bool {
         let root_id = abi::property(&["plugin_root_id"])
+            .ok()
+            .flatten()
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         let role = match root_id.as_str() {
@@ -59,7 +60,7 @@ impl RootContext for Root {
                 return false;
             }
         };
-        let bytes = abi::body(abi::Buffer::PluginConfiguration, 0, usize::MAX);
+        let bytes = abi::body(abi::Buffer::PluginConfiguration, 0, usize::MAX).unwrap_or_default();
         match Config::parse(&bytes, |name| std::env::var(name).ok()) {
             Ok(mut config) => {
                 config.loaded_at = unix_seconds(&WasmHost);
@@ -114,49 +115,61 @@ fn buffer(buffer: Buffer) -> abi::Buffer {
 }
 
 impl Host for WasmHost {
-    fn headers(&self, m: Map) -> Headers {
-        abi::headers(map(m))
+    fn headers(&self, m: Map) -> Result<Headers, HostError> {
+        abi::headers(map(m)).map_err(|s| HostError::new(HostCall::Headers, s))
     }
     fn header(&self, m: Map, name: &str) -> Option<Vec<u8>> {
         abi::header(map(m), name)
     }
-    fn set_header(&self, m: Map, name: &[u8], value: Option<&[u8]>) {
-        abi::set_header(map(m), name, value);
+    fn set_header(&self, m: Map, name: &[u8], value: Option<&[u8]>) -> Result<(), HostError> {
+        abi::set_header(map(m), name, value).map_err(|s| HostError::new(HostCall::SetHeader, s))
     }
-    fn body(&self, b: Buffer, start: usize, size: usize) -> Vec<u8> {
-        abi::body(buffer(b), start, size)
+    fn body(&self, b: Buffer, start: usize, size: usize) -> Result<Vec<u8>, HostError> {
+        abi::body(buffer(b), start, size).map_err(|s| HostError::new(HostCall::Body, s))
     }
-    fn set_body(&self, b: Buffer, start: usize, size: usize, data: &[u8]) {
-        abi::set_body(buffer(b), start, size, data);
+    fn set_body(&self, b: Buffer, start: usize, size: usize, data: &[u8]) -> Result<(), HostError> {
+        abi::set_body(buffer(b), start, size, data)
+            .map_err(|s| HostError::new(HostCall::SetBody, s))
     }
-    fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
-        abi::property(path)
+    fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, HostError> {
+        abi::property(path).map_err(|s| HostError::new(HostCall::Property, s))
     }
-    fn set_property(&self, path: &[&str], value: Option<&[u8]>) {
-        abi::set_property(path, value);
+    fn set_property(&self, path: &[&str], value: Option<&[u8]>) -> Result<(), HostError> {
+        abi::set_property(path, value).map_err(|s| HostError::new(HostCall::SetProperty, s))
     }
     fn now(&self) -> SystemTime {
         abi::now()
     }
-    fn send_response(&self, status: u16, headers: &[(&str, &[u8])], body: &[u8], details: &str) {
-        abi::send_response(status, headers, body, details);
+    fn send_response(
+        &self,
+        status: u16,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+        details: &str,
+    ) -> Result<(), HostError> {
+        abi::send_response(status, headers, body, details)
+            .map_err(|s| HostError::new(HostCall::SendResponse, s))
     }
-    fn count(&self, base: &str, labels: &[(&str, &str)], value: u64) {
-        metrics::count(base, labels, value);
+    fn count(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError> {
+        metrics::count(base, labels, value).map_err(|s| HostError::new(HostCall::Metric, s))
     }
-    fn record(&self, base: &str, labels: &[(&str, &str)], value: u64) {
-        metrics::record(base, labels, value);
+    fn record(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError> {
+        metrics::record(base, labels, value).map_err(|s| HostError::new(HostCall::Metric, s))
     }
-    fn gauge(&self, base: &str, labels: &[(&str, &str)], value: u64) {
-        metrics::gauge(base, labels, value);
+    fn gauge(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError> {
+        metrics::gauge(base, labels, value).map_err(|s| HostError::new(HostCall::Metric, s))
     }
-    fn shared_data(&self, key: &[u8]) -> Option<(Vec<u8>, u32)> {
-        abi::shared_data(key)
+    fn shared_data(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, HostError> {
+        abi::shared_data(key).map_err(|s| HostError::new(HostCall::SharedData, s))
     }
-    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
+    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> Result<(), HostError> {
         abi::set_shared_data(key, value, cas)
+            .map_err(|s| HostError::new(HostCall::SetSharedData, s))
     }
-    fn overhead(&self, phase: Phase, micros: u64) {
-        metrics::overhead(phase, micros);
+    fn overhead(&self, phase: Phase, micros: u64) -> Result<(), HostError> {
+        metrics::overhead(phase, micros).map_err(|s| HostError::new(HostCall::Metric, s))
+    }
+    fn reset_stream(&self) -> Result<(), HostError> {
+        abi::reset_stream().map_err(|s| HostError::new(HostCall::ResetStream, s))
     }
 }

@@ -6,11 +6,16 @@
 
 /// proxy-wasm shared data, or a map in tests.
 pub trait SharedStore {
-    /// The value and its CAS token; `None` when absent (or the host fails).
-    fn get(&self, key: &[u8]) -> Option<(Vec<u8>, u32)>;
+    /// The value and its CAS token; `Ok(None)` when absent.
+    fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, Unreadable>;
     /// Writes `value` if the entry still has token `cas` (0: unconditionally).
     fn set(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult;
 }
+
+/// A read the store could not answer (the host failed). Not an absent
+/// entry: a write after it would replace the real counter with a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unreadable;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetResult {
@@ -155,8 +160,9 @@ pub fn settle(
 fn update(store: &impl SharedStore, key: &[u8], next: impl Fn(Slot) -> Result<Slot, u64>) -> Added {
     for _ in 0..MAX_CAS_ATTEMPTS {
         let (slot, cas) = match store.get(key) {
-            Some((bytes, cas)) => (Slot::decode(&bytes), cas),
-            None => (Slot::default(), 0),
+            Ok(Some((bytes, cas))) => (Slot::decode(&bytes), cas),
+            Ok(None) => (Slot::default(), 0),
+            Err(Unreadable) => return Added::Unavailable,
         };
         let next = match next(slot) {
             Ok(next) => next,
@@ -174,7 +180,7 @@ fn update(store: &impl SharedStore, key: &[u8], next: impl Fn(Slot) -> Result<Sl
 /// Takes back `amount` that [`add`] counted, if the window is still the same.
 pub fn undo(store: &impl SharedStore, key: &[u8], window_start: u64, amount: u64) {
     for _ in 0..MAX_CAS_ATTEMPTS {
-        let Some((bytes, cas)) = store.get(key) else {
+        let Ok(Some((bytes, cas))) = store.get(key) else {
             return;
         };
         let slot = Slot::decode(&bytes);
@@ -195,6 +201,8 @@ pub fn undo(store: &impl SharedStore, key: &[u8], window_start: u64, amount: u64
 pub fn used(store: &impl SharedStore, key: &[u8], window_start: u64) -> u64 {
     store
         .get(key)
+        .ok()
+        .flatten()
         .map_or(0, |(bytes, _)| Slot::decode(&bytes).used_in(window_start))
 }
 
@@ -203,7 +211,7 @@ pub fn used(store: &impl SharedStore, key: &[u8], window_start: u64) -> u64 {
 /// two workers creating one counter at once could lose a count: counters
 /// are created when the configuration loads, before they are counted in.
 pub fn ensure(store: &impl SharedStore, key: &[u8]) {
-    if store.get(key).is_none() {
+    if store.get(key) == Ok(None) {
         store.set(key, &Slot::default().encode(), 0);
     }
 }
@@ -228,6 +236,8 @@ pub mod tests {
         /// Writes by "another worker" to make before each of our writes.
         pub interleave: RefCell<Vec<OtherWrite>>,
         pub calls: Cell<usize>,
+        /// Every read fails, as a failing host's would.
+        pub unreadable: Cell<bool>,
     }
 
     impl MemoryStore {
@@ -240,9 +250,12 @@ pub mod tests {
     }
 
     impl SharedStore for MemoryStore {
-        fn get(&self, key: &[u8]) -> Option<(Vec<u8>, u32)> {
+        fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, Unreadable> {
             self.calls.set(self.calls.get() + 1);
-            self.entries.borrow().get(key).cloned()
+            if self.unreadable.get() {
+                return Err(Unreadable);
+            }
+            Ok(self.entries.borrow().get(key).cloned())
         }
 
         fn set(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
@@ -330,6 +343,26 @@ pub mod tests {
             add(&store, b"k", 1000, 1, Cap::Within(10)),
             Added::OverLimit(10)
         );
+    }
+
+    #[test]
+    fn a_failed_read_is_not_taken_for_an_absent_counter() {
+        let store = MemoryStore::default();
+        ensure(&store, b"k");
+        assert_eq!(
+            add(&store, b"k", 1000, 7, Cap::Within(10)),
+            Added::Counted(7)
+        );
+        store.unreadable.set(true);
+        ensure(&store, b"k");
+        assert_eq!(
+            add(&store, b"k", 1000, 1, Cap::Within(10)),
+            Added::Unavailable
+        );
+        undo(&store, b"k", 1000, 7);
+        store.unreadable.set(false);
+        // Neither the failed add, `ensure` nor `undo` wrote over the counter.
+        assert_eq!(slot(&store, b"k").used, 7);
     }
 
     #[test]

@@ -4,17 +4,20 @@
 //! reached (endpoint metadata `llm.provider`), and the provider's answer
 //! back, chunk by chunk. It talks to the proxy only through [`Host`].
 //!
-//! Long on purpose (about 870 lines): one attempt's state machine, from the
+//! Long on purpose (about 1000 lines): one attempt's state machine, from the
 //! vendor request to the last chunk, reads in order in one place; its record
 //! (`attempt/report.rs`) and tests (`attempt/tests.rs`) are files of their
 //! own.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
 use super::channel::AttemptChannel;
-use super::host::{unix_seconds, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{parse_call_body, send_error_with, Session, HANDOFF_PROPERTY};
+use super::host::{
+    ignore, log_once, unix_seconds, Buffer, Flow, Host, HostError, Map, Phase, PhaseTimer,
+};
+use super::{parse_call_body, reply_or_reset, send_error_with, Session, HANDOFF_PROPERTY};
 use crate::config::Config;
 use crate::dialects::{
     dialect, encode_generation, pass_through, ClientRequest, Dialect, StreamDecoder, Target,
@@ -268,11 +271,11 @@ impl<H: Host> Attempt<H> {
                 ("provider", self.provider_name.as_str()),
                 ("model", self.model.as_str()),
             ];
-            self.host.record(
+            ignore(self.host.record(
                 "gen_ai.server.time_per_output_token_us",
                 &labels,
                 micros / (tokens - 1),
-            );
+            ));
         }
     }
 
@@ -290,6 +293,51 @@ impl<H: Host> Attempt<H> {
         let attempts = [("x-llm-attempts", self.attempt.to_string())];
         send_error_with(&self.host, self.api, &error, &self.request_id, &attempts);
         self.mode = Mode::Passthrough;
+        Flow::Pause
+    }
+
+    /// The answer cannot be made as it must (a host call on it failed):
+    /// none of the `size` bytes in Envoy's buffer, the vendor's, may pass.
+    /// Emptied if the proxy lets us; then, while the response headers have
+    /// not gone, the client gets the gateway's 502 instead (a local reply),
+    /// else (a stream under way) the stream is reset.
+    #[cold]
+    fn abort_answer(&mut self, e: HostError, size: usize) -> Flow {
+        let headers_sent = matches!(self.mode, Mode::Stream(_) | Mode::Discard);
+        log_once(
+            &e,
+            if headers_sent {
+                "the stream is reset"
+            } else {
+                "the answer is replaced by a 502"
+            },
+        );
+        ignore(self.host.set_body(Buffer::Response, 0, size, b""));
+        let error = GatewayError::from(e).with_provider(&self.provider_name);
+        // The record and route entry say what the client got.
+        let previous = self.route_entry();
+        if self.record.provider.is_empty() {
+            self.record = AttemptRecord {
+                provider: self.provider_name.clone(),
+                model: self.model.clone(),
+                stream: self.stream,
+                ..AttemptRecord::default()
+            };
+        }
+        self.record.status = error.status();
+        self.record.code = Some(error.code.as_str().to_owned());
+        self.save_record();
+        let entry = self.route_entry();
+        self.channel
+            .set_route(&self.host, self.attempt, &entry, Some(&previous));
+        if headers_sent {
+            ignore(self.host.reset_stream());
+        } else {
+            let attempts = [("x-llm-attempts", self.attempt.to_string())];
+            send_error_with(&self.host, self.api, &error, &self.request_id, &attempts);
+        }
+        // Whatever still comes is dropped, or the stream is cut.
+        self.mode = Mode::Discard;
         Flow::Pause
     }
 
@@ -336,7 +384,7 @@ impl<H: Host> Attempt<H> {
         let request = match shared.as_deref() {
             Some(request) => request,
             None => {
-                let body = self.host.body(Buffer::Request, 0, size);
+                let body = self.host.body(Buffer::Request, 0, size)?;
                 parsed = surface(self.api).parse_request(&body)?;
                 &parsed
             }
@@ -351,15 +399,23 @@ impl<H: Host> Attempt<H> {
         };
         // The same API on both sides: the client's bytes, where the dialect
         // keeps them.
+        let unread = Cell::new(None);
+        let body = || self.read_client_body(size, &unread);
         let client = ClientRequest {
-            body: &|| self.host.body(Buffer::Request, 0, size),
+            body: &body,
             header: &|name| self.host.header(Map::Request, name),
         };
-        let encoded = encode_generation(self.api, &client, request, &target)?;
+        let encoded = encode_generation(self.api, &client, request, &target);
+        // A client body the proxy could not give is the host's failure,
+        // whatever the encoder made of the empty read.
+        if let Some(e) = unread.get() {
+            return Err(e.into());
+        }
+        let encoded = encoded?;
         let dropped_web_search = encoded.dropped_web_search;
         let encoded = encoded.request;
         let (stream, include_usage) = (request.stream, request.include_usage);
-        self.send_upstream(provider, dialect, &encoded, Some(size));
+        self.send_upstream(provider, dialect, &encoded, Some(size))?;
         self.model = model;
         self.stream = stream;
         self.include_usage = include_usage;
@@ -385,7 +441,7 @@ impl<H: Host> Attempt<H> {
         let request = match shared.as_deref() {
             Some(request) => Some(request),
             None => {
-                let body = self.host.body(Buffer::Request, 0, size);
+                let body = self.host.body(Buffer::Request, 0, size)?;
                 parsed = parse_call_body(call, &body)?;
                 parsed.as_ref()
             }
@@ -396,10 +452,14 @@ impl<H: Host> Attempt<H> {
             provider,
             model: &model,
         };
-        let raw = || self.host.body(Buffer::Request, 0, size);
+        let unread = Cell::new(None);
+        let raw = || self.read_client_body(size, &unread);
         let native = pass_through(provider, dialect, call.api())
             .then(|| dialect.encode_call(call, &raw, &target))
             .flatten();
+        if let Some(e) = unread.get() {
+            return Err(e.into());
+        }
         // Else the vendor's own count, from the request as its generation's.
         let (encoded, counted) = match (native, request) {
             (Some(encoded), _) => (Some(encoded), false),
@@ -412,7 +472,8 @@ impl<H: Host> Attempt<H> {
             // This vendor lacks the call (a failover onto another API's vendor).
             let body = call.local_answer(request)?;
             let attempt = self.attempt.to_string();
-            self.host.send_response(
+            reply_or_reset(
+                &self.host,
                 200,
                 &[
                     ("content-type", b"application/json"),
@@ -421,13 +482,12 @@ impl<H: Host> Attempt<H> {
                     ("x-llm-attempts", attempt.as_bytes()),
                 ],
                 &body,
-                "",
             );
             self.mode = Mode::Passthrough;
             return Ok(Flow::Pause);
         };
         let encoded = encoded?;
-        self.send_upstream(provider, dialect, &encoded, call.has_body().then_some(size));
+        self.send_upstream(provider, dialect, &encoded, call.has_body().then_some(size))?;
         drop(shared);
         self.model = model;
         self.mode = Mode::Request;
@@ -435,46 +495,61 @@ impl<H: Host> Attempt<H> {
         Ok(Flow::Continue)
     }
 
+    /// The client's body for a dialect that passes it on; a failed read
+    /// is kept in `unread` (and the request then goes no further).
+    fn read_client_body(&self, size: usize, unread: &Cell<Option<HostError>>) -> Vec<u8> {
+        self.host
+            .body(Buffer::Request, 0, size)
+            .unwrap_or_else(|e| {
+                unread.set(Some(e));
+                Vec::new()
+            })
+    }
+
     /// Sets the vendor's request: path, authority, its headers and none
     /// of what it must not receive, and the body (replacing the `size`
-    /// bytes in Envoy's buffer; `None`: a request without one).
+    /// bytes in Envoy's buffer; `None`: a request without one). Any write
+    /// that fails stops the request (the caller answers a 502): half of
+    /// it would reach the vendor untranslated or with what it must not get.
     fn send_upstream(
         &self,
         provider: &Provider,
         dialect: &dyn Dialect,
         encoded: &UpstreamRequest,
         body: Option<usize>,
-    ) {
+    ) -> Result<(), HostError> {
         // What the vendor must not receive (credentials, cookies, account
         // selectors, compression, the gateway's and Envoy's own headers,
         // which Envoy adds after the edge role ran), found with one call
         // listing the headers. Header changes persist into the next attempt,
         // so this also clears the previous attempt's vendor headers: every
         // dialect's auth and vendor headers are in the withheld set.
-        for (name, _) in self.host.headers(Map::Request).0 {
+        for (name, _) in self.host.headers(Map::Request)?.0 {
             if !name.starts_with(b":")
                 && !vendor_may_receive(&name, &provider.forward_headers)
                 && !dialect.takes_client_header(self.api, &name)
             {
-                self.host.set_header(Map::Request, &name, None);
+                self.host.set_header(Map::Request, &name, None)?;
             }
         }
         if let Some(host) = &provider.host {
             self.host
-                .set_header(Map::Request, b":authority", Some(host.as_bytes()));
+                .set_header(Map::Request, b":authority", Some(host.as_bytes()))?;
         }
         self.host
-            .set_header(Map::Request, b":path", Some(encoded.path.as_bytes()));
+            .set_header(Map::Request, b":path", Some(encoded.path.as_bytes()))?;
         for (name, value) in &encoded.headers {
             self.host
-                .set_header(Map::Request, name.as_bytes(), Some(value.as_bytes()));
+                .set_header(Map::Request, name.as_bytes(), Some(value.as_bytes()))?;
         }
         if let Some(size) = body {
             let length = encoded.body.len().to_string();
             self.host
-                .set_header(Map::Request, b"content-length", Some(length.as_bytes()));
-            self.host.set_body(Buffer::Request, 0, size, &encoded.body);
+                .set_header(Map::Request, b"content-length", Some(length.as_bytes()))?;
+            self.host
+                .set_body(Buffer::Request, 0, size, &encoded.body)?;
         }
+        Ok(())
     }
 
     /// A vendor error (its key is scrubbed from the rendered answer).
@@ -497,21 +572,35 @@ impl<H: Host> Attempt<H> {
 
     /// Turns the held response into a unified error answer (status included),
     /// replacing the `len` bytes waiting in Envoy's buffer.
-    fn answer_with_error(&mut self, error: &GatewayError, len: usize) {
+    fn answer_with_error(&mut self, error: &GatewayError, len: usize) -> Result<(), HostError> {
         let error = error.clone().with_provider(&self.provider_name);
         let status = error.status().to_string();
         self.host
-            .set_header(Map::Response, b":status", Some(status.as_bytes()));
-        self.set_retry_after(&error);
+            .set_header(Map::Response, b":status", Some(status.as_bytes()))?;
+        self.set_retry_after(&error)?;
         self.host
-            .set_header(Map::Response, b"content-type", Some(b"application/json"));
-        self.host.set_header(Map::Response, b"cache-control", None);
+            .set_header(Map::Response, b"content-type", Some(b"application/json"))?;
+        self.host
+            .set_header(Map::Response, b"cache-control", None)?;
         let mut body = surface(self.api).render_error(&error, Some(&self.request_id));
         self.scrub(&mut body);
-        self.host.set_body(Buffer::Response, 0, len, &body);
+        self.host.set_body(Buffer::Response, 0, len, &body)
     }
 
-    fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Vec<u8> {
+    /// A buffered answer of `size` bytes, as the client gets it.
+    fn finish_answer(&mut self, size: usize) -> Result<Vec<u8>, HostError> {
+        let mut body = self.host.body(Buffer::Response, 0, size)?;
+        match self.mode {
+            Mode::Error(status) => self.finish_buffered(Some(status), &body),
+            Mode::Native => {
+                self.scrub(&mut body);
+                Ok(body)
+            }
+            _ => self.finish_buffered(None, &body),
+        }
+    }
+
+    fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Result<Vec<u8>, HostError> {
         let result = match (status, self.provider()) {
             (None, Some((_, dialect))) if matches!(self.mode, Mode::Counted) => {
                 dialect.decode_count(body).map(call::input_tokens)
@@ -537,7 +626,7 @@ impl<H: Host> Attempt<H> {
         };
         if result.is_err() || !self.vendor_json {
             self.host
-                .set_header(Map::Response, b"content-type", Some(b"application/json"));
+                .set_header(Map::Response, b"content-type", Some(b"application/json"))?;
         }
         let mut body = match result {
             Ok(body) => body,
@@ -547,21 +636,21 @@ impl<H: Host> Attempt<H> {
                 self.record.code = Some(error.code.as_str().to_owned());
                 let status = error.status().to_string();
                 self.host
-                    .set_header(Map::Response, b":status", Some(status.as_bytes()));
-                self.set_retry_after(&error);
+                    .set_header(Map::Response, b":status", Some(status.as_bytes()))?;
+                self.set_retry_after(&error)?;
                 surface(self.api).render_error(&error, Some(&self.request_id))
             }
         };
         self.scrub(&mut body);
-        body
+        Ok(body)
     }
 
     /// Translates one response chunk. While holding, Envoy's buffer is the
     /// held output followed by the new raw bytes, and is replaced whole:
     /// Envoy only lets a filter replace a buffer's prefix or append to it.
-    fn translate_chunk(&mut self, size: usize, end_of_stream: bool) {
+    fn translate_chunk(&mut self, size: usize, end_of_stream: bool) -> Result<(), HostError> {
         let timer = self.timer();
-        let buffer = self.host.body(Buffer::Response, 0, size);
+        let buffer = self.host.body(Buffer::Response, 0, size)?;
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let (decoder, raw) = match &mut self.mode {
@@ -569,7 +658,7 @@ impl<H: Host> Attempt<H> {
             Mode::Holding { decoder, held, .. } => {
                 (decoder, buffer.get(held.len()..).unwrap_or_default())
             }
-            _ => return,
+            _ => return Ok(()),
         };
         decoder.feed(raw, &mut out);
         if end_of_stream {
@@ -583,9 +672,121 @@ impl<H: Host> Attempt<H> {
             }
             _ => out.as_slice(),
         };
-        self.host.set_body(Buffer::Response, 0, size, replacement);
+        let written = self.host.set_body(Buffer::Response, 0, size, replacement);
         self.out = out;
         timer.stop(&self.host, Phase::Chunk);
+        written
+    }
+
+    /// The vendor's response headers: what passes, masked, and ours set;
+    /// `Err`: a call on them failed (the answer is then withheld).
+    fn answer_headers(&mut self, end_of_stream: bool) -> Result<Flow, HostError> {
+        let headers = self.host.headers(Map::Response)?;
+        let status = headers
+            .text(":status")
+            .ok()
+            .flatten()
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(0);
+        self.record = AttemptRecord {
+            provider: self.provider_name.clone(),
+            model: self.model.clone(),
+            status,
+            stream: self.stream,
+            ..AttemptRecord::default()
+        };
+        // Not UTF-8: not a content type we know (the answer is then an error).
+        let content_type = headers
+            .text("content-type")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        self.pass_vendor_headers(&headers, (200..300).contains(&status))?;
+        self.vendor_retry_after = headers.has("retry-after");
+        self.vendor_wait_headers = WAIT_HEADERS.iter().any(|name| headers.has(name));
+        self.vendor_retry_after_ms = headers
+            .text("retry-after-ms")
+            .ok()
+            .flatten()
+            .and_then(|ms| ms.trim().parse::<f64>().ok())
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| (ms / 1000.0).ceil() as u64);
+        // Every header of the answer is part of it: one that fails, and
+        // the answer is withheld (the edge role tells the attempt's answer
+        // from Envoy's by `x-llm-provider`).
+        self.host.set_header(
+            Map::Response,
+            b"x-llm-provider",
+            Some(self.provider_name.as_bytes()),
+        )?;
+        self.host
+            .set_header(Map::Response, b"x-llm-model", Some(self.model.as_bytes()))?;
+        let attempt = self.attempt.to_string();
+        self.host
+            .set_header(Map::Response, b"x-llm-attempts", Some(attempt.as_bytes()))?;
+        if self.dropped_web_search {
+            self.host
+                .set_header(Map::Response, b"x-llm-dropped-tools", Some(b"web_search"))?;
+        }
+        self.host
+            .set_header(Map::Response, b"content-length", None)?;
+        let entry = self.route_entry();
+        self.channel
+            .set_route(&self.host, self.attempt, &entry, None);
+        self.save_record();
+        if !(200..300).contains(&status) {
+            self.mode = Mode::Error(status);
+            return Ok(Flow::Pause);
+        }
+        // A vendor accepted the request: a stream need not keep it parsed.
+        self.channel.release_request();
+        if self.call.is_some() {
+            // A native call uses no tokens (nothing to bill or estimate).
+            self.record.set_usage(&Usage::default());
+            self.mode = if self.counted {
+                Mode::Counted
+            } else {
+                Mode::Native
+            };
+            return Ok(Flow::Pause);
+        }
+        let Some((provider, dialect)) = self.provider() else {
+            return Ok(self.fail(no_provider(&self.provider_name)));
+        };
+        let native = pass_through(provider, dialect, self.api);
+        self.vendor_json = content_type.starts_with("application/json");
+        if self.stream && dialect.is_stream_content_type(content_type) {
+            let writer = stream_writer_echoing(
+                self.api,
+                native,
+                self.origin(),
+                self.request_id.clone(),
+                self.include_usage,
+                &self.echo,
+            );
+            let decoder = dialect.stream_decoder(writer);
+            self.host
+                .set_header(Map::Response, b"content-type", Some(b"text/event-stream"))?;
+            self.host
+                .set_header(Map::Response, b"cache-control", Some(b"no-cache"))?;
+            if self.config.streaming.hold_until_first_content && !end_of_stream {
+                self.mode = Mode::Holding {
+                    decoder,
+                    since: self.host.now(),
+                    held: Vec::new(),
+                };
+                return Ok(Flow::Pause);
+            }
+            self.mode = Mode::Stream(decoder);
+            return Ok(Flow::Continue);
+        }
+        // A 2xx that is not what we asked for (e.g. JSON to a stream request) is an error.
+        self.mode = if self.stream {
+            Mode::Error(status)
+        } else {
+            Mode::Complete
+        };
+        Ok(Flow::Pause)
     }
 }
 
@@ -601,11 +802,13 @@ fn no_provider(name: &str) -> GatewayError {
 
 impl<H: Host> Session for Attempt<H> {
     fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
-        let Some(handoff) = self
-            .host
-            .property(&[HANDOFF_PROPERTY])
-            .and_then(|b| Handoff::decode(&b))
-        else {
+        // Unread, it may be ours: passed on, the client's request would
+        // reach the vendor untranslated.
+        let handoff = match self.host.property(&[HANDOFF_PROPERTY]) {
+            Ok(handoff) => handoff.and_then(|b| Handoff::decode(&b)),
+            Err(e) => return self.fail(e.into()),
+        };
+        let Some(handoff) = handoff else {
             return Flow::Continue;
         };
         self.api = handoff.api;
@@ -618,6 +821,8 @@ impl<H: Host> Session for Attempt<H> {
         self.provider_name = self
             .host
             .property(&PROVIDER_METADATA)
+            .ok()
+            .flatten()
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default();
         // Only a ladder's clusters name a rung: no host call for other groups.
@@ -630,6 +835,8 @@ impl<H: Host> Session for Attempt<H> {
             self.rung = self
                 .host
                 .property(&RUNG_METADATA)
+                .ok()
+                .flatten()
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .filter(|rung| !rung.is_empty());
             if let Some(rung) = self
@@ -692,119 +899,23 @@ impl<H: Host> Session for Attempt<H> {
         if !matches!(self.mode, Mode::Request) {
             return Flow::Continue;
         }
-        let headers = self.host.headers(Map::Response);
-        let status = headers
-            .text(":status")
-            .ok()
-            .flatten()
-            .and_then(|s| s.parse::<u16>().ok())
-            .unwrap_or(0);
-        // Not UTF-8: not a content type we know (the answer is then an error).
-        let content_type = headers
-            .text("content-type")
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        self.pass_vendor_headers(&headers, (200..300).contains(&status));
-        self.vendor_retry_after = headers.has("retry-after");
-        self.vendor_wait_headers = WAIT_HEADERS.iter().any(|name| headers.has(name));
-        self.vendor_retry_after_ms = headers
-            .text("retry-after-ms")
-            .ok()
-            .flatten()
-            .and_then(|ms| ms.trim().parse::<f64>().ok())
-            .filter(|ms| ms.is_finite() && *ms >= 0.0)
-            .map(|ms| (ms / 1000.0).ceil() as u64);
-        self.host.set_header(
-            Map::Response,
-            b"x-llm-provider",
-            Some(self.provider_name.as_bytes()),
-        );
-        self.host
-            .set_header(Map::Response, b"x-llm-model", Some(self.model.as_bytes()));
-        let attempt = self.attempt.to_string();
-        self.host
-            .set_header(Map::Response, b"x-llm-attempts", Some(attempt.as_bytes()));
-        if self.dropped_web_search {
-            self.host
-                .set_header(Map::Response, b"x-llm-dropped-tools", Some(b"web_search"));
-        }
-        self.host.set_header(Map::Response, b"content-length", None);
-        self.record = AttemptRecord {
-            provider: self.provider_name.clone(),
-            model: self.model.clone(),
-            status,
-            stream: self.stream,
-            ..AttemptRecord::default()
-        };
-        let entry = self.route_entry();
-        self.channel
-            .set_route(&self.host, self.attempt, &entry, None);
-        self.save_record();
-        if !(200..300).contains(&status) {
-            self.mode = Mode::Error(status);
-            return Flow::Pause;
-        }
-        // A vendor accepted the request: a stream need not keep it parsed.
-        self.channel.release_request();
-        if self.call.is_some() {
-            // A native call uses no tokens (nothing to bill or estimate).
-            self.record.set_usage(&Usage::default());
-            self.mode = if self.counted {
-                Mode::Counted
-            } else {
-                Mode::Native
-            };
-            return Flow::Pause;
-        }
-        let Some((provider, dialect)) = self.provider() else {
-            return self.fail(no_provider(&self.provider_name));
-        };
-        let native = pass_through(provider, dialect, self.api);
-        self.vendor_json = content_type.starts_with("application/json");
-        if self.stream && dialect.is_stream_content_type(content_type) {
-            let writer = stream_writer_echoing(
-                self.api,
-                native,
-                self.origin(),
-                self.request_id.clone(),
-                self.include_usage,
-                &self.echo,
-            );
-            let decoder = dialect.stream_decoder(writer);
-            self.host
-                .set_header(Map::Response, b"content-type", Some(b"text/event-stream"));
-            self.host
-                .set_header(Map::Response, b"cache-control", Some(b"no-cache"));
-            if self.config.streaming.hold_until_first_content && !end_of_stream {
-                self.mode = Mode::Holding {
-                    decoder,
-                    since: self.host.now(),
-                    held: Vec::new(),
-                };
-                return Flow::Pause;
-            }
-            self.mode = Mode::Stream(decoder);
-            return Flow::Continue;
-        }
-        // A 2xx that is not what we asked for (e.g. JSON to a stream request) is an error.
-        self.mode = if self.stream {
-            Mode::Error(status)
-        } else {
-            Mode::Complete
-        };
-        Flow::Pause
+        self.answer_headers(end_of_stream)
+            .unwrap_or_else(|e| self.abort_answer(e, 0))
     }
 
     fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
         match self.mode {
             Mode::Stream(_) => {
-                self.translate_chunk(size, end_of_stream);
+                if let Err(e) = self.translate_chunk(size, end_of_stream) {
+                    return self.abort_answer(e, size);
+                }
                 self.track_stream(end_of_stream);
                 Flow::Continue
             }
             Mode::Holding { .. } => {
-                self.translate_chunk(size, end_of_stream);
+                if let Err(e) = self.translate_chunk(size, end_of_stream) {
+                    return self.abort_answer(e, size);
+                }
                 self.track_stream(end_of_stream);
                 let now = self.host.now();
                 let limits = &self.config.streaming;
@@ -831,7 +942,9 @@ impl<H: Host> Session for Attempt<H> {
                     self.record.status = error.status();
                     self.record.code = Some(error.code.as_str().to_owned());
                     self.save_record();
-                    self.answer_with_error(&error, held_len);
+                    if let Err(e) = self.answer_with_error(&error, held_len) {
+                        return self.abort_answer(e, held_len);
+                    }
                     self.mode = Mode::Discard;
                     return Flow::Continue;
                 }
@@ -852,7 +965,9 @@ impl<H: Host> Session for Attempt<H> {
                 Flow::Continue
             }
             Mode::Discard => {
-                self.host.set_body(Buffer::Response, 0, size, b"");
+                if let Err(e) = self.host.set_body(Buffer::Response, 0, size, b"") {
+                    return self.abort_answer(e, size);
+                }
                 Flow::Continue
             }
             Mode::Complete | Mode::Error(_) | Mode::Native | Mode::Counted => {
@@ -860,17 +975,13 @@ impl<H: Host> Session for Attempt<H> {
                     return Flow::Pause;
                 }
                 let timer = self.timer();
-                let mut body = self.host.body(Buffer::Response, 0, size);
-                let translated = match self.mode {
-                    Mode::Error(status) => self.finish_buffered(Some(status), &body),
-                    Mode::Native => {
-                        self.scrub(&mut body);
-                        body
-                    }
-                    _ => self.finish_buffered(None, &body),
-                };
-                self.host.set_body(Buffer::Response, 0, size, &translated);
+                let translated = self.finish_answer(size);
+                let written = translated
+                    .and_then(|body| self.host.set_body(Buffer::Response, 0, size, &body));
                 timer.stop(&self.host, Phase::Response);
+                if let Err(e) = written {
+                    return self.abort_answer(e, size);
+                }
                 self.save_record();
                 self.publish_span_attributes(self.record.code.is_none());
                 self.mode = Mode::Passthrough;

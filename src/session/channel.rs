@@ -6,7 +6,7 @@
 
 use std::cell::Ref;
 
-use super::host::Host;
+use super::host::{ignore, Host};
 use super::{attempt_property, ROUTE_PROPERTY};
 use crate::exchange::{self, Shared, Token, MAX_RECORDS};
 use crate::metering::AttemptRecord;
@@ -41,6 +41,8 @@ impl AttemptChannel {
             }
             Self::FilterState => host
                 .property(&ATTEMPT_COUNT)
+                .ok()
+                .flatten()
                 .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
                 .map_or(1, u64::from_le_bytes),
         }
@@ -67,7 +69,7 @@ impl AttemptChannel {
             Self::InVm(shared) => shared.borrow_mut().set_record(attempt, record),
             Self::FilterState => {
                 if let Ok(json) = serde_json::to_vec(record) {
-                    host.set_property(&[&attempt_property(attempt)], Some(&json));
+                    ignore(host.set_property(&[&attempt_property(attempt)], Some(&json)));
                 }
             }
         }
@@ -80,7 +82,11 @@ impl AttemptChannel {
         match self {
             Self::InVm(shared) => shared.borrow_mut().set_route(attempt, entry.to_owned()),
             Self::FilterState => {
-                let route = host.property(&[ROUTE_PROPERTY]).unwrap_or_default();
+                let route = host
+                    .property(&[ROUTE_PROPERTY])
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
                 let route = String::from_utf8_lossy(&route);
                 let mut entries: Vec<&str> = route.split(',').filter(|r| !r.is_empty()).collect();
                 // Entries are in the order attempts answered; this attempt's
@@ -90,7 +96,8 @@ impl AttemptChannel {
                     Some(slot) => *slot = entry,
                     None => entries.push(entry),
                 }
-                host.set_property(&[ROUTE_PROPERTY], Some(entries.join(",").as_bytes()));
+                let route = entries.join(",");
+                ignore(host.set_property(&[ROUTE_PROPERTY], Some(route.as_bytes())));
             }
         }
     }
@@ -105,6 +112,8 @@ impl AttemptChannel {
             }
         }
         host.property(&ATTEMPT_COUNT)
+            .ok()
+            .flatten()
             .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
             .map_or(0, u64::from_le_bytes)
     }
@@ -122,6 +131,8 @@ impl AttemptChannel {
         }
         let route: Vec<String> = host
             .property(&[ROUTE_PROPERTY])
+            .ok()
+            .flatten()
             .map(|b| {
                 String::from_utf8_lossy(&b)
                     .split(',')
@@ -137,6 +148,8 @@ impl AttemptChannel {
         for attempt in 1..=most {
             let record = host
                 .property(&[&attempt_property(attempt)])
+                .ok()
+                .flatten()
                 .and_then(|b| serde_json::from_slice::<AttemptRecord>(&b).ok());
             if let Some(record) = record {
                 records.push(record);

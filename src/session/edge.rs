@@ -5,7 +5,7 @@
 //! local replies into unified errors. It talks to the proxy only through
 //! [`Host`].
 //!
-//! Long on purpose (about 1030 lines): one request's edge state machine, its
+//! Long on purpose (about 1250 lines): one request's edge state machine, its
 //! callbacks and the decisions they hold, reads in order in one place; the
 //! limiter (`edge/limiter.rs`) and the tests (`edge/tests.rs`) are files of
 //! their own.
@@ -14,8 +14,11 @@ use std::rc::Rc;
 
 use super::attempt::report::span_provider_properties;
 use super::channel::AttemptChannel;
-use super::host::{micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{parse_call_body, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
+use super::host::{ignore, log_once, micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
+use super::{
+    parse_call_body, reply_or_reset, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY,
+    ROUTE_PROPERTY,
+};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::config::ModelGroup;
@@ -171,9 +174,10 @@ impl<H: Host> Edge<H> {
             .config
             .auth
             .authenticate(presented_key(key("authorization")?, key("x-api-key")?))?;
+        // A key the proxy would not remove must not travel on: refused.
         for name in CREDENTIAL_HEADERS {
             if self.request_headers.has(name) {
-                self.host.set_header(Map::Request, name.as_bytes(), None);
+                self.host.set_header(Map::Request, name.as_bytes(), None)?;
             }
         }
         Ok(())
@@ -258,7 +262,7 @@ impl<H: Host> Edge<H> {
             ("x-request-id", self.request_id.as_bytes()),
         ];
         headers.extend_from_slice(extra);
-        self.host.send_response(200, &headers, body, "");
+        reply_or_reset(&self.host, 200, &headers, body);
         self.status = 200;
         self.state = State::Replied;
         Flow::Pause
@@ -333,7 +337,7 @@ impl<H: Host> Edge<H> {
             }
             self.request_id.clone_from(id);
             self.host
-                .set_header(Map::Request, b"x-request-id", Some(id.as_bytes()));
+                .set_header(Map::Request, b"x-request-id", Some(id.as_bytes()))?;
         }
         let task_type = request
             .extra
@@ -381,8 +385,7 @@ impl<H: Host> Edge<H> {
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
         self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
-        self.hand_off(group, cluster, index, None, Some(request));
-        Ok(())
+        self.hand_off(group, cluster, index, None, Some(request))
     }
 
     /// A 429 of Envoy's own: the global rate limit service's refusal
@@ -422,7 +425,9 @@ impl<H: Host> Edge<H> {
     }
 
     /// Routes the request to candidate `index` of `group` and hands it
-    /// off to the attempts (with the parsed request, when it has one).
+    /// off to the attempts (with the parsed request, when it has one). Both
+    /// writes must take: without the handoff an attempt would pass the
+    /// client's request on untranslated.
     fn hand_off(
         &mut self,
         group: String,
@@ -430,12 +435,12 @@ impl<H: Host> Edge<H> {
         index: usize,
         call: Option<Call>,
         request: Option<ChatRequest>,
-    ) {
+    ) -> Result<(), GatewayError> {
         self.host.set_header(
             Map::Request,
             CLUSTER_HEADER.as_bytes(),
             Some(cluster.as_bytes()),
-        );
+        )?;
         if let Some((token, shared)) = exchange::open(request) {
             self.exchange = Some(token);
             self.channel = AttemptChannel::InVm(shared);
@@ -449,7 +454,8 @@ impl<H: Host> Edge<H> {
             group,
         };
         self.host
-            .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()));
+            .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()))?;
+        Ok(())
     }
 
     /// A native call's headers: it waits for its body, or is routed now. A
@@ -532,7 +538,7 @@ impl<H: Host> Edge<H> {
         let index =
             model_group.choose(group, &NO_NEEDS, &bucket_key, self.provider_pin.as_deref())?;
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
-        self.hand_off(group, cluster, index, Some(call), request);
+        self.hand_off(group, cluster, index, Some(call), request)?;
         self.state = State::Forwarded;
         Ok(Flow::Continue)
     }
@@ -646,6 +652,8 @@ impl<H: Host> Edge<H> {
             && !self
                 .host
                 .property(&["response", "code_details"])
+                .ok()
+                .flatten()
                 .is_some_and(|d| d.starts_with(b"upstream"));
         let vendor_failed =
             (cut_short && !client_disconnected).then_some(ErrorCode::UpstreamError.as_str());
@@ -669,7 +677,7 @@ impl<H: Host> Edge<H> {
             ("group", group),
             ("key", key),
         ];
-        self.host.count(
+        ignore(self.host.count(
             "llm_gateway.requests",
             &[
                 ("group", group),
@@ -681,10 +689,10 @@ impl<H: Host> Edge<H> {
                 ("surface", self.api.name()),
             ],
             1,
-        );
+        ));
         // Every attempt, under its provider and model and how it ended.
         for r in records.iter().filter(|r| !r.provider.is_empty()) {
-            self.host.count(
+            ignore(self.host.count(
                 "llm_gateway.attempts",
                 &[
                     ("group", group),
@@ -694,7 +702,7 @@ impl<H: Host> Edge<H> {
                     ("code", r.code.as_deref().unwrap_or("")),
                 ],
                 1,
-            );
+            ));
         }
         // Tokens and cost under the provider and model of the attempt that used them.
         for attempt in &bill.attempts {
@@ -712,37 +720,41 @@ impl<H: Host> Edge<H> {
                 ("reasoning", c.reasoning_tokens),
             ] {
                 let [p, m, g, k] = who;
-                self.host.count(
+                ignore(self.host.count(
                     "gen_ai.client.token.usage",
                     &[("token_type", token_type), p, m, g, k],
                     n,
-                );
+                ));
             }
             if let Some(cost) = c.cost_usd {
-                self.host.count(
+                ignore(self.host.count(
                     "llm_gateway.cost_micro_usd",
                     &who,
                     (cost * 1e6).round() as u64,
-                );
+                ));
             }
         }
         if reached_vendor {
-            self.host
-                .record("gen_ai.server.request.duration_ms", &who[..3], duration_ms);
+            ignore(
+                self.host
+                    .record("gen_ai.server.request.duration_ms", &who[..3], duration_ms),
+            );
         }
         if let Some(ttft) = record.ttft_ms {
-            self.host
-                .record("gen_ai.server.time_to_first_token_ms", &who[..2], ttft);
+            ignore(
+                self.host
+                    .record("gen_ai.server.time_to_first_token_ms", &who[..2], ttft),
+            );
         }
         let one = |name: &str, labels: &[(&str, &str)], yes: bool| {
-            self.host.count(name, labels, u64::from(yes))
+            ignore(self.host.count(name, labels, u64::from(yes)));
         };
         let attempts = route.len() as u64;
-        self.host.count(
+        ignore(self.host.count(
             "llm_gateway.failovers",
             &[("group", group)],
             attempts.saturating_sub(1),
-        );
+        ));
         one(
             "llm_gateway.content_filtered",
             &who[..1],
@@ -782,7 +794,7 @@ impl<H: Host> Edge<H> {
             budget_alerts: &budget_alerts,
         };
         if let Ok(line) = serde_json::to_vec(&log) {
-            self.host.set_property(&[LOG_PROPERTY], Some(&line));
+            ignore(self.host.set_property(&[LOG_PROPERTY], Some(&line)));
         }
         // Published already when the response ended; not so for a client that left.
         if self.final_attempts.is_none() {
@@ -836,7 +848,7 @@ impl<H: Host> Edge<H> {
             ("llm_group", chat.group.as_str()),
             (ROUTE_PROPERTY, &route.join(",")),
         ]) {
-            self.host.set_property(&[name], Some(value.as_bytes()));
+            ignore(self.host.set_property(&[name], Some(value.as_bytes())));
         }
     }
 
@@ -865,10 +877,17 @@ impl<H: Host> Drop for Edge<H> {
 impl<H: Host> Session for Edge<H> {
     fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
         self.started = self.host.now();
-        self.request_headers = self.host.headers(Map::Request);
+        // Unread headers, or a routing header of the client's the proxy
+        // would not drop: the request goes no further.
+        self.request_headers = match self.host.headers(Map::Request) {
+            Ok(headers) => headers,
+            Err(e) => return self.reject(e.into()),
+        };
         for name in INTERNAL_HEADERS {
             if self.request_headers.has(name) {
-                self.host.set_header(Map::Request, name.as_bytes(), None);
+                if let Err(e) = self.host.set_header(Map::Request, name.as_bytes(), None) {
+                    return self.reject(e.into());
+                }
             }
         }
         let client_id = self.request_headers.text("x-request-id").ok().flatten();
@@ -882,8 +901,13 @@ impl<H: Host> Session for Edge<H> {
                     .map(|d| d.as_nanos())
                     .unwrap_or_default();
                 let id = format!("llm-{nanos:x}");
-                self.host
-                    .set_header(Map::Request, b"x-request-id", Some(id.as_bytes()));
+                if let Err(e) =
+                    self.host
+                        .set_header(Map::Request, b"x-request-id", Some(id.as_bytes()))
+                {
+                    self.request_id.clone_from(&id);
+                    return self.reject(e.into());
+                }
                 id
             }
         };
@@ -1002,7 +1026,10 @@ impl<H: Host> Session for Edge<H> {
             return Flow::Pause;
         }
         let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
-        let body = self.host.body(Buffer::Request, 0, size);
+        let body = match self.host.body(Buffer::Request, 0, size) {
+            Ok(body) => body,
+            Err(e) => return self.reject(e.into()),
+        };
         if let State::Call(call) = &self.state {
             let call = call.clone();
             let limits = &self.config.limits;
@@ -1035,11 +1062,13 @@ impl<H: Host> Session for Edge<H> {
         if end_of_stream {
             self.on_response_end();
         }
-        self.host.set_header(
+        // The edge's own headers on an answer the attempt already made
+        // (or on Envoy's reply): a failed one is logged and left out.
+        ignore(self.host.set_header(
             Map::Response,
             b"x-request-id",
             Some(self.request_id.as_bytes()),
-        );
+        ));
         if let Some(limits) = &self.limits {
             limits.set_response_headers(&self.host);
         }
@@ -1065,17 +1094,24 @@ impl<H: Host> Session for Edge<H> {
             self.code = Some(code);
             // Envoy's reply after its attempts (a refused connection, timeouts).
             let attempts = self.channel.attempt_count(&self.host).to_string();
-            self.host
-                .set_header(Map::Response, b"x-llm-attempts", Some(attempts.as_bytes()));
+            ignore(self.host.set_header(
+                Map::Response,
+                b"x-llm-attempts",
+                Some(attempts.as_bytes()),
+            ));
             if !end_of_stream {
                 self.state = State::RewriteLocalReply(code);
             }
             let status = self.status.to_string();
-            self.host
-                .set_header(Map::Response, b":status", Some(status.as_bytes()));
-            self.host
-                .set_header(Map::Response, b"content-type", Some(b"application/json"));
-            self.host.set_header(Map::Response, b"content-length", None);
+            ignore(
+                self.host
+                    .set_header(Map::Response, b":status", Some(status.as_bytes())),
+            );
+            ignore(
+                self.host
+                    .set_header(Map::Response, b"content-type", Some(b"application/json")),
+            );
+            ignore(self.host.set_header(Map::Response, b"content-length", None));
         } else if status >= 400 {
             // An error the upstream role answered with the gateway's status
             // for its code: the client's API may answer it with another
@@ -1084,16 +1120,16 @@ impl<H: Host> Session for Edge<H> {
             let client = surface(self.api).status(code);
             if code.status() == status && client != status {
                 self.status = client;
-                self.host.set_header(
+                ignore(self.host.set_header(
                     Map::Response,
                     b":status",
                     Some(client.to_string().as_bytes()),
-                );
+                ));
             }
             if !end_of_stream && retry_overflowed(&self.host) {
                 let provider = String::from_utf8_lossy(&provider.unwrap_or_default()).into_owned();
                 self.state = State::NameRetryOverflow { code, provider };
-                self.host.set_header(Map::Response, b"content-length", None);
+                ignore(self.host.set_header(Map::Response, b"content-length", None));
             }
         }
         Flow::Continue
@@ -1110,7 +1146,11 @@ impl<H: Host> Session for Edge<H> {
         if !end_of_stream {
             return Flow::Pause;
         }
-        let original = self.host.body(Buffer::Response, 0, size);
+        // Unreadable, it is rewritten all the same (without what it said).
+        let original = self
+            .host
+            .body(Buffer::Response, 0, size)
+            .unwrap_or_default();
         let error = if let State::NameRetryOverflow { provider, .. } = &self.state {
             let said = error_message(&original);
             GatewayError::envoy_reply(code, RETRY_OVERFLOW, said.as_bytes()).with_provider(provider)
@@ -1124,11 +1164,19 @@ impl<H: Host> Session for Edge<H> {
             let details = self
                 .host
                 .property(&["response", "code_details"])
+                .ok()
+                .flatten()
                 .unwrap_or_default();
             GatewayError::envoy_reply(code, &details, &original)
         };
         let body = surface(self.api).render_error(&error, Some(&self.request_id));
-        self.host.set_body(Buffer::Response, 0, size, &body);
+        if let Err(e) = self.host.set_body(Buffer::Response, 0, size, &body) {
+            // The headers went: the stream is cut rather than answered
+            // with what the proxy said instead.
+            log_once(&e, "the stream is reset");
+            ignore(self.host.reset_stream());
+            return Flow::Pause;
+        }
         Flow::Continue
     }
 
@@ -1173,6 +1221,8 @@ const UPSTREAM_OVERFLOW: u64 = 0x80;
 /// `max_retries` (the router then flags the response `UO`).
 fn retry_overflowed(host: &impl Host) -> bool {
     host.property(&["response", "flags"])
+        .ok()
+        .flatten()
         .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
         .is_some_and(|b| u64::from_le_bytes(b) & UPSTREAM_OVERFLOW != 0)
 }

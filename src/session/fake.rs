@@ -1,15 +1,16 @@
 //! A recording [`Host`] for the sessions' native tests: headers, bodies and
 //! properties held in memory, a clock the test moves, and every host call
 //! written down in order, in the line format `benches/wasm-floor` replays
-//! (see `session::replay_script`).
+//! (see `session::replay_script`). Any call can be made to fail
+//! ([`FakeHost::fail`]): it is then written down with ` !failed` and changes
+//! nothing.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use super::host::{Buffer, Host, Map, Phase};
+use super::host::{status, Buffer, Host, HostCall, HostError, Map, Phase};
 use crate::headers::Headers;
-use crate::limits::store::SetResult;
 use crate::metering::metric_name;
 
 /// A shared value and its CAS token.
@@ -32,6 +33,17 @@ pub struct FakeHost {
     pub reply: RefCell<Option<(u16, Vec<u8>)>>,
     /// Shared data: value and CAS token, by key.
     pub shared: RefCell<BTreeMap<Vec<u8>, Versioned>>,
+    /// The session reset the stream.
+    pub reset: Cell<bool>,
+    failures: RefCell<Vec<Failure>>,
+}
+
+/// Calls made to fail: those whose line starts with `prefix`, every one or
+/// only the `nth` (from 1) of them.
+struct Failure {
+    prefix: String,
+    nth: Option<usize>,
+    seen: usize,
 }
 
 impl FakeHost {
@@ -55,9 +67,22 @@ impl FakeHost {
         }
     }
 
+    /// Sets a header as the proxy would have it (not a host call of the session's).
     pub fn set(&self, map: Map, name: &str, value: &str) {
-        self.set_header(map, name.as_bytes(), Some(value.as_bytes()));
-        self.calls.borrow_mut().pop();
+        let mut headers = self.map(map).borrow_mut();
+        headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name.as_bytes()));
+        headers.push((name.as_bytes().to_vec(), value.as_bytes().to_vec()));
+    }
+
+    /// Makes the calls whose line (as `take_record` shows them) starts with
+    /// `prefix` fail: every one, or only the `nth` (from 1) from now on.
+    /// E.g. `fail("set_body response", Some(2))`, `fail("count", None)`.
+    pub fn fail(&self, prefix: &str, nth: Option<usize>) {
+        self.failures.borrow_mut().push(Failure {
+            prefix: prefix.to_owned(),
+            nth,
+            seen: 0,
+        });
     }
 
     /// A header as the test sees it (not a host call of the session's).
@@ -103,6 +128,23 @@ impl FakeHost {
     fn log(&self, call: String) {
         self.calls.borrow_mut().push(call);
     }
+
+    /// Writes the call down; `Err` when a [`FakeHost::fail`] rule takes it.
+    fn call(&self, line: String, call: HostCall) -> Result<(), HostError> {
+        let mut failed = false;
+        for rule in self.failures.borrow_mut().iter_mut() {
+            if line.starts_with(&rule.prefix) {
+                rule.seen += 1;
+                failed |= rule.nth.is_none_or(|n| n == rule.seen);
+            }
+        }
+        if failed {
+            self.log(format!("{line} !failed"));
+            return Err(HostError::new(call, status::INTERNAL_FAILURE));
+        }
+        self.log(line);
+        Ok(())
+    }
 }
 
 /// The calls that only read.
@@ -137,58 +179,74 @@ fn which(buffer: Buffer) -> &'static str {
 }
 
 impl Host for FakeHost {
-    fn headers(&self, map: Map) -> Headers {
-        self.log(format!("headers {}", side(map)));
-        Headers(self.map(map).borrow().clone())
+    fn headers(&self, map: Map) -> Result<Headers, HostError> {
+        self.call(format!("headers {}", side(map)), HostCall::Headers)?;
+        Ok(Headers(self.map(map).borrow().clone()))
     }
 
     fn header(&self, map: Map, name: &str) -> Option<Vec<u8>> {
-        self.log(format!("header {} {name}", side(map)));
+        self.call(format!("header {} {name}", side(map)), HostCall::Headers)
+            .ok()?;
         find(&self.map(map).borrow(), name)
     }
 
-    fn set_header(&self, map: Map, name: &[u8], value: Option<&[u8]>) {
+    fn set_header(&self, map: Map, name: &[u8], value: Option<&[u8]>) -> Result<(), HostError> {
+        let name_text = String::from_utf8_lossy(name);
+        let line = match value {
+            Some(v) => format!(
+                "set_header {} {name_text}={}",
+                side(map),
+                String::from_utf8_lossy(v)
+            ),
+            None => format!("remove_header {} {name_text}", side(map)),
+        };
+        self.call(line, HostCall::SetHeader)?;
         let mut headers = self.map(map).borrow_mut();
         headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-        let name_text = String::from_utf8_lossy(name);
-        match value {
-            Some(v) => {
-                headers.push((name.to_vec(), v.to_vec()));
-                let v = String::from_utf8_lossy(v);
-                self.log(format!("set_header {} {name_text}={v}", side(map)));
-            }
-            None => self.log(format!("remove_header {} {name_text}", side(map))),
+        if let Some(v) = value {
+            headers.push((name.to_vec(), v.to_vec()));
         }
+        Ok(())
     }
 
-    fn body(&self, buffer: Buffer, start: usize, size: usize) -> Vec<u8> {
-        self.log(format!("body {}", which(buffer)));
+    fn body(&self, buffer: Buffer, start: usize, size: usize) -> Result<Vec<u8>, HostError> {
+        self.call(format!("body {}", which(buffer)), HostCall::Body)?;
         let body = self.buffer(buffer).borrow();
         let end = start.saturating_add(size).min(body.len());
-        body.get(start.min(end)..end).unwrap_or_default().to_vec()
+        Ok(body.get(start.min(end)..end).unwrap_or_default().to_vec())
     }
 
-    fn set_body(&self, buffer: Buffer, start: usize, size: usize, data: &[u8]) {
+    fn set_body(
+        &self,
+        buffer: Buffer,
+        start: usize,
+        size: usize,
+        data: &[u8],
+    ) -> Result<(), HostError> {
+        let line = format!("set_body {} {} bytes", which(buffer), data.len());
+        self.call(line, HostCall::SetBody)?;
         let mut body = self.buffer(buffer).borrow_mut();
         let end = start.saturating_add(size).min(body.len());
         body.splice(start.min(end)..end, data.iter().copied());
-        self.log(format!("set_body {} {} bytes", which(buffer), data.len()));
+        Ok(())
     }
 
-    fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
-        self.log(format!("property {}", path.join("/")));
-        self.properties.borrow().get(&path.join(".")).cloned()
+    fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, HostError> {
+        self.call(format!("property {}", path.join("/")), HostCall::Property)?;
+        Ok(self.properties.borrow().get(&path.join(".")).cloned())
     }
 
-    fn set_property(&self, path: &[&str], value: Option<&[u8]>) {
+    fn set_property(&self, path: &[&str], value: Option<&[u8]>) -> Result<(), HostError> {
         let shown = value.map(String::from_utf8_lossy).unwrap_or_default();
-        self.log(format!("set_property {}={shown}", path.join("/")));
+        let line = format!("set_property {}={shown}", path.join("/"));
+        self.call(line, HostCall::SetProperty)?;
         let name = path.join(".");
         let mut properties = self.properties.borrow_mut();
         match value {
             Some(v) => properties.insert(name, v.to_vec()),
             None => properties.remove(&name),
         };
+        Ok(())
     }
 
     fn now(&self) -> SystemTime {
@@ -196,47 +254,69 @@ impl Host for FakeHost {
         SystemTime::UNIX_EPOCH + Duration::from_secs_f64(self.clock.get())
     }
 
-    fn send_response(&self, status: u16, _headers: &[(&str, &[u8])], body: &[u8], _: &str) {
-        self.log(format!("send_response {status}"));
+    fn send_response(
+        &self,
+        status: u16,
+        _headers: &[(&str, &[u8])],
+        body: &[u8],
+        _: &str,
+    ) -> Result<(), HostError> {
+        self.call(format!("send_response {status}"), HostCall::SendResponse)?;
         *self.reply.borrow_mut() = Some((status, body.to_vec()));
+        Ok(())
     }
 
-    fn count(&self, base: &str, labels: &[(&str, &str)], value: u64) {
+    fn count(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError> {
         // As `host::metrics`: adding zero is no host call.
-        if value > 0 {
-            self.log(format!("count {} {value}", metric_name(base, labels)));
+        if value == 0 {
+            return Ok(());
         }
+        let line = format!("count {} {value}", metric_name(base, labels));
+        self.call(line, HostCall::Metric)
     }
 
-    fn record(&self, base: &str, labels: &[(&str, &str)], value: u64) {
-        self.log(format!("record {} {value}", metric_name(base, labels)));
+    fn record(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError> {
+        let line = format!("record {} {value}", metric_name(base, labels));
+        self.call(line, HostCall::Metric)
     }
 
-    fn gauge(&self, base: &str, labels: &[(&str, &str)], value: u64) {
-        self.log(format!("gauge {} {value}", metric_name(base, labels)));
+    fn gauge(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError> {
+        let line = format!("gauge {} {value}", metric_name(base, labels));
+        self.call(line, HostCall::Metric)
     }
 
-    fn shared_data(&self, key: &[u8]) -> Option<(Vec<u8>, u32)> {
-        self.log(format!("shared_data {}", String::from_utf8_lossy(key)));
-        self.shared.borrow().get(key).cloned()
+    fn shared_data(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, HostError> {
+        let line = format!("shared_data {}", String::from_utf8_lossy(key));
+        self.call(line, HostCall::SharedData)?;
+        Ok(self.shared.borrow().get(key).cloned())
     }
 
-    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
-        self.log(format!(
+    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> Result<(), HostError> {
+        let line = format!(
             "set_shared_data {} {} bytes",
             String::from_utf8_lossy(key),
             value.len()
-        ));
+        );
+        self.call(line, HostCall::SetSharedData)?;
         let mut shared = self.shared.borrow_mut();
         let token = shared.get(key).map_or(0, |(_, t)| *t);
         if cas != 0 && cas != token {
-            return SetResult::CasMismatch;
+            return Err(HostError::new(
+                HostCall::SetSharedData,
+                status::CAS_MISMATCH,
+            ));
         }
         shared.insert(key.to_vec(), (value.to_vec(), token + 1));
-        SetResult::Done
+        Ok(())
     }
 
-    fn overhead(&self, phase: Phase, _micros: u64) {
-        self.log(format!("overhead {phase:?}"));
+    fn overhead(&self, phase: Phase, _micros: u64) -> Result<(), HostError> {
+        self.call(format!("overhead {phase:?}"), HostCall::Metric)
+    }
+
+    fn reset_stream(&self) -> Result<(), HostError> {
+        self.call("reset_stream".to_owned(), HostCall::ResetStream)?;
+        self.reset.set(true);
+        Ok(())
     }
 }

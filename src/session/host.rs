@@ -3,10 +3,119 @@
 //! reply. `host::WasmHost` implements it with proxy-wasm; tests implement it
 //! with a recording fake, so every session runs natively.
 
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
+use crate::error::{ErrorCode, GatewayError};
 use crate::headers::Headers;
-use crate::limits::store::SetResult;
+
+/// The proxy-wasm statuses the sessions tell apart (the ABI's numbers).
+pub mod status {
+    pub const NOT_FOUND: u32 = 1;
+    pub const BAD_ARGUMENT: u32 = 2;
+    /// A buffer with nothing in it.
+    pub const EMPTY: u32 = 7;
+    /// A shared-data write whose CAS token is stale.
+    pub const CAS_MISMATCH: u32 = 8;
+    pub const INTERNAL_FAILURE: u32 = 10;
+}
+
+/// Which host call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostCall {
+    Headers,
+    SetHeader,
+    Body,
+    SetBody,
+    Property,
+    SetProperty,
+    SendResponse,
+    /// Defining or moving a counter, gauge or histogram.
+    Metric,
+    SharedData,
+    SetSharedData,
+    ResetStream,
+}
+
+impl HostCall {
+    const ALL: usize = 11;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Headers => "headers",
+            Self::SetHeader => "set_header",
+            Self::Body => "body",
+            Self::SetBody => "set_body",
+            Self::Property => "property",
+            Self::SetProperty => "set_property",
+            Self::SendResponse => "send_response",
+            Self::Metric => "metric",
+            Self::SharedData => "shared_data",
+            Self::SetSharedData => "set_shared_data",
+            Self::ResetStream => "reset_stream",
+        }
+    }
+}
+
+/// A host call that did not do what it was asked: which, and the status
+/// the proxy answered. Two words, so a `Result` of it costs no allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostError {
+    pub call: HostCall,
+    pub status: u32,
+}
+
+impl HostError {
+    pub fn new(call: HostCall, status: u32) -> Self {
+        Self { call, status }
+    }
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the proxy failed {} (status {})",
+            self.call.name(),
+            self.status
+        )
+    }
+}
+
+/// A write the request cannot go on without failed: the client gets the
+/// gateway's 502 in its API's envelope instead of a half-made exchange.
+impl From<HostError> for GatewayError {
+    #[cold]
+    fn from(e: HostError) -> Self {
+        GatewayError::new(
+            ErrorCode::UpstreamError,
+            format!("the gateway could not complete the exchange: {e}"),
+        )
+    }
+}
+
+/// Logs a failed host call and what the session did about it, once per
+/// kind of call and VM: a broken stats sink or buffer must not write a
+/// line per request or chunk.
+#[cold]
+pub fn log_once(e: &HostError, outcome: &str) {
+    static LOGGED: [AtomicBool; HostCall::ALL] = [const { AtomicBool::new(false) }; HostCall::ALL];
+    let first = LOGGED
+        .get(e.call as usize)
+        .is_some_and(|logged| !logged.swap(true, Ordering::Relaxed));
+    if first {
+        log::warn!("llm gateway: {e}; {outcome} (later failures of this call are not logged)");
+    }
+}
+
+/// A failed write the request goes on without (a metric, filter state for
+/// logs and tracing): logged once, then ignored.
+pub fn ignore(result: Result<(), HostError>) {
+    if let Err(e) = result {
+        log_once(&e, "ignored");
+    }
+}
 
 /// Which header map a call is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,34 +157,72 @@ pub enum Flow {
 
 /// The proxy as a session sees it. Every method may be a host call: the
 /// sessions call them sparingly, and never in a loop over bytes.
+///
+/// Every write returns the proxy's status, and reads that can fail say so
+/// apart from "absent" where the sessions act differently. What a failure
+/// means is the sessions' decision, by one rule: **no untranslated or
+/// unscrubbed vendor byte ever reaches the client, and no request reaches a
+/// vendor untranslated or with the client's credentials.** So:
+/// - a failed write of the vendor's request (a header withheld or set, its
+///   path, its body) or a failed read of what it is made from: the request
+///   goes no further; the client gets a unified 502 (a local reply);
+/// - a failed write of the answer (a body replaced, a header passed,
+///   masked or set) or a failed read of it, while the response headers
+///   have not gone to the client: a unified 502 instead of the answer;
+///   after they went (a stream): the buffer emptied if the proxy lets us,
+///   and the stream reset, never the chunk passed;
+/// - a failed local reply: the stream is reset (and held, should even that
+///   fail);
+/// - a failed metric or filter-state write for logs and tracing: logged
+///   once ([`ignore`]) and the request goes on.
 pub trait Host {
     /// Every header of a map, as bytes.
-    fn headers(&self, map: Map) -> Headers;
+    fn headers(&self, map: Map) -> Result<Headers, HostError>;
+    /// One header; `None` when absent or unreadable (the sessions read no
+    /// header whose loss would let a vendor byte through).
     fn header(&self, map: Map, name: &str) -> Option<Vec<u8>>;
     /// Sets (replacing) or, with `None`, removes a header.
-    fn set_header(&self, map: Map, name: &[u8], value: Option<&[u8]>);
-    /// `size` bytes of a body buffer from `start`.
-    fn body(&self, buffer: Buffer, start: usize, size: usize) -> Vec<u8>;
+    fn set_header(&self, map: Map, name: &[u8], value: Option<&[u8]>) -> Result<(), HostError>;
+    /// `size` bytes of a body buffer from `start` (empty when there is none).
+    fn body(&self, buffer: Buffer, start: usize, size: usize) -> Result<Vec<u8>, HostError>;
     /// Replaces `size` bytes of a body buffer from `start` with `data`.
-    fn set_body(&self, buffer: Buffer, start: usize, size: usize, data: &[u8]);
-    fn property(&self, path: &[&str]) -> Option<Vec<u8>>;
-    fn set_property(&self, path: &[&str], value: Option<&[u8]>);
+    fn set_body(
+        &self,
+        buffer: Buffer,
+        start: usize,
+        size: usize,
+        data: &[u8],
+    ) -> Result<(), HostError>;
+    /// A property; `Ok(None)` when it is not set.
+    fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, HostError>;
+    fn set_property(&self, path: &[&str], value: Option<&[u8]>) -> Result<(), HostError>;
     fn now(&self) -> SystemTime;
     /// Answers the request itself; `details` is what Envoy logs as the
     /// response code details.
-    fn send_response(&self, status: u16, headers: &[(&str, &[u8])], body: &[u8], details: &str);
+    fn send_response(
+        &self,
+        status: u16,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+        details: &str,
+    ) -> Result<(), HostError>;
     /// Adds to a counter named by its base and labels.
-    fn count(&self, base: &str, labels: &[(&str, &str)], value: u64);
+    fn count(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError>;
     /// Records a histogram value.
-    fn record(&self, base: &str, labels: &[(&str, &str)], value: u64);
+    fn record(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError>;
     /// Sets a gauge.
-    fn gauge(&self, base: &str, labels: &[(&str, &str)], value: u64);
-    /// A value every worker of the proxy shares, and its CAS token.
-    fn shared_data(&self, key: &[u8]) -> Option<(Vec<u8>, u32)>;
-    /// Writes a shared value if its CAS token is still `cas` (0: always).
-    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult;
+    fn gauge(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError>;
+    /// A value every worker of the proxy shares, and its CAS token;
+    /// `Ok(None)` when absent.
+    fn shared_data(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, HostError>;
+    /// Writes a shared value if its CAS token is still `cas` (0: always);
+    /// a stale token is the error [`status::CAS_MISMATCH`].
+    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> Result<(), HostError>;
     /// Records the gateway's own time in a phase, in microseconds.
-    fn overhead(&self, phase: Phase, micros: u64);
+    fn overhead(&self, phase: Phase, micros: u64) -> Result<(), HostError>;
+    /// Resets the request's stream (what is left when no answer can be
+    /// written): the client sees it cut, and no more of it passes.
+    fn reset_stream(&self) -> Result<(), HostError>;
 }
 
 /// Times one phase when the configuration asks for it
@@ -89,7 +236,7 @@ impl PhaseTimer {
 
     pub fn stop(self, host: &impl Host, phase: Phase) {
         if let Some(started) = self.0 {
-            host.overhead(phase, micros_since(host, started));
+            ignore(host.overhead(phase, micros_since(host, started)));
         }
     }
 }

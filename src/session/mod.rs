@@ -21,7 +21,7 @@ mod fake;
 #[cfg(test)]
 mod replay_script;
 
-use host::{Flow, Host};
+use host::{log_once, Flow, Host};
 
 /// A request's state machine as the proxy drives it: its callbacks, in the
 /// order they come. `host::callbacks` hands each proxy-wasm callback to one.
@@ -84,7 +84,19 @@ pub fn send_error_with(
     if let Some(provider) = error.provider.as_deref() {
         headers.push(("x-llm-provider", provider.as_bytes()));
     }
-    host.send_response(surface(api).status(error.code), &headers, &body, "");
+    reply_or_reset(host, surface(api).status(error.code), &headers, &body);
+}
+
+/// Answers the request with a local reply; when the proxy refuses it,
+/// resets the stream: a request the gateway answers must go no further
+/// (should even the reset fail, the callback's `Flow::Pause` holds it).
+pub fn reply_or_reset(host: &impl Host, status: u16, headers: &[(&str, &[u8])], body: &[u8]) {
+    if let Err(e) = host.send_response(status, headers, body, "") {
+        log_once(&e, "the stream is reset");
+        if let Err(e) = host.reset_stream() {
+            log_once(&e, "the stream is held");
+        }
+    }
 }
 
 /// A native call's body, parsed and checked as its API's vendors would

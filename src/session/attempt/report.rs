@@ -6,7 +6,7 @@ use super::Attempt;
 use crate::error::{retry_delay_in, ErrorCode, GatewayError};
 use crate::headers::client_may_receive;
 use crate::provider::{DialectKind, Provider};
-use crate::session::host::{Host, Map};
+use crate::session::host::{ignore, Host, HostError, Map};
 
 /// The OpenTelemetry GenAI names of the vendor a provider reaches:
 /// `(gen_ai.provider.name, gen_ai.system)`, the current semantic
@@ -73,7 +73,7 @@ impl<H: Host> Attempt<H> {
             ("llm_input_tokens", input.as_deref()),
             ("llm_output_tokens", output.as_deref()),
         ]) {
-            self.host.set_property(&[name], value.map(str::as_bytes));
+            ignore(self.host.set_property(&[name], value.map(str::as_bytes)));
         }
     }
 
@@ -84,20 +84,20 @@ impl<H: Host> Attempt<H> {
     /// vendor's wait headers: the failover routes retry an answer that has
     /// a short `retry-after` (Envoy's `retriable_headers`), which must only
     /// ever be a 429 or 503.
-    pub(super) fn set_retry_after(&self, error: &GatewayError) {
+    pub(super) fn set_retry_after(&self, error: &GatewayError) -> Result<(), HostError> {
         if !matches!(
             error.code,
             ErrorCode::UpstreamRateLimit | ErrorCode::UpstreamBusy
         ) {
             if self.vendor_wait_headers {
                 for name in WAIT_HEADERS {
-                    self.host.set_header(Map::Response, name.as_bytes(), None);
+                    self.host.set_header(Map::Response, name.as_bytes(), None)?;
                 }
             }
-            return;
+            return Ok(());
         }
         if self.vendor_retry_after {
-            return;
+            return Ok(());
         }
         let seconds = error
             .retry_after
@@ -106,25 +106,31 @@ impl<H: Host> Attempt<H> {
         if let Some(seconds) = seconds {
             let value = seconds.to_string();
             self.host
-                .set_header(Map::Response, b"retry-after", Some(value.as_bytes()));
+                .set_header(Map::Response, b"retry-after", Some(value.as_bytes()))?;
         }
+        Ok(())
     }
 
     /// Drops the vendor's response headers clients have no use for (cookies,
     /// account ids, debug echoes, infrastructure) and masks the key in the
     /// ones passed on (`headers::client_may_receive`).
     /// A success keeps no wait (see `set_retry_after`).
-    pub(super) fn pass_vendor_headers(&self, headers: &crate::headers::Headers, success: bool) {
+    pub(super) fn pass_vendor_headers(
+        &self,
+        headers: &crate::headers::Headers,
+        success: bool,
+    ) -> Result<(), HostError> {
         let redactor = self.provider().map(|(p, _)| &p.redactor);
         for (name, value) in &headers.0 {
             let wait = WAIT_HEADERS
                 .iter()
                 .any(|w| name.eq_ignore_ascii_case(w.as_bytes()));
             if !client_may_receive(name) || (success && wait) {
-                self.host.set_header(Map::Response, name, None);
+                self.host.set_header(Map::Response, name, None)?;
             } else if let Some(clean) = redactor.and_then(|r| r.scrubbed(value)) {
-                self.host.set_header(Map::Response, name, Some(&clean));
+                self.host.set_header(Map::Response, name, Some(&clean))?;
             }
         }
+        Ok(())
     }
 }

@@ -465,3 +465,237 @@ fn an_attempt_that_ended_is_left_as_it_ended() {
     assert_eq!(route, "an/claude-x:529");
     assert!(record.get("reset").is_none(), "{record}");
 }
+
+// A proxy that fails a call: no vendor byte reaches the client untranslated
+// or unscrubbed, and no request reaches the vendor half-made.
+
+const VENDOR_ANSWER: &[u8] = br#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"text","text":"sk-ant-secret Hello"}],"stop_reason":"end_turn","usage":{"input_tokens":5,"output_tokens":2}}"#;
+const MESSAGE_START: &[u8] = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-x\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n";
+const TEXT_DELTA: &[u8] = b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"sk-ant-secret Hi\"}}\n\n";
+
+/// The gateway's own 502 in the client's (OpenAI's) envelope, naming the call.
+fn assert_replied_502(a: &Attempt<FakeHost>, call: &str) {
+    let (status, body) = a.host.reply.borrow().clone().expect("a local reply");
+    assert_eq!(status, 502);
+    let body = body_json(&body);
+    assert_eq!(body["error"]["code"], "UPSTREAM_ERROR");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains(call), "{message}");
+    assert!(!message.contains("sk-ant-secret"));
+}
+
+/// What the client would be sent of the vendor's answer: the buffer, or
+/// nothing when the session held it (paused) or reset the stream.
+fn passed(a: &Attempt<FakeHost>, flow: Flow) -> Vec<u8> {
+    if flow == Flow::Pause || a.host.reset.get() || a.host.reply.borrow().is_some() {
+        Vec::new()
+    } else {
+        a.host.response_body.borrow().clone()
+    }
+}
+
+#[test]
+fn a_failed_write_of_a_json_answer_becomes_the_gateways_502() {
+    // Every write of the buffer fails (the emptying too), or only the answer's.
+    for nth in [None, Some(1)] {
+        let mut a = attempt("", CHAT);
+        send_request(&mut a);
+        assert_eq!(answer(&mut a, "200", "application/json"), Flow::Pause);
+        a.host.fail("set_body response", nth);
+        *a.host.response_body.borrow_mut() = VENDOR_ANSWER.to_vec();
+        let flow = a.on_response_body(VENDOR_ANSWER.len(), true);
+        assert_eq!(flow, Flow::Pause, "the vendor's bytes are held");
+        assert_replied_502(&a, "set_body");
+        assert!(passed(&a, flow).is_empty());
+        if nth.is_some() {
+            assert!(a.host.response_body.borrow().is_empty(), "and emptied");
+        }
+        let (route, record) = route_and_record(&a);
+        assert_eq!(route, "an/claude-x:502", "replaces the answer's entry");
+        assert_eq!(record["status"], 502);
+        assert_eq!(record["code"], "UPSTREAM_ERROR");
+    }
+}
+
+#[test]
+fn an_unreadable_answer_is_not_passed_on() {
+    let mut a = attempt("", CHAT);
+    send_request(&mut a);
+    answer(&mut a, "200", "application/json");
+    a.host.fail("body response", None);
+    *a.host.response_body.borrow_mut() = VENDOR_ANSWER.to_vec();
+    let flow = a.on_response_body(VENDOR_ANSWER.len(), true);
+    assert_eq!(flow, Flow::Pause);
+    assert_replied_502(&a, "body");
+    assert!(a.host.response_body.borrow().is_empty(), "emptied");
+}
+
+#[test]
+fn a_failed_write_of_a_held_first_chunk_becomes_the_gateways_502() {
+    let mut a = attempt("", STREAM);
+    send_request(&mut a);
+    assert_eq!(answer(&mut a, "200", "text/event-stream"), Flow::Pause);
+    a.host.fail("set_body response", Some(1));
+    let mut chunk = MESSAGE_START.to_vec();
+    chunk.extend_from_slice(TEXT_DELTA);
+    *a.host.response_body.borrow_mut() = chunk.clone();
+    let flow = a.on_response_body(chunk.len(), false);
+    assert_eq!(flow, Flow::Pause);
+    assert_replied_502(&a, "set_body");
+    assert!(
+        !a.host.reset.get(),
+        "the headers had not gone: an answer, not a cut"
+    );
+    assert!(a.host.response_body.borrow().is_empty());
+    // What the vendor still sends is dropped.
+    *a.host.response_body.borrow_mut() = TEXT_DELTA.to_vec();
+    assert_eq!(a.on_response_body(TEXT_DELTA.len(), true), Flow::Continue);
+    assert!(a.host.response_body.borrow().is_empty());
+}
+
+#[test]
+fn a_failed_write_of_a_stream_chunk_resets_the_stream() {
+    // The first chunk of a stream that is not held, and a later one.
+    for nth in [1, 2] {
+        let mut a = attempt(r#","streaming":{"hold_until_first_content":false}"#, STREAM);
+        send_request(&mut a);
+        assert_eq!(answer(&mut a, "200", "text/event-stream"), Flow::Continue);
+        a.host.fail("set_body response", Some(nth));
+        let mut flows = Vec::new();
+        for (i, chunk) in [MESSAGE_START, TEXT_DELTA].iter().enumerate() {
+            *a.host.response_body.borrow_mut() = chunk.to_vec();
+            let flow = a.on_response_body(chunk.len(), false);
+            let sent = passed(&a, flow);
+            let text = String::from_utf8_lossy(&sent);
+            assert!(!text.contains("sk-ant-secret"), "{text}");
+            assert!(
+                !text.contains("event: "),
+                "never the vendor's events: {text}"
+            );
+            flows.push(flow);
+            if i + 1 == nth {
+                assert_eq!(flow, Flow::Pause, "the chunk is held");
+                assert!(a.host.reset.get(), "the stream is cut");
+                assert!(a.host.reply.borrow().is_none(), "too late for an answer");
+                assert!(a.host.response_body.borrow().is_empty(), "and emptied");
+            }
+        }
+        if nth == 2 {
+            assert_eq!(flows[0], Flow::Continue, "the first chunk went translated");
+        }
+        let (_, record) = route_and_record(&a);
+        assert_eq!(record["code"], "UPSTREAM_ERROR");
+    }
+}
+
+#[test]
+fn a_stream_whose_buffer_cannot_be_written_at_all_is_held_and_reset() {
+    let mut a = attempt(r#","streaming":{"hold_until_first_content":false}"#, STREAM);
+    send_request(&mut a);
+    answer(&mut a, "200", "text/event-stream");
+    a.host.fail("set_body response", None);
+    *a.host.response_body.borrow_mut() = TEXT_DELTA.to_vec();
+    assert_eq!(a.on_response_body(TEXT_DELTA.len(), false), Flow::Pause);
+    assert!(a.host.reset.get());
+    // Still the vendor's bytes in the buffer, but never passed on.
+    assert_eq!(*a.host.response_body.borrow(), TEXT_DELTA);
+    *a.host.response_body.borrow_mut() = TEXT_DELTA.to_vec();
+    assert_eq!(a.on_response_body(TEXT_DELTA.len(), true), Flow::Pause);
+}
+
+#[test]
+fn a_vendor_header_that_cannot_be_dropped_withholds_the_answer() {
+    let mut a = attempt("", CHAT);
+    send_request(&mut a);
+    a.host.fail("remove_header response set-cookie", None);
+    assert_eq!(answer(&mut a, "200", "application/json"), Flow::Pause);
+    assert_replied_502(&a, "set_header");
+    let (route, record) = route_and_record(&a);
+    assert_eq!(route, "an/claude-x:502");
+    assert_eq!(record["provider"], "an");
+    // Whatever body follows is dropped.
+    *a.host.response_body.borrow_mut() = VENDOR_ANSWER.to_vec();
+    assert_eq!(
+        a.on_response_body(VENDOR_ANSWER.len(), true),
+        Flow::Continue
+    );
+    assert!(a.host.response_body.borrow().is_empty());
+}
+
+#[test]
+fn a_failed_write_of_the_vendors_request_stops_it() {
+    for call in [
+        "remove_header request authorization",
+        "remove_header request cookie",
+        "set_header request :path",
+        "set_header request x-api-key",
+        "set_header request content-length",
+        "set_body request",
+        "headers request",
+        "body request",
+    ] {
+        let mut a = attempt("", CHAT);
+        a.host.fail(call, None);
+        assert_eq!(a.on_request_headers(false), Flow::Pause);
+        let size = a.host.request_body.borrow().len();
+        assert_eq!(
+            a.on_request_body(size, true),
+            Flow::Pause,
+            "{call}: the request goes no further"
+        );
+        let (status, _) = a.host.reply.borrow().clone().expect(call);
+        assert_eq!(status, 502, "{call}");
+        // Nothing more of the vendor's request was written after the failure.
+        let calls = a.host.take_calls();
+        let failed = calls.iter().position(|c| c.ends_with("!failed"));
+        let after: Vec<_> = calls[failed.map_or(0, |i| i + 1)..]
+            .iter()
+            .filter(|c| c.contains(" request "))
+            .collect();
+        assert!(after.is_empty(), "{call}: {after:?}");
+    }
+}
+
+#[test]
+fn a_failed_local_reply_resets_the_stream() {
+    let mut a = attempt("", CHAT);
+    a.host.fail("set_header request :path", None);
+    a.host.fail("send_response", None);
+    assert_eq!(a.on_request_headers(false), Flow::Pause);
+    let size = a.host.request_body.borrow().len();
+    assert_eq!(a.on_request_body(size, true), Flow::Pause);
+    assert!(a.host.reply.borrow().is_none());
+    assert!(a.host.reset.get(), "the request is cut, not sent on");
+}
+
+#[test]
+fn an_unreadable_handoff_is_not_taken_for_a_request_of_someone_elses() {
+    let mut a = attempt("", CHAT);
+    a.host.fail("property llm_handoff", None);
+    assert_eq!(a.on_request_headers(false), Flow::Pause);
+    assert_eq!(a.host.reply.borrow().as_ref().map(|r| r.0), Some(502));
+}
+
+#[test]
+fn failed_metric_and_record_writes_change_nothing_the_client_sees() {
+    let mut a = attempt(r#","overhead_histograms":true"#, STREAM);
+    a.host.fail("overhead", None);
+    a.host.fail("record", None);
+    a.host.fail("set_property", None);
+    send_request(&mut a);
+    assert_eq!(answer(&mut a, "200", "text/event-stream"), Flow::Pause);
+    let mut chunk = MESSAGE_START.to_vec();
+    chunk.extend_from_slice(TEXT_DELTA);
+    *a.host.response_body.borrow_mut() = chunk.clone();
+    assert_eq!(a.on_response_body(chunk.len(), false), Flow::Continue);
+    let out = String::from_utf8(a.host.response_body.borrow().clone()).unwrap();
+    assert!(out.contains("[REDACTED] Hi"), "{out}");
+    assert!(a.host.reply.borrow().is_none() && !a.host.reset.get());
+    let failed = a.host.take_calls();
+    assert!(
+        failed
+            .iter()
+            .any(|c| c.starts_with("overhead") && c.ends_with("!failed")),
+        "{failed:?}"
+    );
+}

@@ -10,7 +10,7 @@
 
 use crate::error::{ErrorCode, ErrorType, GatewayError};
 use crate::limits::headers::{go_duration, RateHeaders, Snapshot};
-use crate::session::host::{Host, Map};
+use crate::session::host::{ignore, Host, Map};
 
 /// What a global limit counts (the descriptor's `llm_budget`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +37,7 @@ const MAX_NAME: usize = 128;
 impl GlobalRefusal {
     /// The refusal this response is, if it is one.
     pub fn read(host: &impl Host) -> Option<Self> {
-        let details = host.property(&["response", "code_details"])?;
+        let details = host.property(&["response", "code_details"]).ok()??;
         if details != b"request_rate_limited" {
             return None;
         }
@@ -77,11 +77,11 @@ impl GlobalRefusal {
     /// `retry-after`, and OpenAI's `x-ratelimit-*-requests` / `-tokens` for the limit that fired.
     pub fn set_headers(&self, host: &impl Host) {
         let reset_secs = self.reset_secs.unwrap_or(1).max(1);
-        host.set_header(
+        ignore(host.set_header(
             Map::Response,
             b"retry-after",
             Some(reset_secs.to_string().as_bytes()),
-        );
+        ));
         let snapshot = self.limit.map(|limit| Snapshot {
             limit,
             remaining: self.remaining.unwrap_or(0),
@@ -99,13 +99,13 @@ impl GlobalRefusal {
             Budget::Spend => RateHeaders::default(),
         };
         for (name, value) in headers.pairs() {
-            host.set_header(Map::Response, name.as_bytes(), Some(value.as_bytes()));
+            ignore(host.set_header(Map::Response, name.as_bytes(), Some(value.as_bytes())));
         }
     }
 
     /// `llm_gateway.rate_limit` as a local limit's refusal counts it (scope `global`).
     pub fn count(&self, host: &impl Host, key: &str, group: &str) {
-        host.count(
+        ignore(host.count(
             "llm_gateway.rate_limit",
             &[
                 ("key", key),
@@ -115,7 +115,7 @@ impl GlobalRefusal {
                 ("decision", "limited"),
             ],
             1,
-        );
+        ));
     }
 
     /// The error, named as a local limit names its own.

@@ -5,23 +5,39 @@
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::limits::headers::RateHeaders;
-use crate::limits::store::{self, SetResult, SharedStore};
+use crate::limits::store::{self, SetResult, SharedStore, Unreadable};
 use crate::limits::{self, Counter, Held, Reservation, Scope, Usage};
 use crate::metering::{price_for, Price};
 use crate::model::Api;
-use crate::session::host::{unix_millis, Host, Map};
+use crate::session::host::{ignore, log_once, status, unix_millis, Host, Map};
 use crate::session::send_error_with;
 
 /// Shared data of this `vm_id`: one store for every worker of the proxy.
 struct HostStore<'h, H>(&'h H);
 
 impl<H: Host> SharedStore for HostStore<'_, H> {
-    fn get(&self, key: &[u8]) -> Option<(Vec<u8>, u32)> {
-        self.0.shared_data(key)
+    fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, Unreadable> {
+        self.0.shared_data(key).map_err(|e| {
+            log_once(
+                &e,
+                "the counter is skipped (the request is admitted uncounted)",
+            );
+            Unreadable
+        })
     }
 
     fn set(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
-        self.0.set_shared_data(key, value, cas)
+        match self.0.set_shared_data(key, value, cas) {
+            Ok(()) => SetResult::Done,
+            Err(e) if e.status == status::CAS_MISMATCH => SetResult::CasMismatch,
+            Err(e) => {
+                log_once(
+                    &e,
+                    "the counter is skipped (the request is admitted uncounted)",
+                );
+                SetResult::Failed
+            }
+        }
     }
 }
 
@@ -161,7 +177,7 @@ impl RequestLimits {
             limit,
         ];
         labels.extend(decision.map(|d| ("decision", d)));
-        host.count(name, &labels, 1);
+        ignore(host.count(name, &labels, 1));
     }
 
     fn labels<'c>(&self, counter: &'c Counter) -> [(&'static str, &'c str); 2] {
@@ -183,11 +199,11 @@ impl RequestLimits {
             Scope::Key | Scope::All => "",
         };
         let [scope, limit] = self.labels(counter);
-        host.gauge(
+        ignore(host.gauge(
             "llm_gateway.rate_limit_remaining",
             &[("key", key), ("group", group), scope, limit],
             remaining,
-        );
+        ));
     }
 
     /// OpenAI's `x-ratelimit-*` headers, for every response of a limited key.
@@ -195,9 +211,11 @@ impl RequestLimits {
         self.headers.pairs()
     }
 
+    /// The gateway's own headers on an answer (a failed one is logged and
+    /// left out: it carries nothing of the vendor's).
     pub fn set_response_headers(&self, host: &impl Host) {
         for (name, value) in self.headers.pairs() {
-            host.set_header(Map::Response, name.as_bytes(), Some(value.as_bytes()));
+            ignore(host.set_header(Map::Response, name.as_bytes(), Some(value.as_bytes())));
         }
     }
 
@@ -268,7 +286,7 @@ pub fn expose_descriptors(host: &impl Host, key: &str, group: &str, model: &str)
         ("llm_group", group),
         ("llm_request_model", model),
     ] {
-        host.set_property(&[name], Some(value.as_bytes()));
+        ignore(host.set_property(&[name], Some(value.as_bytes())));
     }
 }
 
@@ -281,6 +299,6 @@ pub fn expose_usage(host: &impl Host, usage: Usage) {
         ("llm_output_tokens", usage.output),
         ("llm_cost_micro_usd", usage.micro_usd),
     ] {
-        host.set_property(&[name], Some(value.to_string().as_bytes()));
+        ignore(host.set_property(&[name], Some(value.to_string().as_bytes())));
     }
 }

@@ -468,3 +468,95 @@ fn an_error_answers_message_is_found_in_every_envelope() {
     );
     assert_eq!(error_message(b"not json"), "");
 }
+
+// A proxy that fails a call: the client's key and routing never travel on,
+// the request is not handed off half-made, and what only logs or counts is
+// left out without changing the answer.
+
+#[test]
+fn a_request_whose_key_or_route_cannot_be_written_goes_no_further() {
+    for call in [
+        "headers request",
+        "remove_header request authorization",
+        "remove_header request x-llm-cluster",
+        "set_header request x-llm-cluster",
+        "set_property llm_handoff",
+        "body request",
+    ] {
+        let mut e = edge(config(""), "POST", "/v1/chat/completions", CHAT);
+        e.host.fail(call, None);
+        assert_eq!(send(&mut e), Flow::Pause, "{call}");
+        let (status, body) = reply(&e);
+        assert_eq!(status, 502, "{call}");
+        assert_eq!(body["error"]["code"], "UPSTREAM_ERROR", "{call}");
+        assert!(!body.to_string().contains(KEY), "{call}: {body}");
+        assert!(
+            e.host.prop("llm_handoff").is_none(),
+            "{call}: not handed off"
+        );
+    }
+}
+
+#[test]
+fn a_refusal_the_proxy_cannot_send_resets_the_stream() {
+    let mut e = edge(config(""), "POST", "/v1/chat/completions", CHAT);
+    e.host.set(Map::Request, "authorization", "Bearer wrong");
+    e.host.fail("send_response", None);
+    assert_eq!(
+        e.on_request_headers(false),
+        Flow::Pause,
+        "held, not passed on"
+    );
+    assert!(e.host.reply.borrow().is_none());
+    assert!(e.host.reset.get());
+    assert!(e.host.prop("llm_handoff").is_none());
+}
+
+#[test]
+fn failed_metric_and_log_writes_leave_the_request_as_it_was() {
+    let limits = r#","limits":{"rate":[{"key":"team-a","requests_per_minute":10}]}"#;
+    let mut e = edge(config(limits), "POST", "/v1/chat/completions", CHAT);
+    for call in ["count", "record", "gauge", "set_property llm_log"] {
+        e.host.fail(call, None);
+    }
+    assert_eq!(send(&mut e), Flow::Continue);
+    answer_and_end(&mut e);
+    assert!(e.host.reply.borrow().is_none() && !e.host.reset.get());
+    assert!(e.host.prop("llm_log").is_none());
+    let calls = e.host.take_calls();
+    for call in ["count llm_gateway.requests", "gauge", "record gen_ai"] {
+        assert!(
+            calls
+                .iter()
+                .any(|c| c.starts_with(call) && c.ends_with("!failed")),
+            "{call}: {calls:?}"
+        );
+    }
+}
+
+#[test]
+fn an_unreadable_rate_limit_counter_is_left_as_it_was() {
+    let limits = r#","limits":{"rate":[{"key":"team-a","requests_per_minute":1}]}"#;
+    let mut first = edge(config(limits), "POST", "/v1/chat/completions", CHAT);
+    assert_eq!(send(&mut first), Flow::Continue);
+    let counted = first.host.shared.borrow().clone();
+    // A failed read is not an empty counter: nothing is written over it.
+    let mut second = edge(config(limits), "POST", "/v1/chat/completions", CHAT);
+    *second.host.shared.borrow_mut() = counted.clone();
+    second.host.fail("shared_data", None);
+    assert_eq!(send(&mut second), Flow::Continue, "admitted uncounted");
+    assert_eq!(*second.host.shared.borrow(), counted);
+}
+
+#[test]
+fn envoys_reply_that_cannot_be_rewritten_is_cut() {
+    let mut e = edge(config(""), "POST", "/v1/chat/completions", CHAT);
+    send(&mut e);
+    e.host.set(Map::Response, ":status", "503");
+    assert_eq!(e.on_response_headers(false), Flow::Continue);
+    e.host.fail("set_body response", None);
+    let raw = b"upstream connect error";
+    *e.host.response_body.borrow_mut() = raw.to_vec();
+    assert_eq!(e.on_response_body(raw.len(), true), Flow::Pause);
+    assert!(e.host.reset.get());
+}
