@@ -74,14 +74,14 @@ key-hash:
 lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	cargo clippy -p llm-gateway --target wasm32-wasip1 -- -D warnings
+	cargo clippy -p llm-gateway-core -p llm-gateway --target wasm32-wasip1 -- -D warnings
 
 test-unit: toolchain
 	cargo test --workspace
 
 # The core's unit tests compiled to wasm32-wasip1 and run under Node's WASI.
 test-wasm: toolchain
-	cargo test -p llm-gateway --lib --target wasm32-wasip1
+	cargo test -p llm-gateway-core --lib --target wasm32-wasip1
 
 # Longer fuzzing pass than the one `make test` runs (see tests/fuzz.rs).
 FUZZ_ITERATIONS ?= 200000

@@ -15,12 +15,12 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use llm_gateway::config::Config;
-use llm_gateway::dialects::{dialect, DialectKind, Target};
-use llm_gateway::model::request::ChatRequest;
-use llm_gateway::model::response::Origin;
-use llm_gateway::redact::Redactor;
-use llm_gateway::sse::{SseError, SseParser};
+use llm_gateway_core::config::Config;
+use llm_gateway_core::dialects::{dialect, DialectKind, Target};
+use llm_gateway_core::model::request::ChatRequest;
+use llm_gateway_core::model::response::Origin;
+use llm_gateway_core::redact::Redactor;
+use llm_gateway_core::sse::{SseError, SseParser};
 
 /// A dialect, its provider config fields, a vendor response, a vendor stream's events.
 type Sample = (DialectKind, &'static str, Vec<u8>, Vec<Vec<u8>>);
@@ -113,7 +113,7 @@ fn bedrock_response() -> Vec<u8> {
 
 fn bedrock_stream() -> Vec<Vec<u8>> {
     let event = |kind: &str, payload: serde_json::Value| {
-        llm_gateway::eventstream::encode(
+        llm_gateway_core::eventstream::encode(
             &[
                 (":event-type", kind),
                 (":content-type", "application/json"),
@@ -341,7 +341,7 @@ fn main() {
         let t = time(|| {
             let mut o = origin();
             d.decode_native(
-                llm_gateway::model::Api::OpenAiChat,
+                llm_gateway_core::model::Api::OpenAiChat,
                 black_box(&response),
                 &mut o,
             )
@@ -354,9 +354,9 @@ fn main() {
         );
         let mut out = Vec::with_capacity(8192);
         let t = time(|| {
-            let mut decoder = d.stream_decoder(llm_gateway::surfaces::stream_writer(
-                llm_gateway::model::Api::OpenAiChat,
-                d.speaks(llm_gateway::model::Api::OpenAiChat),
+            let mut decoder = d.stream_decoder(llm_gateway_core::surfaces::stream_writer(
+                llm_gateway_core::model::Api::OpenAiChat,
+                d.speaks(llm_gateway_core::model::Api::OpenAiChat),
                 origin(),
                 "r".into(),
                 false,
@@ -373,9 +373,9 @@ fn main() {
             &format!("{:.2} µs per chunk", per_chunk.as_secs_f64() * 1e6),
         );
         let t = time(|| {
-            let mut decoder = d.stream_decoder(llm_gateway::surfaces::stream_writer(
-                llm_gateway::model::Api::OpenAiChat,
-                d.speaks(llm_gateway::model::Api::OpenAiChat),
+            let mut decoder = d.stream_decoder(llm_gateway_core::surfaces::stream_writer(
+                llm_gateway_core::model::Api::OpenAiChat,
+                d.speaks(llm_gateway_core::model::Api::OpenAiChat),
                 origin(),
                 "r".into(),
                 false,
@@ -401,19 +401,18 @@ fn main() {
     let stream: Vec<u8> = events.concat();
     let mut out = Vec::with_capacity(16 * 1024);
     for api in [
-        llm_gateway::model::Api::OpenAiChat,
-        llm_gateway::model::Api::AnthropicMessages,
-        llm_gateway::model::Api::OpenAiResponses,
+        llm_gateway_core::model::Api::OpenAiChat,
+        llm_gateway_core::model::Api::AnthropicMessages,
+        llm_gateway_core::model::Api::OpenAiResponses,
     ] {
-        let t =
-            time(|| {
-                let mut decoder = dialect(kind).stream_decoder(
-                    llm_gateway::surfaces::stream_writer(api, false, origin(), "r".into(), true),
-                );
-                out.clear();
-                decoder.feed(black_box(&stream), &mut out);
-                decoder.finish(&mut out);
-            });
+        let t = time(|| {
+            let mut decoder = dialect(kind).stream_decoder(
+                llm_gateway_core::surfaces::stream_writer(api, false, origin(), "r".into(), true),
+            );
+            out.clear();
+            decoder.feed(black_box(&stream), &mut out);
+            decoder.finish(&mut out);
+        });
         row(
             &format!("a {STREAM_CHUNKS}-chunk stream to a {} client", api.name()),
             t,

@@ -496,7 +496,7 @@ def micro_benchmarks():
     """The micro benchmarks (benches/core.rs) natively and compiled to wasm in
     Node's V8, as one markdown table."""
     def run(extra, env=None):
-        cmd = ["taskset", "-c", str(GATEWAY_CORE), "cargo", "bench", "-q", "-p", "llm-gateway", "--bench", "core", *extra]
+        cmd = ["taskset", "-c", str(GATEWAY_CORE), "cargo", "bench", "-q", "-p", "llm-gateway-core", "--bench", "core", *extra]
         result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900,
                                 env=dict(os.environ, **(env or {})))
         if result.returncode != 0:

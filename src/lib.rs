@@ -25,8 +25,3 @@ pub mod surfaces;
 pub mod swar;
 pub mod url;
 pub mod wire;
-
-// The plugin entry and glue exist only in the wasm build (not in the wasm
-// unit-test binary, which is a plain WASI command).
-#[cfg(all(target_arch = "wasm32", not(test)))]
-mod host;

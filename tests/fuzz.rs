@@ -9,12 +9,12 @@
 // Test code: indexing and expect are fine here.
 #![allow(clippy::indexing_slicing, clippy::expect_used)]
 
-use llm_gateway::config::Config;
-use llm_gateway::dialects::{dialect, DialectKind, Target};
-use llm_gateway::model::response::Origin;
-use llm_gateway::model::Api;
-use llm_gateway::sse::SseParser;
-use llm_gateway::surfaces::surface;
+use llm_gateway_core::config::Config;
+use llm_gateway_core::dialects::{dialect, DialectKind, Target};
+use llm_gateway_core::model::response::Origin;
+use llm_gateway_core::model::Api;
+use llm_gateway_core::sse::SseParser;
+use llm_gateway_core::surfaces::surface;
 
 struct Rng(u64);
 
@@ -192,7 +192,7 @@ fn sse_framing_never_panics() {
         let mut parser = SseParser::with_limit(256);
         for chunk in chunks(&mut rng, &input) {
             let _ = parser.feed(chunk, &mut |_: &str, _: &str| {
-                Ok::<(), llm_gateway::sse::SseError>(())
+                Ok::<(), llm_gateway_core::sse::SseError>(())
             });
         }
     }
@@ -210,7 +210,7 @@ fn decoders_never_panic() {
             let _ = d.decode_native(api, &body, &mut Origin::default());
             let _ = d.decode_error(400 + (rng.below(200) as u16), &body);
             let stream = mutate(&mut rng, STREAMS[i % STREAMS.len()].as_bytes());
-            let mut decoder = d.stream_decoder(llm_gateway::surfaces::stream_writer(
+            let mut decoder = d.stream_decoder(llm_gateway_core::surfaces::stream_writer(
                 api,
                 d.speaks(api),
                 Origin::default(),
@@ -243,8 +243,8 @@ const RESPONSES_STREAMS: &[&str] = &[
 
 #[test]
 fn responses_surface_never_panics() {
-    use llm_gateway::model::Api;
-    use llm_gateway::surfaces::{stream_writer, surface};
+    use llm_gateway_core::model::Api;
+    use llm_gateway_core::surfaces::{stream_writer, surface};
     let config = config();
     let api = Api::OpenAiResponses;
     let mut rng = Rng(0x5151_7a7a_0f0f_e1e1);
@@ -289,10 +289,10 @@ fn responses_surface_never_panics() {
 /// A parsed request encoded for every provider of `config`, both ways: the
 /// client's body kept (where the vendor speaks `api`) and translated.
 fn encode_for_every_provider(
-    config: &llm_gateway::config::Config,
+    config: &llm_gateway_core::config::Config,
     api: Api,
     input: &[u8],
-    request: &llm_gateway::model::request::ChatRequest,
+    request: &llm_gateway_core::model::request::ChatRequest,
 ) {
     for provider in config.providers.values() {
         let d = dialect(provider.dialect);
@@ -300,7 +300,7 @@ fn encode_for_every_provider(
             provider,
             model: "m",
         };
-        let client = llm_gateway::dialects::ClientRequest {
+        let client = llm_gateway_core::dialects::ClientRequest {
             body: &|| input.to_vec(),
             header: &|_| Some(b"beta-1, beta-2".to_vec()),
         };
@@ -313,8 +313,8 @@ fn encode_for_every_provider(
 /// through the edge's reading of them and every dialect's encoding.
 #[test]
 fn native_calls_never_panic() {
-    use llm_gateway::model::call::Call;
-    use llm_gateway::session::parse_call_body;
+    use llm_gateway_core::model::call::Call;
+    use llm_gateway_core::session::parse_call_body;
     let config = config();
     let mut rng = Rng(0x0bad_c0de_1234_5678);
     let lines: &[(&str, &str, &str)] = &[

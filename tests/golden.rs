@@ -25,12 +25,12 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use llm_gateway::config::Config;
-use llm_gateway::dialects::{self, DialectKind, Target};
-use llm_gateway::error::GatewayError;
-use llm_gateway::model::response::Origin;
-use llm_gateway::model::Api;
-use llm_gateway::surfaces::{surface, Echo};
+use llm_gateway_core::config::Config;
+use llm_gateway_core::dialects::{self, DialectKind, Target};
+use llm_gateway_core::error::GatewayError;
+use llm_gateway_core::model::response::Origin;
+use llm_gateway_core::model::Api;
+use llm_gateway_core::surfaces::{surface, Echo};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -275,7 +275,7 @@ fn stream_bytes(path: &Path) -> Vec<u8> {
     events
         .iter()
         .flat_map(|(kind, payload)| {
-            llm_gateway::eventstream::encode(
+            llm_gateway_core::eventstream::encode(
                 &[
                     (":event-type", kind),
                     (":content-type", "application/json"),
@@ -299,7 +299,7 @@ struct Client<'a> {
 
 /// Runs a vendor stream through the dialect's decoder in the given pieces.
 fn client_stream(kind: DialectKind, client: Client, pieces: &[&[u8]]) -> String {
-    let writer = llm_gateway::surfaces::stream_writer_echoing(
+    let writer = llm_gateway_core::surfaces::stream_writer_echoing(
         client.api,
         client.native,
         origin(kind),

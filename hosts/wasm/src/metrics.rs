@@ -6,10 +6,10 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::abi::{self, MetricKind};
-use crate::metering::{metric_name, MetricParts};
-use crate::session::host::status::BAD_ARGUMENT;
-use crate::session::host::Phase;
+use crate::abi::{self, MetricKind};
+use llm_gateway_core::metering::{metric_name, MetricParts};
+use llm_gateway_core::session::host::status::BAD_ARGUMENT;
+use llm_gateway_core::session::host::Phase;
 
 thread_local! {
     /// Metric ids by a hash of kind, base name and raw labels: defining a

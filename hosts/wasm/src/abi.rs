@@ -13,8 +13,8 @@
 use std::ptr::{null, null_mut};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::headers::Headers;
-use crate::session::host::status::{EMPTY, NOT_FOUND};
+use llm_gateway_core::headers::Headers;
+use llm_gateway_core::session::host::status::{EMPTY, NOT_FOUND};
 
 const OK: u32 = 0;
 

@@ -4,8 +4,8 @@
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use crate::session::host::Flow;
-use crate::session::Session;
+use llm_gateway_core::session::host::Flow;
+use llm_gateway_core::session::Session;
 
 /// One request's (or attempt's) proxy-wasm context around its session.
 pub struct SessionContext<S>(pub S);

@@ -1,9 +1,16 @@
-//! The only code that talks to proxy-wasm. One module, two roles, chosen by
+//! The gateway inside Envoy as a proxy-wasm filter: the thin host over the
+//! core crate (`llm-gateway-core`, which knows no proxy), built for
+//! `wasm32-wasip1` as `llm_gateway.wasm`; natively this crate is empty (the
+//! core's tests run natively without it).
+//!
+//! The only code that talks to proxy-wasm. Two roles, chosen by
 //! the plugin's `root_id`:
 //! - `llm_edge`: HCM filter before the router ([`edge`]);
 //! - `llm_upstream`: router upstream filter, once per attempt ([`upstream`]).
 //!
 //! Both read the same configuration document.
+
+#![cfg(target_arch = "wasm32")]
 
 use std::rc::Rc;
 use std::time::SystemTime;
@@ -11,11 +18,13 @@ use std::time::SystemTime;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
 
-use crate::config::Config;
-use crate::headers::Headers;
-use crate::session::attempt::Attempt;
-use crate::session::edge::{limiter, Edge};
-use crate::session::host::{unix_seconds, Buffer, Host, HostCall, HostError, Map, Phase};
+use llm_gateway_core::config::Config;
+use llm_gateway_core::headers::Headers;
+use llm_gateway_core::session::attempt::Attempt;
+use llm_gateway_core::session::edge::{limiter, Edge};
+use llm_gateway_core::session::host::{
+    unix_seconds, Buffer, Host, HostCall, HostError, Map, Phase,
+};
 
 mod abi;
 mod callbacks;
