@@ -11,6 +11,10 @@
 //! - stream annotation chunks (empty `choices` with `prompt_filter_results`,
 //!   or empty deltas with `content_filter_results`) are dropped.
 
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::settings::{self, Key};
 use super::{openai, DecodedResponse, Dialect, StreamDecoder, Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::call::Call;
@@ -18,12 +22,42 @@ use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
 use crate::model::stream::EventWriter;
 use crate::model::Api;
+use crate::provider::Provider;
 use crate::url::encode_segment;
 
 pub struct Azure;
 
 /// The `api_version` that selects Azure OpenAI's v1 API.
 const V1: &str = "v1";
+
+/// The azure dialect's settings.
+#[derive(Debug)]
+pub struct Settings {
+    /// Azure OpenAI's `api-version` query parameter, or `v1` for the v1 API.
+    pub api_version: String,
+    /// As for openai: no Responses API (see `openai::Settings`).
+    pub chat_only: bool,
+}
+
+impl crate::provider::DialectSettings for Settings {}
+
+/// The keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Written {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    chat_only: bool,
+}
+
+const KEYS: [Key; 2] = [
+    Key {
+        name: "api_version",
+        elsewhere: "only the azure dialect uses it",
+    },
+    openai::CHAT_ONLY,
+];
 
 /// Azure's auth header, when the provider has a key.
 fn auth(target: &Target) -> Option<(&'static str, String)> {
@@ -36,9 +70,48 @@ impl Dialect for Azure {
         matches!(api, Api::OpenAiChat | Api::OpenAiResponses)
     }
 
+    /// The Responses API only on the v1 API, and not with `chat_only`.
+    fn serves(&self, api: Api, provider: &Provider) -> bool {
+        let settings = provider.settings::<Settings>();
+        self.speaks(api)
+            && (api != Api::OpenAiResponses
+                || settings.is_some_and(|s| s.api_version == V1 && !s.chat_only))
+    }
+
+    fn settings_keys(&self) -> &'static [Key] {
+        &KEYS
+    }
+
+    /// `api_version` required, in the characters Azure's versions use.
+    fn read_settings(
+        &self,
+        members: Map<String, Value>,
+        field: &str,
+    ) -> Result<Option<Box<dyn crate::provider::DialectSettings>>, String> {
+        let written: Written = settings::typed(members, field)?;
+        let Some(api_version) = written.api_version else {
+            return Err(format!(
+                "{field}.api_version: required for the azure dialect"
+            ));
+        };
+        if api_version.is_empty()
+            || !api_version
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        {
+            return Err(format!(
+                "{field}.api_version: must look like 2024-10-21 (letters, digits, '-', '.')"
+            ));
+        }
+        Ok(Some(Box::new(Settings {
+            api_version,
+            chat_only: written.chat_only,
+        })))
+    }
+
     /// Responses clients: the v1 API's `/openai/v1/responses` (the
     /// deployment as `model`); other `api_version`s are not offered it
-    /// (`Provider::serves`).
+    /// ([`Dialect::serves`]).
     fn encode_native(
         &self,
         api: Api,
@@ -52,7 +125,7 @@ impl Dialect for Azure {
         })
     }
 
-    /// The stored-response calls, on the v1 API (`Provider::serves`):
+    /// The stored-response calls, on the v1 API ([`Dialect::serves`]):
     /// `/openai/v1/responses/{id}...`.
     fn encode_call(
         &self,
@@ -68,12 +141,16 @@ impl Dialect for Azure {
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
-        let api_version = target.provider.api_version.as_deref().ok_or_else(|| {
-            GatewayError::new(
-                ErrorCode::UpstreamError,
-                "the azure provider has no api_version configured",
-            )
-        })?;
+        let api_version = target
+            .provider
+            .settings::<Settings>()
+            .map(|s| s.api_version.as_str())
+            .ok_or_else(|| {
+                GatewayError::new(
+                    ErrorCode::UpstreamError,
+                    "the azure provider has no api_version configured",
+                )
+            })?;
         let body = openai::encode_body(req, target.model)?;
         let mut headers = vec![("content-type", "application/json".to_owned())];
         headers.extend(auth(target));

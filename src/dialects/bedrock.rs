@@ -31,6 +31,7 @@ use serde_json::{json, Value};
 
 use super::anthropic::{self, Anthropic};
 use super::bedrock_invoke::{self, Chunks};
+use super::settings::{self, Key};
 use super::stream::FramedStream;
 use super::{
     encode_json, fallback_message, json_instruction, unparseable, DecodedResponse, Dialect, Events,
@@ -44,6 +45,7 @@ use crate::model::request::{
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::model::Api;
+use crate::provider::Provider;
 use crate::url::encode_segment;
 
 pub struct Bedrock;
@@ -415,10 +417,29 @@ fn is_nova_2(model: &str) -> bool {
     model.contains("amazon.nova-2-")
 }
 
+/// The bedrock dialect's settings.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Claude models through InvokeModel with Anthropic's own Messages
+    /// body instead of Converse (Messages clients pass through).
+    #[serde(default)]
+    pub claude_invoke: bool,
+}
+
+impl crate::provider::DialectSettings for Settings {}
+
+/// Whether `provider` has `claude_invoke`.
+fn claude_invoke(provider: &Provider) -> bool {
+    provider
+        .settings::<Settings>()
+        .is_some_and(|s| s.claude_invoke)
+}
+
 /// Whether this request goes to InvokeModel: a Claude model of a provider
 /// with `claude_invoke`.
 fn invokes(target: &Target) -> bool {
-    target.provider.claude_invoke && is_claude(target.model)
+    claude_invoke(target.provider) && is_claude(target.model)
 }
 
 /// The request to the model's `operation` (the operation alone picks the
@@ -537,9 +558,28 @@ fn decode_converse(body: &[u8], origin: &mut Origin) -> Result<DecodedResponse, 
 
 impl Dialect for Bedrock {
     /// Anthropic's Messages API, through InvokeModel: only where the
-    /// provider has `claude_invoke` (`Provider::serves`).
+    /// provider has `claude_invoke` ([`Dialect::serves`]).
     fn speaks(&self, api: Api) -> bool {
         api == Api::AnthropicMessages
+    }
+
+    fn serves(&self, api: Api, provider: &Provider) -> bool {
+        self.speaks(api) && claude_invoke(provider)
+    }
+
+    fn settings_keys(&self) -> &'static [Key] {
+        &[Key {
+            name: "claude_invoke",
+            elsewhere: "only the bedrock dialect has InvokeModel",
+        }]
+    }
+
+    fn read_settings(
+        &self,
+        members: serde_json::Map<String, Value>,
+        field: &str,
+    ) -> Result<Option<Box<dyn crate::provider::DialectSettings>>, String> {
+        settings::typed::<Settings>(members, field).map(|s| Some(Box::new(s) as _))
     }
 
     /// A Messages client's body as it came, for InvokeModel; `None` (the
@@ -1951,7 +1991,10 @@ mod invoke_tests {
         let without = config("");
         let api = Api::AnthropicMessages;
         assert!(Bedrock.speaks(api) && !Bedrock.speaks(Api::OpenAiChat));
-        assert!(with.providers["p"].serves(api) && !without.providers["p"].serves(api));
+        assert!(
+            crate::dialects::pass_through(&with.providers["p"], &Bedrock, api)
+                && !crate::dialects::pass_through(&without.providers["p"], &Bedrock, api)
+        );
         let body = "{\"model\": \"g\",\"max_tokens\":2048, \"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},\n\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\",\"cache_control\":{\"type\":\"ephemeral\"}}]}],\"stream\":true}";
         let req = parse_messages(body.as_bytes()).unwrap();
         let raw = crate::dialects::ClientRequest {

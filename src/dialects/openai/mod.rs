@@ -5,9 +5,10 @@
 //! Azure OpenAI speaks the same body with its content-filter annotations;
 //! the decoding here serves both (see `azure.rs`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::settings::{self, Key};
 use super::{
     encode_json, unparseable, DecodedResponse, Dialect, SseStream, StreamDecoder, Target,
     UpstreamRequest,
@@ -18,6 +19,7 @@ use crate::model::request::{ChatRequest, Effort, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut};
 use crate::model::stream::EventWriter;
 use crate::model::Api;
+use crate::provider::Provider;
 use stream::OpenAiEvents;
 pub(super) use wire::decode_error;
 use wire::{fold_content_filter, parse_usage, WireCompletion, WireFunction};
@@ -27,6 +29,24 @@ pub(super) mod stream;
 mod wire;
 
 pub struct OpenAi;
+
+/// The openai dialect's settings.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// A server without the Responses API (vLLM, Ollama, DeepSeek...):
+    /// Responses clients are translated to Chat Completions.
+    #[serde(default)]
+    pub chat_only: bool,
+}
+
+impl crate::provider::DialectSettings for Settings {}
+
+/// `chat_only`, an openai and azure setting.
+pub(super) const CHAT_ONLY: Key = Key {
+    name: "chat_only",
+    elsewhere: "only the openai and azure dialects speak the Responses API",
+};
 
 /// A stored-response call (OpenAI's and Azure's v1 API alike): its path
 /// below `root` (Azure's `/openai`), the auth header, no body.
@@ -113,6 +133,24 @@ struct StreamOptions {
 impl Dialect for OpenAi {
     fn speaks(&self, api: Api) -> bool {
         matches!(api, Api::OpenAiChat | Api::OpenAiResponses)
+    }
+
+    /// Not the Responses API where the server has none (`chat_only`).
+    fn serves(&self, api: Api, provider: &Provider) -> bool {
+        let chat_only = provider.settings::<Settings>().is_some_and(|s| s.chat_only);
+        self.speaks(api) && (api != Api::OpenAiResponses || !chat_only)
+    }
+
+    fn settings_keys(&self) -> &'static [Key] {
+        &[CHAT_ONLY]
+    }
+
+    fn read_settings(
+        &self,
+        members: Map<String, Value>,
+        field: &str,
+    ) -> Result<Option<Box<dyn crate::provider::DialectSettings>>, String> {
+        settings::typed::<Settings>(members, field).map(|s| Some(Box::new(s) as _))
     }
 
     fn encode_native(
