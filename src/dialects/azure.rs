@@ -15,20 +15,20 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::settings::{self, Key};
+use super::transport::{self, Operation};
 use super::{openai, DecodedResponse, Dialect, StreamDecoder, Target, UpstreamRequest};
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::GatewayError;
 use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
 use crate::model::stream::EventWriter;
 use crate::model::Api;
 use crate::provider::Provider;
-use crate::url::encode_segment;
 
 pub struct Azure;
 
 /// The `api_version` that selects Azure OpenAI's v1 API.
-const V1: &str = "v1";
+pub const V1: &str = "v1";
 
 /// The azure dialect's settings.
 #[derive(Debug)]
@@ -58,12 +58,6 @@ const KEYS: [Key; 2] = [
     },
     openai::CHAT_ONLY,
 ];
-
-/// Azure's auth header, when the provider has a key.
-fn auth(target: &Target) -> Option<(&'static str, String)> {
-    let key = target.provider.resolved_key.as_ref()?;
-    Some(("api-key", key.expose().to_owned()))
-}
 
 impl Dialect for Azure {
     fn speaks(&self, api: Api) -> bool {
@@ -119,10 +113,7 @@ impl Dialect for Azure {
         _req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        (api == Api::OpenAiResponses).then(|| {
-            let path = format!("{}/openai/v1/responses", target.provider.base_path);
-            openai::encode_responses(&(client.body)(), target, path, auth(target))
-        })
+        (api == Api::OpenAiResponses).then(|| openai::encode_responses(&(client.body)(), target))
     }
 
     /// The stored-response calls, on the v1 API ([`Dialect::serves`]):
@@ -133,7 +124,7 @@ impl Dialect for Azure {
         _raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        openai::stored_call(call, target, "/openai", auth(target))
+        openai::stored_call(call, target)
     }
 
     fn encode_request(
@@ -141,35 +132,10 @@ impl Dialect for Azure {
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
-        let api_version = target
-            .provider
-            .settings::<Settings>()
-            .map(|s| s.api_version.as_str())
-            .ok_or_else(|| {
-                GatewayError::new(
-                    ErrorCode::UpstreamError,
-                    "the azure provider has no api_version configured",
-                )
-            })?;
+        // The deployment's path and `api-version` are the transport's
+        // (`api_version: "v1"`: one path, the deployment as `model`).
         let body = openai::encode_body(req, target.model)?;
-        let mut headers = vec![("content-type", "application/json".to_owned())];
-        headers.extend(auth(target));
-        let base = &target.provider.base_path;
-        // `api_version: "v1"`: the v1 API (GA since 2025): one path, no
-        // api-version, the deployment named as the body's `model`.
-        let path = if api_version == V1 {
-            format!("{base}/openai/v1/chat/completions")
-        } else {
-            format!(
-                "{base}/openai/deployments/{}/chat/completions?api-version={api_version}",
-                encode_segment(target.model)
-            )
-        };
-        Ok(UpstreamRequest {
-            path,
-            headers,
-            body,
-        })
+        transport::request(Operation::Generate { stream: req.stream }, target, body)
     }
 
     fn decode_response(
@@ -202,6 +168,7 @@ impl Dialect for Azure {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::error::ErrorCode;
     use serde_json::Value;
 
     const PROVIDER: &str = r#"{"dialect":"azure","api_key":"az-key","api_version":"2024-10-21","models":{"g":"gpt4o-prod"}}"#;

@@ -33,6 +33,7 @@ use super::anthropic::{self, Anthropic};
 use super::bedrock_invoke::{self, Chunks};
 use super::settings::{self, Key};
 use super::stream::FramedStream;
+use super::transport::{self, Operation};
 use super::{
     encode_json, fallback_message, json_instruction, unparseable, DecodedResponse, Dialect, Events,
     StreamDecoder, Target, UpstreamRequest,
@@ -46,7 +47,6 @@ use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usag
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::model::Api;
 use crate::provider::Provider;
-use crate::url::encode_segment;
 
 pub struct Bedrock;
 
@@ -442,33 +442,9 @@ fn invokes(target: &Target) -> bool {
     claude_invoke(target.provider) && is_claude(target.model)
 }
 
-/// The request to the model's `operation` (the operation alone picks the
-/// answer's format: no `accept`, which would stay on the shared header map
-/// for a retry on another vendor).
-fn upstream(target: &Target, operation: &str, body: Vec<u8>) -> UpstreamRequest {
-    let mut headers = vec![("content-type", "application/json".to_owned())];
-    if let Some(key) = &target.provider.resolved_key {
-        headers.push(("authorization", format!("Bearer {}", key.expose())));
-    }
-    UpstreamRequest {
-        path: format!(
-            "{}/model/{}/{operation}",
-            target.provider.base_path,
-            encode_segment(target.model)
-        ),
-        headers,
-        body,
-    }
-}
-
 /// An InvokeModel request with this body.
-fn invoke(target: &Target, stream: bool, body: Vec<u8>) -> UpstreamRequest {
-    let operation = if stream {
-        "invoke-with-response-stream"
-    } else {
-        "invoke"
-    };
-    upstream(target, operation, body)
+fn invoke(target: &Target, stream: bool, body: Vec<u8>) -> Result<UpstreamRequest, GatewayError> {
+    transport::request(Operation::Invoke { stream }, target, body)
 }
 
 /// The members of a Converse request that CountTokens takes
@@ -601,7 +577,7 @@ impl Dialect for Bedrock {
                         &unverifiable,
                     )
                 })
-                .map(|body| invoke(target, req.stream, body))
+                .and_then(|body| invoke(target, req.stream, body))
         })
     }
 
@@ -612,7 +588,7 @@ impl Dialect for Bedrock {
     ) -> Result<UpstreamRequest, GatewayError> {
         if invokes(target) {
             return bedrock_invoke::encode_body(req, target)
-                .map(|body| invoke(target, req.stream, body));
+                .and_then(|body| invoke(target, req.stream, body));
         }
         super::single_choice(req)?;
         let claude = is_claude(target.model);
@@ -730,12 +706,7 @@ impl Dialect for Bedrock {
             },
         };
         let body = encode_json(req, &request)?;
-        let operation = if req.stream {
-            "converse-stream"
-        } else {
-            "converse"
-        };
-        Ok(upstream(target, operation, body))
+        transport::request(Operation::Generate { stream: req.stream }, target, body)
     }
 
     fn decode_response(
@@ -793,7 +764,7 @@ impl Dialect for Bedrock {
         Some(count_input(req, target, &counted).and_then(|input| {
             let body = serde_json::to_vec(&json!({ "input": input }))
                 .map_err(|e| unparseable("request", e))?;
-            Ok(upstream(&counted, "count-tokens", body))
+            transport::request(Operation::CountTokens, &counted, body)
         }))
     }
 
@@ -1232,6 +1203,7 @@ impl Events<EventStreamDecoder> for BedrockEvents {
 mod tests {
     use super::*;
     use crate::eventstream::encode as frame;
+    use crate::url::encode_segment;
 
     fn encode_with(body: &str, extra: &str) -> (UpstreamRequest, Value) {
         encode_for(body, extra, "anthropic.claude-3-haiku-20240307-v1:0")
@@ -1940,6 +1912,7 @@ mod invoke_tests {
     use crate::eventstream::encode as frame;
     use crate::model::response::Answer;
     use crate::surfaces::anthropic_messages::request::parse as parse_messages;
+    use crate::url::encode_segment;
 
     const CLAUDE: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
     const NOVA: &str = "amazon.nova-pro-v1:0";

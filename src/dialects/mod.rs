@@ -1,7 +1,17 @@
 //! Vendor dialects: one module each, behind one small interface.
 //!
-//! Adding a vendor is adding a file here and a line in [`DialectKind`] and
-//! [`dialect`].
+//! A dialect is a body format (encoding requests, decoding answers and
+//! streams) and its own settings ([`settings`]: keys the provider's
+//! configuration carries for it, read and validated by the dialect). How a
+//! body reaches the vendor is apart, in [`transport`]: the URL path and
+//! query, auth and version headers, each a [`transport::Transport`] (a
+//! trait object per vendor API) that the encoders ask with an
+//! [`transport::Operation`] ("a generation, streamed"), so one body format
+//! goes over several transports (Gemini's to Google AI or Vertex AI).
+//!
+//! Adding a vendor is adding a file here and a line in [`DialectKind`],
+//! [`dialect`] and [`transport::of`]; adding a transport for a body format
+//! that exists is a module in `transport/` and those registry lines.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -25,6 +35,7 @@ pub mod gemini;
 pub mod openai;
 pub mod settings;
 pub mod stream;
+pub mod transport;
 
 pub use stream::{incomplete_stream, Events, StreamDecoder};
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::settings::{self, Key};
+use super::transport::{self, Operation};
 use super::{
     encode_json, unparseable, DecodedResponse, Dialect, SseStream, StreamDecoder, Target,
     UpstreamRequest,
@@ -48,21 +49,13 @@ pub(super) const CHAT_ONLY: Key = Key {
     elsewhere: "only the openai and azure dialects speak the Responses API",
 };
 
-/// A stored-response call (OpenAI's and Azure's v1 API alike): its path
-/// below `root` (Azure's `/openai`), the auth header, no body.
+/// A stored-response call (OpenAI's and Azure's v1 API alike): no body.
 pub(super) fn stored_call(
     call: &Call,
     target: &Target,
-    root: &str,
-    auth: Option<(&'static str, String)>,
 ) -> Option<Result<UpstreamRequest, GatewayError>> {
-    matches!(call, Call::Stored { .. }).then(|| {
-        Ok(UpstreamRequest {
-            path: format!("{}{root}{}", target.provider.base_path, call.path()),
-            headers: auth.into_iter().collect(),
-            body: Vec::new(),
-        })
-    })
+    matches!(call, Call::Stored { .. })
+        .then(|| transport::request(Operation::Call(call), target, Vec::new()))
 }
 
 #[derive(Serialize)]
@@ -160,10 +153,7 @@ impl Dialect for OpenAi {
         _req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        (api == Api::OpenAiResponses).then(|| {
-            let path = format!("{}/v1/responses", target.provider.base_path);
-            encode_responses(&(client.body)(), target, path, auth(target))
-        })
+        (api == Api::OpenAiResponses).then(|| encode_responses(&(client.body)(), target))
     }
 
     /// The stored-response calls: `/v1/responses/{id}...`.
@@ -173,7 +163,7 @@ impl Dialect for OpenAi {
         _raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        stored_call(call, target, "", auth(target))
+        stored_call(call, target)
     }
 
     fn encode_request(
@@ -182,13 +172,7 @@ impl Dialect for OpenAi {
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
         let body = encode_body(req, target.model)?;
-        let mut headers = vec![("content-type", "application/json".to_owned())];
-        headers.extend(auth(target));
-        Ok(UpstreamRequest {
-            path: format!("{}/v1/chat/completions", target.provider.base_path),
-            headers,
-            body,
-        })
+        transport::request(Operation::Generate { stream: req.stream }, target, body)
     }
 
     fn decode_response(
@@ -242,16 +226,9 @@ pub(super) fn stream_decoder(writer: EventWriter) -> Box<dyn StreamDecoder> {
 pub(super) fn encode_responses(
     raw: &[u8],
     target: &Target,
-    path: String,
-    auth: Option<(&'static str, String)>,
 ) -> Result<UpstreamRequest, GatewayError> {
-    responses::encode(raw, target, path, auth)
-}
-
-/// OpenAI's auth header, when the provider has a key.
-fn auth(target: &Target) -> Option<(&'static str, String)> {
-    let key = target.provider.resolved_key.as_ref()?;
-    Some(("authorization", format!("Bearer {}", key.expose())))
+    let body = responses::encode(raw, target)?;
+    transport::request(Operation::Responses, target, body)
 }
 
 /// The request body: the client's, with the vendor model (or Azure
