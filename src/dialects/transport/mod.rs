@@ -115,3 +115,55 @@ fn unsupported(op: Operation) -> GatewayError {
         format!("this provider's transport has no {op:?} operation"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every transport answers every operation, with a path or an error:
+    /// a dialect asking for one its vendor lacks never panics the VM.
+    #[test]
+    fn every_transport_answers_every_operation() {
+        let stored = Call::Stored {
+            op: crate::model::call::StoredOp::Retrieve,
+            id: "resp_1".into(),
+            query: String::new(),
+        };
+        for kind in DialectKind::ALL {
+            let name = serde_json::to_string(kind).unwrap();
+            let version = match kind {
+                DialectKind::Azure => r#","api_version":"v1""#,
+                _ => "",
+            };
+            let config = crate::config::Config::parse(
+                format!(
+                    r#"{{"providers":{{"p":{{"dialect":{name},"api_key":"k"{version}}}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
+                )
+                .as_bytes(),
+                |_| None,
+            )
+            .unwrap();
+            let target = Target {
+                provider: &config.providers["p"],
+                model: "m",
+            };
+            for op in [
+                Operation::Generate { stream: true },
+                Operation::GenerateMultimodal { stream: false },
+                Operation::Invoke { stream: true },
+                Operation::Responses,
+                Operation::CountTokens,
+                Operation::Call(&Call::CountTokens),
+                Operation::Call(&stored),
+            ] {
+                if let Ok(up) = request(op, &target, Vec::new()) {
+                    assert!(up.path.starts_with('/'), "{kind:?} {op:?}: {}", up.path);
+                    assert!(
+                        up.headers.iter().any(|(_, v)| v.contains('k')),
+                        "{kind:?} {op:?}: auth"
+                    );
+                }
+            }
+        }
+    }
+}
