@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::auth::Auth;
 use crate::error::{ErrorCode, GatewayError};
-use crate::provider::{DialectKind, Provider, Secret};
+use crate::provider::{DialectKind, Provider, Secret, Settings};
 pub use crate::routing::{Candidate, ModelGroup, Rule};
 
 #[derive(Debug, Deserialize)]
@@ -23,6 +23,7 @@ pub struct Config {
     pub loaded_at: u64,
     /// Vendors, by a name of our choosing. Endpoints name theirs in
     /// `filter_metadata.llm.provider`.
+    #[serde(deserialize_with = "providers")]
     pub providers: BTreeMap<String, Provider>,
     /// Model groups: what clients ask for (header `x-model-group` or body `model`).
     pub model_groups: BTreeMap<String, ModelGroup>,
@@ -116,6 +117,35 @@ impl Default for Limits {
     }
 }
 
+/// The providers, each with its dialect's keys set apart, unread
+/// (`Config::parse` has the dialect read them): users write them beside
+/// the common keys.
+fn providers<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, Provider>, D::Error> {
+    use serde::de::Error;
+    use serde_json::{Map, Value};
+    let written = BTreeMap::<String, Map<String, Value>>::deserialize(d)?;
+    written
+        .into_iter()
+        .map(|(name, mut members)| {
+            let names: Vec<String> = members
+                .keys()
+                .filter(|key| crate::dialects::settings::is_setting(key))
+                .cloned()
+                .collect();
+            let settings: Map<String, Value> = names
+                .iter()
+                .filter_map(|key| members.remove_entry(key))
+                .collect();
+            let mut provider = Provider::deserialize(Value::Object(members))
+                .map_err(|e| D::Error::custom(format!("providers.{name}: {e}")))?;
+            provider.settings = Settings::Unread(settings);
+            Ok((name, provider))
+        })
+        .collect()
+}
+
 impl Config {
     /// Parses and validates; `env` looks up the VM's environment variables.
     pub fn parse(bytes: &[u8], env: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
@@ -177,41 +207,11 @@ impl Config {
                     return Err(format!("{field}.host: must be a bare host[:port]"));
                 }
             }
-            match (&provider.api_version, provider.dialect) {
-                (None, DialectKind::Azure) => {
-                    return Err(format!(
-                        "{field}.api_version: required for the azure dialect"
-                    ))
-                }
-                (Some(_), kind) if kind != DialectKind::Azure => {
-                    return Err(format!(
-                        "{field}.api_version: only the azure dialect uses it"
-                    ))
-                }
-                (Some(v), _)
-                    if v.is_empty()
-                        || !v
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') =>
-                {
-                    return Err(format!(
-                        "{field}.api_version: must look like 2024-10-21 (letters, digits, '-', '.')"
-                    ));
-                }
-                _ => {}
-            }
-            if provider.chat_only
-                && !matches!(provider.dialect, DialectKind::Openai | DialectKind::Azure)
-            {
-                return Err(format!(
-                    "{field}.chat_only: only the openai and azure dialects speak the Responses API"
-                ));
-            }
-            if provider.claude_invoke && provider.dialect != DialectKind::Bedrock {
-                return Err(format!(
-                    "{field}.claude_invoke: only the bedrock dialect has InvokeModel"
-                ));
-            }
+            provider.settings = crate::dialects::settings::read(
+                provider.dialect,
+                std::mem::take(&mut provider.settings),
+                &field,
+            )?;
             for (model, price) in &provider.prices {
                 price.validate(&format!("{field}.prices.{model}"))?;
             }
@@ -668,6 +668,15 @@ mod reference {
             ("streaming.", fields::<Streaming>()),
         ];
         let mut missing = Vec::new();
+        // The dialects' own settings, written at the provider level.
+        for kind in DialectKind::ALL {
+            for key in crate::dialects::dialect(*kind).settings_keys() {
+                let row = format!("| `providers.*.{}` |", key.name);
+                if !readme.contains(&row) {
+                    missing.push(row);
+                }
+            }
+        }
         for (prefix, names) in &sections {
             assert!(!names.is_empty(), "no fields recorded under '{prefix}'");
             for name in names {

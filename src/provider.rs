@@ -1,6 +1,7 @@
 //! A vendor as the configuration names it: its dialect, where and how to
-//! reach it, its key, prices and request policy. Dialects read it to
-//! encode requests; the configuration validates it.
+//! reach it, its key, prices and request policy, and its dialect's own
+//! settings (typed by the dialect, carried here unread by anyone else).
+//! Dialects read it to encode requests; the configuration validates it.
 
 use std::collections::BTreeMap;
 
@@ -57,10 +58,6 @@ pub struct Provider {
     /// The key after resolving `api_key_env`.
     #[serde(skip)]
     pub resolved_key: Option<Secret>,
-    /// Azure OpenAI's `api-version` query parameter; required by, and only
-    /// accepted for, the azure dialect.
-    #[serde(default)]
-    pub api_version: Option<String>,
     /// USD per million tokens by vendor model ("*" for the rest), for cost accounting.
     #[serde(default)]
     pub prices: BTreeMap<String, Price>,
@@ -79,36 +76,13 @@ pub struct Provider {
     /// The dialect's built-in rules.
     #[serde(skip)]
     pub builtin_policy: Vec<crate::policy::Rule>,
-    /// An OpenAI-API server without the Responses API (vLLM, Ollama,
-    /// DeepSeek...): Responses clients are translated to Chat Completions.
-    #[serde(default)]
-    pub chat_only: bool,
-    /// Bedrock: Claude models through InvokeModel with Anthropic's own
-    /// Messages body instead of Converse (Messages clients pass through).
-    #[serde(default)]
-    pub claude_invoke: bool,
+    /// The dialect's own settings (`dialects::azure::Settings`, ...),
+    /// written beside the keys above and read by the dialect.
+    #[serde(skip)]
+    pub settings: Settings,
 }
 
 impl Provider {
-    /// Whether this provider serves client API `api` itself, when its
-    /// dialect speaks it: not the Responses API when `chat_only`, nor on an
-    /// Azure `api_version` before the v1 API; Anthropic's Messages API on
-    /// Bedrock only with `claude_invoke` (and then for Claude models only:
-    /// the dialect encodes the others' requests for Converse).
-    pub fn serves(&self, api: crate::model::Api) -> bool {
-        match api {
-            crate::model::Api::OpenAiResponses => {
-                !self.chat_only
-                    && (self.dialect != DialectKind::Azure
-                        || self.api_version.as_deref() == Some("v1"))
-            }
-            crate::model::Api::AnthropicMessages => {
-                self.dialect != DialectKind::Bedrock || self.claude_invoke
-            }
-            crate::model::Api::OpenAiChat => true,
-        }
-    }
-
     /// The request as this provider's policy has it for `model`, or `None`
     /// when no rule changes it.
     pub fn apply_policy(
@@ -117,6 +91,36 @@ impl Provider {
         req: &crate::model::request::ChatRequest,
     ) -> Option<crate::model::request::ChatRequest> {
         crate::policy::apply(&self.request_policy, &self.builtin_policy, model, req)
+    }
+}
+
+/// A dialect's typed settings section; the dialect that reads it is the
+/// only one that looks inside ([`Provider::settings`]).
+pub trait DialectSettings: std::any::Any + std::fmt::Debug + Send + Sync {}
+
+/// A provider's dialect settings, as far as they are read.
+#[derive(Debug, Default)]
+pub enum Settings {
+    /// The dialect has none.
+    #[default]
+    None,
+    /// The provider's dialect keys as written, until the configuration has
+    /// the dialect read them.
+    Unread(serde_json::Map<String, serde_json::Value>),
+    Read(Box<dyn DialectSettings>),
+}
+
+impl Provider {
+    /// This provider's settings as dialect settings type `T`: `None` for
+    /// another dialect's, or none read.
+    pub fn settings<T: DialectSettings>(&self) -> Option<&T> {
+        match &self.settings {
+            Settings::Read(settings) => {
+                let any: &dyn std::any::Any = settings.as_ref();
+                any.downcast_ref()
+            }
+            _ => None,
+        }
     }
 }
 

@@ -23,6 +23,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::transport::{self, Operation};
 use super::{
     edit_members, encode_json, fallback_message, json_instruction, tool_arguments, unparseable,
     DecodedResponse, Dialect, Events, Member, SseStream, StreamDecoder, Target, UpstreamRequest,
@@ -596,17 +597,6 @@ fn with_model(
     Ok(out)
 }
 
-fn headers(target: &Target) -> Vec<(&'static str, String)> {
-    let mut headers = vec![
-        ("content-type", "application/json".to_owned()),
-        ("anthropic-version", API_VERSION.to_owned()),
-    ];
-    if let Some(key) = &target.provider.resolved_key {
-        headers.push(("x-api-key", key.expose().to_owned()));
-    }
-    headers
-}
-
 impl Dialect for Anthropic {
     fn speaks(&self, api: Api) -> bool {
         api == Api::AnthropicMessages
@@ -632,10 +622,8 @@ impl Dialect for Anthropic {
         Some(
             Unverifiable::of(req, &body)
                 .and_then(|unverifiable| with_model(&body, target.model, &unverifiable))
-                .map(|body| UpstreamRequest {
-                    path: format!("{}/v1/messages", target.provider.base_path),
-                    headers: headers(target),
-                    body,
+                .and_then(|body| {
+                    transport::request(Operation::Generate { stream: req.stream }, target, body)
                 }),
         )
     }
@@ -648,11 +636,8 @@ impl Dialect for Anthropic {
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
         (*call == Call::CountTokens).then(|| {
-            with_model(&raw(), target.model, &Unverifiable::default()).map(|body| UpstreamRequest {
-                path: format!("{}{}", target.provider.base_path, call.path()),
-                headers: headers(target),
-                body,
-            })
+            with_model(&raw(), target.model, &Unverifiable::default())
+                .and_then(|body| transport::request(Operation::Call(call), target, body))
         })
     }
 
@@ -839,11 +824,7 @@ impl Dialect for Anthropic {
             stream: req.stream,
         };
         let body = encode_json(req, &request)?;
-        Ok(UpstreamRequest {
-            path: format!("{}/v1/messages", target.provider.base_path),
-            headers: headers(target),
-            body,
-        })
+        transport::request(Operation::Generate { stream: req.stream }, target, body)
     }
 
     fn decode_response(

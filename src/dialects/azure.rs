@@ -11,34 +11,101 @@
 //! - stream annotation chunks (empty `choices` with `prompt_filter_results`,
 //!   or empty deltas with `content_filter_results`) are dropped.
 
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::settings::{self, Key};
+use super::transport::{self, Operation};
 use super::{openai, DecodedResponse, Dialect, StreamDecoder, Target, UpstreamRequest};
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::GatewayError;
 use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::Origin;
 use crate::model::stream::EventWriter;
 use crate::model::Api;
-use crate::url::encode_segment;
+use crate::provider::Provider;
 
 pub struct Azure;
 
 /// The `api_version` that selects Azure OpenAI's v1 API.
-const V1: &str = "v1";
+pub const V1: &str = "v1";
 
-/// Azure's auth header, when the provider has a key.
-fn auth(target: &Target) -> Option<(&'static str, String)> {
-    let key = target.provider.resolved_key.as_ref()?;
-    Some(("api-key", key.expose().to_owned()))
+/// The azure dialect's settings.
+#[derive(Debug)]
+pub struct Settings {
+    /// Azure OpenAI's `api-version` query parameter, or `v1` for the v1 API.
+    pub api_version: String,
+    /// As for openai: no Responses API (see `openai::Settings`).
+    pub chat_only: bool,
 }
+
+impl crate::provider::DialectSettings for Settings {}
+
+/// The keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Written {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    chat_only: bool,
+}
+
+const KEYS: [Key; 2] = [
+    Key {
+        name: "api_version",
+        elsewhere: "only the azure dialect uses it",
+    },
+    openai::CHAT_ONLY,
+];
 
 impl Dialect for Azure {
     fn speaks(&self, api: Api) -> bool {
         matches!(api, Api::OpenAiChat | Api::OpenAiResponses)
     }
 
+    /// The Responses API only on the v1 API, and not with `chat_only`.
+    fn serves(&self, api: Api, provider: &Provider) -> bool {
+        let settings = provider.settings::<Settings>();
+        self.speaks(api)
+            && (api != Api::OpenAiResponses
+                || settings.is_some_and(|s| s.api_version == V1 && !s.chat_only))
+    }
+
+    fn settings_keys(&self) -> &'static [Key] {
+        &KEYS
+    }
+
+    /// `api_version` required, in the characters Azure's versions use.
+    fn read_settings(
+        &self,
+        members: Map<String, Value>,
+        field: &str,
+    ) -> Result<Option<Box<dyn crate::provider::DialectSettings>>, String> {
+        let written: Written = settings::typed(members, field)?;
+        let Some(api_version) = written.api_version else {
+            return Err(format!(
+                "{field}.api_version: required for the azure dialect"
+            ));
+        };
+        if api_version.is_empty()
+            || !api_version
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        {
+            return Err(format!(
+                "{field}.api_version: must look like 2024-10-21 (letters, digits, '-', '.')"
+            ));
+        }
+        Ok(Some(Box::new(Settings {
+            api_version,
+            chat_only: written.chat_only,
+        })))
+    }
+
     /// Responses clients: the v1 API's `/openai/v1/responses` (the
     /// deployment as `model`); other `api_version`s are not offered it
-    /// (`Provider::serves`).
+    /// ([`Dialect::serves`]).
     fn encode_native(
         &self,
         api: Api,
@@ -46,13 +113,10 @@ impl Dialect for Azure {
         _req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        (api == Api::OpenAiResponses).then(|| {
-            let path = format!("{}/openai/v1/responses", target.provider.base_path);
-            openai::encode_responses(&(client.body)(), target, path, auth(target))
-        })
+        (api == Api::OpenAiResponses).then(|| openai::encode_responses(&(client.body)(), target))
     }
 
-    /// The stored-response calls, on the v1 API (`Provider::serves`):
+    /// The stored-response calls, on the v1 API ([`Dialect::serves`]):
     /// `/openai/v1/responses/{id}...`.
     fn encode_call(
         &self,
@@ -60,7 +124,7 @@ impl Dialect for Azure {
         _raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        openai::stored_call(call, target, "/openai", auth(target))
+        openai::stored_call(call, target)
     }
 
     fn encode_request(
@@ -68,31 +132,10 @@ impl Dialect for Azure {
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
-        let api_version = target.provider.api_version.as_deref().ok_or_else(|| {
-            GatewayError::new(
-                ErrorCode::UpstreamError,
-                "the azure provider has no api_version configured",
-            )
-        })?;
+        // The deployment's path and `api-version` are the transport's
+        // (`api_version: "v1"`: one path, the deployment as `model`).
         let body = openai::encode_body(req, target.model)?;
-        let mut headers = vec![("content-type", "application/json".to_owned())];
-        headers.extend(auth(target));
-        let base = &target.provider.base_path;
-        // `api_version: "v1"`: the v1 API (GA since 2025): one path, no
-        // api-version, the deployment named as the body's `model`.
-        let path = if api_version == V1 {
-            format!("{base}/openai/v1/chat/completions")
-        } else {
-            format!(
-                "{base}/openai/deployments/{}/chat/completions?api-version={api_version}",
-                encode_segment(target.model)
-            )
-        };
-        Ok(UpstreamRequest {
-            path,
-            headers,
-            body,
-        })
+        transport::request(Operation::Generate { stream: req.stream }, target, body)
     }
 
     fn decode_response(
@@ -125,6 +168,7 @@ impl Dialect for Azure {
 mod tests {
     use super::*;
     use crate::config::Config;
+    use crate::error::ErrorCode;
     use serde_json::Value;
 
     const PROVIDER: &str = r#"{"dialect":"azure","api_key":"az-key","api_version":"2024-10-21","models":{"g":"gpt4o-prod"}}"#;

@@ -31,7 +31,9 @@ use serde_json::{json, Value};
 
 use super::anthropic::{self, Anthropic};
 use super::bedrock_invoke::{self, Chunks};
+use super::settings::{self, Key};
 use super::stream::FramedStream;
+use super::transport::{self, Operation};
 use super::{
     encode_json, fallback_message, json_instruction, unparseable, DecodedResponse, Dialect, Events,
     StreamDecoder, Target, UpstreamRequest,
@@ -44,7 +46,7 @@ use crate::model::request::{
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::model::Api;
-use crate::url::encode_segment;
+use crate::provider::Provider;
 
 pub struct Bedrock;
 
@@ -415,39 +417,34 @@ fn is_nova_2(model: &str) -> bool {
     model.contains("amazon.nova-2-")
 }
 
+/// The bedrock dialect's settings.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// Claude models through InvokeModel with Anthropic's own Messages
+    /// body instead of Converse (Messages clients pass through).
+    #[serde(default)]
+    pub claude_invoke: bool,
+}
+
+impl crate::provider::DialectSettings for Settings {}
+
+/// Whether `provider` has `claude_invoke`.
+fn claude_invoke(provider: &Provider) -> bool {
+    provider
+        .settings::<Settings>()
+        .is_some_and(|s| s.claude_invoke)
+}
+
 /// Whether this request goes to InvokeModel: a Claude model of a provider
 /// with `claude_invoke`.
 fn invokes(target: &Target) -> bool {
-    target.provider.claude_invoke && is_claude(target.model)
-}
-
-/// The request to the model's `operation` (the operation alone picks the
-/// answer's format: no `accept`, which would stay on the shared header map
-/// for a retry on another vendor).
-fn upstream(target: &Target, operation: &str, body: Vec<u8>) -> UpstreamRequest {
-    let mut headers = vec![("content-type", "application/json".to_owned())];
-    if let Some(key) = &target.provider.resolved_key {
-        headers.push(("authorization", format!("Bearer {}", key.expose())));
-    }
-    UpstreamRequest {
-        path: format!(
-            "{}/model/{}/{operation}",
-            target.provider.base_path,
-            encode_segment(target.model)
-        ),
-        headers,
-        body,
-    }
+    claude_invoke(target.provider) && is_claude(target.model)
 }
 
 /// An InvokeModel request with this body.
-fn invoke(target: &Target, stream: bool, body: Vec<u8>) -> UpstreamRequest {
-    let operation = if stream {
-        "invoke-with-response-stream"
-    } else {
-        "invoke"
-    };
-    upstream(target, operation, body)
+fn invoke(target: &Target, stream: bool, body: Vec<u8>) -> Result<UpstreamRequest, GatewayError> {
+    transport::request(Operation::Invoke { stream }, target, body)
 }
 
 /// The members of a Converse request that CountTokens takes
@@ -537,9 +534,28 @@ fn decode_converse(body: &[u8], origin: &mut Origin) -> Result<DecodedResponse, 
 
 impl Dialect for Bedrock {
     /// Anthropic's Messages API, through InvokeModel: only where the
-    /// provider has `claude_invoke` (`Provider::serves`).
+    /// provider has `claude_invoke` ([`Dialect::serves`]).
     fn speaks(&self, api: Api) -> bool {
         api == Api::AnthropicMessages
+    }
+
+    fn serves(&self, api: Api, provider: &Provider) -> bool {
+        self.speaks(api) && claude_invoke(provider)
+    }
+
+    fn settings_keys(&self) -> &'static [Key] {
+        &[Key {
+            name: "claude_invoke",
+            elsewhere: "only the bedrock dialect has InvokeModel",
+        }]
+    }
+
+    fn read_settings(
+        &self,
+        members: serde_json::Map<String, Value>,
+        field: &str,
+    ) -> Result<Option<Box<dyn crate::provider::DialectSettings>>, String> {
+        settings::typed::<Settings>(members, field).map(|s| Some(Box::new(s) as _))
     }
 
     /// A Messages client's body as it came, for InvokeModel; `None` (the
@@ -561,7 +577,7 @@ impl Dialect for Bedrock {
                         &unverifiable,
                     )
                 })
-                .map(|body| invoke(target, req.stream, body))
+                .and_then(|body| invoke(target, req.stream, body))
         })
     }
 
@@ -572,7 +588,7 @@ impl Dialect for Bedrock {
     ) -> Result<UpstreamRequest, GatewayError> {
         if invokes(target) {
             return bedrock_invoke::encode_body(req, target)
-                .map(|body| invoke(target, req.stream, body));
+                .and_then(|body| invoke(target, req.stream, body));
         }
         super::single_choice(req)?;
         let claude = is_claude(target.model);
@@ -690,12 +706,7 @@ impl Dialect for Bedrock {
             },
         };
         let body = encode_json(req, &request)?;
-        let operation = if req.stream {
-            "converse-stream"
-        } else {
-            "converse"
-        };
-        Ok(upstream(target, operation, body))
+        transport::request(Operation::Generate { stream: req.stream }, target, body)
     }
 
     fn decode_response(
@@ -753,7 +764,7 @@ impl Dialect for Bedrock {
         Some(count_input(req, target, &counted).and_then(|input| {
             let body = serde_json::to_vec(&json!({ "input": input }))
                 .map_err(|e| unparseable("request", e))?;
-            Ok(upstream(&counted, "count-tokens", body))
+            transport::request(Operation::CountTokens, &counted, body)
         }))
     }
 
@@ -1192,6 +1203,7 @@ impl Events<EventStreamDecoder> for BedrockEvents {
 mod tests {
     use super::*;
     use crate::eventstream::encode as frame;
+    use crate::url::encode_segment;
 
     fn encode_with(body: &str, extra: &str) -> (UpstreamRequest, Value) {
         encode_for(body, extra, "anthropic.claude-3-haiku-20240307-v1:0")
@@ -1900,6 +1912,7 @@ mod invoke_tests {
     use crate::eventstream::encode as frame;
     use crate::model::response::Answer;
     use crate::surfaces::anthropic_messages::request::parse as parse_messages;
+    use crate::url::encode_segment;
 
     const CLAUDE: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
     const NOVA: &str = "amazon.nova-pro-v1:0";
@@ -1951,7 +1964,10 @@ mod invoke_tests {
         let without = config("");
         let api = Api::AnthropicMessages;
         assert!(Bedrock.speaks(api) && !Bedrock.speaks(Api::OpenAiChat));
-        assert!(with.providers["p"].serves(api) && !without.providers["p"].serves(api));
+        assert!(
+            crate::dialects::pass_through(&with.providers["p"], &Bedrock, api)
+                && !crate::dialects::pass_through(&without.providers["p"], &Bedrock, api)
+        );
         let body = "{\"model\": \"g\",\"max_tokens\":2048, \"thinking\":{\"type\":\"enabled\",\"budget_tokens\":1024},\n\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\",\"cache_control\":{\"type\":\"ephemeral\"}}]}],\"stream\":true}";
         let req = parse_messages(body.as_bytes()).unwrap();
         let raw = crate::dialects::ClientRequest {

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::transport::{self, Operation};
 use super::{
     encode_json, fallback_message, unparseable, DecodedResponse, Dialect, Events, SseStream,
     StreamDecoder, Target, UpstreamRequest,
@@ -245,23 +246,13 @@ impl Dialect for DashScope {
             },
         };
         let body = encode_json(req, &request)?;
-        let mut headers = vec![("content-type", "application/json".to_owned())];
-        if req.stream {
-            headers.push(("x-dashscope-sse", "enable".to_owned()));
-        }
-        if let Some(key) = &target.provider.resolved_key {
-            headers.push(("authorization", format!("Bearer {}", key.expose())));
-        }
-        let path = if multimodal {
-            MULTIMODAL_PATH
+        let stream = req.stream;
+        let op = if multimodal {
+            Operation::GenerateMultimodal { stream }
         } else {
-            TEXT_PATH
+            Operation::Generate { stream }
         };
-        Ok(UpstreamRequest {
-            path: format!("{}{path}", target.provider.base_path),
-            headers,
-            body,
-        })
+        transport::request(op, target, body)
     }
 
     fn decode_response(

@@ -39,6 +39,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::transport::{self, Operation};
 use super::{
     encode_json, fallback_message, tool_arguments, unparseable, DecodedResponse, Dialect, Events,
     SseStream, StreamDecoder, Target, UpstreamRequest,
@@ -51,7 +52,6 @@ use crate::model::request::{
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::sse::SseParser;
-use crate::url::encode_segment;
 
 pub struct Gemini;
 
@@ -506,24 +506,7 @@ impl Dialect for Gemini {
             },
         };
         let body = encode_json(req, &request)?;
-        let mut headers = vec![("content-type", "application/json".to_owned())];
-        if let Some(key) = &target.provider.resolved_key {
-            headers.push(("x-goog-api-key", key.expose().to_owned()));
-        }
-        let model = encode_segment(target.model.strip_prefix("models/").unwrap_or(target.model));
-        let method = if req.stream {
-            "streamGenerateContent?alt=sse"
-        } else {
-            "generateContent"
-        };
-        Ok(UpstreamRequest {
-            path: format!(
-                "{}/v1beta/models/{model}:{method}",
-                target.provider.base_path
-            ),
-            headers,
-            body,
-        })
+        transport::request(Operation::Generate { stream: req.stream }, target, body)
     }
 
     fn decode_response(
@@ -595,7 +578,7 @@ impl Dialect for Gemini {
         req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        Some(self.encode_request(req, target).map(|generate| {
+        Some(self.encode_request(req, target).and_then(|generate| {
             let model = target.model.strip_prefix("models/").unwrap_or(target.model);
             let name = serde_json::to_string(&format!("models/{model}")).unwrap_or_default();
             let members = generate.body.get(1..).unwrap_or_default();
@@ -610,15 +593,7 @@ impl Dialect for Gemini {
             body.extend_from_slice(comma.as_bytes());
             body.extend_from_slice(members);
             body.push(b'}');
-            let path = match generate.path.rsplit_once(':') {
-                Some((models, _)) => format!("{models}:countTokens"),
-                None => generate.path,
-            };
-            UpstreamRequest {
-                path,
-                headers: generate.headers,
-                body,
-            }
+            transport::request(Operation::CountTokens, target, body)
         }))
     }
 

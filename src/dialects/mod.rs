@@ -1,7 +1,17 @@
 //! Vendor dialects: one module each, behind one small interface.
 //!
-//! Adding a vendor is adding a file here and a line in [`DialectKind`] and
-//! [`dialect`].
+//! A dialect is a body format (encoding requests, decoding answers and
+//! streams) and its own settings ([`settings`]: keys the provider's
+//! configuration carries for it, read and validated by the dialect). How a
+//! body reaches the vendor is apart, in [`transport`]: the URL path and
+//! query, auth and version headers, each a [`transport::Transport`] (a
+//! trait object per vendor API) that the encoders ask with an
+//! [`transport::Operation`] ("a generation, streamed"), so one body format
+//! goes over several transports (Gemini's to Google AI or Vertex AI).
+//!
+//! Adding a vendor is adding a file here and a line in [`DialectKind`],
+//! [`dialect`] and [`transport::of`]; adding a transport for a body format
+//! that exists is a module in `transport/` and those registry lines.
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -23,7 +33,9 @@ pub mod bedrock_invoke;
 pub mod dashscope;
 pub mod gemini;
 pub mod openai;
+pub mod settings;
 pub mod stream;
+pub mod transport;
 
 pub use stream::{incomplete_stream, Events, StreamDecoder};
 
@@ -89,6 +101,27 @@ pub trait Dialect: Sync {
     /// speaking it is a pass-through pair, its answers edited, not rebuilt.
     fn speaks(&self, _api: Api) -> bool {
         false
+    }
+
+    /// Whether `provider` serves client API `api` itself, as its settings
+    /// have it: by default wherever the dialect speaks it.
+    fn serves(&self, api: Api, _provider: &Provider) -> bool {
+        self.speaks(api)
+    }
+
+    /// The provider keys this dialect reads as its settings.
+    fn settings_keys(&self) -> &'static [settings::Key] {
+        &[]
+    }
+
+    /// Reads and validates this dialect's keys (`members`, only its own)
+    /// of provider `field` (which errors name) into its typed settings.
+    fn read_settings(
+        &self,
+        _members: Map<String, Value>,
+        _field: &str,
+    ) -> Result<Option<Box<dyn crate::provider::DialectSettings>>, String> {
+        Ok(None)
     }
 
     /// Whether `encode_request` gives the vendor the request's web search
@@ -198,7 +231,7 @@ pub trait Dialect: Sync {
 /// Whether a client speaking `api` and this provider are a pass-through
 /// pair: the vendor speaks the client's API and the provider serves it.
 pub fn pass_through(provider: &Provider, dialect: &dyn Dialect, api: Api) -> bool {
-    dialect.speaks(api) && provider.serves(api)
+    dialect.speaks(api) && dialect.serves(api, provider)
 }
 
 /// One attempt's vendor request, as [`encode_generation`] decided it.
@@ -252,8 +285,7 @@ pub fn encode_generation(
 /// itself: in the client's own API, or (count_tokens) with its own count.
 pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool {
     let api = call.api();
-    (dialect.speaks(api) && provider.serves(api))
-        || (*call == Call::CountTokens && dialect.counts_tokens())
+    pass_through(provider, dialect, api) || (*call == Call::CountTokens && dialect.counts_tokens())
 }
 
 /// Whether a Claude model (on Anthropic's API or Bedrock) has extended

@@ -5,9 +5,11 @@
 //! Azure OpenAI speaks the same body with its content-filter annotations;
 //! the decoding here serves both (see `azure.rs`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::settings::{self, Key};
+use super::transport::{self, Operation};
 use super::{
     encode_json, unparseable, DecodedResponse, Dialect, SseStream, StreamDecoder, Target,
     UpstreamRequest,
@@ -18,6 +20,7 @@ use crate::model::request::{ChatRequest, Effort, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut};
 use crate::model::stream::EventWriter;
 use crate::model::Api;
+use crate::provider::Provider;
 use stream::OpenAiEvents;
 pub(super) use wire::decode_error;
 use wire::{fold_content_filter, parse_usage, WireCompletion, WireFunction};
@@ -28,21 +31,31 @@ mod wire;
 
 pub struct OpenAi;
 
-/// A stored-response call (OpenAI's and Azure's v1 API alike): its path
-/// below `root` (Azure's `/openai`), the auth header, no body.
+/// The openai dialect's settings.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// A server without the Responses API (vLLM, Ollama, DeepSeek...):
+    /// Responses clients are translated to Chat Completions.
+    #[serde(default)]
+    pub chat_only: bool,
+}
+
+impl crate::provider::DialectSettings for Settings {}
+
+/// `chat_only`, an openai and azure setting.
+pub(super) const CHAT_ONLY: Key = Key {
+    name: "chat_only",
+    elsewhere: "only the openai and azure dialects speak the Responses API",
+};
+
+/// A stored-response call (OpenAI's and Azure's v1 API alike): no body.
 pub(super) fn stored_call(
     call: &Call,
     target: &Target,
-    root: &str,
-    auth: Option<(&'static str, String)>,
 ) -> Option<Result<UpstreamRequest, GatewayError>> {
-    matches!(call, Call::Stored { .. }).then(|| {
-        Ok(UpstreamRequest {
-            path: format!("{}{root}{}", target.provider.base_path, call.path()),
-            headers: auth.into_iter().collect(),
-            body: Vec::new(),
-        })
-    })
+    matches!(call, Call::Stored { .. })
+        .then(|| transport::request(Operation::Call(call), target, Vec::new()))
 }
 
 #[derive(Serialize)]
@@ -115,6 +128,24 @@ impl Dialect for OpenAi {
         matches!(api, Api::OpenAiChat | Api::OpenAiResponses)
     }
 
+    /// Not the Responses API where the server has none (`chat_only`).
+    fn serves(&self, api: Api, provider: &Provider) -> bool {
+        let chat_only = provider.settings::<Settings>().is_some_and(|s| s.chat_only);
+        self.speaks(api) && (api != Api::OpenAiResponses || !chat_only)
+    }
+
+    fn settings_keys(&self) -> &'static [Key] {
+        &[CHAT_ONLY]
+    }
+
+    fn read_settings(
+        &self,
+        members: Map<String, Value>,
+        field: &str,
+    ) -> Result<Option<Box<dyn crate::provider::DialectSettings>>, String> {
+        settings::typed::<Settings>(members, field).map(|s| Some(Box::new(s) as _))
+    }
+
     fn encode_native(
         &self,
         api: Api,
@@ -122,10 +153,7 @@ impl Dialect for OpenAi {
         _req: &ChatRequest,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        (api == Api::OpenAiResponses).then(|| {
-            let path = format!("{}/v1/responses", target.provider.base_path);
-            encode_responses(&(client.body)(), target, path, auth(target))
-        })
+        (api == Api::OpenAiResponses).then(|| encode_responses(&(client.body)(), target))
     }
 
     /// The stored-response calls: `/v1/responses/{id}...`.
@@ -135,7 +163,7 @@ impl Dialect for OpenAi {
         _raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        stored_call(call, target, "", auth(target))
+        stored_call(call, target)
     }
 
     fn encode_request(
@@ -144,13 +172,7 @@ impl Dialect for OpenAi {
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
         let body = encode_body(req, target.model)?;
-        let mut headers = vec![("content-type", "application/json".to_owned())];
-        headers.extend(auth(target));
-        Ok(UpstreamRequest {
-            path: format!("{}/v1/chat/completions", target.provider.base_path),
-            headers,
-            body,
-        })
+        transport::request(Operation::Generate { stream: req.stream }, target, body)
     }
 
     fn decode_response(
@@ -204,16 +226,9 @@ pub(super) fn stream_decoder(writer: EventWriter) -> Box<dyn StreamDecoder> {
 pub(super) fn encode_responses(
     raw: &[u8],
     target: &Target,
-    path: String,
-    auth: Option<(&'static str, String)>,
 ) -> Result<UpstreamRequest, GatewayError> {
-    responses::encode(raw, target, path, auth)
-}
-
-/// OpenAI's auth header, when the provider has a key.
-fn auth(target: &Target) -> Option<(&'static str, String)> {
-    let key = target.provider.resolved_key.as_ref()?;
-    Some(("authorization", format!("Bearer {}", key.expose())))
+    let body = responses::encode(raw, target)?;
+    transport::request(Operation::Responses, target, body)
 }
 
 /// The request body: the client's, with the vendor model (or Azure

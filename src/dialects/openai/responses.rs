@@ -12,7 +12,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::super::{unparseable, DecodedResponse, Events, Member, Target, UpstreamRequest};
+use super::super::{unparseable, DecodedResponse, Events, Member, Target};
 use super::GATEWAY_METADATA;
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::response::{Answer, FinishReason, Origin, Usage};
@@ -25,12 +25,7 @@ const ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
 /// The request body: the client's as it came, but the vendor model as
 /// `model`, no `request_id` (ours), and no `metadata.task_type` (the
 /// gateway's): only those members are written anew.
-pub(in crate::dialects) fn encode(
-    raw: &[u8],
-    target: &Target,
-    path: String,
-    auth: Option<(&'static str, String)>,
-) -> Result<UpstreamRequest, GatewayError> {
+pub(in crate::dialects) fn encode(raw: &[u8], target: &Target) -> Result<Vec<u8>, GatewayError> {
     /// The members that may need rewriting, read without the rest.
     #[derive(Deserialize)]
     struct Edited {
@@ -77,7 +72,7 @@ pub(in crate::dialects) fn encode(
         }
         _ => None,
     };
-    let body = crate::dialects::edit_members(raw, &first, |key| match key {
+    crate::dialects::edit_members(raw, &first, |key| match key {
         "model" => Member::Replace(&model),
         "request_id" => Member::Drop,
         "reasoning" if no_reasoning => Member::Drop,
@@ -88,13 +83,6 @@ pub(in crate::dialects) fn encode(
         },
         "metadata" => metadata.as_deref().map_or(Member::Keep, Member::Replace),
         _ => Member::Keep,
-    })?;
-    let mut headers = vec![("content-type", "application/json".to_owned())];
-    headers.extend(auth);
-    Ok(UpstreamRequest {
-        path,
-        headers,
-        body,
     })
 }
 

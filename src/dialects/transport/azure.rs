@@ -1,0 +1,47 @@
+//! Azure OpenAI: below `/openai`, the deployment in the path with an
+//! `api-version` query, or with `api_version: "v1"` the v1 API's paths
+//! (the deployment as the body's `model`); header `api-key`.
+
+use super::{unsupported, Operation, Transport};
+use crate::dialects::azure::{Settings, V1};
+use crate::dialects::Target;
+use crate::error::{ErrorCode, GatewayError};
+use crate::url::encode_segment;
+
+pub struct Azure;
+
+impl Transport for Azure {
+    fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
+        match op {
+            Operation::Generate { .. } => {
+                let api_version = target
+                    .provider
+                    .settings::<Settings>()
+                    .map(|s| s.api_version.as_str())
+                    .ok_or_else(|| {
+                        GatewayError::new(
+                            ErrorCode::UpstreamError,
+                            "the azure provider has no api_version configured",
+                        )
+                    })?;
+                Ok(if api_version == V1 {
+                    "/openai/v1/chat/completions".to_owned()
+                } else {
+                    format!(
+                        "/openai/deployments/{}/chat/completions?api-version={api_version}",
+                        encode_segment(target.model)
+                    )
+                })
+            }
+            Operation::Responses => Ok("/openai/v1/responses".to_owned()),
+            Operation::Call(call) => Ok(format!("/openai{}", call.path())),
+            _ => Err(unsupported(op)),
+        }
+    }
+
+    fn headers(&self, _op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>) {
+        if let Some(key) = &target.provider.resolved_key {
+            headers.push(("api-key", key.expose().to_owned()));
+        }
+    }
+}

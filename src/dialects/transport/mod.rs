@@ -1,0 +1,169 @@
+//! How a request reaches a vendor, apart from what its body says: the URL
+//! path and query, the auth and version headers, and for a streamed call
+//! any switch the vendor wants in a header. A body format (a dialect's
+//! encoder) names what it asks for ([`Operation`]); the provider's
+//! transport ([`of`]) says where that goes and how it is authorized, so
+//! one body can go over several transports (Gemini's on Google AI or
+//! Vertex AI, Anthropic's on Anthropic or Vertex AI). One module per
+//! transport; Bedrock's SigV4 signing is Envoy's, after the filter.
+
+use super::{DialectKind, Target, UpstreamRequest};
+use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
+
+mod anthropic;
+mod azure;
+mod bedrock;
+mod dashscope;
+mod google_ai;
+mod openai;
+
+/// What a body is sent for, in its own API's words; a transport knows the
+/// ones its vendor has.
+#[derive(Clone, Copy, Debug)]
+pub enum Operation<'a> {
+    /// A generation (chat completion, message, generateContent,
+    /// Converse...); `stream` asks for the streamed variant.
+    Generate { stream: bool },
+    /// A generation with images, where the vendor takes them at an
+    /// endpoint of their own (DashScope's multimodal-generation).
+    GenerateMultimodal { stream: bool },
+    /// The model's own body format (Bedrock's InvokeModel).
+    Invoke { stream: bool },
+    /// OpenAI's Responses API.
+    Responses,
+    /// The vendor's token count for a generation's body.
+    CountTokens,
+    /// A native call of the client's API, by its path below the API's root
+    /// (stored responses, Anthropic's count_tokens).
+    Call(&'a Call),
+}
+
+impl Operation<'_> {
+    fn stream(self) -> bool {
+        matches!(
+            self,
+            Operation::Generate { stream: true }
+                | Operation::GenerateMultimodal { stream: true }
+                | Operation::Invoke { stream: true }
+        )
+    }
+
+    fn has_body(self) -> bool {
+        match self {
+            Operation::Call(call) => call.has_body(),
+            _ => true,
+        }
+    }
+}
+
+/// Where and how a vendor is reached.
+pub trait Transport: Sync {
+    /// The `:path` (query included) for `op` at `target`, below the
+    /// provider's `base_path`.
+    fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError>;
+
+    /// The headers after the content type: versions, stream switches, and
+    /// the auth the provider's key gives.
+    fn headers(&self, op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>);
+}
+
+/// The transport of a provider of dialect `kind`.
+pub fn of(kind: DialectKind) -> &'static dyn Transport {
+    match kind {
+        DialectKind::Openai => &openai::OpenAi,
+        DialectKind::Anthropic => &anthropic::Anthropic,
+        DialectKind::Gemini => &google_ai::GoogleAi,
+        DialectKind::Azure => &azure::Azure,
+        DialectKind::Bedrock => &bedrock::Bedrock,
+        DialectKind::Dashscope => &dashscope::DashScope,
+    }
+}
+
+/// The vendor request carrying `body` for `op` over `target`'s transport.
+pub fn request(
+    op: Operation,
+    target: &Target,
+    body: Vec<u8>,
+) -> Result<UpstreamRequest, GatewayError> {
+    let transport = of(target.provider.dialect);
+    let mut headers = Vec::with_capacity(3);
+    if op.has_body() {
+        headers.push(("content-type", "application/json".to_owned()));
+    }
+    transport.headers(op, target, &mut headers);
+    let path = transport.path(op, target)?;
+    Ok(UpstreamRequest {
+        path: format!("{}{path}", target.provider.base_path),
+        headers,
+        body,
+    })
+}
+
+/// `authorization: Bearer` with the provider's key, when it has one.
+fn bearer(target: &Target, headers: &mut Vec<(&'static str, String)>) {
+    if let Some(key) = &target.provider.resolved_key {
+        headers.push(("authorization", format!("Bearer {}", key.expose())));
+    }
+}
+
+/// The error for an operation a transport's vendor does not have (a
+/// dialect asking for it is a bug, answered, not a panic).
+fn unsupported(op: Operation) -> GatewayError {
+    GatewayError::new(
+        ErrorCode::UpstreamError,
+        format!("this provider's transport has no {op:?} operation"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every transport answers every operation, with a path or an error:
+    /// a dialect asking for one its vendor lacks never panics the VM.
+    #[test]
+    fn every_transport_answers_every_operation() {
+        let stored = Call::Stored {
+            op: crate::model::call::StoredOp::Retrieve,
+            id: "resp_1".into(),
+            query: String::new(),
+        };
+        for kind in DialectKind::ALL {
+            let name = serde_json::to_string(kind).unwrap();
+            let version = match kind {
+                DialectKind::Azure => r#","api_version":"v1""#,
+                _ => "",
+            };
+            let config = crate::config::Config::parse(
+                format!(
+                    r#"{{"providers":{{"p":{{"dialect":{name},"api_key":"k"{version}}}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
+                )
+                .as_bytes(),
+                |_| None,
+            )
+            .unwrap();
+            let target = Target {
+                provider: &config.providers["p"],
+                model: "m",
+            };
+            for op in [
+                Operation::Generate { stream: true },
+                Operation::GenerateMultimodal { stream: false },
+                Operation::Invoke { stream: true },
+                Operation::Responses,
+                Operation::CountTokens,
+                Operation::Call(&Call::CountTokens),
+                Operation::Call(&stored),
+            ] {
+                if let Ok(up) = request(op, &target, Vec::new()) {
+                    assert!(up.path.starts_with('/'), "{kind:?} {op:?}: {}", up.path);
+                    assert!(
+                        up.headers.iter().any(|(_, v)| v.contains('k')),
+                        "{kind:?} {op:?}: auth"
+                    );
+                }
+            }
+        }
+    }
+}
