@@ -160,7 +160,9 @@ impl Serialize for OutputItem<'_> {
     }
 }
 
-/// A message's content part, or a reasoning item's summary part.
+/// A message's content part, or a reasoning item's summary part. The
+/// `[(); 0]` lists are always `[]`: the gateway has no annotations or
+/// log probabilities to give, and OpenAI's SDKs expect the lists.
 #[derive(Serialize, Debug, Clone, Copy)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Part<'a> {
