@@ -4,3 +4,4 @@
 //! is the first.)
 
 pub mod anthropic;
+pub mod openai_responses;

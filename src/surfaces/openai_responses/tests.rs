@@ -1,8 +1,10 @@
 use super::*;
 use crate::model::request::Thinking;
 use crate::model::response::ToolCallOut;
+use crate::model::stream::Reasoning;
 use crate::model::Api;
 use crate::surfaces::stream_writer_echoing;
+use serde_json::json;
 
 fn origin() -> Origin {
     Origin {
@@ -356,4 +358,34 @@ fn a_namespaced_tool_call_comes_back_in_its_namespace() {
     }
     let done = &ev.last().unwrap().1["response"]["output"][0];
     assert_eq!(done["namespace"], "multi_agent_v1");
+}
+
+#[test]
+fn every_echoed_field_is_written_as_sent() {
+    // The wire's `Response` names the echoed fields one by one: none of
+    // what the parser keeps may be dropped.
+    let sent = request::parse(
+        br#"{"model":"g","input":"hi","user":"u","metadata":{"k":"v"},"top_p":0.5,
+            "reasoning":{"effort":"low"},"text":{"format":{"type":"json_object"}}}"#,
+    )
+    .unwrap()
+    .echo;
+    let answer = Completion {
+        content: Some("ok".into()),
+        ..Completion::default()
+    };
+    let v: Value = serde_json::from_slice(&render_completion(&answer, &origin(), &sent)).unwrap();
+    for (key, value) in &sent {
+        assert_eq!(&v[key], value, "{key}");
+    }
+    let mut w = writer();
+    let mut out = Vec::new();
+    w.content(&mut out, "ok");
+    w.done(&mut out);
+    let ev = events(&out);
+    for (_, data) in [&ev[0], &ev[ev.len() - 1]] {
+        for (key, value) in &echo() {
+            assert_eq!(&data["response"][key], value, "{key}");
+        }
+    }
 }
