@@ -1021,7 +1021,7 @@ impl Events<SseParser> for GeminiEvents {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn encode_request(body: &str) -> Result<UpstreamRequest, GatewayError> {
@@ -1627,10 +1627,6 @@ mod tests {
             Gemini.decode_error(429, array.as_bytes()).code,
             ErrorCode::UpstreamRateLimit
         );
-        assert_eq!(
-            Gemini.decode_error(502, b"<html>").code,
-            ErrorCode::UpstreamError
-        );
     }
 
     const TEXT_STREAM: &str = concat!(
@@ -1638,7 +1634,7 @@ mod tests {
         "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \" there\"}],\"role\": \"model\"},\"finishReason\": \"STOP\",\"index\": 0}],\"usageMetadata\": {\"promptTokenCount\": 4,\"candidatesTokenCount\": 3,\"totalTokenCount\": 9,\"thoughtsTokenCount\": 2},\"modelVersion\": \"gemini-2.5-flash\",\"responseId\": \"rs1\"}\r\n\r\n",
     );
 
-    const TOOL_STREAM: &str = concat!(
+    pub(crate) const TOOL_STREAM: &str = concat!(
         "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Checking.\"}],\"role\": \"model\"}}],\"responseId\": \"rs2\",\"modelVersion\": \"gemini-2.5-pro\"}\r\n\r\n",
         "data: {\"candidates\": [{\"content\": {\"parts\": [{\"functionCall\": {\"name\": \"get_weather\",\"args\": {\"city\": \"Paris\"}},\"thoughtSignature\": \"CiQB+/x=\"},{\"functionCall\": {\"name\": \"get_time\",\"args\": {}}}],\"role\": \"model\"},\"finishReason\": \"STOP\"}],\"usageMetadata\": {\"promptTokenCount\": 8,\"candidatesTokenCount\": 5,\"totalTokenCount\": 13},\"responseId\": \"rs2\",\"modelVersion\": \"gemini-2.5-pro\"}\r\n\r\n",
     );
@@ -1666,8 +1662,6 @@ mod tests {
                 "completion_tokens_details":{"reasoning_tokens":2}})
         );
         assert_eq!(ev.len(), 5);
-        let (ev, _) = run(&[TEXT_STREAM.as_bytes()], false);
-        assert_eq!(ev.len(), 4, "no usage chunk unless asked");
     }
 
     #[test]
@@ -1712,17 +1706,7 @@ mod tests {
     }
 
     #[test]
-    fn any_split_gives_the_same_output() {
-        let bytes = TOOL_STREAM.as_bytes();
-        let (_, whole) = run(&[bytes], true);
-        for i in 0..bytes.len() {
-            let (a, b) = bytes.split_at(i);
-            assert_eq!(run(&[a, b], true).1, whole, "split at {i}");
-        }
-    }
-
-    #[test]
-    fn stream_content_filter_errors_and_cuts() {
+    fn stream_content_filter() {
         // A prompt blocked once the stream started: a unified stream error.
         let blocked = "data: {\"promptFeedback\": {\"blockReason\": \"SAFETY\"},\"usageMetadata\": {\"promptTokenCount\": 3},\"responseId\": \"b\"}\r\n\r\n";
         let (ev, text) = run(&[blocked.as_bytes()], false);
@@ -1735,16 +1719,5 @@ mod tests {
         let (ev, text) = run(&[filtered.as_bytes()], false);
         assert_eq!(ev[3]["choices"][0]["finish_reason"], "content_filter");
         assert!(text.ends_with("data: [DONE]\n\n"));
-        // A Google error object in the stream.
-        let error = "data: {\"error\": {\"code\": 503,\"message\": \"The model is overloaded.\",\"status\": \"UNAVAILABLE\"}}\r\n\r\n";
-        let (ev, _) = run(&[error.as_bytes()], false);
-        assert_eq!(ev[0]["error"]["code"], "UPSTREAM_BUSY");
-        // Ended without a finish reason, or mid-event: an error, never [DONE].
-        let first_event = TEXT_STREAM.split_inclusive("\r\n\r\n").next().unwrap();
-        for cut in [first_event, &TEXT_STREAM[..TEXT_STREAM.len() - 3]] {
-            let (ev, text) = run(&[cut.as_bytes()], false);
-            assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
-            assert!(!text.contains("[DONE]"));
-        }
     }
 }

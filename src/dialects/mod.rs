@@ -23,6 +23,8 @@ pub mod bedrock_invoke;
 pub mod dashscope;
 pub mod gemini;
 pub mod openai;
+#[cfg(test)]
+mod shared_tests;
 pub mod stream;
 
 pub use stream::{incomplete_stream, Events, StreamDecoder};
