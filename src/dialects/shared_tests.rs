@@ -253,3 +253,15 @@ fn an_error_answer_is_the_unified_error_with_the_vendors_status() {
         }
     }
 }
+
+#[test]
+fn an_unreadable_answer_is_an_upstream_error() {
+    for &kind in DialectKind::ALL {
+        for body in [&b"not json"[..], b"", b"{\"id\":"] {
+            let e = dialect(kind)
+                .decode_response(body, &mut origin())
+                .unwrap_err();
+            assert_eq!(e.code, ErrorCode::UpstreamError, "{kind:?}: {body:?}");
+        }
+    }
+}
