@@ -1200,7 +1200,7 @@ impl Events<EventStreamDecoder> for BedrockEvents {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::eventstream::encode as frame;
     use crate::url::encode_segment;
@@ -1693,10 +1693,6 @@ mod tests {
                 .code,
             ErrorCode::UpstreamRateLimit
         );
-        assert_eq!(
-            Bedrock.decode_error(503, b"<html>").code,
-            ErrorCode::UpstreamBusy
-        );
         for (status, message, code) in [
             (424, "model failed", ErrorCode::UpstreamError),
             (408, "Model has timed out", ErrorCode::UpstreamTimeout),
@@ -1731,7 +1727,7 @@ mod tests {
     }
 
     /// A tool-call stream as Bedrock sends it (payloads carry a `p` padding field).
-    fn tool_stream() -> Vec<u8> {
+    pub(crate) fn tool_stream() -> Vec<u8> {
         [
             event("messageStart", json!({"p":"abc","role":"assistant"})),
             event("contentBlockDelta", json!({"contentBlockIndex":0,"delta":{"text":"Let me \u{e9}\u{1f30d}"},"p":"ab"})),
@@ -1846,35 +1842,11 @@ mod tests {
             json!({"prompt_tokens":12,"completion_tokens":30,"total_tokens":42})
         );
         assert_eq!(ev.len(), 9);
-        let (ev, _) = run(&[&bytes], false);
-        assert_eq!(ev.len(), 8, "no usage chunk unless asked");
     }
 
     #[test]
-    fn any_split_gives_the_same_output() {
-        let bytes = tool_stream();
-        let (_, whole) = run(&[&bytes], true);
-        for i in 0..bytes.len() {
-            let (a, b) = bytes.split_at(i);
-            assert_eq!(run(&[a, b], true).1, whole, "split at {i}");
-        }
-    }
-
-    #[test]
-    fn stream_exceptions_cuts_and_bad_crcs() {
-        let exception = frame(
-            &[
-                (":exception-type", "throttlingException"),
-                (":content-type", "application/json"),
-                (":message-type", "exception"),
-            ],
-            br#"{"message":"Too many tokens, please wait before trying again."}"#,
-        );
+    fn stream_guardrails_and_bad_crcs() {
         let start = event("messageStart", json!({"role":"assistant"}));
-        let (ev, text) = run(&[&start, &exception], false);
-        assert_eq!(ev[1]["error"]["code"], "UPSTREAM_RATE_LIMIT");
-        assert_eq!(ev[1]["error"]["request_id"], "rid");
-        assert!(!text.contains("[DONE]"));
         // A guardrail stopping the answer mid-stream: finish reason content_filter.
         let filtered = [
             start.clone(),
@@ -1891,12 +1863,7 @@ mod tests {
             text.ends_with("data: [DONE]\n\n"),
             "complete without metadata"
         );
-        // Cut mid-message, and cut before messageStop.
         let bytes = tool_stream();
-        let (ev, _) = run(&[&bytes[..bytes.len() - 10]], false);
-        assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
-        let (ev, _) = run(&[&bytes[..start.len()]], false);
-        assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
         let mut corrupt = bytes.clone();
         corrupt[start.len() + 40] ^= 1;
         let (ev, _) = run(&[&corrupt], false);

@@ -543,7 +543,11 @@ impl Dialect for Gemini {
                     part.thought_signature.as_deref(),
                 );
                 let args = call.args.unwrap_or_else(|| Value::Object(Map::new()));
-                tool_calls.push(ToolCallOut::new(id, call.name, args.to_string()));
+                tool_calls.push(ToolCallOut::new(
+                    id,
+                    call.name.0.into_owned(),
+                    args.to_string(),
+                ));
             } else if let Some(t) = part.text {
                 text.get_or_insert_with(String::new).push_str(&t);
             }
@@ -707,25 +711,40 @@ fn split_tool_call_id(id: &str) -> Option<String> {
 
 // --- response -----------------------------------------------------------------
 
+/// A string of the vendor's answer, borrowed from its bytes unless an
+/// escape forces a copy: a stream event's text, ids and names pass through
+/// without an allocation each (`Option<Cow<str>>` alone would always copy).
+#[derive(Deserialize)]
+#[serde(transparent)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The vendor's `GenerateContentResponse`, an answer or one stream event.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct GenerateResponse {
-    #[serde(default)]
-    candidates: Vec<Candidate>,
-    #[serde(default)]
-    prompt_feedback: Option<PromptFeedback>,
+struct GenerateResponse<'a> {
+    #[serde(default, borrow)]
+    candidates: Vec<Candidate<'a>>,
+    #[serde(default, borrow)]
+    prompt_feedback: Option<PromptFeedback<'a>>,
     #[serde(default)]
     usage_metadata: Option<UsageMetadata>,
-    #[serde(default)]
-    model_version: Option<String>,
-    #[serde(default)]
-    response_id: Option<String>,
+    #[serde(default, borrow)]
+    model_version: Option<Text<'a>>,
+    #[serde(default, borrow)]
+    response_id: Option<Text<'a>>,
     /// A stream can end with an error object instead of a response.
     #[serde(default)]
     error: Option<GoogleError>,
 }
 
-impl GenerateResponse {
+impl GenerateResponse<'_> {
     /// Takes the vendor's response id and model version when given.
     fn stamp(&self, origin: &mut Origin) {
         if let Some(id) = self.response_id.as_deref().filter(|id| !id.is_empty()) {
@@ -743,17 +762,17 @@ impl GenerateResponse {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Candidate {
-    #[serde(default)]
-    content: Option<CandidateContent>,
-    #[serde(default)]
-    finish_reason: Option<String>,
+struct Candidate<'a> {
+    #[serde(default, borrow)]
+    content: Option<CandidateContent<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Text<'a>>,
 }
 
 #[derive(Deserialize)]
-struct CandidateContent {
-    #[serde(default)]
-    parts: Vec<ResponsePart>,
+struct CandidateContent<'a> {
+    #[serde(default, borrow)]
+    parts: Vec<ResponsePart<'a>>,
 }
 
 /// One answer part. Parts of other kinds are skipped, among them Gemini 3's
@@ -762,19 +781,19 @@ struct CandidateContent {
 /// and not carried back (a later turn goes without them, see README).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ResponsePart {
-    #[serde(default)]
-    text: Option<String>,
+struct ResponsePart<'a> {
+    #[serde(default, borrow)]
+    text: Option<Text<'a>>,
     /// A thought summary, not part of the answer.
     #[serde(default)]
     thought: bool,
-    #[serde(default)]
-    function_call: Option<FunctionCallIn>,
-    #[serde(default)]
-    thought_signature: Option<String>,
+    #[serde(default, borrow)]
+    function_call: Option<FunctionCallIn<'a>>,
+    #[serde(default, borrow)]
+    thought_signature: Option<Text<'a>>,
 }
 
-impl ResponsePart {
+impl ResponsePart<'_> {
     /// A thought part as reasoning: its summary text, then the signature
     /// Gemini may put on it (which closes the block).
     fn reasoning(&self) -> impl Iterator<Item = Reasoning<'_>> {
@@ -785,18 +804,21 @@ impl ResponsePart {
     }
 }
 
+/// A function call. Its arguments stay a `Value`: the client gets them
+/// re-serialized (compact, keys sorted), as before, not the vendor's text.
 #[derive(Deserialize)]
-struct FunctionCallIn {
-    name: String,
+struct FunctionCallIn<'a> {
+    #[serde(borrow)]
+    name: Text<'a>,
     #[serde(default)]
     args: Option<Value>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct PromptFeedback {
-    #[serde(default)]
-    block_reason: Option<String>,
+struct PromptFeedback<'a> {
+    #[serde(default, borrow)]
+    block_reason: Option<Text<'a>>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -925,10 +947,10 @@ impl Events<SseParser> for GeminiEvents {
         if let Some(error) = response.error {
             return Err(error.unified(500));
         }
-        if let Some(id) = &response.response_id {
+        if let Some(id) = response.response_id.as_deref() {
             w.set_id(id);
         }
-        if let Some(model) = &response.model_version {
+        if let Some(model) = response.model_version.as_deref() {
             w.set_model(model);
         }
         if let Some(u) = response.usage_metadata {
@@ -974,7 +996,7 @@ impl Events<SseParser> for GeminiEvents {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn encode_request(body: &str) -> Result<UpstreamRequest, GatewayError> {
@@ -1537,7 +1559,6 @@ mod tests {
         assert_eq!(e.status(), 400);
         assert!(e.message.contains("PROHIBITED_CONTENT"));
         assert_eq!(decode("{}").unwrap_err().code, ErrorCode::UpstreamError);
-        assert_eq!(decode("nope").unwrap_err().code, ErrorCode::UpstreamError);
     }
 
     #[test]
@@ -1580,10 +1601,6 @@ mod tests {
             Gemini.decode_error(429, array.as_bytes()).code,
             ErrorCode::UpstreamRateLimit
         );
-        assert_eq!(
-            Gemini.decode_error(502, b"<html>").code,
-            ErrorCode::UpstreamError
-        );
     }
 
     const TEXT_STREAM: &str = concat!(
@@ -1591,7 +1608,7 @@ mod tests {
         "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \" there\"}],\"role\": \"model\"},\"finishReason\": \"STOP\",\"index\": 0}],\"usageMetadata\": {\"promptTokenCount\": 4,\"candidatesTokenCount\": 3,\"totalTokenCount\": 9,\"thoughtsTokenCount\": 2},\"modelVersion\": \"gemini-2.5-flash\",\"responseId\": \"rs1\"}\r\n\r\n",
     );
 
-    const TOOL_STREAM: &str = concat!(
+    pub(crate) const TOOL_STREAM: &str = concat!(
         "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"Checking.\"}],\"role\": \"model\"}}],\"responseId\": \"rs2\",\"modelVersion\": \"gemini-2.5-pro\"}\r\n\r\n",
         "data: {\"candidates\": [{\"content\": {\"parts\": [{\"functionCall\": {\"name\": \"get_weather\",\"args\": {\"city\": \"Paris\"}},\"thoughtSignature\": \"CiQB+/x=\"},{\"functionCall\": {\"name\": \"get_time\",\"args\": {}}}],\"role\": \"model\"},\"finishReason\": \"STOP\"}],\"usageMetadata\": {\"promptTokenCount\": 8,\"candidatesTokenCount\": 5,\"totalTokenCount\": 13},\"responseId\": \"rs2\",\"modelVersion\": \"gemini-2.5-pro\"}\r\n\r\n",
     );
@@ -1619,8 +1636,25 @@ mod tests {
                 "completion_tokens_details":{"reasoning_tokens":2}})
         );
         assert_eq!(ev.len(), 5);
-        let (ev, _) = run(&[TEXT_STREAM.as_bytes()], false);
-        assert_eq!(ev.len(), 4, "no usage chunk unless asked");
+    }
+
+    #[test]
+    fn stream_events_are_read_borrowed_unless_escaped() {
+        let event = r#"{"candidates":[{"content":{"parts":[{"text":"plain"},{"text":"esc\u00e9"},{"functionCall":{"name":"f"},"thoughtSignature":"c2ln"}]},"finishReason":"STOP"}],"modelVersion":"g","responseId":"r"}"#;
+        let response: GenerateResponse = serde_json::from_str(event).unwrap();
+        let borrowed = |t: &Option<Text>| matches!(t, Some(Text(Cow::Borrowed(_))));
+        let candidate = &response.candidates[0];
+        let parts = &candidate.content.as_ref().unwrap().parts;
+        assert!(borrowed(&parts[0].text));
+        assert!(!borrowed(&parts[1].text), "an escape forces a copy");
+        assert_eq!(parts[1].text.as_deref(), Some("esc\u{e9}"));
+        assert!(matches!(
+            parts[2].function_call.as_ref().unwrap().name,
+            Text(Cow::Borrowed("f"))
+        ));
+        assert!(borrowed(&parts[2].thought_signature));
+        assert!(borrowed(&candidate.finish_reason));
+        assert!(borrowed(&response.model_version) && borrowed(&response.response_id));
     }
 
     #[test]
@@ -1646,17 +1680,7 @@ mod tests {
     }
 
     #[test]
-    fn any_split_gives_the_same_output() {
-        let bytes = TOOL_STREAM.as_bytes();
-        let (_, whole) = run(&[bytes], true);
-        for i in 0..bytes.len() {
-            let (a, b) = bytes.split_at(i);
-            assert_eq!(run(&[a, b], true).1, whole, "split at {i}");
-        }
-    }
-
-    #[test]
-    fn stream_content_filter_errors_and_cuts() {
+    fn stream_content_filter() {
         // A prompt blocked once the stream started: a unified stream error.
         let blocked = "data: {\"promptFeedback\": {\"blockReason\": \"SAFETY\"},\"usageMetadata\": {\"promptTokenCount\": 3},\"responseId\": \"b\"}\r\n\r\n";
         let (ev, text) = run(&[blocked.as_bytes()], false);
@@ -1669,16 +1693,5 @@ mod tests {
         let (ev, text) = run(&[filtered.as_bytes()], false);
         assert_eq!(ev[3]["choices"][0]["finish_reason"], "content_filter");
         assert!(text.ends_with("data: [DONE]\n\n"));
-        // A Google error object in the stream.
-        let error = "data: {\"error\": {\"code\": 503,\"message\": \"The model is overloaded.\",\"status\": \"UNAVAILABLE\"}}\r\n\r\n";
-        let (ev, _) = run(&[error.as_bytes()], false);
-        assert_eq!(ev[0]["error"]["code"], "UPSTREAM_BUSY");
-        // Ended without a finish reason, or mid-event: an error, never [DONE].
-        let first_event = TEXT_STREAM.split_inclusive("\r\n\r\n").next().unwrap();
-        for cut in [first_event, &TEXT_STREAM[..TEXT_STREAM.len() - 3]] {
-            let (ev, text) = run(&[cut.as_bytes()], false);
-            assert_eq!(ev.last().unwrap()["error"]["code"], "UPSTREAM_ERROR");
-            assert!(!text.contains("[DONE]"));
-        }
     }
 }

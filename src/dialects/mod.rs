@@ -34,6 +34,8 @@ pub mod dashscope;
 pub mod gemini;
 pub mod openai;
 pub mod settings;
+#[cfg(test)]
+mod shared_tests;
 pub mod stream;
 pub mod transport;
 

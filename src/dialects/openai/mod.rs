@@ -350,7 +350,7 @@ pub(super) fn decode_completion(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::error::ErrorCode;
     use crate::model::response::Usage;
@@ -468,7 +468,6 @@ mod tests {
         assert!(OpenAi
             .decode_native(Api::OpenAiChat, b"not json", &mut origin)
             .is_err());
-        assert!(OpenAi.decode_response(b"not json", &mut origin).is_err());
         assert_eq!(d.finish_reason, Some(FinishReason::Stop));
     }
 
@@ -521,38 +520,18 @@ mod tests {
         crate::dialects::run_stream(&OpenAi, origin, &[input.as_bytes()], include_usage).1
     }
 
-    const STREAM: &str = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}],\"usage\":null}\n\n\
+    pub(crate) const STREAM: &str = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}],\"usage\":null}\n\n\
 data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n\
 data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"total_tokens\":2}}\n\n\
 data: [DONE]\n\n";
 
     #[test]
     fn stream_drops_usage_unless_asked() {
+        // Passed through, the vendor's `"usage":null` goes too.
         let out = run_stream(STREAM, false);
         assert!(!out.contains("usage"), "{out}");
-        assert!(out.ends_with("data: [DONE]\n\n"));
-        assert_eq!(out.matches("data: ").count(), 3);
         let out = run_stream(STREAM, true);
         assert!(out.contains("\"total_tokens\":2"), "{out}");
-        assert_eq!(
-            out.matches("\"id\":\"c\"").count(),
-            3,
-            "the usage chunk keeps the vendor's id: {out}"
-        );
-        assert_eq!(out.matches("data: ").count(), 4);
-    }
-
-    #[test]
-    fn stream_error_event_and_cut_stream() {
-        let out = run_stream(
-            "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}\n\n",
-            false,
-        );
-        assert!(out.contains("\"code\":\"UPSTREAM_ERROR\""), "{out}");
-        let cut = &STREAM[..STREAM.len() / 2];
-        let out = run_stream(cut, false);
-        assert!(out.contains("ended before it was complete"), "{out}");
-        assert!(!out.contains("[DONE]"));
     }
 
     #[test]
@@ -566,10 +545,5 @@ data: [DONE]\n\n";
         );
         assert_eq!(e.code, ErrorCode::UpstreamRateLimit);
         assert_eq!(OpenAi.decode_error(401, b"{}").code, ErrorCode::AuthFailed);
-        assert_eq!(
-            OpenAi.decode_error(503, b"<html>").code,
-            ErrorCode::UpstreamBusy
-        );
-        assert_eq!(OpenAi.decode_error(500, b"").code, ErrorCode::UpstreamError);
     }
 }
