@@ -308,6 +308,26 @@ fn main() {
         let t = time(|| ChatRequest::parse(black_box(&body)).unwrap());
         row(&format!("unified parse, {} KB", size / 1024), t, "");
     }
+    // A reasoning model's request policy (max_tokens renamed): what the
+    // upstream role does before encoding for gpt-5 and the o-series.
+    let config = Config::parse(
+        br#"{"providers":{"p":{"dialect":"openai","api_key":"k"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+        |_| None,
+    )
+    .unwrap();
+    for size in [1024, 100 * 1024] {
+        let req = ChatRequest::parse(&unified_request(size)).unwrap();
+        let t = time(|| {
+            config.providers["p"]
+                .apply_policy("gpt-5", black_box(&req))
+                .unwrap()
+        });
+        row(
+            &format!("request policy for gpt-5, {} KB", size / 1024),
+            t,
+            "",
+        );
+    }
     for (kind, provider, response, events) in dialects() {
         let name = serde_json::to_value(kind)
             .unwrap()

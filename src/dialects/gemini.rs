@@ -1268,7 +1268,7 @@ pub(super) mod tests {
         assert!(v.get("toolConfig").is_none());
         // Search alone needs no flag.
         let alone = ChatRequest {
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             ..req.clone()
         };
         let target = Target {

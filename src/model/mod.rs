@@ -8,6 +8,7 @@ pub mod estimate;
 pub mod json;
 pub mod request;
 pub mod response;
+pub mod shared;
 pub mod stream;
 
 /// The wire APIs the gateway speaks: each client surface speaks one, and

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::model::json::{function_def, json_schema, strict_parameters, strict_schema};
+use crate::model::shared::Shared;
 
 /// Upper bounds that keep a hostile body from costing more than it is worth.
 pub const MAX_MESSAGES: usize = 10_000;
@@ -18,9 +19,9 @@ pub struct ChatRequest {
     /// What the client asked for; dialects send the vendor model instead.
     #[serde(skip)]
     pub model: String,
-    pub messages: Vec<Message>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tools: Vec<Tool>,
+    pub messages: Shared<Vec<Message>>,
+    #[serde(skip_serializing_if = "no_tools")]
+    pub tools: Shared<Vec<Tool>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -70,7 +71,7 @@ pub struct ChatRequest {
     /// Responses API echoes `tools`, `instructions`, `text`...), as its
     /// surface parsed them; empty for APIs that repeat none.
     #[serde(skip)]
-    pub echo: Map<String, Value>,
+    pub echo: Shared<Map<String, Value>>,
     /// The first feature only the client API's own vendors have (the
     /// Responses API's `previous_response_id` and built-in tools,
     /// Anthropic's server tools, MCP servers, containers): the neutral
@@ -83,6 +84,10 @@ pub struct ChatRequest {
     /// (`Dialect::web_search`).
     #[serde(skip)]
     pub web_search: Option<WebSearch>,
+}
+
+fn no_tools(tools: &Shared<Vec<Tool>>) -> bool {
+    tools.is_empty()
 }
 
 /// A web search the vendor runs on its side, as the client limited it.

@@ -29,6 +29,7 @@ use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::call::{self, Call};
 use crate::model::response::{Origin, Usage};
+use crate::model::shared::Shared;
 use crate::model::Api;
 use crate::provider::Provider;
 use crate::surfaces::{stream_writer_echoing, surface, Echo};
@@ -110,7 +111,7 @@ pub struct Attempt<H> {
     /// search tool for it): the answer's `x-llm-dropped-tools` says so.
     dropped_web_search: bool,
     /// The request fields the client's API repeats in its answer.
-    echo: Echo,
+    echo: Shared<Echo>,
     /// Reused for every translated chunk.
     out: Vec<u8>,
     /// When this attempt started, for time to first token (streams only).
@@ -156,7 +157,7 @@ impl<H: Host> Attempt<H> {
             stream: false,
             include_usage: false,
             dropped_web_search: false,
-            echo: Echo::new(),
+            echo: Shared::default(),
             out: Vec::new(),
             started: SystemTime::UNIX_EPOCH,
             vendor_json: false,
@@ -420,7 +421,7 @@ impl<H: Host> Attempt<H> {
         self.stream = stream;
         self.include_usage = include_usage;
         self.dropped_web_search = dropped_web_search;
-        request.echo.clone_into(&mut self.echo);
+        self.echo = request.echo.clone();
         self.publish_span_attributes(false);
         if stream {
             // For the time to first token (non-streams do not report one).

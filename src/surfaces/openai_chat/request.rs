@@ -184,7 +184,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
                     has_model = true;
                 }
                 "messages" => {
-                    r.messages = at("messages", map.next_value::<Messages>())?.0;
+                    r.messages = at("messages", map.next_value::<Messages>())?.0.into();
                     has_messages = true;
                 }
                 "tools" => {
@@ -982,7 +982,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            r.messages,
+            *r.messages,
             vec![
                 Message::System {
                     content: Content::Text("be brief".into()),
@@ -1084,8 +1084,8 @@ mod tests {
             let r = parse(&format!(
                 r#"{{"model":"m","messages":[{{"role":"assistant","content":"a",{fields}}}]}}"#
             ))?;
-            match r.messages.into_iter().next() {
-                Some(Message::Assistant { reasoning, .. }) => Ok(reasoning),
+            match r.messages.first() {
+                Some(Message::Assistant { reasoning, .. }) => Ok(reasoning.clone()),
                 other => panic!("{other:?}"),
             }
         };

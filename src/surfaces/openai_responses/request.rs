@@ -444,7 +444,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             return Err(wrong_type("include", "an array of strings"));
         }
     }
-    b.request.echo = echo(map);
+    b.request.echo = echo(map).into();
     Ok(b.request)
 }
 
@@ -1110,7 +1110,7 @@ mod tests {
         );
         assert_eq!(r.model, "g");
         assert_eq!(
-            r.messages,
+            *r.messages,
             vec![
                 Message::System {
                     content: Content::Text("be brief".into()),

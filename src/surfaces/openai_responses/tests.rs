@@ -5,6 +5,7 @@ use crate::model::stream::Reasoning;
 use crate::model::Api;
 use crate::surfaces::stream_writer_echoing;
 use serde_json::json;
+use std::ops::Deref;
 
 fn origin() -> Origin {
     Origin {
@@ -20,6 +21,8 @@ fn echo() -> Map<String, Value> {
     request::parse(br#"{"model":"g","input":"hi","instructions":"be brief","tools":[{"type":"function","name":"f"}]}"#)
         .unwrap()
         .echo
+        .deref()
+        .clone()
 }
 
 /// The stream's events: (SSE event name, data).
@@ -375,7 +378,7 @@ fn every_echoed_field_is_written_as_sent() {
         ..Completion::default()
     };
     let v: Value = serde_json::from_slice(&render_completion(&answer, &origin(), &sent)).unwrap();
-    for (key, value) in &sent {
+    for (key, value) in sent.iter() {
         assert_eq!(&v[key], value, "{key}");
     }
     let mut w = writer();
