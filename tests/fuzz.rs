@@ -313,8 +313,7 @@ fn encode_for_every_provider(
 /// through the edge's reading of them and every dialect's encoding.
 #[test]
 fn native_calls_never_panic() {
-    use llm_gateway_core::session::parse_call_body;
-    use llm_gateway_core::surfaces::{route, Operation};
+    use llm_gateway_core::surfaces::{parse_call_body, route, Operation};
     let config = config();
     let mut rng = Rng(0x0bad_c0de_1234_5678);
     let lines: &[(&str, &str, &str)] = &[

@@ -15,10 +15,7 @@ use std::rc::Rc;
 use super::attempt::report::span_provider_properties;
 use super::channel::AttemptChannel;
 use super::host::{ignore, log_once, micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{
-    parse_call_body, reply_or_reset, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY,
-    ROUTE_PROPERTY,
-};
+use super::{reply_or_reset, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::config::ModelGroup;
@@ -33,7 +30,7 @@ use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
 use crate::model::Api;
 use crate::routing::Needs;
-use crate::surfaces::{self, surface, Operation, Surface};
+use crate::surfaces::{self, parse_call_body, surface, Operation, Surface};
 use limiter::RequestLimits;
 
 pub mod global;

@@ -13,6 +13,7 @@
 //! [`crate::model::Api`] and a line in [`surface`].
 
 use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::{EventWriter, StreamEncoder};
@@ -60,6 +61,18 @@ pub fn lister(owner: Api, has_header: impl Fn(&str) -> bool) -> &'static dyn Sur
     marked.unwrap_or_else(|| surface(owner))
 }
 
+/// A native call's body, parsed and checked by the surface whose call it
+/// is (`Surface::parse_call`); `None` for a call that takes none.
+pub fn parse_call_body(call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+    surface(call.api()).parse_call(call, body)
+}
+
+/// What a surface answers for a native call that is not its own (never
+/// asked: `parse_call_body` asks the call's surface).
+fn foreign_call() -> GatewayError {
+    GatewayError::invalid("path", "this API has no such call")
+}
+
 pub trait Surface: Sync {
     /// What a request line on this surface's paths asks (`None`: not its
     /// path). `method`, `path` and `query` are the client's, untrusted.
@@ -70,6 +83,12 @@ pub trait Surface: Sync {
     fn render_models(&self, names: &[&str], loaded_at: u64) -> Vec<u8>;
     /// One model (`name`, which the caller may use) in this API's shape.
     fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8>;
+    /// The body of one of this surface's native calls (`Operation::Call`),
+    /// parsed and checked as its API's vendors would; `None` for a call
+    /// that takes none.
+    fn parse_call(&self, _call: &Call, _body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+        Err(foreign_call())
+    }
     /// A header this API's clients send on every request, which tells them
     /// apart on a path shared with another API (`/v1/models`).
     fn client_header(&self) -> Option<&'static str> {

@@ -200,6 +200,27 @@ mod tests {
     }
 
     #[test]
+    fn a_calls_body_is_its_surfaces_to_read() {
+        use crate::surfaces::parse_call_body;
+        let count = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+        let request = parse_call_body(&Call::CountTokens, count).unwrap();
+        assert_eq!(request.map(|r| r.model), Some("m".to_owned()));
+        let stored = |op| Call::Stored {
+            op,
+            id: "resp_1".into(),
+            query: String::new(),
+        };
+        assert!(parse_call_body(&stored(StoredOp::Retrieve), b" ")
+            .unwrap()
+            .is_none());
+        assert!(parse_call_body(&stored(StoredOp::Cancel), b" { } ")
+            .unwrap()
+            .is_none());
+        let e = parse_call_body(&stored(StoredOp::Delete), b"{}").unwrap_err();
+        assert_eq!(e.message, "DELETE /v1/responses/{id} takes no request body");
+    }
+
+    #[test]
     fn unknown_paths_are_refused_in_their_apis_envelope_and_others_are_not_ours() {
         assert_eq!(
             route("GET", "/v1/messages/batches", ""),

@@ -60,6 +60,14 @@ impl Surface for AnthropicMessages {
         models::render_one(name, loaded_at)
     }
 
+    /// count_tokens: a Messages request, `max_tokens` optional.
+    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+        match call {
+            Call::CountTokens => request::parse_count(body).map(Some),
+            Call::Stored { .. } => Err(super::foreign_call()),
+        }
+    }
+
     /// Anthropic's SDKs and Claude Code send it on every request.
     fn client_header(&self) -> Option<&'static str> {
         Some("anthropic-version")

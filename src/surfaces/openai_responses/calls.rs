@@ -65,3 +65,24 @@ pub fn stored(method: &str, path: &str, rest: &str, query: &str) -> Result<Call,
         query: query.to_owned(),
     })
 }
+
+/// A stored-response call's body: none (cancel: at most an empty object,
+/// which the SDKs send).
+pub fn no_body(op: StoredOp, body: &[u8]) -> Result<(), GatewayError> {
+    let text = body.trim_ascii();
+    if text.is_empty() || (op == StoredOp::Cancel && is_empty_object(text)) {
+        Ok(())
+    } else {
+        Err(GatewayError::invalid(
+            "body",
+            format!("{} takes no request body", op.describe()),
+        ))
+    }
+}
+
+/// `{}`, with any white space inside.
+fn is_empty_object(text: &[u8]) -> bool {
+    text.strip_prefix(b"{")
+        .and_then(|rest| rest.strip_suffix(b"}"))
+        .is_some_and(|inside| inside.trim_ascii().is_empty())
+}

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 use super::route::{Operation, Route};
 use super::Surface;
 use crate::error::GatewayError;
+use crate::model::call::Call;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
@@ -50,6 +51,14 @@ impl Surface for OpenAiResponses {
             operation: calls::stored(method, path, rest, query).map(Operation::Call),
             metered: true,
         })
+    }
+
+    /// The stored-response calls take no body (cancel: at most `{}`).
+    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+        match call {
+            Call::Stored { op, .. } => calls::no_body(*op, body).map(|()| None),
+            Call::CountTokens => Err(super::foreign_call()),
+        }
     }
 
     /// OpenAI's model list, which its Responses clients call too.
