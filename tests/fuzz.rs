@@ -313,8 +313,7 @@ fn encode_for_every_provider(
 /// through the edge's reading of them and every dialect's encoding.
 #[test]
 fn native_calls_never_panic() {
-    use llm_gateway_core::model::call::Call;
-    use llm_gateway_core::session::parse_call_body;
+    use llm_gateway_core::surfaces::{parse_call_body, route, Operation};
     let config = config();
     let mut rng = Rng(0x0bad_c0de_1234_5678);
     let lines: &[(&str, &str, &str)] = &[
@@ -345,7 +344,8 @@ fn native_calls_never_panic() {
             false => part.to_owned(),
         };
         let (path, query) = (line(path, i % 4 == 0), line(query, i % 4 == 1));
-        let Some((_, Ok(call))) = Call::for_request(method, &path, &query) else {
+        let Some(Ok(Operation::Call(call))) = route(method, &path, &query).map(|r| r.operation)
+        else {
             continue;
         };
         let _ = call.path();

@@ -3,11 +3,12 @@
 //! calls). They are routed like a generation, and passed to a vendor that
 //! has the call in its own API, count_tokens also to one that counts
 //! tokens its own way (Gemini, Bedrock: `Dialect::encode_count`); elsewhere
-//! the gateway answers them itself.
+//! the gateway answers them itself. Which request line is which call is
+//! its surface's to say (its `Surface::route`).
 
 use super::request::ChatRequest;
 use super::Api;
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::GatewayError;
 
 /// One native call, as the client made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +79,7 @@ impl StoredOp {
 }
 
 /// Response ids longer than this are refused (OpenAI's are ~50 characters).
-const MAX_ID_LEN: usize = 256;
+pub const MAX_ID_LEN: usize = 256;
 
 impl Call {
     /// The API the call belongs to (its errors are in this API's envelope).
@@ -104,28 +105,6 @@ impl Call {
                 format!("/v1/responses/{id}{}{sep}{query}", op.suffix())
             }
         }
-    }
-
-    /// The native call a request line names, with the API its path
-    /// belongs to: `None` for a path that is none; an error for a known
-    /// call's path with another method (405), a path below
-    /// `/v1/responses/` that is no call (404), or what the gateway cannot
-    /// pass on (a streamed retrieve, an id that is not one).
-    pub fn for_request(
-        method: &str,
-        path: &str,
-        query: &str,
-    ) -> Option<(Api, Result<Call, GatewayError>)> {
-        if path == "/v1/messages/count_tokens" {
-            let call = if method == "POST" {
-                Ok(Call::CountTokens)
-            } else {
-                Err(GatewayError::method_not_allowed(path, method, "POST"))
-            };
-            return Some((Api::AnthropicMessages, call));
-        }
-        let rest = path.strip_prefix("/v1/responses/")?;
-        Some((Api::OpenAiResponses, stored(method, path, rest, query)))
     }
 
     /// The gateway's own answer, where no vendor has the call: for
@@ -183,7 +162,8 @@ pub fn input_tokens(tokens: u64) -> Vec<u8> {
     format!("{{\"input_tokens\":{tokens}}}").into_bytes()
 }
 
-fn valid_id(id: &str) -> bool {
+/// A response id the gateway passes on: one path segment as it is.
+pub fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_ID_LEN
         && id
@@ -191,125 +171,9 @@ fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn stored(method: &str, path: &str, rest: &str, query: &str) -> Result<Call, GatewayError> {
-    let (shape, allow, op) = match rest.split_once('/') {
-        None if !rest.is_empty() => {
-            let op = if method == "DELETE" {
-                StoredOp::Delete
-            } else {
-                StoredOp::Retrieve
-            };
-            ("/v1/responses/{id}", "GET, DELETE", op)
-        }
-        Some((id, "cancel")) if !id.is_empty() => {
-            ("/v1/responses/{id}/cancel", "POST", StoredOp::Cancel)
-        }
-        Some((id, "input_items")) if !id.is_empty() => (
-            "/v1/responses/{id}/input_items",
-            "GET",
-            StoredOp::InputItems,
-        ),
-        _ => {
-            let mut e = GatewayError::new(
-                ErrorCode::ModelNotFound,
-                format!("unknown path {}", path.escape_debug()),
-            );
-            e.param = Some("path".into());
-            return Err(e);
-        }
-    };
-    if !allow.split(", ").any(|m| m == method) {
-        return Err(GatewayError::method_not_allowed(shape, method, allow));
-    }
-    let id = rest.split('/').next().unwrap_or_default();
-    if !valid_id(id) {
-        return Err(GatewayError::invalid(
-            "response_id",
-            format!("a response id is 1-{MAX_ID_LEN} characters of [A-Za-z0-9_-]"),
-        ));
-    }
-    if !query.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(GatewayError::invalid(
-            "query",
-            "the query string must be printable ASCII (percent-encode the rest)",
-        ));
-    }
-    // A streamed retrieve would be passed on as a stream of stored events,
-    // which the gateway does not relay.
-    let streamed = query
-        .split('&')
-        .any(|pair| pair == "stream=true" || pair == "stream=True");
-    if streamed {
-        return Err(GatewayError::invalid(
-            "stream",
-            "retrieving a stored response as a stream is not supported through the gateway; \
-             retrieve it without stream=true",
-        ));
-    }
-    Ok(Call::Stored {
-        op,
-        id: id.to_owned(),
-        query: query.to_owned(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn calls_are_told_by_method_and_path() {
-        let call = |m, p, q| Call::for_request(m, p, q).map(|(_, r)| r.map_err(|e| e.status()));
-        assert_eq!(
-            call("POST", "/v1/messages/count_tokens", ""),
-            Some(Ok(Call::CountTokens))
-        );
-        assert_eq!(call("GET", "/v1/messages/count_tokens", ""), Some(Err(405)));
-        assert_eq!(call("POST", "/v1/messages", ""), None);
-        assert_eq!(call("GET", "/v1/models", ""), None);
-        let stored = |op, query: &str| {
-            Some(Ok(Call::Stored {
-                op,
-                id: "resp_1".into(),
-                query: query.into(),
-            }))
-        };
-        assert_eq!(
-            call("GET", "/v1/responses/resp_1", "include%5B%5D=x"),
-            stored(StoredOp::Retrieve, "include%5B%5D=x")
-        );
-        assert_eq!(
-            call("DELETE", "/v1/responses/resp_1", ""),
-            stored(StoredOp::Delete, "")
-        );
-        assert_eq!(
-            call("POST", "/v1/responses/resp_1/cancel", ""),
-            stored(StoredOp::Cancel, "")
-        );
-        assert_eq!(
-            call("GET", "/v1/responses/resp_1/input_items", "limit=2"),
-            stored(StoredOp::InputItems, "limit=2")
-        );
-        assert_eq!(call("POST", "/v1/responses/resp_1", ""), Some(Err(405)));
-        assert_eq!(
-            call("GET", "/v1/responses/resp_1/cancel", ""),
-            Some(Err(405))
-        );
-        assert_eq!(
-            call("GET", "/v1/responses/resp_1/other", ""),
-            Some(Err(404))
-        );
-        assert_eq!(call("GET", "/v1/responses/", ""), Some(Err(404)));
-        assert_eq!(call("GET", "/v1/responses/a%2F..", ""), Some(Err(400)));
-        assert_eq!(
-            call("GET", "/v1/responses/resp_1", "stream=true"),
-            Some(Err(400))
-        );
-        assert_eq!(
-            call("GET", "/v1/responses/resp_1", "after=\u{fffd}"),
-            Some(Err(400))
-        );
-    }
 
     #[test]
     fn the_vendor_path_keeps_the_query_and_the_handoff_round_trips() {

@@ -31,15 +31,6 @@ impl Api {
         Api::OpenAiResponses,
     ];
 
-    /// The request path a client sends this API's generation requests to.
-    pub fn path(self) -> &'static str {
-        match self {
-            Api::OpenAiChat => "/v1/chat/completions",
-            Api::AnthropicMessages => "/v1/messages",
-            Api::OpenAiResponses => "/v1/responses",
-        }
-    }
-
     /// Its name in metrics labels and the access log.
     pub fn name(self) -> &'static str {
         match self {
@@ -47,10 +38,6 @@ impl Api {
             Api::AnthropicMessages => "anthropic_messages",
             Api::OpenAiResponses => "openai_responses",
         }
-    }
-
-    pub fn for_path(path: &str) -> Option<Api> {
-        Api::ALL.into_iter().find(|api| api.path() == path)
     }
 
     pub fn for_name(name: &str) -> Option<Api> {

@@ -17,7 +17,7 @@ use super::channel::AttemptChannel;
 use super::host::{
     ignore, log_once, unix_seconds, Buffer, Flow, Host, HostError, Map, Phase, PhaseTimer,
 };
-use super::{parse_call_body, reply_or_reset, send_error_with, Session, HANDOFF_PROPERTY};
+use super::{reply_or_reset, send_error_with, Session, HANDOFF_PROPERTY};
 use crate::config::Config;
 use crate::dialects::{
     dialect, encode_generation, pass_through, ClientRequest, Dialect, StreamDecoder, Target,
@@ -32,7 +32,7 @@ use crate::model::response::{Origin, Usage};
 use crate::model::shared::Shared;
 use crate::model::Api;
 use crate::provider::Provider;
-use crate::surfaces::{stream_writer_echoing, surface, Echo};
+use crate::surfaces::{parse_call_body, stream_writer_echoing, surface, Echo};
 use report::WAIT_HEADERS;
 
 pub mod report;

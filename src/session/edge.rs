@@ -5,7 +5,7 @@
 //! local replies into unified errors. It talks to the proxy only through
 //! [`Host`].
 //!
-//! Long on purpose (about 1250 lines): one request's edge state machine, its
+//! Long on purpose (about 1150 lines): one request's edge state machine, its
 //! callbacks and the decisions they hold, reads in order in one place; the
 //! limiter (`edge/limiter.rs`) and the tests (`edge/tests.rs`) are files of
 //! their own.
@@ -15,10 +15,7 @@ use std::rc::Rc;
 use super::attempt::report::span_provider_properties;
 use super::channel::AttemptChannel;
 use super::host::{ignore, log_once, micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
-use super::{
-    parse_call_body, reply_or_reset, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY,
-    ROUTE_PROPERTY,
-};
+use super::{reply_or_reset, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
 use crate::config::ModelGroup;
@@ -33,7 +30,7 @@ use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
 use crate::model::Api;
 use crate::routing::Needs;
-use crate::surfaces::surface;
+use crate::surfaces::{self, parse_call_body, surface, Operation, Surface};
 use limiter::RequestLimits;
 
 pub mod global;
@@ -201,38 +198,14 @@ impl<H: Host> Edge<H> {
         self.request_headers.text(name).ok().flatten()
     }
 
-    /// A model group as OpenAI lists a model.
-    fn model_entry(&self, name: &str) -> serde_json::Value {
-        serde_json::json!({"id": name, "object": "model", "created": self.config.loaded_at, "owned_by": "llm-gateway"})
-    }
-
-    /// `GET /v1/models`: the groups this caller may use, in Anthropic's
-    /// shape when the request carries `anthropic-version` (its SDKs and
-    /// Claude Code send it on every request).
+    /// `GET /v1/models`: the groups this caller may use, rendered by the
+    /// surface whose clients ask (`surfaces::lister`).
     fn models_list(&self) -> Vec<u8> {
-        let names = self
-            .config
-            .model_groups
-            .keys()
-            .filter(|name| self.config.auth.allows(self.caller, name));
-        if self.request_headers.has("anthropic-version") {
-            let data: Vec<serde_json::Value> =
-                names.map(|name| self.anthropic_model_entry(name)).collect();
-            let first = data.first().map(|m| m["id"].clone());
-            let last = data.last().map(|m| m["id"].clone());
-            return serde_json::to_vec(&serde_json::json!(
-                {"data": data, "has_more": false, "first_id": first, "last_id": last}
-            ))
-            .unwrap_or_default();
-        }
-        let data: Vec<serde_json::Value> = names.map(|name| self.model_entry(name)).collect();
-        serde_json::to_vec(&serde_json::json!({"object": "list", "data": data})).unwrap_or_default()
-    }
-
-    /// A model group as Anthropic lists a model (`created_at` in RFC 3339).
-    fn anthropic_model_entry(&self, name: &str) -> serde_json::Value {
-        serde_json::json!({"type": "model", "id": name, "display_name": name,
-                           "created_at": rfc3339(self.config.loaded_at)})
+        let names: Vec<&str> = (self.config.model_groups.keys())
+            .map(String::as_str)
+            .filter(|name| self.config.auth.allows(self.caller, name))
+            .collect();
+        self.lister().render_models(&names, self.config.loaded_at)
     }
 
     /// `GET /v1/models/{id}`: one group this caller may use (404 otherwise,
@@ -248,12 +221,12 @@ impl<H: Host> Edge<H> {
             e.param = Some("model".into());
             return Err(e);
         }
-        let entry = if self.request_headers.has("anthropic-version") {
-            self.anthropic_model_entry(id)
-        } else {
-            self.model_entry(id)
-        };
-        Ok(serde_json::to_vec(&entry).unwrap_or_default())
+        Ok(self.lister().render_model(id, self.config.loaded_at))
+    }
+
+    /// The surface the model list answers in, for this request's client.
+    fn lister(&self) -> &'static dyn Surface {
+        surfaces::lister(self.api, |name| self.request_headers.has(name))
     }
 
     fn reply_json(&mut self, body: &[u8], extra: &[(&str, &[u8])]) -> Flow {
@@ -266,22 +239,6 @@ impl<H: Host> Edge<H> {
         self.status = 200;
         self.state = State::Replied;
         Flow::Pause
-    }
-
-    /// Checks the request line and headers of a generation request.
-    fn on_generate_headers(
-        &mut self,
-        method: &str,
-        end_of_stream: bool,
-    ) -> Result<(), GatewayError> {
-        if method != "POST" {
-            return Err(GatewayError::method_not_allowed(
-                self.api.path(),
-                method,
-                "POST",
-            ));
-        }
-        self.check_body_headers(end_of_stream)
     }
 
     /// Checks the headers of a request with a JSON body, before buffering it.
@@ -920,30 +877,22 @@ impl<H: Host> Session for Edge<H> {
             ),
             None => (full_path, &[][..]),
         };
-        if !raw_path.starts_with(b"/v1/") {
-            self.request_headers = Headers::default();
-            return Flow::Continue;
-        }
-        let path = String::from_utf8_lossy(raw_path).into_owned();
-        let query = String::from_utf8_lossy(raw_query).into_owned();
-        let generate = Api::for_path(&path);
+        let path = String::from_utf8_lossy(raw_path);
+        let query = String::from_utf8_lossy(raw_query);
         // Read as text below (a method that is not UTF-8 is refused there).
         let method = self
             .request_headers
             .text(":method")
             .ok()
             .flatten()
-            .unwrap_or_default()
-            .to_owned();
-        let call = Call::for_request(&method, &path, &query);
-        let api = generate.or(call.as_ref().map(|(api, _)| *api));
-        if let Some(api) = api {
-            self.api = api;
+            .unwrap_or_default();
+        let Some(route) = surfaces::route(method, &path, &query) else {
+            self.request_headers = Headers::default();
+            return Flow::Continue;
+        };
+        self.api = route.api;
+        if route.metered {
             self.chat = Some(ChatFacts::default());
-        } else if path.starts_with("/v1/messages/") {
-            // An unknown path of the Messages API (`/v1/messages/batches`,
-            // a trailing slash): refused in Anthropic's envelope.
-            self.api = Api::AnthropicMessages;
         }
         if let Err(e) = self.authenticate() {
             return self.reject(e);
@@ -963,50 +912,30 @@ impl<H: Host> Session for Edge<H> {
                 }
             }
         }
-        if let Some((_, call)) = call {
-            return match call.and_then(|call| self.on_call_headers(call, end_of_stream)) {
-                Ok(flow) => flow,
-                Err(e) => self.reject(e),
-            };
-        }
-        if generate.is_some() {
-            return match self.on_generate_headers(&method, end_of_stream) {
+        let operation = match route.operation {
+            Ok(operation) => operation,
+            Err(e) => return self.reject(e),
+        };
+        match operation {
+            Operation::Generate(_) => match self.check_body_headers(end_of_stream) {
                 Ok(()) => {
                     self.state = State::Generate;
                     Flow::Pause
                 }
                 Err(e) => self.reject(e),
-            };
-        }
-        match path.as_str() {
-            "/v1/models" if method == "GET" => {
+            },
+            Operation::Call(call) => match self.on_call_headers(call, end_of_stream) {
+                Ok(flow) => flow,
+                Err(e) => self.reject(e),
+            },
+            Operation::ListModels => {
                 let body = self.models_list();
                 self.reply_json(&body, &[])
             }
-            "/v1/models" => self.reject(GatewayError::method_not_allowed(
-                "/v1/models",
-                &method,
-                "GET",
-            )),
-            p if p.starts_with("/v1/models/") => {
-                if method != "GET" {
-                    let e = GatewayError::method_not_allowed("/v1/models/{model}", &method, "GET");
-                    return self.reject(e);
-                }
-                let id = crate::url::decode_segment(p.trim_start_matches("/v1/models/"));
-                match self.model_retrieve(&id) {
-                    Ok(body) => self.reply_json(&body, &[]),
-                    Err(e) => self.reject(e),
-                }
-            }
-            p => {
-                let mut e = GatewayError::new(
-                    ErrorCode::ModelNotFound,
-                    format!("unknown path {}", p.escape_debug()),
-                );
-                e.param = Some("path".into());
-                self.reject(e)
-            }
+            Operation::Model(id) => match self.model_retrieve(&id) {
+                Ok(body) => self.reply_json(&body, &[]),
+                Err(e) => self.reject(e),
+            },
         }
     }
 
@@ -1187,28 +1116,6 @@ impl<H: Host> Session for Edge<H> {
             timer.stop(&self.host, Phase::Log);
         }
     }
-}
-
-/// Unix seconds as an RFC 3339 UTC time (`2025-01-02T03:04:05Z`).
-fn rfc3339(secs: u64) -> String {
-    // Howard Hinnant's civil_from_days.
-    let days = (secs / 86_400) as i64;
-    let rest = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
 }
 
 /// The edge role's `response.code_details` stand-in for a retry overflow

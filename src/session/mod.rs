@@ -6,8 +6,6 @@
 //! - [`attempt`]: the upstream role, once per attempt (router upstream filter).
 
 use crate::error::GatewayError;
-use crate::model::call::{Call, StoredOp};
-use crate::model::request::ChatRequest;
 use crate::model::Api;
 use crate::surfaces::surface;
 
@@ -97,35 +95,4 @@ pub fn reply_or_reset(host: &impl Host, status: u16, headers: &[(&str, &[u8])], 
             log_once(&e, "the stream is held");
         }
     }
-}
-
-/// A native call's body, parsed and checked as its API's vendors would
-/// (count_tokens: a Messages request, `max_tokens` optional); `None` for a
-/// call without one.
-pub fn parse_call_body(call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
-    match call {
-        Call::CountTokens => {
-            crate::surfaces::anthropic_messages::request::parse_count(body).map(Some)
-        }
-        // The stored-response calls take no body (cancel: at most an empty object).
-        Call::Stored { op, .. } => {
-            let text = body.trim_ascii();
-            let empty = text.is_empty() || (*op == StoredOp::Cancel && is_empty_object(text));
-            if empty {
-                Ok(None)
-            } else {
-                Err(GatewayError::invalid(
-                    "body",
-                    format!("{} takes no request body", op.describe()),
-                ))
-            }
-        }
-    }
-}
-
-/// `{}`, with any white space inside.
-fn is_empty_object(text: &[u8]) -> bool {
-    text.strip_prefix(b"{")
-        .and_then(|rest| rest.strip_suffix(b"}"))
-        .is_some_and(|inside| inside.trim_ascii().is_empty())
 }

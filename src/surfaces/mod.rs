@@ -2,10 +2,18 @@
 //! its requests into the neutral model (`crate::model`) and renders the
 //! neutral answer, stream events and errors in its own wire format.
 //!
+//! Each surface also owns its routes (method and path → [`Operation`],
+//! [`Surface::route`]) and renders its model list. `/v1/models` is OpenAI's
+//! path and Anthropic's alike: the OpenAI Chat surface routes it (an error
+//! on it is in OpenAI's envelope), and the list is rendered by the surface
+//! whose clients' header the request carries ([`Surface::client_header`]:
+//! Anthropic's `anthropic-version`), else by OpenAI's ([`lister`]).
+//!
 //! Adding a client API is adding a module here, a line in
 //! [`crate::model::Api`] and a line in [`surface`].
 
 use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::{EventWriter, StreamEncoder};
@@ -14,6 +22,12 @@ use crate::model::Api;
 pub mod anthropic_messages;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod route;
+
+pub use route::{Operation, Route};
+
+/// The gateway's API paths are below this; other paths are not ours.
+const API_ROOT: &str = "/v1/";
 
 pub fn surface(api: Api) -> &'static dyn Surface {
     match api {
@@ -23,7 +37,63 @@ pub fn surface(api: Api) -> &'static dyn Surface {
     }
 }
 
+/// What a request line asks of the gateway: `None` for a path that is
+/// not the gateway's (passed through untouched); else the route of the
+/// surface that claims the path (they are asked in [`Api::ALL`]'s order),
+/// or a 404 in OpenAI's envelope when none does.
+pub fn route(method: &str, path: &str, query: &str) -> Option<Route> {
+    if !path.starts_with(API_ROOT) {
+        return None;
+    }
+    let claimed = Api::ALL
+        .into_iter()
+        .find_map(|api| surface(api).route(method, path, query));
+    Some(claimed.unwrap_or_else(|| Route::unknown(Api::OpenAiChat, path)))
+}
+
+/// The surface that renders the model list on `owner`'s route: the one
+/// whose clients' header the request carries (`has_header`), else `owner`.
+pub fn lister(owner: Api, has_header: impl Fn(&str) -> bool) -> &'static dyn Surface {
+    let marked = Api::ALL
+        .into_iter()
+        .map(surface)
+        .find(|s| s.client_header().is_some_and(&has_header));
+    marked.unwrap_or_else(|| surface(owner))
+}
+
+/// A native call's body, parsed and checked by the surface whose call it
+/// is (`Surface::parse_call`); `None` for a call that takes none.
+pub fn parse_call_body(call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+    surface(call.api()).parse_call(call, body)
+}
+
+/// What a surface answers for a native call that is not its own (never
+/// asked: `parse_call_body` asks the call's surface).
+fn foreign_call() -> GatewayError {
+    GatewayError::invalid("path", "this API has no such call")
+}
+
 pub trait Surface: Sync {
+    /// What a request line on this surface's paths asks (`None`: not its
+    /// path). `method`, `path` and `query` are the client's, untrusted.
+    fn route(&self, method: &str, path: &str, query: &str) -> Option<Route>;
+    /// The model list in this API's shape: `names`, the model groups the
+    /// caller may use, created when the configuration was loaded
+    /// (`loaded_at`, Unix seconds).
+    fn render_models(&self, names: &[&str], loaded_at: u64) -> Vec<u8>;
+    /// One model (`name`, which the caller may use) in this API's shape.
+    fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8>;
+    /// The body of one of this surface's native calls (`Operation::Call`),
+    /// parsed and checked as its API's vendors would; `None` for a call
+    /// that takes none.
+    fn parse_call(&self, _call: &Call, _body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+        Err(foreign_call())
+    }
+    /// A header this API's clients send on every request, which tells them
+    /// apart on a path shared with another API (`/v1/models`).
+    fn client_header(&self) -> Option<&'static str> {
+        None
+    }
     /// Parses and validates a request body into the neutral request.
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError>;
     /// A complete (non-stream) answer in this surface's format.

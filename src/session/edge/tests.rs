@@ -368,9 +368,6 @@ fn models_are_listed_in_anthropics_shape_for_its_clients() {
         .as_str()
         .unwrap()
         .ends_with('Z'));
-    assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00Z");
-    assert_eq!(super::rfc3339(1_733_000_000), "2024-11-30T20:53:20Z");
-    assert_eq!(super::rfc3339(951_782_400), "2000-02-29T00:00:00Z");
 }
 
 #[test]

@@ -12,18 +12,67 @@
 
 use serde::Serialize;
 
+use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::{ErrorCode, GatewayError, Wording};
+use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
+use crate::model::Api;
 use crate::wire::anthropic::{ContentBlock, Delta, Event, Message, MessageDelta, ToolInput};
 
+pub mod models;
 pub mod request;
 
 pub struct AnthropicMessages;
 
+/// Where clients send generations; the API's other paths are below it.
+const PATH: &str = "/v1/messages";
+const PREFIX: &str = "/v1/messages/";
+const COUNT_TOKENS: &str = "/v1/messages/count_tokens";
+
 impl Surface for AnthropicMessages {
+    /// `POST /v1/messages`, `POST /v1/messages/count_tokens`; any other
+    /// path below `/v1/messages/` (`/v1/messages/batches`, a trailing
+    /// slash) is refused in Anthropic's envelope.
+    fn route(&self, method: &str, path: &str, _query: &str) -> Option<Route> {
+        let api = Api::AnthropicMessages;
+        match path {
+            PATH => Some(Route::generation(api, method, path)),
+            COUNT_TOKENS => Some(Route {
+                api,
+                operation: only(method, COUNT_TOKENS, "POST", || {
+                    Operation::Call(Call::CountTokens)
+                }),
+                metered: true,
+            }),
+            p if p.starts_with(PREFIX) => Some(Route::unknown(api, p)),
+            _ => None,
+        }
+    }
+
+    fn render_models(&self, names: &[&str], loaded_at: u64) -> Vec<u8> {
+        models::render_list(names, loaded_at)
+    }
+
+    fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8> {
+        models::render_one(name, loaded_at)
+    }
+
+    /// count_tokens: a Messages request, `max_tokens` optional.
+    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+        match call {
+            Call::CountTokens => request::parse_count(body).map(Some),
+            Call::Stored { .. } => Err(super::foreign_call()),
+        }
+    }
+
+    /// Anthropic's SDKs and Claude Code send it on every request.
+    fn client_header(&self) -> Option<&'static str> {
+        Some("anthropic-version")
+    }
+
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
         request::parse(body)
     }

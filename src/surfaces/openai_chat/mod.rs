@@ -6,18 +6,55 @@
 
 use serde::Serialize;
 
+use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::GatewayError;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
+use crate::model::Api;
 use crate::sse::write_data;
 
+pub mod models;
 pub mod request;
 
 pub struct OpenAiChat;
 
+/// Where clients send generations.
+const PATH: &str = "/v1/chat/completions";
+/// OpenAI's model list, which Anthropic's clients call too (see `crate::surfaces`).
+const MODELS: &str = "/v1/models";
+const MODEL_PREFIX: &str = "/v1/models/";
+
 impl Surface for OpenAiChat {
+    /// `POST /v1/chat/completions`, and the model list: `GET /v1/models`
+    /// and `GET /v1/models/{model}`.
+    fn route(&self, method: &str, path: &str, _query: &str) -> Option<Route> {
+        let api = Api::OpenAiChat;
+        let operation = match path {
+            PATH => return Some(Route::generation(api, method, path)),
+            MODELS => only(method, MODELS, "GET", || Operation::ListModels),
+            p if p.starts_with(MODEL_PREFIX) => only(method, "/v1/models/{model}", "GET", || {
+                let id = p.trim_start_matches(MODEL_PREFIX);
+                Operation::Model(crate::url::decode_segment(id))
+            }),
+            _ => return None,
+        };
+        Some(Route {
+            api,
+            operation,
+            metered: false,
+        })
+    }
+
+    fn render_models(&self, names: &[&str], loaded_at: u64) -> Vec<u8> {
+        models::render_list(names, loaded_at)
+    }
+
+    fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8> {
+        models::render_one(name, loaded_at)
+    }
+
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
         ChatRequest::parse(body)
     }

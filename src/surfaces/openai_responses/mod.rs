@@ -14,22 +14,62 @@
 
 use serde_json::{Map, Value};
 
+use super::route::{Operation, Route};
 use super::Surface;
 use crate::error::GatewayError;
+use crate::model::call::Call;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
+use crate::model::Api;
 use crate::wire::openai_responses::Usage as WireUsage;
 use crate::wire::openai_responses::{
     IncompleteDetails, InputTokensDetails, OutputItem, OutputTokensDetails, Response, ResponseError,
 };
 
+mod calls;
 pub mod request;
 mod stream;
 
 pub struct OpenAiResponses;
 
+/// Where clients send generations; the stored-response calls are below it.
+const PATH: &str = "/v1/responses";
+const PREFIX: &str = "/v1/responses/";
+
 impl Surface for OpenAiResponses {
+    /// `POST /v1/responses`, and the calls on a stored response below
+    /// `/v1/responses/` ([`calls::stored`]).
+    fn route(&self, method: &str, path: &str, query: &str) -> Option<Route> {
+        let api = Api::OpenAiResponses;
+        if path == PATH {
+            return Some(Route::generation(api, method, path));
+        }
+        let rest = path.strip_prefix(PREFIX)?;
+        Some(Route {
+            api,
+            operation: calls::stored(method, path, rest, query).map(Operation::Call),
+            metered: true,
+        })
+    }
+
+    /// The stored-response calls take no body (cancel: at most `{}`).
+    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+        match call {
+            Call::Stored { op, .. } => calls::no_body(*op, body).map(|()| None),
+            Call::CountTokens => Err(super::foreign_call()),
+        }
+    }
+
+    /// OpenAI's model list, which its Responses clients call too.
+    fn render_models(&self, names: &[&str], loaded_at: u64) -> Vec<u8> {
+        super::openai_chat::models::render_list(names, loaded_at)
+    }
+
+    fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8> {
+        super::openai_chat::models::render_one(name, loaded_at)
+    }
+
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
         request::parse(body)
     }

@@ -1,0 +1,105 @@
+//! Anthropic's `/v1/models` answers: the model groups a caller may use, as
+//! Anthropic lists its models (`created_at` in RFC 3339).
+//!
+//! Fields in alphabetical order, as the gateway has always sent them.
+
+use serde::Serialize;
+
+#[derive(Serialize)]
+struct Model<'a> {
+    created_at: &'a str,
+    display_name: &'a str,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+impl<'a> Model<'a> {
+    fn new(id: &'a str, created_at: &'a str) -> Self {
+        Self {
+            created_at,
+            display_name: id,
+            id,
+            kind: "model",
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct List<'a> {
+    data: Vec<Model<'a>>,
+    first_id: Option<&'a str>,
+    has_more: bool,
+    last_id: Option<&'a str>,
+}
+
+/// `GET /v1/models`: `names`, created when the configuration was loaded
+/// (Unix seconds), in one page.
+pub fn render_list(names: &[&str], loaded_at: u64) -> Vec<u8> {
+    let created_at = rfc3339(loaded_at);
+    let list = List {
+        data: names.iter().map(|id| Model::new(id, &created_at)).collect(),
+        first_id: names.first().copied(),
+        has_more: false,
+        last_id: names.last().copied(),
+    };
+    serde_json::to_vec(&list).unwrap_or_default()
+}
+
+/// `GET /v1/models/{model_id}`: one of them.
+pub fn render_one(name: &str, loaded_at: u64) -> Vec<u8> {
+    serde_json::to_vec(&Model::new(name, &rfc3339(loaded_at))).unwrap_or_default()
+}
+
+/// Unix seconds as an RFC 3339 UTC time (`2025-01-02T03:04:05Z`).
+fn rfc3339(secs: u64) -> String {
+    // Howard Hinnant's civil_from_days.
+    let days = (secs / 86_400) as i64;
+    let rest = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_are_listed_as_anthropic_lists_them() {
+        let t = "1970-01-01T00:00:07Z";
+        assert_eq!(
+            String::from_utf8(render_list(&["chat", "fast"], 7)).unwrap(),
+            format!(
+                r#"{{"data":[{{"created_at":"{t}","display_name":"chat","id":"chat","type":"model"}},{{"created_at":"{t}","display_name":"fast","id":"fast","type":"model"}}],"first_id":"chat","has_more":false,"last_id":"fast"}}"#
+            )
+        );
+        assert_eq!(
+            String::from_utf8(render_list(&[], 7)).unwrap(),
+            r#"{"data":[],"first_id":null,"has_more":false,"last_id":null}"#
+        );
+        assert_eq!(
+            String::from_utf8(render_one("chat", 7)).unwrap(),
+            format!(r#"{{"created_at":"{t}","display_name":"chat","id":"chat","type":"model"}}"#)
+        );
+    }
+
+    #[test]
+    fn times_are_rfc3339() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(1_733_000_000), "2024-11-30T20:53:20Z");
+        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
+    }
+}

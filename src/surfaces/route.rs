@@ -1,0 +1,254 @@
+//! Routes: what a request line (method, path, query) asks of the gateway,
+//! as the surface whose path it is reads it ([`super::Surface::route`]).
+
+use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
+use crate::model::Api;
+
+/// A request line on one surface's path.
+#[derive(Debug)]
+pub struct Route {
+    /// The surface whose path it is: an error answering the request is in
+    /// its envelope.
+    pub api: Api,
+    /// The operation, or why the request line names none (a method the
+    /// path does not take, a path of the API that names nothing).
+    pub operation: Result<Operation, GatewayError>,
+    /// The path is one of the API's operations (a generation, a native
+    /// call): the request is metered (metrics, request log) even when
+    /// refused; model lists and unknown paths are not.
+    pub metered: bool,
+}
+
+/// What the gateway is asked to do.
+#[derive(Debug, PartialEq)]
+pub enum Operation {
+    /// A generation, its body the surface's to parse.
+    Generate(PathFacts),
+    /// A native call (`crate::model::call`).
+    Call(Call),
+    /// The models the caller may use.
+    ListModels,
+    /// One model, by name (percent-decoded).
+    Model(String),
+}
+
+/// What a generation's path says of it, for an API that puts request
+/// fields in the path (Gemini's `models/{model}:streamGenerateContent`);
+/// none of the surfaces' paths do yet.
+#[derive(Debug, Default, PartialEq)]
+pub struct PathFacts {
+    pub model: Option<String>,
+    pub stream: Option<bool>,
+}
+
+impl Route {
+    /// A generation at `path`, which takes `POST` only.
+    pub fn generation(api: Api, method: &str, path: &str) -> Route {
+        Route {
+            api,
+            operation: only(method, path, "POST", || {
+                Operation::Generate(PathFacts::default())
+            }),
+            metered: true,
+        }
+    }
+
+    /// A path of `api` that names nothing (404).
+    pub fn unknown(api: Api, path: &str) -> Route {
+        Route {
+            api,
+            operation: Err(unknown_path(path)),
+            metered: false,
+        }
+    }
+}
+
+/// `operation` when the request's method is `allow`, else a 405 naming
+/// `shape`, the path as its documentation writes it.
+pub fn only(
+    method: &str,
+    shape: &str,
+    allow: &'static str,
+    operation: impl FnOnce() -> Operation,
+) -> Result<Operation, GatewayError> {
+    if method == allow {
+        Ok(operation())
+    } else {
+        Err(GatewayError::method_not_allowed(shape, method, allow))
+    }
+}
+
+/// The 404 for a path no operation has.
+pub fn unknown_path(path: &str) -> GatewayError {
+    let mut e = GatewayError::new(
+        ErrorCode::ModelNotFound,
+        format!("unknown path {}", path.escape_debug()),
+    );
+    e.param = Some("path".into());
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::call::StoredOp;
+
+    /// The route's envelope, whether it is metered, and its operation or status.
+    fn route(m: &str, p: &str, q: &str) -> Option<(Api, bool, Result<Operation, u16>)> {
+        let r = crate::surfaces::route(m, p, q)?;
+        Some((r.api, r.metered, r.operation.map_err(|e| e.status())))
+    }
+
+    #[test]
+    fn generations_are_told_by_path_and_take_post_only() {
+        let generate = |api| Some((api, true, Ok(Operation::Generate(PathFacts::default()))));
+        assert_eq!(
+            route("POST", "/v1/chat/completions", ""),
+            generate(Api::OpenAiChat)
+        );
+        assert_eq!(
+            route("POST", "/v1/messages", ""),
+            generate(Api::AnthropicMessages)
+        );
+        assert_eq!(
+            route("POST", "/v1/responses", ""),
+            generate(Api::OpenAiResponses)
+        );
+        let refused = crate::surfaces::route("GET", "/v1/messages", "").unwrap();
+        let e = refused.operation.unwrap_err();
+        assert_eq!((refused.api, e.status()), (Api::AnthropicMessages, 405));
+        assert_eq!(e.allow, Some("POST"));
+        assert_eq!(e.message, "/v1/messages accepts POST, not GET");
+    }
+
+    #[test]
+    fn the_model_list_is_openais_path_and_not_metered() {
+        let chat = Api::OpenAiChat;
+        assert_eq!(
+            route("GET", "/v1/models", ""),
+            Some((chat, false, Ok(Operation::ListModels)))
+        );
+        assert_eq!(
+            route("GET", "/v1/models/a%2Fb", ""),
+            Some((chat, false, Ok(Operation::Model("a/b".into()))))
+        );
+        assert_eq!(
+            route("POST", "/v1/models", ""),
+            Some((chat, false, Err(405)))
+        );
+        assert_eq!(
+            route("DELETE", "/v1/models/x", ""),
+            Some((chat, false, Err(405)))
+        );
+    }
+
+    #[test]
+    fn calls_are_told_by_method_and_path() {
+        let (messages, responses) = (Api::AnthropicMessages, Api::OpenAiResponses);
+        let call = |m, p, q| {
+            let (api, metered, op) = route(m, p, q)?;
+            assert!(metered, "{m} {p}");
+            Some((api, op))
+        };
+        assert_eq!(
+            call("POST", "/v1/messages/count_tokens", ""),
+            Some((messages, Ok(Operation::Call(Call::CountTokens))))
+        );
+        assert_eq!(
+            call("GET", "/v1/messages/count_tokens", ""),
+            Some((messages, Err(405)))
+        );
+        let stored = |op, query: &str| {
+            let call = Call::Stored {
+                op,
+                id: "resp_1".into(),
+                query: query.into(),
+            };
+            Some((responses, Ok(Operation::Call(call))))
+        };
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1", "include%5B%5D=x"),
+            stored(StoredOp::Retrieve, "include%5B%5D=x")
+        );
+        assert_eq!(
+            call("DELETE", "/v1/responses/resp_1", ""),
+            stored(StoredOp::Delete, "")
+        );
+        assert_eq!(
+            call("POST", "/v1/responses/resp_1/cancel", ""),
+            stored(StoredOp::Cancel, "")
+        );
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1/input_items", "limit=2"),
+            stored(StoredOp::InputItems, "limit=2")
+        );
+        let refused = |status| Some((responses, Err(status)));
+        assert_eq!(call("POST", "/v1/responses/resp_1", ""), refused(405));
+        assert_eq!(call("GET", "/v1/responses/resp_1/cancel", ""), refused(405));
+        assert_eq!(call("GET", "/v1/responses/resp_1/other", ""), refused(404));
+        assert_eq!(call("GET", "/v1/responses/", ""), refused(404));
+        assert_eq!(call("GET", "/v1/responses/a%2F..", ""), refused(400));
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1", "stream=true"),
+            refused(400)
+        );
+        assert_eq!(
+            call("GET", "/v1/responses/resp_1", "after=\u{fffd}"),
+            refused(400)
+        );
+    }
+
+    #[test]
+    fn a_calls_body_is_its_surfaces_to_read() {
+        use crate::surfaces::parse_call_body;
+        let count = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+        let request = parse_call_body(&Call::CountTokens, count).unwrap();
+        assert_eq!(request.map(|r| r.model), Some("m".to_owned()));
+        let stored = |op| Call::Stored {
+            op,
+            id: "resp_1".into(),
+            query: String::new(),
+        };
+        assert!(parse_call_body(&stored(StoredOp::Retrieve), b" ")
+            .unwrap()
+            .is_none());
+        assert!(parse_call_body(&stored(StoredOp::Cancel), b" { } ")
+            .unwrap()
+            .is_none());
+        let e = parse_call_body(&stored(StoredOp::Delete), b"{}").unwrap_err();
+        assert_eq!(e.message, "DELETE /v1/responses/{id} takes no request body");
+    }
+
+    #[test]
+    fn unknown_paths_are_refused_in_their_apis_envelope_and_others_are_not_ours() {
+        assert_eq!(
+            route("GET", "/v1/messages/batches", ""),
+            Some((Api::AnthropicMessages, false, Err(404)))
+        );
+        assert_eq!(
+            route("POST", "/v1/messages/", ""),
+            Some((Api::AnthropicMessages, false, Err(404)))
+        );
+        assert_eq!(
+            route("POST", "/v1/embeddings", ""),
+            Some((Api::OpenAiChat, false, Err(404)))
+        );
+        assert_eq!(route("GET", "/healthz", ""), None);
+        assert_eq!(route("POST", "/v1", ""), None);
+    }
+
+    #[test]
+    fn the_model_list_is_rendered_for_the_client_that_asks() {
+        use crate::surfaces::lister;
+        let anthropic = |name: &str| name == "anthropic-version";
+        let list = |s: &dyn crate::surfaces::Surface| s.render_models(&["m"], 0);
+        let openai = list(crate::surfaces::surface(Api::OpenAiChat));
+        assert_eq!(list(lister(Api::OpenAiChat, |_| false)), openai);
+        assert_ne!(list(lister(Api::OpenAiChat, anthropic)), openai);
+        assert_eq!(
+            list(lister(Api::OpenAiChat, anthropic)),
+            list(crate::surfaces::surface(Api::AnthropicMessages))
+        );
+    }
+}
