@@ -13,15 +13,16 @@
 //! effort as a budget, `Effort::claude_budget`) and signed thinking blocks of
 //! the history go back first in their assistant turn.
 //!
-//! Long on purpose (about 1230 lines of code, then its tests): one vendor's
-//! wire types, encoder, decoders and error mapping are read against each
-//! other and against the vendor's reference, so they stay in one file, as for
+//! The wire types are [`crate::wire::anthropic`]'s, shared with the Messages
+//! surface. Long on purpose (about 900 lines of code, then its tests): one
+//! vendor's encoder, decoders and error mapping are read against each other
+//! and against the vendor's reference, so they stay in one file, as for
 //! every dialect.
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 
 use super::transport::{self, Operation};
 use super::{
@@ -38,56 +39,18 @@ use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallO
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::model::Api;
 use crate::sse::SseParser;
+use crate::wire::anthropic::{
+    self as wire, BlockDelta, BlockStart, Cache, ContentBlock as Block, Delta, DocSource,
+    ErrorBody, ErrorEnvelope, ImageSource, MessageDelta, MessageStart, Metadata, ResultContent,
+    SearchLocation, ThinkingConfig, ToolDef, ToolInput, WebSearchTool,
+};
 
 pub struct Anthropic;
 
 pub const API_VERSION: &str = "2023-06-01";
 
-#[derive(Serialize)]
-struct Request<'a> {
-    model: &'a str,
-    max_tokens: u32,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    system: Vec<Block<'a>>,
-    messages: Vec<Turn<'a>>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    stop_sequences: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_k: Option<u32>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<AnyTool<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<ToolChoiceOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking: Option<ThinkingConfig>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    metadata: Option<Metadata<'a>>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    stream: bool,
-}
-
-#[derive(Serialize)]
-struct ThinkingConfig {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    budget_tokens: u32,
-}
-
 /// One conversation turn of content blocks.
 type Turn<'a> = super::Turn<Block<'a>>;
-
-/// `cache_control` as Anthropic takes it.
-#[derive(Serialize)]
-struct Cache<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ttl: Option<&'a str>,
-}
 
 fn cache(cc: Option<&CacheControl>) -> Option<Cache<'_>> {
     cc.map(|cc| Cache {
@@ -96,128 +59,9 @@ fn cache(cc: Option<&CacheControl>) -> Option<Cache<'_>> {
     })
 }
 
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Block<'a> {
-    Text {
-        #[serde(serialize_with = "crate::json_text::serialize")]
-        text: Cow<'a, str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<Cache<'a>>,
-    },
-    Image {
-        source: ImageSource<'a>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<Cache<'a>>,
-    },
-    Document {
-        source: DocSource<'a>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        title: Option<&'a str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<Cache<'a>>,
-    },
-    Thinking {
-        thinking: &'a str,
-        signature: &'a str,
-    },
-    RedactedThinking {
-        data: &'a str,
-    },
-    ToolUse {
-        id: &'a str,
-        name: &'a str,
-        input: Value,
-    },
-    ToolResult {
-        tool_use_id: &'a str,
-        content: ResultContent<'a>,
-        #[serde(skip_serializing_if = "std::ops::Not::not")]
-        is_error: bool,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<Cache<'a>>,
-    },
-}
-
-/// A tool result's content: its text, or blocks when it holds images or
-/// documents.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum ResultContent<'a> {
-    Text(#[serde(serialize_with = "crate::json_text::serialize")] String),
-    Blocks(Vec<Block<'a>>),
-}
-
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum ImageSource<'a> {
-    Base64 { media_type: &'a str, data: &'a str },
-    Url { url: &'a str },
-}
-
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum DocSource<'a> {
-    Base64 {
-        media_type: &'a str,
-        data: &'a str,
-    },
-    Url {
-        url: &'a str,
-    },
-    Text {
-        media_type: &'static str,
-        data: &'a str,
-    },
-}
-
-#[derive(Serialize)]
-struct ToolDef<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-    input_schema: Cow<'a, Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    cache_control: Option<Cache<'a>>,
-}
-
-/// A client's function tool, or Anthropic's own web search.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum AnyTool<'a> {
-    Function(ToolDef<'a>),
-    WebSearch(WebSearchTool<'a>),
-}
-
-/// Anthropic's server-side web search, `web_search_20250305`
-/// (docs.anthropic.com, "Web search tool"): the answer's `server_tool_use`
-/// and `web_search_tool_result` blocks are not carried back (the text
-/// that cites them is).
-#[derive(Serialize)]
-struct WebSearchTool<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    name: &'static str,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    allowed_domains: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    user_location: Option<SearchLocation<'a>>,
-}
-
-#[derive(Serialize)]
-struct SearchLocation<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    city: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    region: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    country: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    timezone: Option<&'a str>,
-}
-
+/// Anthropic's server-side web search: the answer's `server_tool_use` and
+/// `web_search_tool_result` blocks are not carried back (the text that
+/// cites them is).
 fn web_search_tool(search: &WebSearch) -> WebSearchTool<'_> {
     WebSearchTool {
         kind: "web_search_20250305",
@@ -231,21 +75,6 @@ fn web_search_tool(search: &WebSearch) -> WebSearchTool<'_> {
             timezone: l.timezone.as_deref(),
         }),
     }
-}
-
-#[derive(Serialize)]
-struct ToolChoiceOut<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    disable_parallel_tool_use: Option<bool>,
-}
-
-#[derive(Serialize)]
-struct Metadata<'a> {
-    user_id: &'a str,
 }
 
 /// The blocks of a message's content: text (with its cache breakpoints)
@@ -335,10 +164,10 @@ fn thinking_blocks(reasoning: &[Thinking]) -> impl Iterator<Item = Block<'_>> {
     reasoning
         .iter()
         .filter_map(|t| match (&t.redacted, &t.signature) {
-            (Some(data), _) => Some(Block::RedactedThinking { data }),
+            (Some(data), _) => Some(Block::RedactedThinking { data: data.into() }),
             (None, Some(signature)) if !signature.is_empty() => Some(Block::Thinking {
-                thinking: &t.text,
-                signature,
+                thinking: t.text.as_str().into(),
+                signature: signature.into(),
             }),
             (None, _) => None,
         })
@@ -691,9 +520,9 @@ impl Dialect for Anthropic {
                     for (j, call) in tool_calls.iter().enumerate() {
                         let input = tool_arguments(call, i, j)?;
                         out.push(Block::ToolUse {
-                            id: &call.id,
-                            name: &call.function.name,
-                            input,
+                            id: call.id.as_str().into(),
+                            name: call.function.name.as_str().into(),
+                            input: ToolInput::Value(input),
                         });
                     }
                     super::push_turn(&mut turns, "assistant", out);
@@ -754,46 +583,46 @@ impl Dialect for Anthropic {
                 cache_control: cache(t.cache_control.as_ref()),
             })
             .chain(history_tools)
-            .map(AnyTool::Function)
+            .map(wire::Tool::Function)
             .chain(
                 req.web_search
                     .as_ref()
                     .filter(|_| self.web_search(req, target.model))
-                    .map(|s| AnyTool::WebSearch(web_search_tool(s))),
+                    .map(|s| wire::Tool::WebSearch(web_search_tool(s))),
             )
             .collect::<Vec<_>>();
         let disable_parallel = (req.parallel_tool_calls == Some(false)).then_some(true);
         let tool_choice = if tools.is_empty() {
             None
         } else if !history_names.is_empty() {
-            Some(ToolChoiceOut {
+            Some(wire::ToolChoice {
                 kind: "none",
                 name: None,
                 disable_parallel_tool_use: None,
             })
         } else {
             match &req.tool_choice {
-                Some(ToolChoice::None) => Some(ToolChoiceOut {
+                Some(ToolChoice::None) => Some(wire::ToolChoice {
                     kind: "none",
                     name: None,
                     disable_parallel_tool_use: None,
                 }),
-                Some(ToolChoice::Auto) => Some(ToolChoiceOut {
+                Some(ToolChoice::Auto) => Some(wire::ToolChoice {
                     kind: "auto",
                     name: None,
                     disable_parallel_tool_use: disable_parallel,
                 }),
-                None => disable_parallel.map(|d| ToolChoiceOut {
+                None => disable_parallel.map(|d| wire::ToolChoice {
                     kind: "auto",
                     name: None,
                     disable_parallel_tool_use: Some(d),
                 }),
-                Some(ToolChoice::Required) => Some(ToolChoiceOut {
+                Some(ToolChoice::Required) => Some(wire::ToolChoice {
                     kind: "any",
                     name: None,
                     disable_parallel_tool_use: disable_parallel,
                 }),
-                Some(ToolChoice::Function(name)) => Some(ToolChoiceOut {
+                Some(ToolChoice::Function(name)) => Some(wire::ToolChoice {
                     kind: "tool",
                     name: Some(name),
                     disable_parallel_tool_use: disable_parallel,
@@ -805,7 +634,7 @@ impl Dialect for Anthropic {
             .unwrap_or(target.provider.default_max_tokens);
         let thinking = claude_thinking(req, target.model, Some(max_tokens))?;
         let sampling = claude_sampling(req, thinking.is_some());
-        let request = Request {
+        let request = wire::Request {
             model: target.model,
             max_tokens,
             system,
@@ -832,38 +661,40 @@ impl Dialect for Anthropic {
         body: &[u8],
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
-        let message: MessageResponse =
+        let message: wire::Message<Vec<Block>> =
             serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
-        origin.id = message.id;
-        origin.model = message.model;
+        origin.id = message.id.into_owned();
+        origin.model = message.model.into_owned();
         let mut text: Option<String> = None;
         let mut tool_calls = Vec::new();
         let mut reasoning = Vec::new();
         for block in message.content {
             match block {
-                ResponseBlock::Text { text: t } => {
-                    text.get_or_insert_with(String::new).push_str(&t)
-                }
-                ResponseBlock::ToolUse { id, name, input } => {
-                    tool_calls.push(ToolCallOut::new(id, name, input.to_string()));
-                }
-                ResponseBlock::Thinking {
+                Block::Text { text: t, .. } => text.get_or_insert_with(String::new).push_str(&t),
+                Block::ToolUse { id, name, input } => tool_calls.push(ToolCallOut::new(
+                    id.into_owned(),
+                    name.into_owned(),
+                    input.arguments(),
+                )),
+                Block::Thinking {
                     thinking,
                     signature,
                 } => reasoning.push(Thinking {
-                    text: thinking,
-                    signature: Some(signature).filter(|s| !s.is_empty()),
+                    text: thinking.into_owned(),
+                    signature: Some(signature.into_owned()).filter(|s| !s.is_empty()),
                     redacted: None,
                 }),
-                ResponseBlock::RedactedThinking { data } => reasoning.push(Thinking {
-                    redacted: Some(data),
+                Block::RedactedThinking { data } => reasoning.push(Thinking {
+                    redacted: Some(data.into_owned()),
                     ..Thinking::default()
                 }),
-                ResponseBlock::Other => {}
+                // Kinds the gateway does not read; the request-only kinds
+                // are never read.
+                _ => {}
             }
         }
-        let usage = message.usage.map(AnthropicUsage::unified);
-        origin.stop_sequence = message.stop_sequence;
+        let usage = message.usage.map(unified);
+        origin.stop_sequence = message.stop_sequence.map(Cow::into_owned);
         let completion = Completion {
             reasoning,
             content: text,
@@ -881,13 +712,14 @@ impl Dialect for Anthropic {
         body: &[u8],
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
-        let facts: MessageFacts =
+        // Its content is left as it came, unread.
+        let facts: wire::Message<IgnoredAny> =
             serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
-        origin.id = facts.id;
-        origin.model = facts.model;
+        origin.id = facts.id.into_owned();
+        origin.model = facts.model.into_owned();
         Ok(DecodedResponse {
             answer: Answer::Native(body.to_vec()),
-            usage: facts.usage.map(AnthropicUsage::unified),
+            usage: facts.usage.map(unified),
             finish_reason: facts.stop_reason.as_deref().map(finish_reason),
         })
     }
@@ -898,7 +730,7 @@ impl Dialect for Anthropic {
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
         match serde_json::from_slice::<ErrorEnvelope>(body) {
-            Ok(envelope) => envelope.error.unified(status),
+            Ok(envelope) => vendor_error(envelope.error, status),
             Err(_) => GatewayError::new(
                 ErrorCode::from_status(status),
                 fallback_message(status, body),
@@ -918,119 +750,37 @@ pub fn finish_reason(stop_reason: &str) -> FinishReason {
     }
 }
 
-#[derive(Deserialize)]
-struct MessageResponse {
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    model: String,
-    #[serde(default)]
-    content: Vec<ResponseBlock>,
-    #[serde(default)]
-    stop_reason: Option<String>,
-    /// The stop sequence matched (`stop_reason: stop_sequence`).
-    #[serde(default)]
-    stop_sequence: Option<String>,
-    #[serde(default)]
-    usage: Option<AnthropicUsage>,
+/// Anthropic counts cached input apart; OpenAI's prompt_tokens includes it.
+fn unified(usage: wire::Usage) -> Usage {
+    let cached = usage.cache_read_input_tokens.unwrap_or(0);
+    Usage {
+        prompt_tokens: usage.input_tokens.unwrap_or(0)
+            + cached
+            + usage.cache_creation_input_tokens.unwrap_or(0),
+        completion_tokens: usage.output_tokens.unwrap_or(0),
+        cached_tokens: Some(cached),
+        reasoning_tokens: None,
+    }
 }
 
-/// What a native answer is read for (its content is left as it came).
-#[derive(Deserialize)]
-struct MessageFacts {
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    model: String,
-    #[serde(default)]
-    stop_reason: Option<String>,
-    #[serde(default)]
-    usage: Option<AnthropicUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum ResponseBlock {
-    Text {
-        text: String,
-    },
-    Thinking {
-        #[serde(default)]
-        thinking: String,
-        #[serde(default)]
-        signature: String,
-    },
-    RedactedThinking {
-        data: String,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        input: Value,
-    },
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize, Default, Clone, Copy)]
-struct AnthropicUsage {
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    output_tokens: Option<u64>,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
-}
-
-impl AnthropicUsage {
-    /// Anthropic counts cached input apart; OpenAI's prompt_tokens includes it.
-    fn unified(self) -> Usage {
-        let cached = self.cache_read_input_tokens.unwrap_or(0);
-        Usage {
-            prompt_tokens: self.input_tokens.unwrap_or(0)
-                + cached
-                + self.cache_creation_input_tokens.unwrap_or(0),
-            completion_tokens: self.output_tokens.unwrap_or(0),
-            cached_tokens: Some(cached),
-            reasoning_tokens: None,
+/// The vendor's error as the gateway's: its code by Anthropic's type.
+fn vendor_error(error: ErrorBody, status: u16) -> GatewayError {
+    let code = match &*error.kind {
+        "invalid_request_error" if error.message.contains("prompt is too long") => {
+            ErrorCode::ContextLengthExceeded
         }
-    }
-}
-
-#[derive(Deserialize)]
-struct ErrorEnvelope {
-    error: VendorError,
-}
-
-#[derive(Deserialize)]
-struct VendorError {
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    message: String,
-}
-
-impl VendorError {
-    fn unified(self, status: u16) -> GatewayError {
-        let code = match self.kind.as_str() {
-            "invalid_request_error" if self.message.contains("prompt is too long") => {
-                ErrorCode::ContextLengthExceeded
-            }
-            "invalid_request_error" => ErrorCode::InvalidRequest,
-            "authentication_error" => ErrorCode::AuthFailed,
-            "permission_error" => ErrorCode::PermissionDenied,
-            "not_found_error" => ErrorCode::ModelNotFound,
-            "request_too_large" => ErrorCode::PayloadTooLarge,
-            "rate_limit_error" => ErrorCode::UpstreamRateLimit,
-            "overloaded_error" => ErrorCode::UpstreamBusy,
-            "timeout_error" => ErrorCode::UpstreamTimeout,
-            // api_error and anything new: the HTTP status says more (500 vs 503).
-            _ => ErrorCode::from_status(status),
-        };
-        GatewayError::new(code, self.message)
-    }
+        "invalid_request_error" => ErrorCode::InvalidRequest,
+        "authentication_error" => ErrorCode::AuthFailed,
+        "permission_error" => ErrorCode::PermissionDenied,
+        "not_found_error" => ErrorCode::ModelNotFound,
+        "request_too_large" => ErrorCode::PayloadTooLarge,
+        "rate_limit_error" => ErrorCode::UpstreamRateLimit,
+        "overloaded_error" => ErrorCode::UpstreamBusy,
+        "timeout_error" => ErrorCode::UpstreamTimeout,
+        // api_error and anything new: the HTTP status says more (500 vs 503).
+        _ => ErrorCode::from_status(status),
+    };
+    GatewayError::new(code, error.message.into_owned())
 }
 
 // --- stream -----------------------------------------------------------------
@@ -1038,101 +788,8 @@ impl VendorError {
 /// Anthropic's stream events (also Bedrock InvokeModel's, unwrapped).
 #[derive(Default)]
 pub(super) struct AnthropicEvents {
-    usage: AnthropicUsage,
+    usage: wire::Usage,
     stop_reason: Option<FinishReason>,
-}
-
-#[derive(Deserialize)]
-struct MessageStart<'a> {
-    #[serde(borrow)]
-    message: StartMessage<'a>,
-}
-
-#[derive(Deserialize)]
-struct StartMessage<'a> {
-    #[serde(borrow, default)]
-    id: Cow<'a, str>,
-    #[serde(borrow, default)]
-    model: Cow<'a, str>,
-    #[serde(default)]
-    usage: Option<AnthropicUsage>,
-}
-
-#[derive(Deserialize)]
-struct BlockStart<'a> {
-    index: u64,
-    #[serde(borrow)]
-    content_block: StartBlock<'a>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum StartBlock<'a> {
-    Text {
-        #[serde(borrow, default)]
-        text: Cow<'a, str>,
-    },
-    ToolUse {
-        #[serde(borrow)]
-        id: Cow<'a, str>,
-        #[serde(borrow)]
-        name: Cow<'a, str>,
-    },
-    Thinking {
-        #[serde(borrow, default)]
-        thinking: Cow<'a, str>,
-    },
-    RedactedThinking {
-        #[serde(borrow)]
-        data: Cow<'a, str>,
-    },
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize)]
-struct BlockDelta<'a> {
-    index: u64,
-    #[serde(borrow)]
-    delta: DeltaBody<'a>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum DeltaBody<'a> {
-    TextDelta {
-        #[serde(borrow)]
-        text: Cow<'a, str>,
-    },
-    InputJsonDelta {
-        #[serde(borrow)]
-        partial_json: Cow<'a, str>,
-    },
-    ThinkingDelta {
-        #[serde(borrow)]
-        thinking: Cow<'a, str>,
-    },
-    SignatureDelta {
-        #[serde(borrow)]
-        signature: Cow<'a, str>,
-    },
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize)]
-struct MessageDelta {
-    delta: MessageDeltaBody,
-    #[serde(default)]
-    usage: Option<AnthropicUsage>,
-}
-
-#[derive(Deserialize)]
-struct MessageDeltaBody {
-    #[serde(default)]
-    stop_reason: Option<String>,
-    #[serde(default)]
-    stop_sequence: Option<String>,
 }
 
 fn parse<'a, T: Deserialize<'a>>(data: &'a str) -> Result<T, GatewayError> {
@@ -1153,7 +810,7 @@ impl Events<SseParser> for AnthropicEvents {
         let mut has_content = false;
         match event {
             "message_start" => {
-                let start: MessageStart = parse(data)?;
+                let start: MessageStart<IgnoredAny> = parse(data)?;
                 w.set_id(&start.message.id);
                 w.set_model(&start.message.model);
                 if let Some(u) = start.message.usage {
@@ -1168,46 +825,47 @@ impl Events<SseParser> for AnthropicEvents {
                 // An empty text or thinking block says nothing yet: the
                 // stream is still held (first-event gating) until it does.
                 has_content = match &start.content_block {
-                    StartBlock::Text { text } => !text.is_empty(),
-                    StartBlock::Thinking { thinking } => !thinking.is_empty(),
+                    Block::Text { text, .. } => !text.is_empty(),
+                    Block::Thinking { thinking, .. } => !thinking.is_empty(),
                     _ => true,
                 };
                 match start.content_block {
                     _ if native => {}
-                    StartBlock::Text { text } => w.content(out, &text),
-                    StartBlock::ToolUse { id, name } => {
+                    Block::Text { text, .. } => w.content(out, &text),
+                    Block::ToolUse { id, name, .. } => {
                         w.tool_call_start(out, start.index, &id, &name);
                     }
-                    StartBlock::Thinking { thinking } => {
+                    Block::Thinking { thinking, .. } => {
                         w.reasoning(out, Reasoning::Text(&thinking));
                     }
-                    StartBlock::RedactedThinking { data } => {
+                    Block::RedactedThinking { data } => {
                         w.reasoning(out, Reasoning::Redacted(&data));
                     }
-                    StartBlock::Other => {}
+                    // Kinds the gateway does not read.
+                    _ => {}
                 }
             }
             "content_block_delta" => {
                 let delta: BlockDelta = parse(data)?;
                 has_content = true;
                 match delta.delta {
-                    DeltaBody::TextDelta { text } if native => w.count_delivered(&text),
-                    DeltaBody::InputJsonDelta { partial_json } if native => {
+                    Delta::TextDelta { text } if native => w.count_delivered(&text),
+                    Delta::InputJsonDelta { partial_json } if native => {
                         w.count_delivered(&partial_json)
                     }
-                    DeltaBody::ThinkingDelta { thinking } if native => w.count_delivered(&thinking),
+                    Delta::ThinkingDelta { thinking } if native => w.count_delivered(&thinking),
                     _ if native => {}
-                    DeltaBody::TextDelta { text } => w.content(out, &text),
-                    DeltaBody::InputJsonDelta { partial_json } => {
+                    Delta::TextDelta { text } => w.content(out, &text),
+                    Delta::InputJsonDelta { partial_json } => {
                         w.tool_call_arguments(out, delta.index, &partial_json);
                     }
-                    DeltaBody::ThinkingDelta { thinking } => {
+                    Delta::ThinkingDelta { thinking } => {
                         w.reasoning(out, Reasoning::Text(&thinking));
                     }
-                    DeltaBody::SignatureDelta { signature } => {
+                    Delta::SignatureDelta { signature } => {
                         w.reasoning(out, Reasoning::Signature(&signature));
                     }
-                    DeltaBody::Other => {}
+                    Delta::Other => {}
                 }
             }
             "message_delta" => {
@@ -1240,7 +898,7 @@ impl Events<SseParser> for AnthropicEvents {
                 } else {
                     w.finish(out, self.stop_reason.unwrap_or(FinishReason::Stop));
                 }
-                w.set_usage(Some(self.usage.unified()));
+                w.set_usage(Some(unified(self.usage)));
                 w.done(out);
                 return Ok(());
             }
@@ -1248,9 +906,9 @@ impl Events<SseParser> for AnthropicEvents {
                 let envelope: ErrorEnvelope = parse(data)?;
                 // What the vendor reported before it failed (message_start) is billed.
                 if self.usage.input_tokens.is_some() {
-                    w.set_usage(Some(self.usage.unified()));
+                    w.set_usage(Some(unified(self.usage)));
                 }
-                return Err(envelope.error.unified(500));
+                return Err(vendor_error(envelope.error, 500));
             }
             // ping, content_block_stop, and event types added later.
             _ => {}
@@ -1282,6 +940,7 @@ fn passthrough(w: &mut EventWriter, out: &mut Vec<u8>, event: &str, data: &str, 
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn count_tokens_is_the_clients_body_with_the_vendor_model() {
@@ -1633,6 +1292,7 @@ mod messages_tests {
     use super::*;
     use crate::model::request::{Reasoning as ReasoningControl, Thinking};
     use crate::surfaces::anthropic_messages::request::parse;
+    use serde_json::Value;
 
     const PROVIDER: &str =
         r#"{"dialect":"anthropic","api_key":"sk-ant","default_max_tokens":1000}"#;

@@ -1,119 +1,110 @@
-//! Anthropic's Messages API, the answer side: the `message` object, its
-//! content blocks and the stream's events, as Anthropic writes them (its
-//! field order; `type` first). Borrowed: writing one costs no allocation
-//! beyond the bytes.
+//! Anthropic's Messages API: the request the gateway sends, the `message`
+//! object and the stream's events (which the Messages surface writes and
+//! the Anthropic dialect reads), the error envelope and the model list, in
+//! Anthropic's field order (`type` first).
+//!
+//! One type per object, for both directions: written borrowed (no
+//! allocation beyond the bytes) and read borrowed (`Cow` borrows what has
+//! no escapes) and tolerantly, as Anthropic adds to its API: missing fields
+//! default, unknown block and delta types read as `Other`, unknown fields
+//! are ignored. What only the gateway writes (its requests' images,
+//! documents and tool results; a message's `type` and `role`) is never
+//! read; what it only reads (`Other`) is never written.
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
+use serde_json::Value;
 
-/// A content block of a `message`, or as a stream opens it.
-#[derive(Serialize, Debug, Clone, Copy)]
+// --- content ------------------------------------------------------------------
+
+/// A content block: of a request's turn or system prompt, of a `message`,
+/// or as a stream opens it. Long texts are written by `json_text` (the same
+/// bytes, faster).
+#[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock<'a> {
     Text {
-        text: &'a str,
+        #[serde(borrow, default, serialize_with = "crate::json_text::serialize")]
+        text: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
+        cache_control: Option<Cache<'a>>,
+    },
+    #[serde(skip_deserializing)]
+    Image {
+        source: ImageSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache<'a>>,
+    },
+    #[serde(skip_deserializing)]
+    Document {
+        source: DocSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache<'a>>,
     },
     Thinking {
-        thinking: &'a str,
-        signature: &'a str,
+        #[serde(borrow, default)]
+        thinking: Cow<'a, str>,
+        #[serde(borrow, default)]
+        signature: Cow<'a, str>,
     },
     RedactedThinking {
-        data: &'a str,
+        #[serde(borrow)]
+        data: Cow<'a, str>,
     },
     ToolUse {
-        id: &'a str,
-        name: &'a str,
+        #[serde(borrow)]
+        id: Cow<'a, str>,
+        #[serde(borrow)]
+        name: Cow<'a, str>,
+        #[serde(default)]
         input: ToolInput<'a>,
     },
+    #[serde(skip_deserializing)]
+    ToolResult {
+        tool_use_id: &'a str,
+        content: ResultContent<'a>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<Cache<'a>>,
+    },
+    /// A block the gateway does not read (`server_tool_use`,
+    /// `web_search_tool_result`, kinds added later).
+    #[serde(other, skip_serializing)]
+    Other,
 }
 
-/// The `message` object (a non-stream answer, and `message_start`'s).
-#[derive(Serialize, Debug)]
-pub struct Message<'a, U: Serialize> {
-    pub id: &'a str,
-    /// `"message"`.
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// `"assistant"`.
-    pub role: &'static str,
-    pub model: &'a str,
-    pub content: &'a [ContentBlock<'a>],
-    pub stop_reason: Option<&'a str>,
-    pub stop_sequence: Option<&'a str>,
-    pub usage: U,
+/// A `tool_use` block's `input`, a JSON object.
+#[derive(Debug, Clone, Default)]
+pub enum ToolInput<'a> {
+    /// `{}`: as a stream opens the block (and when a block has none).
+    #[default]
+    Empty,
+    /// A call's arguments as a vendor wrote them.
+    Object(&'a RawValue),
+    /// Parsed: the gateway's own encoding of a call, and as one is read
+    /// (within a tagged block serde cannot hand out the raw bytes).
+    Value(Value),
 }
 
-/// What a block delta adds.
-#[derive(Serialize, Debug, Clone, Copy)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Delta<'a> {
-    TextDelta { text: &'a str },
-    ThinkingDelta { thinking: &'a str },
-    SignatureDelta { signature: &'a str },
-    InputJsonDelta { partial_json: &'a str },
-}
-
-/// `message_delta`'s `delta`.
-#[derive(Serialize, Debug)]
-pub struct MessageDelta<'a> {
-    pub stop_reason: &'a str,
-    pub stop_sequence: Option<&'a str>,
-}
-
-/// One event of a Messages stream; [`Event::name`] is its SSE `event:`.
-#[derive(Serialize, Debug)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Event<'a, U: Serialize> {
-    MessageStart {
-        message: Message<'a, U>,
-    },
-    Ping,
-    ContentBlockStart {
-        index: u32,
-        content_block: ContentBlock<'a>,
-    },
-    ContentBlockDelta {
-        index: u32,
-        delta: Delta<'a>,
-    },
-    ContentBlockStop {
-        index: u32,
-    },
-    MessageDelta {
-        delta: MessageDelta<'a>,
-        usage: U,
-    },
-    MessageStop,
-}
-
-impl<U: Serialize> Event<'_, U> {
-    pub fn name(&self) -> &'static str {
+impl Serialize for ToolInput<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
-            Self::MessageStart { .. } => "message_start",
-            Self::Ping => "ping",
-            Self::ContentBlockStart { .. } => "content_block_start",
-            Self::ContentBlockDelta { .. } => "content_block_delta",
-            Self::ContentBlockStop { .. } => "content_block_stop",
-            Self::MessageDelta { .. } => "message_delta",
-            Self::MessageStop => "message_stop",
+            Self::Empty => s.serialize_map(Some(0))?.end(),
+            Self::Object(raw) => raw.serialize(s),
+            Self::Value(value) => value.serialize(s),
         }
     }
 }
 
-/// A `tool_use` block's `input`: `{}` as a stream opens the block, or the
-/// call's arguments, a JSON object, as the vendor's bytes.
-#[derive(Debug, Clone, Copy)]
-pub enum ToolInput<'a> {
-    Empty,
-    Object(&'a RawValue),
-}
-
-impl Serialize for ToolInput<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Empty => serde::ser::SerializeMap::end(s.serialize_map(Some(0))?),
-            Self::Object(raw) => raw.serialize(s),
-        }
+impl<'de> Deserialize<'de> for ToolInput<'_> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(Self::Value)
     }
 }
 
@@ -126,6 +117,361 @@ impl<'a> ToolInput<'a> {
             _ => Self::Empty,
         }
     }
+
+    /// The input as JSON text (a parsed one written compactly).
+    pub fn arguments(&self) -> String {
+        match self {
+            Self::Empty => "{}".to_owned(),
+            Self::Object(raw) => raw.get().to_owned(),
+            Self::Value(value) => value.to_string(),
+        }
+    }
+}
+
+/// Usage as Anthropic counts it: `input_tokens` without the tokens read
+/// from or written to the cache. Absent counts are not written.
+#[derive(Serialize, Deserialize, Debug, Default, Clone, Copy)]
+pub struct Usage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_creation_input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_input_tokens: Option<u64>,
+}
+
+// --- the message and its stream -------------------------------------------------
+
+/// The `message` object (a non-stream answer, and `message_start`'s).
+/// `C` is its content: the blocks, or `IgnoredAny` where only the other
+/// members are read (a pass-through answer is left as it came).
+#[derive(Serialize, Deserialize, Debug)]
+pub struct Message<'a, C = &'a [ContentBlock<'a>]> {
+    #[serde(borrow, default)]
+    pub id: Cow<'a, str>,
+    /// `"message"`.
+    #[serde(rename = "type", skip_deserializing)]
+    pub kind: &'static str,
+    /// `"assistant"`.
+    #[serde(skip_deserializing)]
+    pub role: &'static str,
+    #[serde(borrow, default)]
+    pub model: Cow<'a, str>,
+    #[serde(default)]
+    pub content: C,
+    #[serde(borrow, default)]
+    pub stop_reason: Option<Cow<'a, str>>,
+    /// The stop sequence matched (`stop_reason: stop_sequence`).
+    #[serde(borrow, default)]
+    pub stop_sequence: Option<Cow<'a, str>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// What a block delta adds.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Delta<'a> {
+    TextDelta {
+        #[serde(borrow)]
+        text: Cow<'a, str>,
+    },
+    ThinkingDelta {
+        #[serde(borrow)]
+        thinking: Cow<'a, str>,
+    },
+    SignatureDelta {
+        #[serde(borrow)]
+        signature: Cow<'a, str>,
+    },
+    InputJsonDelta {
+        #[serde(borrow)]
+        partial_json: Cow<'a, str>,
+    },
+    /// A delta the gateway does not read (`citations_delta`, kinds added
+    /// later).
+    #[serde(other, skip_serializing)]
+    Other,
+}
+
+/// `message_start`.
+#[derive(Serialize, Deserialize, Debug)]
+#[serde(bound(deserialize = "C: Deserialize<'de> + Default"))]
+pub struct MessageStart<'a, C = &'a [ContentBlock<'a>]> {
+    #[serde(borrow)]
+    pub message: Message<'a, C>,
+}
+
+/// `content_block_start`.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct BlockStart<'a> {
+    pub index: u64,
+    #[serde(borrow)]
+    pub content_block: ContentBlock<'a>,
+}
+
+/// `content_block_delta`.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct BlockDelta<'a> {
+    pub index: u64,
+    #[serde(borrow)]
+    pub delta: Delta<'a>,
+}
+
+/// `content_block_stop`.
+#[derive(Serialize, Debug)]
+pub struct BlockStop {
+    pub index: u64,
+}
+
+/// `message_delta`: how the message ended, and the usage so far.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct MessageDelta<'a> {
+    #[serde(borrow)]
+    pub delta: StopDelta<'a>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// `message_delta`'s `delta`.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct StopDelta<'a> {
+    #[serde(borrow, default)]
+    pub stop_reason: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub stop_sequence: Option<Cow<'a, str>>,
+}
+
+/// One event of a Messages stream as the gateway writes it; [`Event::name`]
+/// is its SSE `event:`. A reader takes the event's own type by that name
+/// (only the events it reads, each parsed straight into its type), so this
+/// enum is not read.
+#[derive(Serialize, Debug)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event<'a> {
+    MessageStart(MessageStart<'a>),
+    Ping,
+    ContentBlockStart(BlockStart<'a>),
+    ContentBlockDelta(BlockDelta<'a>),
+    ContentBlockStop(BlockStop),
+    MessageDelta(MessageDelta<'a>),
+    MessageStop,
+}
+
+impl Event<'_> {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::MessageStart(_) => "message_start",
+            Self::Ping => "ping",
+            Self::ContentBlockStart(_) => "content_block_start",
+            Self::ContentBlockDelta(_) => "content_block_delta",
+            Self::ContentBlockStop(_) => "content_block_stop",
+            Self::MessageDelta(_) => "message_delta",
+            Self::MessageStop => "message_stop",
+        }
+    }
+}
+
+/// The error envelope (an error answer, and the stream's `error` event).
+#[derive(Serialize, Deserialize, Debug)]
+pub struct ErrorEnvelope<'a> {
+    /// `"error"`.
+    #[serde(rename = "type", skip_deserializing)]
+    pub kind: &'static str,
+    #[serde(borrow)]
+    pub error: ErrorBody<'a>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<Cow<'a, str>>,
+}
+
+/// The error object inside the envelope.
+#[derive(Serialize, Deserialize, Debug)]
+pub struct ErrorBody<'a> {
+    #[serde(rename = "type", borrow, default)]
+    pub kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub message: Cow<'a, str>,
+    /// The gateway's own code (`UPSTREAM_BUSY`...), beside Anthropic's type.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<Cow<'a, str>>,
+    /// The gateway's: the request field at fault.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub param: Option<Cow<'a, str>>,
+    /// The gateway's: the provider that failed.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<Cow<'a, str>>,
+}
+
+// --- the request ----------------------------------------------------------------
+
+/// A Messages request. `T` is a conversation turn, `{"role", "content":
+/// [ContentBlock]}` (the dialects' `Turn`, which Bedrock's Converse shares).
+#[derive(Serialize, Debug)]
+pub struct Request<'a, T> {
+    pub model: &'a str,
+    pub max_tokens: u32,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub system: Vec<ContentBlock<'a>>,
+    pub messages: Vec<T>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<ThinkingConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata<'a>>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+}
+
+/// `thinking`: extended thinking on, with its budget.
+#[derive(Serialize, Debug)]
+pub struct ThinkingConfig {
+    /// `"enabled"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub budget_tokens: u32,
+}
+
+/// `cache_control`.
+#[derive(Serialize, Debug, Clone, Copy)]
+pub struct Cache<'a> {
+    /// `"ephemeral"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<&'a str>,
+}
+
+/// A tool result's content: its text, or blocks when it holds images or
+/// documents.
+#[derive(Serialize, Debug, Clone)]
+#[serde(untagged)]
+pub enum ResultContent<'a> {
+    Text(#[serde(serialize_with = "crate::json_text::serialize")] String),
+    Blocks(Vec<ContentBlock<'a>>),
+}
+
+#[derive(Serialize, Debug, Clone, Copy)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ImageSource<'a> {
+    Base64 { media_type: &'a str, data: &'a str },
+    Url { url: &'a str },
+}
+
+#[derive(Serialize, Debug, Clone, Copy)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DocSource<'a> {
+    Base64 {
+        media_type: &'a str,
+        data: &'a str,
+    },
+    Url {
+        url: &'a str,
+    },
+    Text {
+        /// `"text/plain"`.
+        media_type: &'static str,
+        data: &'a str,
+    },
+}
+
+/// A client's function tool, or Anthropic's own web search.
+#[derive(Serialize, Debug)]
+#[serde(untagged)]
+pub enum Tool<'a> {
+    Function(ToolDef<'a>),
+    WebSearch(WebSearchTool<'a>),
+}
+
+#[derive(Serialize, Debug)]
+pub struct ToolDef<'a> {
+    pub name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<&'a str>,
+    pub input_schema: Cow<'a, Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<Cache<'a>>,
+}
+
+/// Anthropic's server-side web search, `web_search_20250305`
+/// (docs.anthropic.com, "Web search tool").
+#[derive(Serialize, Debug)]
+pub struct WebSearchTool<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub name: &'static str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub allowed_domains: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_location: Option<SearchLocation<'a>>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct SearchLocation<'a> {
+    /// `"approximate"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub city: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub region: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub country: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<&'a str>,
+}
+
+/// `tool_choice`.
+#[derive(Serialize, Debug)]
+pub struct ToolChoice<'a> {
+    /// `auto`, `any`, `tool` or `none`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disable_parallel_tool_use: Option<bool>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Metadata<'a> {
+    pub user_id: &'a str,
+}
+
+// --- models -----------------------------------------------------------------------
+
+/// A model of `GET /v1/models`, fields in alphabetical order, as the
+/// gateway has always sent them.
+#[derive(Serialize, Debug)]
+pub struct Model<'a> {
+    /// RFC 3339.
+    pub created_at: &'a str,
+    pub display_name: &'a str,
+    pub id: &'a str,
+    /// `"model"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+}
+
+/// `GET /v1/models`: one page.
+#[derive(Serialize, Debug)]
+pub struct ModelList<'a> {
+    pub data: Vec<Model<'a>>,
+    pub first_id: Option<&'a str>,
+    pub has_more: bool,
+    pub last_id: Option<&'a str>,
 }
 
 #[cfg(test)]
@@ -138,24 +484,26 @@ mod tests {
 
     #[test]
     fn events_are_written_in_anthropics_order() {
-        let delta: Event<()> = Event::ContentBlockDelta {
+        let delta = Event::ContentBlockDelta(BlockDelta {
             index: 2,
-            delta: Delta::TextDelta { text: "hi \"x\"" },
-        };
+            delta: Delta::TextDelta {
+                text: "hi \"x\"".into(),
+            },
+        });
         assert_eq!(delta.name(), "content_block_delta");
         assert_eq!(
             json(&delta),
             r#"{"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"hi \"x\""}}"#
         );
-        assert_eq!(json(&Event::<()>::Ping), r#"{"type":"ping"}"#);
+        assert_eq!(json(&Event::Ping), r#"{"type":"ping"}"#);
     }
 
     #[test]
     fn tool_input_is_the_arguments_object_or_empty() {
         let block = |arguments| {
             json(&ContentBlock::ToolUse {
-                id: "t",
-                name: "f",
+                id: "t".into(),
+                name: "f".into(),
                 input: ToolInput::of(arguments),
             })
         };
@@ -169,5 +517,66 @@ mod tests {
                 "{not_an_object}"
             );
         }
+    }
+
+    #[test]
+    fn what_is_read_borrows_and_tolerates_what_it_does_not_know() {
+        let data =
+            r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"hi"}}"#;
+        let delta: BlockDelta = serde_json::from_str(data).unwrap();
+        assert!(matches!(
+            delta.delta,
+            Delta::TextDelta {
+                text: Cow::Borrowed("hi")
+            }
+        ));
+        let data = r#"{"index":0,"delta":{"type":"citations_delta","citation":{}}}"#;
+        let delta: BlockDelta = serde_json::from_str(data).unwrap();
+        assert!(matches!(delta.delta, Delta::Other));
+        // Request-only kinds are not read.
+        let message: Message<Vec<ContentBlock>> = serde_json::from_str(
+            r#"{"id":"m","content":[{"type":"server_tool_use","id":"s"},{"type":"image","source":{}},
+                {"type":"tool_use","id":"t","name":"f","input":{"b":1, "a":2}},{"type":"text"}],
+                "stop_reason":"tool_use","usage":{"output_tokens":3}}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            &message.content[..],
+            [
+                ContentBlock::Other,
+                ContentBlock::Other,
+                ContentBlock::ToolUse { .. },
+                ContentBlock::Text { .. }
+            ]
+        ));
+        if let ContentBlock::ToolUse { input, .. } = &message.content[2] {
+            assert_eq!(input.arguments(), r#"{"a":2,"b":1}"#);
+        }
+        assert_eq!(message.usage.unwrap().output_tokens, Some(3));
+        assert_eq!(message.model, "");
+        let start: MessageStart<serde::de::IgnoredAny> =
+            serde_json::from_str(r#"{"message":{"id":"m","content":[{"x":1}]}}"#).unwrap();
+        assert!(start.message.usage.is_none());
+    }
+
+    #[test]
+    fn an_error_is_written_with_what_it_has_and_read_with_what_it_finds() {
+        let envelope = ErrorEnvelope {
+            kind: "error",
+            error: ErrorBody {
+                kind: "api_error".into(),
+                message: "m".into(),
+                code: Some("UPSTREAM_ERROR".into()),
+                param: None,
+                provider: None,
+            },
+            request_id: None,
+        };
+        assert_eq!(
+            json(&envelope),
+            r#"{"type":"error","error":{"type":"api_error","message":"m","code":"UPSTREAM_ERROR"}}"#
+        );
+        let read: ErrorEnvelope = serde_json::from_str(r#"{"error":{}}"#).unwrap();
+        assert_eq!((&*read.error.kind, &*read.error.message), ("", ""));
     }
 }

@@ -8,9 +8,10 @@
 //! (`UPSTREAM_BUSY`...), and a vendor's failure or overload answers 500 or
 //! 529 as Anthropic does ([`AnthropicMessages::status`]).
 //!
-//! Over 600 lines only with its tests (about 420 lines of code).
+//! Over 600 lines only with its tests (about 470 lines of code); the wire
+//! types are [`crate::wire::anthropic`]'s, shared with the Anthropic dialect.
 
-use serde::Serialize;
+use std::borrow::Cow;
 
 use super::route::{only, Operation, Route};
 use super::Surface;
@@ -20,7 +21,10 @@ use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
 use crate::model::Api;
-use crate::wire::anthropic::{ContentBlock, Delta, Event, Message, MessageDelta, ToolInput};
+use crate::wire::anthropic::{
+    BlockDelta, BlockStart, BlockStop, ContentBlock, Delta, ErrorBody, ErrorEnvelope, Event,
+    Message, MessageDelta, MessageStart, StopDelta, ToolInput, Usage as MessageUsage,
+};
 
 pub mod models;
 pub mod request;
@@ -123,39 +127,18 @@ pub fn error_type(code: ErrorCode) -> &'static str {
     }
 }
 
-/// The error object inside the envelope (also the stream's `error` event).
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    message: &'a str,
-    /// The gateway's own code, beside Anthropic's type.
-    code: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    param: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    provider: Option<&'a str>,
-}
-
+/// The error envelope (also the stream's `error` event's data).
 fn error_json(error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct Envelope<'a> {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        error: ErrorBody<'a>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        request_id: Option<&'a str>,
-    }
-    let envelope = Envelope {
+    let envelope = ErrorEnvelope {
         kind: "error",
         error: ErrorBody {
-            kind: error_type(error.code),
-            message: &error.worded(Wording::Anthropic),
-            code: error.code.as_str(),
-            param: error.param.as_deref(),
-            provider: error.provider.as_deref(),
+            kind: error_type(error.code).into(),
+            message: error.worded(Wording::Anthropic),
+            code: Some(error.code.as_str().into()),
+            param: error.param.as_deref().map(Cow::Borrowed),
+            provider: error.provider.as_deref().map(Cow::Borrowed),
         },
-        request_id,
+        request_id: request_id.map(Cow::Borrowed),
     };
     serde_json::to_vec(&envelope).unwrap_or_else(|_| {
         br#"{"type":"error","error":{"type":"api_error","message":""}}"#.to_vec()
@@ -193,26 +176,17 @@ fn message_id(id: &str) -> String {
     }
 }
 
-/// Usage as Anthropic counts it: `input_tokens` without the tokens read
-/// from the cache (the neutral `prompt_tokens` includes them).
-#[derive(Serialize)]
-struct MessageUsage {
-    input_tokens: u64,
-    output_tokens: u64,
-    cache_creation_input_tokens: u64,
-    cache_read_input_tokens: u64,
-}
-
-impl MessageUsage {
-    fn of(usage: Option<&Usage>) -> Self {
-        let usage = usage.copied().unwrap_or_default();
-        let cached = usage.cached_tokens.unwrap_or(0);
-        Self {
-            input_tokens: usage.prompt_tokens.saturating_sub(cached),
-            output_tokens: usage.completion_tokens,
-            cache_creation_input_tokens: 0,
-            cache_read_input_tokens: cached,
-        }
+/// Usage as Anthropic counts it, every count written: `input_tokens`
+/// without the tokens read from the cache (the neutral `prompt_tokens`
+/// includes them).
+fn message_usage(usage: Option<&Usage>) -> MessageUsage {
+    let usage = usage.copied().unwrap_or_default();
+    let cached = usage.cached_tokens.unwrap_or(0);
+    MessageUsage {
+        input_tokens: Some(usage.prompt_tokens.saturating_sub(cached)),
+        output_tokens: Some(usage.completion_tokens),
+        cache_creation_input_tokens: Some(0),
+        cache_read_input_tokens: Some(cached),
     }
 }
 
@@ -222,33 +196,36 @@ fn render_message(completion: &Completion, origin: &Origin) -> Vec<u8> {
         Vec::with_capacity(completion.reasoning.len() + 1 + completion.tool_calls.len());
     for thinking in &completion.reasoning {
         content.push(match &thinking.redacted {
-            Some(data) => ContentBlock::RedactedThinking { data },
+            Some(data) => ContentBlock::RedactedThinking { data: data.into() },
             None => ContentBlock::Thinking {
-                thinking: &thinking.text,
-                signature: thinking.signature.as_deref().unwrap_or(""),
+                thinking: thinking.text.as_str().into(),
+                signature: thinking.signature.as_deref().unwrap_or("").into(),
             },
         });
     }
     if let Some(text) = completion.content.as_deref().filter(|t| !t.is_empty()) {
-        content.push(ContentBlock::Text { text });
+        content.push(ContentBlock::Text {
+            text: text.into(),
+            cache_control: None,
+        });
     }
     for call in &completion.tool_calls {
         content.push(ContentBlock::ToolUse {
-            id: &call.id,
-            name: &call.function.name,
+            id: call.id.as_str().into(),
+            name: call.function.name.as_str().into(),
             input: ToolInput::of(&call.function.arguments),
         });
     }
     let id = message_id(&origin.id);
     let body = Message {
-        id: &id,
+        id: id.into(),
         kind: "message",
         role: "assistant",
-        model: &origin.model,
-        content: &content,
-        stop_reason: Some(stop_reason_of(completion.finish_reason, origin)),
-        stop_sequence: origin.stop_sequence.as_deref(),
-        usage: MessageUsage::of(completion.usage.as_ref()),
+        model: origin.model.as_str().into(),
+        content: content.as_slice(),
+        stop_reason: Some(stop_reason_of(completion.finish_reason, origin).into()),
+        stop_sequence: origin.stop_sequence.as_deref().map(Cow::Borrowed),
+        usage: Some(message_usage(completion.usage.as_ref())),
     };
     serde_json::to_vec(&body).unwrap_or_default()
 }
@@ -282,14 +259,7 @@ struct MessageEvents {
     passed_through: bool,
 }
 
-/// `message_start`'s usage: the counts come with `message_delta`.
-#[derive(Serialize)]
-struct StartUsage {
-    input_tokens: u64,
-    output_tokens: u64,
-}
-
-fn event<U: Serialize>(out: &mut Vec<u8>, data: &Event<'_, U>) {
+fn event(out: &mut Vec<u8>, data: &Event) {
     let start = out.len();
     out.extend_from_slice(b"event: ");
     out.extend_from_slice(data.name().as_bytes());
@@ -300,16 +270,16 @@ fn event<U: Serialize>(out: &mut Vec<u8>, data: &Event<'_, U>) {
     }
 }
 
-/// An event that carries no usage.
-fn block_event(out: &mut Vec<u8>, data: &Event<'_, ()>) {
-    event(out, data);
-}
-
 impl MessageEvents {
     fn close(&mut self, out: &mut Vec<u8>) {
         if self.open.take().is_some() {
             let index = self.next_index.saturating_sub(1);
-            block_event(out, &Event::ContentBlockStop { index });
+            event(
+                out,
+                &Event::ContentBlockStop(BlockStop {
+                    index: index.into(),
+                }),
+            );
         }
     }
 
@@ -318,19 +288,25 @@ impl MessageEvents {
         self.close(out);
         let index = self.next_index;
         self.next_index += 1;
-        block_event(
+        event(
             out,
-            &Event::ContentBlockStart {
-                index,
+            &Event::ContentBlockStart(BlockStart {
+                index: index.into(),
                 content_block: block,
-            },
+            }),
         );
         self.open = Some(kind);
         index
     }
 
     fn delta(out: &mut Vec<u8>, index: u32, delta: Delta) {
-        block_event(out, &Event::ContentBlockDelta { index, delta });
+        event(
+            out,
+            &Event::ContentBlockDelta(BlockDelta {
+                index: index.into(),
+                delta,
+            }),
+        );
     }
 
     /// The index of the open block.
@@ -340,8 +316,8 @@ impl MessageEvents {
 }
 
 const UNSIGNED_THINKING: ContentBlock<'static> = ContentBlock::Thinking {
-    thinking: "",
-    signature: "",
+    thinking: Cow::Borrowed(""),
+    signature: Cow::Borrowed(""),
 };
 
 impl StreamEncoder for MessageEvents {
@@ -350,29 +326,35 @@ impl StreamEncoder for MessageEvents {
         let id = message_id(&origin.id);
         event(
             out,
-            &Event::MessageStart {
+            &Event::MessageStart(MessageStart {
                 message: Message {
-                    id: &id,
+                    id: id.into(),
                     kind: "message",
                     role: "assistant",
-                    model: &origin.model,
+                    model: origin.model.as_str().into(),
                     content: &[],
                     stop_reason: None,
                     stop_sequence: None,
-                    usage: StartUsage {
-                        input_tokens: 0,
-                        output_tokens: 0,
-                    },
+                    usage: Some(MessageUsage {
+                        input_tokens: Some(0),
+                        output_tokens: Some(0),
+                        ..MessageUsage::default()
+                    }),
                 },
-            },
+            }),
         );
-        block_event(out, &Event::Ping);
+        event(out, &Event::Ping);
     }
 
     fn text(&mut self, _origin: &Origin, out: &mut Vec<u8>, text: &str) {
         if self.open != Some(Open::Text) {
-            self.open(out, Open::Text, ContentBlock::Text { text: "" });
+            let block = ContentBlock::Text {
+                text: Cow::Borrowed(""),
+                cache_control: None,
+            };
+            self.open(out, Open::Text, block);
         }
+        let text = text.into();
         Self::delta(out, self.current(), Delta::TextDelta { text });
     }
 
@@ -382,12 +364,14 @@ impl StreamEncoder for MessageEvents {
                 if self.open != Some(Open::Thinking { signed: false }) {
                     self.open(out, Open::Thinking { signed: false }, UNSIGNED_THINKING);
                 }
+                let thinking = thinking.into();
                 Self::delta(out, self.current(), Delta::ThinkingDelta { thinking });
             }
             Reasoning::Signature(signature) => {
                 if self.open != Some(Open::Thinking { signed: false }) {
                     self.open(out, Open::Thinking { signed: false }, UNSIGNED_THINKING);
                 }
+                let signature = signature.into();
                 Self::delta(out, self.current(), Delta::SignatureDelta { signature });
                 self.open = Some(Open::Thinking { signed: true });
             }
@@ -395,7 +379,7 @@ impl StreamEncoder for MessageEvents {
                 self.open(
                     out,
                     Open::Thinking { signed: true },
-                    ContentBlock::RedactedThinking { data },
+                    ContentBlock::RedactedThinking { data: data.into() },
                 );
                 self.close(out);
             }
@@ -414,8 +398,8 @@ impl StreamEncoder for MessageEvents {
             out,
             Open::Tool { call: index },
             ContentBlock::ToolUse {
-                id,
-                name,
+                id: id.into(),
+                name: name.into(),
                 input: ToolInput::Empty,
             },
         );
@@ -442,7 +426,7 @@ impl StreamEncoder for MessageEvents {
             out,
             block,
             Delta::InputJsonDelta {
-                partial_json: fragment,
+                partial_json: fragment.into(),
             },
         );
     }
@@ -460,15 +444,15 @@ impl StreamEncoder for MessageEvents {
         self.close(out);
         event(
             out,
-            &Event::MessageDelta {
-                delta: MessageDelta {
-                    stop_reason: stop_reason_of(self.stop_reason, origin),
-                    stop_sequence: origin.stop_sequence.as_deref(),
+            &Event::MessageDelta(MessageDelta {
+                delta: StopDelta {
+                    stop_reason: Some(stop_reason_of(self.stop_reason, origin).into()),
+                    stop_sequence: origin.stop_sequence.as_deref().map(Cow::Borrowed),
                 },
-                usage: MessageUsage::of(usage),
-            },
+                usage: Some(message_usage(usage)),
+            }),
         );
-        block_event(out, &Event::MessageStop);
+        event(out, &Event::MessageStop);
     }
 
     /// `event: error` with the envelope.

@@ -1,44 +1,24 @@
 //! Anthropic's `/v1/models` answers: the model groups a caller may use, as
 //! Anthropic lists its models (`created_at` in RFC 3339).
-//!
-//! Fields in alphabetical order, as the gateway has always sent them.
 
-use serde::Serialize;
+use crate::wire::anthropic::{Model, ModelList};
 
-#[derive(Serialize)]
-struct Model<'a> {
-    created_at: &'a str,
-    display_name: &'a str,
-    id: &'a str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-}
-
-impl<'a> Model<'a> {
-    fn new(id: &'a str, created_at: &'a str) -> Self {
-        Self {
-            created_at,
-            display_name: id,
-            id,
-            kind: "model",
-        }
+/// One model group, named as its id.
+fn model<'a>(id: &'a str, created_at: &'a str) -> Model<'a> {
+    Model {
+        created_at,
+        display_name: id,
+        id,
+        kind: "model",
     }
-}
-
-#[derive(Serialize)]
-struct List<'a> {
-    data: Vec<Model<'a>>,
-    first_id: Option<&'a str>,
-    has_more: bool,
-    last_id: Option<&'a str>,
 }
 
 /// `GET /v1/models`: `names`, created when the configuration was loaded
 /// (Unix seconds), in one page.
 pub fn render_list(names: &[&str], loaded_at: u64) -> Vec<u8> {
     let created_at = rfc3339(loaded_at);
-    let list = List {
-        data: names.iter().map(|id| Model::new(id, &created_at)).collect(),
+    let list = ModelList {
+        data: names.iter().map(|id| model(id, &created_at)).collect(),
         first_id: names.first().copied(),
         has_more: false,
         last_id: names.last().copied(),
@@ -48,7 +28,7 @@ pub fn render_list(names: &[&str], loaded_at: u64) -> Vec<u8> {
 
 /// `GET /v1/models/{model_id}`: one of them.
 pub fn render_one(name: &str, loaded_at: u64) -> Vec<u8> {
-    serde_json::to_vec(&Model::new(name, &rfc3339(loaded_at))).unwrap_or_default()
+    serde_json::to_vec(&model(name, &rfc3339(loaded_at))).unwrap_or_default()
 }
 
 /// Unix seconds as an RFC 3339 UTC time (`2025-01-02T03:04:05Z`).
