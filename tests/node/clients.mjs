@@ -7,6 +7,7 @@
 // case:  {"id", "op": "list"|"retrieve"|"chat"|"stream"|"round_trip",
 //         "key", "headers", "body", "model", "max_retries", "results"}
 import OpenAI from 'openai';
+import { runPlan } from './plan.mjs';
 
 function errorObservation(e) {
   return {
@@ -73,22 +74,4 @@ async function runCase(base, c) {
   return obs;
 }
 
-async function main() {
-  let input = '';
-  for await (const part of process.stdin) input += part;
-  const plan = JSON.parse(input);
-  const out = {};
-  const queue = [...plan.cases];
-  const worker = async () => {
-    for (let c = queue.shift(); c; c = queue.shift()) {
-      out[c.id] = await runCase(plan.base, c);
-    }
-  };
-  await Promise.all(Array.from({ length: plan.concurrency ?? 6 }, worker));
-  process.stdout.write(JSON.stringify(out));
-}
-
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+runPlan(runCase);

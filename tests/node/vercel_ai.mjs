@@ -10,6 +10,7 @@
 import { APICallError, Output, generateText, isStepCount, jsonSchema, streamText, tool } from 'ai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
+import { runPlan } from './plan.mjs';
 
 // The SDK's warnings (e.g. an unknown model id) go to the console; stdout is the JSON.
 globalThis.AI_SDK_LOG_WARNINGS = false;
@@ -144,22 +145,4 @@ async function runCase(base, c) {
   return obs;
 }
 
-async function main() {
-  let input = '';
-  for await (const part of process.stdin) input += part;
-  const plan = JSON.parse(input);
-  const out = {};
-  const queue = [...plan.cases];
-  const worker = async () => {
-    for (let c = queue.shift(); c; c = queue.shift()) {
-      out[c.id] = await runCase(plan.base, c);
-    }
-  };
-  await Promise.all(Array.from({ length: plan.concurrency ?? 6 }, worker));
-  process.stdout.write(JSON.stringify(out));
-}
-
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+runPlan(runCase);
