@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from conftest import ALL_GROUPS_KEY, OPENAI_ONLY_KEY
-from test_clients import AB_USER, MODEL, NODE_DIR, RETRY_AFTER_GROUPS, node_plan
+from conftest import OPENAI_ONLY_KEY
+from test_clients import MODEL, NODE_DIR, RETRY_AFTER_GROUPS, address_cases, node_plan
 
 GROUPS = ["mock-openai", "mock-anthropic", "mock-gemini", "mock-azure",
           "mock-bedrock", "mock-dashscope", "mock-failover", "mock-ab"]
@@ -94,15 +94,8 @@ def plan():
                 case["scenario"] = s
             cases[f"{g}:{s}"] = case
     for cid, case in cases.items():
-        g = cid.split(":")[0]
-        hdrs = {"x-model-group": g, "x-test-id": "anthropic-node-" + cid.replace(":", "-")}
-        if g == "mock-ab":
-            hdrs["x-user-id"] = AB_USER
-        if "scenario" in case:
-            hdrs["x-mock-scenario"] = case.pop("scenario")
-        case["headers"] = hdrs
-        case.setdefault("key", ALL_GROUPS_KEY)
-    return cases
+        case["group"] = cid.split(":")[0]
+    return address_cases(cases, "anthropic-node-")
 
 
 @pytest.fixture(scope="module")

@@ -262,6 +262,21 @@ def node_bin():
     return str(PINNED_NODE) if PINNED_NODE.exists() else "node"
 
 
+def address_cases(cases, prefix):
+    """Each case's headers from its `group`: the group, a test id, the
+    mock-ab pin and its mock scenario; the all-groups key unless the case names one."""
+    for cid, case in cases.items():
+        g = case.pop("group")
+        hdrs = {"x-model-group": g, "x-test-id": prefix + cid.replace(":", "-")}
+        if g == "mock-ab":
+            hdrs["x-user-id"] = AB_USER
+        if "scenario" in case:
+            hdrs["x-mock-scenario"] = case.pop("scenario")
+        case["headers"] = hdrs
+        case.setdefault("key", ALL_GROUPS_KEY)
+    return cases
+
+
 def node_plan(gw, script, base, cases, concurrency=6, timeout=120):
     """Runs every case in ONE node process (tests/node/<script>): case id -> what the client saw."""
     ensure_node_modules()

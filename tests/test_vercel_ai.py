@@ -38,8 +38,7 @@ import json
 
 import pytest
 
-from conftest import ALL_GROUPS_KEY
-from test_clients import AB_USER, MODEL, NODE_DIR, node_plan
+from test_clients import MODEL, NODE_DIR, address_cases, node_plan
 
 GROUPS = ["mock-openai", "mock-anthropic", "mock-gemini", "mock-azure",
           "mock-bedrock", "mock-dashscope", "mock-failover", "mock-ab"]
@@ -88,16 +87,8 @@ def plan():
     cases["responses:mock-anthropic:store-true"] = {
         "op": "tools", "prompt": "look it up", "scenario": "tool", "tool_results": ["found it"], "store": True}
     for cid, case in cases.items():
-        api, g = cid.split(":")[:2]
-        case["api"] = api
-        hdrs = {"x-model-group": g, "x-test-id": "vercel-ai-" + cid.replace(":", "-")}
-        if g == "mock-ab":
-            hdrs["x-user-id"] = AB_USER
-        if "scenario" in case:
-            hdrs["x-mock-scenario"] = case.pop("scenario")
-        case["headers"] = hdrs
-        case.setdefault("key", ALL_GROUPS_KEY)
-    return cases
+        case["api"], case["group"] = cid.split(":")[:2]
+    return address_cases(cases, "vercel-ai-")
 
 
 @pytest.fixture(scope="module")
