@@ -4,4 +4,5 @@
 //! is the first.)
 
 pub mod anthropic;
+pub mod openai_chat;
 pub mod openai_responses;
