@@ -4,4 +4,5 @@
 //! here, both directions.)
 
 pub mod anthropic;
+pub mod openai_chat;
 pub mod openai_responses;

@@ -1,11 +1,17 @@
 //! OpenAI's Responses API, the answer side: the `response` object, its
 //! output items and the stream's events, in OpenAI's field order (an item's
 //! `id` before its `type`; an event's `type` and `sequence_number` first).
-//! Borrowed: writing one costs no allocation beyond the bytes.
+//! Borrowed: writing one costs no allocation beyond the bytes. And the
+//! facts a reader takes from a vendor's answer and events to meter a
+//! pass-through ([`ResponseFacts`], [`EventFacts`]).
+
+use std::borrow::Cow;
 
 use serde::ser::{SerializeMap, Serializer};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use super::openai_chat::text;
 
 /// The `response` object (a non-stream answer, and the lifecycle events').
 /// `provider` is the gateway's; the `Option<&Value>` fields are what the
@@ -323,6 +329,101 @@ impl<'a> Numbered<'a> {
             event,
         }
     }
+}
+
+/// A `response` object as a reader meters it: a pass-through's answer, or
+/// a stream event's `response`. Every member optional; others ignored.
+#[derive(Deserialize, Debug, Default)]
+pub struct ResponseFacts<'a> {
+    #[serde(default, borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub model: Cow<'a, str>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub status: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub incomplete_details: Option<IncompleteFacts<'a>>,
+    #[serde(default)]
+    pub usage: Option<UsageFacts>,
+    #[serde(default, borrow)]
+    pub error: Option<ErrorFacts<'a>>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+pub struct IncompleteFacts<'a> {
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub reason: Option<Cow<'a, str>>,
+}
+
+/// A failed response's `error`.
+#[derive(Deserialize, Debug, Default)]
+pub struct ErrorFacts<'a> {
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub code: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub message: Option<Cow<'a, str>>,
+}
+
+/// Usage as vendors send it, the details optional.
+#[derive(Deserialize, Debug, Default)]
+pub struct UsageFacts {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub input_tokens_details: Option<DetailsFacts>,
+    #[serde(default)]
+    pub output_tokens_details: Option<DetailsFacts>,
+}
+
+#[derive(Deserialize, Debug, Default)]
+pub struct DetailsFacts {
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// A stream event as a reader meters it: its `type`, its text `delta`, its
+/// `response`, and an `error` event's `code` and `message`.
+#[derive(Deserialize, Debug)]
+pub struct EventFacts<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Cow<'a, str>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub delta: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub response: Option<ResponseFacts<'a>>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub code: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub message: Option<Cow<'a, str>>,
+}
+
+/// A vendor's stream event as the Responses surface follows it when it
+/// passes one through: its `type` (the SSE event), its number, and its
+/// response's id, model and creation. Read leniently: an event that does
+/// not parse is passed on all the same.
+#[derive(Deserialize, Debug)]
+pub struct EventHead<'a> {
+    #[serde(rename = "type", default, borrow, deserialize_with = "text")]
+    pub kind: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub sequence_number: Option<u64>,
+    #[serde(default, borrow)]
+    pub response: Option<ResponseHead<'a>>,
+}
+
+#[derive(Deserialize, Debug)]
+pub struct ResponseHead<'a> {
+    #[serde(default, borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(default, borrow)]
+    pub model: Cow<'a, str>,
+    /// Seconds, as a number (the SDK's type is a float).
+    #[serde(default)]
+    pub created_at: Option<f64>,
 }
 
 #[cfg(test)]

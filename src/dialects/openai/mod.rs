@@ -5,6 +5,8 @@
 //! Azure OpenAI speaks the same body with its content-filter annotations;
 //! the decoding here serves both (see `azure.rs`).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -21,9 +23,10 @@ use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallO
 use crate::model::stream::EventWriter;
 use crate::model::Api;
 use crate::provider::Provider;
+use crate::wire::openai_chat as chat;
 use stream::OpenAiEvents;
 pub(super) use wire::decode_error;
-use wire::{fold_content_filter, parse_usage, WireCompletion, WireFunction};
+use wire::fold_content_filter;
 
 mod responses;
 pub(super) mod stream;
@@ -263,7 +266,7 @@ pub(super) fn decode_typed(
     body: &[u8],
     origin: &mut Origin,
 ) -> Result<DecodedResponse, GatewayError> {
-    let wire: WireCompletion =
+    let wire: chat::Completion =
         serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
     let choice = wire
         .choices
@@ -273,16 +276,16 @@ pub(super) fn decode_typed(
     let finish_reason = choice.finish();
     let message = choice.message.unwrap_or_default();
     if !wire.id.is_empty() {
-        origin.id = wire.id;
+        origin.id = wire.id.into_owned();
     }
     if !wire.model.is_empty() {
-        origin.model = wire.model;
+        origin.model = wire.model.into_owned();
     }
     let reasoning = message
         .reasoning_content
         .filter(|t| !t.is_empty())
         .map(|text| Thinking {
-            text,
+            text: text.into_owned(),
             ..Thinking::default()
         });
     let tool_calls = message
@@ -290,23 +293,20 @@ pub(super) fn decode_typed(
         .unwrap_or_default()
         .into_iter()
         .map(|call| {
-            let function = call.function.unwrap_or(WireFunction {
-                name: None,
-                arguments: None,
-            });
+            let function = call.function.unwrap_or_default();
             ToolCallOut::new(
-                call.id.unwrap_or_default(),
-                function.name.unwrap_or_default(),
-                function.arguments.unwrap_or_default(),
+                call.id.unwrap_or_default().into_owned(),
+                function.name.unwrap_or_default().into_owned(),
+                function.arguments.unwrap_or_default().into_owned(),
             )
         })
         .collect();
     Ok(DecodedResponse::decoded(Completion {
         reasoning: reasoning.into_iter().collect(),
-        content: message.content.or(message.refusal),
+        content: message.content.or(message.refusal).map(Cow::into_owned),
         tool_calls,
         finish_reason,
-        usage: wire.usage.as_ref().and_then(parse_usage),
+        usage: wire.usage.as_ref().map(Into::into),
     }))
 }
 
@@ -338,7 +338,7 @@ pub(super) fn decode_completion(
     if let Some(model) = completion.get("model").and_then(Value::as_str) {
         origin.model = model.to_owned();
     }
-    let usage = completion.get("usage").and_then(parse_usage);
+    let usage = completion.get("usage").and_then(chat::Usage::read);
     completion.insert("provider".into(), Value::String(origin.provider.clone()));
     let body = serde_json::to_vec(&completion).map_err(|e| unparseable("response", e))?;
     // The same API on both sides: the vendor's answer, edited, not rebuilt.

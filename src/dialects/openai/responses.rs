@@ -18,6 +18,7 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::model::response::{Answer, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
 use crate::sse::SseParser;
+use crate::wire::openai_responses::{EventFacts, ResponseFacts};
 
 /// What `include` asks of a reasoning model's thinking.
 const ENCRYPTED_REASONING: &str = "reasoning.encrypted_content";
@@ -86,103 +87,55 @@ pub(in crate::dialects) fn encode(raw: &[u8], target: &Target) -> Result<Vec<u8>
     })
 }
 
-/// The `response` object's facts: usage, how it ended.
-#[derive(Deserialize, Default)]
-struct Facts {
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    model: String,
-    #[serde(default)]
-    status: Option<String>,
-    #[serde(default)]
-    incomplete_details: Option<Incomplete>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
-    #[serde(default)]
-    error: Option<WireError>,
+/// Usage in the neutral shape.
+fn usage(facts: &ResponseFacts) -> Option<Usage> {
+    facts.usage.as_ref().map(|u| Usage {
+        prompt_tokens: u.input_tokens,
+        completion_tokens: u.output_tokens,
+        cached_tokens: u
+            .input_tokens_details
+            .as_ref()
+            .and_then(|d| d.cached_tokens),
+        reasoning_tokens: u
+            .output_tokens_details
+            .as_ref()
+            .and_then(|d| d.reasoning_tokens),
+    })
 }
 
-#[derive(Deserialize)]
-struct Incomplete {
-    #[serde(default)]
-    reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireError {
-    #[serde(default)]
-    code: Option<String>,
-    #[serde(default)]
-    message: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireUsage {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    output_tokens: u64,
-    #[serde(default)]
-    input_tokens_details: Option<Details>,
-    #[serde(default)]
-    output_tokens_details: Option<Details>,
-}
-
-#[derive(Deserialize)]
-struct Details {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-    #[serde(default)]
-    reasoning_tokens: Option<u64>,
-}
-
-impl Facts {
-    fn usage(&self) -> Option<Usage> {
-        self.usage.as_ref().map(|u| Usage {
-            prompt_tokens: u.input_tokens,
-            completion_tokens: u.output_tokens,
-            cached_tokens: u
-                .input_tokens_details
+/// The finish in the neutral vocabulary (for metering).
+fn finish(facts: &ResponseFacts) -> Option<FinishReason> {
+    match facts.status.as_deref()? {
+        "incomplete" => Some(
+            match facts
+                .incomplete_details
                 .as_ref()
-                .and_then(|d| d.cached_tokens),
-            reasoning_tokens: u
-                .output_tokens_details
-                .as_ref()
-                .and_then(|d| d.reasoning_tokens),
-        })
+                .and_then(|d| d.reason.as_deref())
+            {
+                Some("content_filter") => FinishReason::ContentFilter,
+                _ => FinishReason::Length,
+            },
+        ),
+        "completed" => Some(FinishReason::Stop),
+        _ => None,
     }
+}
 
-    /// The finish in the neutral vocabulary (for metering).
-    fn finish(&self) -> Option<FinishReason> {
-        match self.status.as_deref()? {
-            "incomplete" => Some(
-                match self
-                    .incomplete_details
-                    .as_ref()
-                    .and_then(|d| d.reason.as_deref())
-                {
-                    Some("content_filter") => FinishReason::ContentFilter,
-                    _ => FinishReason::Length,
-                },
-            ),
-            "completed" => Some(FinishReason::Stop),
-            _ => None,
-        }
+/// A vendor's error code in the neutral vocabulary.
+fn error_code(code: Option<&str>) -> ErrorCode {
+    match code {
+        Some("rate_limit_exceeded") => ErrorCode::UpstreamRateLimit,
+        Some("server_is_overloaded" | "slow_down") => ErrorCode::UpstreamBusy,
+        _ => ErrorCode::UpstreamError,
     }
+}
 
-    fn failure(&self) -> GatewayError {
-        let error = self.error.as_ref();
-        let message = error
-            .and_then(|e| e.message.clone())
-            .unwrap_or_else(|| "the provider's response failed".into());
-        let code = match error.and_then(|e| e.code.as_deref()) {
-            Some("rate_limit_exceeded") => ErrorCode::UpstreamRateLimit,
-            Some("server_is_overloaded" | "slow_down") => ErrorCode::UpstreamBusy,
-            _ => ErrorCode::UpstreamError,
-        };
-        GatewayError::new(code, message)
-    }
+fn failure(facts: &ResponseFacts) -> GatewayError {
+    let error = facts.error.as_ref();
+    let message = error
+        .and_then(|e| e.message.as_deref())
+        .unwrap_or("the provider's response failed");
+    GatewayError::new(error_code(error.and_then(|e| e.code.as_deref())), message)
 }
 
 /// A `response` object for a Responses client: the vendor's bytes, read
@@ -195,17 +148,17 @@ pub(in crate::dialects) fn decode(
     if !value.is_object() {
         return Err(unparseable("response", "not a JSON object"));
     }
-    let facts = Facts::deserialize(&value).unwrap_or_default();
+    let facts = ResponseFacts::deserialize(&value).unwrap_or_default();
     if !facts.model.is_empty() {
-        origin.model.clone_from(&facts.model);
+        origin.model = facts.model.to_string();
     }
     if !facts.id.is_empty() {
-        origin.id.clone_from(&facts.id);
+        origin.id = facts.id.to_string();
     }
     Ok(DecodedResponse {
         answer: Answer::Native(body.to_vec()),
-        usage: facts.usage(),
-        finish_reason: facts.finish(),
+        usage: usage(&facts),
+        finish_reason: finish(&facts),
     })
 }
 
@@ -220,20 +173,7 @@ impl Events<SseParser> for ResponsesStream {
         w: &mut EventWriter,
         out: &mut Vec<u8>,
     ) -> Result<(), GatewayError> {
-        #[derive(Deserialize)]
-        struct Event<'a> {
-            #[serde(rename = "type", borrow)]
-            kind: std::borrow::Cow<'a, str>,
-            #[serde(default, borrow)]
-            delta: Option<std::borrow::Cow<'a, str>>,
-            #[serde(default)]
-            response: Option<Facts>,
-            #[serde(default)]
-            code: Option<String>,
-            #[serde(default)]
-            message: Option<String>,
-        }
-        let event: Event =
+        let event: EventFacts =
             serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
         let kind = event.kind.as_ref();
         if let Some(response) = &event.response {
@@ -244,14 +184,11 @@ impl Events<SseParser> for ResponsesStream {
             // A vendor error: the client's error event (and a retry, when
             // nothing was sent yet).
             "error" => {
-                let code = match event.code.as_deref() {
-                    Some("rate_limit_exceeded") => ErrorCode::UpstreamRateLimit,
-                    Some("server_is_overloaded" | "slow_down") => ErrorCode::UpstreamBusy,
-                    _ => ErrorCode::UpstreamError,
-                };
+                let code = error_code(event.code.as_deref());
                 let message = event
                     .message
-                    .unwrap_or_else(|| "the provider's stream failed".into());
+                    .as_deref()
+                    .unwrap_or("the provider's stream failed");
                 w.error(out, &GatewayError::new(code, message));
                 return Ok(());
             }
@@ -259,12 +196,12 @@ impl Events<SseParser> for ResponsesStream {
             // recorded; before any content, a retry).
             "response.failed" => {
                 if let Some(response) = &event.response {
-                    w.set_usage(response.usage());
+                    w.set_usage(usage(response));
                 }
-                let failure = event.response.as_ref().map(Facts::failure);
+                let failed = event.response.as_ref().map(failure);
                 w.error(
                     out,
-                    &failure.unwrap_or_else(crate::dialects::incomplete_stream),
+                    &failed.unwrap_or_else(crate::dialects::incomplete_stream),
                 );
                 return Ok(());
             }
@@ -277,7 +214,7 @@ impl Events<SseParser> for ResponsesStream {
         let terminal = matches!(kind, "response.completed" | "response.incomplete");
         if terminal {
             if let Some(response) = &event.response {
-                w.set_usage(response.usage());
+                w.set_usage(usage(response));
             }
             w.mark_finished();
         }

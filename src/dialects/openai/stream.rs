@@ -3,11 +3,12 @@
 //! For a chat client (a pass-through pair) events are the vendor's, copied
 //! as they came (serde_json `RawValue`), only what the writer needs read
 //! ([`fast_event`]). Anything unusual, and every event for a client of
-//! another API, is read typed into the neutral events ([`typed_event`]),
-//! which the client's surface writes: one reading, not a second
-//! serialisation of the vendor's chunk that must agree with the first.
+//! another API, is read typed (`crate::wire::openai_chat::Chunk`) into the
+//! neutral events ([`typed_event`]), which the client's surface writes:
+//! one reading, not a second serialisation of the vendor's chunk that must
+//! agree with the first.
 //!
-//! Long on purpose (about 620 lines of code, then its tests): the fast path
+//! Long on purpose (about 590 lines of code, then its tests): the fast path
 //! of the hottest loop, OpenAI chat chunks, sits beside the typed path it
 //! falls back to, so the two read together.
 
@@ -15,15 +16,15 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::wire::{content_filtered, parse_usage, VendorError, WireChoice};
+use super::wire::gateway_error;
 use crate::dialects::{unparseable, Events};
 use crate::error::GatewayError;
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::sse::SseParser;
+use crate::wire::openai_chat::{content_filtered, Chunk, Text, Usage};
 
 /// OpenAI's stream events: passed through nearly as they are to a chat
 /// client ([`fast_event`], which copies the vendor's JSON verbatim), read
@@ -59,51 +60,43 @@ impl Events<SseParser> for OpenAiEvents {
 /// fast path leaves (an error, Azure's filter striking, repeated keys,
 /// surrogate escapes, shapes it does not take), written by its surface.
 fn typed_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
-    #[derive(Deserialize)]
-    struct Chunk {
-        #[serde(default)]
-        id: String,
-        #[serde(default)]
-        model: String,
-        #[serde(default)]
-        created: u64,
-        #[serde(default)]
-        choices: Vec<WireChoice>,
-        #[serde(default)]
-        usage: Option<Value>,
-        #[serde(default)]
-        error: Option<VendorError>,
-    }
     let chunk: Chunk = serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
     if let Some(vendor) = chunk.error {
-        return Err(vendor.into_gateway_error(500));
+        return Err(gateway_error(vendor, 500));
     }
     w.set_id(&chunk.id);
     w.set_model(&chunk.model);
     w.set_created(chunk.created);
-    if let Some(u) = chunk.usage.as_ref().filter(|u| !u.is_null()) {
-        w.set_usage(parse_usage(u));
+    if let Some(usage) = chunk.usage {
+        w.set_usage(usage.as_ref().map(Into::into));
     }
     let Some(choice) = chunk.choices.into_iter().next() else {
         return Ok(());
     };
     let finish = choice.finish();
-    if let Some(delta) = choice.message {
-        if let Some(text) = &delta.reasoning_content {
+    if let Some(delta) = choice.delta {
+        if let Some(text) = delta.reasoning_content.as_deref() {
             w.reasoning(out, Reasoning::Text(text));
         }
-        for text in [&delta.content, &delta.refusal].into_iter().flatten() {
+        for text in [&delta.content, &delta.refusal.flatten()]
+            .into_iter()
+            .flatten()
+        {
             w.content(out, text);
         }
-        for call in delta.tool_calls.into_iter().flatten() {
+        for call in delta.tool_calls.iter().flat_map(|calls| calls.iter()) {
+            let index = call.index.unwrap_or_default();
             let function = call.function.as_ref();
-            if !w.has_tool_call(call.index) {
+            if !w.has_tool_call(index) {
                 let name = function.and_then(|f| f.name.as_deref()).unwrap_or_default();
-                let id = call.id.unwrap_or_else(|| format!("call_{}", call.index));
-                w.tool_call_start(out, call.index, &id, name);
+                let id = call
+                    .id
+                    .as_deref()
+                    .map_or_else(|| Cow::Owned(format!("call_{index}")), Cow::Borrowed);
+                w.tool_call_start(out, index, &id, name);
             }
             if let Some(arguments) = function.and_then(|f| f.arguments.as_deref()) {
-                w.tool_call_arguments(out, call.index, arguments);
+                w.tool_call_arguments(out, index, arguments);
             }
         }
     }
@@ -146,7 +139,7 @@ fn fast_event(
                 }
                 if !is_null(value) {
                     match serde_json::from_str::<Value>(value.get()) {
-                        Ok(u) => usage = Some(parse_usage(&u)),
+                        Ok(u) => usage = Some(Usage::read(&u)),
                         Err(_) => return false,
                     }
                 }
@@ -570,31 +563,6 @@ fn has_surrogate_escape(data: &str) -> bool {
     })
 }
 
-/// A JSON string, borrowed from the input unless it had escapes.
-struct Text<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Text<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct TextVisitor;
-        impl<'de> Visitor<'de> for TextVisitor {
-            type Value = Text<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(v)))
-            }
-        }
-        deserializer.deserialize_str(TextVisitor)
-    }
-}
-
 /// Why a visitor stopped: its callback left the event to the typed reading.
 const LEFT_TO_TYPED: &str = "left to the typed reading";
 
@@ -631,6 +599,7 @@ mod tests {
     use super::*;
     use crate::error::ErrorCode;
     use crate::model::response::Origin;
+    use serde::Deserialize;
     use serde_json::Map;
 
     fn fresh_writer(include_usage: bool) -> EventWriter {
@@ -723,9 +692,9 @@ mod tests {
         let mut chunk: Map<String, Value> =
             serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
         if let Some(error) = chunk.remove("error") {
-            let vendor: VendorError =
-                serde_json::from_value(error).map_err(|e| unparseable("stream error", e))?;
-            return Err(vendor.into_gateway_error(500));
+            let vendor = crate::wire::openai_chat::ErrorBody::deserialize(&error)
+                .map_err(|e| unparseable("stream error", e))?;
+            return Err(gateway_error(vendor, 500));
         }
         // Keep the vendor's id and model so our own chunks (usage) match its
         // chunks; Azure's prompt annotation chunk has them empty.
@@ -740,7 +709,7 @@ mod tests {
         }
         let usage = chunk.remove("usage");
         if let Some(u) = usage.as_ref().filter(|u| !u.is_null()) {
-            w.set_usage(parse_usage(u));
+            w.set_usage(Usage::read(u));
         }
         let choices_empty = chunk
             .get("choices")

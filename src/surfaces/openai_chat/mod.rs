@@ -1,10 +1,9 @@
 //! OpenAI Chat Completions, the first client surface: `POST
 //! /v1/chat/completions` requests ([`request`]), the `chat.completion`
-//! object, the `chat.completion.chunk` stream and OpenAI's error envelope.
-//!
-//! Over 600 lines only with its tests (about 490 lines of code).
+//! object, the `chat.completion.chunk` stream and OpenAI's error envelope,
+//! written as `crate::wire::openai_chat`'s types.
 
-use serde::Serialize;
+use std::borrow::Cow;
 
 use super::route::{only, Operation, Route};
 use super::Surface;
@@ -14,6 +13,9 @@ use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallO
 use crate::model::stream::{Reasoning, StreamEncoder};
 use crate::model::Api;
 use crate::sse::write_data;
+use crate::wire::openai_chat::{
+    self as wire, Delta, ReasoningDetail, DETAIL_ENCRYPTED, DETAIL_TEXT,
+};
 
 pub mod models;
 pub mod request;
@@ -79,99 +81,54 @@ impl Surface for OpenAiChat {
     }
 }
 
-/// Usage in OpenAI's shape.
-struct ChatUsage<'a>(&'a Usage);
-
-impl Serialize for ChatUsage<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        #[derive(Serialize)]
-        struct Cached {
-            cached_tokens: u64,
-        }
-        #[derive(Serialize)]
-        struct Reasoning {
-            reasoning_tokens: u64,
-        }
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry("prompt_tokens", &self.0.prompt_tokens)?;
-        m.serialize_entry("completion_tokens", &self.0.completion_tokens)?;
-        m.serialize_entry(
-            "total_tokens",
-            &(self.0.prompt_tokens + self.0.completion_tokens),
-        )?;
-        if let Some(cached_tokens) = self.0.cached_tokens {
-            m.serialize_entry("prompt_tokens_details", &Cached { cached_tokens })?;
-        }
-        if let Some(reasoning_tokens) = self.0.reasoning_tokens {
-            m.serialize_entry("completion_tokens_details", &Reasoning { reasoning_tokens })?;
-        }
-        m.end()
-    }
-}
-
 /// The `chat.completion` object.
 fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
-    // Every field OpenAI sends, null where we have no value.
-    #[derive(Serialize)]
-    struct Msg<'a> {
-        role: &'static str,
-        content: Option<&'a str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        reasoning_content: Option<String>,
-        #[serde(skip_serializing_if = "<[_]>::is_empty")]
-        reasoning_details: Vec<Detail<'a>>,
-        refusal: Option<&'a str>,
-        #[serde(skip_serializing_if = "<[_]>::is_empty")]
-        tool_calls: &'a [ToolCallOut],
-    }
-    #[derive(Serialize)]
-    struct Choice<'a> {
-        index: u32,
-        message: Msg<'a>,
-        logprobs: (),
-        finish_reason: Option<FinishReason>,
-    }
-    #[derive(Serialize)]
-    struct Body<'a> {
-        id: &'a str,
-        object: &'static str,
-        created: u64,
-        model: &'a str,
-        provider: &'a str,
-        system_fingerprint: Option<&'a str>,
-        choices: [Choice<'a>; 1],
-        #[serde(skip_serializing_if = "Option::is_none")]
-        usage: Option<ChatUsage<'a>>,
-    }
-    let body = Body {
-        id: &origin.id,
+    let details: Vec<_> = completion
+        .reasoning
+        .iter()
+        .zip(0..)
+        .map(|(block, index)| detail_block(block, index))
+        .collect();
+    let tool_calls = &completion.tool_calls;
+    let body = wire::Completion {
+        id: Cow::Borrowed(&origin.id),
         object: "chat.completion",
         created: origin.created,
-        model: &origin.model,
+        model: Cow::Borrowed(&origin.model),
         provider: &origin.provider,
         system_fingerprint: None,
-        choices: [Choice {
+        choices: vec![wire::Choice {
             index: 0,
-            message: Msg {
+            // Every field OpenAI sends, null where we have no value.
+            message: Some(wire::Message {
                 role: "assistant",
-                content: completion.content.as_deref(),
-                reasoning_content: reasoning_text(completion),
-                reasoning_details: completion
-                    .reasoning
-                    .iter()
-                    .zip(0..)
-                    .map(|(block, index)| Detail::block(block, index))
-                    .collect(),
+                content: completion.content.as_deref().map(Cow::Borrowed),
+                reasoning_content: reasoning_text(completion).map(Cow::Owned),
+                reasoning_details: details,
                 refusal: None,
-                tool_calls: &completion.tool_calls,
-            },
+                tool_calls: (!tool_calls.is_empty())
+                    .then(|| tool_calls.iter().map(tool_call).collect()),
+            }),
             logprobs: (),
             finish_reason: completion.finish_reason,
+            content_filter_results: None,
         }],
-        usage: completion.usage.as_ref().map(ChatUsage),
+        usage: completion.usage.as_ref().map(Into::into),
     };
     serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// A message's tool call.
+fn tool_call(call: &ToolCallOut) -> wire::ToolCall<'_> {
+    wire::ToolCall {
+        index: None,
+        id: Some(Cow::Borrowed(&call.id)),
+        kind: Some(call.kind),
+        function: Some(wire::Function {
+            name: Some(Cow::Borrowed(&call.function.name)),
+            arguments: Some(Cow::Borrowed(&call.function.arguments)),
+        }),
+    }
 }
 
 /// The reasoning's text, all blocks joined, when there is any.
@@ -184,42 +141,22 @@ fn reasoning_text(completion: &Completion) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
-/// One entry of `reasoning_details` (OpenRouter's format): a block of
-/// reasoning text with the vendor's signature, or an encrypted block. In a
-/// stream, entries of one `index` are pieces of one block.
-#[derive(Serialize, Default)]
-struct Detail<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    text: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    signature: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    data: Option<&'a str>,
-    index: u32,
-}
-
-const DETAIL_TEXT: &str = "reasoning.text";
-const DETAIL_ENCRYPTED: &str = "reasoning.encrypted";
-
-impl<'a> Detail<'a> {
-    fn block(block: &'a Thinking, index: u32) -> Self {
-        match &block.redacted {
-            Some(data) => Detail {
-                kind: DETAIL_ENCRYPTED,
-                data: Some(data),
-                index,
-                ..Detail::default()
-            },
-            None => Detail {
-                kind: DETAIL_TEXT,
-                text: Some(&block.text),
-                signature: block.signature.as_deref(),
-                index,
-                ..Detail::default()
-            },
-        }
+/// A block of reasoning as a `reasoning_details` entry.
+fn detail_block(block: &Thinking, index: u32) -> ReasoningDetail<'_> {
+    match &block.redacted {
+        Some(data) => ReasoningDetail {
+            kind: DETAIL_ENCRYPTED,
+            data: Some(data),
+            index,
+            ..ReasoningDetail::default()
+        },
+        None => ReasoningDetail {
+            kind: DETAIL_TEXT,
+            text: Some(&block.text),
+            signature: block.signature.as_deref(),
+            index,
+            ..ReasoningDetail::default()
+        },
     }
 }
 
@@ -253,43 +190,6 @@ impl ReasoningBlock {
     }
 }
 
-/// What one chunk's `delta` carries.
-#[derive(Serialize, Default)]
-struct Delta<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    role: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
-    /// Reasoning text, where DeepSeek, vLLM and OpenRouter clients read it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_content: Option<&'a str>,
-    /// The same text, and the signatures and encrypted blocks, by block.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_details: Option<[Detail<'a>; 1]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_calls: Option<[ToolCallDelta<'a>; 1]>,
-    /// `"refusal": null`, in the role chunk as OpenAI sends it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    refusal: Option<()>,
-}
-
-#[derive(Serialize)]
-struct ToolCallDelta<'a> {
-    index: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<&'a str>,
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    kind: Option<&'static str>,
-    function: FunctionDelta<'a>,
-}
-
-#[derive(Serialize)]
-struct FunctionDelta<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    name: Option<&'a str>,
-    arguments: &'a str,
-}
-
 /// The `chat.completion.chunk` stream: one chunk per event, `[DONE]` at the end.
 struct ChatChunks {
     /// The client asked for usage: `"usage": null` on every chunk (as
@@ -313,28 +213,24 @@ impl ChatChunks {
     /// Appends the chunk head for the current origin (dialects set the
     /// origin from the vendor's first events, so it is checked each time).
     fn write_head(&mut self, origin: &Origin, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        #[derive(Serialize)]
-        struct Head<'a> {
-            id: &'a str,
-            object: &'static str,
-            created: u64,
-            model: &'a str,
-            provider: &'a str,
-            system_fingerprint: Option<&'a str>,
-        }
         if self.head.bytes.is_empty() || self.head.origin != *origin {
-            let mut bytes = b"data: ".to_vec();
-            let head = Head {
-                id: &origin.id,
+            let head = wire::Chunk {
+                id: Cow::Borrowed(&origin.id),
                 object: "chat.completion.chunk",
                 created: origin.created,
-                model: &origin.model,
+                model: Cow::Borrowed(&origin.model),
                 provider: &origin.provider,
-                system_fingerprint: None,
+                ..wire::Chunk::default()
             };
+            let mut bytes = b"data: ".to_vec();
             serde_json::to_writer(&mut bytes, &head)?;
-            bytes.pop(); // the object's closing brace: the chunk goes on
-            bytes.extend_from_slice(b",\"choices\":[");
+            // The chunk without choices ends `"choices":[]}`: the chunk goes on.
+            if !bytes.ends_with(b",\"choices\":[]}") {
+                return Err(serde::ser::Error::custom(
+                    "a chunk head ends with its choices",
+                ));
+            }
+            bytes.truncate(bytes.len() - 2);
             self.head = ChunkHead {
                 origin: origin.clone(),
                 bytes,
@@ -368,18 +264,12 @@ impl ChatChunks {
         delta: Delta<'_>,
         finish: Option<FinishReason>,
     ) {
-        #[derive(Serialize)]
-        struct Choice<'a> {
-            index: u32,
-            delta: Delta<'a>,
-            logprobs: (),
-            finish_reason: Option<FinishReason>,
-        }
-        let choice = Choice {
+        let choice = wire::ChunkChoice {
             index: 0,
-            delta,
+            delta: Some(delta),
             logprobs: (),
             finish_reason: finish,
+            content_filter_results: None,
         };
         let usage_null = self.include_usage;
         self.write_chunk(origin, out, |out| {
@@ -392,9 +282,9 @@ impl ChatChunks {
         });
     }
 
-    fn tool_call(&mut self, origin: &Origin, out: &mut Vec<u8>, call: ToolCallDelta<'_>) {
+    fn tool_call(&mut self, origin: &Origin, out: &mut Vec<u8>, call: wire::ToolCall<'_>) {
         let delta = Delta {
-            tool_calls: Some([call]),
+            tool_calls: Some(Cow::Borrowed(std::slice::from_ref(&call))),
             ..Delta::default()
         };
         self.write_choice(origin, out, delta, None);
@@ -406,8 +296,8 @@ impl StreamEncoder for ChatChunks {
     fn start(&mut self, origin: &Origin, out: &mut Vec<u8>) {
         let role = Delta {
             role: Some("assistant"),
-            content: Some(""),
-            refusal: Some(()),
+            content: Some(Cow::Borrowed("")),
+            refusal: Some(None),
             ..Delta::default()
         };
         self.write_choice(origin, out, role, None);
@@ -415,7 +305,7 @@ impl StreamEncoder for ChatChunks {
 
     fn text(&mut self, origin: &Origin, out: &mut Vec<u8>, text: &str) {
         let delta = Delta {
-            content: Some(text),
+            content: Some(Cow::Borrowed(text)),
             ..Delta::default()
         };
         self.write_choice(origin, out, delta, None);
@@ -425,36 +315,36 @@ impl StreamEncoder for ChatChunks {
         let index = self.reasoning.advance(delta);
         let (reasoning_content, detail) = match delta {
             Reasoning::Text(text) => (
-                Some(text),
-                Detail {
+                Some(Cow::Borrowed(text)),
+                ReasoningDetail {
                     kind: DETAIL_TEXT,
                     text: Some(text),
                     index,
-                    ..Detail::default()
+                    ..ReasoningDetail::default()
                 },
             ),
             Reasoning::Signature(signature) => (
                 None,
-                Detail {
+                ReasoningDetail {
                     kind: DETAIL_TEXT,
                     signature: Some(signature),
                     index,
-                    ..Detail::default()
+                    ..ReasoningDetail::default()
                 },
             ),
             Reasoning::Redacted(data) => (
                 None,
-                Detail {
+                ReasoningDetail {
                     kind: DETAIL_ENCRYPTED,
                     data: Some(data),
                     index,
-                    ..Detail::default()
+                    ..ReasoningDetail::default()
                 },
             ),
         };
         let delta = Delta {
             reasoning_content,
-            reasoning_details: Some([detail]),
+            reasoning_details: Some(std::slice::from_ref(&detail)),
             ..Delta::default()
         };
         self.write_choice(origin, out, delta, None);
@@ -468,14 +358,14 @@ impl StreamEncoder for ChatChunks {
         id: &str,
         name: &str,
     ) {
-        let call = ToolCallDelta {
-            index,
-            id: Some(id),
+        let call = wire::ToolCall {
+            index: Some(index.into()),
+            id: Some(Cow::Borrowed(id)),
             kind: Some("function"),
-            function: FunctionDelta {
-                name: Some(name),
-                arguments: "",
-            },
+            function: Some(wire::Function {
+                name: Some(Cow::Borrowed(name)),
+                arguments: Some(Cow::Borrowed("")),
+            }),
         };
         self.tool_call(origin, out, call);
     }
@@ -487,14 +377,13 @@ impl StreamEncoder for ChatChunks {
         index: u32,
         fragment: &str,
     ) {
-        let call = ToolCallDelta {
-            index,
-            id: None,
-            kind: None,
-            function: FunctionDelta {
+        let call = wire::ToolCall {
+            index: Some(index.into()),
+            function: Some(wire::Function {
                 name: None,
-                arguments: fragment,
-            },
+                arguments: Some(Cow::Borrowed(fragment)),
+            }),
+            ..wire::ToolCall::default()
         };
         self.tool_call(origin, out, call);
     }
@@ -508,7 +397,7 @@ impl StreamEncoder for ChatChunks {
         if let Some(usage) = usage.filter(|_| self.include_usage) {
             self.write_chunk(origin, out, |out| {
                 out.extend_from_slice(b"],\"usage\":");
-                serde_json::to_writer(out, &ChatUsage(usage))
+                serde_json::to_writer(out, &wire::Usage::from(usage))
             });
         }
         out.extend_from_slice(b"data: [DONE]\n\n");

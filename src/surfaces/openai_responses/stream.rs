@@ -10,7 +10,7 @@ use super::{
 use crate::error::{GatewayError, Wording};
 use crate::model::response::{FinishReason, Origin, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
-use crate::wire::openai_responses::{Event, Numbered, OutputItem, Part, ResponseError};
+use crate::wire::openai_responses::{Event, EventHead, Numbered, OutputItem, Part, ResponseError};
 
 /// One output item of a streamed response, as far as it has come.
 enum Item {
@@ -568,33 +568,15 @@ impl StreamEncoder for ResponseEvents {
     /// SSE event; its numbering and response are followed, so an error of
     /// ours after it goes on from there.
     fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {
-        #[derive(serde::Deserialize)]
-        struct Head {
-            #[serde(default)]
-            id: String,
-            #[serde(default)]
-            model: String,
-            #[serde(default)]
-            created_at: Option<f64>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Event<'a> {
-            #[serde(rename = "type", borrow)]
-            kind: Option<std::borrow::Cow<'a, str>>,
-            #[serde(default)]
-            sequence_number: Option<u64>,
-            #[serde(default)]
-            response: Option<Head>,
-        }
         self.passed_through = true;
-        let parsed = serde_json::from_slice::<Event>(event).ok();
+        let parsed = serde_json::from_slice::<EventHead>(event).ok();
         if let Some(parsed) = &parsed {
             if let Some(n) = parsed.sequence_number {
                 self.sequence = n.saturating_add(1);
             }
             if let Some(head) = &parsed.response {
-                head.id.clone_into(&mut self.id);
-                head.model.clone_into(&mut self.origin.model);
+                head.id.as_ref().clone_into(&mut self.id);
+                head.model.as_ref().clone_into(&mut self.origin.model);
                 // Seconds, as a number (the SDK's type is a float).
                 self.origin.created = head.created_at.map_or(0, |t| t as u64);
             }
