@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod base64;
 pub mod config;
+pub mod date;
 pub mod dialects;
 pub mod error;
 pub mod eventstream;

@@ -1,6 +1,7 @@
 //! Anthropic's `/v1/models` answers: the model groups a caller may use, as
 //! Anthropic lists its models (`created_at` in RFC 3339).
 
+use crate::date::rfc3339;
 use crate::wire::anthropic::{Model, ModelList};
 
 /// One model group, named as its id.
@@ -31,28 +32,6 @@ pub fn render_one(name: &str, loaded_at: u64) -> Vec<u8> {
     serde_json::to_vec(&model(name, &rfc3339(loaded_at))).unwrap_or_default()
 }
 
-/// Unix seconds as an RFC 3339 UTC time (`2025-01-02T03:04:05Z`).
-fn rfc3339(secs: u64) -> String {
-    // Howard Hinnant's civil_from_days.
-    let days = (secs / 86_400) as i64;
-    let rest = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,12 +53,5 @@ mod tests {
             String::from_utf8(render_one("chat", 7)).unwrap(),
             format!(r#"{{"created_at":"{t}","display_name":"chat","id":"chat","type":"model"}}"#)
         );
-    }
-
-    #[test]
-    fn times_are_rfc3339() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_733_000_000), "2024-11-30T20:53:20Z");
-        assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");
     }
 }
