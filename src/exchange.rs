@@ -26,8 +26,7 @@ use std::rc::Rc;
 
 use crate::metering::AttemptRecord;
 use crate::model::call::Call;
-use crate::model::request::ChatRequest;
-use crate::model::Api;
+use crate::model::{Api, Request};
 
 /// One request's shared state.
 #[derive(Debug)]
@@ -35,7 +34,7 @@ pub struct Exchange {
     /// The unified request, parsed and validated by the edge role; dropped
     /// once a vendor accepted it (a long stream need not hold it), after
     /// which an attempt parses the body itself.
-    pub request: Option<ChatRequest>,
+    pub request: Option<Request>,
     /// Attempts that found this exchange (so far): records come back here,
     /// not through filter state, once it is not 0.
     pub attempts: u64,
@@ -126,7 +125,7 @@ thread_local! {
 
 /// Starts sharing `request` (none for a call without a body); `None` when
 /// the table is full.
-pub fn open(request: Option<ChatRequest>) -> Option<(Token, Shared)> {
+pub fn open(request: Option<Request>) -> Option<(Token, Shared)> {
     TABLE.with(|table| {
         let mut table = table.borrow_mut();
         if table.open.len() >= MAX_OPEN {
@@ -226,13 +225,14 @@ impl Handoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::request::ChatRequest;
 
     fn request() -> ChatRequest {
         ChatRequest::parse(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#).unwrap()
     }
 
     fn open_request() -> Option<(Token, Shared)> {
-        open(Some(request()))
+        open(Some(crate::model::Request::Chat(Box::new(request()))))
     }
 
     #[test]
@@ -241,7 +241,7 @@ mod tests {
         exchange.borrow_mut().route.push("a/m:200".into());
         let found = find(token).unwrap();
         assert_eq!(found.borrow().route, ["a/m:200"]);
-        assert_eq!(found.borrow().request.as_ref().unwrap().model, "m");
+        assert_eq!(found.borrow().request.as_ref().unwrap().model(), "m");
         close(token);
         assert!(find(token).is_none());
     }

@@ -253,6 +253,8 @@ pub struct RequestLog<'a> {
     pub request_id: &'a str,
     /// The client's API (`model::Api::name`).
     pub surface: &'a str,
+    /// What it asked for (`chat`, `embeddings`, `count_tokens`...).
+    pub operation: &'a str,
     pub key: &'a str,
     pub group: &'a str,
     pub status: u16,

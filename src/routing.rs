@@ -315,10 +315,23 @@ impl ModelGroup {
         bucket_key: &[u8],
         pin: Option<&str>,
     ) -> Result<usize, GatewayError> {
+        self.choose_among(name, needs, bucket_key, pin, |_| true)
+    }
+
+    /// [`Self::choose`] among the candidates `has_it` accepts (those whose
+    /// provider has the operation asked for, e.g. embeddings).
+    pub fn choose_among(
+        &self,
+        name: &str,
+        needs: &Needs,
+        bucket_key: &[u8],
+        pin: Option<&str>,
+        has_it: impl Fn(&Candidate) -> bool,
+    ) -> Result<usize, GatewayError> {
         let mut eligible: Vec<(usize, u64)> = Vec::with_capacity(self.candidates.len());
         let mut first_reason: Option<Unfit> = None;
         for (i, c) in self.candidates.iter().enumerate() {
-            if pin.is_some() && c.provider.as_deref() != pin {
+            if (pin.is_some() && c.provider.as_deref() != pin) || !has_it(c) {
                 continue;
             }
             match c.capabilities.unfit_for(needs) {

@@ -12,7 +12,7 @@
 use llm_gateway_core::config::Config;
 use llm_gateway_core::dialects::{dialect, DialectKind, Target};
 use llm_gateway_core::model::response::Origin;
-use llm_gateway_core::model::Api;
+use llm_gateway_core::model::{Api, Request};
 use llm_gateway_core::sse::SseParser;
 use llm_gateway_core::surfaces::surface;
 
@@ -243,7 +243,6 @@ const RESPONSES_STREAMS: &[&str] = &[
 
 #[test]
 fn responses_surface_never_panics() {
-    use llm_gateway_core::model::Api;
     use llm_gateway_core::surfaces::{stream_writer, surface};
     let config = config();
     let api = Api::OpenAiResponses;
@@ -309,6 +308,17 @@ fn encode_for_every_provider(
     }
 }
 
+/// Embeddings requests and vendor answers, mutated into what a client or
+/// a vendor might send.
+const EMBEDDINGS_REQUESTS: &[&str] = &[
+    r#"{"model":"text-embedding-3-small","input":["a","b"],"dimensions":256,"encoding_format":"base64","task_type":"retrieval_query"}"#,
+    r#"{"model":"m","input":[[1,2],[3]]}"#,
+    r#"{"data":[{"index":1,"embedding":"AACAPw=="},{"index":0,"embedding":[0.5]}],"usage":{"prompt_tokens":2}}"#,
+    r#"{"embeddings":[{"values":[0.1,0.2]}]}"#,
+    r#"{"embeddings":{"float":[[0.1]]},"embedding":[0.2],"inputTextTokenCount":3}"#,
+    r#"{"output":{"embeddings":[{"text_index":0,"embedding":[0.3]}]},"usage":{"total_tokens":1}}"#,
+];
+
 /// Native calls: request lines (method, path, query) and bodies, mutated,
 /// through the edge's reading of them and every dialect's encoding.
 #[test]
@@ -318,6 +328,7 @@ fn native_calls_never_panic() {
     let mut rng = Rng(0x0bad_c0de_1234_5678);
     let lines: &[(&str, &str, &str)] = &[
         ("POST", "/v1/messages/count_tokens", ""),
+        ("POST", "/v1/embeddings", ""),
         (
             "GET",
             "/v1/responses/resp_abc123",
@@ -335,6 +346,7 @@ fn native_calls_never_panic() {
         .iter()
         .map(|r| r.as_bytes())
         .chain([b"".as_slice(), b"{}", b" { } "])
+        .chain(EMBEDDINGS_REQUESTS.iter().map(|r| r.as_bytes()))
         .collect();
     for i in 0..iterations() {
         let (method, path, query) = lines[i % lines.len()];
@@ -351,13 +363,20 @@ fn native_calls_never_panic() {
         let _ = call.path();
         let body = mutate(&mut rng, bodies[i % bodies.len()]);
         let request = parse_call_body(&call, &body);
-        let _ = call.local_answer(request.as_ref().ok().and_then(Option::as_ref));
+        let request = request.as_ref().ok().and_then(Option::as_ref);
+        let _ = call.local_answer(request.and_then(Request::chat));
         for provider in config.providers.values() {
-            let target = Target {
-                provider,
-                model: "m",
-            };
-            let _ = dialect(provider.dialect).encode_call(&call, &|| body.clone(), &target);
+            for model in ["m", "amazon.titan-embed-text-v2:0", "cohere.embed-v4:0"] {
+                let target = Target { provider, model };
+                let d = dialect(provider.dialect);
+                let _ = d.encode_call(&call, &|| body.clone(), &target);
+                if let (Some(embedder), Some(embed)) =
+                    (d.embedder(), request.and_then(Request::embed))
+                {
+                    let _ = embedder.encode(embed, &target);
+                    let _ = embedder.decode(&body, model);
+                }
+            }
         }
     }
 }

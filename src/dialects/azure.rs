@@ -155,6 +155,10 @@ impl Dialect for Azure {
         openai::decode_native(api, body, origin)
     }
 
+    fn embedder(&self) -> Option<&dyn crate::model::embed::Embedder> {
+        Some(&crate::dialects::embed::openai::OpenAi)
+    }
+
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         openai::stream_decoder(writer)
     }

@@ -734,6 +734,10 @@ impl Dialect for Bedrock {
         decode_converse(body, origin)
     }
 
+    fn embedder(&self) -> Option<&dyn crate::model::embed::Embedder> {
+        Some(&crate::dialects::embed::bedrock::Bedrock)
+    }
+
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(FramedStream::<EventStreamDecoder, _>::new(
             writer,

@@ -31,6 +31,8 @@ pub struct DashScope;
 
 pub const TEXT_PATH: &str = "/api/v1/services/aigc/text-generation/generation";
 pub const MULTIMODAL_PATH: &str = "/api/v1/services/aigc/multimodal-generation/generation";
+/// Its embeddings API (the native one, as for generations).
+pub const EMBEDDINGS_PATH: &str = "/api/v1/services/embeddings/text-embedding/text-embedding";
 
 #[derive(Serialize)]
 struct Request<'a> {
@@ -307,6 +309,10 @@ impl Dialect for DashScope {
             usage,
         };
         Ok(DecodedResponse::decoded(completion))
+    }
+
+    fn embedder(&self) -> Option<&dyn crate::model::embed::Embedder> {
+        Some(&crate::dialects::embed::dashscope::DashScope)
     }
 
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {

@@ -566,6 +566,10 @@ impl Dialect for Gemini {
         Ok(DecodedResponse::decoded(completion))
     }
 
+    fn embedder(&self) -> Option<&dyn crate::model::embed::Embedder> {
+        Some(&crate::dialects::embed::gemini::Gemini)
+    }
+
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         Box::new(SseStream::new(writer, GeminiEvents))
     }

@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::call::Call;
+use crate::model::embed::Embedder;
 use crate::model::request::{ChatRequest, ResponseFormat, ToolCall};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
@@ -31,6 +32,7 @@ pub mod azure;
 pub mod bedrock;
 pub mod bedrock_invoke;
 pub mod dashscope;
+pub mod embed;
 pub mod gemini;
 pub mod openai;
 pub mod settings;
@@ -167,6 +169,11 @@ pub trait Dialect: Sync {
         None
     }
 
+    /// The embeddings operation, for a vendor that embeds.
+    fn embedder(&self) -> Option<&dyn Embedder> {
+        None
+    }
+
     /// Whether this vendor counts tokens with a call of its own that takes
     /// its generation body (Gemini's `countTokens`, Bedrock's
     /// `CountTokens`): count_tokens goes to it translated
@@ -283,11 +290,15 @@ pub fn encode_generation(
     })
 }
 
-/// Whether `provider` (of dialect `dialect`) answers native call `call`
-/// itself: in the client's own API, or (count_tokens) with its own count.
+/// Whether `provider` (of dialect `dialect`) answers call `call` itself:
+/// embeddings where it embeds, others in the client's own API, or
+/// (count_tokens) with its own count.
 pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool {
-    let api = call.api();
-    pass_through(provider, dialect, api) || (*call == Call::CountTokens && dialect.counts_tokens())
+    match call {
+        Call::Embed => dialect.embedder().is_some(),
+        Call::CountTokens => pass_through(provider, dialect, call.api()) || dialect.counts_tokens(),
+        Call::Stored { .. } => pass_through(provider, dialect, call.api()),
+    }
 }
 
 /// Whether a Claude model (on Anthropic's API or Bedrock) has extended

@@ -1,10 +1,11 @@
-//! Native calls: a client API's requests that are not generations
-//! (`POST /v1/messages/count_tokens`, the Responses API's stored-response
+//! Calls: a client API's requests that are not generations (embeddings,
+//! `POST /v1/messages/count_tokens`, the Responses API's stored-response
 //! calls). They are routed like a generation, and passed to a vendor that
 //! has the call in its own API, count_tokens also to one that counts
-//! tokens its own way (Gemini, Bedrock: `Dialect::encode_count`); elsewhere
-//! the gateway answers them itself. Which request line is which call is
-//! its surface's to say (its `Surface::route`).
+//! tokens its own way (Gemini, Bedrock: `Dialect::encode_count`), and
+//! embeddings to every vendor that embeds (`Dialect::embedder`, which
+//! translates them); elsewhere the gateway answers them itself. Which
+//! request line is which call is its surface's to say (`Surface::route`).
 
 use super::request::ChatRequest;
 use super::Api;
@@ -13,6 +14,8 @@ use crate::error::GatewayError;
 /// One native call, as the client made it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
+    /// `POST /v1/embeddings` (the body: OpenAI's embeddings request).
+    Embed,
     /// `POST /v1/messages/count_tokens` (the body: a Messages request).
     CountTokens,
     /// A call on a response the vendor stored (`/v1/responses/{id}...`).
@@ -85,20 +88,32 @@ impl Call {
     /// The API the call belongs to (its errors are in this API's envelope).
     pub fn api(&self) -> Api {
         match self {
+            Call::Embed => Api::OpenAiChat,
             Call::CountTokens => Api::AnthropicMessages,
             Call::Stored { .. } => Api::OpenAiResponses,
         }
     }
 
+    /// Its name in metrics labels and the access log (OpenTelemetry's
+    /// `gen_ai.operation.name` where it has one; generations are `chat`).
+    pub fn operation_name(&self) -> &'static str {
+        match self {
+            Call::Embed => "embeddings",
+            Call::CountTokens => "count_tokens",
+            Call::Stored { .. } => "stored_response",
+        }
+    }
+
     /// Whether the call carries a request body.
     pub fn has_body(&self) -> bool {
-        matches!(self, Call::CountTokens)
+        matches!(self, Call::CountTokens | Call::Embed)
     }
 
     /// Its path, `/v1/...` with the query string: the vendor's path below
     /// its API's root.
     pub fn path(&self) -> String {
         match self {
+            Call::Embed => "/v1/embeddings".to_owned(),
             Call::CountTokens => "/v1/messages/count_tokens".to_owned(),
             Call::Stored { op, id, query } => {
                 let sep = if query.is_empty() { "" } else { "?" };
@@ -110,12 +125,14 @@ impl Call {
     /// The gateway's own answer, where no vendor has the call: for
     /// count_tokens the estimate of `request`'s input tokens (to be
     /// flagged `x-llm-estimated`), for the stored-response calls a 400 (the
-    /// gateway keeps no responses).
+    /// gateway keeps no responses), for embeddings a 400 (no vendor of
+    /// the group embeds).
     pub fn local_answer(&self, request: Option<&ChatRequest>) -> Result<Vec<u8>, GatewayError> {
         match self {
             Call::CountTokens => Ok(input_tokens(
                 request.map_or(0, super::estimate::prompt_tokens),
             )),
+            Call::Embed => Err(super::embed::no_embeddings()),
             Call::Stored { op, .. } => Err(GatewayError::invalid(
                 "response_id",
                 format!(
@@ -133,6 +150,7 @@ impl Call {
     /// percent-encoded (it may hold the handoff's `;`).
     pub fn encode(&self) -> String {
         match self {
+            Call::Embed => "embeddings".to_owned(),
             Call::CountTokens => "count_tokens".to_owned(),
             Call::Stored { op, id, query } => {
                 format!("{}:{id}:{}", op.name(), crate::url::encode_segment(query))
@@ -141,8 +159,10 @@ impl Call {
     }
 
     pub fn decode(text: &str) -> Option<Call> {
-        if text == "count_tokens" {
-            return Some(Call::CountTokens);
+        match text {
+            "count_tokens" => return Some(Call::CountTokens),
+            "embeddings" => return Some(Call::Embed),
+            _ => {}
         }
         let mut parts = text.splitn(3, ':');
         let name = parts.next()?;
@@ -192,5 +212,6 @@ mod tests {
         assert_eq!(Call::decode("retrieve:a/b:"), None);
         assert_eq!(Call::decode("other:a:"), None);
         assert_eq!(Call::CountTokens.path(), "/v1/messages/count_tokens");
+        assert_eq!(Call::decode(&Call::Embed.encode()), Some(Call::Embed));
     }
 }

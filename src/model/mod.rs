@@ -1,9 +1,12 @@
-//! The neutral model between client surfaces and vendor dialects: the
-//! request every surface decodes into ([`request`]), the answer every
-//! dialect decodes into ([`response`]) and the stream events dialects push
-//! ([`stream`]).
+//! The neutral model between client surfaces and vendor dialects, by
+//! operation: for generations the request every surface decodes into
+//! ([`request`]), the answer every dialect decodes into ([`response`]) and
+//! the stream events dialects push ([`stream`]); for embeddings their
+//! request and answer ([`embed`]); the other calls of the client APIs
+//! ([`call`]). [`Request`] is any operation's parsed request.
 
 pub mod call;
+pub mod embed;
 pub mod estimate;
 pub mod json;
 pub mod request;
@@ -42,5 +45,38 @@ impl Api {
 
     pub fn for_name(name: &str) -> Option<Api> {
         Api::ALL.into_iter().find(|api| api.name() == name)
+    }
+}
+
+/// A parsed request, of whichever operation: what the edge role hands
+/// the attempts (`crate::exchange`).
+#[derive(Debug)]
+pub enum Request {
+    /// A generation, or a call that takes a generation's body (count_tokens).
+    Chat(Box<request::ChatRequest>),
+    Embed(embed::EmbedRequest),
+}
+
+impl Request {
+    /// The model the client asked for.
+    pub fn model(&self) -> &str {
+        match self {
+            Request::Chat(r) => &r.model,
+            Request::Embed(r) => &r.model,
+        }
+    }
+
+    pub fn chat(&self) -> Option<&request::ChatRequest> {
+        match self {
+            Request::Chat(r) => Some(r),
+            Request::Embed(_) => None,
+        }
+    }
+
+    pub fn embed(&self) -> Option<&embed::EmbedRequest> {
+        match self {
+            Request::Embed(r) => Some(r),
+            Request::Chat(_) => None,
+        }
     }
 }

@@ -28,9 +28,10 @@ use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::call::{self, Call};
+use crate::model::embed::{no_embeddings, wrong_count, Encoding};
 use crate::model::response::{Origin, Usage};
 use crate::model::shared::Shared;
-use crate::model::Api;
+use crate::model::{Api, Request};
 use crate::provider::Provider;
 use crate::surfaces::{parse_call_body, stream_writer_echoing, surface, Echo};
 use report::WAIT_HEADERS;
@@ -69,6 +70,8 @@ enum Mode {
     /// Buffering a vendor's own token count (`Dialect::encode_count`), to
     /// be answered as Anthropic's count.
     Counted,
+    /// Buffering a vendor's embeddings, to be answered in OpenAI's shape.
+    Embedded,
     /// Buffering an error answer.
     Error(u16),
     /// Translating an event stream as it flows.
@@ -95,6 +98,8 @@ pub struct Attempt<H> {
     call: Option<Call>,
     /// The call went to the vendor's own token count (`Dialect::encode_count`).
     counted: bool,
+    /// What answering an embeddings request needs of it.
+    embed: Option<EmbedFacts>,
     request_id: String,
     group: String,
     candidate: Option<usize>,
@@ -133,6 +138,14 @@ pub struct Attempt<H> {
     channel: AttemptChannel,
 }
 
+/// What answering an embeddings request needs of it, once it was sent.
+#[derive(Clone, Copy)]
+struct EmbedFacts {
+    inputs: usize,
+    encoding: Encoding,
+    estimated_tokens: u64,
+}
+
 /// Stream progress reaches filter state every this many chunks (and at the
 /// first content and the end), so a client that leaves mid-stream still
 /// leaves a record of what it was sent.
@@ -147,6 +160,7 @@ impl<H: Host> Attempt<H> {
             api: Api::OpenAiChat,
             call: None,
             counted: false,
+            embed: None,
             request_id: String::new(),
             group: String::new(),
             candidate: None,
@@ -382,7 +396,7 @@ impl<H: Host> Attempt<H> {
     fn translate_request(&mut self, size: usize) -> Result<(), GatewayError> {
         let parsed;
         let shared = self.channel.request();
-        let request = match shared.as_deref() {
+        let request = match shared.as_deref().and_then(Request::chat) {
             Some(request) => request,
             None => {
                 let body = self.host.body(Buffer::Request, 0, size)?;
@@ -447,6 +461,26 @@ impl<H: Host> Attempt<H> {
                 parsed.as_ref()
             }
         };
+        if let Some(request) = request.and_then(Request::embed) {
+            let embedder = dialect.embedder().ok_or_else(no_embeddings)?;
+            let model = self.vendor_model(provider, &request.model);
+            let target = Target {
+                provider,
+                model: &model,
+            };
+            let encoded = embedder.encode(request, &target)?;
+            self.send_upstream(provider, dialect, &encoded, Some(size))?;
+            self.embed = Some(EmbedFacts {
+                inputs: request.input.len(),
+                encoding: request.encoding,
+                estimated_tokens: request.input.estimated_tokens(),
+            });
+            drop(shared);
+            self.model = model;
+            self.mode = Mode::Request;
+            return Ok(Flow::Continue);
+        }
+        let request = request.and_then(Request::chat);
         let client_model = request.map_or(self.group.as_str(), |r| r.model.as_str());
         let model = self.vendor_model(provider, client_model);
         let target = Target {
@@ -606,6 +640,9 @@ impl<H: Host> Attempt<H> {
             (None, Some((_, dialect))) if matches!(self.mode, Mode::Counted) => {
                 dialect.decode_count(body).map(call::input_tokens)
             }
+            (None, Some((_, dialect))) if matches!(self.mode, Mode::Embedded) => {
+                self.finish_embeddings(dialect, body)
+            }
             (None, Some((provider, dialect))) => {
                 let mut origin = self.origin();
                 let decoded = if pass_through(provider, dialect, self.api) {
@@ -644,6 +681,39 @@ impl<H: Host> Attempt<H> {
         };
         self.scrub(&mut body);
         Ok(body)
+    }
+
+    /// A vendor's embeddings, in OpenAI's shape; the vendor's token count
+    /// is recorded (without one the edge role bills its estimate).
+    fn finish_embeddings(
+        &mut self,
+        dialect: &dyn Dialect,
+        body: &[u8],
+    ) -> Result<Vec<u8>, GatewayError> {
+        let (embedder, facts) = dialect
+            .embedder()
+            .zip(self.embed)
+            .ok_or_else(no_embeddings)?;
+        let answer = embedder.decode(body, &self.model)?;
+        if answer.vectors.len() != facts.inputs {
+            return Err(wrong_count(facts.inputs, answer.vectors.len()));
+        }
+        let tokens = match answer.prompt_tokens {
+            Some(prompt_tokens) => {
+                self.record.set_usage(&Usage {
+                    prompt_tokens,
+                    ..Usage::default()
+                });
+                prompt_tokens
+            }
+            None => facts.estimated_tokens,
+        };
+        Ok(crate::wire::openai_embeddings::render(
+            &answer,
+            &self.model,
+            facts.encoding,
+            tokens,
+        ))
     }
 
     /// Translates one response chunk. While holding, Envoy's buffer is the
@@ -741,6 +811,10 @@ impl<H: Host> Attempt<H> {
         }
         // A vendor accepted the request: a stream need not keep it parsed.
         self.channel.release_request();
+        if self.embed.is_some() {
+            self.mode = Mode::Embedded;
+            return Ok(Flow::Pause);
+        }
         if self.call.is_some() {
             // A native call uses no tokens (nothing to bill or estimate).
             self.record.set_usage(&Usage::default());
@@ -971,7 +1045,7 @@ impl<H: Host> Session for Attempt<H> {
                 }
                 Flow::Continue
             }
-            Mode::Complete | Mode::Error(_) | Mode::Native | Mode::Counted => {
+            Mode::Complete | Mode::Error(_) | Mode::Native | Mode::Counted | Mode::Embedded => {
                 if !end_of_stream {
                     return Flow::Pause;
                 }
@@ -997,7 +1071,7 @@ impl<H: Host> Session for Attempt<H> {
             Mode::Request => false,
             Mode::Stream(_) if self.stream_ended => return,
             Mode::Stream(_) | Mode::Holding { .. } => true,
-            Mode::Complete | Mode::Native | Mode::Counted | Mode::Error(_) => true,
+            Mode::Complete | Mode::Native | Mode::Counted | Mode::Embedded | Mode::Error(_) => true,
             Mode::Passthrough | Mode::Discard => return,
         };
         self.record_reset(answered);

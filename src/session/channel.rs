@@ -10,7 +10,7 @@ use super::host::{ignore, Host};
 use super::{attempt_property, ROUTE_PROPERTY};
 use crate::exchange::{self, Shared, Token, MAX_RECORDS};
 use crate::metering::AttemptRecord;
-use crate::model::request::ChatRequest;
+use crate::model::Request;
 
 /// Envoy's count of this request's attempts, for the filter-state channel.
 const ATTEMPT_COUNT: [&str; 2] = ["upstream", "request_attempt_count"];
@@ -49,7 +49,7 @@ impl AttemptChannel {
     }
 
     /// The request as the edge role parsed it, while it is kept.
-    pub fn request(&self) -> Option<Ref<'_, ChatRequest>> {
+    pub fn request(&self) -> Option<Ref<'_, Request>> {
         match self {
             Self::InVm(shared) => Ref::filter_map(shared.borrow(), |e| e.request.as_ref()).ok(),
             Self::FilterState => None,
@@ -162,6 +162,7 @@ impl AttemptChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::request::ChatRequest;
     use crate::session::fake::FakeHost;
 
     fn request() -> ChatRequest {
@@ -178,7 +179,8 @@ mod tests {
 
     #[test]
     fn both_channels_carry_the_same_attempts() {
-        let (token, shared) = exchange::open(Some(request())).unwrap();
+        let (token, shared) =
+            exchange::open(Some(crate::model::Request::Chat(Box::new(request())))).unwrap();
         let in_vm = AttemptChannel::find(Some(token));
         assert!(matches!(in_vm, AttemptChannel::InVm(_)));
         let host = FakeHost::new();
@@ -211,10 +213,11 @@ mod tests {
 
     #[test]
     fn the_parsed_request_is_there_until_a_vendor_accepted_it() {
-        let (token, _) = exchange::open(Some(request())).unwrap();
+        let (token, _) =
+            exchange::open(Some(crate::model::Request::Chat(Box::new(request())))).unwrap();
         let channel = AttemptChannel::find(Some(token));
         assert_eq!(
-            channel.request().map(|r| r.model.clone()).as_deref(),
+            channel.request().map(|r| r.model().to_owned()).as_deref(),
             Some("m")
         );
         channel.release_request();

@@ -28,8 +28,8 @@ use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
 use crate::model::call::Call;
 use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
-use crate::model::Api;
-use crate::routing::Needs;
+use crate::model::{Api, Request};
+use crate::routing::{Candidate, Needs};
 use crate::surfaces::{self, parse_call_body, surface, Operation, Surface};
 use limiter::RequestLimits;
 
@@ -40,6 +40,9 @@ mod tests;
 
 /// Header the route's `cluster_header` reads. Always ours, never the client's.
 pub const CLUSTER_HEADER: &str = "x-llm-cluster";
+
+/// A generation's operation name (OpenTelemetry's `gen_ai.operation.name`).
+const GENERATION: &str = "chat";
 
 /// Request headers only the gateway may set: dropped from every client request.
 const INTERNAL_HEADERS: &[&str] = &[CLUSTER_HEADER, "x-llm-provider", "x-llm-model"];
@@ -109,6 +112,8 @@ pub struct Edge<H: Host> {
 /// as the request got).
 #[derive(Default)]
 struct ChatFacts {
+    /// The operation's name in metrics and the log (`chat`, `embeddings`...).
+    operation: &'static str,
     group: String,
     request_model: String,
     stream: bool,
@@ -321,6 +326,7 @@ impl<H: Host> Edge<H> {
         };
         let needs = Needs::of(&request);
         self.chat = Some(ChatFacts {
+            operation: GENERATION,
             group: group.to_owned(),
             request_model: request.model.clone(),
             stream: request.stream,
@@ -342,7 +348,13 @@ impl<H: Host> Edge<H> {
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
         self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
-        self.hand_off(group, cluster, index, None, Some(request))
+        self.hand_off(
+            group,
+            cluster,
+            index,
+            None,
+            Some(Request::Chat(Box::new(request))),
+        )
     }
 
     /// A 429 of Envoy's own: the global rate limit service's refusal
@@ -391,7 +403,7 @@ impl<H: Host> Edge<H> {
         cluster: String,
         index: usize,
         call: Option<Call>,
-        request: Option<ChatRequest>,
+        request: Option<Request>,
     ) -> Result<(), GatewayError> {
         self.host.set_header(
             Map::Request,
@@ -432,22 +444,18 @@ impl<H: Host> Edge<H> {
         self.route_call(call, None)
     }
 
-    /// Routes a native call like a generation (model group, key, rate
-    /// limits as one request and no tokens, a candidate) to be passed to a
-    /// vendor that has it; answered here when no provider of the group
-    /// has it (`dialects::has_call`).
-    fn route_call(
-        &mut self,
-        call: Call,
-        request: Option<ChatRequest>,
-    ) -> Result<Flow, GatewayError> {
+    /// Routes a call like a generation (model group, key, rate limits as
+    /// one request and, for embeddings, their input tokens, a candidate
+    /// that has the call) to be passed to a vendor that has it; answered
+    /// here when no provider of the group has it (`dialects::has_call`).
+    fn route_call(&mut self, call: Call, request: Option<Request>) -> Result<Flow, GatewayError> {
         let config = Rc::clone(&self.config);
         let header = self.text("x-model-group").map(str::to_owned);
         let header = header.as_deref();
         let (group, model_group) = match &request {
             Some(request) => config.resolve_group(
                 header,
-                &request.model,
+                request.model(),
                 &|name: &str| self.text(name).map(str::to_owned),
                 None,
             )?,
@@ -464,12 +472,16 @@ impl<H: Host> Edge<H> {
             },
         };
         config.auth.check_group(self.caller, group)?;
+        // Embeddings are billed and limited by their input tokens.
+        let embed = request.as_ref().and_then(Request::embed);
+        let input_tokens = embed.map_or(0, |e| e.input.estimated_tokens());
+        let request_model = request.as_ref().map(|r| r.model().to_owned());
+        let user = embed.and_then(|e| e.user.clone());
         self.chat = Some(ChatFacts {
+            operation: call.operation_name(),
             group: group.to_owned(),
-            request_model: request
-                .as_ref()
-                .map(|r| r.model.clone())
-                .unwrap_or_default(),
+            request_model: request_model.clone().unwrap_or_default(),
+            estimated_prompt_tokens: input_tokens,
             ..ChatFacts::default()
         });
         let speaks = |name: &str| {
@@ -479,21 +491,26 @@ impl<H: Host> Edge<H> {
                 .is_some_and(|p| has_call(dialect(p.dialect), p, &call))
         };
         // A candidate whose provider the configuration does not name may have it.
-        let native = model_group
-            .candidates
-            .iter()
-            .any(|c| c.provider.as_deref().is_none_or(speaks));
-        if !native {
-            let body = call.local_answer(request.as_ref())?;
+        let has_it = |c: &Candidate| c.provider.as_deref().is_none_or(speaks);
+        if !model_group.candidates.iter().any(has_it) {
+            let chat = request.as_ref().and_then(Request::chat);
+            let body = call.local_answer(chat)?;
             return Ok(self.reply_json(&body, &[("x-llm-estimated", b"true")]));
         }
-        self.admit(group, |_| Reservation::default())?;
-        let bucket_key = match self.text("x-user-id") {
-            Some(user) => user.as_bytes().to_vec(),
+        let model = request_model.unwrap_or_default();
+        self.admit(group, |config| {
+            limiter::reservation(config, group, &model, input_tokens, Some(0))
+        })?;
+        let bucket_key = match self.text("x-user-id").map(str::to_owned).or(user) {
+            Some(user) => user.into_bytes(),
             None => next_spread_key(&self.request_id),
         };
-        let index =
-            model_group.choose(group, &NO_NEEDS, &bucket_key, self.provider_pin.as_deref())?;
+        let needs = Needs {
+            prompt_tokens: input_tokens,
+            ..NO_NEEDS
+        };
+        let pin = self.provider_pin.as_deref();
+        let index = model_group.choose_among(group, &needs, &bucket_key, pin, has_it)?;
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
         self.hand_off(group, cluster, index, Some(call), request)?;
         self.state = State::Forwarded;
@@ -644,6 +661,7 @@ impl<H: Host> Edge<H> {
                 ("code", code.unwrap_or("")),
                 ("key", key),
                 ("surface", self.api.name()),
+                ("operation", chat.operation),
             ],
             1,
         ));
@@ -679,7 +697,14 @@ impl<H: Host> Edge<H> {
                 let [p, m, g, k] = who;
                 ignore(self.host.count(
                     "gen_ai.client.token.usage",
-                    &[("token_type", token_type), p, m, g, k],
+                    &[
+                        ("token_type", token_type),
+                        p,
+                        m,
+                        g,
+                        k,
+                        ("operation", chat.operation),
+                    ],
                     n,
                 ));
             }
@@ -727,6 +752,7 @@ impl<H: Host> Edge<H> {
         let log = RequestLog {
             request_id: &self.request_id,
             surface: self.api.name(),
+            operation: chat.operation,
             key,
             group,
             status: self.status,
@@ -892,7 +918,14 @@ impl<H: Host> Session for Edge<H> {
         };
         self.api = route.api;
         if route.metered {
-            self.chat = Some(ChatFacts::default());
+            let operation = match &route.operation {
+                Ok(Operation::Call(call)) => call.operation_name(),
+                _ => GENERATION,
+            };
+            self.chat = Some(ChatFacts {
+                operation,
+                ..ChatFacts::default()
+            });
         }
         if let Err(e) = self.authenticate() {
             return self.reject(e);
@@ -966,6 +999,7 @@ impl<H: Host> Session for Edge<H> {
                 .and_then(|request| {
                     request
                         .as_ref()
+                        .and_then(Request::chat)
                         .map_or(Ok(()), |r| check_counts(limits, r))
                         .map(|()| request)
                 })

@@ -17,7 +17,7 @@ use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::{EventWriter, StreamEncoder};
-use crate::model::Api;
+use crate::model::{Api, Request};
 
 pub mod anthropic_messages;
 pub mod openai_chat;
@@ -63,7 +63,7 @@ pub fn lister(owner: Api, has_header: impl Fn(&str) -> bool) -> &'static dyn Sur
 
 /// A native call's body, parsed and checked by the surface whose call it
 /// is (`Surface::parse_call`); `None` for a call that takes none.
-pub fn parse_call_body(call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+pub fn parse_call_body(call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
     surface(call.api()).parse_call(call, body)
 }
 
@@ -86,7 +86,7 @@ pub trait Surface: Sync {
     /// The body of one of this surface's native calls (`Operation::Call`),
     /// parsed and checked as its API's vendors would; `None` for a call
     /// that takes none.
-    fn parse_call(&self, _call: &Call, _body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+    fn parse_call(&self, _call: &Call, _body: &[u8]) -> Result<Option<Request>, GatewayError> {
         Err(foreign_call())
     }
     /// A header this API's clients send on every request, which tells them

@@ -92,7 +92,7 @@ pub fn unknown_path(path: &str) -> GatewayError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::call::StoredOp;
+    use crate::model::call::{Call, StoredOp};
 
     /// The route's envelope, whether it is metered, and its operation or status.
     fn route(m: &str, p: &str, q: &str) -> Option<(Api, bool, Result<Operation, u16>)> {
@@ -204,7 +204,7 @@ mod tests {
         use crate::surfaces::parse_call_body;
         let count = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
         let request = parse_call_body(&Call::CountTokens, count).unwrap();
-        assert_eq!(request.map(|r| r.model), Some("m".to_owned()));
+        assert_eq!(request.map(|r| r.model().to_owned()), Some("m".to_owned()));
         let stored = |op| Call::Stored {
             op,
             id: "resp_1".into(),
@@ -231,9 +231,15 @@ mod tests {
             Some((Api::AnthropicMessages, false, Err(404)))
         );
         assert_eq!(
-            route("POST", "/v1/embeddings", ""),
+            route("POST", "/v1/images/generations", ""),
             Some((Api::OpenAiChat, false, Err(404)))
         );
+        assert_eq!(
+            route("POST", "/v1/embeddings", ""),
+            Some((Api::OpenAiChat, true, Ok(Operation::Call(Call::Embed))))
+        );
+        let refused = crate::surfaces::route("GET", "/v1/embeddings", "").unwrap();
+        assert_eq!(refused.operation.unwrap_err().status(), 405);
         assert_eq!(route("GET", "/healthz", ""), None);
         assert_eq!(route("POST", "/v1", ""), None);
     }

@@ -5,4 +5,5 @@
 
 pub mod anthropic;
 pub mod openai_chat;
+pub mod openai_embeddings;
 pub mod openai_responses;

@@ -195,6 +195,10 @@ impl Dialect for OpenAi {
         decode_native(api, body, origin)
     }
 
+    fn embedder(&self) -> Option<&dyn crate::model::embed::Embedder> {
+        Some(&crate::dialects::embed::openai::OpenAi)
+    }
+
     fn stream_decoder(&self, writer: EventWriter) -> Box<dyn StreamDecoder> {
         stream_decoder(writer)
     }

@@ -12,31 +12,31 @@ pub struct Azure;
 
 impl Transport for Azure {
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
-        match op {
-            Operation::Generate { .. } => {
-                let api_version = target
-                    .provider
-                    .settings::<Settings>()
-                    .map(|s| s.api_version.as_str())
-                    .ok_or_else(|| {
-                        GatewayError::new(
-                            ErrorCode::UpstreamError,
-                            "the azure provider has no api_version configured",
-                        )
-                    })?;
-                Ok(if api_version == V1 {
-                    "/openai/v1/chat/completions".to_owned()
-                } else {
-                    format!(
-                        "/openai/deployments/{}/chat/completions?api-version={api_version}",
-                        encode_segment(target.model)
-                    )
-                })
-            }
-            Operation::Responses => Ok("/openai/v1/responses".to_owned()),
-            Operation::Call(call) => Ok(format!("/openai{}", call.path())),
-            _ => Err(unsupported(op)),
-        }
+        let operation = match op {
+            Operation::Generate { .. } => "chat/completions",
+            Operation::Embed => "embeddings",
+            Operation::Responses => return Ok("/openai/v1/responses".to_owned()),
+            Operation::Call(call) => return Ok(format!("/openai{}", call.path())),
+            _ => return Err(unsupported(op)),
+        };
+        let api_version = target
+            .provider
+            .settings::<Settings>()
+            .map(|s| s.api_version.as_str())
+            .ok_or_else(|| {
+                GatewayError::new(
+                    ErrorCode::UpstreamError,
+                    "the azure provider has no api_version configured",
+                )
+            })?;
+        Ok(if api_version == V1 {
+            format!("/openai/v1/{operation}")
+        } else {
+            format!(
+                "/openai/deployments/{}/{operation}?api-version={api_version}",
+                encode_segment(target.model)
+            )
+        })
     }
 
     fn headers(&self, _op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>) {

@@ -17,7 +17,7 @@ impl Transport for Bedrock {
             Operation::Generate { stream: true } => "converse-stream",
             Operation::Generate { stream: false } => "converse",
             Operation::Invoke { stream: true } => "invoke-with-response-stream",
-            Operation::Invoke { stream: false } => "invoke",
+            Operation::Invoke { stream: false } | Operation::Embed => "invoke",
             Operation::CountTokens => "count-tokens",
             _ => return Err(unsupported(op)),
         };

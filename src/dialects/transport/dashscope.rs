@@ -2,7 +2,7 @@
 //! `x-dashscope-sse: enable` for a stream, `authorization: Bearer`.
 
 use super::{bearer, unsupported, Operation, Transport};
-use crate::dialects::dashscope::{MULTIMODAL_PATH, TEXT_PATH};
+use crate::dialects::dashscope::{EMBEDDINGS_PATH, MULTIMODAL_PATH, TEXT_PATH};
 use crate::dialects::Target;
 use crate::error::GatewayError;
 
@@ -13,6 +13,7 @@ impl Transport for DashScope {
         match op {
             Operation::Generate { .. } => Ok(TEXT_PATH.to_owned()),
             Operation::GenerateMultimodal { .. } => Ok(MULTIMODAL_PATH.to_owned()),
+            Operation::Embed => Ok(EMBEDDINGS_PATH.to_owned()),
             _ => Err(unsupported(op)),
         }
     }

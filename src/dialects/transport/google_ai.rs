@@ -14,6 +14,8 @@ impl Transport for GoogleAi {
             Operation::Generate { stream: true } => "streamGenerateContent?alt=sse",
             Operation::Generate { stream: false } => "generateContent",
             Operation::CountTokens => "countTokens",
+            // One input or many: the batch call takes both.
+            Operation::Embed => "batchEmbedContents",
             _ => return Err(unsupported(op)),
         };
         // The model as the API names it (`models/...`) or bare.

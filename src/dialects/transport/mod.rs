@@ -34,6 +34,8 @@ pub enum Operation<'a> {
     Responses,
     /// The vendor's token count for a generation's body.
     CountTokens,
+    /// Embeddings of a batch of inputs (Bedrock's are `Invoke`).
+    Embed,
     /// A native call of the client's API, by its path below the API's root
     /// (stored responses, Anthropic's count_tokens).
     Call(&'a Call),
@@ -153,6 +155,7 @@ mod tests {
                 Operation::Invoke { stream: true },
                 Operation::Responses,
                 Operation::CountTokens,
+                Operation::Embed,
                 Operation::Call(&Call::CountTokens),
                 Operation::Call(&stored),
             ] {

@@ -12,6 +12,7 @@ impl Transport for OpenAi {
         match op {
             Operation::Generate { .. } => Ok("/v1/chat/completions".to_owned()),
             Operation::Responses => Ok("/v1/responses".to_owned()),
+            Operation::Embed => Ok("/v1/embeddings".to_owned()),
             Operation::Call(call) => Ok(call.path()),
             _ => Err(unsupported(op)),
         }

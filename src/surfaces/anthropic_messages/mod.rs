@@ -20,7 +20,7 @@ use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
-use crate::model::Api;
+use crate::model::{Api, Request};
 use crate::wire::anthropic::{
     BlockDelta, BlockStart, BlockStop, ContentBlock, Delta, ErrorBody, ErrorEnvelope, Event,
     Message, MessageDelta, MessageStart, StopDelta, ToolInput, Usage as MessageUsage,
@@ -65,10 +65,12 @@ impl Surface for AnthropicMessages {
     }
 
     /// count_tokens: a Messages request, `max_tokens` optional.
-    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
         match call {
-            Call::CountTokens => request::parse_count(body).map(Some),
-            Call::Stored { .. } => Err(super::foreign_call()),
+            Call::CountTokens => {
+                request::parse_count(body).map(|r| Some(Request::Chat(Box::new(r))))
+            }
+            Call::Stored { .. } | Call::Embed => Err(super::foreign_call()),
         }
     }
 

@@ -1,17 +1,20 @@
 //! OpenAI Chat Completions, the first client surface: `POST
 //! /v1/chat/completions` requests ([`request`]), the `chat.completion`
 //! object, the `chat.completion.chunk` stream and OpenAI's error envelope,
-//! written as `crate::wire::openai_chat`'s types.
+//! written as `crate::wire::openai_chat`'s types. OpenAI's embeddings
+//! (`POST /v1/embeddings`, `crate::wire::openai_embeddings`) are a call of
+//! this surface: its clients are OpenAI's, its errors in OpenAI's envelope.
 
 use std::borrow::Cow;
 
 use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::GatewayError;
+use crate::model::call::Call;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
-use crate::model::Api;
+use crate::model::{Api, Request};
 use crate::sse::write_data;
 use crate::wire::openai_chat::{
     self as wire, Delta, ReasoningDetail, DETAIL_ENCRYPTED, DETAIL_TEXT,
@@ -27,14 +30,23 @@ const PATH: &str = "/v1/chat/completions";
 /// OpenAI's model list, which Anthropic's clients call too (see `crate::surfaces`).
 const MODELS: &str = "/v1/models";
 const MODEL_PREFIX: &str = "/v1/models/";
+/// Where clients send embeddings.
+const EMBEDDINGS: &str = "/v1/embeddings";
 
 impl Surface for OpenAiChat {
-    /// `POST /v1/chat/completions`, and the model list: `GET /v1/models`
-    /// and `GET /v1/models/{model}`.
+    /// `POST /v1/chat/completions`, `POST /v1/embeddings`, and the model
+    /// list: `GET /v1/models` and `GET /v1/models/{model}`.
     fn route(&self, method: &str, path: &str, _query: &str) -> Option<Route> {
         let api = Api::OpenAiChat;
         let operation = match path {
             PATH => return Some(Route::generation(api, method, path)),
+            EMBEDDINGS => {
+                return Some(Route {
+                    api,
+                    operation: only(method, EMBEDDINGS, "POST", || Operation::Call(Call::Embed)),
+                    metered: true,
+                })
+            }
             MODELS => only(method, MODELS, "GET", || Operation::ListModels),
             p if p.starts_with(MODEL_PREFIX) => only(method, "/v1/models/{model}", "GET", || {
                 let id = p.trim_start_matches(MODEL_PREFIX);
@@ -55,6 +67,15 @@ impl Surface for OpenAiChat {
 
     fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8> {
         models::render_one(name, loaded_at)
+    }
+
+    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
+        match call {
+            Call::Embed => {
+                crate::wire::openai_embeddings::parse(body).map(|r| Some(Request::Embed(r)))
+            }
+            Call::CountTokens | Call::Stored { .. } => Err(super::foreign_call()),
+        }
     }
 
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {

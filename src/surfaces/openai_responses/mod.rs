@@ -21,7 +21,7 @@ use crate::model::call::Call;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
-use crate::model::Api;
+use crate::model::{Api, Request};
 use crate::wire::openai_responses::Usage as WireUsage;
 use crate::wire::openai_responses::{
     IncompleteDetails, InputTokensDetails, OutputItem, OutputTokensDetails, Response, ResponseError,
@@ -54,10 +54,10 @@ impl Surface for OpenAiResponses {
     }
 
     /// The stored-response calls take no body (cancel: at most `{}`).
-    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<ChatRequest>, GatewayError> {
+    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
         match call {
             Call::Stored { op, .. } => calls::no_body(*op, body).map(|()| None),
-            Call::CountTokens => Err(super::foreign_call()),
+            Call::CountTokens | Call::Embed => Err(super::foreign_call()),
         }
     }
 

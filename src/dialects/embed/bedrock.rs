@@ -1,0 +1,155 @@
+//! Bedrock's embeddings, through InvokeModel in each model family's own
+//! body: Amazon Titan Text Embeddings (one text per call; `dimensions` on
+//! v2 only) and Cohere Embed (up to 96 texts; `output_dimension` on v4
+//! only). Neither answer counts tokens in its body but Titan's.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dialects::{Target, UpstreamRequest};
+use crate::error::GatewayError;
+use crate::model::embed::{bad_dimensions, check_batch, EmbedRequest, Embedder, Embeddings, Task};
+
+/// Texts per Cohere Embed call on Bedrock.
+pub const COHERE_MAX_BATCH: usize = 96;
+
+pub struct Bedrock;
+
+/// The model families Bedrock embeds with, by model id (cross-region
+/// profiles such as `us.cohere.embed-v4:0` included).
+#[derive(Debug, PartialEq)]
+enum Family {
+    Titan { v2: bool },
+    Cohere { v4: bool },
+}
+
+fn family(model: &str) -> Result<Family, GatewayError> {
+    if model.contains("amazon.titan-embed-text") || model.contains("amazon.titan-embed-g1-text") {
+        Ok(Family::Titan {
+            v2: model.contains("titan-embed-text-v2"),
+        })
+    } else if model.contains("cohere.embed") {
+        Ok(Family::Cohere {
+            v4: model.contains("cohere.embed-v4"),
+        })
+    } else {
+        Err(GatewayError::invalid(
+            "model",
+            format!(
+                "Bedrock model {} is not an embeddings model the gateway can call: map the \
+                 group's model to Amazon Titan Text Embeddings (amazon.titan-embed-text-*) or \
+                 Cohere Embed (cohere.embed-*)",
+                model.escape_debug()
+            ),
+        ))
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TitanRequest<'a> {
+    input_text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dimensions: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TitanAnswer {
+    embedding: Vec<f32>,
+    #[serde(default)]
+    input_text_token_count: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct CohereRequest<'a> {
+    texts: &'a [String],
+    input_type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_dimension: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct CohereAnswer {
+    embeddings: CohereEmbeddings,
+}
+
+/// Floats as a list, or by type when `embedding_types` was asked for.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CohereEmbeddings {
+    Floats(Vec<Vec<f32>>),
+    ByType { float: Vec<Vec<f32>> },
+}
+
+/// Cohere's `input_type` (required): queries as queries, anything else
+/// as documents (what a store indexes, the common case).
+fn input_type(task: Option<Task>) -> &'static str {
+    match task {
+        Some(t) if t.is_query() => "search_query",
+        Some(Task::Classification) => "classification",
+        Some(Task::Clustering) => "clustering",
+        _ => "search_document",
+    }
+}
+
+impl Embedder for Bedrock {
+    fn encode(&self, req: &EmbedRequest, target: &Target) -> Result<UpstreamRequest, GatewayError> {
+        let texts = req.input.texts("bedrock")?;
+        match family(target.model)? {
+            Family::Titan { v2 } => {
+                check_batch(req, "bedrock, Titan Text Embeddings", 1)?;
+                match (req.dimensions, v2) {
+                    (None, _) | (Some(256 | 512 | 1024), true) => {}
+                    (Some(_), true) => {
+                        return Err(bad_dimensions(target.model, Some("256, 512 or 1024")))
+                    }
+                    (Some(_), false) => return Err(bad_dimensions(target.model, None)),
+                }
+                let text = texts.first().map_or("", String::as_str);
+                super::request(
+                    target,
+                    &TitanRequest {
+                        input_text: text,
+                        dimensions: req.dimensions,
+                    },
+                )
+            }
+            Family::Cohere { v4 } => {
+                check_batch(req, "bedrock, Cohere Embed", COHERE_MAX_BATCH)?;
+                if req.dimensions.is_some() && !v4 {
+                    return Err(bad_dimensions(target.model, None));
+                }
+                super::request(
+                    target,
+                    &CohereRequest {
+                        texts,
+                        input_type: input_type(req.task),
+                        output_dimension: req.dimensions,
+                    },
+                )
+            }
+        }
+    }
+
+    fn decode(&self, body: &[u8], model: &str) -> Result<Embeddings, GatewayError> {
+        match family(model)? {
+            Family::Titan { .. } => {
+                let answer: TitanAnswer = super::read(body)?;
+                Ok(Embeddings {
+                    vectors: vec![answer.embedding],
+                    prompt_tokens: answer.input_text_token_count,
+                })
+            }
+            Family::Cohere { .. } => {
+                let answer: CohereAnswer = super::read(body)?;
+                let vectors = match answer.embeddings {
+                    CohereEmbeddings::Floats(v) | CohereEmbeddings::ByType { float: v } => v,
+                };
+                Ok(Embeddings {
+                    vectors,
+                    prompt_tokens: None,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! The embeddings operation of each vendor that embeds: its wire types, an
+//! encoder and a decoder ([`crate::model::embed::Embedder`]), one module
+//! per vendor API; a dialect serves embeddings by returning its embedder
+//! from `Dialect::embedder`. The vendor's batch limit is a 400 naming it
+//! (the gateway does not split a request: one request is one vendor call).
+
+pub mod bedrock;
+pub mod dashscope;
+pub mod gemini;
+pub mod openai;
+
+use super::{transport, unparseable, Target, UpstreamRequest};
+use crate::error::GatewayError;
+
+/// The vendor request carrying `body`, serialised, to the vendor's
+/// embeddings endpoint.
+fn request(target: &Target, body: &impl serde::Serialize) -> Result<UpstreamRequest, GatewayError> {
+    let body = serde_json::to_vec(body).map_err(|e| unparseable("embeddings request", e))?;
+    transport::request(transport::Operation::Embed, target, body)
+}
+
+/// A vendor's answer read as `T`.
+fn read<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, GatewayError> {
+    serde_json::from_slice(body).map_err(|e| unparseable("embeddings", e))
+}

@@ -1,0 +1,26 @@
+//! OpenAI's embeddings, and Azure OpenAI's (the same body; on Azure's
+//! deployment paths the path names the model, so the body does not).
+
+use crate::dialects::azure::{Settings, V1};
+use crate::dialects::{DialectKind, Target, UpstreamRequest};
+use crate::error::GatewayError;
+use crate::model::embed::{EmbedRequest, Embedder, Embeddings};
+use crate::wire::openai_embeddings::{self as wire, VendorRequest};
+
+pub struct OpenAi;
+
+impl Embedder for OpenAi {
+    fn encode(&self, req: &EmbedRequest, target: &Target) -> Result<UpstreamRequest, GatewayError> {
+        let on_deployment = target.provider.dialect == DialectKind::Azure
+            && target
+                .provider
+                .settings::<Settings>()
+                .is_some_and(|s| s.api_version != V1);
+        let model = (!on_deployment).then_some(target.model);
+        super::request(target, &VendorRequest::of(req, model))
+    }
+
+    fn decode(&self, body: &[u8], _model: &str) -> Result<Embeddings, GatewayError> {
+        wire::decode(body)
+    }
+}
