@@ -50,7 +50,7 @@ fn annotate_choices(body: &mut Value, filtered: bool) {
     }
 }
 
-fn azure_error(status: u16, code: &str, message: &str) -> Reply {
+pub(crate) fn azure_error(status: u16, code: &str, message: &str) -> Reply {
     Reply {
         status,
         body: to_json(&json!({"error": {"code": code, "message": message}})),

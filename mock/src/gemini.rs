@@ -107,7 +107,7 @@ fn invalid(msg: impl Into<String>) -> Failure {
 }
 
 /// Google's answer to a field it does not know.
-fn check_fields(v: &Value, known: &[&str], at: &str) -> Result<(), Failure> {
+pub(crate) fn check_fields(v: &Value, known: &[&str], at: &str) -> Result<(), Failure> {
     let Some(obj) = v.as_object() else {
         return Err(invalid(format!(
             "Invalid value at '{at}', expected an object"

@@ -1,7 +1,7 @@
 //! mock-provider: a mock LLM vendor API speaking the real wire formats of
 //! OpenAI Chat Completions, Azure OpenAI, Anthropic Messages, Google Gemini,
 //! AWS Bedrock (Converse, and InvokeModel for Claude) and Alibaba DashScope, for the gateway's integration
-//! tests and benchmarks.
+//! tests and benchmarks; and each vendor's embeddings endpoint (embeddings/).
 //!
 //! Usage: mock-provider [--listen ADDR] [--fast] [--verbose] [--aws-credentials ID:SECRET]
 //!   --listen ADDR  address to bind (default 127.0.0.1:0, port 0 = any free)
@@ -24,6 +24,7 @@ mod bedrock;
 mod bedrock_invoke;
 mod dashscope;
 mod dialect;
+mod embeddings;
 mod fast;
 mod gemini;
 mod gzip;

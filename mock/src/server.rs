@@ -17,6 +17,7 @@ use crate::bedrock::Bedrock;
 use crate::bedrock_invoke::BedrockInvoke;
 use crate::dashscope::DashScope;
 use crate::dialect::{to_json, Dialect, Failure, Filtered, Meta, Reply, SseEvent};
+use crate::embeddings::Embeddings;
 use crate::fast::{FastAnswers, FastRequest};
 use crate::gemini::Gemini;
 use crate::gzip;
@@ -60,6 +61,8 @@ pub struct State {
     fast: bool,
     verbose: bool,
     dialects: Vec<Box<dyn Dialect>>,
+    /// The embeddings endpoints (asked before the dialects).
+    embeddings: Embeddings,
     /// Pre-rendered `--fast` answers, same order as `dialects`.
     fast_answers: Vec<FastAnswers>,
     recorder: Recorder,
@@ -69,6 +72,7 @@ pub struct State {
 
 impl State {
     pub fn new(fast: bool, verbose: bool, aws: Option<Verifier>) -> State {
+        let embeddings = Embeddings { aws: aws.clone() };
         let dialects = dialects(aws);
         let fast_answers = dialects
             .iter()
@@ -78,6 +82,7 @@ impl State {
             fast,
             verbose,
             dialects,
+            embeddings,
             fast_answers,
             recorder: Recorder::default(),
             fail_first: SeenIds::new(100_000),
@@ -251,6 +256,18 @@ fn handle(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
         Some((directives, vendor_path)) => (Some(directives), vendor_path),
         None => (None, path),
     };
+    // Embeddings first: Bedrock's `/model/{id}/invoke` is Claude's otherwise.
+    if let Some(endpoint) = st.embeddings.route(path) {
+        st.recorder.record(req);
+        if method != "POST" {
+            return c.send(405, TEXT, &[("allow", "POST")], b"method not allowed");
+        }
+        let header = req.header(scenario::HEADER).unwrap_or_default();
+        let sc = Scenario::parse(&format!("{header},{}", path_directives.unwrap_or_default()));
+        let a = st.embeddings.answer(endpoint, req, path, &sc);
+        let extra: Vec<(&str, &str)> = a.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        return c.send(a.status, JSON, &extra, a.body.as_bytes());
+    }
     if let Some(d) = st.dialects.iter().find(|d| d.has_call(path)) {
         st.recorder.record(req);
         // An `error-NNN` directive fails these calls too (a primary that always fails).

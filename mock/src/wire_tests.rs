@@ -520,7 +520,7 @@ fn error_bodies() {
 
 // ---- through a real socket ----
 
-fn start() -> String {
+pub(crate) fn start() -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let state = Arc::new(State::new(false, false, None));
@@ -651,7 +651,12 @@ fn socket_fail_first_and_cut() {
     assert_eq!(resp, "not json");
 }
 
-fn post(addr: &str, path: &str, headers: &str, body: &Value) -> (u16, String, String, bool) {
+pub(crate) fn post(
+    addr: &str,
+    path: &str,
+    headers: &str,
+    body: &Value,
+) -> (u16, String, String, bool) {
     let body = body.to_string();
     let req = format!(
         "POST {path} HTTP/1.1\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
