@@ -452,25 +452,24 @@ pub struct Metadata<'a> {
 
 // --- models -----------------------------------------------------------------------
 
-/// A model of `GET /v1/models`, fields in alphabetical order, as the
-/// gateway has always sent them.
+/// A model of `GET /v1/models`, in Anthropic's order (`type` first).
 #[derive(Serialize, Debug)]
 pub struct Model<'a> {
-    /// RFC 3339.
-    pub created_at: &'a str,
-    pub display_name: &'a str,
-    pub id: &'a str,
     /// `"model"`.
     #[serde(rename = "type")]
     pub kind: &'static str,
+    pub id: &'a str,
+    pub display_name: &'a str,
+    /// RFC 3339.
+    pub created_at: &'a str,
 }
 
-/// `GET /v1/models`: one page.
+/// `GET /v1/models`: one page, in Anthropic's order.
 #[derive(Serialize, Debug)]
 pub struct ModelList<'a> {
     pub data: Vec<Model<'a>>,
-    pub first_id: Option<&'a str>,
     pub has_more: bool,
+    pub first_id: Option<&'a str>,
     pub last_id: Option<&'a str>,
 }
 
