@@ -661,7 +661,7 @@ impl Dialect for Anthropic {
         body: &[u8],
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
-        let message: wire::Message<Vec<Block>> =
+        let message: wire::Answer<Vec<Block>> =
             serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
         origin.id = message.id.into_owned();
         origin.model = message.model.into_owned();
@@ -693,7 +693,7 @@ impl Dialect for Anthropic {
                 _ => {}
             }
         }
-        let usage = message.usage.map(unified);
+        let usage = Some(unified(message.usage));
         origin.stop_sequence = message.stop_sequence.map(Cow::into_owned);
         let completion = Completion {
             reasoning,
@@ -713,13 +713,13 @@ impl Dialect for Anthropic {
         origin: &mut Origin,
     ) -> Result<DecodedResponse, GatewayError> {
         // Its content is left as it came, unread.
-        let facts: wire::Message<IgnoredAny> =
+        let facts: wire::Answer<Vec<IgnoredAny>> =
             serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
         origin.id = facts.id.into_owned();
         origin.model = facts.model.into_owned();
         Ok(DecodedResponse {
             answer: Answer::Native(body.to_vec()),
-            usage: facts.usage.map(unified),
+            usage: Some(unified(facts.usage)),
             finish_reason: facts.stop_reason.as_deref().map(finish_reason),
         })
     }
@@ -1166,6 +1166,72 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn an_answer_without_a_messages_members_is_unparseable_not_empty() {
+        let full = r#""type":"message","id":"msg_1","role":"assistant","model":"claude-x","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":0}"#;
+        // A paused or still-running answer has a null stop_reason.
+        let body = format!("{{{full}}}");
+        let d = Anthropic
+            .decode_response(body.as_bytes(), &mut Origin::default())
+            .unwrap();
+        assert_eq!(d.finish_reason, None);
+        let native = Anthropic
+            .decode_native(
+                Api::AnthropicMessages,
+                body.as_bytes(),
+                &mut Origin::default(),
+            )
+            .unwrap();
+        assert_eq!(native.finish_reason, None);
+        let mut broken = vec![
+            "{}".to_owned(),
+            r#"{"type":"error","error":{"type":"api_error","message":"m"}}"#.to_owned(),
+            format!(
+                "{{{}}}",
+                full.replace(r#""type":"message""#, r#""type":"completion""#)
+            ),
+            format!(
+                "{{{}}}",
+                full.replace(r#""role":"assistant""#, r#""role":"user""#)
+            ),
+            format!(
+                "{{{}}}",
+                full.replace(r#""content":[]"#, r#""content":"hi""#)
+            ),
+        ];
+        for member in [
+            r#""type":"message","#,
+            r#""id":"msg_1","#,
+            r#""role":"assistant","#,
+            r#""model":"claude-x","#,
+            r#""content":[],"#,
+            r#""stop_reason":null,"#,
+            r#","usage":{"input_tokens":1,"output_tokens":0}"#,
+        ] {
+            assert!(full.contains(member), "{member}");
+            broken.push(format!("{{{}}}", full.replace(member, "")));
+        }
+        for body in &broken {
+            let e = Anthropic
+                .decode_response(body.as_bytes(), &mut Origin::default())
+                .unwrap_err();
+            assert_eq!(e.code, ErrorCode::UpstreamError, "{body}");
+            assert!(
+                e.message.contains("could not be parsed"),
+                "{body}: {}",
+                e.message
+            );
+            let e = Anthropic
+                .decode_native(
+                    Api::AnthropicMessages,
+                    body.as_bytes(),
+                    &mut Origin::default(),
+                )
+                .unwrap_err();
+            assert_eq!(e.code, ErrorCode::UpstreamError, "{body}");
+        }
+    }
+
+    #[test]
     fn finish_reasons() {
         for (a, o) in [
             ("end_turn", "stop"),
@@ -1512,7 +1578,7 @@ mod messages_tests {
     fn thinking_decodes_into_neutral_reasoning() {
         let (out, _) = run(Api::OpenAiChat, &[THINKING_STREAM.as_bytes()]);
         assert!(out.contains(r#""reasoning_content":"hmm é""#), "{out}");
-        let body = br#"{"id":"m","model":"c","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"r"},{"type":"text","text":"x"}],"stop_reason":"end_turn"}"#;
+        let body = br#"{"type":"message","id":"m","role":"assistant","model":"c","content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"r"},{"type":"text","text":"x"}],"stop_reason":"end_turn","usage":{}}"#;
         let d = Anthropic
             .decode_response(body, &mut Origin::default())
             .unwrap();

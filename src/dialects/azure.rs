@@ -413,6 +413,33 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_stream_error_named_by_a_status_maps_as_that_status_does() {
+        let rate = "Requests to the ChatCompletions_Create Operation under Azure OpenAI API version 2024-10-21 have exceeded call rate limit of your current OpenAI S0 pricing tier. Please retry after 2 seconds.";
+        for (code, status, unified) in [
+            ("429", 429, ErrorCode::UpstreamRateLimit),
+            ("500", 500, ErrorCode::UpstreamError),
+            ("503", 503, ErrorCode::UpstreamBusy),
+            ("408", 408, ErrorCode::UpstreamTimeout),
+            ("InternalServerError", 500, ErrorCode::UpstreamError),
+        ] {
+            let error = format!(r#"{{"error":{{"code":"{code}","message":"{rate}"}}}}"#);
+            assert_eq!(Azure.decode_error(status, error.as_bytes()).code, unified);
+            let input = [
+                chunk(r#"[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]"#),
+                format!("data: {error}\n\n"),
+            ]
+            .concat();
+            let (ev, text) = run(&input, false);
+            let last = ev.last().unwrap();
+            assert_eq!(last["error"]["code"], unified.as_str(), "{code}: {text}");
+            assert!(
+                last["error"]["message"].as_str().unwrap().ends_with(rate),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
     fn stream_filtered_answer_finishes_with_content_filter() {
         let filtered = FILTER_OK.replace(
             r#""sexual":{"filtered":false,"severity":"safe"}"#,

@@ -41,7 +41,7 @@ fn fixtures(kind: DialectKind) -> Fixtures {
             stream_error: (
                 b"data: {\"error\":{\"code\":\"429\",\"message\":\"Rate limit is exceeded.\"}}\n\n"
                     .to_vec(),
-                ErrorCode::UpstreamError,
+                ErrorCode::UpstreamRateLimit,
             ),
             error: (
                 429,

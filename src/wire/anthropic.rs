@@ -170,6 +170,49 @@ pub struct Message<'a, C = &'a [ContentBlock<'a>]> {
     pub usage: Option<Usage>,
 }
 
+/// A non-stream answer as it is read: a `message` with every member
+/// Anthropic always sends (`stop_reason` may be null, not absent), so a
+/// 2xx body that is not one (`{}`, another object) is no answer rather
+/// than an empty one. `C` is its content, an array: the blocks, or
+/// `Vec<IgnoredAny>` where it is left as it came (no allocation: the
+/// elements have no size).
+#[derive(Deserialize, Debug)]
+pub struct Answer<'a, C> {
+    #[serde(rename = "type")]
+    pub kind: MessageType,
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    pub role: Role,
+    #[serde(borrow)]
+    pub model: Cow<'a, str>,
+    pub content: C,
+    #[serde(deserialize_with = "nullable")]
+    pub stop_reason: Option<String>,
+    #[serde(borrow, default)]
+    pub stop_sequence: Option<Cow<'a, str>>,
+    pub usage: Usage,
+}
+
+/// A message's `type`: only `"message"` is one.
+#[derive(Deserialize, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageType {
+    Message,
+}
+
+/// An answer's `role`: only `"assistant"` answers.
+#[derive(Deserialize, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Assistant,
+}
+
+/// A member that must be there, though it may be null (an `Option` alone
+/// would take a missing one for null).
+fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    Option::deserialize(d)
+}
+
 /// What a block delta adds.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -452,25 +495,24 @@ pub struct Metadata<'a> {
 
 // --- models -----------------------------------------------------------------------
 
-/// A model of `GET /v1/models`, fields in alphabetical order, as the
-/// gateway has always sent them.
+/// A model of `GET /v1/models`, in Anthropic's order (`type` first).
 #[derive(Serialize, Debug)]
 pub struct Model<'a> {
-    /// RFC 3339.
-    pub created_at: &'a str,
-    pub display_name: &'a str,
-    pub id: &'a str,
     /// `"model"`.
     #[serde(rename = "type")]
     pub kind: &'static str,
+    pub id: &'a str,
+    pub display_name: &'a str,
+    /// RFC 3339.
+    pub created_at: &'a str,
 }
 
-/// `GET /v1/models`: one page.
+/// `GET /v1/models`: one page, in Anthropic's order.
 #[derive(Serialize, Debug)]
 pub struct ModelList<'a> {
     pub data: Vec<Model<'a>>,
-    pub first_id: Option<&'a str>,
     pub has_more: bool,
+    pub first_id: Option<&'a str>,
     pub last_id: Option<&'a str>,
 }
 

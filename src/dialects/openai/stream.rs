@@ -62,7 +62,7 @@ impl Events<SseParser> for OpenAiEvents {
 fn typed_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(), GatewayError> {
     let chunk: Chunk = serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
     if let Some(vendor) = chunk.error {
-        return Err(gateway_error(vendor, 500));
+        return Err(gateway_error(vendor, None));
     }
     w.set_id(&chunk.id);
     w.set_model(&chunk.model);
@@ -694,7 +694,7 @@ mod tests {
         if let Some(error) = chunk.remove("error") {
             let vendor = crate::wire::openai_chat::ErrorBody::deserialize(&error)
                 .map_err(|e| unparseable("stream error", e))?;
-            return Err(gateway_error(vendor, 500));
+            return Err(gateway_error(vendor, None));
         }
         // Keep the vendor's id and model so our own chunks (usage) match its
         // chunks; Azure's prompt annotation chunk has them empty.

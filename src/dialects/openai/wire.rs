@@ -28,7 +28,7 @@ pub(in crate::dialects) fn fold_content_filter(choice: &mut Value) {
 
 pub(in crate::dialects) fn decode_error(status: u16, body: &[u8]) -> GatewayError {
     match serde_json::from_slice::<ErrorEnvelope>(body) {
-        Ok(envelope) => gateway_error(envelope.error, status),
+        Ok(envelope) => gateway_error(envelope.error, Some(status)),
         Err(_) => GatewayError::new(
             ErrorCode::from_status(status),
             fallback_message(status, body),
@@ -36,9 +36,16 @@ pub(in crate::dialects) fn decode_error(status: u16, body: &[u8]) -> GatewayErro
     }
 }
 
-/// A vendor's error in the neutral vocabulary.
-pub(in crate::dialects) fn gateway_error(error: ErrorBody, status: u16) -> GatewayError {
+/// A vendor's error in the neutral vocabulary. `status` is its answer's
+/// HTTP status; an error event of a stream has none (the stream began
+/// with a 200): Azure then names the status it means as the code
+/// (`"code": "429"` when its rate limit strikes mid-stream), which maps as
+/// that status does; any other stream error is a 500's.
+pub(in crate::dialects) fn gateway_error(error: ErrorBody, status: Option<u16>) -> GatewayError {
     let code = error.code.as_deref().unwrap_or_default();
+    let status = status
+        .or_else(|| code.parse().ok().filter(|s| (400..600).contains(s)))
+        .unwrap_or(500);
     let kind = error.kind.as_deref().unwrap_or_default();
     let policy_violation = error
         .innererror

@@ -7,10 +7,10 @@ use crate::wire::anthropic::{Model, ModelList};
 /// One model group, named as its id.
 fn model<'a>(id: &'a str, created_at: &'a str) -> Model<'a> {
     Model {
-        created_at,
-        display_name: id,
-        id,
         kind: "model",
+        id,
+        display_name: id,
+        created_at,
     }
 }
 
@@ -20,8 +20,8 @@ pub fn render_list(names: &[&str], loaded_at: u64) -> Vec<u8> {
     let created_at = rfc3339(loaded_at);
     let list = ModelList {
         data: names.iter().map(|id| model(id, &created_at)).collect(),
-        first_id: names.first().copied(),
         has_more: false,
+        first_id: names.first().copied(),
         last_id: names.last().copied(),
     };
     serde_json::to_vec(&list).unwrap_or_default()
@@ -42,16 +42,16 @@ mod tests {
         assert_eq!(
             String::from_utf8(render_list(&["chat", "fast"], 7)).unwrap(),
             format!(
-                r#"{{"data":[{{"created_at":"{t}","display_name":"chat","id":"chat","type":"model"}},{{"created_at":"{t}","display_name":"fast","id":"fast","type":"model"}}],"first_id":"chat","has_more":false,"last_id":"fast"}}"#
+                r#"{{"data":[{{"type":"model","id":"chat","display_name":"chat","created_at":"{t}"}},{{"type":"model","id":"fast","display_name":"fast","created_at":"{t}"}}],"has_more":false,"first_id":"chat","last_id":"fast"}}"#
             )
         );
         assert_eq!(
             String::from_utf8(render_list(&[], 7)).unwrap(),
-            r#"{"data":[],"first_id":null,"has_more":false,"last_id":null}"#
+            r#"{"data":[],"has_more":false,"first_id":null,"last_id":null}"#
         );
         assert_eq!(
             String::from_utf8(render_one("chat", 7)).unwrap(),
-            format!(r#"{{"created_at":"{t}","display_name":"chat","id":"chat","type":"model"}}"#)
+            format!(r#"{{"type":"model","id":"chat","display_name":"chat","created_at":"{t}"}}"#)
         );
     }
 }

@@ -2,24 +2,25 @@
 //! OpenAI lists its models (shared by the Chat Completions and Responses
 //! surfaces: both APIs' clients list models there).
 //!
-//! Fields in alphabetical order, as the gateway has always sent them.
+//! Fields in OpenAI's order: `object` and `data` for the list; `id`,
+//! `object`, `created`, `owned_by` for a model.
 
 use serde::Serialize;
 
 #[derive(Serialize)]
 struct Model<'a> {
-    created: u64,
     id: &'a str,
     object: &'static str,
+    created: u64,
     owned_by: &'static str,
 }
 
 impl<'a> Model<'a> {
     fn new(id: &'a str, loaded_at: u64) -> Self {
         Self {
-            created: loaded_at,
             id,
             object: "model",
+            created: loaded_at,
             owned_by: "llm-gateway",
         }
     }
@@ -27,15 +28,15 @@ impl<'a> Model<'a> {
 
 #[derive(Serialize)]
 struct List<'a> {
-    data: Vec<Model<'a>>,
     object: &'static str,
+    data: Vec<Model<'a>>,
 }
 
 /// `GET /v1/models`: `names`, created when the configuration was loaded.
 pub fn render_list(names: &[&str], loaded_at: u64) -> Vec<u8> {
     let list = List {
-        data: names.iter().map(|id| Model::new(id, loaded_at)).collect(),
         object: "list",
+        data: names.iter().map(|id| Model::new(id, loaded_at)).collect(),
     };
     serde_json::to_vec(&list).unwrap_or_default()
 }
@@ -53,15 +54,15 @@ mod tests {
     fn models_are_listed_as_openai_lists_them() {
         assert_eq!(
             String::from_utf8(render_list(&["chat", "fast"], 7)).unwrap(),
-            r#"{"data":[{"created":7,"id":"chat","object":"model","owned_by":"llm-gateway"},{"created":7,"id":"fast","object":"model","owned_by":"llm-gateway"}],"object":"list"}"#
+            r#"{"object":"list","data":[{"id":"chat","object":"model","created":7,"owned_by":"llm-gateway"},{"id":"fast","object":"model","created":7,"owned_by":"llm-gateway"}]}"#
         );
         assert_eq!(
             String::from_utf8(render_list(&[], 7)).unwrap(),
-            r#"{"data":[],"object":"list"}"#
+            r#"{"object":"list","data":[]}"#
         );
         assert_eq!(
             String::from_utf8(render_one("chat", 7)).unwrap(),
-            r#"{"created":7,"id":"chat","object":"model","owned_by":"llm-gateway"}"#
+            r#"{"id":"chat","object":"model","created":7,"owned_by":"llm-gateway"}"#
         );
     }
 }
