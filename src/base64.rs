@@ -22,6 +22,13 @@ pub fn encode(input: &[u8], alphabet: &[u8; 64]) -> Vec<u8> {
     out
 }
 
+/// Standard base64 with its padding (what vendors and clients expect).
+pub fn encode_padded(input: &[u8]) -> String {
+    let mut text = encode(input, STANDARD);
+    text.resize(text.len().div_ceil(4) * 4, b'=');
+    String::from_utf8(text).unwrap_or_default()
+}
+
 /// Standard base64 (padding optional); `None` for any other byte.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
     let text = text.trim_end_matches('=');

@@ -285,7 +285,8 @@ def gw(tmp_path_factory):
                          "reasoning": {"dialect": "openai", "api_key": "sk-mock-openai", "models": {"*": "o3"}},
                          # Azure OpenAI's v1 API (no api-version, the deployment as `model`).
                          "mock-azure-v1": {"dialect": "azure", "api_key": "mock-azure-key", "api_version": "v1",
-                                           "models": {"*": "mock-gpt4o-deployment"}}},
+                                           "models": {"text-embedding-3-small": "mock-embedding-deployment",
+                                                      "*": "mock-gpt4o-deployment"}}},
         extra_clusters=[gateway.static_cluster("dead", dead_port, DEAD_PORT_PROVIDER),
                         dns_cluster("dns_mock", "localhost", mock_port, "hosted"),
                         gateway.static_cluster("forwarding", mock_port, "forwarding"),

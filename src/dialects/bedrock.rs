@@ -478,9 +478,7 @@ fn count_input(
 ) -> Result<Value, GatewayError> {
     if invokes(target) {
         let body = bedrock_invoke::encode_body(req, counted)?;
-        let mut text = crate::base64::encode(&body, crate::base64::STANDARD);
-        text.resize(text.len().div_ceil(4) * 4, b'=');
-        let text = String::from_utf8_lossy(&text);
+        let text = crate::base64::encode_padded(&body);
         return Ok(json!({"invokeModel": {"body": text}}));
     }
     let body = Bedrock.encode_request(req, counted)?.body;

@@ -345,7 +345,7 @@ pub fn render(answer: &Embeddings, model: &str, encoding: Encoding, tokens: u64)
 
 fn to_base64(vector: &[f32]) -> String {
     let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
-    String::from_utf8(crate::base64::encode(&bytes, crate::base64::STANDARD)).unwrap_or_default()
+    crate::base64::encode_padded(&bytes)
 }
 
 #[cfg(test)]
@@ -441,6 +441,7 @@ mod tests {
             std::str::from_utf8(&floats).unwrap(),
             r#"{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5,-1.0]},{"object":"embedding","index":1,"embedding":[0.25,2.0]}],"model":"v","usage":{"prompt_tokens":3,"total_tokens":3}}"#
         );
+        assert_eq!(to_base64(&[1.0]), "AACAPw==", "padded, as OpenAI's");
         let b64: Value =
             serde_json::from_slice(&render(&answer, "v", Encoding::Base64, 3)).unwrap();
         let first = b64["data"][0]["embedding"].as_str().unwrap();

@@ -543,6 +543,9 @@ data: [DONE]\n\n";
         let e = OpenAi.decode_error(400, br#"{"error":{"message":"too long","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#);
         assert_eq!(e.code, ErrorCode::ContextLengthExceeded);
         assert_eq!(e.param.as_deref(), Some("messages"));
+        // Embeddings: the words only.
+        let e = OpenAi.decode_error(400, br#"{"error":{"message":"This model's maximum context length is 8192 tokens, however you requested 9000 tokens (9000 in your prompt; 0 for the completion). Please reduce your prompt; or completion length.","type":"invalid_request_error","param":null,"code":null}}"#);
+        assert_eq!(e.code, ErrorCode::ContextLengthExceeded);
         let e = OpenAi.decode_error(
             429,
             br#"{"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}"#,

@@ -55,6 +55,10 @@ pub(in crate::dialects) fn gateway_error(error: ErrorBody, status: Option<u16>) 
     let unified = match code {
         _ if policy_violation => ErrorCode::ContentFiltered,
         "context_length_exceeded" | "string_above_max_length" => ErrorCode::ContextLengthExceeded,
+        // The embeddings API says so in words only (its code is null).
+        _ if status == 400 && error.message.contains("maximum context length") => {
+            ErrorCode::ContextLengthExceeded
+        }
         "content_filter" | "content_policy_violation" => ErrorCode::ContentFiltered,
         _ if kind == "server_error" && status < 400 => ErrorCode::UpstreamError,
         _ => ErrorCode::from_status(status),
