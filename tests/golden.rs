@@ -425,3 +425,97 @@ fn client_answers_match_golden_files() {
     }
     golden.finish();
 }
+
+/// Where embeddings go: (file name, provider, vendor model).
+const EMBEDDING_TARGETS: [(&str, &str, &str); 8] = [
+    ("openai", "golden-openai", "text-embedding-3-small"),
+    ("azure", "golden-azure", "embedding-deployment"),
+    ("azure-v1", "golden-azure-v1", "embedding-deployment"),
+    ("gemini", "golden-gemini", "gemini-embedding-001"),
+    (
+        "bedrock-titan",
+        "golden-bedrock",
+        "amazon.titan-embed-text-v2:0",
+    ),
+    ("bedrock-cohere", "golden-bedrock", "cohere.embed-v4:0"),
+    ("dashscope", "golden-dashscope", "text-embedding-v4"),
+    ("anthropic", "golden-anthropic", "claude-sonnet-4-5"),
+];
+
+/// Embeddings: `embeddings/requests/*.json` × every target →
+/// `embeddings/vendor/<request>/<target>.txt` (what the vendor gets, or
+/// the gateway's refusal); `embeddings/responses/<target>.json` (a vendor
+/// answer to two inputs) → `embeddings/client/<target>.txt` (what the
+/// client gets, in floats, byte for byte).
+#[test]
+fn embeddings_match_golden_files() {
+    use llm_gateway_core::model::call::Call;
+    use llm_gateway_core::model::embed::{no_embeddings, Encoding};
+    use llm_gateway_core::model::Request;
+    let config = config();
+    let root = root().join("embeddings");
+    let mut golden = Golden::new(root.join("vendor"));
+    for request in sorted_files(&root.join("requests")) {
+        let body = fs::read(&request).unwrap();
+        let stem = request.file_stem().unwrap().to_string_lossy().into_owned();
+        for (file, name, model) in EMBEDDING_TARGETS {
+            let provider = &config.providers[name];
+            let target = Target { provider, model };
+            let encoded = llm_gateway_core::surfaces::parse_call_body(&Call::Embed, &body)
+                .and_then(|r| match r {
+                    Some(Request::Embed(r)) => Ok(r),
+                    _ => Err(no_embeddings()),
+                })
+                .and_then(|r| {
+                    let embedder = dialects::dialect(provider.dialect)
+                        .embedder()
+                        .ok_or_else(no_embeddings)?;
+                    embedder.encode(&r, &target)
+                });
+            let text = match encoded {
+                Ok(up) => {
+                    let mut text = format!("POST {}\n", up.path);
+                    for (name, value) in &up.headers {
+                        writeln!(text, "{name}: {value}").unwrap();
+                    }
+                    writeln!(text, "\n{}", pretty(&up.body)).unwrap();
+                    text
+                }
+                Err(e) => {
+                    let (status, body) = client_error(Api::OpenAiChat, &e, None);
+                    format!("HTTP {status} (the gateway answers)\n\n{body}\n")
+                }
+            };
+            golden.check(
+                &root.join("vendor").join(&stem).join(format!("{file}.txt")),
+                &text,
+            );
+        }
+    }
+    golden.finish();
+    let mut golden = Golden::new(root.join("client"));
+    for (file, name, model) in EMBEDDING_TARGETS {
+        let path = root.join("responses").join(format!("{file}.json"));
+        let Ok(body) = fs::read(&path) else { continue };
+        let dialect = dialects::dialect(config.providers[name].dialect);
+        let text = match dialect.embedder().unwrap().decode(&body, model) {
+            Ok(answer) => {
+                let tokens = answer.prompt_tokens.unwrap_or(0);
+                let rendered = llm_gateway_core::wire::openai_embeddings::render(
+                    &answer,
+                    model,
+                    Encoding::Float,
+                    tokens,
+                );
+                // As sent: the field order is OpenAI's.
+                format!("{}\n", String::from_utf8_lossy(&rendered))
+            }
+            Err(e) => {
+                let (status, body) = client_error(Api::OpenAiChat, &e, None);
+                format!("HTTP {status}\n\n{body}\n")
+            }
+        };
+        golden.check(&root.join("client").join(format!("{file}.txt")), &text);
+    }
+    golden.finish();
+}
