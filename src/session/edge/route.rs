@@ -1,0 +1,293 @@
+//! The edge role's admission and routing of a request once its body is
+//! read: a generation (parse, check, group, limits, candidate) or a call
+//! (embeddings, count_tokens, the stored-response calls), handed off to
+//! the attempts.
+
+use super::*;
+
+impl<H: Host> Edge<H> {
+    pub(super) fn on_generate_body(&mut self, body: &[u8]) -> Result<(), GatewayError> {
+        let headers = std::mem::take(&mut self.request_headers);
+        let limits = &self.config.limits;
+        if body.len() as u64 > limits.max_body_bytes {
+            return Err(GatewayError::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "request body is larger than {} bytes",
+                    limits.max_body_bytes
+                ),
+            ));
+        }
+        let request = surface(self.api).parse_request(body)?;
+        check_counts(limits, &request)?;
+        if let Some(id) = &request.request_id {
+            if !valid_request_id(id) {
+                return Err(GatewayError::invalid(
+                    "request_id",
+                    "request_id must be 1-128 characters of [A-Za-z0-9._:-]",
+                ));
+            }
+            self.request_id.clone_from(id);
+            self.host
+                .set_header(Map::Request, b"x-request-id", Some(id.as_bytes()))?;
+        }
+        let task_type = request
+            .extra
+            .get("metadata")
+            .and_then(|m| m.get("task_type"))
+            .and_then(serde_json::Value::as_str);
+        let config = Rc::clone(&self.config);
+        let text = |name: &str| headers.text(name).ok().flatten();
+        let request_header = |name: &str| text(name).map(str::to_owned);
+        let (group, model_group) = config.resolve_group(
+            text("x-model-group"),
+            &request.model,
+            &request_header,
+            task_type,
+        )?;
+        config.auth.check_group(self.caller, group)?;
+        // Sticky by user when the request names one; otherwise spread by request id.
+        let user = text("x-user-id")
+            .map(str::to_owned)
+            .or_else(|| request.user.clone());
+        let bucket_key = match &user {
+            Some(u) => u.as_bytes().to_vec(),
+            None => next_spread_key(&self.request_id),
+        };
+        let needs = Needs::of(&request);
+        self.chat = Some(ChatFacts {
+            operation: GENERATION,
+            group: group.to_owned(),
+            request_model: request.model.clone(),
+            stream: request.stream,
+            estimated_prompt_tokens: needs.prompt_tokens,
+        });
+        self.admit(group, |config| {
+            limiter::reservation(
+                config,
+                group,
+                &request.model,
+                needs.prompt_tokens,
+                needs.output_tokens,
+            )
+        })?;
+        if config.limits.descriptors {
+            let key = config.auth.caller_name(self.caller);
+            limiter::expose_descriptors(&self.host, key, group, &request.model);
+        }
+        let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
+        self.sent_to = Some(index);
+        let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
+        self.hand_off(
+            group,
+            cluster,
+            index,
+            None,
+            Some(Request::Chat(Box::new(request))),
+        )
+    }
+
+    /// Admits the request by its rate limits (when there are any), with
+    /// what `reserve` says it may use (computed only then).
+    fn admit(
+        &mut self,
+        group: &str,
+        reserve: impl FnOnce(&Config) -> Reservation,
+    ) -> Result<(), GatewayError> {
+        let config = Rc::clone(&self.config);
+        if config.limits.rate.is_empty() {
+            return Ok(());
+        }
+        let reservation = reserve(&config);
+        let key = matches!(self.caller, crate::auth::Caller::Key(_))
+            .then(|| config.auth.caller_name(self.caller));
+        let (limits, refused) = RequestLimits::admit(&self.host, &config, key, group, reservation);
+        self.limits = Some(limits);
+        refused.map_or(Ok(()), Err)
+    }
+
+    /// Routes the request to candidate `index` of `group` and hands it
+    /// off to the attempts (with the parsed request, when it has one). Both
+    /// writes must take: without the handoff an attempt would pass the
+    /// client's request on untranslated.
+    fn hand_off(
+        &mut self,
+        group: String,
+        cluster: String,
+        index: usize,
+        call: Option<Call>,
+        request: Option<Request>,
+    ) -> Result<(), GatewayError> {
+        self.host.set_header(
+            Map::Request,
+            CLUSTER_HEADER.as_bytes(),
+            Some(cluster.as_bytes()),
+        )?;
+        if let Some((token, shared)) = exchange::open(request) {
+            self.exchange = Some(token);
+            self.channel = AttemptChannel::InVm(shared);
+        }
+        let handoff = Handoff {
+            api: self.api,
+            call,
+            token: self.exchange,
+            candidate: Some(index),
+            request_id: self.request_id.clone(),
+            group,
+        };
+        self.host
+            .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()))?;
+        Ok(())
+    }
+
+    /// A native call's headers: it waits for its body, or is routed now. A
+    /// call that takes no body waits too when one follows, to refuse it
+    /// (no byte the gateway did not read reaches a vendor with its key).
+    pub(super) fn on_call_headers(
+        &mut self,
+        call: Call,
+        end_of_stream: bool,
+    ) -> Result<Flow, GatewayError> {
+        if call.has_body() {
+            self.check_body_headers(end_of_stream)?;
+            self.state = State::Call(call);
+            return Ok(Flow::Pause);
+        }
+        if !end_of_stream {
+            self.check_body_length()?;
+            self.state = State::Call(call);
+            return Ok(Flow::Pause);
+        }
+        self.route_call(call, None)
+    }
+
+    /// Routes a call like a generation (model group, key, rate limits as
+    /// one request and, for embeddings, their input tokens, a candidate
+    /// that has the call) to be passed to a vendor that has it; answered
+    /// here when no provider of the group has it (`dialects::has_call`).
+    pub(super) fn route_call(
+        &mut self,
+        call: Call,
+        request: Option<Request>,
+    ) -> Result<Flow, GatewayError> {
+        let config = Rc::clone(&self.config);
+        let header = self.text("x-model-group").map(str::to_owned);
+        let header = header.as_deref();
+        let (group, model_group) = match &request {
+            Some(request) => config.resolve_group(
+                header,
+                request.model(),
+                &|name: &str| self.text(name).map(str::to_owned),
+                None,
+            )?,
+            // Nothing names a model: the header does, or the default group.
+            None => match header.or(config.default_model_group.as_deref()) {
+                Some(name) => config.resolve_group(Some(name), "", &|_| None, None)?,
+                None => {
+                    return Err(GatewayError::invalid(
+                        "x-model-group",
+                        "name the model group whose vendor holds the response in the \
+                         x-model-group header (the gateway has no default model group)",
+                    ))
+                }
+            },
+        };
+        config.auth.check_group(self.caller, group)?;
+        // Embeddings are billed and limited by their input tokens.
+        let embed = request.as_ref().and_then(Request::embed);
+        let input_tokens = embed.map_or(0, |e| e.input.estimated_tokens());
+        let request_model = request.as_ref().map(|r| r.model().to_owned());
+        let user = embed.and_then(|e| e.user.clone());
+        self.chat = Some(ChatFacts {
+            operation: call.operation_name(),
+            group: group.to_owned(),
+            request_model: request_model.clone().unwrap_or_default(),
+            estimated_prompt_tokens: input_tokens,
+            ..ChatFacts::default()
+        });
+        let speaks = |name: &str| {
+            config
+                .providers
+                .get(name)
+                .is_some_and(|p| has_call(dialect(p.dialect), p, &call))
+        };
+        // A candidate whose provider the configuration does not name may have it.
+        let has_it = |c: &Candidate| c.provider.as_deref().is_none_or(speaks);
+        if !model_group.candidates.iter().any(has_it) {
+            let chat = request.as_ref().and_then(Request::chat);
+            let body = call.local_answer(chat)?;
+            return Ok(self.reply_json(&body, &[("x-llm-estimated", b"true")]));
+        }
+        let model = request_model.unwrap_or_default();
+        self.admit(group, |config| {
+            limiter::reservation(config, group, &model, input_tokens, Some(0))
+        })?;
+        let bucket_key = match self.text("x-user-id").map(str::to_owned).or(user) {
+            Some(user) => user.into_bytes(),
+            None => next_spread_key(&self.request_id),
+        };
+        let needs = Needs {
+            prompt_tokens: input_tokens,
+            ..NO_NEEDS
+        };
+        let pin = self.provider_pin.as_deref();
+        let index = model_group.choose_among(group, &needs, &bucket_key, pin, has_it)?;
+        let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
+        self.hand_off(group, cluster, index, Some(call), request)?;
+        self.state = State::Forwarded;
+        Ok(Flow::Continue)
+    }
+}
+
+/// The configured message and tool limits (generations and count_tokens alike).
+pub(super) fn check_counts(
+    limits: &crate::config::Limits,
+    request: &ChatRequest,
+) -> Result<(), GatewayError> {
+    if request.messages.len() > limits.max_messages {
+        return Err(GatewayError::invalid(
+            "messages",
+            format!("at most {} messages are accepted", limits.max_messages),
+        ));
+    }
+    if request.tools.len() > limits.max_tools {
+        return Err(GatewayError::invalid(
+            "tools",
+            format!("at most {} tools are accepted", limits.max_tools),
+        ));
+    }
+    Ok(())
+}
+
+fn cluster_of(model_group: &ModelGroup, index: usize) -> String {
+    model_group
+        .candidates
+        .get(index)
+        .map(|c| c.cluster.clone())
+        .unwrap_or_default()
+}
+
+/// What a native call needs of a candidate: nothing a generation would.
+const NO_NEEDS: Needs = Needs {
+    tools: false,
+    vision: false,
+    json: false,
+    prompt_tokens: 0,
+    output_tokens: None,
+};
+
+/// A per-request key that spreads requests over candidates by weight: the
+/// request id, plus a counter so repeated ids still spread.
+fn next_spread_key(request_id: &str) -> Vec<u8> {
+    thread_local! {
+        static COUNTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    let n = COUNTER.with(|c| {
+        let n = c.get().wrapping_add(1);
+        c.set(n);
+        n
+    });
+    let mut key = request_id.as_bytes().to_vec();
+    key.extend_from_slice(&n.to_le_bytes());
+    key
+}
