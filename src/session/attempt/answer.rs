@@ -1,0 +1,292 @@
+//! The attempt's answer: the vendor's headers, a buffered body (decoded
+//! and rendered in the client's API, or the vendor's error in its
+//! envelope) or a stream translated chunk by chunk.
+
+use super::*;
+
+impl<H: Host> Attempt<H> {
+    /// A vendor error (its key is scrubbed from the rendered answer).
+    fn vendor_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        let Some((_, dialect)) = self.provider() else {
+            return no_provider(&self.provider_name);
+        };
+        dialect
+            .decode_error(status, body)
+            .with_provider(&self.provider_name)
+    }
+
+    /// Masks this provider's key in bytes made from its answer: every
+    /// body, chunk and error we pass on goes through here.
+    fn scrub(&self, bytes: &mut Vec<u8>) {
+        if let Some((provider, _)) = self.provider() {
+            provider.redactor.scrub(bytes);
+        }
+    }
+
+    /// Turns the held response into a unified error answer (status included),
+    /// replacing the `len` bytes waiting in Envoy's buffer.
+    pub(super) fn answer_with_error(
+        &mut self,
+        error: &GatewayError,
+        len: usize,
+    ) -> Result<(), HostError> {
+        let error = error.clone().with_provider(&self.provider_name);
+        let status = error.status().to_string();
+        self.host
+            .set_header(Map::Response, b":status", Some(status.as_bytes()))?;
+        self.set_retry_after(&error)?;
+        self.host
+            .set_header(Map::Response, b"content-type", Some(b"application/json"))?;
+        self.host
+            .set_header(Map::Response, b"cache-control", None)?;
+        let mut body = surface(self.api).render_error(&error, Some(&self.request_id));
+        self.scrub(&mut body);
+        self.host.set_body(Buffer::Response, 0, len, &body)
+    }
+
+    /// A buffered answer of `size` bytes, as the client gets it.
+    pub(super) fn finish_answer(&mut self, size: usize) -> Result<Vec<u8>, HostError> {
+        let mut body = self.host.body(Buffer::Response, 0, size)?;
+        match self.mode {
+            Mode::Error(status) => self.finish_buffered(Some(status), &body),
+            Mode::Native => {
+                self.scrub(&mut body);
+                Ok(body)
+            }
+            _ => self.finish_buffered(None, &body),
+        }
+    }
+
+    fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Result<Vec<u8>, HostError> {
+        let result = match (status, self.provider()) {
+            (None, Some((_, dialect))) if matches!(self.mode, Mode::Counted) => {
+                dialect.decode_count(body).map(call::input_tokens)
+            }
+            (None, Some((_, dialect))) if matches!(self.mode, Mode::Embedded) => {
+                self.finish_embeddings(dialect, body)
+            }
+            (None, Some((provider, dialect))) => {
+                let mut origin = self.origin();
+                let decoded = if pass_through(provider, dialect, self.api) {
+                    dialect.decode_native(self.api, body, &mut origin)
+                } else {
+                    dialect.decode_response(body, &mut origin)
+                };
+                decoded.map(|d| {
+                    if let Some(usage) = &d.usage {
+                        self.record.set_usage(usage);
+                        self.record.delivered_tokens = usage.completion_tokens;
+                    }
+                    self.record.finish_reason = d.finish_reason.map(|f| f.as_str().to_owned());
+                    surface(self.api).render_answer_echoing(d.answer, &origin, &self.echo)
+                })
+            }
+            (Some(status), _) => Err(self.vendor_error(status, body)),
+            (None, None) => Err(no_provider(&self.provider_name)),
+        };
+        if result.is_err() || !self.vendor_json {
+            self.host
+                .set_header(Map::Response, b"content-type", Some(b"application/json"))?;
+        }
+        let mut body = match result {
+            Ok(body) => body,
+            Err(error) => {
+                let error = error.with_provider(&self.provider_name);
+                self.record.status = error.status();
+                self.record.code = Some(error.code.as_str().to_owned());
+                let status = error.status().to_string();
+                self.host
+                    .set_header(Map::Response, b":status", Some(status.as_bytes()))?;
+                self.set_retry_after(&error)?;
+                surface(self.api).render_error(&error, Some(&self.request_id))
+            }
+        };
+        self.scrub(&mut body);
+        Ok(body)
+    }
+
+    /// A vendor's embeddings, in OpenAI's shape; the vendor's token count
+    /// is recorded (without one the edge role bills its estimate).
+    fn finish_embeddings(
+        &mut self,
+        dialect: &dyn Dialect,
+        body: &[u8],
+    ) -> Result<Vec<u8>, GatewayError> {
+        let (embedder, facts) = dialect
+            .embedder()
+            .zip(self.embed)
+            .ok_or_else(no_embeddings)?;
+        let answer = embedder.decode(body, &self.model)?;
+        if answer.vectors.len() != facts.inputs {
+            return Err(wrong_count(facts.inputs, answer.vectors.len()));
+        }
+        let tokens = match answer.prompt_tokens {
+            Some(prompt_tokens) => {
+                self.record.set_usage(&Usage {
+                    prompt_tokens,
+                    ..Usage::default()
+                });
+                prompt_tokens
+            }
+            None => facts.estimated_tokens,
+        };
+        Ok(crate::wire::openai_embeddings::render(
+            &answer,
+            &self.model,
+            facts.encoding,
+            tokens,
+        ))
+    }
+
+    /// Translates one response chunk. While holding, Envoy's buffer is the
+    /// held output followed by the new raw bytes, and is replaced whole:
+    /// Envoy only lets a filter replace a buffer's prefix or append to it.
+    pub(super) fn translate_chunk(
+        &mut self,
+        size: usize,
+        end_of_stream: bool,
+    ) -> Result<(), HostError> {
+        let timer = self.timer();
+        let buffer = self.host.body(Buffer::Response, 0, size)?;
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let (decoder, raw) = match &mut self.mode {
+            Mode::Stream(decoder) => (decoder, buffer.as_slice()),
+            Mode::Holding { decoder, held, .. } => {
+                (decoder, buffer.get(held.len()..).unwrap_or_default())
+            }
+            _ => return Ok(()),
+        };
+        decoder.feed(raw, &mut out);
+        if end_of_stream {
+            decoder.finish(&mut out);
+        }
+        self.scrub(&mut out);
+        let replacement = match &mut self.mode {
+            Mode::Holding { held, .. } => {
+                held.extend_from_slice(&out);
+                held.as_slice()
+            }
+            _ => out.as_slice(),
+        };
+        let written = self.host.set_body(Buffer::Response, 0, size, replacement);
+        self.out = out;
+        timer.stop(&self.host, Phase::Chunk);
+        written
+    }
+
+    /// The vendor's response headers: what passes, masked, and ours set;
+    /// `Err`: a call on them failed (the answer is then withheld).
+    pub(super) fn answer_headers(&mut self, end_of_stream: bool) -> Result<Flow, HostError> {
+        let headers = self.host.headers(Map::Response)?;
+        let status = headers
+            .text(":status")
+            .ok()
+            .flatten()
+            .and_then(|s| s.parse::<u16>().ok())
+            .unwrap_or(0);
+        self.record = AttemptRecord {
+            provider: self.provider_name.clone(),
+            model: self.model.clone(),
+            status,
+            stream: self.stream,
+            ..AttemptRecord::default()
+        };
+        // Not UTF-8: not a content type we know (the answer is then an error).
+        let content_type = headers
+            .text("content-type")
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        self.pass_vendor_headers(&headers, (200..300).contains(&status))?;
+        self.vendor_retry_after = headers.has("retry-after");
+        self.vendor_wait_headers = WAIT_HEADERS.iter().any(|name| headers.has(name));
+        self.vendor_retry_after_ms = headers
+            .text("retry-after-ms")
+            .ok()
+            .flatten()
+            .and_then(|ms| ms.trim().parse::<f64>().ok())
+            .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            .map(|ms| (ms / 1000.0).ceil() as u64);
+        // Every header of the answer is part of it: one that fails, and
+        // the answer is withheld (the edge role tells the attempt's answer
+        // from Envoy's by `x-llm-provider`).
+        self.host.set_header(
+            Map::Response,
+            b"x-llm-provider",
+            Some(self.provider_name.as_bytes()),
+        )?;
+        self.host
+            .set_header(Map::Response, b"x-llm-model", Some(self.model.as_bytes()))?;
+        let attempt = self.attempt.to_string();
+        self.host
+            .set_header(Map::Response, b"x-llm-attempts", Some(attempt.as_bytes()))?;
+        if self.dropped_web_search {
+            self.host
+                .set_header(Map::Response, b"x-llm-dropped-tools", Some(b"web_search"))?;
+        }
+        self.host
+            .set_header(Map::Response, b"content-length", None)?;
+        let entry = self.route_entry();
+        self.channel
+            .set_route(&self.host, self.attempt, &entry, None);
+        self.save_record();
+        if !(200..300).contains(&status) {
+            self.mode = Mode::Error(status);
+            return Ok(Flow::Pause);
+        }
+        // A vendor accepted the request: a stream need not keep it parsed.
+        self.channel.release_request();
+        if self.embed.is_some() {
+            self.mode = Mode::Embedded;
+            return Ok(Flow::Pause);
+        }
+        if self.call.is_some() {
+            // A native call uses no tokens (nothing to bill or estimate).
+            self.record.set_usage(&Usage::default());
+            self.mode = if self.counted {
+                Mode::Counted
+            } else {
+                Mode::Native
+            };
+            return Ok(Flow::Pause);
+        }
+        let Some((provider, dialect)) = self.provider() else {
+            return Ok(self.fail(no_provider(&self.provider_name)));
+        };
+        let native = pass_through(provider, dialect, self.api);
+        self.vendor_json = content_type.starts_with("application/json");
+        if self.stream && dialect.is_stream_content_type(content_type) {
+            let writer = stream_writer_echoing(
+                self.api,
+                native,
+                self.origin(),
+                self.request_id.clone(),
+                self.include_usage,
+                &self.echo,
+            );
+            let decoder = dialect.stream_decoder(writer);
+            self.host
+                .set_header(Map::Response, b"content-type", Some(b"text/event-stream"))?;
+            self.host
+                .set_header(Map::Response, b"cache-control", Some(b"no-cache"))?;
+            if self.config.streaming.hold_until_first_content && !end_of_stream {
+                self.mode = Mode::Holding {
+                    decoder,
+                    since: self.host.now(),
+                    held: Vec::new(),
+                };
+                return Ok(Flow::Pause);
+            }
+            self.mode = Mode::Stream(decoder);
+            return Ok(Flow::Continue);
+        }
+        // A 2xx that is not what we asked for (e.g. JSON to a stream request) is an error.
+        self.mode = if self.stream {
+            Mode::Error(status)
+        } else {
+            Mode::Complete
+        };
+        Ok(Flow::Pause)
+    }
+}

@@ -1,0 +1,232 @@
+//! The attempt's request: the client's request made the vendor's (a
+//! generation through `dialects::encode_generation`, a call, embeddings),
+//! addressed, authorized and cleared of what the vendor must not receive.
+
+use super::*;
+
+impl<H: Host> Attempt<H> {
+    /// The vendor model for this attempt: the candidate's model when the
+    /// attempt reached that candidate's provider, else this provider's own
+    /// mapping for the group (a failover to another vendor). The candidate
+    /// is the one the edge role chose, or on a ladder rung that rung group's.
+    fn vendor_model(&self, provider: &Provider, client_model: &str) -> String {
+        let (group, candidate) = match &self.rung {
+            Some(rung) => (rung.as_str(), Some(0)),
+            None => (self.group.as_str(), self.candidate),
+        };
+        let candidate = self
+            .config
+            .model_groups
+            .get(group)
+            .and_then(|g| g.candidates.get(candidate?));
+        match candidate {
+            Some(c)
+                if c.provider.as_deref() == Some(self.provider_name.as_str())
+                    && c.model.is_some() =>
+            {
+                c.model.clone().unwrap_or_default()
+            }
+            _ => provider.vendor_model(group, client_model).to_owned(),
+        }
+    }
+
+    /// Encodes the original body (`size` bytes in Envoy's buffer) for this
+    /// attempt's provider and sets the vendor's path, authority and auth.
+    pub(super) fn translate_request(&mut self, size: usize) -> Result<(), GatewayError> {
+        let parsed;
+        let shared = self.channel.request();
+        let request = match shared.as_deref().and_then(Request::chat) {
+            Some(request) => request,
+            None => {
+                let body = self.host.body(Buffer::Request, 0, size)?;
+                parsed = surface(self.api).parse_request(&body)?;
+                &parsed
+            }
+        };
+        let (provider, dialect) = self
+            .provider()
+            .ok_or_else(|| no_provider(&self.provider_name))?;
+        let model = self.vendor_model(provider, &request.model);
+        let target = Target {
+            provider,
+            model: &model,
+        };
+        // The same API on both sides: the client's bytes, where the dialect
+        // keeps them.
+        let unread = Cell::new(None);
+        let body = || self.read_client_body(size, &unread);
+        let client = ClientRequest {
+            body: &body,
+            header: &|name| self.host.header(Map::Request, name),
+        };
+        let encoded = encode_generation(self.api, &client, request, &target);
+        // A client body the proxy could not give is the host's failure,
+        // whatever the encoder made of the empty read.
+        if let Some(e) = unread.get() {
+            return Err(e.into());
+        }
+        let encoded = encoded?;
+        let dropped_web_search = encoded.dropped_web_search;
+        let encoded = encoded.request;
+        let (stream, include_usage) = (request.stream, request.include_usage);
+        self.send_upstream(provider, dialect, &encoded, Some(size))?;
+        self.model = model;
+        self.stream = stream;
+        self.include_usage = include_usage;
+        self.dropped_web_search = dropped_web_search;
+        self.echo = request.echo.clone();
+        self.publish_span_attributes(false);
+        if stream {
+            // For the time to first token (non-streams do not report one).
+            self.started = self.host.now();
+        }
+        Ok(())
+    }
+
+    /// A native call, for this attempt's provider: the vendor's request
+    /// when its dialect has the call (`Flow::Continue`), else the
+    /// gateway's own answer (`Flow::Pause`).
+    pub(super) fn translate_call(
+        &mut self,
+        call: &Call,
+        size: usize,
+    ) -> Result<Flow, GatewayError> {
+        let (provider, dialect) = self
+            .provider()
+            .ok_or_else(|| no_provider(&self.provider_name))?;
+        let parsed;
+        let shared = self.channel.request();
+        let request = match shared.as_deref() {
+            Some(request) => Some(request),
+            None => {
+                let body = self.host.body(Buffer::Request, 0, size)?;
+                parsed = parse_call_body(call, &body)?;
+                parsed.as_ref()
+            }
+        };
+        if let Some(request) = request.and_then(Request::embed) {
+            let embedder = dialect.embedder().ok_or_else(no_embeddings)?;
+            let model = self.vendor_model(provider, &request.model);
+            let target = Target {
+                provider,
+                model: &model,
+            };
+            let encoded = embedder.encode(request, &target)?;
+            self.send_upstream(provider, dialect, &encoded, Some(size))?;
+            self.embed = Some(EmbedFacts {
+                inputs: request.input.len(),
+                encoding: request.encoding,
+                estimated_tokens: request.input.estimated_tokens(),
+            });
+            drop(shared);
+            self.model = model;
+            self.mode = Mode::Request;
+            return Ok(Flow::Continue);
+        }
+        let request = request.and_then(Request::chat);
+        let client_model = request.map_or(self.group.as_str(), |r| r.model.as_str());
+        let model = self.vendor_model(provider, client_model);
+        let target = Target {
+            provider,
+            model: &model,
+        };
+        let unread = Cell::new(None);
+        let raw = || self.read_client_body(size, &unread);
+        let native = pass_through(provider, dialect, call.api())
+            .then(|| dialect.encode_call(call, &raw, &target))
+            .flatten();
+        if let Some(e) = unread.get() {
+            return Err(e.into());
+        }
+        // Else the vendor's own count, from the request as its generation's.
+        let (encoded, counted) = match (native, request) {
+            (Some(encoded), _) => (Some(encoded), false),
+            (None, Some(request)) if *call == Call::CountTokens => {
+                (dialect.encode_count(request, &target), true)
+            }
+            (None, _) => (None, false),
+        };
+        let Some(encoded) = encoded else {
+            // This vendor lacks the call (a failover onto another API's vendor).
+            let body = call.local_answer(request)?;
+            let attempt = self.attempt.to_string();
+            reply_or_reset(
+                &self.host,
+                200,
+                &[
+                    ("content-type", b"application/json"),
+                    ("x-request-id", self.request_id.as_bytes()),
+                    ("x-llm-estimated", b"true"),
+                    ("x-llm-attempts", attempt.as_bytes()),
+                ],
+                &body,
+            );
+            self.mode = Mode::Passthrough;
+            return Ok(Flow::Pause);
+        };
+        let encoded = encoded?;
+        self.send_upstream(provider, dialect, &encoded, call.has_body().then_some(size))?;
+        drop(shared);
+        self.model = model;
+        self.mode = Mode::Request;
+        self.counted = counted;
+        Ok(Flow::Continue)
+    }
+
+    /// The client's body for a dialect that passes it on; a failed read
+    /// is kept in `unread` (and the request then goes no further).
+    fn read_client_body(&self, size: usize, unread: &Cell<Option<HostError>>) -> Vec<u8> {
+        self.host
+            .body(Buffer::Request, 0, size)
+            .unwrap_or_else(|e| {
+                unread.set(Some(e));
+                Vec::new()
+            })
+    }
+
+    /// Sets the vendor's request: path, authority, its headers and none
+    /// of what it must not receive, and the body (replacing the `size`
+    /// bytes in Envoy's buffer; `None`: a request without one). Any write
+    /// that fails stops the request (the caller answers a 502): half of
+    /// it would reach the vendor untranslated or with what it must not get.
+    fn send_upstream(
+        &self,
+        provider: &Provider,
+        dialect: &dyn Dialect,
+        encoded: &UpstreamRequest,
+        body: Option<usize>,
+    ) -> Result<(), HostError> {
+        // What the vendor must not receive (credentials, cookies, account
+        // selectors, compression, the gateway's and Envoy's own headers,
+        // which Envoy adds after the edge role ran), found with one call
+        // listing the headers. Header changes persist into the next attempt,
+        // so this also clears the previous attempt's vendor headers: every
+        // dialect's auth and vendor headers are in the withheld set.
+        for (name, _) in self.host.headers(Map::Request)?.0 {
+            if !name.starts_with(b":")
+                && !vendor_may_receive(&name, &provider.forward_headers)
+                && !dialect.takes_client_header(self.api, &name)
+            {
+                self.host.set_header(Map::Request, &name, None)?;
+            }
+        }
+        if let Some(host) = &provider.host {
+            self.host
+                .set_header(Map::Request, b":authority", Some(host.as_bytes()))?;
+        }
+        self.host
+            .set_header(Map::Request, b":path", Some(encoded.path.as_bytes()))?;
+        for (name, value) in &encoded.headers {
+            self.host
+                .set_header(Map::Request, name.as_bytes(), Some(value.as_bytes()))?;
+        }
+        if let Some(size) = body {
+            let length = encoded.body.len().to_string();
+            self.host
+                .set_header(Map::Request, b"content-length", Some(length.as_bytes()))?;
+            self.host
+                .set_body(Buffer::Request, 0, size, &encoded.body)?;
+        }
+        Ok(())
+    }
+}
