@@ -392,6 +392,14 @@ impl std::fmt::Display for GatewayError {
     }
 }
 
+/// A vendor answer (or part of one) that is not what its API says.
+pub fn unparseable(what: &str, e: impl std::fmt::Display) -> GatewayError {
+    GatewayError::new(
+        ErrorCode::UpstreamError,
+        format!("the provider's {what} could not be parsed: {e}"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

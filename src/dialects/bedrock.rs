@@ -732,7 +732,7 @@ impl Dialect for Bedrock {
         decode_converse(body, origin)
     }
 
-    fn embedder(&self) -> Option<&dyn crate::model::embed::Embedder> {
+    fn embedder(&self) -> Option<&dyn crate::dialects::embed::Embedder> {
         Some(&crate::dialects::embed::bedrock::Bedrock)
     }
 

@@ -311,7 +311,7 @@ impl Dialect for DashScope {
         Ok(DecodedResponse::decoded(completion))
     }
 
-    fn embedder(&self) -> Option<&dyn crate::model::embed::Embedder> {
+    fn embedder(&self) -> Option<&dyn crate::dialects::embed::Embedder> {
         Some(&crate::dialects::embed::dashscope::DashScope)
     }
 

@@ -566,7 +566,7 @@ impl Dialect for Gemini {
         Ok(DecodedResponse::decoded(completion))
     }
 
-    fn embedder(&self) -> Option<&dyn crate::model::embed::Embedder> {
+    fn embedder(&self) -> Option<&dyn crate::dialects::embed::Embedder> {
         Some(&crate::dialects::embed::gemini::Gemini)
     }
 

@@ -18,7 +18,6 @@ use serde_json::{Map, Value};
 
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::call::Call;
-use crate::model::embed::Embedder;
 use crate::model::request::{ChatRequest, ResponseFormat, ToolCall};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
@@ -170,7 +169,7 @@ pub trait Dialect: Sync {
     }
 
     /// The embeddings operation, for a vendor that embeds.
-    fn embedder(&self) -> Option<&dyn Embedder> {
+    fn embedder(&self) -> Option<&dyn embed::Embedder> {
         None
     }
 
@@ -510,12 +509,8 @@ pub fn encode_json(req: &ChatRequest, body: &impl Serialize) -> Result<Vec<u8>, 
     Ok(out)
 }
 
-pub fn unparseable(what: &str, e: impl std::fmt::Display) -> GatewayError {
-    GatewayError::new(
-        ErrorCode::UpstreamError,
-        format!("the provider's {what} could not be parsed: {e}"),
-    )
-}
+/// The dialects' name for it (`crate::error::unparseable`).
+pub use crate::error::unparseable;
 
 /// For vendors without a JSON mode: the system-prompt instruction that asks for JSON.
 pub fn json_instruction(format: Option<&ResponseFormat>) -> Option<String> {

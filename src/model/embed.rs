@@ -1,10 +1,8 @@
 //! Embeddings, the second operation of the neutral model: the request
 //! every surface that embeds decodes into ([`EmbedRequest`]) and the answer
 //! every dialect that embeds decodes into ([`Embeddings`]). A dialect
-//! serves the operation by implementing [`Embedder`]
-//! (`Dialect::embedder`).
+//! serves the operation with an `Embedder` (the dialects' `embed` module).
 
-use crate::dialects::{Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
 
 /// One embeddings request, as the client made it.
@@ -144,16 +142,6 @@ pub struct Embeddings {
     pub vectors: Vec<Vec<f32>>,
     /// The input tokens, when the vendor reports them.
     pub prompt_tokens: Option<u64>,
-}
-
-/// The embeddings operation of a dialect whose vendor embeds.
-pub trait Embedder: Sync {
-    /// The vendor's request for `req` at `target`, or a 400 for what the
-    /// vendor cannot take (its batch limit, token arrays, a dimension).
-    fn encode(&self, req: &EmbedRequest, target: &Target) -> Result<UpstreamRequest, GatewayError>;
-
-    /// The vendor's 2xx answer, from vendor model `model`.
-    fn decode(&self, body: &[u8], model: &str) -> Result<Embeddings, GatewayError>;
 }
 
 /// The refusal of a request with more inputs than `vendor` embeds at once

@@ -49,7 +49,7 @@ impl Api {
 }
 
 /// A parsed request, of whichever operation: what the edge role hands
-/// the attempts (`crate::exchange`).
+/// the attempts (through the exchange).
 #[derive(Debug)]
 pub enum Request {
     /// A generation, or a call that takes a generation's body (count_tokens).

@@ -262,7 +262,7 @@ struct VendorUsage {
 /// Decodes OpenAI's answer (vectors in floats or base64), in input order.
 pub fn decode(body: &[u8]) -> Result<Embeddings, GatewayError> {
     let answer: VendorAnswer =
-        serde_json::from_slice(body).map_err(|e| crate::dialects::unparseable("embeddings", e))?;
+        serde_json::from_slice(body).map_err(|e| crate::error::unparseable("embeddings", e))?;
     let mut data = answer.data;
     data.sort_by_key(|d| d.index);
     let vectors = data
@@ -270,7 +270,7 @@ pub fn decode(body: &[u8]) -> Result<Embeddings, GatewayError> {
         .map(|d| match d.embedding {
             Vector::Floats(v) => Ok(v),
             Vector::Base64(text) => from_base64(&text)
-                .ok_or_else(|| crate::dialects::unparseable("embeddings", "bad base64 vector")),
+                .ok_or_else(|| crate::error::unparseable("embeddings", "bad base64 vector")),
         })
         .collect::<Result<_, _>>()?;
     Ok(Embeddings {

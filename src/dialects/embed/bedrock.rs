@@ -5,9 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Embedder;
 use crate::dialects::{Target, UpstreamRequest};
 use crate::error::GatewayError;
-use crate::model::embed::{bad_dimensions, check_batch, EmbedRequest, Embedder, Embeddings, Task};
+use crate::model::embed::{bad_dimensions, check_batch, EmbedRequest, Embeddings, Task};
 
 /// Texts per Cohere Embed call on Bedrock.
 pub const COHERE_MAX_BATCH: usize = 96;

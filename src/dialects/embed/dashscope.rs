@@ -4,9 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Embedder;
 use crate::dialects::{Target, UpstreamRequest};
 use crate::error::GatewayError;
-use crate::model::embed::{check_batch, EmbedRequest, Embedder, Embeddings};
+use crate::model::embed::{check_batch, EmbedRequest, Embeddings};
 
 /// Texts per call (text-embedding-v3 and v4).
 pub const MAX_BATCH: usize = 10;

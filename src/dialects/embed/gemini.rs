@@ -3,9 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Embedder;
 use crate::dialects::{Target, UpstreamRequest};
 use crate::error::GatewayError;
-use crate::model::embed::{check_batch, EmbedRequest, Embedder, Embeddings, Task};
+use crate::model::embed::{check_batch, EmbedRequest, Embeddings, Task};
 
 /// Requests per `batchEmbedContents` call.
 pub const MAX_BATCH: usize = 100;

@@ -1,5 +1,5 @@
 //! The embeddings operation of each vendor that embeds: its wire types, an
-//! encoder and a decoder ([`crate::model::embed::Embedder`]), one module
+//! encoder and a decoder (an [`Embedder`]), one module
 //! per vendor API; a dialect serves embeddings by returning its embedder
 //! from `Dialect::embedder`. The vendor's batch limit is a 400 naming it
 //! (the gateway does not split a request: one request is one vendor call).
@@ -11,6 +11,17 @@ pub mod openai;
 
 use super::{transport, unparseable, Target, UpstreamRequest};
 use crate::error::GatewayError;
+use crate::model::embed::{EmbedRequest, Embeddings};
+
+/// The embeddings operation of a dialect whose vendor embeds.
+pub trait Embedder: Sync {
+    /// The vendor's request for `req` at `target`, or a 400 for what the
+    /// vendor cannot take (its batch limit, token arrays, a dimension).
+    fn encode(&self, req: &EmbedRequest, target: &Target) -> Result<UpstreamRequest, GatewayError>;
+
+    /// The vendor's 2xx answer, from vendor model `model`.
+    fn decode(&self, body: &[u8], model: &str) -> Result<Embeddings, GatewayError>;
+}
 
 /// The vendor request carrying `body`, serialised, to the vendor's
 /// embeddings endpoint.

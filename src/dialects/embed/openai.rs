@@ -1,10 +1,11 @@
 //! OpenAI's embeddings, and Azure OpenAI's (the same body; on Azure's
 //! deployment paths the path names the model, so the body does not).
 
+use super::Embedder;
 use crate::dialects::azure::{Settings, V1};
 use crate::dialects::{DialectKind, Target, UpstreamRequest};
 use crate::error::GatewayError;
-use crate::model::embed::{EmbedRequest, Embedder, Embeddings};
+use crate::model::embed::{EmbedRequest, Embeddings};
 use crate::wire::openai_embeddings::{self as wire, VendorRequest};
 
 pub struct OpenAi;

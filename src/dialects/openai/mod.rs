@@ -195,7 +195,7 @@ impl Dialect for OpenAi {
         decode_native(api, body, origin)
     }
 
-    fn embedder(&self) -> Option<&dyn crate::model::embed::Embedder> {
+    fn embedder(&self) -> Option<&dyn crate::dialects::embed::Embedder> {
         Some(&crate::dialects::embed::openai::OpenAi)
     }
 
