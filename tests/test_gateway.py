@@ -201,6 +201,91 @@ def test_anthropic_streamed_parallel_tool_calls(gw):
     assert finishes(events) == ["tool_calls"]
 
 
+# --- web search (web_search_options) ------------------------------------------------
+# A chat client's `web_search_options` are the vendor's own search where it
+# has one (Anthropic's server tool with the user's location, Gemini's
+# Google Search, Qwen's enable_search), OpenAI's field as written, and
+# elsewhere left out with `x-llm-dropped-tools: web_search` on the answer.
+
+LYON = {"type": "approximate", "approximate": {"city": "Lyon", "country": "FR", "timezone": "Europe/Paris"}}
+SEARCH_OPTIONS = {"search_context_size": "low", "user_location": LYON}
+NEWS = [{"role": "user", "content": "any news?"}]
+
+
+def search_tools(body):
+    """The tools in a vendor body that are not the client's functions."""
+    return [t for t in body.get("tools", []) if t.get("type") != "function" and "functionDeclarations" not in t]
+
+
+@pytest.mark.parametrize("group,found", [
+    ("mock-anthropic", lambda body: search_tools(body) == [{
+        "type": "web_search_20250305", "name": "web_search",
+        "user_location": {"type": "approximate", "city": "Lyon", "country": "FR", "timezone": "Europe/Paris"}}]),
+    ("mock-gemini", lambda body: search_tools(body) == [{"googleSearch": {}}]),
+    ("mock-dashscope", lambda body: body["parameters"].get("enable_search") is True),
+    ("mock-openai", lambda body: body["web_search_options"] == SEARCH_OPTIONS and "tools" not in body),
+])
+def test_chat_web_search_is_the_vendors_own(gw, test_id, group, found):
+    status, headers, body = gw.chat({"model": "m", "messages": NEWS, "web_search_options": SEARCH_OPTIONS},
+                                    **{"x-model-group": group, "x-test-id": test_id})
+    assert status == 200, body
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert "x-llm-dropped-tools" not in headers
+    [sent] = gw.mock_requests(test_id)
+    assert found(sent["body"]), sent["body"]
+    assert "web_search_options" not in sent["body"] or group == "mock-openai"
+
+
+@pytest.mark.parametrize("stream_it", [False, True], ids=["json", "stream"])
+def test_chat_web_search_without_a_vendor_search_is_dropped_and_said(gw, test_id, stream_it):
+    """Bedrock runs no web search: the request goes without it, and the answer says so."""
+    body = {"model": "m", "messages": NEWS, "web_search_options": {}, "stream": stream_it}
+    headers = {"x-model-group": "mock-bedrock", "x-test-id": test_id}
+    if stream_it:
+        status, resp_headers, events = stream(gw, body, headers)
+        assert finishes(events) == ["stop"]
+    else:
+        status, resp_headers, resp = gw.chat(body, **headers)
+        assert resp["choices"][0]["finish_reason"] == "stop", resp
+    assert status == 200
+    assert resp_headers.get("x-llm-dropped-tools") == "web_search"
+    [sent] = gw.mock_requests(test_id)
+    assert "toolConfig" not in sent["body"] and "web_search_options" not in sent["body"], sent["body"]
+
+
+@pytest.mark.parametrize("stream_it", [False, True], ids=["json", "stream"])
+def test_chat_anthropic_pause_turn_is_length(gw, test_id, stream_it):
+    """Anthropic pauses a long server-tool turn (`stop_reason: pause_turn`;
+    the mock's `pause-turn`, only with its web search tool offered): a chat
+    client gets the text so far and `finish_reason: length`, as
+    tests/golden/client/openai_chat/anthropic/{pause_turn,stream_pause_turn}.txt."""
+    body = {"model": "m", "messages": NEWS, "web_search_options": {}, "stream": stream_it}
+    headers = {"x-model-group": "mock-anthropic", "x-test-id": test_id, "x-mock-scenario": "pause-turn"}
+    if stream_it:
+        status, _, events = stream(gw, body, headers)
+        assert status == 200
+        assert events[-1][1] == "[DONE]"
+        assert finishes(events) == ["length"]
+        assert content_of(events) == "Let me search the web."
+    else:
+        status, _, resp = gw.chat(body, **headers)
+        assert status == 200, resp
+        assert resp["choices"][0]["finish_reason"] == "length"
+        assert resp["choices"][0]["message"]["content"] == "Let me search the web."
+        assert "tool_calls" not in resp["choices"][0]["message"], "the paused search is not the client's to run"
+    [sent] = gw.mock_requests(test_id)
+    assert [t["type"] for t in search_tools(sent["body"])] == ["web_search_20250305"], "paused only with its search"
+
+
+def test_chat_web_search_options_are_checked(gw, test_id):
+    status, headers, resp = gw.chat(
+        {"model": "m", "messages": NEWS, "web_search_options": {"user_location": {"approximate": {"street": "x"}}}},
+        **{"x-model-group": "mock-anthropic", "x-test-id": test_id})
+    err = assert_unified_error(status, headers, resp, 400, "INVALID_REQUEST")
+    assert err["param"] == "web_search_options.user_location.approximate.street", err
+    assert gw.mock_requests(test_id) == [], "no upstream is contacted"
+
+
 # --- errors ---------------------------------------------------------------------
 
 def assert_unified_error(status, headers, body, want_status, code):

@@ -72,6 +72,11 @@ impl Dialect for Azure {
                 || settings.is_some_and(|s| s.api_version == V1 && !s.chat_only))
     }
 
+    /// A Chat Completions client's `web_search_options`, sent as written.
+    fn web_search(&self, req: &ChatRequest, _model: &str) -> bool {
+        openai::sends_web_search(req)
+    }
+
     fn settings_keys(&self) -> &'static [Key] {
         &KEYS
     }

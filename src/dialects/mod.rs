@@ -615,6 +615,48 @@ mod web_search_tests {
         }
     }
 
+    /// OpenAI and Azure get a Chat Completions client's `web_search_options`
+    /// as the client wrote them, also where a request policy rewrites the
+    /// request (`o3`: `max_completion_tokens`), and nothing is reported dropped.
+    #[test]
+    fn web_search_options_reach_openai_and_azure_as_written() {
+        let options = serde_json::json!({
+            "user_location": {"type": "approximate", "approximate": {"country": "FR", "city": "Lyon"}},
+            "search_context_size": "low",
+        });
+        let body = serde_json::json!({
+            "model": "g", "max_tokens": 50, "web_search_options": options,
+            "messages": [{"role": "user", "content": "news?"}],
+        })
+        .to_string();
+        let config = crate::config::Config::parse(
+            br#"{"providers":{"o":{"dialect":"openai","api_key":"k"},"a":{"dialect":"azure","api_key":"k","api_version":"2024-10-21"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let client = ClientRequest {
+            body: &|| body.clone().into_bytes(),
+            header: &|_| None,
+        };
+        let request = ChatRequest::parse(body.as_bytes()).unwrap();
+        for (provider, model) in [("o", "gpt-4o"), ("o", "o3"), ("a", "gpt-4o"), ("a", "o3")] {
+            let target = Target {
+                provider: &config.providers[provider],
+                model,
+            };
+            let encoded = encode_generation(Api::OpenAiChat, &client, &request, &target).unwrap();
+            assert!(!encoded.dropped_web_search, "{provider} {model}");
+            let v: Value = serde_json::from_slice(&encoded.request.body).unwrap();
+            assert_eq!(v["web_search_options"], options, "{provider} {model}");
+            let tokens = if model == "o3" {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            assert_eq!(v[tokens], 50, "{provider} {model}: the policy applied");
+        }
+    }
+
     #[test]
     fn web_search_is_the_vendors_own_where_it_has_one() {
         let f = r#","tools":[{"type":"function","function":{"name":"f"}}]"#;
@@ -640,6 +682,21 @@ mod web_search_tests {
             let mut none = request("", &[]);
             none.web_search = None;
             assert!(!d.web_search(&none, "m"), "{kind:?}: no search asked");
+        }
+        // A Chat Completions client's `web_search_options` are OpenAI's and
+        // Azure's own search, sent as written; a search from elsewhere is not.
+        let chat = ChatRequest::parse(
+            br#"{"model":"m","messages":[{"role":"user","content":"news?"}],"web_search_options":{}}"#,
+        )
+        .unwrap();
+        for kind in [DialectKind::Openai, DialectKind::Azure] {
+            assert!(dialect(kind).web_search(&chat, "m"), "{kind:?}");
+            let mut dropped = chat.clone();
+            dropped.extra.remove("web_search_options");
+            assert!(
+                !dialect(kind).web_search(&dropped, "m"),
+                "{kind:?}: dropped by a policy"
+            );
         }
         // Gemini 3 takes its search beside function tools; 2.x does not.
         let gemini = dialect(DialectKind::Gemini);

@@ -80,8 +80,8 @@ pub struct ChatRequest {
     #[serde(skip)]
     pub native_only: Option<NativeOnly>,
     /// The client's hosted web search (the Responses API's `web_search`
-    /// tool): the vendor's own search tool where it has one, else dropped
-    /// (`Dialect::web_search`).
+    /// tool, Chat Completions' `web_search_options`): the vendor's own
+    /// search tool where it has one, else dropped (`Dialect::web_search`).
     #[serde(skip)]
     pub web_search: Option<WebSearch>,
 }

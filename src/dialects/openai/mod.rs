@@ -126,6 +126,20 @@ struct StreamOptions {
     include_usage: bool,
 }
 
+/// The client's `web_search_options` (a Chat Completions client's, kept in
+/// `extra` as written) go on as they came: OpenAI's and Azure's own web
+/// search. A search from elsewhere (the Responses API's `web_search` tool,
+/// translated for a `chat_only` server) has no such field: left out.
+pub(super) fn sends_web_search(req: &ChatRequest) -> bool {
+    req.web_search.is_some()
+        && req
+            .extra
+            .get(WEB_SEARCH_OPTIONS)
+            .is_some_and(|v| !v.is_null())
+}
+
+const WEB_SEARCH_OPTIONS: &str = "web_search_options";
+
 impl Dialect for OpenAi {
     fn speaks(&self, api: Api) -> bool {
         matches!(api, Api::OpenAiChat | Api::OpenAiResponses)
@@ -139,6 +153,10 @@ impl Dialect for OpenAi {
 
     fn settings_keys(&self) -> &'static [Key] {
         &[CHAT_ONLY]
+    }
+
+    fn web_search(&self, req: &ChatRequest, _model: &str) -> bool {
+        sends_web_search(req)
     }
 
     fn read_settings(

@@ -1,7 +1,8 @@
 //! OpenAI Chat Completions requests, parsed once into the neutral
 //! [`ChatRequest`]. Parse errors name the field (`messages[2].role: ...`),
 //! duplicate keys are refused at every depth, and fields we do not model
-//! are kept in `extra` so OpenAI-compatible upstreams still receive them.
+//! are kept in `extra` so OpenAI-compatible upstreams still receive them
+//! (`web_search_options` too, besides its neutral `web_search`).
 //!
 //! Long on purpose (about 770 lines of code, then its tests): the strict
 //! parser of the API's whole request schema, every field with the error the
@@ -234,6 +235,14 @@ impl<'de> Visitor<'de> for RequestVisitor {
                         reasoning_fields.1 = true;
                     }
                 }
+                // Typed for the vendors with a search of their own, and
+                // kept as written for OpenAI's (see [`web_search`]).
+                "web_search_options" => {
+                    let Strict(value) = at("web_search_options", map.next_value())?;
+                    r.web_search = web_search(&value).map_err(de::Error::custom)?;
+                    r.extra.insert(key, value);
+                    continue;
+                }
                 _ => {
                     let Strict(value) = at(&key, map.next_value())?;
                     r.extra.insert(key, value);
@@ -254,6 +263,88 @@ impl<'de> Visitor<'de> for RequestVisitor {
             ));
         }
         Ok(r)
+    }
+}
+
+/// `web_search_options`: `{search_context_size, user_location: {type:
+/// "approximate", approximate: {city, region, country, timezone}}}`, the
+/// web search OpenAI's search models run. The other vendors' own search
+/// gets the user's location (`search_context_size` has no counterpart
+/// there: checked, not carried); the OpenAI dialects send the field as
+/// written (it stays in `extra`). Errors are `path: message`, the path of
+/// the offending member.
+fn web_search(value: &Value) -> Result<Option<WebSearch>, String> {
+    const AT: &str = "web_search_options";
+    if value.is_null() {
+        return Ok(None);
+    }
+    let m = members(value, AT, &["search_context_size", "user_location"])?;
+    if let Some(size) = text(m, "search_context_size", AT)? {
+        if !["low", "medium", "high"].contains(&size) {
+            return Err(format!(
+                "{AT}.search_context_size: unknown value '{size}', expected low, medium or high"
+            ));
+        }
+    }
+    let mut search = WebSearch::default();
+    if let Some(location) = m.get("user_location").filter(|v| !v.is_null()) {
+        let at = format!("{AT}.user_location");
+        let l = members(location, &at, &["type", "approximate"])?;
+        match text(l, "type", &at)? {
+            None | Some("approximate") => {}
+            Some(kind) => {
+                return Err(format!(
+                    "{at}.type: unknown value '{kind}', expected approximate"
+                ))
+            }
+        }
+        if let Some(approximate) = l.get("approximate").filter(|v| !v.is_null()) {
+            let at = format!("{at}.approximate");
+            let a = members(approximate, &at, &["city", "region", "country", "timezone"])?;
+            let owned = |key| text(a, key, &at).map(|s| s.map(str::to_owned));
+            search.user_location = Some(UserLocation {
+                city: owned("city")?,
+                region: owned("region")?,
+                country: owned("country")?,
+                timezone: owned("timezone")?,
+            });
+        }
+    }
+    Ok(Some(search))
+}
+
+/// The members of the object at `path`, refusing any not `allowed`.
+fn members<'a>(
+    value: &'a Value,
+    path: &str,
+    allowed: &[&str],
+) -> Result<&'a serde_json::Map<String, Value>, String> {
+    let map = value
+        .as_object()
+        .ok_or_else(|| format!("{path}: invalid type, expected an object"))?;
+    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(key) => Err(format!(
+            "{path}.{key}: unknown field `{key}`, expected one of {}",
+            allowed
+                .iter()
+                .map(|a| format!("`{a}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        None => Ok(map),
+    }
+}
+
+/// Member `key` of the object at `path`: a string, or absent (or null).
+fn text<'a>(
+    map: &'a serde_json::Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<&'a str>, String> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("{path}.{key}: invalid type, expected a string")),
     }
 }
 
@@ -1186,6 +1277,93 @@ mod tests {
             Some("tools[0].cache_control"),
             "{}",
             e.message
+        );
+    }
+
+    #[test]
+    fn web_search_options_are_the_vendors_search_and_kept_for_openai() {
+        let body = |options: &str| {
+            format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"x"}}],"web_search_options":{options}}}"#
+            )
+        };
+        let r = parse(&body(
+            r#"{"search_context_size":"high","user_location":{"type":"approximate","approximate":{"city":"Lyon","country":"FR","timezone":"Europe/Paris"}}}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            r.web_search,
+            Some(WebSearch {
+                allowed_domains: Vec::new(),
+                user_location: Some(UserLocation {
+                    city: Some("Lyon".into()),
+                    region: None,
+                    country: Some("FR".into()),
+                    timezone: Some("Europe/Paris".into()),
+                }),
+            })
+        );
+        assert_eq!(
+            r.extra["web_search_options"]["search_context_size"], "high",
+            "kept as written for OpenAI's vendors"
+        );
+        assert_eq!(
+            parse(&body("{}")).unwrap().web_search,
+            Some(WebSearch::default())
+        );
+        assert_eq!(
+            parse(&body(r#"{"user_location":{"type":"approximate"}}"#))
+                .unwrap()
+                .web_search,
+            Some(WebSearch::default())
+        );
+        assert_eq!(parse(&body("null")).unwrap().web_search, None);
+        let absent = parse(r#"{"model":"m","messages":[{"role":"user","content":"x"}]}"#);
+        assert_eq!(absent.unwrap().web_search, None);
+        for (options, param) in [
+            (r#"{"frobnicate":1}"#, "web_search_options.frobnicate"),
+            (r#"[]"#, "web_search_options"),
+            (
+                r#"{"search_context_size":"huge"}"#,
+                "web_search_options.search_context_size",
+            ),
+            (
+                r#"{"search_context_size":3}"#,
+                "web_search_options.search_context_size",
+            ),
+            (
+                r#"{"user_location":{"type":"exact"}}"#,
+                "web_search_options.user_location.type",
+            ),
+            (
+                r#"{"user_location":{"city":"Lyon"}}"#,
+                "web_search_options.user_location.city",
+            ),
+            (
+                r#"{"user_location":{"approximate":{"street":"x"}}}"#,
+                "web_search_options.user_location.approximate.street",
+            ),
+            (
+                r#"{"user_location":{"approximate":{"country":1}}}"#,
+                "web_search_options.user_location.approximate.country",
+            ),
+            (
+                r#"{"user_location":{"approximate":{"city":"a","city":"b"}}}"#,
+                "web_search_options.user_location.approximate.city",
+            ),
+        ] {
+            let err = parse(&body(options)).unwrap_err();
+            assert_eq!(
+                err.param.as_deref(),
+                Some(param),
+                "{options}: {}",
+                err.message
+            );
+        }
+        let twice = r#"{"model":"m","messages":[{"role":"user","content":"x"}],"web_search_options":{},"web_search_options":{}}"#;
+        assert_eq!(
+            parse(twice).unwrap_err().param.as_deref(),
+            Some("web_search_options")
         );
     }
 
