@@ -197,3 +197,128 @@ def test_litellm_error_classes(gw, group, test_id):
     with pytest.raises(litellm.ContextWindowExceededError) as e:
         litellm_embedding(gw, group, ["x"], **{"x-mock-scenario": "error-400-context"})
     assert e.value.status_code == 400
+
+
+# ---------------------------------------------------------------- Node: the OpenAI SDK and the Vercel AI SDK
+
+def node_embedding_plan():
+    """(script, cases): the OpenAI Node SDK's cases (clients.mjs) and the
+    Vercel AI SDK's (vercel_ai.mjs), case ids `<client>:<group>:<what>`."""
+    openai_node, vercel = {}, {}
+    for group in GROUPS:
+        texts = TEXTS[:min(BATCH[group], len(TEXTS))]
+        openai_node[f"openai-node:{group}:texts"] = {"op": "embed", "body": {"model": MODEL, "input": texts}}
+        vercel[f"vercel:{group}:embed"] = {"op": "embed", "values": TEXTS[1:2]}
+        vercel[f"vercel:{group}:many"] = {"op": "embed_many", "values": texts}
+    openai_node["openai-node:mock-gemini:dimensions"] = {
+        "op": "embed", "body": {"model": MODEL, "input": TEXTS, "dimensions": 256, "encoding_format": "float"}}
+    openai_node["openai-node:mock-dashscope:over-limit"] = {"op": "embed", "body": {"model": MODEL, "input": MANY}}
+    openai_node["openai-node:mock-gemini:error-429"] = {"op": "embed", "body": {"model": MODEL, "input": "x"},
+                                                        "scenario": "error-429"}
+    vercel["vercel:mock-gemini:dimensions"] = {"op": "embed", "values": TEXTS[:1], "dimensions": 256}
+    vercel["vercel:mock-dashscope:over-limit"] = {"op": "embed_many", "values": MANY}
+    vercel["vercel:mock-bedrock:over-limit"] = {"op": "embed_many", "values": TEXTS[:2]}
+    vercel["vercel:mock-openai:error-429"] = {"op": "embed", "values": ["x"], "scenario": "error-429"}
+    for cid, case in vercel.items():
+        case.update(api="embedding", model=MODEL)
+    for cases in (openai_node, vercel):
+        for cid, case in cases.items():
+            case["group"] = cid.split(":")[1]
+    return address_cases(openai_node, "emb-"), address_cases(vercel, "emb-")
+
+
+@pytest.fixture(scope="module")
+def node_seen(gw):
+    """case id -> what the Node client saw; each driver runs once, in one process."""
+    openai_node, vercel = node_embedding_plan()
+    out = {**node_plan(gw, "clients.mjs", gw.base + "/v1", openai_node),
+           **node_plan(gw, "vercel_ai.mjs", gw.base + "/v1", vercel)}
+    for obs in out.values():
+        gw.record({}, json.dumps(obs))
+    return out
+
+
+def node_ok(node_seen, cid):
+    obs = node_seen[cid]
+    assert obs["ok"], f"{cid}: {obs.get('error')}"
+    return obs["result"]
+
+
+def sent_for(gw, cid):
+    return gw.mock_requests("emb-" + cid.replace(":", "-"))
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_openai_node_sdk_embeds(gw, node_seen, group):
+    cid = f"openai-node:{group}:texts"
+    r = node_ok(node_seen, cid)
+    texts = TEXTS[:min(BATCH[group], len(TEXTS))]
+    assert r["object"] == "list" and r["model"] == VENDORS[group][1]
+    assert [d["index"] for d in r["data"]] == list(range(len(texts)))
+    # The SDK asked for base64 (its default) and decoded it: the same floats as Python's.
+    check_vectors([d["embedding"] for d in r["data"]], sdk_vectors(gw, group, texts), group)
+    assert r["usage"]["prompt_tokens"] > 0 and r["usage"]["total_tokens"] == r["usage"]["prompt_tokens"]
+    [sent] = sent_for(gw, cid)
+    assert sent["path"] == VENDORS[group][0]
+
+
+def test_openai_node_sdk_dimensions_reach_gemini(gw, node_seen):
+    cid = "openai-node:mock-gemini:dimensions"
+    r = node_ok(node_seen, cid)
+    assert [len(d["embedding"]) for d in r["data"]] == [256] * len(TEXTS)
+    [sent] = sent_for(gw, cid)
+    assert [q["outputDimensionality"] for q in sent["body"]["requests"]] == [256] * len(TEXTS)
+    assert [q["content"]["parts"][0]["text"] for q in sent["body"]["requests"]] == TEXTS
+
+
+def test_openai_node_sdk_errors(node_seen):
+    e = node_seen["openai-node:mock-dashscope:over-limit"]["error"]
+    assert (e["class"], e["status"]) == ("BadRequestError", 400), e
+    assert e["body"]["param"] == "input" and "at most 10 input" in e["body"]["message"], e
+    e = node_seen["openai-node:mock-gemini:error-429"]["error"]
+    assert (e["class"], e["status"]) == ("RateLimitError", 429), e
+    assert e["body"]["code"] == "UPSTREAM_RATE_LIMIT", e
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_vercel_ai_embed_and_embed_many(gw, node_seen, group):
+    texts = TEXTS[:min(BATCH[group], len(TEXTS))]
+    one = node_ok(node_seen, f"vercel:{group}:embed")
+    [vector] = one["embeddings"]
+    assert vector == pytest.approx(sdk_vectors(gw, group, TEXTS[1:2])[0], abs=1e-6)
+    assert len(vector) == dims(group)
+    assert one["usage"]["tokens"] > 0
+    many = node_ok(node_seen, f"vercel:{group}:many")
+    check_vectors(many["embeddings"], sdk_vectors(gw, group, texts), group)
+    if group in ("mock-dashscope", "mock-bedrock"):
+        # The vendor's count (a token per word at the mock), as the SDK's usage.
+        assert many["usage"]["tokens"] == sum(len(t.split()) for t in texts)
+    assert len(sent_for(gw, f"vercel:{group}:many")) == 1
+
+
+def test_vercel_ai_dimensions(gw, node_seen):
+    [vector] = node_ok(node_seen, "vercel:mock-gemini:dimensions")["embeddings"]
+    assert len(vector) == 256
+    [sent] = sent_for(gw, "vercel:mock-gemini:dimensions")
+    assert sent["body"]["requests"][0]["outputDimensionality"] == 256
+
+
+@pytest.mark.parametrize("cid,limit", [("vercel:mock-dashscope:over-limit", 10),
+                                       ("vercel:mock-bedrock:over-limit", 1)])
+def test_vercel_ai_embed_many_over_a_small_vendor_limit(gw, node_seen, cid, limit):
+    """embedMany batches by the OpenAI model's 2048: the gateway's 400,
+    an APICallError that is not retried, naming the vendor's limit."""
+    obs = node_seen[cid]
+    assert not obs["ok"], obs
+    e = obs["error"]
+    assert e["api_call_error"] and e["statusCode"] == 400 and e["isRetryable"] is False, e
+    assert f"at most {limit} input" in e["message"], e
+    assert json.loads(e["responseBody"])["error"]["param"] == "input"
+    assert sent_for(gw, cid) == []
+
+
+def test_vercel_ai_rate_limit_is_retryable(node_seen):
+    obs = node_seen["vercel:mock-openai:error-429"]
+    assert not obs["ok"], obs
+    e = obs["error"]
+    assert e["api_call_error"] and e["statusCode"] == 429 and e["isRetryable"] is True, e
