@@ -41,7 +41,7 @@ import tiktoken  # noqa: E402
 from langchain_openai import OpenAIEmbeddings  # noqa: E402
 
 import gateway  # noqa: E402
-from conftest import ALL_GROUPS_KEY, configure_test_gateway, own_gateway  # noqa: E402
+from conftest import ALL_GROUPS_KEY, configure_test_gateway, log_for, own_gateway  # noqa: E402
 from test_clients import address_cases, node_plan  # noqa: E402
 from test_embeddings import BATCH, VENDORS  # noqa: E402
 
@@ -322,3 +322,82 @@ def test_vercel_ai_rate_limit_is_retryable(node_seen):
     assert not obs["ok"], obs
     e = obs["error"]
     assert e["api_call_error"] and e["statusCode"] == 429 and e["isRetryable"] is True, e
+
+
+# ---------------------------------------------------------------- rate limits
+
+INPUT_LIMITED_KEY = "gw-test-key-embeddings-input-limit"
+TOTAL_LIMITED_KEY = "gw-test-key-embeddings-total-limit"
+INPUT_LIMIT = 30
+
+
+def limited_config(config):
+    """Two keys of their own: 30 input tokens a minute, and 100 tokens
+    (input and output) a minute with the default output reservation (4096,
+    more than that limit); refuse_on_estimate on, so a request whose
+    estimate does not fit is refused at admission."""
+    configure_test_gateway(config)
+    config["auth"]["keys"] += [
+        {"name": "emb-input", "sha256": gateway.key_hash(INPUT_LIMITED_KEY), "groups": ["*"]},
+        {"name": "emb-total", "sha256": gateway.key_hash(TOTAL_LIMITED_KEY), "groups": ["*"]},
+    ]
+    config["limits"]["rate"] = [
+        {"key": "emb-input", "tokens_per_minute": INPUT_LIMIT, "tokens": "input"},
+        {"key": "emb-total", "tokens_per_minute": 100},
+    ]
+    config["limits"]["refuse_on_estimate"] = True
+
+
+def fresh_minute(need=15):
+    """The next minute's window when fewer than `need` seconds are left in
+    this one, so the test's requests all fall in one window."""
+    left = 60 - time.time() % 60
+    if left < need:
+        time.sleep(left + 0.01)
+
+
+def test_embeddings_count_against_an_input_token_limit(tmp_path, test_id):
+    """Embeddings are charged their input tokens (DashScope's own count: a
+    token per word at the mock): two calls of 10 words use 20 of 30; a
+    call of 40 words would exceed the limit and is the gateway's 429
+    RATE_LIMITED before any vendor call, through the OpenAI SDK as its
+    RateLimitError; a short one still fits. An embedding has no output, so
+    no output tokens are reserved for it: a 3-word embedding fits in a
+    100-token total limit that the default 4096-token output reservation
+    would exceed."""
+    ten_words = [" ".join(f"{w}{i}" for i in range(10)) for w in "ab"]
+    forty_words = " ".join(f"w{i}" for i in range(40))
+    with own_gateway(tmp_path, edit=limited_config) as limited:
+        fresh_minute()
+        client = openai.OpenAI(base_url=limited.base + "/v1", api_key=INPUT_LIMITED_KEY, max_retries=0,
+                               default_headers={"x-model-group": "mock-dashscope", "x-test-id": test_id})
+        for i, text in enumerate(ten_words):
+            r = client.embeddings.create(model=MODEL, input=text, extra_headers={"x-request-id": f"emb-ok-{i}"})
+            assert r.usage.prompt_tokens == 10
+        assert len(limited.mock_requests(test_id)) == 2
+        with pytest.raises(openai.RateLimitError) as e:
+            client.embeddings.create(model=MODEL, input=forty_words, extra_headers={"x-request-id": "emb-refused"})
+        err = e.value.body
+        assert err["code"] == "RATE_LIMITED" and err["type"] == "tokens", err
+        assert f"input tokens per minute (this key): Limit {INPUT_LIMIT}, Used 20," in err["message"], err
+        assert e.value.response.headers["x-ratelimit-limit-tokens"] == str(INPUT_LIMIT)
+        assert e.value.response.headers["x-ratelimit-remaining-tokens"] == str(INPUT_LIMIT - 20)
+        assert len(limited.mock_requests(test_id)) == 2, "refused before any vendor call"
+        assert client.embeddings.create(model=MODEL, input="hi").usage.prompt_tokens == 1
+        # The access log: both metered as embeddings under the key, the refusal with no vendor attempt.
+        ok, refused = log_for(limited, "emb-ok-0"), log_for(limited, "emb-refused")
+        assert (ok["operation"], ok["key"], ok["status"], ok["prompt_tokens"]) == \
+            ("embeddings", "emb-input", 200, 10), ok
+        assert (refused["operation"], refused["key"], refused["status"], refused["code"], refused["attempts"]) == \
+            ("embeddings", "emb-input", 429, "RATE_LIMITED", 0), refused
+
+        total = openai.OpenAI(base_url=limited.base + "/v1", api_key=TOTAL_LIMITED_KEY, max_retries=0,
+                              default_headers={"x-model-group": "mock-dashscope"})
+        remaining = []
+        for _ in range(2):
+            r = total.embeddings.with_raw_response.create(model=MODEL, input="one two three")
+            assert r.parse().usage.prompt_tokens == 3
+            assert r.headers["x-ratelimit-limit-tokens"] == "100"
+            remaining.append(int(r.headers["x-ratelimit-remaining-tokens"]))
+        # Each admission reserves the input's estimate alone; the first was charged its 3 input tokens.
+        assert 100 - remaining[0] <= 10 and remaining[1] == remaining[0] - 3, remaining
