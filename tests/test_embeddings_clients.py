@@ -219,7 +219,7 @@ def node_embedding_plan():
     vercel["vercel:mock-dashscope:over-limit"] = {"op": "embed_many", "values": MANY}
     vercel["vercel:mock-bedrock:over-limit"] = {"op": "embed_many", "values": TEXTS[:2]}
     vercel["vercel:mock-openai:error-429"] = {"op": "embed", "values": ["x"], "scenario": "error-429"}
-    for cid, case in vercel.items():
+    for case in vercel.values():
         case.update(api="embedding", model=MODEL)
     for cases in (openai_node, vercel):
         for cid, case in cases.items():
