@@ -4,7 +4,7 @@
 // Python tests, shared by every client; this only drives the SDK.
 //
 // stdin: {"base": "http://127.0.0.1:PORT/v1", "concurrency": N, "cases": [case, ...]}
-// case:  {"id", "op": "list"|"retrieve"|"chat"|"stream"|"round_trip",
+// case:  {"id", "op": "list"|"retrieve"|"chat"|"stream"|"round_trip"|"embed",
 //         "key", "headers", "body", "model", "max_retries", "results"}
 import OpenAI from 'openai';
 import { runPlan } from './plan.mjs';
@@ -64,6 +64,9 @@ async function runCase(base, c) {
         obs.result = await client.chat.completions.create({ ...c.body, messages, tool_choice: 'auto' }, opts);
         break;
       }
+      case 'embed':
+        obs.result = await client.embeddings.create(c.body, opts);
+        break;
       default:
         throw new Error(`unknown op ${c.op}`);
     }

@@ -4,10 +4,10 @@
 // keyed by case id. The expectations live in the Python test.
 //
 // stdin: {"base": "http://127.0.0.1:PORT/v1", "concurrency": N, "cases": [case, ...]}
-// case:  {"id", "api": "chat"|"responses"|"anthropic",
-//         "op": "text"|"stream"|"tools"|"stream_tools"|"object",
-//         "key", "headers", "prompt", "tool_results", "store", "schema"}
-import { APICallError, Output, generateText, isStepCount, jsonSchema, streamText, tool } from 'ai';
+// case:  {"id", "api": "chat"|"responses"|"anthropic"|"embedding",
+//         "op": "text"|"stream"|"tools"|"stream_tools"|"object"|"embed"|"embed_many",
+//         "key", "headers", "prompt", "tool_results", "store", "schema", "model", "values", "dimensions"}
+import { APICallError, Output, embed, embedMany, generateText, isStepCount, jsonSchema, streamText, tool } from 'ai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { runPlan } from './plan.mjs';
@@ -23,6 +23,8 @@ function model(base, c) {
       return createOpenAI({ baseURL: base, apiKey: c.key }).responses('any');
     case 'anthropic':
       return createAnthropic({ baseURL: base, apiKey: c.key }).messages('any');
+    case 'embedding':
+      return createOpenAI({ baseURL: base, apiKey: c.key }).embedding(c.model);
     default:
       throw new Error(`unknown api ${c.api}`);
   }
@@ -81,6 +83,7 @@ function errorObservation(e) {
 async function runCase(base, c) {
   const obs = { ok: true };
   const executed = [];
+  if (c.api === 'embedding') return runEmbedding(base, c);
   const common = {
     model: model(base, c),
     headers: c.headers,
@@ -142,6 +145,33 @@ async function runCase(base, c) {
     obs.error = errorObservation(e);
   }
   obs.executed = executed;
+  return obs;
+}
+
+// `embed` (one value) and `embedMany` (values, split by the model's
+// maxEmbeddingsPerCall) with the OpenAI provider's embedding model.
+async function runEmbedding(base, c) {
+  const obs = { ok: true };
+  const common = { model: model(base, c), headers: c.headers, maxRetries: 0, dimensions: c.dimensions };
+  try {
+    switch (c.op) {
+      case 'embed': {
+        const r = await embed({ ...common, value: c.values[0] });
+        obs.result = { embeddings: [r.embedding], usage: r.usage };
+        break;
+      }
+      case 'embed_many': {
+        const r = await embedMany({ ...common, values: c.values });
+        obs.result = { embeddings: r.embeddings, usage: r.usage };
+        break;
+      }
+      default:
+        throw new Error(`unknown op ${c.op}`);
+    }
+  } catch (e) {
+    obs.ok = false;
+    obs.error = errorObservation(e);
+  }
   return obs;
 }
 
