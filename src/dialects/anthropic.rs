@@ -50,7 +50,7 @@ pub struct Anthropic;
 pub const API_VERSION: &str = "2023-06-01";
 
 /// One conversation turn of content blocks.
-type Turn<'a> = super::Turn<Block<'a>>;
+type Turn<'a> = crate::wire::Turn<Block<'a>>;
 
 fn cache(cc: Option<&CacheControl>) -> Option<Cache<'_>> {
     cc.map(|cc| Cache {
@@ -489,7 +489,7 @@ impl Dialect for Anthropic {
                     system.extend(blocks(content, &at, false)?);
                 }
                 Message::User { content, .. } => {
-                    super::push_turn(&mut turns, "user", blocks(content, &at, true)?)
+                    crate::wire::push_turn(&mut turns, "user", blocks(content, &at, true)?)
                 }
                 Message::Tool {
                     content,
@@ -503,7 +503,7 @@ impl Dialect for Anthropic {
                         is_error: *is_error,
                         cache_control: cache(cache_control.as_ref()),
                     };
-                    super::push_turn(&mut turns, "user", vec![result]);
+                    crate::wire::push_turn(&mut turns, "user", vec![result]);
                 }
                 Message::Assistant {
                     content,
@@ -525,7 +525,7 @@ impl Dialect for Anthropic {
                             input: ToolInput::Value(input),
                         });
                     }
-                    super::push_turn(&mut turns, "assistant", out);
+                    crate::wire::push_turn(&mut turns, "assistant", out);
                 }
             }
         }

@@ -26,7 +26,7 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::anthropic::{self, Anthropic};
@@ -47,103 +47,11 @@ use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usag
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::model::Api;
 use crate::provider::Provider;
+use crate::wire::bedrock::*;
 
 pub struct Bedrock;
 
 pub const EVENT_STREAM: &str = "application/vnd.amazon.eventstream";
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Request<'a> {
-    messages: Vec<Turn<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    system: Vec<Block<'a>>,
-    #[serde(skip_serializing_if = "InferenceConfig::is_empty")]
-    inference_config: InferenceConfig<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_config: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    additional_model_request_fields: Option<Value>,
-    /// `["/stop_sequence"]` for Claude with stop sequences: which one
-    /// matched comes back in `additionalModelResponseFields`.
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    additional_model_response_field_paths: &'a [&'a str],
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct InferenceConfig<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f64>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    stop_sequences: &'a [String],
-}
-
-impl InferenceConfig<'_> {
-    fn is_empty(&self) -> bool {
-        self.max_tokens.is_none()
-            && self.temperature.is_none()
-            && self.top_p.is_none()
-            && self.stop_sequences.is_empty()
-    }
-}
-
-/// One conversation turn of content blocks.
-type Turn<'a> = super::Turn<Block<'a>>;
-
-/// A Converse content block: exactly one of its members is set.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-enum Block<'a> {
-    Text(#[serde(serialize_with = "crate::json_text::serialize")] Cow<'a, str>),
-    Image {
-        format: &'static str,
-        source: ImageSource<'a>,
-    },
-    #[serde(rename_all = "camelCase")]
-    ToolUse {
-        tool_use_id: &'a str,
-        name: &'a str,
-        input: Value,
-    },
-    #[serde(rename_all = "camelCase")]
-    ToolResult {
-        tool_use_id: &'a str,
-        content: [ToolResultText; 1],
-        /// `error` for a failed tool (ToolResultBlock `status`).
-        #[serde(skip_serializing_if = "Option::is_none")]
-        status: Option<&'static str>,
-    },
-    ReasoningContent(ReasoningBlock<'a>),
-    CachePoint(CachePoint<'a>),
-}
-
-/// A reasoning block of the history, as Claude on Bedrock wants it back:
-/// the text with its signature, unmodified, or the redacted bytes.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-enum ReasoningBlock<'a> {
-    ReasoningText {
-        #[serde(serialize_with = "crate::json_text::serialize")]
-        text: &'a str,
-        signature: &'a str,
-    },
-    RedactedContent(&'a str),
-}
-
-/// `{"cachePoint": {"type": "default", "ttl"?}}`: the prefix up to here may
-/// be cached (ttl `5m` or `1h`, the values Bedrock takes).
-#[derive(Serialize)]
-struct CachePoint<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    ttl: Option<&'a str>,
-}
 
 impl<'a> Block<'a> {
     fn cache_point(cache: &'a CacheControl) -> Self {
@@ -179,17 +87,6 @@ struct Abilities {
     cache: bool,
     /// Reasoning blocks in the history: Claude.
     reasoning: bool,
-}
-
-#[derive(Serialize)]
-struct ImageSource<'a> {
-    bytes: &'a str,
-}
-
-#[derive(Serialize)]
-struct ToolResultText {
-    #[serde(serialize_with = "crate::json_text::serialize")]
-    text: String,
 }
 
 /// Text parts as blocks, each followed by its cache point when it has one
@@ -608,7 +505,7 @@ impl Dialect for Bedrock {
                     system.extend(text_blocks(content, can));
                 }
                 Message::User { content, .. } => {
-                    super::push_turn(&mut turns, "user", user_blocks(content, i, can)?)
+                    crate::wire::push_turn(&mut turns, "user", user_blocks(content, i, can)?)
                 }
                 Message::Tool {
                     content,
@@ -625,7 +522,7 @@ impl Dialect for Bedrock {
                         status: is_error.then_some("error"),
                     }];
                     push_cache_point(&mut blocks, cache_control.as_ref(), can);
-                    super::push_turn(&mut turns, "user", blocks);
+                    crate::wire::push_turn(&mut turns, "user", blocks);
                 }
                 Message::Assistant {
                     content,
@@ -661,7 +558,7 @@ impl Dialect for Bedrock {
                             input,
                         });
                     }
-                    super::push_turn(&mut turns, "assistant", blocks);
+                    crate::wire::push_turn(&mut turns, "assistant", blocks);
                 }
             }
         }
@@ -878,77 +775,6 @@ pub fn error_code(kind: &str, status: u16, message: &str) -> ErrorCode {
     }
 }
 
-#[derive(Deserialize)]
-struct AwsError {
-    #[serde(default, alias = "Message")]
-    message: Option<String>,
-    #[serde(default, rename = "__type")]
-    kind: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ConverseResponse {
-    output: Output,
-    #[serde(default)]
-    stop_reason: String,
-    #[serde(default)]
-    usage: Option<BedrockUsage>,
-    #[serde(default)]
-    trace: Value,
-    #[serde(default)]
-    additional_model_response_fields: ResponseFields,
-}
-
-/// The model's own answer fields asked for by
-/// `additionalModelResponseFieldPaths`: Claude's matched stop sequence.
-#[derive(Deserialize, Default)]
-struct ResponseFields {
-    #[serde(default)]
-    stop_sequence: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Output {
-    message: OutputMessage,
-}
-
-#[derive(Deserialize)]
-struct OutputMessage {
-    #[serde(default)]
-    content: Vec<OutputBlock>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct OutputBlock {
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    tool_use: Option<ToolUse>,
-    #[serde(default)]
-    reasoning_content: Option<ReasoningOut>,
-}
-
-/// An answer's `reasoningContent`: `reasoningText {text, signature}` or
-/// `redactedContent` (base64).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReasoningOut {
-    #[serde(default)]
-    reasoning_text: Option<ReasoningText>,
-    #[serde(default)]
-    redacted_content: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ReasoningText {
-    #[serde(default)]
-    text: String,
-    #[serde(default)]
-    signature: Option<String>,
-}
-
 impl ReasoningOut {
     fn pieces(&self) -> impl Iterator<Item = Reasoning<'_>> {
         let text = self.reasoning_text.as_ref();
@@ -960,41 +786,6 @@ impl ReasoningOut {
             )
             .chain(self.redacted_content.as_deref().map(Reasoning::Redacted))
     }
-}
-
-/// A stream's `delta.reasoningContent`: one of `text`, `signature`,
-/// `redactedContent`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DeltaReasoning {
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    signature: Option<String>,
-    #[serde(default)]
-    redacted_content: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolUse {
-    tool_use_id: String,
-    name: String,
-    #[serde(default)]
-    input: Value,
-}
-
-#[derive(Deserialize, Default, Clone, Copy)]
-#[serde(rename_all = "camelCase")]
-struct BedrockUsage {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    output_tokens: u64,
-    #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_write_input_tokens: Option<u64>,
 }
 
 impl BedrockUsage {
@@ -1018,75 +809,6 @@ impl BedrockUsage {
 #[derive(Default)]
 struct BedrockEvents {
     chunks: Chunks,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct BlockStart {
-    #[serde(default)]
-    content_block_index: u64,
-    #[serde(default)]
-    start: Option<StartBody>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StartBody {
-    #[serde(default)]
-    tool_use: Option<StartToolUse>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct StartToolUse {
-    tool_use_id: String,
-    name: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct BlockDelta {
-    #[serde(default)]
-    content_block_index: u64,
-    delta: DeltaBody,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DeltaBody {
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    tool_use: Option<DeltaToolUse>,
-    #[serde(default)]
-    reasoning_content: Option<DeltaReasoning>,
-}
-
-#[derive(Deserialize)]
-struct DeltaToolUse {
-    #[serde(default)]
-    input: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MessageStop {
-    #[serde(default)]
-    stop_reason: String,
-    #[serde(default)]
-    additional_model_response_fields: ResponseFields,
-}
-
-#[derive(Deserialize)]
-struct Metadata {
-    #[serde(default)]
-    usage: Option<BedrockUsage>,
-}
-
-#[derive(Deserialize)]
-struct ExceptionBody {
-    #[serde(default, alias = "Message")]
-    message: String,
 }
 
 fn parse<'a, T: Deserialize<'a>>(payload: &'a [u8]) -> Result<T, GatewayError> {

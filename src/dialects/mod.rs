@@ -370,29 +370,6 @@ pub fn tool_arguments(call: &ToolCall, i: usize, j: usize) -> Result<Value, Gate
     }
 }
 
-/// A conversation turn of content blocks (Anthropic Messages, Bedrock Converse).
-#[derive(serde::Serialize)]
-pub struct Turn<B> {
-    role: &'static str,
-    content: Vec<B>,
-}
-
-/// Appends blocks to a conversation, merging consecutive turns of one role:
-/// these vendors want alternating roles, and all tool results for one
-/// assistant turn in one user turn.
-pub fn push_turn<B>(turns: &mut Vec<Turn<B>>, role: &'static str, blocks: Vec<B>) {
-    if blocks.is_empty() {
-        return;
-    }
-    match turns.last_mut() {
-        Some(last) if last.role == role => last.content.extend(blocks),
-        _ => turns.push(Turn {
-            role,
-            content: blocks,
-        }),
-    }
-}
-
 /// What becomes of one top-level member of a JSON object ([`edit_members`]).
 pub enum Member<'a> {
     Keep,

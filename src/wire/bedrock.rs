@@ -1,0 +1,287 @@
+//! Bedrock's Converse API (`/model/{modelId}/converse`, `converse-stream`):
+//! the request the bedrock dialect sends, the answer, the stream's events
+//! and AWS's error body, in Bedrock's member names.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request<'a> {
+    pub messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub system: Vec<Block<'a>>,
+    #[serde(skip_serializing_if = "InferenceConfig::is_empty")]
+    pub inference_config: InferenceConfig<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_config: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub additional_model_request_fields: Option<Value>,
+    /// `["/stop_sequence"]` for Claude with stop sequences: which one
+    /// matched comes back in `additionalModelResponseFields`.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub additional_model_response_field_paths: &'a [&'a str],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceConfig<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub stop_sequences: &'a [String],
+}
+
+impl InferenceConfig<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.max_tokens.is_none()
+            && self.temperature.is_none()
+            && self.top_p.is_none()
+            && self.stop_sequences.is_empty()
+    }
+}
+
+/// One conversation turn of content blocks.
+pub type Turn<'a> = crate::wire::Turn<Block<'a>>;
+
+/// A Converse content block: exactly one of its members is set.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Block<'a> {
+    Text(#[serde(serialize_with = "crate::json_text::serialize")] Cow<'a, str>),
+    Image {
+        format: &'static str,
+        source: ImageSource<'a>,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolUse {
+        tool_use_id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolResult {
+        tool_use_id: &'a str,
+        content: [ToolResultText; 1],
+        /// `error` for a failed tool (ToolResultBlock `status`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<&'static str>,
+    },
+    ReasoningContent(ReasoningBlock<'a>),
+    CachePoint(CachePoint<'a>),
+}
+
+/// A reasoning block of the history, as Claude on Bedrock wants it back:
+/// the text with its signature, unmodified, or the redacted bytes.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReasoningBlock<'a> {
+    ReasoningText {
+        #[serde(serialize_with = "crate::json_text::serialize")]
+        text: &'a str,
+        signature: &'a str,
+    },
+    RedactedContent(&'a str),
+}
+
+/// `{"cachePoint": {"type": "default", "ttl"?}}`: the prefix up to here may
+/// be cached (ttl `5m` or `1h`, the values Bedrock takes).
+#[derive(Serialize)]
+pub struct CachePoint<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+pub struct ImageSource<'a> {
+    pub bytes: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct ToolResultText {
+    #[serde(serialize_with = "crate::json_text::serialize")]
+    pub text: String,
+}
+
+#[derive(Deserialize)]
+pub struct AwsError {
+    #[serde(default, alias = "Message")]
+    pub message: Option<String>,
+    #[serde(default, rename = "__type")]
+    pub kind: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConverseResponse {
+    pub output: Output,
+    #[serde(default)]
+    pub stop_reason: String,
+    #[serde(default)]
+    pub usage: Option<BedrockUsage>,
+    #[serde(default)]
+    pub trace: Value,
+    #[serde(default)]
+    pub additional_model_response_fields: ResponseFields,
+}
+
+/// The model's own answer fields asked for by
+/// `additionalModelResponseFieldPaths`: Claude's matched stop sequence.
+#[derive(Deserialize, Default)]
+pub struct ResponseFields {
+    #[serde(default)]
+    pub stop_sequence: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct Output {
+    pub message: OutputMessage,
+}
+
+#[derive(Deserialize)]
+pub struct OutputMessage {
+    #[serde(default)]
+    pub content: Vec<OutputBlock>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputBlock {
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub tool_use: Option<ToolUse>,
+    #[serde(default)]
+    pub reasoning_content: Option<ReasoningOut>,
+}
+
+/// An answer's `reasoningContent`: `reasoningText {text, signature}` or
+/// `redactedContent` (base64).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReasoningOut {
+    #[serde(default)]
+    pub reasoning_text: Option<ReasoningText>,
+    #[serde(default)]
+    pub redacted_content: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct ReasoningText {
+    #[serde(default)]
+    pub text: String,
+    #[serde(default)]
+    pub signature: Option<String>,
+}
+
+/// A stream's `delta.reasoningContent`: one of `text`, `signature`,
+/// `redactedContent`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeltaReasoning {
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub signature: Option<String>,
+    #[serde(default)]
+    pub redacted_content: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolUse {
+    pub tool_use_id: String,
+    pub name: String,
+    #[serde(default)]
+    pub input: Value,
+}
+
+#[derive(Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "camelCase")]
+pub struct BedrockUsage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub cache_write_input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockStart {
+    #[serde(default)]
+    pub content_block_index: u64,
+    #[serde(default)]
+    pub start: Option<StartBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartBody {
+    #[serde(default)]
+    pub tool_use: Option<StartToolUse>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartToolUse {
+    pub tool_use_id: String,
+    pub name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockDelta {
+    #[serde(default)]
+    pub content_block_index: u64,
+    pub delta: DeltaBody,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeltaBody {
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub tool_use: Option<DeltaToolUse>,
+    #[serde(default)]
+    pub reasoning_content: Option<DeltaReasoning>,
+}
+
+#[derive(Deserialize)]
+pub struct DeltaToolUse {
+    #[serde(default)]
+    pub input: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageStop {
+    #[serde(default)]
+    pub stop_reason: String,
+    #[serde(default)]
+    pub additional_model_response_fields: ResponseFields,
+}
+
+#[derive(Deserialize)]
+pub struct Metadata {
+    #[serde(default)]
+    pub usage: Option<BedrockUsage>,
+}
+
+#[derive(Deserialize)]
+pub struct ExceptionBody {
+    #[serde(default, alias = "Message")]
+    pub message: String,
+}
