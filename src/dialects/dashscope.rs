@@ -10,8 +10,7 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::transport::{self, Operation};
 use super::{
@@ -20,12 +19,12 @@ use super::{
 };
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::request::{
-    ChatRequest, Content, ContentPart, Effort, Message, ResponseFormat, Thinking, Tool, ToolCall,
-    ToolChoice,
+    ChatRequest, Content, ContentPart, Effort, Message, ResponseFormat, Thinking, ToolChoice,
 };
-use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut};
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::sse::SseParser;
+use crate::wire::dashscope::*;
 
 pub struct DashScope;
 
@@ -33,82 +32,6 @@ pub const TEXT_PATH: &str = "/api/v1/services/aigc/text-generation/generation";
 pub const MULTIMODAL_PATH: &str = "/api/v1/services/aigc/multimodal-generation/generation";
 /// Its embeddings API (the native one, as for generations).
 pub const EMBEDDINGS_PATH: &str = "/api/v1/services/embeddings/text-embedding/text-embedding";
-
-#[derive(Serialize)]
-struct Request<'a> {
-    model: &'a str,
-    input: Input<'a>,
-    parameters: Parameters<'a>,
-}
-
-#[derive(Serialize)]
-struct Input<'a> {
-    messages: Vec<OutMessage<'a>>,
-}
-
-#[derive(Serialize)]
-struct OutMessage<'a> {
-    role: &'static str,
-    content: OutContent<'a>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    tool_calls: &'a [ToolCall],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_call_id: Option<&'a str>,
-}
-
-/// Message content: a string for text models, `[{"text"}, {"image"}]` for VL models.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum OutContent<'a> {
-    Text(#[serde(serialize_with = "crate::json_text::serialize")] Cow<'a, str>),
-    Parts(Vec<OutPart<'a>>),
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum OutPart<'a> {
-    Text {
-        #[serde(serialize_with = "crate::json_text::serialize")]
-        text: &'a str,
-    },
-    // DashScope takes http(s) and base64 data URLs alike.
-    Image {
-        image: &'a str,
-    },
-}
-
-#[derive(Serialize)]
-struct Parameters<'a> {
-    result_format: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    stop: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seed: Option<i64>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    tools: &'a [Tool],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parallel_tool_calls: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    response_format: Option<&'a ResponseFormat>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    incremental_output: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    enable_thinking: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_budget: Option<u32>,
-    /// Qwen's own web search (`enable_search`), for the client's web search
-    /// without a domain filter (Qwen has none).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    enable_search: bool,
-}
 
 /// Qwen's thinking switch (alibabacloud.com/help/en/model-studio/deep-thinking):
 /// `enable_thinking` (effort `none`: false; any other effort, or a budget:
@@ -364,122 +287,6 @@ pub fn error_code(code: &str, status: u16, message: &str) -> ErrorCode {
     }
 }
 
-#[derive(Deserialize)]
-struct VendorError {
-    #[serde(default)]
-    code: String,
-    #[serde(default)]
-    message: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Response {
-    #[serde(default)]
-    output: Option<Output>,
-    #[serde(default)]
-    usage: Option<DashScopeUsage>,
-    #[serde(default)]
-    request_id: Option<String>,
-    #[serde(default)]
-    code: Option<String>,
-    #[serde(default)]
-    message: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Output {
-    #[serde(default)]
-    choices: Vec<Choice>,
-}
-
-#[derive(Deserialize)]
-struct Choice {
-    #[serde(default)]
-    finish_reason: Option<String>,
-    #[serde(default)]
-    message: OutputMessage,
-}
-
-#[derive(Deserialize, Default)]
-struct OutputMessage {
-    /// Qwen's thinking, before the answer.
-    #[serde(default)]
-    reasoning_content: Option<String>,
-    #[serde(default)]
-    content: Option<MessageContent>,
-    #[serde(default)]
-    tool_calls: Vec<OutputToolCall>,
-}
-
-/// Text models answer a string, VL models `[{"text": ...}]`.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum MessageContent {
-    Text(String),
-    Parts(Vec<Value>),
-}
-
-impl MessageContent {
-    fn into_text(self) -> String {
-        match self {
-            Self::Text(t) => t,
-            Self::Parts(parts) => parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect(),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct OutputToolCall {
-    #[serde(default)]
-    index: Option<u64>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    function: OutputFunction,
-}
-
-#[derive(Deserialize, Default)]
-struct OutputFunction {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: String,
-}
-
-#[derive(Deserialize, Default, Clone, Copy)]
-struct DashScopeUsage {
-    #[serde(default)]
-    input_tokens: u64,
-    #[serde(default)]
-    output_tokens: u64,
-    #[serde(default)]
-    prompt_tokens_details: Option<Details>,
-    #[serde(default)]
-    output_tokens_details: Option<Details>,
-}
-
-#[derive(Deserialize, Default, Clone, Copy)]
-struct Details {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-    #[serde(default)]
-    reasoning_tokens: Option<u64>,
-}
-
-impl DashScopeUsage {
-    fn unified(self) -> Usage {
-        Usage {
-            prompt_tokens: self.input_tokens,
-            completion_tokens: self.output_tokens,
-            cached_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
-            reasoning_tokens: self.output_tokens_details.and_then(|d| d.reasoning_tokens),
-        }
-    }
-}
-
 // --- stream -----------------------------------------------------------------
 
 struct DashScopeEvents;
@@ -552,6 +359,7 @@ impl Events<SseParser> for DashScopeEvents {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn encode(body: &str) -> (UpstreamRequest, Value) {
         let model = if body.contains("image_url") {

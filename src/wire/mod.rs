@@ -5,6 +5,7 @@
 
 pub mod anthropic;
 pub mod bedrock;
+pub mod dashscope;
 pub mod openai_chat;
 pub mod openai_embeddings;
 pub mod openai_responses;
