@@ -9,8 +9,6 @@
 
 use std::borrow::Cow;
 
-use serde::Serialize;
-
 /// Unified error codes (DESIGN.md "Errors").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
@@ -202,38 +200,6 @@ impl GatewayError {
 
     pub fn status(&self) -> u16 {
         self.code.status()
-    }
-
-    /// The `{"error": {...}}` object (no trailing newline).
-    pub fn to_json(&self, request_id: Option<&str>) -> Vec<u8> {
-        #[derive(Serialize)]
-        struct Body<'a> {
-            message: &'a str,
-            #[serde(rename = "type")]
-            kind: &'static str,
-            code: &'static str,
-            param: Option<&'a str>,
-            provider: Option<&'a str>,
-            request_id: Option<&'a str>,
-        }
-        #[derive(Serialize)]
-        struct Envelope<'a> {
-            error: Body<'a>,
-        }
-        let message = self.worded(Wording::OpenAi);
-        let envelope = Envelope {
-            error: Body {
-                message: &message,
-                kind: self
-                    .error_type
-                    .map_or(self.code.error_type(), ErrorType::as_str),
-                code: self.code.as_str(),
-                param: self.param.as_deref(),
-                provider: self.provider.as_deref(),
-                request_id,
-            },
-        };
-        serde_json::to_vec(&envelope).unwrap_or_else(|_| b"{\"error\":{}}".to_vec())
     }
 }
 
@@ -491,7 +457,8 @@ mod tests {
             ]
         );
         let e = GatewayError::new(ErrorCode::ContextLengthExceeded, "prompt is too long");
-        let v: serde_json::Value = serde_json::from_slice(&e.to_json(None)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&crate::wire::openai_chat::render_error(&e, None)).unwrap();
         assert_eq!(
             v["error"]["message"],
             "This model's maximum context length is exceeded: prompt is too long (context_length_exceeded)"
@@ -500,7 +467,8 @@ mod tests {
             ErrorCode::ContextLengthExceeded,
             "This model's maximum context length is 8192 tokens",
         );
-        let v: serde_json::Value = serde_json::from_slice(&e.to_json(None)).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&crate::wire::openai_chat::render_error(&e, None)).unwrap();
         assert_eq!(
             v["error"]["message"],
             "This model's maximum context length is 8192 tokens (context_length_exceeded)"
@@ -584,7 +552,9 @@ mod tests {
     #[test]
     fn envelope_has_every_field() {
         let e = GatewayError::invalid("messages", "messages must not be empty").with_provider("x");
-        let v: serde_json::Value = serde_json::from_slice(&e.to_json(Some("r1"))).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(&crate::wire::openai_chat::render_error(&e, Some("r1")))
+                .unwrap();
         assert_eq!(v["error"]["code"], "INVALID_REQUEST");
         assert_eq!(v["error"]["type"], "invalid_request_error");
         assert_eq!(v["error"]["param"], "messages");

@@ -397,7 +397,8 @@ fn the_error_names_the_limit_and_the_wait_but_no_key() {
         (e.status(), e.retry_after, e.error_type),
         (429, Some(1), None)
     );
-    let json: serde_json::Value = serde_json::from_slice(&e.to_json(Some("r1"))).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_slice(&crate::wire::openai_chat::render_error(&e, Some("r1"))).unwrap();
     assert_eq!(json["error"]["type"], "requests");
     assert_eq!(json["error"]["code"], "RATE_LIMITED");
     let refusal = Refusal {

@@ -17,6 +17,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::error::{ErrorType, GatewayError, Wording};
 use crate::model::response::{self, FinishReason};
 
 /// A `chat.completion`: every field OpenAI sends, null where there is no value.
@@ -315,10 +316,42 @@ pub struct Delta<'a> {
     pub refusal: Option<Option<Cow<'a, str>>>,
 }
 
+/// The gateway's error in OpenAI's envelope, `{"error": {"message", "type",
+/// "code", "param", "provider", "request_id"}}` (no trailing newline): what
+/// the OpenAI surfaces answer and stream.
+pub fn render_error(error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Body<'a> {
+        message: &'a str,
+        #[serde(rename = "type")]
+        kind: &'static str,
+        code: &'static str,
+        param: Option<&'a str>,
+        provider: Option<&'a str>,
+        request_id: Option<&'a str>,
+    }
+    #[derive(Serialize)]
+    struct Envelope<'a> {
+        error: Body<'a>,
+    }
+    let message = error.worded(Wording::OpenAi);
+    let envelope = Envelope {
+        error: Body {
+            message: &message,
+            kind: error
+                .error_type
+                .map_or(error.code.error_type(), ErrorType::as_str),
+            code: error.code.as_str(),
+            param: error.param.as_deref(),
+            provider: error.provider.as_deref(),
+            request_id,
+        },
+    };
+    serde_json::to_vec(&envelope).unwrap_or_else(|_| b"{\"error\":{}}".to_vec())
+}
+
 /// OpenAI's error envelope, `{"error": {...}}`, as a vendor's answer or
-/// stream event holds it. Read only here: `GatewayError::to_json` writes
-/// the gateway's (`crate::error` cannot use this module: wire → model →
-/// error would be a loop).
+/// stream event holds it ([`render_error`] writes the gateway's).
 #[derive(Deserialize, Debug)]
 pub struct ErrorEnvelope<'a> {
     #[serde(borrow)]

@@ -98,7 +98,7 @@ impl Surface for OpenAiChat {
     }
 
     fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
-        error.to_json(request_id)
+        crate::wire::openai_chat::render_error(error, request_id)
     }
 }
 
@@ -426,7 +426,10 @@ impl StreamEncoder for ChatChunks {
 
     /// One `data: {"error": ...}` event.
     fn error(&mut self, out: &mut Vec<u8>, error: &GatewayError, request_id: &str) {
-        write_data(out, &error.to_json(Some(request_id)));
+        write_data(
+            out,
+            &crate::wire::openai_chat::render_error(error, Some(request_id)),
+        );
     }
 
     fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {

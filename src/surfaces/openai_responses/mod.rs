@@ -103,7 +103,7 @@ impl Surface for OpenAiResponses {
     }
 
     fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
-        error.to_json(request_id)
+        crate::wire::openai_chat::render_error(error, request_id)
     }
 }
 
