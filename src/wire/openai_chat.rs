@@ -1,7 +1,7 @@
 //! OpenAI's Chat Completions, the answer side: the `chat.completion`, the
 //! `chat.completion.chunk` and the error envelope, in OpenAI's field order.
 //! The chat surface writes them; the openai and azure dialects read them
-//! (the error envelope: read here, written by `GatewayError::to_json`).
+//! (the error envelope: read, and the gateway's written, here).
 //!
 //! Reading is as tolerant as vendors need: what a reader does not use is
 //! skipped (`skip_deserializing`: the key is ignored, whatever its value),
