@@ -27,6 +27,27 @@ pub fn response_format(format: Option<&Value>) -> Option<Option<Value>> {
 
 pub struct OpenAi;
 
+/// OpenAI's refusal of body members its endpoint does not take
+/// (`arguments`: the ones it does), `None` when there are none.
+pub(crate) fn unrecognized(
+    obj: &serde_json::Map<String, Value>,
+    arguments: &[&str],
+) -> Option<String> {
+    let unknown: Vec<&str> = obj
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !arguments.contains(k))
+        .collect();
+    match unknown.as_slice() {
+        [] => None,
+        [one] => Some(format!("Unrecognized request argument supplied: {one}")),
+        many => Some(format!(
+            "Unrecognized request arguments supplied: {}",
+            many.join(", ")
+        )),
+    }
+}
+
 const FINGERPRINT: &str = "fp_mock";
 
 fn invalid(msg: impl Into<String>) -> Failure {
@@ -100,24 +121,8 @@ fn check_rules(
     messages: &[Value],
 ) -> Result<(), Failure> {
     // Unknown top-level arguments (the reference's request body list).
-    let unknown: Vec<&str> = obj
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !ARGUMENTS.contains(k))
-        .collect();
-    match unknown.as_slice() {
-        [] => {}
-        [one] => {
-            return Err(invalid(format!(
-                "Unrecognized request argument supplied: {one}"
-            )))
-        }
-        many => {
-            return Err(invalid(format!(
-                "Unrecognized request arguments supplied: {}",
-                many.join(", ")
-            )))
-        }
+    if let Some(message) = unrecognized(obj, ARGUMENTS) {
+        return Err(invalid(message));
     }
     // stream_options: "Options for streaming response. Only set this when you set stream: true."
     let streaming = obj.get("stream").and_then(Value::as_bool) == Some(true);

@@ -7,7 +7,7 @@
 // case:  {"id", "op": "create"|"stream"|"stream_raw"|"round_trip"|"count",
 //         "key", "headers", "body", "stream_first", "results" (round_trip)}
 import Anthropic from '@anthropic-ai/sdk';
-import { runPlan } from './plan.mjs';
+import { observe, runPlan } from './plan.mjs';
 
 function errorObservation(e) {
   const h = e?.headers;
@@ -35,7 +35,7 @@ async function runCase(base, c) {
     defaultHeaders: c.headers,
   });
   const obs = { ok: true };
-  try {
+  await observe(obs, errorObservation, async () => {
     switch (c.op) {
       case 'create': {
         const { data, response } = await client.messages.create(c.body).withResponse();
@@ -83,10 +83,7 @@ async function runCase(base, c) {
       default:
         throw new Error(`unknown op ${c.op}`);
     }
-  } catch (e) {
-    obs.ok = false;
-    obs.error = errorObservation(e);
-  }
+  });
   return obs;
 }
 

@@ -7,7 +7,7 @@
 // case:  {"id", "op": "list"|"retrieve"|"chat"|"stream"|"round_trip"|"embed",
 //         "key", "headers", "body", "model", "max_retries", "results"}
 import OpenAI from 'openai';
-import { runPlan } from './plan.mjs';
+import { observe, runPlan } from './plan.mjs';
 
 function errorObservation(e) {
   return {
@@ -35,7 +35,7 @@ async function runCase(base, c) {
   });
   const opts = { headers: c.headers };
   const obs = { ok: true, sent };
-  try {
+  await observe(obs, errorObservation, async () => {
     switch (c.op) {
       case 'list': {
         const page = await client.models.list(opts);
@@ -70,10 +70,7 @@ async function runCase(base, c) {
       default:
         throw new Error(`unknown op ${c.op}`);
     }
-  } catch (e) {
-    obs.ok = false;
-    obs.error = errorObservation(e);
-  }
+  });
   return obs;
 }
 

@@ -21,3 +21,14 @@ export function runPlan(runCase) {
     process.exit(1);
   });
 }
+
+// Runs `run()`, recording a throw in `obs` (`ok: false`, `error` as the
+// driver's `describe` reads its SDK's errors).
+export async function observe(obs, describe, run) {
+  try {
+    await run();
+  } catch (e) {
+    obs.ok = false;
+    obs.error = describe(e);
+  }
+}

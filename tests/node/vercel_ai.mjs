@@ -10,7 +10,7 @@
 import { APICallError, Output, embed, embedMany, generateText, isStepCount, jsonSchema, streamText, tool } from 'ai';
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
-import { runPlan } from './plan.mjs';
+import { observe, runPlan } from './plan.mjs';
 
 // The SDK's warnings (e.g. an unknown model id) go to the console; stdout is the JSON.
 globalThis.AI_SDK_LOG_WARNINGS = false;
@@ -91,7 +91,7 @@ async function runCase(base, c) {
     maxOutputTokens: 200,
     providerOptions: providerOptions(c),
   };
-  try {
+  await observe(obs, errorObservation, async () => {
     switch (c.op) {
       case 'text': {
         const r = await generateText({ ...common, prompt: c.prompt });
@@ -140,10 +140,7 @@ async function runCase(base, c) {
       default:
         throw new Error(`unknown op ${c.op}`);
     }
-  } catch (e) {
-    obs.ok = false;
-    obs.error = errorObservation(e);
-  }
+  });
   obs.executed = executed;
   return obs;
 }
@@ -153,7 +150,7 @@ async function runCase(base, c) {
 async function runEmbedding(base, c) {
   const obs = { ok: true };
   const common = { model: model(base, c), headers: c.headers, maxRetries: 0, dimensions: c.dimensions };
-  try {
+  await observe(obs, errorObservation, async () => {
     switch (c.op) {
       case 'embed': {
         const r = await embed({ ...common, value: c.values[0] });
@@ -168,10 +165,7 @@ async function runEmbedding(base, c) {
       default:
         throw new Error(`unknown op ${c.op}`);
     }
-  } catch (e) {
-    obs.ok = false;
-    obs.error = errorObservation(e);
-  }
+  });
   return obs;
 }
 

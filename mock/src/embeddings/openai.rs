@@ -168,24 +168,8 @@ fn check(
             "The request body must be a JSON object.".into(),
         )));
     };
-    let unknown: Vec<&str> = obj
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !ARGUMENTS.contains(k))
-        .collect();
-    match unknown.as_slice() {
-        [] => {}
-        [one] => {
-            return Err(refuse(Failure::Invalid(format!(
-                "Unrecognized request argument supplied: {one}"
-            ))))
-        }
-        many => {
-            return Err(refuse(Failure::Invalid(format!(
-                "Unrecognized request arguments supplied: {}",
-                many.join(", ")
-            ))))
-        }
+    if let Some(message) = crate::openai::unrecognized(obj, &ARGUMENTS) {
+        return Err(refuse(Failure::Invalid(message)));
     }
     let model = match path_model {
         Some(m) => m,
