@@ -221,3 +221,15 @@ def test_embeddings_are_metered_as_their_own_operation(gw):
     assert delta("gen_ai_client_token_usage", token_type="output", **dashscope) == 0
     # No generation was counted for it.
     assert delta("llm_gateway_requests", operation="chat", group="mock-dashscope") == 0
+
+
+@pytest.mark.parametrize("group", ["mock-openai", "mock-azure", "mock-gemini", "mock-dashscope"])
+def test_a_vendor_error_quoting_its_key_reaches_no_client(gw, group):
+    from conftest import VENDOR_KEYS
+    status, headers, body = embed(gw, {"model": MODEL, "input": "x"}, group, **{"x-mock-scenario": "echo-key"})
+    # Gemini refuses a key it does not know with 403 PERMISSION_DENIED, the others with 401.
+    want = (403, "PERMISSION_DENIED") if group == "mock-gemini" else (401, "AUTH_FAILED")
+    err = assert_unified_error(status, headers, body, *want)
+    assert "[REDACTED]" in err["message"]
+    for key in VENDOR_KEYS:
+        assert key not in json.dumps(body)

@@ -487,7 +487,7 @@ pub fn invoke(req: &Request, path: &str, sc: &Scenario, aws: Option<Verifier>) -
         Ok(p) => p,
         Err(f) => return fail(d, &f),
     };
-    if let Err(a) = scenario(d, sc, Failure::ContextLength) {
+    if let Err(a) = scenario(d, sc, req, Failure::ContextLength) {
         return a;
     }
     let (body, n) = match kind {

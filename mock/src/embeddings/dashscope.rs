@@ -182,7 +182,12 @@ pub fn embed(req: &Request, sc: &Scenario) -> Answer {
         Ok(p) => p,
         Err(a) => return a,
     };
-    if let Err(a) = scenario(d, sc, invalid("Range of input length should be [1, 8192]")) {
+    if let Err(a) = scenario(
+        d,
+        sc,
+        req,
+        invalid("Range of input length should be [1, 8192]"),
+    ) {
         return a;
     }
     let embeddings: Vec<Value> = plan

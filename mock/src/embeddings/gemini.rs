@@ -253,7 +253,7 @@ pub fn embed(req: &Request, path: &str, sc: &Scenario, batch: bool) -> Answer {
     let context = invalid(
         "The input token count (10000) exceeds the maximum number of tokens allowed (2048).",
     );
-    if let Err(a) = scenario(d, sc, context) {
+    if let Err(a) = scenario(d, sc, req, context) {
         return a;
     }
     if batch {

@@ -149,8 +149,22 @@ pub(crate) fn json_body(d: &dyn Dialect, req: &Request) -> Result<Value, Answer>
 }
 
 /// The scenario's errors, answered to a request the vendor accepted:
+/// `echo-key` as an auth error quoting the credential `req` carried,
 /// `error-400-context` as `context`, `error-NNN` as that status.
-pub(crate) fn scenario(d: &dyn Dialect, sc: &Scenario, context: Failure) -> Result<(), Answer> {
+pub(crate) fn scenario(
+    d: &dyn Dialect,
+    sc: &Scenario,
+    req: &Request,
+    context: Failure,
+) -> Result<(), Answer> {
+    if sc.echo_key {
+        let received = ["authorization", "x-api-key", "api-key", "x-goog-api-key"]
+            .iter()
+            .find_map(|h| req.header(h))
+            .unwrap_or_default();
+        let message = format!("Incorrect API key provided: {received}");
+        return Err(fail(d, &Failure::Auth(message)));
+    }
     if sc.context_error {
         return Err(fail(d, &context));
     }

@@ -289,7 +289,7 @@ fn serve(
         Ok(p) => p,
         Err(a) => return a,
     };
-    if let Err(a) = scenario(d, sc, too_long(10_000)) {
+    if let Err(a) = scenario(d, sc, req, too_long(10_000)) {
         return a;
     }
     answer(&plan)
