@@ -699,3 +699,90 @@ fn failed_metric_and_record_writes_change_nothing_the_client_sees() {
         "{failed:?}"
     );
 }
+
+const EMBED: &str = r#"{"model":"gpt","input":["one two","three"],"encoding_format":"float"}"#;
+
+/// OpenAI's answer to [`EMBED`], its vectors in base64 as the gateway asks.
+fn openai_embeddings(vectors: &[&[f32]]) -> Vec<u8> {
+    let data: Vec<serde_json::Value> = vectors
+        .iter()
+        .enumerate()
+        .map(|(index, v)| {
+            let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
+            serde_json::json!({"object": "embedding", "index": index,
+                "embedding": crate::base64::encode_padded(&bytes)})
+        })
+        .collect();
+    serde_json::to_vec(&serde_json::json!({"object": "list", "data": data,
+        "model": "gpt-x", "usage": {"prompt_tokens": 3, "total_tokens": 3}}))
+    .unwrap()
+}
+
+#[test]
+fn embeddings_are_translated_and_answered_in_openais_shape_with_the_vendors_count() {
+    let mut a = call_attempt("oa", "gpt", Call::Embed, EMBED);
+    send_request(&mut a);
+    assert_eq!(
+        a.host.get(Map::Request, ":path").as_deref(),
+        Some("/v1/embeddings")
+    );
+    let sent = body_json(&a.host.request_body.borrow());
+    assert_eq!(
+        sent,
+        serde_json::json!({"input": ["one two", "three"], "model": "gpt-x", "encoding_format": "base64"})
+    );
+    assert_eq!(answer(&mut a, "200", "application/json"), Flow::Pause);
+    let vendor = openai_embeddings(&[&[0.5, -1.0], &[2.0, 0.25]]);
+    *a.host.response_body.borrow_mut() = vendor.clone();
+    assert_eq!(a.on_response_body(vendor.len(), true), Flow::Continue);
+    let client = body_json(&a.host.response_body.borrow());
+    assert_eq!(
+        client["data"][1]["embedding"],
+        serde_json::json!([2.0, 0.25])
+    );
+    assert_eq!(client["usage"]["prompt_tokens"], 3);
+    let (_, record) = route_and_record(&a);
+    assert_eq!(record["prompt_tokens"], 3, "the vendor's count is billed");
+}
+
+#[test]
+fn embeddings_answered_with_the_wrong_count_or_unwritable_never_reach_the_client() {
+    // One vector for two inputs: an upstream error, not a short list.
+    let mut a = call_attempt("oa", "gpt", Call::Embed, EMBED);
+    send_request(&mut a);
+    answer(&mut a, "200", "application/json");
+    let short = openai_embeddings(&[&[0.5]]);
+    *a.host.response_body.borrow_mut() = short.clone();
+    a.on_response_body(short.len(), true);
+    let client = body_json(&a.host.response_body.borrow());
+    assert_eq!(client["error"]["code"], "UPSTREAM_ERROR");
+    assert_eq!(a.host.get(Map::Response, ":status").as_deref(), Some("502"));
+    // The answer cannot be written: the gateway's 502, the vendor's bytes held.
+    let mut a = call_attempt("oa", "gpt", Call::Embed, EMBED);
+    send_request(&mut a);
+    answer(&mut a, "200", "application/json");
+    a.host.fail("set_body response", Some(1));
+    let vendor = openai_embeddings(&[&[0.5], &[1.0]]);
+    *a.host.response_body.borrow_mut() = vendor.clone();
+    let flow = a.on_response_body(vendor.len(), true);
+    assert_eq!(flow, Flow::Pause);
+    assert!(passed(&a, flow).is_empty());
+    let (status, _) = a.host.reply.borrow().clone().expect("a local reply");
+    assert_eq!(status, 502);
+}
+
+#[test]
+fn an_embeddings_attempt_on_a_vendor_that_does_not_embed_is_refused_before_sending() {
+    let mut a = call_attempt("an", "chat", Call::Embed, EMBED);
+    assert_eq!(a.on_request_headers(false), Flow::Pause);
+    let size = a.host.request_body.borrow().len();
+    assert_eq!(a.on_request_body(size, true), Flow::Pause);
+    let (status, body) = a.host.reply.borrow().clone().expect("a local reply");
+    assert_eq!(status, 400);
+    assert!(String::from_utf8_lossy(&body).contains("embeds"));
+    assert_ne!(
+        a.host.get(Map::Request, ":path").as_deref(),
+        Some("/v1/messages"),
+        "nothing was addressed to the vendor"
+    );
+}
