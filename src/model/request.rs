@@ -1,8 +1,10 @@
-//! The neutral request every client surface decodes into. Its JSON form
-//! (the serde derives and `Serialize` impls here) is OpenAI Chat
-//! Completions', which OpenAI-API vendors receive nearly as it is; the
-//! chat surface's parser is `surfaces::openai_chat::request`, both read
-//! strictly by `model::json`.
+//! The neutral request every client surface decodes into. It has no JSON
+//! form of its own: OpenAI's Chat Completions body is written from it by
+//! `wire::openai_chat::Request`, the other vendors' by their dialects. Its
+//! leaf types that are OpenAI's shapes too (tool calls, tool definitions,
+//! response formats, image URLs) keep their serde derives, which the chat
+//! surface's strict parser (`surfaces::openai_chat::request`, through
+//! `model::json`) and the OpenAI-shaped vendor bodies share.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -14,80 +16,53 @@ use crate::model::shared::Shared;
 pub const MAX_MESSAGES: usize = 10_000;
 pub const MAX_MODEL_NAME: usize = 256;
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct ChatRequest {
     /// What the client asked for; dialects send the vendor model instead.
-    #[serde(skip)]
     pub model: String,
     pub messages: Shared<Vec<Message>>,
-    #[serde(skip_serializing_if = "no_tools")]
     pub tools: Shared<Vec<Tool>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<ToolChoice>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub response_format: Option<ResponseFormat>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_completion_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stop: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
     /// Sample from the top K tokens only (Anthropic, Gemini, Bedrock's
     /// Claude, DashScope; OpenAI has no such control).
-    #[serde(skip)]
     pub top_k: Option<u32>,
     /// How much the model should think before it answers.
-    #[serde(skip)]
     pub reasoning: Option<Reasoning>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub n: Option<u32>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
     /// `stream_options.include_usage`: whether the CLIENT asked for a usage chunk.
-    #[serde(skip)]
     pub include_usage: bool,
     /// Our extension: the request id (also accepted as header `x-request-id`).
-    #[serde(skip)]
     pub request_id: Option<String>,
     /// OpenAI fields we do not model (presence_penalty, logprobs, ...);
     /// the OpenAI dialect sends them (see `dialects::openai::VendorExtra`).
-    #[serde(skip)]
     pub extra: Map<String, Value>,
     /// Size of the body this was parsed from: vendor bodies are about as
     /// long, so encoders size their buffer once.
-    #[serde(skip)]
     pub source_len: usize,
     /// Request fields the client's API repeats in its answers (the
     /// Responses API echoes `tools`, `instructions`, `text`...), as its
     /// surface parsed them; empty for APIs that repeat none.
-    #[serde(skip)]
     pub echo: Shared<Map<String, Value>>,
     /// The first feature only the client API's own vendors have (the
     /// Responses API's `previous_response_id` and built-in tools,
     /// Anthropic's server tools, MCP servers, containers): the neutral
     /// request cannot carry it, so a pass-through pair sends it on and a
     /// translated request is refused with this error.
-    #[serde(skip)]
     pub native_only: Option<NativeOnly>,
     /// The client's hosted web search (the Responses API's `web_search`
     /// tool, Chat Completions' `web_search_options`): the vendor's own
     /// search tool where it has one, else dropped (`Dialect::web_search`).
-    #[serde(skip)]
     pub web_search: Option<WebSearch>,
-}
-
-fn no_tools(tools: &Shared<Vec<Tool>>) -> bool {
-    tools.is_empty()
 }
 
 /// A web search the vendor runs on its side, as the client limited it.
@@ -125,46 +100,35 @@ impl NativeOnly {
 
 /// Deserialised by hand (below), not by serde's internally tagged enum,
 /// which buffers every message into a tree before choosing the variant.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "role", rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     System {
         content: Content,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
     /// OpenAI's newer name for a system message.
     Developer {
         content: Content,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
     User {
         content: Content,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
     Assistant {
-        #[serde(default)]
         content: Option<Content>,
         /// What the model thought before this answer, as the vendor that
         /// thought it must get it back (signed, or redacted).
-        #[serde(skip)]
         reasoning: Vec<Thinking>,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCall>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         refusal: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
     Tool {
         content: Content,
         tool_call_id: String,
         /// The tool failed (Anthropic's `is_error`, Bedrock's `status: error`).
-        #[serde(skip)]
         is_error: bool,
-        #[serde(skip)]
         cache_control: Option<CacheControl>,
     },
 }
@@ -304,23 +268,18 @@ impl Content {
 }
 
 /// Deserialised by hand (below), like [`Message`].
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ContentPart {
     Text {
-        #[serde(serialize_with = "crate::json_text::serialize")]
         text: String,
-        #[serde(skip)]
         cache_control: Option<CacheControl>,
     },
     ImageUrl {
         image_url: ImageUrl,
-        #[serde(skip)]
         cache_control: Option<CacheControl>,
     },
     /// A document (a PDF or plain text) to read: only vendors that take
     /// documents get it (OpenAI-API vendors refuse it, see the dialects).
-    #[serde(skip)]
     Document(Document),
 }
 
@@ -499,26 +458,4 @@ pub fn valid_request_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
-}
-
-impl Serialize for Content {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Content::Text(t) => crate::json_text::serialize(t, s),
-            Content::Parts(p) => p.serialize(s),
-        }
-    }
-}
-
-impl Serialize for ToolChoice {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            ToolChoice::None => s.serialize_str("none"),
-            ToolChoice::Auto => s.serialize_str("auto"),
-            ToolChoice::Required => s.serialize_str("required"),
-            ToolChoice::Function(name) => {
-                serde_json::json!({"type": "function", "function": {"name": name}}).serialize(s)
-            }
-        }
-    }
 }

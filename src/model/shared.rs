@@ -7,8 +7,6 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use serde::{Serialize, Serializer};
-
 /// Copy-on-write: cloning is a reference count; a mutable borrow of a
 /// value another copy still holds copies it first.
 #[derive(Debug, Default, PartialEq)]
@@ -50,12 +48,6 @@ impl<'a, T> IntoIterator for &'a Shared<Vec<T>> {
 impl<T> FromIterator<T> for Shared<Vec<T>> {
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
         Self(Arc::new(iter.into_iter().collect()))
-    }
-}
-
-impl<T: Serialize> Serialize for Shared<T> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
     }
 }
 

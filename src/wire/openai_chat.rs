@@ -14,10 +14,12 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserializer, Visitor};
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::error::{ErrorType, GatewayError, Wording};
+use crate::model::request::{self as neutral, ChatRequest, Content, ContentPart, ToolChoice};
 use crate::model::response::{self, FinishReason};
 
 /// A `chat.completion`: every field OpenAI sends, null where there is no value.
@@ -462,6 +464,200 @@ fn lenient_usage<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usage>, D::Er
 fn present_usage<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<Usage>>, D::Error> {
     let value = Value::deserialize(d)?;
     Ok((!value.is_null()).then(|| Usage::deserialize(&value).ok()))
+}
+
+// --- the request side ---------------------------------------------------
+
+/// The Chat Completions request the openai and azure dialects send: the
+/// neutral request in OpenAI's member names and order, then the stream's
+/// usage switch and the client's members the neutral request does not
+/// model (`extra`, chosen by the dialect, which knows what OpenAI takes).
+pub struct Request<'a> {
+    pub model: &'a str,
+    pub request: &'a ChatRequest,
+    pub stream_options: Option<StreamOptions>,
+    pub extra: Vec<(&'a str, Cow<'a, Value>)>,
+}
+
+#[derive(Serialize)]
+pub struct StreamOptions {
+    pub include_usage: bool,
+}
+
+impl Serialize for Request<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let r = self.request;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("model", self.model)?;
+        map.serialize_entry("messages", &Messages(&r.messages))?;
+        if !r.tools.is_empty() {
+            map.serialize_entry("tools", &*r.tools)?;
+        }
+        if let Some(choice) = &r.tool_choice {
+            map.serialize_entry("tool_choice", &OutToolChoice(choice))?;
+        }
+        optional(&mut map, "parallel_tool_calls", &r.parallel_tool_calls)?;
+        optional(&mut map, "response_format", &r.response_format)?;
+        optional(&mut map, "temperature", &r.temperature)?;
+        optional(&mut map, "top_p", &r.top_p)?;
+        optional(&mut map, "max_tokens", &r.max_tokens)?;
+        optional(&mut map, "max_completion_tokens", &r.max_completion_tokens)?;
+        if !r.stop.is_empty() {
+            map.serialize_entry("stop", &r.stop)?;
+        }
+        optional(&mut map, "seed", &r.seed)?;
+        optional(&mut map, "user", &r.user)?;
+        optional(&mut map, "n", &r.n)?;
+        if r.stream {
+            map.serialize_entry("stream", &true)?;
+        }
+        optional(&mut map, "stream_options", &self.stream_options)?;
+        for (key, value) in &self.extra {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+fn optional<M: SerializeMap, T: Serialize>(
+    map: &mut M,
+    key: &'static str,
+    value: &Option<T>,
+) -> Result<(), M::Error> {
+    match value {
+        Some(v) => map.serialize_entry(key, v),
+        None => Ok(()),
+    }
+}
+
+struct Messages<'a>(&'a [neutral::Message]);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(OutMessage))
+    }
+}
+
+/// A message as OpenAI takes it: `role` first, then its members.
+struct OutMessage<'a>(&'a neutral::Message);
+
+impl Serialize for OutMessage<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        match self.0 {
+            neutral::Message::System { content, name }
+            | neutral::Message::Developer { content, name }
+            | neutral::Message::User { content, name } => {
+                let role = match self.0 {
+                    neutral::Message::System { .. } => "system",
+                    neutral::Message::Developer { .. } => "developer",
+                    _ => "user",
+                };
+                map.serialize_entry("role", role)?;
+                map.serialize_entry("content", &OutContent(content))?;
+                optional(&mut map, "name", name)?;
+            }
+            neutral::Message::Assistant {
+                content,
+                tool_calls,
+                refusal,
+                name,
+                ..
+            } => {
+                map.serialize_entry("role", "assistant")?;
+                map.serialize_entry("content", &content.as_ref().map(OutContent))?;
+                if !tool_calls.is_empty() {
+                    map.serialize_entry("tool_calls", tool_calls)?;
+                }
+                optional(&mut map, "refusal", refusal)?;
+                optional(&mut map, "name", name)?;
+            }
+            neutral::Message::Tool {
+                content,
+                tool_call_id,
+                ..
+            } => {
+                map.serialize_entry("role", "tool")?;
+                map.serialize_entry("content", &OutContent(content))?;
+                map.serialize_entry("tool_call_id", tool_call_id)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// A string, or the parts as OpenAI's content parts.
+struct OutContent<'a>(&'a Content);
+
+impl Serialize for OutContent<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Content::Text(text) => crate::json_text::serialize(text, s),
+            Content::Parts(parts) => s.collect_seq(parts.iter().map(OutPart)),
+        }
+    }
+}
+
+struct OutPart<'a>(&'a ContentPart);
+
+impl Serialize for OutPart<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(2))?;
+        match self.0 {
+            ContentPart::Text { text, .. } => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", &Escaped(text))?;
+            }
+            ContentPart::ImageUrl { image_url, .. } => {
+                map.serialize_entry("type", "image_url")?;
+                map.serialize_entry("image_url", image_url)?;
+            }
+            // Refused before encoding (`dialects::refuse_documents`).
+            ContentPart::Document(_) => {
+                return Err(serde::ser::Error::custom(
+                    "OpenAI's Chat Completions take no documents",
+                ))
+            }
+        }
+        map.end()
+    }
+}
+
+/// Text written with the gateway's JSON string escaping.
+struct Escaped<'a>(&'a str);
+
+impl Serialize for Escaped<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        crate::json_text::serialize(self.0, s)
+    }
+}
+
+/// `"none"`, `"auto"`, `"required"`, or the function named.
+struct OutToolChoice<'a>(&'a ToolChoice);
+
+impl Serialize for OutToolChoice<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Named<'a> {
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Name<'a>,
+        }
+        #[derive(Serialize)]
+        struct Name<'a> {
+            name: &'a str,
+        }
+        match self.0 {
+            ToolChoice::None => s.serialize_str("none"),
+            ToolChoice::Auto => s.serialize_str("auto"),
+            ToolChoice::Required => s.serialize_str("required"),
+            ToolChoice::Function(name) => Named {
+                kind: "function",
+                function: Name { name },
+            }
+            .serialize(s),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::settings::{self, Key};
@@ -61,70 +61,49 @@ pub(super) fn stored_call(
         .then(|| transport::request(Operation::Call(call), target, Vec::new()))
 }
 
-#[derive(Serialize)]
-struct Outgoing<'a> {
-    model: &'a str,
-    #[serde(flatten)]
-    request: &'a ChatRequest,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_options: Option<StreamOptions>,
-    #[serde(flatten)]
-    extra: VendorExtra<'a>,
-}
-
-/// The client's fields we do not model, as OpenAI takes them: without what
-/// only the gateway reads (`metadata.task_type`), and `metadata` only with
-/// `store: true` (OpenAI refuses it otherwise: "'metadata' is only allowed
-/// when 'store' is enabled"). `reasoning_effort` goes in among them, in
-/// key order, where it was when it rode in `extra`.
-struct VendorExtra<'a> {
+/// The client's members we do not model, as OpenAI takes them: without
+/// what only the gateway reads (`metadata.task_type`), and `metadata` only
+/// with `store: true` (OpenAI refuses it otherwise: "'metadata' is only
+/// allowed when 'store' is enabled"). `reasoning_effort` goes in among
+/// them, in key order, where it was when it rode in `extra`.
+fn extra_members<'a>(
     fields: &'a Map<String, Value>,
     reasoning_effort: Option<&'static str>,
+) -> Vec<(&'a str, Cow<'a, Value>)> {
+    let stored = fields.get("store") == Some(&Value::Bool(true));
+    let mut out = Vec::with_capacity(fields.len() + 1);
+    let mut effort = reasoning_effort;
+    for (key, value) in fields {
+        if let Some(e) = effort.filter(|_| key.as_str() > REASONING_EFFORT) {
+            out.push((REASONING_EFFORT, Cow::Owned(Value::from(e))));
+            effort = None;
+        }
+        if key != "metadata" {
+            out.push((key.as_str(), Cow::Borrowed(value)));
+            continue;
+        }
+        let Some(metadata) = value.as_object().filter(|_| stored) else {
+            continue;
+        };
+        let kept: Map<String, Value> = metadata
+            .iter()
+            .filter(|(k, _)| !GATEWAY_METADATA.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !kept.is_empty() {
+            out.push((key.as_str(), Cow::Owned(Value::Object(kept))));
+        }
+    }
+    if let Some(e) = effort {
+        out.push((REASONING_EFFORT, Cow::Owned(Value::from(e))));
+    }
+    out
 }
 
 const REASONING_EFFORT: &str = "reasoning_effort";
 
 /// `metadata` keys the gateway consumes (routing rules) and vendors never see.
 const GATEWAY_METADATA: &[&str] = &["task_type"];
-
-impl Serialize for VendorExtra<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let stored = self.fields.get("store") == Some(&Value::Bool(true));
-        let mut map = s.serialize_map(None)?;
-        let mut effort = self.reasoning_effort;
-        for (key, value) in self.fields {
-            if let Some(e) = effort.filter(|_| key.as_str() > REASONING_EFFORT) {
-                map.serialize_entry(REASONING_EFFORT, e)?;
-                effort = None;
-            }
-            if key != "metadata" {
-                map.serialize_entry(key, value)?;
-                continue;
-            }
-            let Some(metadata) = value.as_object().filter(|_| stored) else {
-                continue;
-            };
-            let kept: Map<String, Value> = metadata
-                .iter()
-                .filter(|(k, _)| !GATEWAY_METADATA.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
-            if !kept.is_empty() {
-                map.serialize_entry(key, &kept)?;
-            }
-        }
-        if let Some(e) = effort {
-            map.serialize_entry(REASONING_EFFORT, e)?;
-        }
-        map.end()
-    }
-}
-
-#[derive(Serialize)]
-struct StreamOptions {
-    include_usage: bool,
-}
 
 /// The client's `web_search_options` (a Chat Completions client's, kept in
 /// `extra` as written) go on as they came: OpenAI's and Azure's own web
@@ -260,16 +239,13 @@ pub(super) fn encode_responses(
 /// deployment) and stream usage always requested.
 pub(super) fn encode_body(req: &ChatRequest, model: &str) -> Result<Vec<u8>, GatewayError> {
     crate::dialects::refuse_documents(req)?;
-    let outgoing = Outgoing {
+    let outgoing = chat::Request {
         model,
         request: req,
-        stream_options: req.stream.then_some(StreamOptions {
+        stream_options: req.stream.then_some(chat::StreamOptions {
             include_usage: true,
         }),
-        extra: VendorExtra {
-            fields: &req.extra,
-            reasoning_effort: reasoning_effort(req),
-        },
+        extra: extra_members(&req.extra, reasoning_effort(req)),
     };
     encode_json(req, &outgoing)
 }

@@ -736,7 +736,13 @@ mod tests {
     fn round_trips_to_openai_json() {
         let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"logprobs":true}"#;
         let r = parse(body).unwrap();
-        let v = serde_json::to_value(&r).unwrap();
+        let wire = crate::wire::openai_chat::Request {
+            model: "m",
+            request: &r,
+            stream_options: None,
+            extra: Vec::new(),
+        };
+        let v = serde_json::to_value(&wire).unwrap();
         assert_eq!(v["messages"][0]["role"], "user");
         assert!(v.get("tools").is_none());
         // Unmodelled fields are kept aside; the OpenAI dialect sends them.
