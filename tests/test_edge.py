@@ -45,7 +45,8 @@ CORPUS = [
     ("put-chat", "PUT", "/v1/chat/completions", req(), {}, 405, "METHOD_NOT_ALLOWED", "method"),
     ("delete-models", "DELETE", "/v1/models", None, {}, 405, "METHOD_NOT_ALLOWED", "method"),
     ("unknown-path-completions", "POST", "/v1/completions", req(), {}, 404, "MODEL_NOT_FOUND", "path"),
-    ("unknown-path-embeddings", "POST", "/v1/embeddings", req(), {}, 404, "MODEL_NOT_FOUND", "path"),
+    ("unknown-path-images", "POST", "/v1/images/generations", req(), {}, 404, "MODEL_NOT_FOUND", "path"),
+    ("get-embeddings", "GET", "/v1/embeddings", None, {}, 405, "METHOD_NOT_ALLOWED", "method"),
     ("unknown-path-chat", "POST", "/v1/chat", req(), {}, 404, "MODEL_NOT_FOUND", "path"),
     # messages
     ("messages-missing", "POST", "/v1/chat/completions", b'{"model":"m"}', {}, 400, "INVALID_REQUEST", "messages"),
