@@ -207,8 +207,8 @@ fn response<'a>(
         parallel_tool_calls: echo.get("parallel_tool_calls"),
         previous_response_id: echo.get("previous_response_id"),
         reasoning: echo.get("reasoning"),
-        // Nothing is stored: the gateway is stateless.
-        store: false,
+        // Stored by the gateway (`crate::responses_store`) under its own id.
+        store: crate::responses_store::is_gateway_id(id),
         temperature: echo.get("temperature"),
         text: echo.get("text"),
         tool_choice: echo.get("tool_choice"),

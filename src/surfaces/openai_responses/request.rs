@@ -425,8 +425,9 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     b.request.user = string(map, "user", "")?.map(str::to_owned);
     b.request.stream = boolean(map, "stream")?.unwrap_or(false);
     b.request.request_id = string(map, "request_id", "")?.map(str::to_owned);
-    // Accepted and meaningless without OpenAI's own servers: checked for type.
-    boolean(map, "store")?;
+    // Kept by OpenAI, or by the gateway for the vendors that keep nothing
+    // (`crate::responses_store`), unless the client says not to.
+    let store = boolean(map, "store")?;
     for key in [
         "service_tier",
         "truncation",
@@ -444,7 +445,11 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             return Err(wrong_type("include", "an array of strings"));
         }
     }
-    b.request.echo = echo(map).into();
+    let mut echo = echo(map);
+    if store == Some(false) {
+        echo.insert("store".into(), Value::Bool(false));
+    }
+    b.request.echo = echo.into();
     Ok(b.request)
 }
 
