@@ -269,11 +269,18 @@ impl Capture {
                 }
             }
         }
-        if self.buffer.len() > self.limit {
+        let kept = self.response.as_ref().map_or(0, Vec::len);
+        if self.buffer.len().saturating_add(kept) > self.limit {
             self.over = true;
             self.buffer = Vec::new();
             self.response = None;
         }
+    }
+
+    /// A stream's terminal event has passed: the response is complete
+    /// (stored before the client, which may continue it at once, gets it).
+    pub fn complete(&self) -> bool {
+        self.response.is_some() && !self.over
     }
 
     /// The response object, when the answer held one within the bound.
@@ -286,7 +293,11 @@ impl Capture {
         } else {
             self.buffer
         };
-        let value: Value = serde_json::from_slice(&bytes).ok()?;
+        let mut value: Value = serde_json::from_slice(&bytes).ok()?;
+        // A stream's event carries the response in `response`.
+        if self.stream {
+            value = value.get_mut("response")?.take();
+        }
         let status = value.get("status").and_then(Value::as_str);
         matches!(status, Some("completed" | "incomplete")).then_some(value)
     }

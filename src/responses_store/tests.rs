@@ -192,3 +192,133 @@ fn a_disabled_store_keeps_nothing() {
     assert_eq!(store.calls.get(), 0);
     assert!(get(&store, &b, "k", &id, NOW).is_none());
 }
+
+mod resolving {
+    use super::*;
+    use crate::responses_store::resolve::*;
+
+    fn stored(id: &str, prev: Option<&str>, said: &str, answered: &str) -> Entry {
+        let base = id.strip_prefix("resp_").unwrap();
+        Entry {
+            prev: prev.map(str::to_owned),
+            input: input_items(vec![json!({"role": "user", "content": said})], id),
+            response: json!({"id": id, "status": "completed", "output": [
+                {"type": "message", "id": format!("msg_0_{base}"), "role": "assistant",
+                 "content": [{"type": "output_text", "text": answered, "annotations": []}]}]}),
+            ..entry(id, "k", "")
+        }
+    }
+
+    #[test]
+    fn a_chain_becomes_the_whole_conversation_without_earlier_instructions() {
+        let (a, b) = (new_id(1), new_id(2));
+        let entries = [
+            stored(&a, None, "one", "two"),
+            stored(&b, Some(&a), "three", "four"),
+        ];
+        let lookup = |id: &str| entries.iter().find(|e| e.id == id).cloned();
+        let body = json!({"model": "m", "input": "five", "instructions": "now",
+                          "previous_response_id": b});
+        let resolved = resolve(body.to_string().as_bytes(), lookup)
+            .unwrap()
+            .unwrap();
+        assert_eq!(resolved.previous.as_deref(), Some(b.as_str()));
+        let sent: Value = serde_json::from_slice(&resolved.body).unwrap();
+        assert!(sent.get("previous_response_id").is_none());
+        assert_eq!(sent["instructions"], "now");
+        let texts: Vec<&str> = sent["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|item| item["content"][0]["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(texts, ["one", "two", "three", "four", "five"]);
+        assert_eq!(resolved.input.len(), 1);
+        // A chain whose start is gone, an unknown id: OpenAI's error.
+        let gone = |id: &str| (id == b).then(|| entries[1].clone());
+        let e = resolve(body.to_string().as_bytes(), gone).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("previous_response_id"));
+        assert!(e.message.contains(&a));
+        // A vendor's id, no reference: nothing to do.
+        let theirs = json!({"model": "m", "input": "x", "previous_response_id": "resp_1"});
+        assert!(resolve(theirs.to_string().as_bytes(), lookup)
+            .unwrap()
+            .is_none());
+        assert!(!references_state(br#"{"model":"m","input":"x"}"#));
+    }
+
+    #[test]
+    fn an_item_reference_is_the_stored_item() {
+        let a = new_id(3);
+        let entries = [stored(&a, None, "one", "two")];
+        let lookup = |id: &str| entries.iter().find(|e| e.id == id).cloned();
+        let base = a.strip_prefix("resp_").unwrap();
+        let body = json!({"model": "m", "input": [
+            {"type": "item_reference", "id": format!("in_0_{base}")},
+            {"type": "item_reference", "id": format!("msg_0_{base}")},
+            {"type": "item_reference", "id": "msg_openai"}]});
+        let resolved = resolve(body.to_string().as_bytes(), lookup)
+            .unwrap()
+            .unwrap();
+        let sent: Value = serde_json::from_slice(&resolved.body).unwrap();
+        assert_eq!(sent["input"][0]["content"][0]["text"], "one");
+        assert_eq!(sent["input"][1]["content"][0]["text"], "two");
+        // A vendor's item is left to the vendor.
+        assert_eq!(sent["input"][2]["id"], "msg_openai");
+        let missing = json!({"model": "m", "input": [
+            {"type": "item_reference", "id": format!("msg_7_{base}")}]});
+        let e = resolve(missing.to_string().as_bytes(), lookup).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("input[0]"));
+    }
+
+    #[test]
+    fn a_stream_keeps_only_its_terminal_response_within_the_bound() {
+        let events = [
+            "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"status\":\"in_progress\"}}\n\n",
+            "event: response.output_text.delta\ndata: {\"delta\":\"hi\"}\n\nevent: response.comp",
+            "leted\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"status\":\"completed\",\"output\":[]}}\n\n",
+        ];
+        let mut capture = Capture::new(true, 200);
+        for event in events {
+            assert!(!capture.complete());
+            capture.feed(event.as_bytes());
+        }
+        assert!(capture.complete());
+        assert_eq!(capture.finish().unwrap()["id"], "r");
+        let mut small = Capture::new(true, 40);
+        for event in events {
+            small.feed(event.as_bytes());
+        }
+        assert!(small.finish().is_none());
+        let mut whole = Capture::new(false, 100);
+        whole.feed(br#"{"id":"r","status":"#);
+        whole.feed(br#""incomplete"}"#);
+        assert_eq!(whole.finish().unwrap()["status"], "incomplete");
+    }
+
+    #[test]
+    fn input_items_page_as_openai() {
+        let a = new_id(4);
+        let mut e = stored(&a, None, "one", "x");
+        e.input = input_items(
+            ["one", "two", "three"]
+                .iter()
+                .map(|t| json!({"role": "user", "content": t}))
+                .collect(),
+            &a,
+        );
+        let page = |q: &str| -> Value {
+            serde_json::from_slice(&input_items_page(&e, q).unwrap()).unwrap()
+        };
+        let first = page("limit=2");
+        assert_eq!(first["data"][0]["content"][0]["text"], "three");
+        assert_eq!(first["has_more"], true);
+        let last_id = first["last_id"].as_str().unwrap().to_owned();
+        let rest = page(&format!("limit=2&after={last_id}"));
+        assert_eq!(rest["data"].as_array().unwrap().len(), 1);
+        assert_eq!(rest["has_more"], false);
+        assert_eq!(page("order=asc")["data"][0]["content"][0]["text"], "one");
+        assert!(input_items_page(&e, "limit=0").is_err());
+        assert!(input_items_page(&e, "order=up").is_err());
+    }
+}

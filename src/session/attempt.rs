@@ -118,8 +118,9 @@ pub struct Attempt<H> {
     dropped_web_search: bool,
     /// The request fields the client's API repeats in its answer.
     echo: Shared<Echo>,
-    /// The id of a Responses answer the gateway stores (the edge role's).
-    response_id: Option<String>,
+    /// The id of a Responses answer the gateway stores (the edge role's),
+    /// which its echo gives the answer (`echo.id`).
+    pub(super) response_id: Option<String>,
     /// Reused for every translated chunk.
     out: Vec<u8>,
     /// When this attempt started, for time to first token (streams only).
@@ -362,10 +363,7 @@ impl<H: Host> Attempt<H> {
 
     fn origin(&self) -> Origin {
         Origin {
-            id: match &self.response_id {
-                Some(id) => id.clone(),
-                None => format!("chatcmpl-{}", self.request_id),
-            },
+            id: format!("chatcmpl-{}", self.request_id),
             created: unix_seconds(&self.host),
             model: self.model.clone(),
             provider: self.provider_name.clone(),

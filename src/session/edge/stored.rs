@@ -133,7 +133,7 @@ impl<H: Host> Edge<H> {
                 return;
             }
         }
-        if !end_of_stream {
+        if !end_of_stream && !capture.complete() {
             return;
         }
         let Some(pending) = self.stored.take() else {
