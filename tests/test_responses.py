@@ -216,7 +216,7 @@ def test_previous_response_id_is_refused_where_nothing_is_stored(gateway_of, gro
     with pytest.raises(openai.BadRequestError) as e:
         client(gateway_of(group), group).responses.create(model="any", input="again", previous_response_id="resp_1")
     assert e.value.body["param"] == "previous_response_id"
-    assert "stateless" in e.value.body["message"]
+    assert "resp_gw" in e.value.body["message"]
 
 
 @pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini"])
@@ -571,7 +571,7 @@ def test_stored_response_calls_are_refused_where_no_vendor_stores(gateway_of, gr
         with pytest.raises(openai.BadRequestError) as e:
             call()
         assert e.value.body["param"] == "response_id"
-        assert "stateless" in e.value.body["message"]
+        assert "resp_gw" in e.value.body["message"]
     assert gateway_of(group).mock_requests(test_id) == [], "no vendor was asked"
 
 

@@ -80,6 +80,12 @@ impl<H: Host> Edge<H> {
         resolved: Option<Resolved>,
     ) -> Option<String> {
         let bounds = self.config.response_store;
+        let previous = resolved.as_ref().and_then(|r| r.previous.clone());
+        if let Some(previous) = &previous {
+            request
+                .echo
+                .insert("previous_response_id".into(), previous.clone().into());
+        }
         let unwanted = request.echo.get("store") == Some(&Value::Bool(false));
         if self.api != Api::OpenAiResponses || !bounds.enabled || unwanted {
             return None;
@@ -89,15 +95,10 @@ impl<H: Host> Edge<H> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         let id = store::new_id(seed);
-        let (input, previous) = match resolved {
-            Some(r) => (r.input, r.previous),
-            None => (resolve::request_input(body), None),
+        let input = match resolved {
+            Some(r) => r.input,
+            None => resolve::request_input(body),
         };
-        if let Some(previous) = &previous {
-            request
-                .echo
-                .insert("previous_response_id".into(), previous.clone().into());
-        }
         self.stored = Some(Pending {
             input: resolve::input_items(input, &id),
             id: id.clone(),
