@@ -329,7 +329,8 @@ fn find(
         return None;
     }
     let (bytes, cas) = store.get(INDEX).ok()??;
-    let index = Index::decode(&bytes)?;
+    // An index of other bounds is a store that new bounds cleared.
+    let index = Index::decode(&bytes).filter(|i| i.slots.len() == bounds.max_entries as usize)?;
     let slots: Vec<u32> = index.candidates(id).collect();
     for slot in slots {
         let Some((value, _)) = store.get(&slot_key(slot)).ok().flatten() else {

@@ -163,6 +163,8 @@ fn new_bounds_start_an_empty_store() {
         Put::Stored(_)
     ));
     let b = bounds(2, 1 << 20);
+    // Read under the new bounds, the old store is gone already.
+    assert!(get(&store, &b, "k", &id, NOW).is_none());
     let next = new_id(0);
     assert!(matches!(
         put(&store, &b, entry(&next, "k", "x"), NOW),
