@@ -2,9 +2,10 @@
 Python SDK (`client.responses.create` / `.stream` / `.parse`), against
 every mock group: OpenAI and Azure's v1 API by pass-through, the others
 (and chat-only OpenAI-compatible providers) translated through the neutral
-model. Stored responses are the vendor's: retrieved, listed, cancelled and
-deleted at OpenAI and Azure's v1 API, refused elsewhere (the gateway keeps
-none)."""
+model. Stored responses with a vendor's id are the vendor's: retrieved,
+listed, cancelled and deleted at OpenAI and Azure's v1 API, refused
+elsewhere; the gateway's own store (ids `resp_gw…`) is
+tests/test_responses_store.py."""
 
 import json
 

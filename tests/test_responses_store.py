@@ -81,7 +81,7 @@ def test_a_conversation_continues_and_reads_back(store_gw, group, stream, test_i
     assert [(i.type, i.role, i.content[0].text) for i in items.data] == [("message", "user", "second question")]
     with pytest.raises(openai.BadRequestError) as e:
         c.responses.cancel(first.id)
-    assert "background" in e.value.body["message"]
+    assert "synchronous" in e.value.body["message"]
     deleted = c.responses.delete(first.id)
     assert deleted is None or getattr(deleted, "deleted", True)
     with pytest.raises(openai.NotFoundError) as e:

@@ -331,10 +331,7 @@ pub fn deleted(id: &str) -> Vec<u8> {
 /// `POST /v1/responses/{id}/cancel` on a stored response: none of the
 /// gateway's runs in the background, so OpenAI's refusal.
 pub fn not_cancellable() -> GatewayError {
-    GatewayError::invalid(
-        "response_id",
-        "Only responses created with background=true can be cancelled.",
-    )
+    GatewayError::invalid("response_id", "Cannot cancel a synchronous response.")
 }
 
 /// `GET /v1/responses/{id}/input_items`: a page of the entry's input items,
