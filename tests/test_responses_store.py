@@ -14,7 +14,7 @@ import pytest
 import gateway
 from conftest import ALL_GROUPS_KEY, configure_test_gateway, own_gateway
 
-TRANSLATED = ["mock-anthropic", "mock-gemini", "mock-bedrock", "mock-dashscope"]
+TRANSLATED = ["mock-anthropic", "mock-gemini", "mock-bedrock", "mock-dashscope", "mock-azure"]
 # A second key on every group: isolation is by key, not by group.
 OTHER_KEY = "gw-test-key-store-other"
 
@@ -181,3 +181,16 @@ def test_a_small_store_evicts_its_oldest(tmp_path_factory):
             assert c.responses.retrieve(kept.id).id == kept.id
         stats = gw.stats("llm_gateway.response_store")
         assert stats["wasmcustom.llm_gateway.response_store_entries"] == "3", stats
+
+
+def test_a_conversation_moves_to_a_group_that_passes_through(store_gw, test_id):
+    """A gateway id continued on OpenAI's group: OpenAI gets the whole
+    conversation (never the gateway's id) and keeps its answer itself."""
+    first = client(store_gw, "mock-anthropic").responses.create(model="any", input="first question")
+    c = client(store_gw, "mock-openai", **{"x-test-id": test_id})
+    second = c.responses.create(model="any", input="second question", previous_response_id=first.id)
+    assert not second.id.startswith("resp_gw")
+    [sent] = store_gw.mock_requests(test_id)
+    assert "_gw" not in json.dumps(sent["body"]), "no id of the gateway's reaches OpenAI"
+    texts = vendor_texts(sent)
+    assert texts.index("first question") < texts.index(first.output_text) < texts.index("second question")

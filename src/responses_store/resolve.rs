@@ -94,8 +94,8 @@ pub fn resolve(
             chain.push(entry);
         }
         for entry in chain.into_iter().rev() {
-            history.extend(entry.input);
-            history.extend(output_items(&entry.response).cloned());
+            history.extend(entry.input.into_iter().map(without_id));
+            history.extend(output_items(&entry.response).cloned().map(without_id));
         }
     }
     let input = map.get_mut("input");
@@ -113,6 +113,7 @@ pub fn resolve(
         // Of the wrong type: the parser refuses it.
         Some(other) => return Ok(Some(rewritten(map, other, previous, Vec::new()))),
     };
+    let mut resolved_at = Vec::new();
     if referenced {
         let mut found: Vec<Entry> = Vec::new();
         for (i, item) in items.iter_mut().enumerate() {
@@ -137,10 +138,19 @@ pub fn resolve(
                 .find(|stored| stored.get("id").and_then(Value::as_str) == Some(id))
                 .ok_or_else(missing)?;
             *item = stored.clone();
+            resolved_at.push(i);
         }
     }
     let own = items.clone();
-    history.extend(items);
+    // The vendor gets the stored items without the gateway's ids (a
+    // vendor that keeps items, OpenAI, would look them up).
+    history.extend(items.into_iter().enumerate().map(|(i, item)| {
+        if resolved_at.contains(&i) {
+            without_id(item)
+        } else {
+            item
+        }
+    }));
     Ok(Some(rewritten(map, Value::Array(history), previous, own)))
 }
 
@@ -159,6 +169,13 @@ fn rewritten(
         previous,
         input: own,
     }
+}
+
+fn without_id(mut item: Value) -> Value {
+    if let Value::Object(map) = &mut item {
+        map.remove("id");
+    }
+    item
 }
 
 fn is_gateway_reference(item: &Value) -> bool {

@@ -235,6 +235,8 @@ mod resolving {
             .map(|item| item["content"][0]["text"].as_str().unwrap())
             .collect();
         assert_eq!(texts, ["one", "two", "three", "four", "five"]);
+        // Without the gateway's ids: a vendor that keeps items would look them up.
+        assert!(!String::from_utf8_lossy(&resolved.body).contains("_gw"));
         assert_eq!(resolved.input.len(), 1);
         // A chain whose start is gone, an unknown id: OpenAI's error.
         let gone = |id: &str| (id == b).then(|| entries[1].clone());
@@ -265,6 +267,9 @@ mod resolving {
         let sent: Value = serde_json::from_slice(&resolved.body).unwrap();
         assert_eq!(sent["input"][0]["content"][0]["text"], "one");
         assert_eq!(sent["input"][1]["content"][0]["text"], "two");
+        assert!(sent["input"][1].get("id").is_none());
+        // What is stored keeps the ids (input_items lists them).
+        assert_eq!(resolved.input[1]["id"], format!("msg_0_{base}"));
         // A vendor's item is left to the vendor.
         assert_eq!(sent["input"][2]["id"], "msg_openai");
         let missing = json!({"model": "m", "input": [
