@@ -40,6 +40,8 @@ mod meter;
 mod route;
 mod stored;
 #[cfg(test)]
+mod stored_tests;
+#[cfg(test)]
 mod tests;
 
 /// Header the route's `cluster_header` reads. Always ours, never the client's.
