@@ -4,7 +4,9 @@ translated response is stored under a gateway id (`resp_gw…`), continued
 with `previous_response_id` or `item_reference` (the vendor gets the whole
 conversation), retrieved, listed, cancelled (OpenAI's 400) and deleted;
 other keys never see it; `store: false` keeps nothing; a small store
-evicts its oldest responses."""
+evicts its oldest responses; a reasoning tool loop by reference (what the
+Vercel AI SDK sends with `store: true`) gives the vendor its signed
+thinking back."""
 
 import json
 
@@ -194,3 +196,36 @@ def test_a_conversation_moves_to_a_group_that_passes_through(store_gw, test_id):
     assert "_gw" not in json.dumps(sent["body"]), "no id of the gateway's reaches OpenAI"
     texts = vendor_texts(sent)
     assert texts.index("first question") < texts.index(first.output_text) < texts.index("second question")
+
+
+LOOKUP = {"type": "function", "name": "lookup", "description": "Look something up",
+          "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+@pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini", "mock-dashscope"])
+def test_a_reasoning_tool_loop_by_reference(store_gw, group, stream, test_id):
+    """What the Vercel AI SDK sends with `store: true`: the earlier turn's
+    reasoning and function call as `item_reference`s, the tool's output
+    inline. The vendor gets its reasoning back (signed where it signs) with
+    the call, and answers the result."""
+    c = client(store_gw, group, **{"x-test-id": test_id, "x-mock-scenario": "tool"})
+    args = dict(model="any", input="look it up", tools=[LOOKUP], reasoning={"effort": "low"})
+    if stream:
+        with c.responses.stream(**args) as s:
+            first = s.get_final_response()
+    else:
+        first = c.responses.create(**args)
+    kinds = [item.type for item in first.output]
+    assert "function_call" in kinds, kinds
+    call = next(item for item in first.output if item.type == "function_call")
+    refs = [{"type": "item_reference", "id": item.id} for item in first.output]
+    second = c.responses.create(model="any", tools=[LOOKUP], reasoning={"effort": "low"}, input=[
+        {"role": "user", "content": "look it up"}, *refs,
+        {"type": "function_call_output", "call_id": call.call_id, "output": "found it"}])
+    assert "Tool result received: found it" in second.output_text
+    sent = json.dumps(store_gw.mock_requests(test_id)[-1]["body"])
+    assert "example" in sent and "lookup" in sent, "the call went back"
+    for item in first.output:
+        if item.type == "reasoning" and (item.encrypted_content or "").startswith("gw-signature:"):
+            assert item.encrypted_content.removeprefix("gw-signature:") in sent, "the signed thinking went back"
