@@ -171,6 +171,7 @@ impl Config {
                 crate::model::request::MAX_MESSAGES
             ));
         }
+        config.response_store.validate()?;
         let key_names: Vec<&str> = config.auth.keys.iter().map(|k| k.name.as_str()).collect();
         let group_names: Vec<&str> = config.model_groups.keys().map(String::as_str).collect();
         crate::limits::validate(

@@ -69,6 +69,31 @@ impl Default for Bounds {
     }
 }
 
+/// The most slots a store may have (its index, 8 bytes a slot, is read on
+/// every lookup: 8 MiB at this bound).
+pub const MAX_ENTRIES: u32 = 1 << 20;
+
+impl Bounds {
+    /// The configuration's check (`response_store.*`).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_entries == 0 || self.max_entries > MAX_ENTRIES {
+            return Err(format!(
+                "response_store.max_entries: must be 1 to {MAX_ENTRIES}"
+            ));
+        }
+        for (field, value) in [
+            ("max_bytes", self.max_bytes),
+            ("max_entry_bytes", self.max_entry_bytes),
+            ("ttl_seconds", self.ttl_seconds),
+        ] {
+            if value == 0 {
+                return Err(format!("response_store.{field}: must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The shared-data key of slot `n`.
 fn slot_key(n: u32) -> Vec<u8> {
     format!("llm_responses:{n}").into_bytes()
@@ -177,13 +202,14 @@ impl Index {
         if bytes.get(..4)? != INDEX_MAGIC {
             return None;
         }
-        let n = u32_at(4)? as usize;
+        let n = u32_at(4)?;
         let next = u32_at(8)?;
         let total = bytes
             .get(12..20)
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map(u64::from_le_bytes)?;
-        if bytes.len() != 20 + n * 8 {
+        let n = usize::try_from(n.min(MAX_ENTRIES)).ok()?;
+        if Some(bytes.len()) != n.checked_mul(8).and_then(|b| b.checked_add(20)) {
             return None;
         }
         let slots = (0..n)

@@ -329,3 +329,36 @@ mod resolving {
         assert!(input_items_page(&e, "order=up").is_err());
     }
 }
+
+#[test]
+fn bounds_are_checked_and_a_foreign_index_is_no_index() {
+    assert!(Bounds::default().validate().is_ok());
+    for bad in [
+        Bounds {
+            max_entries: 0,
+            ..Bounds::default()
+        },
+        Bounds {
+            max_entries: MAX_ENTRIES + 1,
+            ..Bounds::default()
+        },
+        Bounds {
+            max_bytes: 0,
+            ..Bounds::default()
+        },
+        Bounds {
+            ttl_seconds: 0,
+            ..Bounds::default()
+        },
+    ] {
+        assert!(bad.validate().is_err(), "{bad:?}");
+    }
+    let mut claimed = Index::empty(2).encode();
+    claimed[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(Index::decode(&claimed), None);
+    assert_eq!(Index::decode(b"RSI1"), None);
+    assert_eq!(
+        Index::decode(&Index::empty(3).encode()),
+        Some(Index::empty(3))
+    );
+}
