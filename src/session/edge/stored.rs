@@ -108,17 +108,31 @@ impl<H: Host> Edge<H> {
         Some(id)
     }
 
-    /// The answer's headers: a successful one is captured as it passes.
+    /// The answer's headers: a successful translated one is captured as it
+    /// passes (a vendor that keeps its responses answered: nothing to read).
     pub(super) fn capture_answer(&mut self, status: u16) {
         let stream = self.chat.as_ref().is_some_and(|c| c.stream);
         let limit = self.config.response_store.max_entry_bytes;
+        let kept_by_vendor = status == 200 && self.answered_by_a_keeper();
         match &mut self.stored {
-            Some(pending) if status == 200 => {
+            Some(pending) if status == 200 && !kept_by_vendor => {
                 let limit = usize::try_from(limit).unwrap_or(usize::MAX);
                 pending.capture = Some(Capture::new(stream, limit));
             }
             _ => self.stored = None,
         }
+    }
+
+    /// The attempt that answered reached a vendor with the Responses API
+    /// (OpenAI, Azure v1): it passed the answer through, and keeps it.
+    fn answered_by_a_keeper(&self) -> bool {
+        let Some(name) = self.host.header(Map::Response, "x-llm-provider") else {
+            return false;
+        };
+        let name = String::from_utf8_lossy(&name);
+        self.config.providers.get(name.as_ref()).is_some_and(|p| {
+            crate::dialects::pass_through(p, dialect(p.dialect), Api::OpenAiResponses)
+        })
     }
 
     /// A piece of the answer; at its end, the response is stored.

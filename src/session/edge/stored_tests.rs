@@ -16,16 +16,22 @@ use crate::session::Session;
 const KEY: &str = "team-a-secret";
 const OTHER: &str = "team-b-secret";
 
-fn config() -> Rc<Config> {
+/// One provider `name` as `provider` says, the groups `chat` and `g` on it.
+fn config_json(provider: &str, name: &str) -> String {
     let hash = |k: &str| format!("{:x}", Sha256::digest(k.as_bytes()));
-    let json = format!(
-        r#"{{"providers":{{"an":{{"dialect":"anthropic","api_key":"sk-ant"}}}},
-             "model_groups":{{"chat":{{"candidates":[{{"provider":"an","model":"claude-x","cluster":"anthropic_cluster"}}]}}}},
+    format!(
+        r#"{{"providers":{{{provider}}},
+             "model_groups":{{"chat":{{"candidates":[{{"provider":"{name}","model":"m","cluster":"c"}}]}},
+                              "g":{{"candidates":[{{"provider":"{name}","model":"m","cluster":"c"}}]}}}},
              "auth":{{"enabled":true,"keys":[{{"name":"team-a","sha256":"{}","groups":["*"]}},
                                              {{"name":"team-b","sha256":"{}","groups":["*"]}}]}}}}"#,
         hash(KEY),
         hash(OTHER)
-    );
+    )
+}
+
+fn config() -> Rc<Config> {
+    let json = config_json(r#""an":{"dialect":"anthropic","api_key":"sk-ant"}"#, "an");
     Rc::new(Config::parse(json.as_bytes(), |_| None).unwrap())
 }
 
@@ -161,6 +167,39 @@ fn an_answer_not_ours_or_not_wanted_is_not_stored() {
     // A vendor's own id (a pass-through answer): the vendor keeps it.
     answer(&mut e, &response("resp_vendor1", "two"));
     assert!(e.host.shared.borrow().is_empty());
+}
+
+#[test]
+fn a_vendor_that_keeps_its_responses_is_not_read() {
+    let store = FakeHost::new();
+    let mut e = edge(
+        KEY,
+        "POST",
+        "/v1/responses",
+        r#"{"model":"g","input":"one"}"#,
+        &store,
+    );
+    e.config = Rc::new(
+        Config::parse(
+            config_json(r#""oa":{"dialect":"openai","api_key":"sk-oa"}"#, "oa").as_bytes(),
+            |_| None,
+        )
+        .unwrap(),
+    );
+    assert_eq!(send(&mut e, true), Flow::Continue);
+    e.host.set(Map::Response, ":status", "200");
+    e.host.set(Map::Response, "x-llm-provider", "oa");
+    e.on_response_headers(false);
+    *e.host.response_body.borrow_mut() = response("resp_openai1", "two").into_bytes();
+    let size = e.host.response_body.borrow().len();
+    e.on_response_body(size, true);
+    let calls = e.host.take_record();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.starts_with("body response") || c.contains("shared_data")),
+        "{calls:?}"
+    );
 }
 
 #[test]
