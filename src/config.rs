@@ -53,6 +53,10 @@ pub struct Config {
     /// Off by default: timing costs host calls on every request and chunk.
     #[serde(default)]
     pub overhead_histograms: bool,
+    /// The Responses API's state for translated vendors (README "Responses
+    /// API: stored responses"): bounds, TTL, or off.
+    #[serde(default)]
+    pub response_store: crate::responses_store::Bounds,
 }
 
 /// First-event gating: the client's response headers wait for the vendor's
@@ -167,6 +171,7 @@ impl Config {
                 crate::model::request::MAX_MESSAGES
             ));
         }
+        config.response_store.validate()?;
         let key_names: Vec<&str> = config.auth.keys.iter().map(|k| k.name.as_str()).collect();
         let group_names: Vec<&str> = config.model_groups.keys().map(String::as_str).collect();
         crate::limits::validate(
@@ -666,6 +671,10 @@ mod reference {
             ("limits.", fields::<Limits>()),
             ("limits.rate[].", fields::<crate::limits::RateLimit>()),
             ("streaming.", fields::<Streaming>()),
+            (
+                "response_store.",
+                fields::<crate::responses_store::Bounds>(),
+            ),
         ];
         let mut missing = Vec::new();
         // The dialects' own settings, written at the provider level.

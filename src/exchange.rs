@@ -181,6 +181,9 @@ pub struct Handoff {
     pub candidate: Option<usize>,
     pub request_id: String,
     pub group: String,
+    /// The id a translated Responses answer gets when the gateway stores
+    /// it (`crate::responses_store`).
+    pub response_id: Option<String>,
 }
 
 impl Handoff {
@@ -190,7 +193,12 @@ impl Handoff {
     pub fn encode(&self) -> String {
         let call = self.call.as_ref().map(Call::encode).unwrap_or_default();
         let token = self.token.map(|t| t.to_string()).unwrap_or_default();
-        let candidate = self.candidate.map(|c| c.to_string()).unwrap_or_default();
+        let mut candidate = self.candidate.map(|c| c.to_string()).unwrap_or_default();
+        // Only a response the gateway stores adds its id (`candidate/id`).
+        if let Some(id) = &self.response_id {
+            candidate.push('/');
+            candidate.push_str(id);
+        }
         format!(
             "{};{call};{token};{candidate};{};{}",
             self.api.name(),
@@ -208,7 +216,14 @@ impl Handoff {
             call => Some(Call::decode(call)?),
         };
         let token = parts.next()?;
-        let candidate = parts.next()?;
+        let part = parts.next()?;
+        let (candidate, response_id) = match part.split_once('/') {
+            Some((candidate, id)) if crate::model::call::valid_id(id) => {
+                (candidate, Some(id.to_owned()))
+            }
+            Some(_) => return None,
+            None => (part, None),
+        };
         let request_id = parts.next()?;
         let group = parts.next()?;
         Some(Self {
@@ -218,6 +233,7 @@ impl Handoff {
             candidate: candidate.parse().ok(),
             request_id: request_id.to_owned(),
             group: group.to_owned(),
+            response_id,
         })
     }
 }
@@ -287,6 +303,7 @@ mod tests {
                 candidate: Some(2),
                 request_id: "req-1".into(),
                 group: "chat;with;semicolons".into(),
+                response_id: Some("resp_gw0123".into()),
             },
             Handoff {
                 api: Api::OpenAiChat,
@@ -295,6 +312,7 @@ mod tests {
                 candidate: None,
                 request_id: "r".into(),
                 group: String::new(),
+                response_id: None,
             },
             Handoff {
                 api: Api::OpenAiResponses,
@@ -307,6 +325,7 @@ mod tests {
                 candidate: Some(0),
                 request_id: "r".into(),
                 group: "g;h".into(),
+                response_id: None,
             },
         ] {
             assert_eq!(Handoff::decode(handoff.encode().as_bytes()), Some(handoff));

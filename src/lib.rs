@@ -19,6 +19,7 @@ pub mod model;
 pub mod policy;
 pub mod provider;
 pub mod redact;
+pub mod responses_store;
 pub mod routing;
 pub mod session;
 pub mod sse;

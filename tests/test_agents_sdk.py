@@ -1,6 +1,7 @@
 """The OpenAI Agents SDK (`openai-agents`, pinned in tests/requirements.txt)
 on the gateway's Responses API: one agent with one function tool, through
-translated groups (Anthropic, Gemini) and OpenAI's (passed through). The SDK's default client is pointed at the gateway;
+translated groups (Anthropic, Gemini) and OpenAI's (passed through), and with server-managed
+conversation state (`auto_previous_response_id`, `previous_response_id`) on the translated groups. The SDK's default client is pointed at the gateway;
 tracing is off (nothing leaves loopback)."""
 
 import asyncio
@@ -13,6 +14,7 @@ from agents import (Agent, Runner, function_tool, set_default_openai_api, set_de
 from conftest import ALL_GROUPS_KEY
 
 GROUPS = ["mock-anthropic", "mock-gemini", "mock-openai"]
+TRANSLATED = ["mock-anthropic", "mock-gemini", "mock-bedrock", "mock-dashscope"]
 
 CALLS = []
 
@@ -52,3 +54,33 @@ def test_agent_calls_its_tool_and_answers(gw, group, stream):
     # The model read the tool's output and said so.
     assert "Tool result received" in result.final_output
     assert f"catalogue-entry-for-{CALLS[0]}" in result.final_output
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "streamed"])
+@pytest.mark.parametrize("group", TRANSLATED)
+def test_server_side_conversation_state(gw, group, stream):
+    """Server-managed state (`auto_previous_response_id`): each turn of the
+    run sends only its new items and the previous response's id, and a
+    second run continues the first with `previous_response_id`. On the
+    translated groups the gateway's response store resolves them (the
+    OpenAI mock's own store does not model a tool loop's state: OpenAI's
+    pass-through is covered by tests/test_responses.py)."""
+    CALLS.clear()
+    agent = agent_for(gw, group)
+
+    async def run(text, **kwargs):
+        if not stream:
+            return await Runner.run(agent, text, auto_previous_response_id=True, **kwargs)
+        result = Runner.run_streamed(agent, text, auto_previous_response_id=True, **kwargs)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    async def both():
+        first = await run("find the catalogue entry")
+        return first, await run("and once more", previous_response_id=first.last_response_id)
+
+    first, again = asyncio.run(both())
+    assert len(CALLS) >= 1 and "Tool result received" in first.final_output
+    assert first.last_response_id.startswith("resp_gw")
+    assert again.final_output and again.last_response_id != first.last_response_id

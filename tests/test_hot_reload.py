@@ -365,3 +365,32 @@ def test_shipped_roles_carry_one_configuration():
     assert edge["vm_config"] == upstream["vm_config"]
     assert (edge["name"], edge["root_id"], upstream["name"], upstream["root_id"]) == \
         ("llm_edge", "llm_edge", "llm_upstream", "llm_upstream")
+
+
+def test_a_reload_keeps_the_response_store_unless_its_bounds_change(hot):
+    """The response store lives in Envoy's shared data (by `vm_id`), not in
+    the configuration: a new configuration keeps it; new
+    `response_store.max_entries` clear it (README "Stored responses")."""
+    import openai
+    c = openai.OpenAI(base_url=hot.gw.base + "/v1", api_key=hot.gw.key, max_retries=0,
+                      default_headers={"x-model-group": "mock-anthropic"})
+    made = c.responses.create(model="any", input="remember me")
+    assert made.id.startswith("resp_gw")
+    new = hot.config()
+    new["providers"]["mock-anthropic"]["models"] = {"*": "mock-claude-v2"}
+    hot.publish("upstream", "2", new)
+    hot.publish("edge", "2", new)
+    for role in STATS:
+        hot.wait_stat(role, "version_text", '"2"', timeout=20)
+    assert c.responses.retrieve(made.id).output_text == made.output_text
+    again = c.responses.create(model="any", input="and then?", previous_response_id=made.id)
+    assert again.model == "mock-claude-v2" and again.previous_response_id == made.id
+
+    new["response_store"] = {"max_entries": 16}
+    hot.publish("upstream", "3", new)
+    hot.publish("edge", "3", new)
+    for role in STATS:
+        hot.wait_stat(role, "version_text", '"3"', timeout=20)
+    for gone in (made.id, again.id):
+        with pytest.raises(openai.NotFoundError):
+            c.responses.retrieve(gone)

@@ -2,9 +2,10 @@
 Python SDK (`client.responses.create` / `.stream` / `.parse`), against
 every mock group: OpenAI and Azure's v1 API by pass-through, the others
 (and chat-only OpenAI-compatible providers) translated through the neutral
-model. Stored responses are the vendor's: retrieved, listed, cancelled and
-deleted at OpenAI and Azure's v1 API, refused elsewhere (the gateway keeps
-none)."""
+model. Stored responses with a vendor's id are the vendor's: retrieved,
+listed, cancelled and deleted at OpenAI and Azure's v1 API, refused
+elsewhere; the gateway's own store (ids `resp_gw…`) is
+tests/test_responses_store.py."""
 
 import json
 
@@ -216,7 +217,7 @@ def test_previous_response_id_is_refused_where_nothing_is_stored(gateway_of, gro
     with pytest.raises(openai.BadRequestError) as e:
         client(gateway_of(group), group).responses.create(model="any", input="again", previous_response_id="resp_1")
     assert e.value.body["param"] == "previous_response_id"
-    assert "stateless" in e.value.body["message"]
+    assert "resp_gw" in e.value.body["message"]
 
 
 @pytest.mark.parametrize("group", ["mock-anthropic", "mock-gemini"])
@@ -571,7 +572,7 @@ def test_stored_response_calls_are_refused_where_no_vendor_stores(gateway_of, gr
         with pytest.raises(openai.BadRequestError) as e:
             call()
         assert e.value.body["param"] == "response_id"
-        assert "stateless" in e.value.body["message"]
+        assert "resp_gw" in e.value.body["message"]
     assert gateway_of(group).mock_requests(test_id) == [], "no vendor was asked"
 
 

@@ -20,13 +20,12 @@ Known limits, asserted as they are today:
 
 - Responses with the SDK's default `store: true`: from the second step of a
   tool loop on the SDK sends the earlier turn's output as `item_reference`s
-  (ids of items OpenAI stored), not the items. A group that translates the
-  Responses API to another vendor has no store to resolve them from (a
-  response store is issue #33): the gateway answers 400 naming the
-  reference, and the SDK raises it as a non-retryable `APICallError`.
-  `test_responses_store_true_on_a_translated_group` holds that on
-  mock-anthropic; every other Responses case sets `store: false`, which
-  sends the turns inline.
+  (ids of items the server stored), not the items. On a group that
+  translates the Responses API the gateway's response store resolves them
+  (README "Stored responses"): `test_responses_store_true_on_a_translated_group`
+  runs the loop, whole and streamed, on Anthropic, Gemini, Bedrock and
+  DashScope; every other Responses case sets `store: false`, which sends
+  the turns inline.
 - The AI SDK has no context-overflow classification of its own (no error
   class or flag for it in `ai` 7 or its providers): a context overflow is an
   `APICallError` with status 400, not retryable, whose message is the
@@ -40,6 +39,7 @@ import pytest
 
 from test_clients import MODEL, NODE_DIR, address_cases, node_plan
 
+STORE_GROUPS = ["mock-anthropic", "mock-gemini", "mock-bedrock", "mock-dashscope"]
 GROUPS = ["mock-openai", "mock-anthropic", "mock-gemini", "mock-azure",
           "mock-bedrock", "mock-dashscope", "mock-failover", "mock-ab"]
 APIS = ["chat", "responses", "anthropic"]
@@ -83,9 +83,11 @@ def plan():
             cases[f"{p}:object"] = {"op": "object", "prompt": "a city as JSON", "schema": CITY_SCHEMA}
             for s in ERRORS:
                 cases[f"{p}:{s}"] = {"op": "text", "prompt": "fail please", "scenario": s}
-    # The SDK's default store: true, on a group that translates the Responses API.
-    cases["responses:mock-anthropic:store-true"] = {
-        "op": "tools", "prompt": "look it up", "scenario": "tool", "tool_results": ["found it"], "store": True}
+    # The SDK's default store: true, on the groups that translate the Responses API.
+    for g in STORE_GROUPS:
+        for op in ("tools", "stream_tools"):
+            cases[f"responses:{g}:{op}-store-true"] = {
+                "op": op, "prompt": "look it up", "scenario": "tool", "tool_results": ["found it"], "store": True}
     for cid, case in cases.items():
         case["api"], case["group"] = cid.split(":")[:2]
     return address_cases(cases, "vercel-ai-")
@@ -216,20 +218,19 @@ def test_responses_store_false_sends_the_turns_inline(gw, seen):
     assert "item_reference" not in kinds, kinds
 
 
-def test_responses_store_true_on_a_translated_group(seen):
-    """With `store: true` the loop's second request refers to the first turn's
-    items by id (`item_reference`), which a translated group cannot resolve
-    (no response store yet, issue #33): a clear 400 naming the reference,
-    not retryable, after the first step's tool ran."""
-    obs = seen["responses:mock-anthropic:store-true"]
-    assert not obs["ok"], obs
+@pytest.mark.parametrize("op", ["tools", "stream_tools"])
+@pytest.mark.parametrize("group", STORE_GROUPS)
+def test_responses_store_true_on_a_translated_group(seen, group, op):
+    """With `store: true` the loop's second request refers to the first
+    turn's items by id (`item_reference`): the gateway's response store
+    resolves them, so the vendor gets the call and its result and answers
+    the result."""
+    obs = ok(seen, f"responses:{group}:{op}-store-true")
     assert [e["name"] for e in obs["executed"]] == ["lookup"], obs
-    e = obs["error"]
-    assert e["api_call_error"] and e["statusCode"] == 400 and e["isRetryable"] is False, e
-    assert "item_reference" in e["message"], e
-    body = json.loads(e["responseBody"])["error"]
-    assert body["code"] == "INVALID_REQUEST" and body["type"] == "invalid_request_error", body
-    assert body["param"].startswith("input["), body
+    first, second = obs["steps"]
+    assert first["finishReason"] == "tool-calls", first
+    assert second["finishReason"] == "stop", second
+    assert second["text"] == "Tool result received: found it", second
 
 
 def test_versions_are_pinned():

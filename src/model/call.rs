@@ -124,8 +124,9 @@ impl Call {
 
     /// The gateway's own answer, where no vendor has the call: for
     /// count_tokens the estimate of `request`'s input tokens (to be
-    /// flagged `x-llm-estimated`), for the stored-response calls a 400 (the
-    /// gateway keeps no responses), for embeddings a 400 (no vendor of
+    /// flagged `x-llm-estimated`), for the stored-response calls on a
+    /// vendor's id a 400 (the gateway answers its own ids, `resp_gw…`, from
+    /// its store before routing), for embeddings a 400 (no vendor of
     /// the group embeds).
     pub fn local_answer(&self, request: Option<&ChatRequest>) -> Result<Vec<u8>, GatewayError> {
         match self {
@@ -136,9 +137,9 @@ impl Call {
             Call::Stored { op, .. } => Err(GatewayError::invalid(
                 "response_id",
                 format!(
-                    "{} /v1/responses/{{id}}{}: this model group's providers keep no responses \
-                     (the gateway is stateless); send the conversation's history in `input` \
-                     instead of referring to a stored response",
+                    "{} /v1/responses/{{id}}{}: this model group's providers keep no responses, \
+                     and the responses the gateway stores for them have ids starting `resp_gw`; \
+                     this id is a vendor's",
                     op.method(),
                     op.suffix()
                 ),

@@ -118,6 +118,9 @@ pub struct Attempt<H> {
     dropped_web_search: bool,
     /// The request fields the client's API repeats in its answer.
     echo: Shared<Echo>,
+    /// The id of a Responses answer the gateway stores (the edge role's),
+    /// which its echo gives the answer (`echo.id`).
+    pub(super) response_id: Option<String>,
     /// Reused for every translated chunk.
     out: Vec<u8>,
     /// When this attempt started, for time to first token (streams only).
@@ -173,6 +176,7 @@ impl<H: Host> Attempt<H> {
             include_usage: false,
             dropped_web_search: false,
             echo: Shared::default(),
+            response_id: None,
             out: Vec::new(),
             started: SystemTime::UNIX_EPOCH,
             vendor_json: false,
@@ -394,6 +398,7 @@ impl<H: Host> Session for Attempt<H> {
         self.group = handoff.group;
         self.candidate = handoff.candidate;
         self.request_id = handoff.request_id;
+        self.response_id = handoff.response_id;
         self.channel = AttemptChannel::find(handoff.token);
         self.attempt = self.channel.begin_attempt(&self.host);
         self.provider_name = self

@@ -38,6 +38,9 @@ pub mod global;
 pub mod limiter;
 mod meter;
 mod route;
+mod stored;
+#[cfg(test)]
+mod stored_tests;
 #[cfg(test)]
 mod tests;
 
@@ -109,6 +112,8 @@ pub struct Edge<H: Host> {
     sent_to: Option<usize>,
     /// The global rate limit service's refusal (Envoy's 429), when it refused.
     global_refusal: Option<global::GlobalRefusal>,
+    /// A Responses answer to store once it has passed (`edge/stored.rs`).
+    stored: Option<stored::Pending>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -145,6 +150,7 @@ impl<H: Host> Edge<H> {
             limits: None,
             sent_to: None,
             global_refusal: None,
+            stored: None,
         }
     }
 
@@ -493,6 +499,9 @@ impl<H: Host> Session for Edge<H> {
         // (Two single lookups: the second only for errors, and each is
         // cheaper than listing every header.)
         self.status = status;
+        if self.stored.is_some() {
+            self.capture_answer(if end_of_stream { 0 } else { status });
+        }
         let provider = (status >= 400)
             .then(|| self.host.header(Map::Response, "x-llm-provider"))
             .flatten();
@@ -547,6 +556,9 @@ impl<H: Host> Session for Edge<H> {
     }
 
     fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
+        if self.stored.is_some() {
+            self.capture_body(size, end_of_stream);
+        }
         if end_of_stream && !self.response_complete {
             self.on_response_end();
         }

@@ -75,6 +75,10 @@ impl<H: Host> Attempt<H> {
         self.include_usage = include_usage;
         self.dropped_web_search = dropped_web_search;
         self.echo = request.echo.clone();
+        // A response the gateway stores is answered under its id.
+        if let Some(id) = &self.response_id {
+            self.echo.insert("id".into(), id.clone().into());
+        }
         self.publish_span_attributes(false);
         if stream {
             // For the time to first token (non-streams do not report one).

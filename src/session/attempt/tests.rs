@@ -33,6 +33,7 @@ fn attempt(extra: &str, body: &str) -> Attempt<FakeHost> {
         candidate: Some(0),
         request_id: "req-1".into(),
         group: "chat".into(),
+        response_id: None,
     };
     host.set_prop(&["llm_handoff"], handoff.encode().as_bytes());
     host.set_prop(&[PROVIDER], b"an");
@@ -298,6 +299,7 @@ fn call_attempt(provider: &str, group: &str, call: Call, body: &str) -> Attempt<
         candidate: Some(0),
         request_id: "req-1".into(),
         group: group.into(),
+        response_id: None,
     };
     host.set_prop(&["llm_handoff"], handoff.encode().as_bytes());
     host.set_prop(&[PROVIDER], provider.as_bytes());

@@ -18,7 +18,11 @@ impl<H: Host> Edge<H> {
                 ),
             ));
         }
-        let request = surface(self.api).parse_request(body)?;
+        // The gateway's stored state, resolved into the whole conversation.
+        let mut resolved = self.resolve_state(body)?;
+        let rewritten = resolved.as_mut().map(|r| std::mem::take(&mut r.body));
+        let body = rewritten.as_deref().unwrap_or(body);
+        let mut request = surface(self.api).parse_request(body)?;
         check_counts(limits, &request)?;
         if let Some(id) = &request.request_id {
             if !valid_request_id(id) {
@@ -78,12 +82,14 @@ impl<H: Host> Edge<H> {
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
         self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
+        let response_id = self.plan_store(body, &mut request, resolved);
         self.hand_off(
             group,
             cluster,
             index,
             None,
             Some(Request::Chat(Box::new(request))),
+            response_id,
         )
     }
 
@@ -117,6 +123,7 @@ impl<H: Host> Edge<H> {
         index: usize,
         call: Option<Call>,
         request: Option<Request>,
+        response_id: Option<String>,
     ) -> Result<(), GatewayError> {
         self.host.set_header(
             Map::Request,
@@ -134,6 +141,7 @@ impl<H: Host> Edge<H> {
             candidate: Some(index),
             request_id: self.request_id.clone(),
             group,
+            response_id,
         };
         self.host
             .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()))?;
@@ -170,6 +178,17 @@ impl<H: Host> Edge<H> {
         call: Call,
         request: Option<Request>,
     ) -> Result<Flow, GatewayError> {
+        // A response the gateway stored: answered from its store.
+        if let Call::Stored { op, id, query } = &call {
+            if crate::responses_store::is_gateway_id(id) {
+                self.chat = Some(ChatFacts {
+                    operation: call.operation_name(),
+                    ..ChatFacts::default()
+                });
+                let (op, id, query) = (*op, id.clone(), query.clone());
+                return self.answer_stored(op, &id, &query);
+            }
+        }
         let config = Rc::clone(&self.config);
         let header = self.text("x-model-group").map(str::to_owned);
         let header = header.as_deref();
@@ -233,7 +252,7 @@ impl<H: Host> Edge<H> {
         let pin = self.provider_pin.as_deref();
         let index = model_group.choose_among(group, &needs, &bucket_key, pin, has_it)?;
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
-        self.hand_off(group, cluster, index, Some(call), request)?;
+        self.hand_off(group, cluster, index, Some(call), request, None)?;
         self.state = State::Forwarded;
         Ok(Flow::Continue)
     }

@@ -107,8 +107,13 @@ impl Surface for OpenAiResponses {
     }
 }
 
-/// The response id: the vendor's when it is a Responses id, else made from it.
-fn response_id(origin: &Origin) -> String {
+/// The response id: the gateway's when it stores the response (the
+/// session puts it in the echo as `id`), the vendor's when it is a
+/// Responses id, else made from it.
+fn response_id(origin: &Origin, echo: &Map<String, Value>) -> String {
+    if let Some(id) = echo.get("id").and_then(Value::as_str) {
+        return id.to_owned();
+    }
     if origin.id.starts_with("resp_") {
         origin.id.clone()
     } else {
@@ -207,8 +212,8 @@ fn response<'a>(
         parallel_tool_calls: echo.get("parallel_tool_calls"),
         previous_response_id: echo.get("previous_response_id"),
         reasoning: echo.get("reasoning"),
-        // Nothing is stored: the gateway is stateless.
-        store: false,
+        // Stored by the gateway (`crate::responses_store`) under its own id.
+        store: crate::responses_store::is_gateway_id(id),
         temperature: echo.get("temperature"),
         text: echo.get("text"),
         tool_choice: echo.get("tool_choice"),
@@ -327,7 +332,7 @@ fn render_completion(
     origin: &Origin,
     echo: &Map<String, Value>,
 ) -> Vec<u8> {
-    let id = response_id(origin);
+    let id = response_id(origin, echo);
     let status = Status::of(completion.finish_reason);
     // The items borrow their ids and encrypted contents: made first.
     let ids = |prefix, from: usize, count: usize| -> Vec<String> {

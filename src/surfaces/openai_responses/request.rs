@@ -125,6 +125,12 @@ const BUILT_IN_ITEMS: &[&str] = &[
 const STATELESS: &str = "the gateway is stateless: this model group's provider does not keep \
      responses or conversations, so send the whole history in `input`";
 
+/// A response id the gateway did not give (its own start `resp_gw` and
+/// are resolved before parsing: `crate::responses_store`).
+const NOT_STORED_HERE: &str = "the gateway stores the responses of this model group's provider \
+     under ids starting `resp_gw`, and this one is not among them; a vendor's own response id \
+     resolves only on a group that passes through to that vendor";
+
 type Result<T> = std::result::Result<T, GatewayError>;
 
 fn invalid(param: &str, message: impl Into<String>) -> GatewayError {
@@ -301,7 +307,12 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     }
     for (field, what) in STATEFUL {
         if map.get(*field).is_some_and(|v| !v.is_null()) {
-            b.native_only(*field, format!("{what}: {STATELESS}"));
+            let why = if *field == "previous_response_id" {
+                NOT_STORED_HERE
+            } else {
+                STATELESS
+            };
+            b.native_only(*field, format!("{what}: {why}"));
         }
     }
     if boolean(map, "background")? == Some(true) {
@@ -425,8 +436,9 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     b.request.user = string(map, "user", "")?.map(str::to_owned);
     b.request.stream = boolean(map, "stream")?.unwrap_or(false);
     b.request.request_id = string(map, "request_id", "")?.map(str::to_owned);
-    // Accepted and meaningless without OpenAI's own servers: checked for type.
-    boolean(map, "store")?;
+    // Kept by OpenAI, or by the gateway for the vendors that keep nothing
+    // (`crate::responses_store`), unless the client says not to.
+    let store = boolean(map, "store")?;
     for key in [
         "service_tier",
         "truncation",
@@ -444,7 +456,11 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             return Err(wrong_type("include", "an array of strings"));
         }
     }
-    b.request.echo = echo(map).into();
+    let mut echo = echo(map);
+    if store == Some(false) {
+        echo.insert("store".into(), Value::Bool(false));
+    }
+    b.request.echo = echo.into();
     Ok(b.request)
 }
 
@@ -617,6 +633,17 @@ fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
         // followed, and no other vendor can take the call itself.
         "web_search_call" => {
             object(item, param, &["type", "id", "status", "action"])?;
+            Ok(())
+        }
+        // A reference to a vendor's stored item (the gateway's own were
+        // resolved before parsing).
+        "item_reference" => {
+            b.native_only(
+                param,
+                "an item_reference to an item the gateway did not store (its own item ids end \
+                 in `_gw…`) needs the vendor that stored it: this model group's provider cannot \
+                 take it",
+            );
             Ok(())
         }
         kind if BUILT_IN_ITEMS.contains(&kind) => {
@@ -1238,7 +1265,7 @@ mod tests {
             r.native_only.as_ref().map(|n| n.param.as_str()),
             Some("previous_response_id")
         );
-        assert!(r.native_only.unwrap().message.contains("stateless"));
+        assert!(r.native_only.unwrap().message.contains("resp_gw"));
         let r = ok(json!({"model": "g", "input": "x", "tools": [
             {"type": "function", "name": "f"}, {"type": "file_search", "vector_store_ids": ["vs_1"]}]}));
         let n = r.native_only.unwrap();

@@ -81,7 +81,7 @@ impl ResponseEvents {
 
     fn ensure_id(&mut self, origin: &Origin) {
         if self.id.is_empty() {
-            self.id = response_id(origin);
+            self.id = response_id(origin, &self.echo);
         }
     }
 
