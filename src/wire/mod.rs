@@ -4,6 +4,7 @@
 //! here, both directions.)
 
 pub mod anthropic;
+pub mod gemini;
 pub mod openai_chat;
 pub mod openai_embeddings;
 pub mod openai_responses;
