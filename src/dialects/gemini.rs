@@ -42,12 +42,15 @@ use super::{
     SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
 use crate::model::request::{
     ChatRequest, Content, ContentPart, Effort, Image, Message, Reasoning as ReasoningAsk,
     ResponseFormat, ToolChoice,
 };
+use crate::model::response::Answer;
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Reasoning};
+use crate::model::Api;
 use crate::sse::SseParser;
 use crate::wire::gemini::{
     Blob, Content as Turn, CountTokensResponse, ErrorBody, FunctionCall, FunctionCallingConfig,
@@ -207,6 +210,74 @@ fn function_response(content: &Content, is_error: bool) -> Value {
 }
 
 impl Dialect for Gemini {
+    fn speaks(&self, api: Api) -> bool {
+        api == Api::Gemini
+    }
+
+    /// The client's body as it came: the model is the path's, which the
+    /// transport writes (the vendor model), and the gateway key was a
+    /// header or the query, which the transport replaces.
+    fn encode_native(
+        &self,
+        _api: Api,
+        client: &super::ClientRequest,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let body = (client.body)();
+        Some(transport::request(
+            Operation::Generate { stream: req.stream },
+            target,
+            body,
+        ))
+    }
+
+    /// `:countTokens`: the client's body, a `generateContentRequest`'s
+    /// `model` (which countTokens requires) replaced by the vendor model.
+    fn encode_call(
+        &self,
+        call: &Call,
+        raw: &dyn Fn() -> Vec<u8>,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let Call::GeminiCountTokens { .. } = call else {
+            return None;
+        };
+        Some(
+            count_body(raw(), target.model)
+                .and_then(|body| transport::request(Operation::CountTokens, target, body)),
+        )
+    }
+
+    /// The vendor's answer as it came, read for its usage and finish.
+    fn decode_native(
+        &self,
+        _api: Api,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        let response: GenerateResponse =
+            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+        stamp(&response, origin);
+        let candidate = response.candidates.first();
+        let calls = candidate
+            .and_then(|c| c.content.as_ref())
+            .is_some_and(|c| c.parts.iter().any(|p| p.function_call.is_some()));
+        let finish_reason = candidate
+            .and_then(|c| c.finish_reason.as_deref())
+            .map(|r| finish_reason(r, calls));
+        if candidate.is_none() {
+            if let Some(reason) = response.prompt_feedback.and_then(|f| f.block_reason) {
+                return Err(prompt_blocked(&reason));
+            }
+        }
+        Ok(DecodedResponse {
+            answer: Answer::Native(body.to_vec()),
+            usage: response.usage_metadata.map(unified_usage),
+            finish_reason,
+        })
+    }
+
     /// Google Search grounding, when the request has no domain filter
     /// (Gemini has none) and no function tools, or the model combines both
     /// (see [`Tools::google_search`]).
@@ -513,6 +584,24 @@ pub fn finish_reason(reason: &str, has_tool_calls: bool) -> FinishReason {
     }
 }
 
+/// A countTokens body with its `generateContentRequest.model` (when it has
+/// one) naming `model`; other bytes as the client sent them.
+fn count_body(body: Vec<u8>, model: &str) -> Result<Vec<u8>, GatewayError> {
+    let mut value: Value = match serde_json::from_slice(&body) {
+        Ok(value) => value,
+        Err(_) => return Ok(body),
+    };
+    let Some(named) = value
+        .get_mut("generateContentRequest")
+        .and_then(|r| r.get_mut("model"))
+    else {
+        return Ok(body);
+    };
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    *named = Value::String(format!("models/{model}"));
+    serde_json::to_vec(&value).map_err(|e| unparseable("request", e))
+}
+
 // --- tool call ids ------------------------------------------------------------
 
 /// FNV-1a: a short, stable digest of the response id for tool call ids.
@@ -683,6 +772,9 @@ impl Events<SseParser> for GeminiEvents {
         if let Some(error) = response.error {
             return Err(unified_error(error, 500));
         }
+        if w.native() {
+            return native_event(&response, data, w, out);
+        }
         if let Some(id) = response.response_id.as_deref() {
             w.set_id(id);
         }
@@ -729,6 +821,66 @@ impl Events<SseParser> for GeminiEvents {
             w.done(out);
         }
     }
+}
+
+/// A Gemini client's stream event: passed through as it came, read for
+/// what the session meters (ids, usage, text delivered, the finish).
+fn native_event(
+    response: &GenerateResponse,
+    data: &str,
+    w: &mut EventWriter,
+    out: &mut Vec<u8>,
+) -> Result<(), GatewayError> {
+    if let Some(id) = response.response_id.as_deref() {
+        w.set_id(id);
+    }
+    if let Some(model) = response.model_version.as_deref() {
+        w.set_model(model);
+    }
+    if let Some(u) = response.usage_metadata {
+        w.set_usage(Some(unified_usage(u)));
+    }
+    let Some(candidate) = response.candidates.first() else {
+        if let Some(reason) = response
+            .prompt_feedback
+            .as_ref()
+            .and_then(|f| f.block_reason.as_deref())
+        {
+            return Err(prompt_blocked(reason));
+        }
+        passthrough(w, out, data, false);
+        return Ok(());
+    };
+    let mut has_content = candidate.finish_reason.is_some();
+    for part in candidate.content.iter().flat_map(|c| &c.parts) {
+        if let Some(text) = part.text.as_deref() {
+            w.count_delivered(text);
+            has_content = true;
+        }
+        if let Some(call) = &part.function_call {
+            w.count_delivered(&call.name);
+            let number = w.tool_calls();
+            w.note_tool_call(u64::try_from(number).unwrap_or(u64::MAX));
+            has_content = true;
+        }
+    }
+    passthrough(w, out, data, has_content);
+    if candidate.finish_reason.is_some() {
+        w.mark_finished();
+    }
+    Ok(())
+}
+
+/// One vendor event, framed again as Gemini frames it.
+fn passthrough(w: &mut EventWriter, out: &mut Vec<u8>, data: &str, content: bool) {
+    let mut frame = Vec::with_capacity(data.len() + 10);
+    for line in data.split('\n') {
+        frame.extend_from_slice(b"data: ");
+        frame.extend_from_slice(line.as_bytes());
+        frame.extend_from_slice(b"\r\n");
+    }
+    frame.extend_from_slice(b"\r\n");
+    w.passthrough(out, &frame, content);
 }
 
 #[cfg(test)]

@@ -60,7 +60,10 @@ impl<H: Host> Attempt<H> {
     fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Result<Vec<u8>, HostError> {
         let result = match (status, self.provider()) {
             (None, Some((_, dialect))) if matches!(self.mode, Mode::Counted) => {
-                dialect.decode_count(body).map(call::input_tokens)
+                let call = self.call.as_ref();
+                dialect
+                    .decode_count(body)
+                    .map(|n| call.map_or_else(|| call::input_tokens(n), |c| c.count_answer(n)))
             }
             (None, Some((_, dialect))) if matches!(self.mode, Mode::Embedded) => {
                 self.finish_embeddings(dialect, body)
