@@ -69,10 +69,10 @@ impl Surface for Gemini {
                 metered: false,
             });
         };
-        let model = crate::url::decode_segment(model);
         if model.is_empty() || model.contains('/') {
             return Some(Route::unknown(api, path));
         }
+        let model = crate::url::decode_segment(model);
         let generate = |stream: bool| {
             let json_array = stream && !query_has(query, "alt", "sse");
             Route {
@@ -305,8 +305,40 @@ pub fn args_of(arguments: &str) -> Value {
     }
 }
 
-/// A thought part (`thought: true`), with the signature that closes it.
-pub fn thought_part<'a>(text: &'a str, signature: Option<&'a str>) -> Part<'a> {
+/// What marks another vendor's reasoning signature inside a
+/// `thoughtSignature` (which Gemini's clients hold as base64 bytes).
+const SIGNATURE_MARK: &[u8] = b"llm-gateway:signature:";
+/// The same for an encrypted (redacted) reasoning block.
+const REDACTED_MARK: &[u8] = b"llm-gateway:redacted:";
+
+/// Another vendor's signature (or redacted block) as a `thoughtSignature`:
+/// base64 of a mark and the signature, so the SDKs take it as the bytes
+/// they expect and a later turn gives the vendor its own signature back.
+pub fn carry_signature(signature: &str, redacted: bool) -> String {
+    let mark = if redacted {
+        REDACTED_MARK
+    } else {
+        SIGNATURE_MARK
+    };
+    let mut bytes = Vec::with_capacity(mark.len() + signature.len());
+    bytes.extend_from_slice(mark);
+    bytes.extend_from_slice(signature.as_bytes());
+    crate::base64::encode_padded(&bytes)
+}
+
+/// A signature [`carry_signature`] made, back: `(signature, redacted)`;
+/// `None` for Gemini's own (which only Gemini can check).
+pub fn carried_signature(text: &str) -> Option<(String, bool)> {
+    let bytes = crate::base64::decode(text)?;
+    let (rest, redacted) = match bytes.strip_prefix(SIGNATURE_MARK) {
+        Some(rest) => (rest, false),
+        None => (bytes.strip_prefix(REDACTED_MARK)?, true),
+    };
+    String::from_utf8(rest.to_vec()).ok().map(|s| (s, redacted))
+}
+
+/// A thought part (`thought: true`), with the (carried) signature that closes it.
+pub fn thought_part(text: &str, signature: Option<String>) -> Part<'_> {
     Part {
         text: Some(text.into()),
         thought: Some(true),
@@ -321,8 +353,14 @@ fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
     for thinking in &completion.reasoning {
         match &thinking.redacted {
             // Anthropic's encrypted thinking: an empty thought carrying it.
-            Some(data) => parts.push(thought_part("", Some(data))),
-            None => parts.push(thought_part(&thinking.text, thinking.signature.as_deref())),
+            Some(data) => parts.push(thought_part("", Some(carry_signature(data, true)))),
+            None => parts.push(thought_part(
+                &thinking.text,
+                thinking
+                    .signature
+                    .as_deref()
+                    .map(|s| carry_signature(s, false)),
+            )),
         }
     }
     if let Some(text) = completion.content.as_deref().filter(|t| !t.is_empty()) {

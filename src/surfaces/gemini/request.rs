@@ -265,6 +265,19 @@ fn model_turn(reader: &mut Reader, turn: &Turn, i: usize) -> Result<Message, Gat
     for (j, part) in turn.parts.iter().enumerate() {
         let at = format!("contents[{i}].parts[{j}]");
         if part.is_thought() {
+            // Another vendor's reasoning goes back to it with its
+            // signature; Gemini's own signatures only Gemini checks.
+            let carried = part
+                .thought_signature
+                .as_deref()
+                .and_then(super::carried_signature);
+            if let Some((data, true)) = &carried {
+                reasoning.push(Thinking {
+                    redacted: Some(data.clone()),
+                    ..Thinking::default()
+                });
+                continue;
+            }
             let piece = part.text.as_deref().unwrap_or("");
             let open = reasoning
                 .last_mut()
@@ -276,10 +289,8 @@ fn model_turn(reader: &mut Reader, turn: &Turn, i: usize) -> Result<Message, Gat
                     ..Thinking::default()
                 }),
             }
-            if let (Some(signature), Some(block)) =
-                (part.thought_signature.as_deref(), reasoning.last_mut())
-            {
-                block.signature = Some(signature.to_owned());
+            if let (Some((signature, _)), Some(block)) = (carried, reasoning.last_mut()) {
+                block.signature = Some(signature);
             }
         } else if let Some(call) = &part.function_call {
             let id = match call.id.as_deref() {

@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use super::{args_of, finish_reason, status_of, thought_part, usage_metadata};
+use super::{args_of, carry_signature, finish_reason, status_of, thought_part, usage_metadata};
 use crate::error::GatewayError;
 use crate::model::response::{FinishReason, Origin, Usage};
 use crate::model::stream::{Reasoning, StreamEncoder};
@@ -126,9 +126,10 @@ impl StreamEncoder for Chunks {
         self.flush_calls(origin, out);
         let part = match delta {
             Reasoning::Text(text) => thought_part(text, None),
-            Reasoning::Signature(signature) | Reasoning::Redacted(signature) => {
-                thought_part("", Some(signature))
+            Reasoning::Signature(signature) => {
+                thought_part("", Some(carry_signature(signature, false)))
             }
+            Reasoning::Redacted(data) => thought_part("", Some(carry_signature(data, true))),
         };
         self.chunk(origin, out, vec![part], None, None);
     }
