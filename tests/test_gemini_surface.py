@@ -192,7 +192,7 @@ def test_stream_without_alt_sse_is_one_json_array(ggw, group):
 
 # ------------------------------------------------------------ countTokens
 
-@pytest.mark.parametrize("group", ["mock-gemini", "mock-bedrock"])
+@pytest.mark.parametrize("group", ["mock-gemini", "mock-anthropic", "mock-bedrock"])
 def test_count_tokens_is_the_vendors_own(ggw, group, test_id):
     c = client(ggw, **{"x-test-id": test_id})
     n = c.models.count_tokens(model=group, contents="count these words please")
@@ -200,9 +200,12 @@ def test_count_tokens_is_the_vendors_own(ggw, group, test_id):
     assert n.total_tokens == answer.usage_metadata.prompt_token_count
     sent = ggw.mock_requests(test_id)[0]
     assert "count" in sent["path"].lower()
+    raw_status, headers, _ = raw(ggw, "POST", f"/v1beta/models/{group}:countTokens",
+                                 {"contents": [{"parts": [{"text": "x"}]}]}, {"x-goog-api-key": ALL_GROUPS_KEY})
+    assert raw_status == 200 and "x-llm-estimated" not in headers
 
 
-@pytest.mark.parametrize("group", ["mock-openai", "mock-anthropic", "mock-dashscope", "mock-azure"])
+@pytest.mark.parametrize("group", ["mock-openai", "mock-dashscope", "mock-azure"])
 def test_count_tokens_estimated_elsewhere(ggw, group):
     status, headers, body = raw(ggw, "POST", f"/v1beta/models/{group}:countTokens",
                                 {"contents": [{"parts": [{"text": "count these words please"}]}]},
