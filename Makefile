@@ -114,6 +114,12 @@ $(CODEX_DEPS): tests/codex/package.json tests/codex/package-lock.json
 	npm ci --prefix tests/codex --no-audit --no-fund
 	touch $@
 
+# Gemini CLI for tests/test_gemini_cli.py (tests/gemini-cli, its lockfile).
+GEMINI_CLI := tests/gemini-cli/node_modules/.installed
+$(GEMINI_CLI): tests/gemini-cli/package.json tests/gemini-cli/package-lock.json
+	npm ci --prefix tests/gemini-cli --no-audit --no-fund
+	touch $@
+
 # The global rate limit service (ratelimit/: limitador over Redis, Envoy's
 # RateLimitService gRPC API) and Debian's redis-server, installed when
 # missing (CI is root).
@@ -135,7 +141,7 @@ ratelimit: ratelimit-build redis-tools
 	  --daemonize yes --pidfile $(REDIS_DIR)/redis.pid --logfile $(REDIS_DIR)/redis.log
 	target/release/llm-ratelimit --limits $(RATELIMIT_LIMITS) --redis unix://$(REDIS_DIR)/redis.sock --listen 127.0.0.1:8081
 
-test-integration: build ratelimit-build redis-tools venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS)
+test-integration: build ratelimit-build redis-tools venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS) $(GEMINI_CLI)
 	$(PY) -m pytest -q tests
 
 test: lint test-unit test-wasm test-integration

@@ -110,7 +110,7 @@ def ladder_resources(bootstrap, failover_route):
                 "clusters": order}},
         })
         route = copy.deepcopy(failover_route)
-        route["match"] = {"prefix": "/v1/", "headers": [{"name": "x-llm-cluster", "string_match": {"exact": ladder}}]}
+        route["match"] = {"safe_regex": {"regex": "/v1(beta)?/.*"}, "headers": [{"name": "x-llm-cluster", "string_match": {"exact": ladder}}]}
         route["route"]["retry_policy"]["num_retries"] = len(rungs)
         routes.append(route)
     return routes, clusters

@@ -30,6 +30,7 @@ use llm_gateway_core::dialects::{self, DialectKind, Target};
 use llm_gateway_core::error::GatewayError;
 use llm_gateway_core::model::response::Origin;
 use llm_gateway_core::model::Api;
+use llm_gateway_core::surfaces::route::PathFacts;
 use llm_gateway_core::surfaces::{surface, Echo};
 use serde_json::Value;
 
@@ -171,17 +172,25 @@ fn client_error(api: Api, e: &GatewayError, request_id: Option<&str>) -> (u16, S
 
 /// What upstream sends for one client request of `api`: the upstream
 /// role's own decision ([`dialects::encode_generation`]).
-fn vendor_request(config: &Config, api: Api, name: &str, body: &[u8]) -> String {
+fn vendor_request(config: &Config, api: Api, name: &str, stem: &str, body: &[u8]) -> String {
     let provider = &config.providers[name];
     let model = vendor_model(provider.dialect);
-    let encoded = surface(api).parse_request(body).and_then(|request| {
-        let target = Target { provider, model };
-        let client = dialects::ClientRequest {
-            body: &|| body.to_vec(),
-            header: &|_| None,
-        };
-        dialects::encode_generation(api, &client, &request, &target)
-    });
+    // Gemini's model and stream flag are its path's: fixture `*_stream` streams.
+    let facts = PathFacts {
+        model: (api == Api::Gemini).then(|| "g".to_owned()),
+        stream: (api == Api::Gemini).then_some(stem.ends_with("_stream")),
+        json_array: false,
+    };
+    let encoded = surface(api)
+        .parse_generation(&facts, body)
+        .and_then(|request| {
+            let target = Target { provider, model };
+            let client = dialects::ClientRequest {
+                body: &|| body.to_vec(),
+                header: &|_| None,
+            };
+            dialects::encode_generation(api, &client, &request, &target)
+        });
     match encoded {
         Ok(dialects::Encoded {
             request: up,
@@ -246,7 +255,7 @@ fn vendor_requests_match_golden_files() {
                 let out = vendor
                     .join(&stem)
                     .join(format!("{}.txt", name.trim_start_matches("golden-")));
-                let text = vendor_request(&config, api, name, &body);
+                let text = vendor_request(&config, api, name, &stem, &body);
                 golden.check(&out, &text);
             }
         }
@@ -377,6 +386,7 @@ fn fixture_api(kind: DialectKind) -> Option<Api> {
     match kind {
         DialectKind::Openai | DialectKind::Azure => Some(Api::OpenAiChat),
         DialectKind::Anthropic => Some(Api::AnthropicMessages),
+        DialectKind::Gemini => Some(Api::Gemini),
         _ => None,
     }
 }

@@ -120,10 +120,19 @@ pub fn gemini_signature(signed: &str) -> String {
 
 /// A digest of `signed` under a vendor's key, as valid base64 (44
 /// characters, one `=` of padding) with its `+` and `/`, so a gateway that
-/// mangles it is caught.
+/// mangles it is caught. Canonical, as vendors' are: the character before
+/// the padding leaves no bits over (strict decoders, such as the Gen AI
+/// SDKs' for Gemini's `thoughtSignature` bytes, refuse any other).
 fn signature(key: &str, signed: &str) -> String {
+    const LAST: &[u8; 16] = b"AEIMQUYcgkosw048";
     let digest = crate::sigv4::hex(&crate::sigv4::sha256(format!("{key}:{signed}").as_bytes()));
-    format!("bW9ja3NpZy+/{}=", digest.get(..31).unwrap_or(""))
+    let last = digest
+        .as_bytes()
+        .get(30)
+        .and_then(|&h| char::from(h).to_digit(16))
+        .and_then(|d| LAST.get(d as usize))
+        .map_or('A', |&c| char::from(c));
+    format!("bW9ja3NpZy+/{}{last}=", digest.get(..30).unwrap_or(""))
 }
 
 /// The answer when structured output is asked for: JSON with the schema's

@@ -106,6 +106,84 @@ fn invalid(msg: impl Into<String>) -> Failure {
     Failure::Invalid(msg.into())
 }
 
+/// A `bytes` field as standard base64 with padding: proto3's JSON mapping
+/// takes standard or URL-safe base64, with or without padding
+/// (protobuf.dev/programming-guides/json), and the Gen AI SDKs send back
+/// the URL-safe form of the signatures they were given.
+fn standard_base64(text: &str) -> String {
+    if text == UNSIGNED {
+        return text.to_owned();
+    }
+    let mut out: String = text
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while !out.len().is_multiple_of(4) {
+        out.push('=');
+    }
+    out
+}
+
+/// Members whose values are the caller's own JSON (function arguments and
+/// results, schemas): their keys are data, not field names.
+const FREE_FORM: &[&str] = &[
+    "args",
+    "response",
+    "parameters",
+    "parametersJsonSchema",
+    "responseJsonSchema",
+    "responseSchema",
+];
+
+/// A request with every field by its JSON name. Proto3's JSON mapping,
+/// which Gemini's API parses by, takes each field by its lowerCamelCase
+/// JSON name or by its proto name (`include_thoughts`, `function_declarations`):
+/// "Parsers accept both" (protobuf.dev/programming-guides/json), and the
+/// Gen AI SDKs send some proto names. The rules here read JSON names.
+pub(crate) fn json_names(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let name = camel(k);
+                    let value = if FREE_FORM.contains(&name.as_str()) {
+                        v.clone()
+                    } else {
+                        json_names(v)
+                    };
+                    (name, value)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(json_names).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A proto field name (`thinking_budget`) as its JSON name (`thinkingBudget`).
+fn camel(name: &str) -> String {
+    if !name.contains('_') || name.starts_with('_') {
+        return name.to_owned();
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut upper = false;
+    for c in name.chars() {
+        match c {
+            '_' => upper = true,
+            c if upper => {
+                out.extend(c.to_uppercase());
+                upper = false;
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Google's answer to a field it does not know.
 pub(crate) fn check_fields(v: &Value, known: &[&str], at: &str) -> Result<(), Failure> {
     let Some(obj) = v.as_object() else {
@@ -185,6 +263,7 @@ impl Gemini {
         self.check_headers(req)?;
         let body: Value = serde_json::from_slice(&req.body)
             .map_err(|e| invalid(format!("Invalid JSON payload received. {e}")))?;
+        let body = json_names(&body);
         check_fields(&body, &["contents", "generateContentRequest"], "")?;
         let model = path_model(path).unwrap_or_default();
         let tokens = match (body.get("contents"), body.get("generateContentRequest")) {
@@ -366,7 +445,11 @@ impl Gemini {
                     .pointer("/functionCall/args")
                     .cloned()
                     .unwrap_or_else(|| json!({}));
-                let signature = first.get("thoughtSignature").and_then(Value::as_str);
+                let signature = first
+                    .get("thoughtSignature")
+                    .and_then(Value::as_str)
+                    .map(standard_base64);
+                let signature = signature.as_deref();
                 // A signature Gemini did not issue for this call.
                 if signature.is_some_and(|s| s != UNSIGNED && s != call_signature(name, &args)) {
                     return Err(invalid("Corrupted thought signature."));
@@ -619,7 +702,8 @@ impl Dialect for Gemini {
         let mut p = self.parse(body)?;
         p.model = path_model(req.path()).unwrap_or_default().to_owned();
         check_tool_combination(&p)?;
-        if let Some(thinking) = body.pointer("/generationConfig/thinkingConfig") {
+        let named = json_names(body);
+        if let Some(thinking) = named.pointer("/generationConfig/thinkingConfig") {
             p.reasoning = check_thinking(thinking, &p.model)?;
         }
         if self.is_stream(req, body) && query_param(req.query(), "alt").as_deref() != Some("sse") {
@@ -631,6 +715,7 @@ impl Dialect for Gemini {
     }
 
     fn parse(&self, body: &Value) -> Result<Prompt, Failure> {
+        let body = &json_names(body);
         check_fields(body, REQUEST_FIELDS, "")?;
         let contents = match body.get("contents") {
             Some(Value::Array(c)) if !c.is_empty() => c,
@@ -1030,6 +1115,25 @@ mod tests {
         assert_eq!(bad_model.status, 400);
         assert_eq!(count(r#"{"contents":[],"extra":1}"#).status, 400);
         assert_eq!(count("{}").body, "{}");
+    }
+
+    #[test]
+    fn fields_are_taken_by_json_or_proto_name_and_data_keeps_its_keys() {
+        let body = json!({"contents": [{"role": "user", "parts": [{"text": "x"}]}],
+            "generation_config": {"thinking_config": {"include_thoughts": true}},
+            "tools": [{"function_declarations": [{"name": "f",
+                "parameters_json_schema": {"type": "object", "properties": {"snake_case": {}}}}]}]});
+        let named = json_names(&body);
+        assert_eq!(
+            named["generationConfig"]["thinkingConfig"]["includeThoughts"],
+            true
+        );
+        let declaration = &named["tools"][0]["functionDeclarations"][0];
+        assert!(declaration["parametersJsonSchema"]["properties"]["snake_case"].is_object());
+        assert!(Gemini.parse(&body).is_ok());
+        // An unknown name is still refused, by either name.
+        let unknown = json!({"contents": [{"parts": [{"text": "x"}]}], "no_such_field": 1});
+        assert!(Gemini.parse(&unknown).is_err());
     }
 
     #[test]

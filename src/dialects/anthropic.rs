@@ -457,6 +457,41 @@ impl Dialect for Anthropic {
         )
     }
 
+    /// Anthropic counts a client of another API's request too (Gemini's
+    /// countTokens): [`Self::encode_count`].
+    fn counts_tokens(&self) -> bool {
+        true
+    }
+
+    /// `POST /v1/messages/count_tokens` with the generation's body as
+    /// [`Self::encode_request`] makes it, less the members count_tokens
+    /// does not take (sampling, `max_tokens`, `stream`, `metadata`).
+    fn encode_count(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        Some(self.encode_request(req, target).and_then(|generation| {
+            let body = super::edit_members(&generation.body, "", |key| match key {
+                "max_tokens" | "stop_sequences" | "temperature" | "top_p" | "top_k"
+                | "metadata" | "stream" => super::Member::Drop,
+                _ => super::Member::Keep,
+            })?;
+            transport::request(Operation::Call(&Call::CountTokens), target, body)
+        }))
+    }
+
+    /// `{"input_tokens": N}`.
+    fn decode_count(&self, body: &[u8]) -> Result<u64, GatewayError> {
+        #[derive(Deserialize)]
+        struct Count {
+            input_tokens: u64,
+        }
+        serde_json::from_slice::<Count>(body)
+            .map(|c| c.input_tokens)
+            .map_err(|e| unparseable("token count", e))
+    }
+
     /// `POST /v1/messages/count_tokens`: the client's body, `model` replaced.
     fn encode_call(
         &self,
@@ -941,6 +976,35 @@ fn passthrough(w: &mut EventWriter, out: &mut Vec<u8>, event: &str, data: &str, 
 pub(super) mod tests {
     use super::*;
     use serde_json::Value;
+
+    #[test]
+    fn another_apis_count_is_the_generation_less_what_count_tokens_refuses() {
+        let config = crate::config::Config::parse(
+            br#"{"providers":{"an":{"dialect":"anthropic","api_key":"k"}},
+                 "model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let target = Target {
+            provider: &config.providers["an"],
+            model: "claude-x",
+        };
+        let req = ChatRequest::parse(
+            br#"{"model":"g","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],
+                "temperature":0.5,"max_tokens":10,"stop":["X"],"stream":true}"#,
+        )
+        .unwrap();
+        let up = Anthropic.encode_count(&req, &target).unwrap().unwrap();
+        assert_eq!(up.path, "/v1/messages/count_tokens");
+        let body: Value = serde_json::from_slice(&up.body).unwrap();
+        assert_eq!(body["model"], "claude-x");
+        assert!(body["system"].is_array() && body["messages"].is_array());
+        for gone in ["max_tokens", "temperature", "stop_sequences", "stream"] {
+            assert!(body.get(gone).is_none(), "{gone}: {body}");
+        }
+        assert_eq!(Anthropic.decode_count(br#"{"input_tokens":7}"#).unwrap(), 7);
+        assert!(Anthropic.decode_count(b"{}").is_err());
+    }
 
     #[test]
     fn count_tokens_is_the_clients_body_with_the_vendor_model() {

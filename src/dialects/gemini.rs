@@ -29,14 +29,11 @@
 //! started, a unified stream error; SAFETY-family finish reasons are
 //! `finish_reason: content_filter`.
 //!
-//! Long on purpose (about 890 lines of code, then its tests): one vendor's
-//! wire types, encoder, decoders and error mapping are read against each
-//! other and against the vendor's reference, so they stay in one file, as for
-//! every dialect.
+//! The wire types are [`crate::wire::gemini`]'s, shared with the Gemini
+//! surface; here are the encoder, the decoders and the error mapping.
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::transport::{self, Operation};
@@ -45,13 +42,22 @@ use super::{
     SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
 use crate::model::request::{
     ChatRequest, Content, ContentPart, Effort, Image, Message, Reasoning as ReasoningAsk,
     ResponseFormat, ToolChoice,
 };
+use crate::model::response::Answer;
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Reasoning};
+use crate::model::Api;
 use crate::sse::SseParser;
+use crate::wire::gemini::{
+    Blob, Content as Turn, CountTokensResponse, ErrorBody, FunctionCall, FunctionCallingConfig,
+    FunctionDeclaration, FunctionResponse, GenerateContentRequest as Request,
+    GenerateContentResponse as GenerateResponse, GenerationConfig, Part, Status, Text,
+    ThinkingConfig, Tool as Tools, ToolConfig, UsageMetadata,
+};
 
 pub struct Gemini;
 
@@ -62,166 +68,12 @@ const SIGNATURE_MARK: &str = "_ts_";
 
 // --- request ----------------------------------------------------------------
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Request<'a> {
-    contents: Vec<Turn<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    system_instruction: Option<SystemInstruction<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Tools<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_config: Option<ToolConfig<'a>>,
-    #[serde(skip_serializing_if = "GenerationConfig::is_empty")]
-    generation_config: GenerationConfig<'a>,
-}
-
-#[derive(Serialize)]
-struct SystemInstruction<'a> {
-    parts: Vec<Part<'a>>,
-}
-
-#[derive(Serialize)]
-struct Turn<'a> {
-    role: &'static str,
-    parts: Vec<Part<'a>>,
-}
-
-/// One part: exactly one of the data fields, plus the signature on a call.
-#[derive(Serialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct Part<'a> {
-    #[serde(
-        skip_serializing_if = "Option::is_none",
-        serialize_with = "crate::json_text::serialize_option"
-    )]
-    text: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    inline_data: Option<Blob<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    function_call: Option<FunctionCallOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    function_response: Option<FunctionResponse<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thought_signature: Option<Cow<'a, str>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Blob<'a> {
-    mime_type: &'a str,
-    data: &'a str,
-}
-
-#[derive(Serialize)]
-struct FunctionCallOut<'a> {
-    name: &'a str,
-    args: Value,
-}
-
-#[derive(Serialize)]
-struct FunctionResponse<'a> {
-    name: &'a str,
-    response: Value,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Tools<'a> {
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    function_declarations: Vec<FunctionDeclaration<'a>>,
-    /// Grounding with Google Search (`{"googleSearch": {}}`), a tool of its
-    /// own: Gemini 2.x refuses it beside function declarations ("Tool use
-    /// with function calling is unsupported"), Gemini 3 takes both with
-    /// `includeServerSideToolInvocations` (see [`combines_tools`]); its
-    /// `groundingMetadata` in the answer is not carried back.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    google_search: Option<GoogleSearch>,
-}
-
-#[derive(Serialize)]
-struct GoogleSearch {}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct FunctionDeclaration<'a> {
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parameters_json_schema: Option<&'a Value>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ToolConfig<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    function_calling_config: Option<FunctionCallingConfig<'a>>,
-    /// Gemini 3 refuses built-in tools beside function declarations without
-    /// it (400 "Please enable tool_config.include_server_side_tool_invocations
-    /// to use Built-in tools with Function calling").
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    include_server_side_tool_invocations: bool,
-}
-
 /// Whether the model takes built-in tools (Google Search) beside function
 /// declarations: Gemini 3 only (ai.google.dev/gemini-api/docs/tool-combination,
 /// "supported for Gemini 3 models only"; Gemini 2.x refuses the mix with or
 /// without the flag), so the flag is sent only there, only when mixing.
 fn combines_tools(model: &str) -> bool {
     model.contains("gemini-3")
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct FunctionCallingConfig<'a> {
-    mode: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    allowed_function_names: Option<[&'a str; 1]>,
-}
-
-#[derive(Serialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct GenerationConfig<'a> {
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    stop_sequences: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_output_tokens: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seed: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    response_mime_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    response_json_schema: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_config: Option<ThinkingConfig>,
-}
-
-impl GenerationConfig<'_> {
-    fn is_empty(&self) -> bool {
-        self.stop_sequences.is_empty()
-            && self.temperature.is_none()
-            && self.top_p.is_none()
-            && self.max_output_tokens.is_none()
-            && self.seed.is_none()
-            && self.response_mime_type.is_none()
-            && self.thinking_config.is_none()
-    }
-}
-
-#[derive(Serialize, Debug, PartialEq)]
-#[serde(rename_all = "camelCase")]
-struct ThinkingConfig {
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    include_thoughts: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_budget: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_level: Option<&'static str>,
 }
 
 /// The request's reasoning as Gemini's `thinkingConfig`
@@ -234,7 +86,7 @@ struct ThinkingConfig {
 /// minimum 128), 512 (minimal), 1024 (low), 8192 (medium), 24576 (high).
 /// `includeThoughts` is set whenever the model is to think, so the thought
 /// summaries come back as reasoning.
-fn thinking_config(ask: ReasoningAsk, model: &str) -> ThinkingConfig {
+fn thinking_config(ask: ReasoningAsk, model: &str) -> ThinkingConfig<'static> {
     let gemini3 = model.contains("gemini-3");
     let pro = model.contains("-pro");
     let off = ask.effort == Some(Effort::None) && ask.budget_tokens.is_none();
@@ -245,9 +97,9 @@ fn thinking_config(ask: ReasoningAsk, model: &str) -> ThinkingConfig {
         (None, Some(effort)) => (Some(thinking_budget(effort, pro)), None),
     };
     ThinkingConfig {
-        include_thoughts: !off || (gemini3 || pro),
-        thinking_budget,
-        thinking_level,
+        include_thoughts: (!off || (gemini3 || pro)).then_some(true),
+        thinking_budget: thinking_budget.map(i64::from),
+        thinking_level: thinking_level.map(Text::from),
     }
 }
 
@@ -274,7 +126,7 @@ fn thinking_budget(effort: Effort, pro: bool) -> u32 {
 
 fn text_part(text: &str) -> Option<Part<'_>> {
     (!text.is_empty()).then_some(Part {
-        text: Some(text),
+        text: Some(text.into()),
         ..Part::default()
     })
 }
@@ -303,8 +155,8 @@ fn user_parts(content: &Content, i: usize) -> Result<Vec<Part<'_>>, GatewayError
             ContentPart::ImageUrl { image_url, .. } => match image_url.parse() {
                 Ok(Image::Base64 { media_type, data }) => out.push(Part {
                     inline_data: Some(Blob {
-                        mime_type: media_type,
-                        data,
+                        mime_type: media_type.into(),
+                        data: data.into(),
                     }),
                     ..Part::default()
                 }),
@@ -334,8 +186,11 @@ fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, parts: Vec<Part<
         return;
     }
     match turns.last_mut() {
-        Some(last) if last.role == role => last.parts.extend(parts),
-        _ => turns.push(Turn { role, parts }),
+        Some(last) if last.role.as_deref() == Some(role) => last.parts.extend(parts),
+        _ => turns.push(Turn {
+            role: Some(role.into()),
+            parts,
+        }),
     }
 }
 
@@ -355,6 +210,74 @@ fn function_response(content: &Content, is_error: bool) -> Value {
 }
 
 impl Dialect for Gemini {
+    fn speaks(&self, api: Api) -> bool {
+        api == Api::Gemini
+    }
+
+    /// The client's body as it came: the model is the path's, which the
+    /// transport writes (the vendor model), and the gateway key was a
+    /// header or the query, which the transport replaces.
+    fn encode_native(
+        &self,
+        _api: Api,
+        client: &super::ClientRequest,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let body = (client.body)();
+        Some(transport::request(
+            Operation::Generate { stream: req.stream },
+            target,
+            body,
+        ))
+    }
+
+    /// `:countTokens`: the client's body, a `generateContentRequest`'s
+    /// `model` (which countTokens requires) replaced by the vendor model.
+    fn encode_call(
+        &self,
+        call: &Call,
+        raw: &dyn Fn() -> Vec<u8>,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        let Call::GeminiCountTokens { .. } = call else {
+            return None;
+        };
+        Some(
+            count_body(raw(), target.model)
+                .and_then(|body| transport::request(Operation::CountTokens, target, body)),
+        )
+    }
+
+    /// The vendor's answer as it came, read for its usage and finish.
+    fn decode_native(
+        &self,
+        _api: Api,
+        body: &[u8],
+        origin: &mut Origin,
+    ) -> Result<DecodedResponse, GatewayError> {
+        let response: GenerateResponse =
+            serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
+        stamp(&response, origin);
+        let candidate = response.candidates.first();
+        let calls = candidate
+            .and_then(|c| c.content.as_ref())
+            .is_some_and(|c| c.parts.iter().any(|p| p.function_call.is_some()));
+        let finish_reason = candidate
+            .and_then(|c| c.finish_reason.as_deref())
+            .map(|r| finish_reason(r, calls));
+        if candidate.is_none() {
+            if let Some(reason) = response.prompt_feedback.and_then(|f| f.block_reason) {
+                return Err(prompt_blocked(&reason));
+            }
+        }
+        Ok(DecodedResponse {
+            answer: Answer::Native(body.to_vec()),
+            usage: response.usage_metadata.map(unified_usage),
+            finish_reason,
+        })
+    }
+
     /// Google Search grounding, when the request has no domain filter
     /// (Gemini has none) and no function tools, or the model combines both
     /// (see [`Tools::google_search`]).
@@ -402,7 +325,8 @@ impl Dialect for Gemini {
                         })?;
                     let part = Part {
                         function_response: Some(FunctionResponse {
-                            name,
+                            id: None,
+                            name: name.into(),
                             response: function_response(content, *is_error),
                         }),
                         ..Part::default()
@@ -421,14 +345,15 @@ impl Dialect for Gemini {
                     for (j, call) in tool_calls.iter().enumerate() {
                         call_names.push((&call.id, &call.function.name));
                         let signature = match split_tool_call_id(&call.id) {
-                            Some(signature) => Some(Cow::Owned(signature)),
-                            None if j == 0 && !signed => Some(Cow::Borrowed(UNSIGNED)),
+                            Some(signature) => Some(Text(Cow::Owned(signature))),
+                            None if j == 0 && !signed => Some(Text::from(UNSIGNED)),
                             None => None,
                         };
                         parts.push(Part {
-                            function_call: Some(FunctionCallOut {
-                                name: &call.function.name,
-                                args: tool_arguments(call, i, j)?,
+                            function_call: Some(FunctionCall {
+                                id: None,
+                                name: call.function.name.as_str().into(),
+                                args: Some(tool_arguments(call, i, j)?),
                             }),
                             thought_signature: signature,
                             ..Part::default()
@@ -446,19 +371,20 @@ impl Dialect for Gemini {
                     .tools
                     .iter()
                     .map(|t| FunctionDeclaration {
-                        name: &t.function.name,
-                        description: t.function.description.as_deref(),
-                        parameters_json_schema: t.function.parameters.as_ref(),
+                        name: t.function.name.as_str().into(),
+                        description: t.function.description.as_deref().map(Text::from),
+                        parameters_json_schema: t.function.parameters.as_ref().map(Cow::Borrowed),
+                        ..FunctionDeclaration::default()
                     })
                     .collect(),
-                google_search: None,
+                ..Tools::default()
             }]
         };
         let search = self.web_search(req, target.model);
         if search {
             tools.push(Tools {
-                function_declarations: Vec::new(),
-                google_search: Some(GoogleSearch {}),
+                google_search: Some(Value::Object(Map::new())),
+                ..Tools::default()
             });
         }
         let function_calling_config = if req.tools.is_empty() {
@@ -469,10 +395,10 @@ impl Dialect for Gemini {
                     ToolChoice::None => ("NONE", None),
                     ToolChoice::Auto => ("AUTO", None),
                     ToolChoice::Required => ("ANY", None),
-                    ToolChoice::Function(name) => ("ANY", Some([name.as_str()])),
+                    ToolChoice::Function(name) => ("ANY", Some(vec![Text::from(name.as_str())])),
                 };
                 FunctionCallingConfig {
-                    mode,
+                    mode: Some(mode.into()),
                     allowed_function_names: name,
                 }
             })
@@ -481,21 +407,26 @@ impl Dialect for Gemini {
         let tool_config = (function_calling_config.is_some() || mixed).then_some(ToolConfig {
             function_calling_config,
             include_server_side_tool_invocations: mixed,
+            retrieval_config: None,
         });
         let (response_mime_type, response_json_schema) = match &req.response_format {
-            Some(ResponseFormat::JsonObject) => (Some("application/json"), None),
-            Some(ResponseFormat::JsonSchema { json_schema }) => {
-                (Some("application/json"), json_schema.schema.as_ref())
-            }
+            Some(ResponseFormat::JsonObject) => (Some("application/json".into()), None),
+            Some(ResponseFormat::JsonSchema { json_schema }) => (
+                Some("application/json".into()),
+                json_schema.schema.as_ref().map(Cow::Borrowed),
+            ),
             Some(ResponseFormat::Text) | None => (None, None),
         };
         let request = Request {
             contents: turns,
-            system_instruction: (!system.is_empty()).then_some(SystemInstruction { parts: system }),
+            system_instruction: (!system.is_empty()).then_some(Turn {
+                role: None,
+                parts: system,
+            }),
             tools,
             tool_config,
             generation_config: GenerationConfig {
-                stop_sequences: &req.stop,
+                stop_sequences: Cow::Borrowed(&req.stop),
                 temperature: req.temperature,
                 top_p: req.top_p,
                 max_output_tokens: req.max_output_tokens(),
@@ -503,7 +434,9 @@ impl Dialect for Gemini {
                 response_mime_type,
                 response_json_schema,
                 thinking_config: req.reasoning.map(|r| thinking_config(r, target.model)),
+                ..GenerationConfig::default()
             },
+            ..Request::default()
         };
         let body = encode_json(req, &request)?;
         transport::request(Operation::Generate { stream: req.stream }, target, body)
@@ -516,8 +449,8 @@ impl Dialect for Gemini {
     ) -> Result<DecodedResponse, GatewayError> {
         let response: GenerateResponse =
             serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
-        response.stamp(origin);
-        let usage = response.usage_metadata.map(UsageMetadata::unified);
+        stamp(&response, origin);
+        let usage = response.usage_metadata.map(unified_usage);
         let Some(candidate) = response.candidates.into_iter().next() else {
             return Err(
                 match response.prompt_feedback.and_then(|f| f.block_reason) {
@@ -530,8 +463,8 @@ impl Dialect for Gemini {
         let mut tool_calls = Vec::new();
         let mut reasoning = Vec::new();
         for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-            if part.thought {
-                for piece in part.reasoning() {
+            if part.is_thought() {
+                for piece in thought_pieces(&part) {
                     piece.push_to(&mut reasoning);
                 }
                 continue;
@@ -607,13 +540,6 @@ impl Dialect for Gemini {
 
     /// `{"totalTokens": N, ...}`.
     fn decode_count(&self, body: &[u8]) -> Result<u64, GatewayError> {
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct CountTokensResponse {
-            // Proto3 JSON leaves out a zero.
-            #[serde(default)]
-            total_tokens: u64,
-        }
         serde_json::from_slice::<CountTokensResponse>(body)
             .map(|r| r.total_tokens)
             .map_err(|e| unparseable("token count", e))
@@ -621,9 +547,9 @@ impl Dialect for Gemini {
 
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
         match serde_json::from_slice::<ErrorBody>(body) {
-            Ok(ErrorBody::One(envelope)) => envelope.error.unified(status),
+            Ok(ErrorBody::One(envelope)) => unified_error(envelope.error, status),
             Ok(ErrorBody::Many(mut list)) if !list.is_empty() => {
-                list.swap_remove(0).error.unified(status)
+                unified_error(list.swap_remove(0).error, status)
             }
             _ => GatewayError::new(
                 ErrorCode::from_status(status),
@@ -656,6 +582,24 @@ pub fn finish_reason(reason: &str, has_tool_calls: bool) -> FinishReason {
         // STOP, LANGUAGE, OTHER, MALFORMED_FUNCTION_CALL and anything new.
         _ => FinishReason::Stop,
     }
+}
+
+/// A countTokens body with its `generateContentRequest.model` (when it has
+/// one) naming `model`; other bytes as the client sent them.
+fn count_body(body: Vec<u8>, model: &str) -> Result<Vec<u8>, GatewayError> {
+    let mut value: Value = match serde_json::from_slice(&body) {
+        Ok(value) => value,
+        Err(_) => return Ok(body),
+    };
+    let Some(named) = value
+        .get_mut("generateContentRequest")
+        .and_then(|r| r.get_mut("model"))
+    else {
+        return Ok(body);
+    };
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    *named = Value::String(format!("models/{model}"));
+    serde_json::to_vec(&value).map_err(|e| unparseable("request", e))
 }
 
 // --- tool call ids ------------------------------------------------------------
@@ -715,187 +659,64 @@ fn split_tool_call_id(id: &str) -> Option<String> {
 
 // --- response -----------------------------------------------------------------
 
-/// A string of the vendor's answer, borrowed from its bytes unless an
-/// escape forces a copy: a stream event's text, ids and names pass through
-/// without an allocation each (`Option<Cow<str>>` alone would always copy).
-#[derive(Deserialize)]
-#[serde(transparent)]
-struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
-
-impl std::ops::Deref for Text<'_> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-/// The vendor's `GenerateContentResponse`, an answer or one stream event.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct GenerateResponse<'a> {
-    #[serde(default, borrow)]
-    candidates: Vec<Candidate<'a>>,
-    #[serde(default, borrow)]
-    prompt_feedback: Option<PromptFeedback<'a>>,
-    #[serde(default)]
-    usage_metadata: Option<UsageMetadata>,
-    #[serde(default, borrow)]
-    model_version: Option<Text<'a>>,
-    #[serde(default, borrow)]
-    response_id: Option<Text<'a>>,
-    /// A stream can end with an error object instead of a response.
-    #[serde(default)]
-    error: Option<GoogleError>,
-}
-
-impl GenerateResponse<'_> {
-    /// Takes the vendor's response id and model version when given.
-    fn stamp(&self, origin: &mut Origin) {
-        if let Some(id) = self.response_id.as_deref().filter(|id| !id.is_empty()) {
-            if origin.id != id {
-                origin.id = id.to_owned();
-            }
+/// Takes the vendor's response id and model version when given.
+fn stamp(response: &GenerateResponse, origin: &mut Origin) {
+    if let Some(id) = response.response_id.as_deref().filter(|id| !id.is_empty()) {
+        if origin.id != id {
+            origin.id = id.to_owned();
         }
-        if let Some(model) = self.model_version.as_deref().filter(|m| !m.is_empty()) {
-            if origin.model != model {
-                origin.model = model.to_owned();
-            }
+    }
+    if let Some(model) = response.model_version.as_deref().filter(|m| !m.is_empty()) {
+        if origin.model != model {
+            origin.model = model.to_owned();
         }
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Candidate<'a> {
-    #[serde(default, borrow)]
-    content: Option<CandidateContent<'a>>,
-    #[serde(default, borrow)]
-    finish_reason: Option<Text<'a>>,
+/// A thought part as reasoning: its summary text, then the signature
+/// Gemini may put on it (which closes the block).
+pub fn thought_pieces<'p>(part: &'p Part) -> impl Iterator<Item = Reasoning<'p>> {
+    let text = part.text.as_deref().filter(|t| !t.is_empty());
+    text.map(Reasoning::Text)
+        .into_iter()
+        .chain(part.thought_signature.as_deref().map(Reasoning::Signature))
 }
 
-#[derive(Deserialize)]
-struct CandidateContent<'a> {
-    #[serde(default, borrow)]
-    parts: Vec<ResponsePart<'a>>,
-}
-
-/// One answer part. Parts of other kinds are skipped, among them Gemini 3's
-/// server-side tool invocations (`toolCall`, `toolResponse`: the search it
-/// ran itself, `includeServerSideToolInvocations`): not the client's to run,
-/// and not carried back (a later turn goes without them, see README).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ResponsePart<'a> {
-    #[serde(default, borrow)]
-    text: Option<Text<'a>>,
-    /// A thought summary, not part of the answer.
-    #[serde(default)]
-    thought: bool,
-    #[serde(default, borrow)]
-    function_call: Option<FunctionCallIn<'a>>,
-    #[serde(default, borrow)]
-    thought_signature: Option<Text<'a>>,
-}
-
-impl ResponsePart<'_> {
-    /// A thought part as reasoning: its summary text, then the signature
-    /// Gemini may put on it (which closes the block).
-    fn reasoning(&self) -> impl Iterator<Item = Reasoning<'_>> {
-        let text = self.text.as_deref().filter(|t| !t.is_empty());
-        text.map(Reasoning::Text)
-            .into_iter()
-            .chain(self.thought_signature.as_deref().map(Reasoning::Signature))
-    }
-}
-
-/// A function call. Its arguments stay a `Value`: the client gets them
-/// re-serialized (compact, keys sorted), as before, not the vendor's text.
-#[derive(Deserialize)]
-struct FunctionCallIn<'a> {
-    #[serde(borrow)]
-    name: Text<'a>,
-    #[serde(default)]
-    args: Option<Value>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PromptFeedback<'a> {
-    #[serde(default, borrow)]
-    block_reason: Option<Text<'a>>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "camelCase")]
-struct UsageMetadata {
-    #[serde(default)]
-    prompt_token_count: u64,
-    #[serde(default)]
-    tool_use_prompt_token_count: u64,
-    #[serde(default)]
-    candidates_token_count: u64,
-    #[serde(default)]
-    thoughts_token_count: Option<u64>,
-    #[serde(default)]
-    cached_content_token_count: Option<u64>,
-}
-
-impl UsageMetadata {
-    /// Thoughts count as completion tokens, as OpenAI counts reasoning;
-    /// cached content is already inside the prompt count.
-    fn unified(self) -> Usage {
-        Usage {
-            prompt_tokens: self.prompt_token_count + self.tool_use_prompt_token_count,
-            completion_tokens: self.candidates_token_count + self.thoughts_token_count.unwrap_or(0),
-            cached_tokens: self.cached_content_token_count,
-            reasoning_tokens: self.thoughts_token_count,
-        }
+/// Usage as the neutral model counts it: thoughts count as completion
+/// tokens, as OpenAI counts reasoning; cached content is already inside
+/// the prompt count.
+pub fn unified_usage(u: UsageMetadata) -> Usage {
+    Usage {
+        prompt_tokens: u.prompt_token_count.unwrap_or(0)
+            + u.tool_use_prompt_token_count.unwrap_or(0),
+        completion_tokens: u.candidates_token_count.unwrap_or(0)
+            + u.thoughts_token_count.unwrap_or(0),
+        cached_tokens: u.cached_content_token_count,
+        reasoning_tokens: u.thoughts_token_count,
     }
 }
 
 // --- errors ---------------------------------------------------------------------
 
-/// `{"error": {...}}`, or a one-element array of it from stream endpoints.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ErrorBody {
-    One(ErrorEnvelope),
-    Many(Vec<ErrorEnvelope>),
-}
-
-#[derive(Deserialize)]
-struct ErrorEnvelope {
-    error: GoogleError,
-}
-
-#[derive(Deserialize)]
-struct GoogleError {
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    status: String,
-    #[serde(default)]
-    details: Vec<Value>,
-}
-
-impl GoogleError {
-    fn unified(self, status: u16) -> GatewayError {
-        let reason = self
+/// A `google.rpc.Status` as the unified error.
+fn unified_error(error: Status, status: u16) -> GatewayError {
+    {
+        let reason = error
             .details
             .iter()
             .find_map(|d| d.get("reason").and_then(Value::as_str));
-        let code = match self.status.as_str() {
+        let code = match error.status.as_str() {
             // Google answers a bad key with 400 INVALID_ARGUMENT.
             _ if reason == Some("API_KEY_INVALID") => ErrorCode::AuthFailed,
             "UNAUTHENTICATED" => ErrorCode::AuthFailed,
             "INVALID_ARGUMENT"
-                if self
+                if error
                     .message
                     .contains("exceeds the maximum number of tokens") =>
             {
                 ErrorCode::ContextLengthExceeded
             }
-            "INVALID_ARGUMENT" if self.message.contains("payload size exceeds") => {
+            "INVALID_ARGUMENT" if error.message.contains("payload size exceeds") => {
                 ErrorCode::PayloadTooLarge
             }
             "INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE" => {
@@ -910,7 +731,7 @@ impl GoogleError {
             _ => ErrorCode::from_status(status),
         };
         // google.rpc.RetryInfo: how long to wait, e.g. "7s" or "0.5s".
-        let retry_after = self
+        let retry_after = error
             .details
             .iter()
             .filter(|d| {
@@ -921,7 +742,7 @@ impl GoogleError {
             .and_then(retry_seconds);
         GatewayError {
             retry_after,
-            ..GatewayError::new(code, self.message)
+            ..GatewayError::new(code, error.message)
         }
     }
 }
@@ -949,7 +770,10 @@ impl Events<SseParser> for GeminiEvents {
         let response: GenerateResponse =
             serde_json::from_str(data).map_err(|e| unparseable("stream event", e))?;
         if let Some(error) = response.error {
-            return Err(error.unified(500));
+            return Err(unified_error(error, 500));
+        }
+        if w.native() {
+            return native_event(&response, data, w, out);
         }
         if let Some(id) = response.response_id.as_deref() {
             w.set_id(id);
@@ -958,7 +782,7 @@ impl Events<SseParser> for GeminiEvents {
             w.set_model(model);
         }
         if let Some(u) = response.usage_metadata {
-            w.set_usage(Some(u.unified()));
+            w.set_usage(Some(unified_usage(u)));
         }
         let Some(candidate) = response.candidates.into_iter().next() else {
             return match response.prompt_feedback.and_then(|f| f.block_reason) {
@@ -968,8 +792,8 @@ impl Events<SseParser> for GeminiEvents {
             };
         };
         for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-            if part.thought {
-                for piece in part.reasoning() {
+            if part.is_thought() {
+                for piece in thought_pieces(&part) {
                     w.reasoning(out, piece);
                 }
                 continue;
@@ -997,6 +821,66 @@ impl Events<SseParser> for GeminiEvents {
             w.done(out);
         }
     }
+}
+
+/// A Gemini client's stream event: passed through as it came, read for
+/// what the session meters (ids, usage, text delivered, the finish).
+fn native_event(
+    response: &GenerateResponse,
+    data: &str,
+    w: &mut EventWriter,
+    out: &mut Vec<u8>,
+) -> Result<(), GatewayError> {
+    if let Some(id) = response.response_id.as_deref() {
+        w.set_id(id);
+    }
+    if let Some(model) = response.model_version.as_deref() {
+        w.set_model(model);
+    }
+    if let Some(u) = response.usage_metadata {
+        w.set_usage(Some(unified_usage(u)));
+    }
+    let Some(candidate) = response.candidates.first() else {
+        if let Some(reason) = response
+            .prompt_feedback
+            .as_ref()
+            .and_then(|f| f.block_reason.as_deref())
+        {
+            return Err(prompt_blocked(reason));
+        }
+        passthrough(w, out, data, false);
+        return Ok(());
+    };
+    let mut has_content = candidate.finish_reason.is_some();
+    for part in candidate.content.iter().flat_map(|c| &c.parts) {
+        if let Some(text) = part.text.as_deref() {
+            w.count_delivered(text);
+            has_content = true;
+        }
+        if let Some(call) = &part.function_call {
+            w.count_delivered(&call.name);
+            let number = w.tool_calls();
+            w.note_tool_call(u64::try_from(number).unwrap_or(u64::MAX));
+            has_content = true;
+        }
+    }
+    passthrough(w, out, data, has_content);
+    if candidate.finish_reason.is_some() {
+        w.mark_finished();
+    }
+    Ok(())
+}
+
+/// One vendor event, framed again as Gemini frames it.
+fn passthrough(w: &mut EventWriter, out: &mut Vec<u8>, data: &str, content: bool) {
+    let mut frame = Vec::with_capacity(data.len() + 10);
+    for line in data.split('\n') {
+        frame.extend_from_slice(b"data: ");
+        frame.extend_from_slice(line.as_bytes());
+        frame.extend_from_slice(b"\r\n");
+    }
+    frame.extend_from_slice(b"\r\n");
+    w.passthrough(out, &frame, content);
 }
 
 #[cfg(test)]
@@ -1291,11 +1175,12 @@ pub(super) mod tests {
             effort,
             budget_tokens,
         };
-        let config = |include_thoughts, thinking_budget, thinking_level| ThinkingConfig {
-            include_thoughts,
-            thinking_budget,
-            thinking_level,
-        };
+        let config =
+            |include: bool, budget: Option<i64>, level: Option<&'static str>| ThinkingConfig {
+                include_thoughts: include.then_some(true),
+                thinking_budget: budget,
+                thinking_level: level.map(Text::from),
+            };
         for (model, asked, expected) in [
             (
                 "gemini-2.5-flash",

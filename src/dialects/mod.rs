@@ -295,7 +295,9 @@ pub fn encode_generation(
 pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool {
     match call {
         Call::Embed => dialect.embedder().is_some(),
-        Call::CountTokens => pass_through(provider, dialect, call.api()) || dialect.counts_tokens(),
+        Call::CountTokens | Call::GeminiCountTokens { .. } => {
+            pass_through(provider, dialect, call.api()) || dialect.counts_tokens()
+        }
         Call::Stored { .. } => pass_through(provider, dialect, call.api()),
     }
 }

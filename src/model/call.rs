@@ -18,6 +18,9 @@ pub enum Call {
     Embed,
     /// `POST /v1/messages/count_tokens` (the body: a Messages request).
     CountTokens,
+    /// Gemini's `POST /v1beta/models/{model}:countTokens` (the body:
+    /// `contents` or a `generateContentRequest`); the model is the path's.
+    GeminiCountTokens { model: String },
     /// A call on a response the vendor stored (`/v1/responses/{id}...`).
     Stored {
         op: StoredOp,
@@ -90,6 +93,7 @@ impl Call {
         match self {
             Call::Embed => Api::OpenAiChat,
             Call::CountTokens => Api::AnthropicMessages,
+            Call::GeminiCountTokens { .. } => Api::Gemini,
             Call::Stored { .. } => Api::OpenAiResponses,
         }
     }
@@ -99,14 +103,31 @@ impl Call {
     pub fn operation_name(&self) -> &'static str {
         match self {
             Call::Embed => "embeddings",
-            Call::CountTokens => "count_tokens",
+            Call::CountTokens | Call::GeminiCountTokens { .. } => "count_tokens",
             Call::Stored { .. } => "stored_response",
         }
     }
 
     /// Whether the call carries a request body.
     pub fn has_body(&self) -> bool {
-        matches!(self, Call::CountTokens | Call::Embed)
+        matches!(
+            self,
+            Call::CountTokens | Call::GeminiCountTokens { .. } | Call::Embed
+        )
+    }
+
+    /// Whether it asks for a token count (in its API's shape, [`Self::count_answer`]).
+    pub fn is_count(&self) -> bool {
+        matches!(self, Call::CountTokens | Call::GeminiCountTokens { .. })
+    }
+
+    /// A token count as the call's API answers it: Anthropic's
+    /// `{"input_tokens": N}`, Gemini's `{"totalTokens": N}`.
+    pub fn count_answer(&self, tokens: u64) -> Vec<u8> {
+        match self {
+            Call::GeminiCountTokens { .. } => format!("{{\"totalTokens\":{tokens}}}").into_bytes(),
+            _ => input_tokens(tokens),
+        }
     }
 
     /// Its path, `/v1/...` with the query string: the vendor's path below
@@ -115,6 +136,10 @@ impl Call {
         match self {
             Call::Embed => "/v1/embeddings".to_owned(),
             Call::CountTokens => "/v1/messages/count_tokens".to_owned(),
+            Call::GeminiCountTokens { model } => format!(
+                "/v1beta/models/{}:countTokens",
+                crate::url::encode_segment(model)
+            ),
             Call::Stored { op, id, query } => {
                 let sep = if query.is_empty() { "" } else { "?" };
                 format!("/v1/responses/{id}{}{sep}{query}", op.suffix())
@@ -130,9 +155,9 @@ impl Call {
     /// the group embeds).
     pub fn local_answer(&self, request: Option<&ChatRequest>) -> Result<Vec<u8>, GatewayError> {
         match self {
-            Call::CountTokens => Ok(input_tokens(
-                request.map_or(0, super::estimate::prompt_tokens),
-            )),
+            Call::CountTokens | Call::GeminiCountTokens { .. } => {
+                Ok(self.count_answer(request.map_or(0, super::estimate::prompt_tokens)))
+            }
             Call::Embed => Err(super::embed::no_embeddings()),
             Call::Stored { op, .. } => Err(GatewayError::invalid(
                 "response_id",
@@ -153,6 +178,9 @@ impl Call {
         match self {
             Call::Embed => "embeddings".to_owned(),
             Call::CountTokens => "count_tokens".to_owned(),
+            Call::GeminiCountTokens { model } => {
+                format!("gemini_count_tokens:{}", crate::url::encode_segment(model))
+            }
             Call::Stored { op, id, query } => {
                 format!("{}:{id}:{}", op.name(), crate::url::encode_segment(query))
             }
@@ -164,6 +192,10 @@ impl Call {
             "count_tokens" => return Some(Call::CountTokens),
             "embeddings" => return Some(Call::Embed),
             _ => {}
+        }
+        if let Some(model) = text.strip_prefix("gemini_count_tokens:") {
+            let model = crate::url::decode_segment(model);
+            return Some(Call::GeminiCountTokens { model });
         }
         let mut parts = text.splitn(3, ':');
         let name = parts.next()?;

@@ -25,13 +25,16 @@ pub enum Api {
     AnthropicMessages,
     /// OpenAI Responses, `POST /v1/responses`.
     OpenAiResponses,
+    /// Google's Gemini API, `POST /v1beta/models/{model}:generateContent`.
+    Gemini,
 }
 
 impl Api {
-    pub const ALL: [Api; 3] = [
+    pub const ALL: [Api; 4] = [
         Api::OpenAiChat,
         Api::AnthropicMessages,
         Api::OpenAiResponses,
+        Api::Gemini,
     ];
 
     /// Its name in metrics labels and the access log.
@@ -40,6 +43,7 @@ impl Api {
             Api::OpenAiChat => "openai_chat",
             Api::AnthropicMessages => "anthropic_messages",
             Api::OpenAiResponses => "openai_responses",
+            Api::Gemini => "gemini",
         }
     }
 

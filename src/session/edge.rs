@@ -30,6 +30,7 @@ use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
 use crate::model::{Api, Request};
 use crate::routing::{Candidate, Needs};
+use crate::surfaces::route::PathFacts;
 use crate::surfaces::{self, parse_call_body, surface, Operation, Surface};
 use limiter::RequestLimits;
 use route::check_counts;
@@ -67,8 +68,8 @@ const TEXT_HEADERS: &[&str] = &[
 enum State {
     /// Not an API path of ours: pass through untouched.
     Passthrough,
-    /// Buffering a generation request's body.
-    Generate,
+    /// Buffering a generation request's body (and what its path said).
+    Generate(PathFacts),
     /// Buffering a native call's body (`/v1/messages/count_tokens`).
     Call(Call),
     /// The response is an Envoy local reply being rewritten into a unified error.
@@ -169,7 +170,7 @@ impl<H: Host> Edge<H> {
 
     /// Authenticates the caller and removes its key (and any vendor
     /// credential) from the request, so it never reaches a vendor.
-    fn authenticate(&mut self) -> Result<(), GatewayError> {
+    fn authenticate(&mut self, query_key: Option<&str>) -> Result<(), GatewayError> {
         let headers = &self.request_headers;
         let key = |name: &str| {
             headers.text(name).map_err(|_| {
@@ -181,10 +182,11 @@ impl<H: Host> Edge<H> {
                 e
             })
         };
-        self.caller = self
-            .config
-            .auth
-            .authenticate(presented_key(key("authorization")?, key("x-api-key")?))?;
+        self.caller = self.config.auth.authenticate(
+            presented_key(key("authorization")?, key("x-api-key")?)
+                .or(key("x-goog-api-key")?.map(str::trim))
+                .or(query_key),
+        )?;
         // A key the proxy would not remove must not travel on: refused.
         for name in CREDENTIAL_HEADERS {
             if self.request_headers.has(name) {
@@ -371,6 +373,18 @@ impl<H: Host> Session for Edge<H> {
             return Flow::Continue;
         };
         self.api = route.api;
+        // Gemini's clients may give the key as `?key=`: read, then removed
+        // from the path (it never travels on, nor reaches a log).
+        let (query_key, keyless_path) = match route.api {
+            Api::Gemini => match crate::auth::query_key(&query) {
+                Some((key, rest)) => {
+                    let sep = if rest.is_empty() { "" } else { "?" };
+                    (Some(key), Some(format!("{path}{sep}{rest}")))
+                }
+                None => (None, None),
+            },
+            _ => (None, None),
+        };
         if route.metered {
             let operation = match &route.operation {
                 Ok(Operation::Call(call)) => call.operation_name(),
@@ -381,7 +395,15 @@ impl<H: Host> Session for Edge<H> {
                 ..ChatFacts::default()
             });
         }
-        if let Err(e) = self.authenticate() {
+        if let Some(path) = keyless_path {
+            if let Err(e) = self
+                .host
+                .set_header(Map::Request, b":path", Some(path.as_bytes()))
+            {
+                return self.reject(e.into());
+            }
+        }
+        if let Err(e) = self.authenticate(query_key.as_deref()) {
             return self.reject(e);
         }
         if let Err(e) = self.check_text_headers() {
@@ -404,9 +426,9 @@ impl<H: Host> Session for Edge<H> {
             Err(e) => return self.reject(e),
         };
         match operation {
-            Operation::Generate(_) => match self.check_body_headers(end_of_stream) {
+            Operation::Generate(facts) => match self.check_body_headers(end_of_stream) {
                 Ok(()) => {
-                    self.state = State::Generate;
+                    self.state = State::Generate(facts);
                     Flow::Pause
                 }
                 Err(e) => self.reject(e),
@@ -427,7 +449,7 @@ impl<H: Host> Session for Edge<H> {
     }
 
     fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
-        if !matches!(self.state, State::Generate | State::Call(_)) {
+        if !matches!(self.state, State::Generate(_) | State::Call(_)) {
             return Flow::Continue;
         }
         if !end_of_stream {
@@ -461,7 +483,11 @@ impl<H: Host> Session for Edge<H> {
             timer.stop(&self.host, Phase::Admit);
             return routed.unwrap_or_else(|e| self.reject(e));
         }
-        let result = self.on_generate_body(&body);
+        let facts = match &self.state {
+            State::Generate(facts) => facts.clone(),
+            _ => PathFacts::default(),
+        };
+        let result = self.on_generate_body(&facts, &body);
         timer.stop(&self.host, Phase::Admit);
         match result {
             Ok(()) => {

@@ -20,32 +20,44 @@ use crate::model::stream::{EventWriter, StreamEncoder};
 use crate::model::{Api, Request};
 
 pub mod anthropic_messages;
+pub mod gemini;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod route;
 
 pub use route::{Operation, Route};
 
-/// The gateway's API paths are below this; other paths are not ours.
-const API_ROOT: &str = "/v1/";
+/// The gateway's API paths are below these; other paths are not ours.
+const API_ROOTS: [&str; 2] = ["/v1/", "/v1beta/"];
+
+/// The order surfaces are asked for a route: Gemini's first, whose
+/// `/v1/models/{model}:generateContent` would otherwise be taken for
+/// OpenAI's `/v1/models/{id}`.
+const ROUTE_ORDER: [Api; 4] = [
+    Api::Gemini,
+    Api::OpenAiChat,
+    Api::AnthropicMessages,
+    Api::OpenAiResponses,
+];
 
 pub fn surface(api: Api) -> &'static dyn Surface {
     match api {
         Api::OpenAiChat => &openai_chat::OpenAiChat,
         Api::AnthropicMessages => &anthropic_messages::AnthropicMessages,
         Api::OpenAiResponses => &openai_responses::OpenAiResponses,
+        Api::Gemini => &gemini::Gemini,
     }
 }
 
 /// What a request line asks of the gateway: `None` for a path that is
 /// not the gateway's (passed through untouched); else the route of the
-/// surface that claims the path (they are asked in [`Api::ALL`]'s order),
+/// surface that claims the path (they are asked in [`ROUTE_ORDER`]),
 /// or a 404 in OpenAI's envelope when none does.
 pub fn route(method: &str, path: &str, query: &str) -> Option<Route> {
-    if !path.starts_with(API_ROOT) {
+    if !API_ROOTS.iter().any(|root| path.starts_with(root)) {
         return None;
     }
-    let claimed = Api::ALL
+    let claimed = ROUTE_ORDER
         .into_iter()
         .find_map(|api| surface(api).route(method, path, query));
     Some(claimed.unwrap_or_else(|| Route::unknown(Api::OpenAiChat, path)))
@@ -96,6 +108,17 @@ pub trait Surface: Sync {
     }
     /// Parses and validates a request body into the neutral request.
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError>;
+    /// A generation's body, with what its path said ([`route::PathFacts`]:
+    /// Gemini's model and stream flag) taking precedence.
+    fn parse_generation(
+        &self,
+        facts: &route::PathFacts,
+        body: &[u8],
+    ) -> Result<ChatRequest, GatewayError> {
+        let mut request = self.parse_request(body)?;
+        facts.apply(&mut request);
+        Ok(request)
+    }
     /// A complete (non-stream) answer in this surface's format.
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8>;
     /// This surface's stream format for one response.

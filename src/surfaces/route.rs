@@ -34,12 +34,27 @@ pub enum Operation {
 }
 
 /// What a generation's path says of it, for an API that puts request
-/// fields in the path (Gemini's `models/{model}:streamGenerateContent`);
-/// none of the surfaces' paths do yet.
-#[derive(Debug, Default, PartialEq)]
+/// fields in the path (Gemini's `models/{model}:streamGenerateContent`):
+/// it overrides the body ([`PathFacts::apply`]).
+#[derive(Debug, Default, PartialEq, Clone)]
 pub struct PathFacts {
     pub model: Option<String>,
     pub stream: Option<bool>,
+    /// The stream is one JSON array rather than SSE (Gemini's
+    /// `streamGenerateContent` without `alt=sse`).
+    pub json_array: bool,
+}
+
+impl PathFacts {
+    /// The request as its path has it: the path's model and stream flag.
+    pub fn apply(&self, request: &mut crate::model::request::ChatRequest) {
+        if let Some(model) = &self.model {
+            request.model.clone_from(model);
+        }
+        if let Some(stream) = self.stream {
+            request.stream = stream;
+        }
+    }
 }
 
 impl Route {

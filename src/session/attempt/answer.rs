@@ -35,6 +35,7 @@ impl<H: Host> Attempt<H> {
         self.host
             .set_header(Map::Response, b":status", Some(status.as_bytes()))?;
         self.set_retry_after(&error)?;
+        let error = self.with_wait(error);
         self.host
             .set_header(Map::Response, b"content-type", Some(b"application/json"))?;
         self.host
@@ -42,6 +43,18 @@ impl<H: Host> Attempt<H> {
         let mut body = surface(self.api).render_error(&error, Some(&self.request_id));
         self.scrub(&mut body);
         self.host.set_body(Buffer::Response, 0, len, &body)
+    }
+
+    /// The error with the wait its answer's `retry-after` says (whoever set
+    /// it), for an envelope that carries it (Gemini's `RetryInfo`).
+    fn with_wait(&self, mut error: GatewayError) -> GatewayError {
+        if error.retry_after.is_none() {
+            error.retry_after = self
+                .host
+                .header(Map::Response, "retry-after")
+                .and_then(|v| std::str::from_utf8(&v).ok()?.trim().parse().ok());
+        }
+        error
     }
 
     /// A buffered answer of `size` bytes, as the client gets it.
@@ -60,7 +73,10 @@ impl<H: Host> Attempt<H> {
     fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Result<Vec<u8>, HostError> {
         let result = match (status, self.provider()) {
             (None, Some((_, dialect))) if matches!(self.mode, Mode::Counted) => {
-                dialect.decode_count(body).map(call::input_tokens)
+                let call = self.call.as_ref();
+                dialect
+                    .decode_count(body)
+                    .map(|n| call.map_or_else(|| call::input_tokens(n), |c| c.count_answer(n)))
             }
             (None, Some((_, dialect))) if matches!(self.mode, Mode::Embedded) => {
                 self.finish_embeddings(dialect, body)
@@ -98,6 +114,7 @@ impl<H: Host> Attempt<H> {
                 self.host
                     .set_header(Map::Response, b":status", Some(status.as_bytes()))?;
                 self.set_retry_after(&error)?;
+                let error = self.with_wait(error);
                 surface(self.api).render_error(&error, Some(&self.request_id))
             }
         };

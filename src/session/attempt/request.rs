@@ -39,7 +39,15 @@ impl<H: Host> Attempt<H> {
             Some(request) => request,
             None => {
                 let body = self.host.body(Buffer::Request, 0, size)?;
-                parsed = surface(self.api).parse_request(&body)?;
+                // The path is still the client's: what it says counts.
+                let path = self.host.header(Map::Request, ":path").unwrap_or_default();
+                let path = String::from_utf8_lossy(&path);
+                let (path, query) = path.split_once('?').unwrap_or((&path, ""));
+                let facts = match crate::surfaces::route("POST", path, query).map(|r| r.operation) {
+                    Some(Ok(crate::surfaces::Operation::Generate(facts))) => facts,
+                    _ => crate::surfaces::route::PathFacts::default(),
+                };
+                parsed = surface(self.api).parse_generation(&facts, &body)?;
                 &parsed
             }
         };
@@ -145,7 +153,7 @@ impl<H: Host> Attempt<H> {
         // Else the vendor's own count, from the request as its generation's.
         let (encoded, counted) = match (native, request) {
             (Some(encoded), _) => (Some(encoded), false),
-            (None, Some(request)) if *call == Call::CountTokens => {
+            (None, Some(request)) if call.is_count() => {
                 (dialect.encode_count(request, &target), true)
             }
             (None, _) => (None, false),

@@ -6,7 +6,11 @@
 use super::*;
 
 impl<H: Host> Edge<H> {
-    pub(super) fn on_generate_body(&mut self, body: &[u8]) -> Result<(), GatewayError> {
+    pub(super) fn on_generate_body(
+        &mut self,
+        facts: &PathFacts,
+        body: &[u8],
+    ) -> Result<(), GatewayError> {
         let headers = std::mem::take(&mut self.request_headers);
         let limits = &self.config.limits;
         if body.len() as u64 > limits.max_body_bytes {
@@ -22,7 +26,7 @@ impl<H: Host> Edge<H> {
         let mut resolved = self.resolve_state(body)?;
         let rewritten = resolved.as_mut().map(|r| std::mem::take(&mut r.body));
         let body = rewritten.as_deref().unwrap_or(body);
-        let mut request = surface(self.api).parse_request(body)?;
+        let mut request = surface(self.api).parse_generation(facts, body)?;
         check_counts(limits, &request)?;
         if let Some(id) = &request.request_id {
             if !valid_request_id(id) {

@@ -557,3 +557,38 @@ fn envoys_reply_that_cannot_be_rewritten_is_cut() {
     assert_eq!(e.on_response_body(raw.len(), true), Flow::Pause);
     assert!(e.host.reset.get());
 }
+
+/// Gemini's path names the group (no body model) and the key may be its
+/// query's `key`, which is taken out of the path before anything reads it.
+#[test]
+fn a_gemini_request_is_routed_by_its_paths_model_and_keyed_by_its_query() {
+    let body = r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#;
+    let path = format!("/v1beta/models/chat:streamGenerateContent?alt=sse&key={KEY}");
+    let mut e = edge(config(""), "POST", &path, body);
+    e.host.set(Map::Request, "authorization", "");
+    assert_eq!(send(&mut e), Flow::Continue);
+    assert!(e.host.reply.borrow().is_none());
+    assert_eq!(
+        e.host.get(Map::Request, ":path").as_deref(),
+        Some("/v1beta/models/chat:streamGenerateContent?alt=sse")
+    );
+    let handoff = handoff(&e);
+    assert_eq!(
+        (handoff.group.as_str(), handoff.api),
+        ("chat", crate::model::Api::Gemini)
+    );
+    // A wrong key in the query: Gemini's 401.
+    let mut e = edge(
+        config(""),
+        "POST",
+        "/v1beta/models/chat:generateContent?key=wrong",
+        body,
+    );
+    e.host.set(Map::Request, "authorization", "");
+    send(&mut e);
+    let (status, v) = reply(&e);
+    assert_eq!(
+        (status, v["error"]["status"].as_str()),
+        (401, Some("UNAUTHENTICATED"))
+    );
+}

@@ -74,7 +74,9 @@ impl Surface for OpenAiChat {
             Call::Embed => {
                 crate::wire::openai_embeddings::parse(body).map(|r| Some(Request::Embed(r)))
             }
-            Call::CountTokens | Call::Stored { .. } => Err(super::foreign_call()),
+            Call::CountTokens | Call::Stored { .. } | Call::GeminiCountTokens { .. } => {
+                Err(super::foreign_call())
+            }
         }
     }
 

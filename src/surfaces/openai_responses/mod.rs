@@ -57,7 +57,7 @@ impl Surface for OpenAiResponses {
     fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
         match call {
             Call::Stored { op, .. } => calls::no_body(*op, body).map(|()| None),
-            Call::CountTokens | Call::Embed => Err(super::foreign_call()),
+            _ => Err(super::foreign_call()),
         }
     }
 

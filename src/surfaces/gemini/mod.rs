@@ -1,0 +1,402 @@
+//! Google's Gemini API, for Gemini CLI and the Google Gen AI SDKs
+//! (`google-genai`, `@google/genai`): `POST .../models/{model}:generateContent`,
+//! `:streamGenerateContent` (SSE with `alt=sse`, else one JSON array),
+//! `:countTokens`, `GET .../models` and `GET .../models/{model}`, under
+//! `/v1beta/` and `/v1/`. The model and the stream flag are the path's
+//! ([`PathFacts`]); requests are read by [`request`] into the neutral
+//! model; answers, stream chunks and errors (`google.rpc.Status`, with an
+//! `ErrorInfo` naming the gateway's code and a `RetryInfo` on 429) are
+//! [`crate::wire::gemini`]'s types, shared with the Gemini dialect.
+
+use std::borrow::Cow;
+
+use serde_json::{json, Value};
+
+use super::route::{only, Operation, PathFacts, Route};
+use super::Surface;
+use crate::error::{ErrorCode, GatewayError};
+use crate::model::call::Call;
+use crate::model::request::ChatRequest;
+use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
+use crate::model::stream::StreamEncoder;
+use crate::model::{Api, Request};
+use crate::wire::gemini::{
+    Candidate, Content, ErrorEnvelope, FunctionCall, GenerateContentResponse, Model, ModelList,
+    Part, Status, Text, UsageMetadata,
+};
+
+pub mod request;
+mod stream;
+
+pub struct Gemini;
+
+/// The API's roots: `v1beta` (what the SDKs and Gemini CLI call) and `v1`.
+const ROOTS: [&str; 2] = ["/v1beta/", "/v1/"];
+
+/// `echo` member that marks a stream asked for without `alt=sse` (one
+/// JSON array, Gemini's default framing).
+pub const JSON_ARRAY: &str = "gemini.json_array";
+
+impl Surface for Gemini {
+    /// Everything below `/v1beta/`; below `/v1/` only `models/{model}:{method}`
+    /// (`/v1/models` and `/v1/models/{id}` are OpenAI's route, listed in
+    /// Gemini's shape for a client that sends `x-goog-api-client`).
+    fn route(&self, method: &str, path: &str, query: &str) -> Option<Route> {
+        let api = Api::Gemini;
+        let (root, rest) = ROOTS
+            .iter()
+            .find_map(|root| path.strip_prefix(root).map(|rest| (*root, rest)))?;
+        let beta = root == "/v1beta/";
+        let Some(model_path) = rest.strip_prefix("models") else {
+            return beta.then(|| Route::unknown(api, path));
+        };
+        if model_path.is_empty() {
+            return beta.then(|| Route {
+                api,
+                operation: only(method, path, "GET", || Operation::ListModels),
+                metered: false,
+            });
+        }
+        let name = model_path.strip_prefix('/')?;
+        let Some((model, action)) = name.rsplit_once(':') else {
+            if !beta || name.is_empty() || name.contains('/') {
+                return beta.then(|| Route::unknown(api, path));
+            }
+            let name = crate::url::decode_segment(name);
+            return Some(Route {
+                api,
+                operation: only(method, path, "GET", || Operation::Model(name)),
+                metered: false,
+            });
+        };
+        if model.is_empty() || model.contains('/') {
+            return Some(Route::unknown(api, path));
+        }
+        let model = crate::url::decode_segment(model);
+        let generate = |stream: bool| {
+            let json_array = stream && !query_has(query, "alt", "sse");
+            Route {
+                api,
+                operation: only(method, path, "POST", || {
+                    Operation::Generate(PathFacts {
+                        model: Some(model.clone()),
+                        stream: Some(stream),
+                        json_array,
+                    })
+                }),
+                metered: true,
+            }
+        };
+        Some(match action {
+            "generateContent" => generate(false),
+            "streamGenerateContent" => generate(true),
+            "countTokens" => Route {
+                api,
+                operation: only(method, path, "POST", || {
+                    Operation::Call(Call::GeminiCountTokens {
+                        model: model.clone(),
+                    })
+                }),
+                metered: true,
+            },
+            _ => Route::unknown(api, path),
+        })
+    }
+
+    fn render_models(&self, names: &[&str], _loaded_at: u64) -> Vec<u8> {
+        let list = ModelList {
+            models: names.iter().map(|name| model(name)).collect(),
+        };
+        serde_json::to_vec(&list).unwrap_or_default()
+    }
+
+    fn render_model(&self, name: &str, _loaded_at: u64) -> Vec<u8> {
+        serde_json::to_vec(&model(name)).unwrap_or_default()
+    }
+
+    /// `:countTokens`: `contents` or a `generateContentRequest`, for the
+    /// path's model.
+    fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
+        match call {
+            Call::GeminiCountTokens { model } => request::parse_count(body).map(|mut r| {
+                r.model.clone_from(model);
+                Some(Request::Chat(Box::new(r)))
+            }),
+            _ => Err(super::foreign_call()),
+        }
+    }
+
+    /// The Gen AI SDKs (and so Gemini CLI) send it on every request.
+    fn client_header(&self) -> Option<&'static str> {
+        Some("x-goog-api-client")
+    }
+
+    fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
+        request::parse(body)
+    }
+
+    /// The path's model and stream flag, and the stream's framing.
+    fn parse_generation(
+        &self,
+        facts: &PathFacts,
+        body: &[u8],
+    ) -> Result<ChatRequest, GatewayError> {
+        let mut request = request::parse(body)?;
+        facts.apply(&mut request);
+        if facts.json_array {
+            let mut echo = request.echo.clone();
+            echo.insert(JSON_ARRAY.into(), Value::Bool(true));
+            request.echo = echo;
+        }
+        Ok(request)
+    }
+
+    fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {
+        match answer {
+            Answer::Decoded(completion) => render_completion(&completion, origin),
+            Answer::Native(body) => body,
+        }
+    }
+
+    fn stream_encoder(&self, _include_usage: bool) -> Box<dyn StreamEncoder> {
+        Box::new(stream::Chunks::new(false))
+    }
+
+    fn stream_encoder_echoing(
+        &self,
+        _include_usage: bool,
+        echo: &super::Echo,
+    ) -> Box<dyn StreamEncoder> {
+        let json_array = echo.get(JSON_ARRAY) == Some(&Value::Bool(true));
+        Box::new(stream::Chunks::new(json_array))
+    }
+
+    fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
+        error_json(error, request_id)
+    }
+
+    /// Google's statuses: a vendor failure is its 500 INTERNAL, a busy
+    /// vendor its 503 UNAVAILABLE (the SDKs' `ServerError`).
+    fn status(&self, code: ErrorCode) -> u16 {
+        match code {
+            ErrorCode::UpstreamError => 500,
+            ErrorCode::UpstreamBusy => 503,
+            _ => code.status(),
+        }
+    }
+}
+
+/// Whether the query string has `name=value`.
+fn query_has(query: &str, name: &str, value: &str) -> bool {
+    query.split('&').any(|pair| {
+        pair.split_once('=')
+            .is_some_and(|(n, v)| n == name && v.eq_ignore_ascii_case(value))
+    })
+}
+
+/// One model group as a Gemini model.
+fn model(name: &str) -> Model<'_> {
+    Model {
+        name: format!("models/{name}").into(),
+        version: "001".into(),
+        display_name: name.into(),
+        description: "a model group of the gateway".into(),
+        input_token_limit: 1_048_576,
+        output_token_limit: 65_536,
+        supported_generation_methods: vec![
+            "generateContent".into(),
+            "streamGenerateContent".into(),
+            "countTokens".into(),
+        ],
+        thinking: true,
+    }
+}
+
+/// Google's canonical status name for each of our codes.
+pub fn status_name(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::InvalidRequest
+        | ErrorCode::ContextLengthExceeded
+        | ErrorCode::ContentFiltered
+        | ErrorCode::PayloadTooLarge => "INVALID_ARGUMENT",
+        ErrorCode::MethodNotAllowed => "UNIMPLEMENTED",
+        ErrorCode::AuthFailed => "UNAUTHENTICATED",
+        ErrorCode::PermissionDenied => "PERMISSION_DENIED",
+        ErrorCode::ModelNotFound => "NOT_FOUND",
+        ErrorCode::UpstreamRateLimit | ErrorCode::RateLimited => "RESOURCE_EXHAUSTED",
+        ErrorCode::UpstreamError => "INTERNAL",
+        ErrorCode::UpstreamBusy => "UNAVAILABLE",
+        ErrorCode::UpstreamTimeout => "DEADLINE_EXCEEDED",
+    }
+}
+
+/// `google.rpc.Status`: `code` the HTTP status, `status` Google's name,
+/// `details` an `ErrorInfo` (reason: the gateway's code; metadata: param,
+/// provider, request id) and, with a wait, a `RetryInfo`.
+pub fn status_of(error: &GatewayError, request_id: Option<&str>) -> Status {
+    let mut metadata = serde_json::Map::new();
+    for (key, value) in [
+        ("param", error.param.as_deref()),
+        ("provider", error.provider.as_deref()),
+        ("request_id", request_id),
+    ] {
+        if let Some(value) = value {
+            metadata.insert(key.into(), Value::String(value.to_owned()));
+        }
+    }
+    let mut details = vec![json!({
+        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+        "reason": error.code.as_str(),
+        "domain": "llm-gateway",
+        "metadata": metadata,
+    })];
+    if let Some(seconds) = error.retry_after {
+        details.push(json!({
+            "@type": "type.googleapis.com/google.rpc.RetryInfo",
+            "retryDelay": format!("{seconds}s"),
+        }));
+    }
+    Status {
+        code: Some(Gemini.status(error.code)),
+        message: error.message.clone(),
+        status: status_name(error.code).into(),
+        details,
+    }
+}
+
+fn error_json(error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
+    let envelope = ErrorEnvelope {
+        error: status_of(error, request_id),
+    };
+    serde_json::to_vec(&envelope)
+        .unwrap_or_else(|_| br#"{"error":{"code":500,"message":"","status":"INTERNAL"}}"#.to_vec())
+}
+
+/// Gemini's `finishReason` for a neutral finish.
+pub fn finish_reason(reason: FinishReason) -> &'static str {
+    match reason {
+        FinishReason::Stop | FinishReason::ToolCalls | FinishReason::Paused => "STOP",
+        FinishReason::Length => "MAX_TOKENS",
+        FinishReason::ContentFilter => "SAFETY",
+    }
+}
+
+/// Usage as Gemini counts it: thoughts apart from the candidates.
+pub fn usage_metadata(usage: &Usage) -> UsageMetadata {
+    let thoughts = usage.reasoning_tokens.unwrap_or(0);
+    let nonzero = |n: u64| (n > 0).then_some(n);
+    UsageMetadata {
+        prompt_token_count: Some(usage.prompt_tokens),
+        candidates_token_count: Some(usage.completion_tokens.saturating_sub(thoughts)),
+        total_token_count: Some(usage.prompt_tokens + usage.completion_tokens),
+        cached_content_token_count: usage.cached_tokens.and_then(nonzero),
+        tool_use_prompt_token_count: None,
+        thoughts_token_count: usage.reasoning_tokens.and_then(nonzero),
+    }
+}
+
+/// A tool call's arguments (JSON text) as `args`: an object, `{}` when empty.
+pub fn args_of(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(v @ Value::Object(_)) => v,
+        _ if arguments.trim().is_empty() => Value::Object(serde_json::Map::new()),
+        Ok(other) => json!({ "value": other }),
+        Err(_) => json!({ "arguments": arguments }),
+    }
+}
+
+/// What marks another vendor's reasoning signature inside a
+/// `thoughtSignature` (which Gemini's clients hold as base64 bytes).
+const SIGNATURE_MARK: &[u8] = b"llm-gateway:signature:";
+/// The same for an encrypted (redacted) reasoning block.
+const REDACTED_MARK: &[u8] = b"llm-gateway:redacted:";
+
+/// Another vendor's signature (or redacted block) as a `thoughtSignature`:
+/// base64 of a mark and the signature, so the SDKs take it as the bytes
+/// they expect and a later turn gives the vendor its own signature back.
+pub fn carry_signature(signature: &str, redacted: bool) -> String {
+    let mark = if redacted {
+        REDACTED_MARK
+    } else {
+        SIGNATURE_MARK
+    };
+    let mut bytes = Vec::with_capacity(mark.len() + signature.len());
+    bytes.extend_from_slice(mark);
+    bytes.extend_from_slice(signature.as_bytes());
+    crate::base64::encode_padded(&bytes)
+}
+
+/// A signature [`carry_signature`] made, back: `(signature, redacted)`;
+/// `None` for Gemini's own (which only Gemini can check).
+pub fn carried_signature(text: &str) -> Option<(String, bool)> {
+    let bytes = crate::base64::decode(text)?;
+    let (rest, redacted) = match bytes.strip_prefix(SIGNATURE_MARK) {
+        Some(rest) => (rest, false),
+        None => (bytes.strip_prefix(REDACTED_MARK)?, true),
+    };
+    String::from_utf8(rest.to_vec()).ok().map(|s| (s, redacted))
+}
+
+/// A thought part (`thought: true`), with the (carried) signature that closes it.
+pub fn thought_part(text: &str, signature: Option<String>) -> Part<'_> {
+    Part {
+        text: Some(text.into()),
+        thought: Some(true),
+        thought_signature: signature.map(Text::from),
+        ..Part::default()
+    }
+}
+
+fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
+    let mut parts =
+        Vec::with_capacity(completion.reasoning.len() + 1 + completion.tool_calls.len());
+    for thinking in &completion.reasoning {
+        match &thinking.redacted {
+            // Anthropic's encrypted thinking: an empty thought carrying it.
+            Some(data) => parts.push(thought_part("", Some(carry_signature(data, true)))),
+            None => parts.push(thought_part(
+                &thinking.text,
+                thinking
+                    .signature
+                    .as_deref()
+                    .map(|s| carry_signature(s, false)),
+            )),
+        }
+    }
+    if let Some(text) = completion.content.as_deref().filter(|t| !t.is_empty()) {
+        parts.push(Part {
+            text: Some(text.into()),
+            ..Part::default()
+        });
+    }
+    for call in &completion.tool_calls {
+        parts.push(Part {
+            function_call: Some(FunctionCall {
+                id: Some(call.id.as_str().into()),
+                name: call.function.name.as_str().into(),
+                args: Some(args_of(&call.function.arguments)),
+            }),
+            ..Part::default()
+        });
+    }
+    let response = GenerateContentResponse {
+        candidates: vec![Candidate {
+            content: Some(Content {
+                role: Some("model".into()),
+                parts,
+            }),
+            finish_reason: Some(
+                finish_reason(completion.finish_reason.unwrap_or(FinishReason::Stop)).into(),
+            ),
+            index: Some(0),
+        }],
+        usage_metadata: completion.usage.as_ref().map(usage_metadata),
+        model_version: Some(origin.model.as_str().into()),
+        response_id: Some(Text(Cow::Borrowed(origin.id.as_str()))),
+        ..GenerateContentResponse::default()
+    };
+    serde_json::to_vec(&response).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,374 @@
+use super::*;
+use crate::model::request::{Content as Text_, Effort, Message, ToolChoice};
+use crate::model::response::{Completion, ToolCallOut};
+use crate::model::stream::Reasoning;
+use serde_json::json;
+
+fn route(m: &str, p: &str, q: &str) -> Option<(Api, bool, Result<Operation, u16>)> {
+    let r = crate::surfaces::route(m, p, q)?;
+    Some((r.api, r.metered, r.operation.map_err(|e| e.status())))
+}
+
+fn generate(model: &str, stream: bool, json_array: bool) -> Result<Operation, u16> {
+    Ok(Operation::Generate(PathFacts {
+        model: Some(model.into()),
+        stream: Some(stream),
+        json_array,
+    }))
+}
+
+#[test]
+fn routes_under_v1beta_and_v1() {
+    let g = Api::Gemini;
+    assert_eq!(
+        route("POST", "/v1beta/models/fast:generateContent", ""),
+        Some((g, true, generate("fast", false, false)))
+    );
+    assert_eq!(
+        route(
+            "POST",
+            "/v1beta/models/fast:streamGenerateContent",
+            "alt=sse"
+        ),
+        Some((g, true, generate("fast", true, false)))
+    );
+    assert_eq!(
+        route("POST", "/v1/models/a%2Fb:streamGenerateContent", ""),
+        Some((g, true, generate("a/b", true, true)))
+    );
+    assert_eq!(
+        route("POST", "/v1beta/models/m:countTokens", "key=x"),
+        Some((
+            g,
+            true,
+            Ok(Operation::Call(Call::GeminiCountTokens {
+                model: "m".into()
+            }))
+        ))
+    );
+    assert_eq!(
+        route("GET", "/v1beta/models", "pageSize=50"),
+        Some((g, false, Ok(Operation::ListModels)))
+    );
+    assert_eq!(
+        route("GET", "/v1beta/models/m", ""),
+        Some((g, false, Ok(Operation::Model("m".into()))))
+    );
+    // OpenAI's model list keeps /v1/models.
+    assert_eq!(
+        route("GET", "/v1/models", "").map(|r| r.0),
+        Some(Api::OpenAiChat)
+    );
+    assert_eq!(
+        route("GET", "/v1/models/m", "").map(|r| r.0),
+        Some(Api::OpenAiChat)
+    );
+    // Refusals in Gemini's envelope.
+    assert_eq!(
+        route("GET", "/v1beta/models/m:generateContent", ""),
+        Some((g, true, Err(405)))
+    );
+    assert_eq!(
+        route("POST", "/v1beta/models/m:predict", ""),
+        Some((g, false, Err(404)))
+    );
+    assert_eq!(
+        route("GET", "/v1beta/files", ""),
+        Some((g, false, Err(404)))
+    );
+    assert_eq!(route("GET", "/v1beta", ""), None);
+}
+
+fn parse(body: serde_json::Value) -> ChatRequest {
+    request::parse(body.to_string().as_bytes()).unwrap()
+}
+
+#[test]
+fn reads_turns_tools_and_configuration() {
+    let r = parse(json!({
+        "systemInstruction": {"parts": [{"text": "be brief"}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": "hi"}, {"inlineData": {"mimeType": "image/png", "data": "QUJD"}}]},
+            {"role": "model", "parts": [{"text": "t", "thought": true}, {"functionCall": {"name": "f", "args": {"a": 1}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "42"}}}, {"text": "thanks"}]}],
+        "tools": [{"functionDeclarations": [{"name": "f", "parameters": {"type": "OBJECT", "properties": {"a": {"type": "INTEGER", "nullable": true}}}}]}],
+        "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["f"]}},
+        "generationConfig": {"temperature": 0.2, "topK": 4, "maxOutputTokens": 99, "stopSequences": ["X"],
+            "thinkingConfig": {"thinkingLevel": "HIGH"}},
+        "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]
+    }));
+    assert_eq!(r.messages.len(), 5, "{:?}", r.messages);
+    assert!(matches!(&r.messages[0], Message::System { .. }));
+    assert!(r.messages[1].clone() != r.messages[0]);
+    let Message::Assistant {
+        tool_calls,
+        reasoning,
+        ..
+    } = &r.messages[2]
+    else {
+        panic!("{:?}", r.messages[2]);
+    };
+    assert_eq!(tool_calls[0].function.arguments, r#"{"a":1}"#);
+    assert_eq!(reasoning[0].text, "t");
+    let Message::Tool {
+        tool_call_id,
+        content,
+        ..
+    } = &r.messages[3]
+    else {
+        panic!()
+    };
+    assert_eq!(tool_call_id, &tool_calls[0].id);
+    assert_eq!(content, &Text_::Text("42".into()));
+    assert!(matches!(&r.messages[4], Message::User { .. }));
+    assert_eq!(
+        r.tools[0].function.parameters,
+        Some(json!({"type": "object", "properties": {"a": {"type": ["integer", "null"]}}}))
+    );
+    assert_eq!(r.tool_choice, Some(ToolChoice::Function("f".into())));
+    assert_eq!(
+        (r.temperature, r.top_k, r.max_tokens),
+        (Some(0.2), Some(4), Some(99))
+    );
+    assert_eq!(r.reasoning.unwrap().effort, Some(Effort::High));
+    assert!(r.native_only.is_none() && r.include_usage);
+}
+
+#[test]
+fn refuses_what_gemini_refuses_and_marks_what_only_gemini_takes() {
+    let bad = |body: serde_json::Value| request::parse(body.to_string().as_bytes()).unwrap_err();
+    assert!(bad(json!({"contents": [], "frobnicate": 1}))
+        .message
+        .contains("frobnicate"));
+    assert!(bad(json!({"contents": [{"role": "system", "parts": []}]}))
+        .message
+        .contains("role"));
+    let e = bad(
+        json!({"contents": [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {}}}]}]}),
+    );
+    assert_eq!(
+        e.param.as_deref(),
+        Some("contents[0].parts[0].functionResponse")
+    );
+    let only = |body: serde_json::Value| parse(body).native_only.map(|n| n.param);
+    assert_eq!(
+        only(json!({"contents": [{"parts": [{"fileData": {"fileUri": "gs://x"}}]}]})).as_deref(),
+        Some("contents[0].parts[0].fileData")
+    );
+    assert_eq!(
+        only(json!({"contents": [], "cachedContent": "cachedContents/1"})).as_deref(),
+        Some("cachedContent")
+    );
+    assert_eq!(
+        only(json!({"contents": [], "tools": [{"codeExecution": {}}]})).as_deref(),
+        Some("tools[0].codeExecution")
+    );
+    assert!(
+        parse(json!({"contents": [], "tools": [{"googleSearch": {}}]}))
+            .web_search
+            .is_some()
+    );
+    // Proto field names are Gemini's too.
+    let snake = parse(
+        json!({"contents": [], "generation_config": {"max_output_tokens": 5,
+        "thinking_config": {"thinking_budget": 0}}}),
+    );
+    assert_eq!(snake.max_tokens, Some(5));
+    assert_eq!(snake.reasoning.unwrap().effort, Some(Effort::None));
+}
+
+#[test]
+fn the_path_decides_model_and_stream() {
+    let facts = PathFacts {
+        model: Some("g".into()),
+        stream: Some(true),
+        json_array: true,
+    };
+    let r = Gemini
+        .parse_generation(&facts, br#"{"contents":[{"parts":[{"text":"x"}]}]}"#)
+        .unwrap();
+    assert_eq!((r.model.as_str(), r.stream), ("g", true));
+    assert_eq!(r.echo.get(JSON_ARRAY), Some(&Value::Bool(true)));
+    let count = Gemini
+        .parse_call(
+            &Call::GeminiCountTokens { model: "g".into() },
+            br#"{"contents":[]}"#,
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(count.model(), "g");
+}
+
+fn origin() -> Origin {
+    Origin {
+        id: "msg_1".into(),
+        model: "claude-x".into(),
+        ..Origin::default()
+    }
+}
+
+#[test]
+fn renders_an_answer_with_thoughts_calls_and_usage() {
+    let completion = Completion {
+        reasoning: vec![crate::model::request::Thinking {
+            text: "hmm".into(),
+            signature: Some("sig".into()),
+            redacted: None,
+        }],
+        content: Some("Hi".into()),
+        tool_calls: vec![ToolCallOut::new(
+            "toolu_1".into(),
+            "f".into(),
+            r#"{"a":1}"#.into(),
+        )],
+        finish_reason: Some(FinishReason::ToolCalls),
+        usage: Some(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 7,
+            cached_tokens: Some(2),
+            reasoning_tokens: Some(3),
+        }),
+    };
+    let v: Value =
+        serde_json::from_slice(&Gemini.render_answer(Answer::Decoded(completion), &origin()))
+            .unwrap();
+    let parts = &v["candidates"][0]["content"]["parts"];
+    assert_eq!(parts[0]["thought"], true);
+    let carried = parts[0]["thoughtSignature"].as_str().unwrap();
+    assert_eq!(carried_signature(carried), Some(("sig".to_owned(), false)));
+    assert_eq!(parts[1]["text"], "Hi");
+    assert_eq!(
+        parts[2]["functionCall"],
+        json!({"id": "toolu_1", "name": "f", "args": {"a": 1}})
+    );
+    assert_eq!(v["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(
+        v["usageMetadata"],
+        json!({"promptTokenCount": 10, "candidatesTokenCount": 4, "totalTokenCount": 17,
+               "cachedContentTokenCount": 2, "thoughtsTokenCount": 3})
+    );
+    assert_eq!(
+        (v["modelVersion"].as_str(), v["responseId"].as_str()),
+        (Some("claude-x"), Some("msg_1"))
+    );
+    // The carried signature comes back to its vendor in a later turn.
+    let history = json!({"contents": [{"role": "user", "parts": [{"text": "q"}]},
+        {"role": "model", "parts": [parts[0].clone(), parts[2].clone()]}]});
+    let r = parse(history);
+    let Message::Assistant { reasoning, .. } = &r.messages[1] else {
+        panic!()
+    };
+    assert_eq!(
+        (
+            reasoning[0].text.as_str(),
+            reasoning[0].signature.as_deref()
+        ),
+        ("hmm", Some("sig"))
+    );
+}
+
+fn stream(
+    json_array: bool,
+    events: impl FnOnce(&mut dyn StreamEncoder, &Origin, &mut Vec<u8>),
+) -> String {
+    let mut encoder = stream::Chunks::new(json_array);
+    let mut out = Vec::new();
+    let o = origin();
+    encoder.start(&o, &mut out);
+    events(&mut encoder, &o, &mut out);
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn streams_pieces_then_whole_calls_then_the_finish_with_usage() {
+    let usage = Usage {
+        prompt_tokens: 3,
+        completion_tokens: 5,
+        ..Usage::default()
+    };
+    let events = |e: &mut dyn StreamEncoder, o: &Origin, out: &mut Vec<u8>| {
+        e.reasoning(o, out, Reasoning::Text("think"));
+        e.text(o, out, "Hel");
+        e.text(o, out, "lo");
+        e.tool_call_start(o, out, 0, "toolu_1", "f");
+        e.tool_call_arguments(o, out, 0, "{\"a\":");
+        e.tool_call_arguments(o, out, 0, "1}");
+        e.finish(o, out, FinishReason::ToolCalls);
+        e.done(o, out, Some(&usage));
+    };
+    let sse = stream(false, events);
+    let chunks: Vec<Value> = sse
+        .split("\r\n\r\n")
+        .filter(|c| !c.is_empty())
+        .map(|c| serde_json::from_str(c.strip_prefix("data: ").unwrap()).unwrap())
+        .collect();
+    assert_eq!(chunks.len(), 5, "{sse}");
+    assert_eq!(
+        chunks[0]["candidates"][0]["content"]["parts"][0]["thought"],
+        true
+    );
+    assert_eq!(
+        chunks[2]["candidates"][0]["content"]["parts"][0]["text"],
+        "lo"
+    );
+    assert_eq!(
+        chunks[3]["candidates"][0]["content"]["parts"][0]["functionCall"]["args"],
+        json!({"a": 1})
+    );
+    assert_eq!(chunks[4]["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(chunks[4]["usageMetadata"]["totalTokenCount"], 8);
+    let array: Vec<Value> = serde_json::from_str(&stream(true, events)).unwrap();
+    assert_eq!(array, chunks);
+}
+
+#[test]
+fn a_stream_error_is_the_last_element_and_passed_through_events_keep_their_bytes() {
+    let failed = stream(true, |e, o, out| {
+        e.text(o, out, "x");
+        e.error(
+            out,
+            &GatewayError::new(ErrorCode::UpstreamBusy, "busy"),
+            "rid",
+        );
+    });
+    let array: Vec<Value> = serde_json::from_str(&failed).unwrap();
+    assert_eq!(array[1]["error"]["status"], "UNAVAILABLE");
+    assert_eq!(array[1]["error"]["code"], 503);
+    let event = b"data: {\"candidates\":[]}\r\n\r\n";
+    let sse = stream(false, |e, o, out| {
+        e.passthrough(out, event);
+        e.done(o, out, None);
+    });
+    assert_eq!(sse.as_bytes(), event);
+    let array = stream(true, |e, o, out| {
+        e.passthrough(out, event);
+        e.passthrough(out, event);
+        e.done(o, out, None);
+    });
+    assert_eq!(array, "[{\"candidates\":[]},\r\n{\"candidates\":[]}]");
+}
+
+#[test]
+fn errors_are_google_rpc_status_with_the_gateways_code_and_the_wait() {
+    let mut e = GatewayError::new(ErrorCode::UpstreamRateLimit, "slow down").with_provider("p");
+    e.retry_after = Some(7);
+    let v: Value = serde_json::from_slice(&Gemini.render_error(&e, Some("rid"))).unwrap();
+    assert_eq!(v["error"]["code"], 429);
+    assert_eq!(v["error"]["status"], "RESOURCE_EXHAUSTED");
+    assert_eq!(v["error"]["details"][0]["reason"], "UPSTREAM_RATE_LIMIT");
+    assert_eq!(v["error"]["details"][0]["metadata"]["provider"], "p");
+    assert_eq!(v["error"]["details"][1]["retryDelay"], "7s");
+    assert_eq!(Gemini.status(ErrorCode::UpstreamError), 500);
+    assert_eq!(Gemini.status(ErrorCode::UpstreamBusy), 503);
+}
+
+#[test]
+fn models_are_the_keys_groups() {
+    let v: Value = serde_json::from_slice(&Gemini.render_models(&["a", "b"], 0)).unwrap();
+    assert_eq!(v["models"][1]["name"], "models/b");
+    let one: Value = serde_json::from_slice(&Gemini.render_model("a", 0)).unwrap();
+    assert!(one["supportedGenerationMethods"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("countTokens")));
+}
