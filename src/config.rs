@@ -670,7 +670,7 @@ mod reference {
         let mut missing = Vec::new();
         // The dialects' own settings, written at the provider level.
         for kind in DialectKind::ALL {
-            for key in crate::dialects::dialect(*kind).settings_keys() {
+            for key in crate::dialects::settings::keys(*kind) {
                 let row = format!("| `providers.*.{}` |", key.name);
                 if !readme.contains(&row) {
                     missing.push(row);

@@ -53,6 +53,9 @@ pub fn dialect(kind: DialectKind) -> &'static dyn Dialect {
         DialectKind::Azure => &azure::Azure,
         DialectKind::Bedrock => &bedrock::Bedrock,
         DialectKind::Dashscope => &dashscope::DashScope,
+        // Vertex AI: the body formats above over Vertex's transport.
+        DialectKind::VertexGemini => &gemini::Gemini,
+        DialectKind::VertexAnthropic => &anthropic::Anthropic,
     }
 }
 
