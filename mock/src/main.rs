@@ -12,6 +12,9 @@
 //!   --api-key VENDOR=KEY  the one key VENDOR (openai, azure, anthropic,
 //!                  gemini, dashscope) accepts (default: the keys of
 //!                  envoy/gateway.yaml, e.g. sk-mock-openai)
+//!   --vertex-token TOKEN  the Google access token Vertex AI accepts
+//!                  besides those its token endpoint issued (default
+//!                  ya29.mock-vertex-token)
 //!   --fast         benchmark mode: fixed answers, no recording
 //!   --verbose      log each request to stderr
 //!
@@ -27,6 +30,7 @@ mod dialect;
 mod embeddings;
 mod fast;
 mod gemini;
+mod google_auth;
 mod gzip;
 mod http;
 mod keys;
@@ -37,6 +41,7 @@ mod scenario;
 mod server;
 mod sigv4;
 mod sse;
+mod vertex;
 
 #[cfg(test)]
 mod wire_tests;
@@ -49,7 +54,7 @@ use std::sync::Arc;
 use sigv4::Credentials;
 
 const USAGE: &str = "usage: mock-provider [--listen ADDR] [--fast] [--verbose] \
-     [--aws-credentials ID:SECRET] [--aws-region REGION]... [--api-key VENDOR=KEY]...";
+     [--aws-credentials ID:SECRET] [--aws-region REGION]... [--api-key VENDOR=KEY]... [--vertex-token TOKEN]";
 
 fn main() -> ExitCode {
     let mut listen = "127.0.0.1:0".to_owned();
@@ -58,6 +63,7 @@ fn main() -> ExitCode {
     let mut aws = None;
     let mut regions = Vec::new();
     let mut api_keys = Vec::new();
+    let mut vertex_token = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -77,6 +83,10 @@ fn main() -> ExitCode {
             "--api-key" => match args.next().as_deref().and_then(keys::parse) {
                 Some(k) => api_keys.push(k),
                 None => return usage_error("--api-key needs VENDOR=KEY"),
+            },
+            "--vertex-token" => match args.next() {
+                Some(t) if !t.is_empty() => vertex_token = Some(t),
+                _ => return usage_error("--vertex-token needs a token"),
             },
             "--verbose" => verbose = true,
             "-h" | "--help" => {
@@ -102,6 +112,7 @@ fn main() -> ExitCode {
         }
     };
     keys::configure(api_keys);
+    google_auth::configure(vertex_token);
     if regions.is_empty() {
         regions.push("us-east-1".to_owned());
     }

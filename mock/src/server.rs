@@ -31,6 +31,7 @@ use crate::responses::Responses;
 use crate::scenario::{self, Scenario, SeenIds};
 use crate::sigv4::Verifier;
 use crate::sse::{self, End};
+use crate::vertex::{VertexAnthropic, VertexGemini};
 
 const JSON: &str = "application/json";
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -42,6 +43,8 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// `aws`: credentials Bedrock requests must be SigV4-signed with.
 pub fn dialects(aws: Option<Verifier>) -> Vec<Box<dyn Dialect>> {
     vec![
+        Box::new(VertexGemini),
+        Box::new(VertexAnthropic),
         Box::new(Responses),
         Box::new(Azure),
         Box::new(OpenAi),
