@@ -47,16 +47,57 @@ pub struct VertexGemini;
 /// Claude on Vertex AI.
 pub struct VertexAnthropic;
 
-static KEYS: [Key; 2] = [
+const VERTEX_ONLY: &str = "only for the vertex_gemini and vertex_anthropic dialects";
+
+static KEYS: [Key; 4] = [
     Key {
         name: "project",
-        elsewhere: "only for the vertex_gemini and vertex_anthropic dialects",
+        elsewhere: VERTEX_ONLY,
     },
     Key {
         name: "location",
-        elsewhere: "only for the vertex_gemini and vertex_anthropic dialects",
+        elsewhere: VERTEX_ONLY,
+    },
+    Key {
+        name: "credentials",
+        elsewhere: VERTEX_ONLY,
+    },
+    Key {
+        name: "token_cluster",
+        elsewhere: VERTEX_ONLY,
     },
 ];
+
+/// Where a Vertex AI provider's access tokens come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// The provider's `api_key` (or `api_key_env`) is the token, minted
+    /// outside the gateway (or none: Envoy's credential injector sets it).
+    AccessToken,
+    /// The provider's `api_key` (or `api_key_env`) is a service-account
+    /// key file's JSON: the gateway signs a JWT and exchanges it at the
+    /// key's `token_uri` through Envoy cluster `cluster`.
+    ServiceAccount { cluster: String },
+    /// The GCE/GKE metadata server, through Envoy cluster `cluster`.
+    MetadataServer { cluster: String },
+}
+
+impl Credentials {
+    /// Whether the gateway obtains the tokens itself.
+    pub fn managed(&self) -> bool {
+        !matches!(self, Credentials::AccessToken)
+    }
+
+    /// The Envoy cluster the gateway asks for tokens.
+    pub fn cluster(&self) -> Option<&str> {
+        match self {
+            Credentials::AccessToken => None,
+            Credentials::ServiceAccount { cluster } | Credentials::MetadataServer { cluster } => {
+                Some(cluster)
+            }
+        }
+    }
+}
 
 /// A Vertex AI provider's settings.
 #[derive(Debug)]
@@ -65,6 +106,7 @@ pub struct Settings {
     pub project: String,
     /// A region (`us-central1`, `europe-west4`...) or `global`.
     pub location: String,
+    pub credentials: Credentials,
 }
 
 impl DialectSettings for Settings {}
@@ -76,6 +118,10 @@ struct Written {
     project: Option<String>,
     #[serde(default)]
     location: Option<String>,
+    #[serde(default)]
+    credentials: Option<String>,
+    #[serde(default)]
+    token_cluster: Option<String>,
 }
 
 /// The host serving `location`: `aiplatform.googleapis.com` for `global`,
@@ -111,7 +157,73 @@ fn read(members: Map<String, Value>, field: &str) -> Result<Settings, String> {
             "{field}.location: a region such as us-central1, or global"
         ));
     }
-    Ok(Settings { project, location })
+    let cluster = |mode: &str| {
+        match written.token_cluster.clone() {
+        Some(c) if !c.is_empty() && c.len() <= 256 && !c.bytes().any(|b| b.is_ascii_control()) => Ok(c),
+        _ => Err(format!(
+            "{field}.token_cluster: required with credentials \"{mode}\" (the Envoy cluster the token requests go to)"
+        )),
+    }
+    };
+    let credentials = match written.credentials.as_deref() {
+        None | Some("access_token") => {
+            if written.token_cluster.is_some() {
+                return Err(format!(
+                    "{field}.token_cluster: only with credentials \"service_account\" or \"metadata_server\""
+                ));
+            }
+            Credentials::AccessToken
+        }
+        Some("service_account") => Credentials::ServiceAccount {
+            cluster: cluster("service_account")?,
+        },
+        Some("metadata_server") => Credentials::MetadataServer {
+            cluster: cluster("metadata_server")?,
+        },
+        Some(_) => {
+            return Err(format!(
+                "{field}.credentials: one of \"access_token\", \"service_account\", \"metadata_server\""
+            ))
+        }
+    };
+    Ok(Settings {
+        project,
+        location,
+        credentials,
+    })
+}
+
+/// A Vertex AI provider's credential as the configuration resolved it
+/// (`secret`: its `api_key` or `api_key_env`'s value), checked at load: a
+/// service-account key must parse (the error names the field, never the
+/// key), the metadata server takes none.
+pub fn check_credentials(
+    provider: &crate::provider::Provider,
+    secret: Option<&str>,
+    field: &str,
+) -> Result<(), String> {
+    let Some(settings) = provider.settings::<Settings>() else {
+        return Ok(());
+    };
+    let key_field = if provider.api_key_env.is_some() {
+        "api_key_env"
+    } else {
+        "api_key"
+    };
+    match (&settings.credentials, secret) {
+        (Credentials::ServiceAccount { .. }, None) => Err(format!(
+            "{field}.api_key_env: the service-account key file's JSON is required with credentials \"service_account\""
+        )),
+        (Credentials::ServiceAccount { .. }, Some(json)) => {
+            crate::google_auth::ServiceAccount::parse(json)
+                .map(drop)
+                .map_err(|e| format!("{field}.{key_field}: {e}"))
+        }
+        (Credentials::MetadataServer { .. }, Some(_)) => Err(format!(
+            "{field}.{key_field}: no key with credentials \"metadata_server\""
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Whether an error body is Google's (`google.rpc.Status` in an `error`
@@ -163,9 +275,17 @@ fn model_path(
     ))
 }
 
-/// `authorization: Bearer` with the provider's access token.
+/// `authorization: Bearer` with the provider's access token when it is
+/// one; a token the gateway obtains is set by the attempt
+/// (`session::google_token`), and a service-account key never goes.
 fn bearer(target: &Target, headers: &mut Vec<(&'static str, String)>) {
-    super::bearer(target, headers);
+    let outside = target
+        .provider
+        .settings::<Settings>()
+        .is_some_and(|s| s.credentials == Credentials::AccessToken);
+    if outside {
+        super::bearer(target, headers);
+    }
 }
 
 impl Transport for VertexGemini {
@@ -326,6 +446,56 @@ mod tests {
         assert!(e.contains("vertex_gemini and vertex_anthropic"), "{e}");
         assert_eq!(host_of("global"), "aiplatform.googleapis.com");
         assert_eq!(host_of("us-east5"), "us-east5-aiplatform.googleapis.com");
+    }
+
+    #[test]
+    fn credentials_are_checked_at_load_and_a_key_is_never_sent() {
+        let key = serde_json::to_string(crate::google_auth::tests::KEY_FILE).unwrap();
+        let sa = |secret: &str| {
+            Config::parse(
+                format!(
+                    r#"{{"providers":{{"p":{{"dialect":"vertex_gemini"{secret},"project":"p","location":"global","credentials":"service_account","token_cluster":"google_oauth"}}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
+                )
+                .as_bytes(),
+                |var| (var == "SA_KEY").then(|| crate::google_auth::tests::KEY_FILE.to_owned()),
+            )
+        };
+        for secret in [
+            format!(r#","api_key":{key}"#),
+            r#","api_key_env":"SA_KEY""#.to_owned(),
+        ] {
+            let config = sa(&secret).unwrap();
+            let (_, headers, _) =
+                request(&config, "m", Operation::Generate { stream: false }, b"{}");
+            assert!(
+                !headers.iter().any(|(n, _)| *n == "authorization"),
+                "the key is not a token"
+            );
+        }
+        let e = sa(r#","api_key":"{\"type\":\"service_account\",\"client_email\":\"a@b\",\"private_key\":\"-----BEGIN PRIVATE KEY-----\\nAAAA\\n-----END PRIVATE KEY-----\\n\"}""#).unwrap_err();
+        assert!(
+            e.starts_with("providers.p.api_key: ") && e.contains("not an RSA private key"),
+            "{e}"
+        );
+        assert!(sa("")
+            .unwrap_err()
+            .contains("service-account key file's JSON is required"));
+        let e = config(
+            "vertex_gemini",
+            &format!("{AT},\"credentials\":\"service_account\""),
+        )
+        .unwrap_err();
+        assert!(e.contains("providers.p.token_cluster: required"), "{e}");
+        let e = config(
+            "vertex_gemini",
+            &format!("{AT},\"credentials\":\"metadata_server\",\"token_cluster\":\"md\""),
+        )
+        .unwrap_err();
+        assert!(e.contains("providers.p.api_key: no key"), "{e}");
+        let e = config("vertex_gemini", &format!("{AT},\"token_cluster\":\"md\"")).unwrap_err();
+        assert!(e.contains("providers.p.token_cluster: only with"), "{e}");
+        let e = config("vertex_gemini", &format!("{AT},\"credentials\":\"adc\"")).unwrap_err();
+        assert!(e.contains("providers.p.credentials: one of"), "{e}");
     }
 
     #[test]
