@@ -24,7 +24,6 @@ static STATIC_TOKEN: OnceLock<String> = OnceLock::new();
 /// Issued tokens → their expiry (Unix seconds); at most [`MAX_ISSUED`].
 static ISSUED: OnceLock<Mutex<HashMap<String, u64>>> = OnceLock::new();
 
-#[allow(dead_code)] // until the token endpoint
 const MAX_ISSUED: usize = 100_000;
 
 /// Sets the outside token (once, at start-up).
@@ -42,7 +41,6 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-#[allow(dead_code)] // until the token endpoint
 /// Remembers an issued token valid until `expires` (Unix seconds).
 pub fn remember(token: String, expires: u64) {
     if let Ok(mut map) = issued().lock() {
@@ -79,5 +77,12 @@ pub fn check(req: &Request) -> Result<(), String> {
         Ok(())
     } else {
         Err(UNAUTHENTICATED.to_owned())
+    }
+}
+
+/// Forgets every issued token: Vertex refuses them from now on.
+pub fn revoke_issued() {
+    if let Ok(mut map) = issued().lock() {
+        map.clear();
     }
 }

@@ -15,6 +15,8 @@
 //!   --vertex-token TOKEN  the Google access token Vertex AI accepts
 //!                  besides those its token endpoint issued (default
 //!                  ya29.mock-vertex-token)
+//!   --google-token-ttl SECS  lifetime of the tokens its Google token
+//!                  endpoint and metadata server issue (default 3600)
 //!   --fast         benchmark mode: fixed answers, no recording
 //!   --verbose      log each request to stderr
 //!
@@ -34,6 +36,7 @@ mod google_auth;
 mod gzip;
 mod http;
 mod keys;
+mod oauth;
 mod openai;
 mod record;
 mod responses;
@@ -54,7 +57,7 @@ use std::sync::Arc;
 use sigv4::Credentials;
 
 const USAGE: &str = "usage: mock-provider [--listen ADDR] [--fast] [--verbose] \
-     [--aws-credentials ID:SECRET] [--aws-region REGION]... [--api-key VENDOR=KEY]... [--vertex-token TOKEN]";
+     [--aws-credentials ID:SECRET] [--aws-region REGION]... [--api-key VENDOR=KEY]... [--vertex-token TOKEN] [--google-token-ttl SECS]";
 
 fn main() -> ExitCode {
     let mut listen = "127.0.0.1:0".to_owned();
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
     let mut regions = Vec::new();
     let mut api_keys = Vec::new();
     let mut vertex_token = None;
+    let mut token_ttl = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -87,6 +91,10 @@ fn main() -> ExitCode {
             "--vertex-token" => match args.next() {
                 Some(t) if !t.is_empty() => vertex_token = Some(t),
                 _ => return usage_error("--vertex-token needs a token"),
+            },
+            "--google-token-ttl" => match args.next().and_then(|t| t.parse::<u64>().ok()) {
+                Some(t) if t > 0 => token_ttl = Some(t),
+                _ => return usage_error("--google-token-ttl needs a number of seconds"),
             },
             "--verbose" => verbose = true,
             "-h" | "--help" => {
@@ -113,6 +121,7 @@ fn main() -> ExitCode {
     };
     keys::configure(api_keys);
     google_auth::configure(vertex_token);
+    oauth::configure(token_ttl);
     if regions.is_empty() {
         regions.push("us-east-1".to_owned());
     }

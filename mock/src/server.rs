@@ -247,6 +247,10 @@ fn handle(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
     if st.verbose {
         eprintln!("{method} {path}");
     }
+    // Google's token endpoint and metadata server (Vertex AI's credentials).
+    if crate::oauth::handles(path) {
+        return c.reply(&crate::oauth::answer(req), None);
+    }
     if path.starts_with("/_mock/") {
         return control(req, c, st);
     }
