@@ -175,3 +175,135 @@ def test_quota_is_a_rate_limit(vgw, group, test_id):
     assert status == 429, data
     assert data["error"]["code"] == "UPSTREAM_RATE_LIMIT"
     assert "Quota exceeded" in data["error"]["message"]
+
+
+# --- credentials the gateway obtains: a service-account key, the metadata server ---
+
+import time
+import urllib.request
+from pathlib import Path
+
+SA_KEY = (Path(__file__).parent / "fixtures/TEST-ONLY-vertex-service-account.json").read_text()
+TTL = 8  # the mock's token lifetime: refreshed every 6 s, a quarter before expiry
+
+
+def managed_providers():
+    return {
+        "vertex-sa": {"dialect": "vertex_anthropic", "api_key_env": "VERTEX_SA_KEY", "project": "mock-project",
+                      "location": "us-east5", "credentials": "service_account", "token_cluster": "google_oauth",
+                      "models": {"*": CLAUDE_MODEL}},
+        "vertex-md": {"dialect": "vertex_gemini", "project": "mock-project", "location": "global",
+                      "credentials": "metadata_server", "token_cluster": "gce_metadata",
+                      "models": {"*": "gemini-2.5-flash"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def mgw(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("envoy-vertex-managed")
+    mock, mock_port = gateway.start_mock(args=("--google-token-ttl", str(TTL)), log=open(workdir / "mock.log", "w"))
+    envoy = None
+    try:
+        clusters = [gateway.static_cluster(name.replace("-", "_"), mock_port, name) for name in managed_providers()]
+        # The token endpoint and the metadata server (the mock answers both).
+        clusters += [gateway.static_cluster("google_oauth", mock_port, "none"),
+                     gateway.static_cluster("gce_metadata", mock_port, "none")]
+        bootstrap = gateway.build_bootstrap(
+            0, 0, mock_port, env={}, extra_providers=managed_providers(),
+            extra_groups={name: {"cluster": name.replace("-", "_")} for name in managed_providers()},
+            extra_clusters=clusters, edit=configure_test_gateway, access_log=workdir / "access.log")
+        for role in gateway._wasm_filters(bootstrap)[1:]:
+            env = role["vm_config"].setdefault("environment_variables", {})
+            env.setdefault("key_values", {})["VERTEX_SA_KEY"] = SA_KEY
+        # Two workers: one token for both.
+        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=2)
+        mgw = Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
+        yield mgw
+        gateway.stop(envoy)
+        logs = {p.name: p.read_text(errors="replace") for p in (workdir / "envoy.log", workdir / "access.log")}
+        secret_lines = [line for line in json.loads(SA_KEY)["private_key"].splitlines() if "PRIVATE" not in line]
+        assert not leaks(mgw.seen, logs, keys=tuple(secret_lines[:3])), "the service-account key leaked"
+        assert "ya29.mock-" not in logs["envoy.log"] + logs["access.log"], "a token was logged"
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+
+
+def google(mgw, action="", method="GET"):
+    req = urllib.request.Request(f"{mgw.mock}/_mock/google{action}", method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def ask(mgw, group, test_id):
+    return mgw.chat({"model": group, "messages": [{"role": "user", "content": "hello there"}]}, **{"x-test-id": test_id})
+
+
+def until_ok(mgw, group, test_id, timeout=15):
+    """Requests until one succeeds (the first token arrives within a tick or two); the others' answers."""
+    deadline, seen = time.time() + timeout, []
+    while time.time() < deadline:
+        status, headers, data = ask(mgw, group, test_id)
+        if status == 200:
+            return seen
+        seen.append((status, data))
+        time.sleep(0.2)
+    raise AssertionError(f"no success: {seen[-3:]}")
+
+
+def test_service_account_token_reaches_vertex_and_the_key_never_does(mgw, test_id):
+    before = until_ok(mgw, "vertex-sa", test_id)
+    # Before the first token: a clear 503, never a vendor call without auth.
+    for status, data in before:
+        assert status == 503 and data["error"]["code"] == "UPSTREAM_BUSY", data
+        assert "Google access token" in data["error"]["message"]
+    sent = mgw.mock_requests(test_id)
+    assert len(sent) == 1, "no request reached Vertex without a token"
+    assert sent[0]["headers"]["authorization"].startswith("Bearer ya29.mock-sa-")
+    assert "PRIVATE" not in json.dumps(sent[0])
+    assert sent[0]["path"] == f"/v1/projects/mock-project/locations/us-east5/publishers/anthropic/models/{CLAUDE_MODEL}:rawPredict"
+
+
+def test_tokens_rotate_mid_traffic_without_a_failed_request(mgw, test_id):
+    until_ok(mgw, "vertex-sa", test_id)
+    issued = google(mgw)["issued"]
+    statuses = []
+    end = time.time() + 2.5 * TTL
+    while time.time() < end:
+        statuses.append(ask(mgw, "vertex-sa", test_id)[0])
+        time.sleep(0.1)
+    assert set(statuses) == {200}, statuses
+    tokens = {r["headers"]["authorization"] for r in mgw.mock_requests(test_id)}
+    assert len(tokens) >= 2, "the token was refreshed before it expired"
+    # One fetch per refresh for both workers (and the metadata provider's).
+    assert google(mgw)["issued"] - issued <= 2 * (2.5 * TTL / (0.75 * TTL) + 1)
+
+
+def test_a_401_refreshes_the_token_once(mgw, test_id):
+    until_ok(mgw, "vertex-sa", test_id)
+    issued = google(mgw)["issued"]
+    google(mgw, "/revoke", "POST")
+    status, _, data = ask(mgw, "vertex-sa", test_id)
+    assert status == 401 and data["error"]["code"] == "AUTH_FAILED", data
+    until_ok(mgw, "vertex-sa", test_id, timeout=5)
+    assert google(mgw)["issued"] > issued
+
+
+def test_the_token_endpoint_down_is_retried_with_backoff(mgw, test_id):
+    until_ok(mgw, "vertex-sa", test_id)
+    google(mgw, "/fail?n=2", "POST")
+    google(mgw, "/revoke", "POST")
+    assert ask(mgw, "vertex-sa", test_id)[0] == 401
+    # Two failed fetches (1 s, then 2 s apart), then a token.
+    until_ok(mgw, "vertex-sa", test_id, timeout=15)
+    assert google(mgw)["failing"] == 0
+    assert "the token endpoint answered HTTP 503" in (mgw.workdir / "envoy.log").read_text(errors="replace")
+
+
+def test_the_metadata_server(mgw, test_id):
+    until_ok(mgw, "vertex-md", test_id)
+    # (The tests before revoked every token: this one may have met a 401 first.)
+    sent = mgw.mock_requests(test_id)[-1]
+    assert sent["headers"]["authorization"].startswith("Bearer ya29.mock-md-")
+    assert sent["path"].endswith("/publishers/google/models/gemini-2.5-flash:generateContent")
+    assert google(mgw)["refused"] == 0, "the metadata server was asked with Metadata-Flavor: Google"
