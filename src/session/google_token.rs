@@ -389,3 +389,107 @@ mod tests {
         assert!(authorization(&host, "vx", &config.providers["vx"]).is_err());
     }
 }
+
+#[cfg(test)]
+mod attempt_tests {
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::exchange::Handoff;
+    use crate::session::attempt::Attempt;
+    use crate::session::fake::FakeHost;
+    use crate::session::host::{Flow, Map};
+    use crate::session::Session;
+
+    fn attempt(host: FakeHost) -> Attempt<FakeHost> {
+        let key = serde_json::to_string(google_auth::tests::KEY_FILE).unwrap();
+        let config = Config::parse(
+            format!(
+                r#"{{"providers":{{"vx":{{"dialect":"vertex_anthropic","api_key":{key},"project":"p","location":"global","credentials":"service_account","token_cluster":"google_oauth"}}}},
+                    "model_groups":{{"chat":{{"candidates":[{{"provider":"vx","model":"claude-x@1","cluster":"c"}}]}}}},"auth":{{"enabled":false}}}}"#
+            )
+            .as_bytes(),
+            |_| None,
+        )
+        .unwrap();
+        let handoff = Handoff {
+            api: crate::model::Api::OpenAiChat,
+            call: None,
+            token: None,
+            candidate: Some(0),
+            request_id: "req-1".into(),
+            group: "chat".into(),
+        };
+        host.set_prop(&["llm_handoff"], handoff.encode().as_bytes());
+        host.set_prop(
+            &["xds.upstream_host_metadata.filter_metadata.llm.provider"],
+            b"vx",
+        );
+        host.set(Map::Request, ":path", "/v1/chat/completions");
+        host.set(Map::Request, "authorization", "Bearer client-key");
+        *host.request_body.borrow_mut() =
+            br#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#.to_vec();
+        Attempt::new(host, Rc::new(config))
+    }
+
+    fn send(a: &mut Attempt<FakeHost>) -> Flow {
+        a.on_request_headers(false);
+        let size = a.host.request_body.borrow().len();
+        a.on_request_body(size, true)
+    }
+
+    #[test]
+    fn attempts_carry_the_shared_token_and_a_401_refreshes_it() {
+        // No token yet: a 503, and the request never addressed to Vertex.
+        let mut a = attempt(FakeHost::new());
+        send(&mut a);
+        let (status, body) = a.host.reply.borrow().clone().unwrap();
+        assert_eq!(status, 503);
+        assert!(String::from_utf8_lossy(&body).contains("no Google access token"));
+        assert_eq!(
+            a.host.get(Map::Request, ":path").as_deref(),
+            Some("/v1/chat/completions")
+        );
+        // A token in shared data (another worker fetched it): sent, the
+        // client's credential and the key never.
+        let host = FakeHost::new();
+        let fresh = Cached::new(
+            "ya29.shared".into(),
+            3600,
+            crate::session::host::unix_seconds(&host),
+            4,
+        );
+        host.shared
+            .borrow_mut()
+            .insert(token_key("vx"), (fresh.encode(), 1));
+        let mut a = attempt(host);
+        assert_eq!(send(&mut a), Flow::Continue);
+        assert_eq!(
+            a.host.get(Map::Request, "authorization").as_deref(),
+            Some("Bearer ya29.shared")
+        );
+        assert_eq!(
+            a.host.get(Map::Request, ":path").as_deref(),
+            Some(
+                "/v1/projects/p/locations/global/publishers/anthropic/models/claude-x@1:rawPredict"
+            )
+        );
+        let sent = String::from_utf8(a.host.request_body.borrow().clone()).unwrap();
+        assert!(
+            sent.starts_with(r#"{"anthropic_version":"vertex-2023-10-16""#),
+            "{sent}"
+        );
+        assert!(!sent.contains("PRIVATE"));
+        // Vertex answers 401: that token is due for refresh now.
+        a.host.set(Map::Response, ":status", "401");
+        a.host
+            .set(Map::Response, "content-type", "application/json");
+        a.on_response_headers(false);
+        let (token, _) = cached(&a.host, "vx").unwrap();
+        assert_eq!(token.generation, 4);
+        assert_eq!(
+            token.refresh_at,
+            crate::session::host::unix_seconds(&a.host)
+        );
+    }
+}
