@@ -107,6 +107,27 @@ pub fn unauthorized(host: &impl Host, name: &str, generation: u64) {
     }
 }
 
+/// `provider`'s lease and its CAS token. An absent one is written first
+/// (a CAS of 0 writes unconditionally, so two workers could both take an
+/// absent lease) and read back: the lease is then taken with a real CAS.
+fn read_lease(host: &impl Host, provider: &str) -> Option<(Lease, u32)> {
+    for _ in 0..2 {
+        match host.shared_data(&lease_key(provider)) {
+            Ok(Some((bytes, cas))) => {
+                return Some((Lease::decode(&bytes).unwrap_or_default(), cas))
+            }
+            Ok(None) => {
+                let _ = host.set_shared_data(&lease_key(provider), &Lease::default().encode(), 0);
+            }
+            Err(e) => {
+                log_once(&e, "no Google access token fetched");
+                return None;
+            }
+        }
+    }
+    None
+}
+
 /// One token request: cluster, headers, body.
 struct Call {
     cluster: String,
@@ -171,13 +192,8 @@ impl TokenFetcher {
             if !due {
                 continue;
             }
-            let (lease, cas) = match host.shared_data(&lease_key(name)) {
-                Ok(Some((bytes, cas))) => (Lease::decode(&bytes).unwrap_or_default(), cas),
-                Ok(None) => (Lease::default(), 0),
-                Err(e) => {
-                    log_once(&e, "no Google access token fetched");
-                    continue;
-                }
+            let Some((lease, cas)) = read_lease(host, name) else {
+                continue;
             };
             if !lease.free(now) {
                 continue;
