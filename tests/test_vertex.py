@@ -307,3 +307,22 @@ def test_the_metadata_server(mgw, test_id):
     assert sent["headers"]["authorization"].startswith("Bearer ya29.mock-md-")
     assert sent["path"].endswith("/publishers/google/models/gemini-2.5-flash:generateContent")
     assert google(mgw)["refused"] == 0, "the metadata server was asked with Metadata-Flavor: Google"
+
+
+@pytest.mark.parametrize("group", [GEMINI, CLAUDE])
+def test_every_client_surface(vgw, group, test_id):
+    """Chat (above), Responses and Messages clients to both publishers, streamed too."""
+    chat = chat_client(vgw, group, test_id)
+    response = chat.responses.create(model=group, input="hello from responses")
+    assert response.output_text and response.usage.input_tokens == 3
+    events = [e.type for e in chat.responses.create(model=group, input="stream it", stream=True)]
+    assert events[0] == "response.created" and events[-1] == "response.completed"
+    claude = claude_client(vgw, test_id)
+    message = claude.messages.create(model=group, max_tokens=64, messages=[{"role": "user", "content": "hi"}],
+                                     extra_headers={"x-model-group": group})
+    assert message.content[0].text
+    with claude.messages.stream(model=group, max_tokens=64, messages=[{"role": "user", "content": "go"}],
+                                extra_headers={"x-model-group": group}) as stream:
+        assert "".join(stream.text_stream)
+    assert len(seen(vgw, test_id)) == 4
+    assert all(r["headers"]["authorization"] == f"Bearer {TOKEN}" for r in seen(vgw, test_id))
