@@ -75,6 +75,12 @@ pub trait Transport: Sync {
     /// the auth the provider's key gives.
     fn headers(&self, op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>);
 
+    /// Whether the vendor API embeds with the body format's embeddings
+    /// body (Vertex AI's Gemini takes another: none are sent there yet).
+    fn embeds(&self) -> bool {
+        true
+    }
+
     /// The body as this transport's API takes it (by default as the body
     /// format made it).
     fn body(

@@ -308,6 +308,11 @@ impl Transport for VertexGemini {
         bearer(target, headers);
     }
 
+    /// Vertex embeds with `:predict` and its own body: not yet.
+    fn embeds(&self) -> bool {
+        false
+    }
+
     /// A token count's body: the generation's members Vertex counts, out
     /// of Google AI's `generateContentRequest` wrapper.
     fn body(
@@ -410,6 +415,10 @@ mod tests {
             .as_bytes(),
             |_| None,
         )
+    }
+
+    fn config_of(dialect: &str, extra: &str) -> Config {
+        config(dialect, extra).unwrap()
     }
 
     const AT: &str = r#","project":"my-proj","location":"us-east5""#;
@@ -532,12 +541,26 @@ mod tests {
             body,
             r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"systemInstruction":{"parts":[]}}"#
         );
-        // No embeddings over this transport (Vertex's take another body).
+        // No embeddings over this transport (Vertex's take another body):
+        // the provider has no embeddings call.
         let target = Target {
             provider: &config.providers["p"],
             model: "m",
         };
         assert!(super::super::request(Operation::Embed, &target, Vec::new()).is_err());
+        let kind = crate::provider::DialectKind::VertexGemini;
+        let embed = crate::model::call::Call::Embed;
+        assert!(!crate::dialects::has_call(
+            crate::dialects::dialect(kind),
+            target.provider,
+            &embed
+        ));
+        let google_ai = config_of("gemini", "");
+        assert!(crate::dialects::has_call(
+            crate::dialects::dialect(crate::provider::DialectKind::Gemini),
+            &google_ai.providers["p"],
+            &embed
+        ));
     }
 
     #[test]
