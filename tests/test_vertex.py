@@ -329,9 +329,11 @@ def test_every_client_surface(vgw, group, test_id):
 
 
 def test_embeddings_are_not_sent_to_vertex_yet(vgw, test_id):
-    """Vertex embeds with another body (`:predict`): the group has no
-    embedding candidate, and the gateway answers without calling it."""
+    """Vertex embeds with another body (`:predict`): the gateway answers
+    that the provider does not embed, without calling it."""
     status, headers, data = vgw.request("POST", "/v1/embeddings", {"model": GEMINI, "input": "hi"},
                                         {"x-test-id": test_id})
     assert seen(vgw, test_id) == []
-    assert status != 200 or headers.get("x-llm-estimated") == "true", (status, data)
+    error = json.loads(data)["error"]
+    assert (status, error["code"]) == (400, "INVALID_REQUEST"), data
+    assert "embed" in error["message"]
