@@ -56,6 +56,18 @@ fn dialects() -> Vec<Sample> {
                 gemini_response(),
                 gemini_stream(),
             ),
+            DialectKind::VertexGemini => (
+                kind,
+                r#""dialect":"vertex_gemini","project":"p","location":"us-central1""#,
+                gemini_response(),
+                gemini_stream(),
+            ),
+            DialectKind::VertexAnthropic => (
+                kind,
+                r#""dialect":"vertex_anthropic","project":"p","location":"global""#,
+                anthropic_response(),
+                anthropic_stream(),
+            ),
             DialectKind::Bedrock => (
                 kind,
                 r#""dialect":"bedrock""#,

@@ -235,6 +235,11 @@ impl Config {
                 },
                 _ => None,
             };
+            crate::dialects::transport::vertex::check_credentials(
+                provider,
+                provider.resolved_key.as_ref().map(Secret::expose),
+                &field,
+            )?;
             provider.redactor =
                 crate::redact::Redactor::new(provider.resolved_key.as_ref().map(Secret::expose));
             for (i, rule) in provider.request_policy.iter().enumerate() {
@@ -679,7 +684,7 @@ mod reference {
         let mut missing = Vec::new();
         // The dialects' own settings, written at the provider level.
         for kind in DialectKind::ALL {
-            for key in crate::dialects::dialect(*kind).settings_keys() {
+            for key in crate::dialects::settings::keys(*kind) {
                 let row = format!("| `providers.*.{}` |", key.name);
                 if !readme.contains(&row) {
                     missing.push(row);

@@ -11,6 +11,7 @@ pub mod dialects;
 pub mod error;
 pub mod eventstream;
 pub mod exchange;
+pub mod google_auth;
 pub mod headers;
 pub mod json_text;
 pub mod limits;

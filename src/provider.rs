@@ -19,6 +19,12 @@ pub enum DialectKind {
     Azure,
     Bedrock,
     Dashscope,
+    /// Gemini's body on Vertex AI (`dialects/transport/vertex.rs`).
+    #[serde(rename = "vertex_gemini")]
+    VertexGemini,
+    /// Anthropic's Messages body on Vertex AI (`dialects/transport/vertex.rs`).
+    #[serde(rename = "vertex_anthropic")]
+    VertexAnthropic,
 }
 
 impl DialectKind {
@@ -30,6 +36,8 @@ impl DialectKind {
         DialectKind::Azure,
         DialectKind::Bedrock,
         DialectKind::Dashscope,
+        DialectKind::VertexGemini,
+        DialectKind::VertexAnthropic,
     ];
 }
 

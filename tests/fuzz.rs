@@ -143,11 +143,14 @@ fn config() -> Config {
         .enumerate()
         .map(|(i, kind)| {
             let name = serde_json::to_string(kind).unwrap_or_default();
-            // Azure requires its api-version; the others refuse one.
-            let version = if *kind == DialectKind::Azure {
-                r#","api_version":"2024-10-21""#
-            } else {
-                ""
+            // Azure requires its api-version, Vertex AI its project and
+            // location; the others refuse them.
+            let version = match kind {
+                DialectKind::Azure => r#","api_version":"2024-10-21""#,
+                DialectKind::VertexGemini | DialectKind::VertexAnthropic => {
+                    r#","project":"p","location":"us-east5""#
+                }
+                _ => "",
             };
             format!(r#""p{i}":{{"dialect":{name},"api_key":"k"{version}}}"#)
         })

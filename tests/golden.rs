@@ -56,7 +56,8 @@ fn vendor_model(kind: DialectKind) -> &'static str {
     match kind {
         DialectKind::Openai | DialectKind::Azure => "gpt-4o",
         DialectKind::Anthropic => "claude-sonnet-4-5",
-        DialectKind::Gemini => "gemini-2.5-flash",
+        DialectKind::Gemini | DialectKind::VertexGemini => "gemini-2.5-flash",
+        DialectKind::VertexAnthropic => "claude-sonnet-4-5@20250929",
         DialectKind::Bedrock => "anthropic.claude-sonnet-4-5-20250929-v1:0",
         DialectKind::Dashscope => "qwen-plus",
     }
@@ -385,7 +386,7 @@ fn stem(fixture: &Path) -> String {
 fn fixture_api(kind: DialectKind) -> Option<Api> {
     match kind {
         DialectKind::Openai | DialectKind::Azure => Some(Api::OpenAiChat),
-        DialectKind::Anthropic => Some(Api::AnthropicMessages),
+        DialectKind::Anthropic | DialectKind::VertexAnthropic => Some(Api::AnthropicMessages),
         DialectKind::Gemini => Some(Api::Gemini),
         _ => None,
     }

@@ -708,6 +708,11 @@ impl Anthropic {
                 "We could not parse the JSON body of your request: {e}"
             ))
         })?;
+        self.count_body(&body)
+    }
+
+    /// A count_tokens body's input tokens (also Claude's on Vertex AI).
+    pub(crate) fn count_body(&self, body: &Value) -> Result<u64, Failure> {
         let obj = body
             .as_object()
             .ok_or_else(|| invalid("Input should be a valid dictionary"))?;

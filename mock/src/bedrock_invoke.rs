@@ -99,7 +99,7 @@ const CONVERSE_TOKENS: [&str; 4] = [
 const NO_COUNT: &str = "The provided model doesn't support counting tokens.";
 
 /// Standard base64 (a blob in AWS JSON); `None` for anything else.
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let text = text.trim_end_matches('=');
     let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0u32);

@@ -32,7 +32,8 @@ const COUNT: &str = ":countTokens";
 /// Gemini does; any other signature must be the one issued for the call.
 const UNSIGNED: &str = "skip_thought_signature_validator";
 
-const OAUTH_REFUSED: &str = "Request had invalid authentication credentials. Expected OAuth 2 \
+pub(crate) const OAUTH_REFUSED: &str =
+    "Request had invalid authentication credentials. Expected OAuth 2 \
     access token, login cookie or other valid authentication credential. See \
     https://developers.google.com/identity/sign-in/web/devconsole-project.";
 
@@ -102,7 +103,7 @@ const GOOGLE_SEARCH_FIELDS: &[&str] = &["timeRangeFilter"];
 const TOOL_CONFIG_FIELDS: &[&str] = &["functionCallingConfig", "includeServerSideToolInvocations"];
 const CALLING_CONFIG_FIELDS: &[&str] = &["mode", "allowedFunctionNames"];
 
-fn invalid(msg: impl Into<String>) -> Failure {
+pub(crate) fn invalid(msg: impl Into<String>) -> Failure {
     Failure::Invalid(msg.into())
 }
 
@@ -254,6 +255,19 @@ fn path_model(path: &str) -> Option<&str> {
 }
 
 impl Gemini {
+    /// A generation's body for `model` (the path's), checked as Gemini
+    /// checks it wherever it runs (Google AI, Vertex AI).
+    pub(crate) fn parse_for(&self, model: &str, body: &Value) -> Result<Prompt, Failure> {
+        let mut p = self.parse(body)?;
+        p.model = model.to_owned();
+        check_tool_combination(&p)?;
+        let named = json_names(body);
+        if let Some(thinking) = named.pointer("/generationConfig/thinkingConfig") {
+            p.reasoning = check_thinking(thinking, &p.model)?;
+        }
+        Ok(p)
+    }
+
     /// `POST /v1beta/models/{model}:countTokens` (CountTokensRequest):
     /// `contents`, or `generateContentRequest` (a generation's body with
     /// the `model` it names, `models/...`), never both; the prompt's words,
@@ -699,13 +713,7 @@ impl Dialect for Gemini {
     }
 
     fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
-        let mut p = self.parse(body)?;
-        p.model = path_model(req.path()).unwrap_or_default().to_owned();
-        check_tool_combination(&p)?;
-        let named = json_names(body);
-        if let Some(thinking) = named.pointer("/generationConfig/thinkingConfig") {
-            p.reasoning = check_thinking(thinking, &p.model)?;
-        }
+        let p = self.parse_for(path_model(req.path()).unwrap_or_default(), body)?;
         if self.is_stream(req, body) && query_param(req.query(), "alt").as_deref() != Some("sse") {
             return Err(invalid(
                 "the mock speaks only server-sent event streams: add ?alt=sse",

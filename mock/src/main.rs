@@ -12,6 +12,11 @@
 //!   --api-key VENDOR=KEY  the one key VENDOR (openai, azure, anthropic,
 //!                  gemini, dashscope) accepts (default: the keys of
 //!                  envoy/gateway.yaml, e.g. sk-mock-openai)
+//!   --vertex-token TOKEN  the Google access token Vertex AI accepts
+//!                  besides those its token endpoint issued (default
+//!                  ya29.mock-vertex-token)
+//!   --google-token-ttl SECS  lifetime of the tokens its Google token
+//!                  endpoint and metadata server issue (default 3600)
 //!   --fast         benchmark mode: fixed answers, no recording
 //!   --verbose      log each request to stderr
 //!
@@ -27,9 +32,11 @@ mod dialect;
 mod embeddings;
 mod fast;
 mod gemini;
+mod google_auth;
 mod gzip;
 mod http;
 mod keys;
+mod oauth;
 mod openai;
 mod record;
 mod responses;
@@ -37,6 +44,7 @@ mod scenario;
 mod server;
 mod sigv4;
 mod sse;
+mod vertex;
 
 #[cfg(test)]
 mod wire_tests;
@@ -49,7 +57,7 @@ use std::sync::Arc;
 use sigv4::Credentials;
 
 const USAGE: &str = "usage: mock-provider [--listen ADDR] [--fast] [--verbose] \
-     [--aws-credentials ID:SECRET] [--aws-region REGION]... [--api-key VENDOR=KEY]...";
+     [--aws-credentials ID:SECRET] [--aws-region REGION]... [--api-key VENDOR=KEY]... [--vertex-token TOKEN] [--google-token-ttl SECS]";
 
 fn main() -> ExitCode {
     let mut listen = "127.0.0.1:0".to_owned();
@@ -58,6 +66,8 @@ fn main() -> ExitCode {
     let mut aws = None;
     let mut regions = Vec::new();
     let mut api_keys = Vec::new();
+    let mut vertex_token = None;
+    let mut token_ttl = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -77,6 +87,14 @@ fn main() -> ExitCode {
             "--api-key" => match args.next().as_deref().and_then(keys::parse) {
                 Some(k) => api_keys.push(k),
                 None => return usage_error("--api-key needs VENDOR=KEY"),
+            },
+            "--vertex-token" => match args.next() {
+                Some(t) if !t.is_empty() => vertex_token = Some(t),
+                _ => return usage_error("--vertex-token needs a token"),
+            },
+            "--google-token-ttl" => match args.next().and_then(|t| t.parse::<u64>().ok()) {
+                Some(t) if t > 0 => token_ttl = Some(t),
+                _ => return usage_error("--google-token-ttl needs a number of seconds"),
             },
             "--verbose" => verbose = true,
             "-h" | "--help" => {
@@ -102,6 +120,8 @@ fn main() -> ExitCode {
         }
     };
     keys::configure(api_keys);
+    google_auth::configure(vertex_token);
+    oauth::configure(token_ttl);
     if regions.is_empty() {
         regions.push("us-east-1".to_owned());
     }

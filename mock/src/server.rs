@@ -31,6 +31,7 @@ use crate::responses::Responses;
 use crate::scenario::{self, Scenario, SeenIds};
 use crate::sigv4::Verifier;
 use crate::sse::{self, End};
+use crate::vertex::{VertexAnthropic, VertexGemini};
 
 const JSON: &str = "application/json";
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -42,6 +43,8 @@ const TEXT: &str = "text/plain; charset=utf-8";
 /// `aws`: credentials Bedrock requests must be SigV4-signed with.
 pub fn dialects(aws: Option<Verifier>) -> Vec<Box<dyn Dialect>> {
     vec![
+        Box::new(VertexGemini),
+        Box::new(VertexAnthropic),
         Box::new(Responses),
         Box::new(Azure),
         Box::new(OpenAi),
@@ -243,6 +246,10 @@ fn handle(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
     let (method, path) = (req.method(), req.path());
     if st.verbose {
         eprintln!("{method} {path}");
+    }
+    // Google's token endpoint and metadata server (Vertex AI's credentials).
+    if crate::oauth::handles(path) {
+        return c.reply(&crate::oauth::answer(req), None);
     }
     if path.starts_with("/_mock/") {
         return control(req, c, st);

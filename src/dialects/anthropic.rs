@@ -766,6 +766,11 @@ impl Dialect for Anthropic {
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
         match serde_json::from_slice::<ErrorEnvelope>(body) {
             Ok(envelope) => vendor_error(envelope.error, status),
+            // Vertex AI's own refusals (auth, quota, permissions) are
+            // Google's, read as the Gemini dialect reads them.
+            Err(_) if transport::vertex::is_google_error(body) => {
+                super::gemini::Gemini.decode_error(status, body)
+            }
             Err(_) => GatewayError::new(
                 ErrorCode::from_status(status),
                 fallback_message(status, body),

@@ -53,6 +53,9 @@ pub fn dialect(kind: DialectKind) -> &'static dyn Dialect {
         DialectKind::Azure => &azure::Azure,
         DialectKind::Bedrock => &bedrock::Bedrock,
         DialectKind::Dashscope => &dashscope::DashScope,
+        // Vertex AI: the body formats above over Vertex's transport.
+        DialectKind::VertexGemini => &gemini::Gemini,
+        DialectKind::VertexAnthropic => &anthropic::Anthropic,
     }
 }
 
@@ -294,7 +297,7 @@ pub fn encode_generation(
 /// (count_tokens) with its own count.
 pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool {
     match call {
-        Call::Embed => dialect.embedder().is_some(),
+        Call::Embed => dialect.embedder().is_some() && transport::of(provider.dialect).embeds(),
         Call::CountTokens | Call::GeminiCountTokens { .. } => {
             pass_through(provider, dialect, call.api()) || dialect.counts_tokens()
         }

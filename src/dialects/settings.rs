@@ -18,11 +18,20 @@ pub struct Key {
     pub elsewhere: &'static str,
 }
 
+/// The provider keys a provider of dialect `kind` may have: its
+/// dialect's, and its transport's (Vertex AI's `project`, `location`).
+pub fn keys(kind: DialectKind) -> impl Iterator<Item = &'static Key> {
+    dialect(kind)
+        .settings_keys()
+        .iter()
+        .chain(super::transport::of(kind).settings_keys())
+}
+
 /// The dialect that owns provider key `name` first, with its words for the others.
 fn owner(name: &str) -> Option<&'static Key> {
     DialectKind::ALL
         .iter()
-        .flat_map(|kind| dialect(*kind).settings_keys())
+        .flat_map(|kind| keys(*kind))
         .find(|key| key.name == name)
 }
 
@@ -37,18 +46,22 @@ pub fn read(kind: DialectKind, settings: Settings, field: &str) -> Result<Settin
     let Settings::Unread(members) = settings else {
         return Ok(settings);
     };
-    let dialect = dialect(kind);
-    let own = dialect.settings_keys();
     if let Some(name) = members
         .keys()
-        .find(|name| !own.iter().any(|key| key.name == name.as_str()))
+        .find(|name| !keys(kind).any(|key| key.name == name.as_str()))
     {
         let elsewhere = owner(name).map_or("not a setting", |key| key.elsewhere);
         return Err(format!("{field}.{name}: {elsewhere}"));
     }
-    Ok(dialect
-        .read_settings(members, field)?
-        .map_or(Settings::None, Settings::Read))
+    // A transport with settings reads them (no dialect with settings of
+    // its own goes over one).
+    let transport = super::transport::of(kind);
+    let read = if transport.settings_keys().is_empty() {
+        dialect(kind).read_settings(members, field)?
+    } else {
+        transport.read_settings(members, field)?
+    };
+    Ok(read.map_or(Settings::None, Settings::Read))
 }
 
 /// A dialect's keys as its settings type `T` (serde, field errors named).

@@ -49,7 +49,7 @@ fn fixtures(kind: DialectKind) -> Fixtures {
                 "Requests have exceeded token rate limit. Please retry after 7 seconds.",
             ),
         },
-        DialectKind::Anthropic => Fixtures {
+        DialectKind::Anthropic | DialectKind::VertexAnthropic => Fixtures {
             stream: sse(super::anthropic::tests::TOOL_STREAM),
             stream_error: (
                 b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"model\":\"c\",\"usage\":{\"input_tokens\":1}}}\n\n\
@@ -63,7 +63,7 @@ fn fixtures(kind: DialectKind) -> Fixtures {
                 "slow down",
             ),
         },
-        DialectKind::Gemini => Fixtures {
+        DialectKind::Gemini | DialectKind::VertexGemini => Fixtures {
             stream: sse(super::gemini::tests::TOOL_STREAM),
             stream_error: (
                 b"data: {\"error\": {\"code\": 503,\"message\": \"The model is overloaded.\",\"status\": \"UNAVAILABLE\"}}\r\n\r\n".to_vec(),

@@ -116,6 +116,9 @@ pub struct Attempt<H> {
     /// The request's web search was left out for this vendor (it has no
     /// search tool for it): the answer's `x-llm-dropped-tools` says so.
     dropped_web_search: bool,
+    /// The generation of the Google access token sent (Vertex AI with
+    /// managed credentials): a 401 refreshes that token.
+    google_token: Cell<Option<u64>>,
     /// The request fields the client's API repeats in its answer.
     echo: Shared<Echo>,
     /// The id of a Responses answer the gateway stores (the edge role's),
@@ -175,6 +178,7 @@ impl<H: Host> Attempt<H> {
             stream: false,
             include_usage: false,
             dropped_web_search: false,
+            google_token: Cell::new(None),
             echo: Shared::default(),
             response_id: None,
             out: Vec::new(),

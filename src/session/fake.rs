@@ -16,6 +16,9 @@ use crate::metering::metric_name;
 /// A shared value and its CAS token.
 type Versioned = (Vec<u8>, u32);
 
+/// A callout: its cluster, headers and body.
+pub type HttpCall = (String, Vec<(String, String)>, Vec<u8>);
+
 #[derive(Default)]
 pub struct FakeHost {
     pub request_headers: RefCell<Vec<(Vec<u8>, Vec<u8>)>>,
@@ -35,6 +38,8 @@ pub struct FakeHost {
     pub shared: RefCell<BTreeMap<Vec<u8>, Versioned>>,
     /// The session reset the stream.
     pub reset: Cell<bool>,
+    /// HTTP callouts made: cluster, headers, body; the nth's token is n.
+    pub http_calls: RefCell<Vec<HttpCall>>,
     failures: RefCell<Vec<Failure>>,
 }
 
@@ -308,6 +313,31 @@ impl Host for FakeHost {
         }
         shared.insert(key.to_vec(), (value.to_vec(), token + 1));
         Ok(())
+    }
+
+    fn http_call(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+        _timeout_ms: u32,
+    ) -> Result<u32, HostError> {
+        let path = headers
+            .iter()
+            .find(|(n, _)| *n == ":path")
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_default();
+        self.call(format!("http_call {cluster} {path}"), HostCall::HttpCall)?;
+        let mut calls = self.http_calls.borrow_mut();
+        calls.push((
+            cluster.to_owned(),
+            headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), String::from_utf8_lossy(v).into_owned()))
+                .collect(),
+            body.to_vec(),
+        ));
+        Ok(calls.len() as u32)
     }
 
     fn overhead(&self, phase: Phase, _micros: u64) -> Result<(), HostError> {

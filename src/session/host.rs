@@ -19,6 +19,8 @@ pub mod status {
     /// A shared-data write whose CAS token is stale.
     pub const CAS_MISMATCH: u32 = 8;
     pub const INTERNAL_FAILURE: u32 = 10;
+    /// A call this host does not make.
+    pub const UNIMPLEMENTED: u32 = 12;
 }
 
 /// Which host call failed.
@@ -36,10 +38,12 @@ pub enum HostCall {
     SharedData,
     SetSharedData,
     ResetStream,
+    /// An HTTP callout to an Envoy cluster.
+    HttpCall,
 }
 
 impl HostCall {
-    const ALL: usize = 11;
+    const ALL: usize = 12;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -54,6 +58,7 @@ impl HostCall {
             Self::SharedData => "shared_data",
             Self::SetSharedData => "set_shared_data",
             Self::ResetStream => "reset_stream",
+            Self::HttpCall => "http_call",
         }
     }
 }
@@ -223,6 +228,23 @@ pub trait Host {
     /// Resets the request's stream (what is left when no answer can be
     /// written): the client sees it cut, and no more of it passes.
     fn reset_stream(&self) -> Result<(), HostError>;
+
+    /// An HTTP call to Envoy cluster `cluster` (proxy-wasm's
+    /// `dispatch_http_call`; `headers` include `:method`, `:path` and
+    /// `:authority`), made from a root context, whose answer comes back to
+    /// that root context later under the token returned here (the upstream
+    /// role's Google token fetches, `session::google_token`). Fallible: the
+    /// cluster may be unknown, or the host make no such calls (the default).
+    fn http_call(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+        timeout_ms: u32,
+    ) -> Result<u32, HostError> {
+        let _ = (cluster, headers, body, timeout_ms);
+        Err(HostError::new(HostCall::HttpCall, status::UNIMPLEMENTED))
+    }
 }
 
 /// Times one phase when the configuration asks for it

@@ -12,6 +12,7 @@ use crate::surfaces::surface;
 pub mod attempt;
 mod channel;
 pub mod edge;
+pub mod google_token;
 pub mod host;
 
 #[cfg(test)]

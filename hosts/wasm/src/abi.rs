@@ -111,6 +111,7 @@ extern "C" {
         cas: u32,
     ) -> u32;
     fn proxy_close_stream(stream_type: u32) -> u32;
+    fn proxy_set_tick_period_milliseconds(period: u32) -> u32;
 }
 
 /// Which header map a call is about.
@@ -118,6 +119,8 @@ extern "C" {
 pub enum Map {
     Request = 0,
     Response = 2,
+    /// The answer to an HTTP callout, in `on_http_call_response`.
+    HttpCallResponse = 6,
 }
 
 /// Which body buffer a call is about.
@@ -125,6 +128,8 @@ pub enum Map {
 pub enum Buffer {
     Request = 0,
     Response = 1,
+    /// The answer to an HTTP callout, in `on_http_call_response`.
+    HttpCallResponse = 4,
     PluginConfiguration = 7,
 }
 
@@ -320,6 +325,37 @@ pub fn increment_metric(id: u32, offset: u64) -> Result<(), u32> {
 pub fn record_metric(id: u32, value: u64) -> Result<(), u32> {
     // SAFETY: plain values.
     checked(unsafe { proxy_record_metric(id, value) })
+}
+
+/// Calls the root context's `on_tick` every `period` (0: never).
+pub fn set_tick_period(period: Duration) -> Result<(), u32> {
+    let ms = u32::try_from(period.as_millis()).unwrap_or(u32::MAX);
+    // SAFETY: a plain value.
+    checked(unsafe { proxy_set_tick_period_milliseconds(ms) })
+}
+
+/// An HTTP call to Envoy cluster `cluster`, answered later to the calling
+/// (root) context's `on_http_call_response` under the returned token.
+/// The SDK's wrapper is used here, as it alone registers the token with
+/// its dispatcher (which otherwise panics on the answer); it panics only
+/// on a status Envoy's `httpCall` does not return (it answers OK,
+/// BadArgument for an unknown cluster or missing pseudo-header, or
+/// InternalFailure). Header names and values must be UTF-8 (ours are
+/// ASCII): any other is refused here as BadArgument.
+pub fn http_call(
+    cluster: &str,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
+    timeout: Duration,
+) -> Result<u32, u32> {
+    const BAD_ARGUMENT: u32 = 2;
+    let mut pairs = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        pairs.push((*name, std::str::from_utf8(value).map_err(|_| BAD_ARGUMENT)?));
+    }
+    let body = (!body.is_empty()).then_some(body);
+    proxy_wasm::hostcalls::dispatch_http_call(cluster, pairs, body, Vec::new(), timeout)
+        .map_err(|status| status as u32)
 }
 
 /// A shared-data entry (shared by every VM of this `vm_id` in the process,

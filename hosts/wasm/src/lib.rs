@@ -13,7 +13,7 @@
 #![cfg(target_arch = "wasm32")]
 
 use std::rc::Rc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::ContextType;
@@ -22,6 +22,7 @@ use llm_gateway_core::config::Config;
 use llm_gateway_core::headers::Headers;
 use llm_gateway_core::session::attempt::Attempt;
 use llm_gateway_core::session::edge::{limiter, Edge};
+use llm_gateway_core::session::google_token::TokenFetcher;
 use llm_gateway_core::session::host::{
     unix_seconds, Buffer, Host, HostCall, HostError, Map, Phase,
 };
@@ -48,9 +49,29 @@ enum Role {
 struct Root {
     role: Option<Role>,
     config: Option<Rc<Config>>,
+    /// The upstream role's Google access-token fetches (Vertex AI).
+    tokens: TokenFetcher,
 }
 
-impl Context for Root {}
+/// How often the upstream role looks at the shared Google tokens.
+const TOKEN_TICK: Duration = Duration::from_millis(500);
+
+impl Context for Root {
+    fn on_http_call_response(
+        &mut self,
+        token_id: u32,
+        _num_headers: usize,
+        body_size: usize,
+        _num_trailers: usize,
+    ) {
+        let status = abi::header(abi::Map::HttpCallResponse, ":status")
+            .and_then(|s| std::str::from_utf8(&s).ok()?.parse::<u16>().ok());
+        // Bounded: a token answer is small; a longer one is refused as such.
+        let size = body_size.min(llm_gateway_core::google_auth::MAX_ANSWER_BYTES + 1);
+        let body = abi::body(abi::Buffer::HttpCallResponse, 0, size).unwrap_or_default();
+        self.tokens.on_response(&WasmHost, token_id, status, &body);
+    }
+}
 
 impl RootContext for Root {
     fn on_configure(&mut self, _size: usize) -> bool {
@@ -81,6 +102,17 @@ impl RootContext for Root {
                 if role == Role::Edge {
                     limiter::prepare(&WasmHost, &config);
                 }
+                // Vertex AI providers whose tokens the gateway obtains: the
+                // upstream role fetches them, on a tick.
+                let fetches = role == Role::Upstream
+                    && config.providers.values().any(|p| {
+                        p.settings::<llm_gateway_core::dialects::transport::vertex::Settings>()
+                            .is_some_and(|s| s.credentials.managed())
+                    });
+                let period = if fetches { TOKEN_TICK } else { Duration::ZERO };
+                if let Err(status) = abi::set_tick_period(period) {
+                    log::error!("llm gateway ({root_id}): no tick (status {status}): Google access tokens will not be fetched");
+                }
                 self.role = Some(role);
                 self.config = Some(Rc::new(config));
                 true
@@ -89,6 +121,12 @@ impl RootContext for Root {
                 log::error!("llm gateway ({root_id}): {e}; configuration rejected");
                 false
             }
+        }
+    }
+
+    fn on_tick(&mut self) {
+        if let Some(config) = &self.config {
+            self.tokens.tick(&WasmHost, config);
         }
     }
 
@@ -180,5 +218,20 @@ impl Host for WasmHost {
     }
     fn reset_stream(&self) -> Result<(), HostError> {
         abi::reset_stream().map_err(|s| HostError::new(HostCall::ResetStream, s))
+    }
+    fn http_call(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+        timeout_ms: u32,
+    ) -> Result<u32, HostError> {
+        abi::http_call(
+            cluster,
+            headers,
+            body,
+            Duration::from_millis(u64::from(timeout_ms)),
+        )
+        .map_err(|s| HostError::new(HostCall::HttpCall, s))
     }
 }

@@ -5,7 +5,12 @@
 //! transport ([`of`]) says where that goes and how it is authorized, so
 //! one body can go over several transports (Gemini's on Google AI or
 //! Vertex AI, Anthropic's on Anthropic or Vertex AI). One module per
-//! transport; Bedrock's SigV4 signing is Envoy's, after the filter.
+//! transport; Bedrock's SigV4 signing is Envoy's, after the filter. A
+//! transport may own provider settings of its own (Vertex AI's `project`
+//! and `location`), read as a dialect's are (`dialects::settings`), and
+//! may edit the body where its API moves what a header said elsewhere
+//! (Claude on Vertex: `anthropic_version` in the body, the model in the
+//! path).
 
 use super::{DialectKind, Target, UpstreamRequest};
 use crate::error::{ErrorCode, GatewayError};
@@ -17,6 +22,7 @@ mod bedrock;
 mod dashscope;
 mod google_ai;
 mod openai;
+pub mod vertex;
 
 /// What a body is sent for, in its own API's words; a transport knows the
 /// ones its vendor has.
@@ -68,6 +74,39 @@ pub trait Transport: Sync {
     /// The headers after the content type: versions, stream switches, and
     /// the auth the provider's key gives.
     fn headers(&self, op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>);
+
+    /// Whether the vendor API embeds with the body format's embeddings
+    /// body (Vertex AI's Gemini takes another: none are sent there yet).
+    fn embeds(&self) -> bool {
+        true
+    }
+
+    /// The body as this transport's API takes it (by default as the body
+    /// format made it).
+    fn body(
+        &self,
+        _op: Operation,
+        _target: &Target,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, GatewayError> {
+        Ok(body)
+    }
+
+    /// The provider keys this transport reads as its settings (a provider
+    /// has one settings section: its dialect's or its transport's).
+    fn settings_keys(&self) -> &'static [super::settings::Key] {
+        &[]
+    }
+
+    /// Reads and validates this transport's keys, as
+    /// `Dialect::read_settings` does a dialect's.
+    fn read_settings(
+        &self,
+        _members: serde_json::Map<String, serde_json::Value>,
+        _field: &str,
+    ) -> Result<Option<Box<dyn crate::provider::DialectSettings>>, String> {
+        Ok(None)
+    }
 }
 
 /// The transport of a provider of dialect `kind`.
@@ -79,6 +118,8 @@ pub fn of(kind: DialectKind) -> &'static dyn Transport {
         DialectKind::Azure => &azure::Azure,
         DialectKind::Bedrock => &bedrock::Bedrock,
         DialectKind::Dashscope => &dashscope::DashScope,
+        DialectKind::VertexGemini => &vertex::VertexGemini,
+        DialectKind::VertexAnthropic => &vertex::VertexAnthropic,
     }
 }
 
@@ -95,6 +136,7 @@ pub fn request(
     }
     transport.headers(op, target, &mut headers);
     let path = transport.path(op, target)?;
+    let body = transport.body(op, target, body)?;
     Ok(UpstreamRequest {
         path: format!("{}{path}", target.provider.base_path),
         headers,
@@ -135,6 +177,9 @@ mod tests {
             let name = serde_json::to_string(kind).unwrap();
             let version = match kind {
                 DialectKind::Azure => r#","api_version":"v1""#,
+                DialectKind::VertexGemini | DialectKind::VertexAnthropic => {
+                    r#","project":"p","location":"global""#
+                }
                 _ => "",
             };
             let config = crate::config::Config::parse(
@@ -159,7 +204,7 @@ mod tests {
                 Operation::Call(&Call::CountTokens),
                 Operation::Call(&stored),
             ] {
-                if let Ok(up) = request(op, &target, Vec::new()) {
+                if let Ok(up) = request(op, &target, b"{}".to_vec()) {
                     assert!(up.path.starts_with('/'), "{kind:?} {op:?}: {}", up.path);
                     assert!(
                         up.headers.iter().any(|(_, v)| v.contains('k')),

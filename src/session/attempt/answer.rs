@@ -249,6 +249,13 @@ impl<H: Host> Attempt<H> {
             .set_route(&self.host, self.attempt, &entry, None);
         self.save_record();
         if !(200..300).contains(&status) {
+            if let (401, Some(generation)) = (status, self.google_token.get()) {
+                crate::session::google_token::unauthorized(
+                    &self.host,
+                    &self.provider_name,
+                    generation,
+                );
+            }
             self.mode = Mode::Error(status);
             return Ok(Flow::Pause);
         }

@@ -26,6 +26,9 @@ pub fn gen_ai_names(provider: &Provider) -> (&'static str, &'static str) {
             ("gcp.vertex_ai", "gcp.vertex_ai")
         }
         DialectKind::Gemini => ("gcp.gemini", "gcp.gemini"),
+        DialectKind::VertexGemini | DialectKind::VertexAnthropic => {
+            ("gcp.vertex_ai", "gcp.vertex_ai")
+        }
         DialectKind::Azure => ("azure.ai.openai", "az.ai.openai"),
         DialectKind::Bedrock => ("aws.bedrock", "aws.bedrock"),
         DialectKind::Dashscope => ("alibaba_cloud.dashscope", "alibaba_cloud.dashscope"),

@@ -117,7 +117,10 @@ impl<H: Host> Attempt<H> {
             }
         };
         if let Some(request) = request.and_then(Request::embed) {
-            let embedder = dialect.embedder().ok_or_else(no_embeddings)?;
+            let embedder = dialect
+                .embedder()
+                .filter(|_| crate::dialects::transport::of(provider.dialect).embeds())
+                .ok_or_else(no_embeddings)?;
             let model = self.vendor_model(provider, &request.model);
             let target = Target {
                 provider,
@@ -207,7 +210,12 @@ impl<H: Host> Attempt<H> {
         dialect: &dyn Dialect,
         encoded: &UpstreamRequest,
         body: Option<usize>,
-    ) -> Result<(), HostError> {
+    ) -> Result<(), GatewayError> {
+        // A Google access token the gateway obtains (Vertex AI with managed
+        // credentials; no host call for other providers): none usable, and
+        // the request goes no further.
+        let google =
+            crate::session::google_token::authorization(&self.host, &self.provider_name, provider)?;
         // What the vendor must not receive (credentials, cookies, account
         // selectors, compression, the gateway's and Envoy's own headers,
         // which Envoy adds after the edge role ran), found with one call
@@ -231,6 +239,14 @@ impl<H: Host> Attempt<H> {
         for (name, value) in &encoded.headers {
             self.host
                 .set_header(Map::Request, name.as_bytes(), Some(value.as_bytes()))?;
+        }
+        if let Some((authorization, generation)) = google {
+            self.host.set_header(
+                Map::Request,
+                b"authorization",
+                Some(authorization.as_bytes()),
+            )?;
+            self.google_token.set(Some(generation));
         }
         if let Some(size) = body {
             let length = encoded.body.len().to_string();

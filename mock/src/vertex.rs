@@ -1,0 +1,460 @@
+//! Vertex AI (cloud.google.com/vertex-ai/generative-ai/docs/reference/rest):
+//! Gemini and Claude below `/v1/projects/{project}/locations/{location}/publishers/...`,
+//! each with Vertex's rules, then the model's own (the Gemini and Anthropic
+//! mocks'):
+//! - auth: `authorization: Bearer <token>`, a token the mock knows and
+//!   that has not expired (`google_auth.rs`); otherwise Google's 401
+//!   `UNAUTHENTICATED` (an API key header does not do);
+//! - Gemini (`publishers/google/models/{m}:generateContent`,
+//!   `:streamGenerateContent?alt=sse`, `:countTokens`): Gemini's body, every
+//!   content with its `role` (Vertex: "Please use a valid role: user,
+//!   model."), and a count's body is `CountTokensRequest`'s (`contents`,
+//!   `systemInstruction`, `tools`, `generationConfig`, `model`,
+//!   `instances`: no `generateContentRequest`);
+//! - Claude (`publishers/anthropic/models/{m}:rawPredict`,
+//!   `:streamRawPredict`; `publishers/anthropic/models/count-tokens:rawPredict`):
+//!   Anthropic's Messages body with `anthropic_version: "vertex-2023-10-16"`
+//!   and without `model` (the path says it; 400 otherwise), `stream: true`
+//!   exactly on `streamRawPredict`; a count's body has `model` and may
+//!   have `anthropic_version`. Claude's own refusals are Anthropic's
+//!   bodies; Vertex's (auth, quota, an unknown model) are Google's.
+
+use serde_json::{json, Value};
+
+use crate::answer::Answer;
+use crate::anthropic::Anthropic;
+use crate::dialect::{to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent};
+use crate::gemini::{check_fields, invalid, Gemini};
+use crate::google_auth;
+use crate::http::{query_param, Request};
+use crate::scenario::Filter;
+
+pub const ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
+
+/// `(project, location, publisher, model, method)` of a Vertex model path.
+fn parts(path: &str) -> Option<(&str, &str, &str, &str, &str)> {
+    let rest = path.strip_prefix("/v1/projects/")?;
+    let (project, rest) = rest.split_once("/locations/")?;
+    let (location, rest) = rest.split_once("/publishers/")?;
+    let (publisher, rest) = rest.split_once("/models/")?;
+    let (model, method) = rest.split_once(':')?;
+    let plain = |s: &str| !s.is_empty() && !s.contains('/');
+    (plain(project) && plain(location) && plain(model))
+        .then_some((project, location, publisher, model, method))
+}
+
+/// Google's error body.
+fn google(status: u16, name: &str, message: &str) -> Reply {
+    Reply {
+        status,
+        body: to_json(&json!({"error": {"code": status, "message": message, "status": name}})),
+        retry_after: None,
+    }
+}
+
+/// Vertex's own refusals, whichever publisher: `None` for the model's.
+fn vertex_error(failure: &Failure, model: &str) -> Option<Reply> {
+    match failure {
+        Failure::Auth(m) => Some(google(401, "UNAUTHENTICATED", m)),
+        Failure::Status(401) => Some(google(401, "UNAUTHENTICATED", google_auth::UNAUTHENTICATED)),
+        Failure::Status(403) => Some(google(
+            403,
+            "PERMISSION_DENIED",
+            "Permission 'aiplatform.endpoints.predict' denied on resource (or it may not exist).",
+        )),
+        Failure::Status(404) => Some(google(
+            404,
+            "NOT_FOUND",
+            &format!(
+                "Publisher Model `{model}` was not found or your project does not have access to it."
+            ),
+        )),
+        Failure::Status(429) => Some(Reply {
+            retry_after: Some("7"),
+            ..google(
+                429,
+                "RESOURCE_EXHAUSTED",
+                "Quota exceeded for aiplatform.googleapis.com/generate_content_requests_per_minute_per_project_per_base_model. Please submit a quota increase request.",
+            )
+        }),
+        _ => None,
+    }
+}
+
+fn check_bearer(req: &Request) -> Result<(), Failure> {
+    google_auth::check(req).map_err(Failure::Auth)
+}
+
+/// Gemini on Vertex AI.
+pub struct VertexGemini;
+
+const COUNT_FIELDS: &[&str] = &[
+    "model",
+    "instances",
+    "contents",
+    "systemInstruction",
+    "tools",
+    "generationConfig",
+];
+
+impl VertexGemini {
+    fn count_tokens(&self, req: &Request, model: &str) -> Result<Value, Failure> {
+        check_bearer(req)?;
+        let body: Value = serde_json::from_slice(&req.body)
+            .map_err(|e| invalid(format!("Invalid JSON payload received. {e}")))?;
+        check_fields(&body, COUNT_FIELDS, "")?;
+        check_roles(&body)?;
+        let mut generation = body.clone();
+        if let Some(obj) = generation.as_object_mut() {
+            obj.remove("model");
+            obj.remove("instances");
+        }
+        let tokens = Gemini.parse_for(model, &generation)?.prompt_words.max(1);
+        Ok(
+            json!({"totalTokens": tokens, "totalBillableCharacters": tokens * 5,
+                  "promptTokensDetails": [{"modality": "TEXT", "tokenCount": tokens}]}),
+        )
+    }
+}
+
+/// Vertex requires every content's role.
+fn check_roles(body: &Value) -> Result<(), Failure> {
+    let contents = body.get("contents").and_then(Value::as_array);
+    for c in contents.into_iter().flatten() {
+        match c.get("role").and_then(Value::as_str) {
+            Some("user" | "model") => {}
+            _ => return Err(invalid("Please use a valid role: user, model.")),
+        }
+    }
+    Ok(())
+}
+
+impl Dialect for VertexGemini {
+    fn name(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn handles(&self, path: &str) -> bool {
+        matches!(
+            parts(path),
+            Some((
+                _,
+                _,
+                "google",
+                _,
+                "generateContent" | "streamGenerateContent"
+            ))
+        )
+    }
+
+    fn has_call(&self, path: &str) -> bool {
+        matches!(parts(path), Some((_, _, "google", _, "countTokens")))
+    }
+
+    fn call(&self, req: &Request, path: &str) -> Reply {
+        let model = parts(path).map_or("", |p| p.3);
+        if req.method() != "POST" {
+            return self.error(&Failure::Status(404));
+        }
+        match self.count_tokens(req, model) {
+            Ok(body) => Reply {
+                status: 200,
+                body: to_json(&body),
+                retry_after: None,
+            },
+            Err(f) => self.error(&f),
+        }
+    }
+
+    fn check_headers(&self, req: &Request) -> Result<(), Failure> {
+        check_bearer(req)
+    }
+
+    fn is_stream(&self, req: &Request, _body: &Value) -> bool {
+        parts(req.path()).is_some_and(|p| p.4 == "streamGenerateContent")
+    }
+
+    fn crlf(&self) -> bool {
+        Gemini.crlf()
+    }
+
+    fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
+        check_roles(body)?;
+        let model = parts(req.path()).map_or("", |p| p.3);
+        let p = Gemini.parse_for(model, body)?;
+        if self.is_stream(req, body) && query_param(req.query(), "alt").as_deref() != Some("sse") {
+            return Err(invalid(
+                "the mock speaks only server-sent event streams: add ?alt=sse",
+            ));
+        }
+        Ok(p)
+    }
+
+    fn parse(&self, body: &Value) -> Result<Prompt, Failure> {
+        Gemini.parse(body)
+    }
+
+    fn error(&self, failure: &Failure) -> Reply {
+        vertex_error(failure, "publishers/google/models/mock")
+            .unwrap_or_else(|| Gemini.error(failure))
+    }
+
+    fn response(&self, p: &Prompt, a: &Answer, meta: Meta) -> Value {
+        Gemini.response(p, a, meta)
+    }
+
+    fn stream(&self, p: &Prompt, a: &Answer, meta: Meta) -> Vec<SseEvent> {
+        Gemini.stream(p, a, meta)
+    }
+
+    fn stream_error(&self) -> SseEvent {
+        Gemini.stream_error()
+    }
+
+    fn filtered(&self, filter: Filter, p: &Prompt, meta: Meta) -> Option<Filtered> {
+        Gemini.filtered(filter, p, meta)
+    }
+}
+
+/// Claude on Vertex AI.
+pub struct VertexAnthropic;
+
+/// The body's version, checked: required on a generation, optional on a count.
+fn check_version(body: &Value, required: bool) -> Result<(), Failure> {
+    match body.get("anthropic_version") {
+        None if !required => Ok(()),
+        None => Err(invalid_claude("anthropic_version: Field required")),
+        Some(Value::String(v)) if v == ANTHROPIC_VERSION => Ok(()),
+        Some(v) => Err(invalid_claude(format!(
+            "anthropic_version: Input should be '{ANTHROPIC_VERSION}', got {v}"
+        ))),
+    }
+}
+
+fn invalid_claude(message: impl Into<String>) -> Failure {
+    Failure::Invalid(message.into())
+}
+
+impl Dialect for VertexAnthropic {
+    fn name(&self) -> &'static str {
+        "anthropic"
+    }
+
+    fn handles(&self, path: &str) -> bool {
+        matches!(parts(path), Some((_, _, "anthropic", m, "rawPredict" | "streamRawPredict")) if m != "count-tokens")
+    }
+
+    fn has_call(&self, path: &str) -> bool {
+        matches!(
+            parts(path),
+            Some((_, _, "anthropic", "count-tokens", "rawPredict"))
+        )
+    }
+
+    fn call(&self, req: &Request, _path: &str) -> Reply {
+        if req.method() != "POST" {
+            return self.error(&Failure::Status(404));
+        }
+        let counted = check_bearer(req).and_then(|()| {
+            let body: Value = serde_json::from_slice(&req.body).map_err(|e| {
+                invalid_claude(format!(
+                    "We could not parse the JSON body of your request: {e}"
+                ))
+            })?;
+            check_version(&body, false)?;
+            let mut body = body;
+            if let Some(obj) = body.as_object_mut() {
+                obj.remove("anthropic_version");
+            }
+            Anthropic.count_body(&body)
+        });
+        match counted {
+            Ok(tokens) => Reply {
+                status: 200,
+                body: to_json(&json!({"input_tokens": tokens})),
+                retry_after: None,
+            },
+            Err(f) => self.error(&f),
+        }
+    }
+
+    fn check_headers(&self, req: &Request) -> Result<(), Failure> {
+        check_bearer(req)
+    }
+
+    fn parse(&self, _body: &Value) -> Result<Prompt, Failure> {
+        Err(invalid_claude("the model is in the path"))
+    }
+
+    fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
+        let Some((_, _, _, model, method)) = parts(req.path()) else {
+            return Err(Failure::Status(404));
+        };
+        let obj = body
+            .as_object()
+            .ok_or_else(|| invalid_claude("Input should be a valid dictionary"))?;
+        if obj.contains_key("model") {
+            return Err(invalid_claude(
+                "model: Extra inputs are not permitted (the model is in the URL on Vertex AI)",
+            ));
+        }
+        check_version(body, true)?;
+        let streamed = obj.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        if streamed != (method == "streamRawPredict") {
+            return Err(invalid_claude(
+                "stream: streamRawPredict takes stream: true, rawPredict does not",
+            ));
+        }
+        let mut messages = obj.clone();
+        messages.remove("anthropic_version");
+        messages.insert("model".into(), Value::String(model.to_owned()));
+        let mut p = Anthropic.parse(&Value::Object(messages))?;
+        p.model = model.to_owned();
+        Ok(p)
+    }
+
+    fn error(&self, failure: &Failure) -> Reply {
+        vertex_error(failure, "publishers/anthropic/models/mock")
+            .unwrap_or_else(|| Anthropic.error(failure))
+    }
+
+    fn tool_preface(&self) -> Option<&'static str> {
+        Anthropic.tool_preface()
+    }
+
+    fn response(&self, p: &Prompt, a: &Answer, meta: Meta) -> Value {
+        Anthropic.response(p, a, meta)
+    }
+
+    fn stream(&self, p: &Prompt, a: &Answer, meta: Meta) -> Vec<SseEvent> {
+        Anthropic.stream(p, a, meta)
+    }
+
+    fn stream_error(&self) -> SseEvent {
+        Anthropic.stream_error()
+    }
+
+    fn filtered(&self, filter: Filter, p: &Prompt, meta: Meta) -> Option<Filtered> {
+        Anthropic.filtered(filter, p, meta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn post(path: &str, auth: &str, body: &str) -> Request {
+        crate::http::parse(&format!(
+            "POST {path} HTTP/1.1\r\n{auth}content-length: {}\r\n\r\n{body}",
+            body.len()
+        ))
+    }
+
+    const BEARER: &str = "authorization: Bearer ya29.mock-vertex-token\r\n";
+    const CLAUDE: &str = "/v1/projects/p/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict";
+    const GEMINI: &str =
+        "/v1/projects/p/locations/global/publishers/google/models/gemini-2.5-flash:generateContent";
+
+    fn parse(d: &dyn Dialect, req: &Request) -> Result<Prompt, Failure> {
+        d.check_headers(req)?;
+        let body: Value = serde_json::from_slice(&req.body).unwrap();
+        d.parse_request(req, &body)
+    }
+
+    #[test]
+    fn routes_by_publisher_and_method() {
+        assert!(VertexAnthropic.handles(CLAUDE));
+        assert!(!VertexAnthropic.handles(GEMINI));
+        assert!(VertexGemini.handles(GEMINI));
+        assert!(VertexGemini.handles(&GEMINI.replace("generateContent", "streamGenerateContent")));
+        assert!(VertexGemini.has_call(&GEMINI.replace("generateContent", "countTokens")));
+        let count =
+            "/v1/projects/p/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict";
+        assert!(VertexAnthropic.has_call(count) && !VertexAnthropic.handles(count));
+        assert!(!VertexGemini.handles("/v1beta/models/gemini-2.5-flash:generateContent"));
+    }
+
+    #[test]
+    fn claude_rules() {
+        google_auth::configure(None);
+        let ok = r#"{"anthropic_version":"vertex-2023-10-16","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#;
+        let p = parse(&VertexAnthropic, &post(CLAUDE, BEARER, ok)).unwrap();
+        assert_eq!(p.model, "claude-sonnet-4-5@20250929");
+        // No token, a wrong one, an API key: 401 in Google's shape.
+        for auth in [
+            "",
+            "authorization: Bearer ya29.other\r\n",
+            "x-api-key: sk-mock-anthropic\r\n",
+        ] {
+            let f = parse(&VertexAnthropic, &post(CLAUDE, auth, ok)).unwrap_err();
+            let reply = VertexAnthropic.error(&f);
+            assert_eq!(reply.status, 401, "{auth}");
+            assert!(reply.body.contains("UNAUTHENTICATED"));
+        }
+        // `model` in the body: 400.
+        let with_model = ok.replacen('{', r#"{"model":"c","#, 1);
+        let f = parse(&VertexAnthropic, &post(CLAUDE, BEARER, &with_model)).unwrap_err();
+        assert_eq!(VertexAnthropic.error(&f).status, 400);
+        for version in [
+            r#""anthropic_version":"vertex-2023-10-16","#,
+            r#""anthropic_version":"2023-06-01","#,
+        ] {
+            let body = if version.contains("vertex") {
+                ok.replace(version, "")
+            } else {
+                ok.replace(r#""anthropic_version":"vertex-2023-10-16","#, version)
+            };
+            let f = parse(&VertexAnthropic, &post(CLAUDE, BEARER, &body)).unwrap_err();
+            assert_eq!(VertexAnthropic.error(&f).status, 400, "{body}");
+        }
+        // The stream flag matches the method.
+        let streamed = ok.replacen('{', r#"{"stream":true,"#, 1);
+        assert!(parse(&VertexAnthropic, &post(CLAUDE, BEARER, &streamed)).is_err());
+        let stream_path = CLAUDE.replace(":rawPredict", ":streamRawPredict");
+        assert!(parse(&VertexAnthropic, &post(&stream_path, BEARER, &streamed)).is_ok());
+        // A count: model in the body.
+        let count =
+            "/v1/projects/p/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict";
+        let r = VertexAnthropic.call(
+            &post(count, BEARER, r#"{"anthropic_version":"vertex-2023-10-16","model":"claude-x","messages":[{"role":"user","content":"a b c"}]}"#),
+            count,
+        );
+        assert_eq!((r.status, r.body.as_str()), (200, r#"{"input_tokens":3}"#));
+        let r = VertexAnthropic.call(
+            &post(
+                count,
+                BEARER,
+                r#"{"messages":[{"role":"user","content":"a"}]}"#,
+            ),
+            count,
+        );
+        assert_eq!(r.status, 400);
+    }
+
+    #[test]
+    fn gemini_rules() {
+        google_auth::configure(None);
+        let ok = r#"{"contents":[{"role":"user","parts":[{"text":"hi there"}]}]}"#;
+        let p = parse(&VertexGemini, &post(GEMINI, BEARER, ok)).unwrap();
+        assert_eq!(p.model, "gemini-2.5-flash");
+        let f = parse(
+            &VertexGemini,
+            &post(GEMINI, "x-goog-api-key: mock-gemini-key\r\n", ok),
+        )
+        .unwrap_err();
+        assert_eq!(VertexGemini.error(&f).status, 401);
+        let f = parse(
+            &VertexGemini,
+            &post(GEMINI, BEARER, r#"{"contents":[{"parts":[{"text":"x"}]}]}"#),
+        )
+        .unwrap_err();
+        assert_eq!(VertexGemini.error(&f).status, 400);
+        let count = GEMINI.replace("generateContent", "countTokens");
+        let r = VertexGemini.call(&post(&count, BEARER, ok), &count);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains(r#""totalTokens":2"#));
+        let wrapped = format!(r#"{{"generateContentRequest":{ok}}}"#);
+        let r = VertexGemini.call(&post(&count, BEARER, &wrapped), &count);
+        assert_eq!(r.status, 400, "{}", r.body);
+    }
+}

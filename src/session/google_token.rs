@@ -1,0 +1,512 @@
+//! Google access tokens for Vertex AI providers whose credentials the
+//! gateway manages (`credentials: "service_account"` or
+//! `"metadata_server"`), shared by every worker:
+//! - the upstream role's root context ticks ([`TokenFetcher::tick`]): a
+//!   provider whose shared token is absent or due for refresh (a quarter of
+//!   its life, at most 5 minutes, before it expires, or at once after a
+//!   vendor 401) is fetched by the one worker that takes its lease (a CAS
+//!   write in shared data), through an HTTP callout to the provider's
+//!   `token_cluster`: Google's token endpoint with a freshly signed JWT, or
+//!   the metadata server with `Metadata-Flavor: Google`;
+//! - the answer ([`TokenFetcher::on_response`]) is written to shared data
+//!   with its expiry, or, failed, the lease records the failure and the
+//!   next try waits 1, 2, 4... 60 seconds;
+//! - each attempt reads the shared token ([`authorization`]): one host call,
+//!   for these providers only; none usable is a clear 503, never a vendor
+//!   call without auth; a vendor 401 marks the token it was sent with for
+//!   refresh ([`unauthorized`]), once per token.
+//!
+//! Neither a key nor a token is ever logged or put in an error.
+
+use std::collections::BTreeMap;
+
+use super::host::{log_once, unix_seconds, Host};
+use crate::config::Config;
+use crate::dialects::transport::vertex::{Credentials, Settings};
+use crate::error::{ErrorCode, GatewayError};
+use crate::google_auth::{self, Cached, Lease, ServiceAccount};
+use crate::provider::Provider;
+
+/// How long a worker holds the lease while its call is out (the call's
+/// own timeout is shorter: a worker that died frees it by then).
+const LEASE_SECONDS: u64 = 15;
+
+/// The callout's timeout.
+pub const CALL_TIMEOUT_MS: u32 = 5_000;
+
+/// Calls out at once, per worker (one per provider at most).
+const MAX_PENDING: usize = 64;
+
+fn token_key(provider: &str) -> Vec<u8> {
+    format!("llm_gateway.google_token.{provider}").into_bytes()
+}
+
+fn lease_key(provider: &str) -> Vec<u8> {
+    format!("llm_gateway.google_token_lease.{provider}").into_bytes()
+}
+
+/// The Vertex credentials the gateway manages for `provider`, if any.
+fn managed(provider: &Provider) -> Option<&Credentials> {
+    provider
+        .settings::<Settings>()
+        .map(|s| &s.credentials)
+        .filter(|c| c.managed())
+}
+
+/// The shared token of `provider` and its CAS token.
+fn cached(host: &impl Host, provider: &str) -> Option<(Cached, u32)> {
+    match host.shared_data(&token_key(provider)) {
+        Ok(found) => found.and_then(|(bytes, cas)| Some((Cached::decode(&bytes)?, cas))),
+        Err(e) => {
+            log_once(&e, "no Google access token read");
+            None
+        }
+    }
+}
+
+/// The `authorization` value for an attempt to `provider` (named `name`)
+/// and the token's generation: `Ok(None)` for a provider whose tokens the
+/// gateway does not manage (no host call), an error when none is usable.
+pub fn authorization(
+    host: &impl Host,
+    name: &str,
+    provider: &Provider,
+) -> Result<Option<(String, u64)>, GatewayError> {
+    if managed(provider).is_none() {
+        return Ok(None);
+    }
+    match cached(host, name) {
+        Some((token, _)) if token.usable(unix_seconds(host)) => {
+            Ok(Some((format!("Bearer {}", token.token), token.generation)))
+        }
+        _ => {
+            let mut e = GatewayError::new(
+                ErrorCode::UpstreamBusy,
+                "the gateway has no Google access token for this provider yet (it is obtaining one); retry shortly",
+            );
+            e.retry_after = Some(1);
+            Err(e)
+        }
+    }
+}
+
+/// A vendor 401 to an attempt sent with token `generation`: that token is
+/// refreshed at the next tick (once: a later 401 for the same token, or
+/// one for an older token, changes nothing).
+pub fn unauthorized(host: &impl Host, name: &str, generation: u64) {
+    let now = unix_seconds(host);
+    if let Some((mut token, cas)) = cached(host, name) {
+        if token.generation == generation && token.refresh_at > now {
+            token.refresh_at = now;
+            // A stale CAS: another worker wrote first (a refresh or this mark).
+            let _ = host.set_shared_data(&token_key(name), &token.encode(), cas);
+            log::warn!(
+                "llm gateway: provider {name}: Vertex AI refused its access token (401); refreshing it"
+            );
+        }
+    }
+}
+
+/// `provider`'s lease and its CAS token. An absent one is written first
+/// (a CAS of 0 writes unconditionally, so two workers could both take an
+/// absent lease) and read back: the lease is then taken with a real CAS.
+fn read_lease(host: &impl Host, provider: &str) -> Option<(Lease, u32)> {
+    for _ in 0..2 {
+        match host.shared_data(&lease_key(provider)) {
+            Ok(Some((bytes, cas))) => {
+                return Some((Lease::decode(&bytes).unwrap_or_default(), cas))
+            }
+            Ok(None) => {
+                let _ = host.set_shared_data(&lease_key(provider), &Lease::default().encode(), 0);
+            }
+            Err(e) => {
+                log_once(&e, "no Google access token fetched");
+                return None;
+            }
+        }
+    }
+    None
+}
+
+/// One token request: cluster, headers, body.
+struct Call {
+    cluster: String,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+}
+
+/// The callout that gets `provider` a token at `now`.
+fn token_call(provider: &Provider, credentials: &Credentials, now: u64) -> Result<Call, String> {
+    match credentials {
+        Credentials::AccessToken => Err("no token to fetch".into()),
+        Credentials::ServiceAccount { cluster } => {
+            let json = provider
+                .resolved_key
+                .as_ref()
+                .ok_or("no service-account key")?;
+            let account = ServiceAccount::parse(json.expose())?;
+            let body = ServiceAccount::token_request(&account.assertion(now)?);
+            let (authority, path) = account.token_endpoint();
+            Ok(Call {
+                cluster: cluster.clone(),
+                headers: vec![
+                    (":method", "POST".into()),
+                    (":path", path.to_owned()),
+                    (":authority", authority.to_owned()),
+                    ("content-type", "application/x-www-form-urlencoded".into()),
+                ],
+                body,
+            })
+        }
+        Credentials::MetadataServer { cluster } => Ok(Call {
+            cluster: cluster.clone(),
+            headers: vec![
+                (":method", "GET".into()),
+                (":path", google_auth::METADATA_PATH.to_owned()),
+                (":authority", google_auth::METADATA_HOST.to_owned()),
+                ("metadata-flavor", "Google".into()),
+            ],
+            body: Vec::new(),
+        }),
+    }
+}
+
+/// One worker's token fetches: the calls it has out, by callout token.
+#[derive(Default)]
+pub struct TokenFetcher {
+    pending: BTreeMap<u32, String>,
+}
+
+impl TokenFetcher {
+    /// Starts the fetches that are due and whose lease this worker takes.
+    pub fn tick(&mut self, host: &impl Host, config: &Config) {
+        let now = unix_seconds(host);
+        for (name, provider) in &config.providers {
+            let Some(credentials) = managed(provider) else {
+                continue;
+            };
+            if self.pending.len() >= MAX_PENDING || self.pending.values().any(|p| p == name) {
+                continue;
+            }
+            let due = cached(host, name).is_none_or(|(token, _)| now >= token.refresh_at);
+            if !due {
+                continue;
+            }
+            let Some((lease, cas)) = read_lease(host, name) else {
+                continue;
+            };
+            if !lease.free(now) {
+                continue;
+            }
+            let held = Lease {
+                until: now + LEASE_SECONDS,
+                ..lease
+            };
+            if host
+                .set_shared_data(&lease_key(name), &held.encode(), cas)
+                .is_err()
+            {
+                continue; // another worker took it
+            }
+            let sent = token_call(provider, credentials, now).and_then(|call| {
+                let headers: Vec<(&str, &[u8])> = call
+                    .headers
+                    .iter()
+                    .map(|(n, v)| (*n, v.as_bytes()))
+                    .collect();
+                host.http_call(&call.cluster, &headers, &call.body, CALL_TIMEOUT_MS)
+                    .map_err(|e| e.to_string())
+            });
+            match sent {
+                Ok(token) => {
+                    self.pending.insert(token, name.clone());
+                }
+                Err(e) => {
+                    let failed = lease.failed(now);
+                    let _ = host.set_shared_data(&lease_key(name), &failed.encode(), 0);
+                    log::warn!(
+                        "llm gateway: provider {name}: no Google access token requested: {e}; retrying in {} s",
+                        failed.not_before.saturating_sub(now)
+                    );
+                }
+            }
+        }
+    }
+
+    /// The answer to callout `token`: its HTTP status (`None`: no answer,
+    /// e.g. the cluster had no healthy host or the call timed out) and body.
+    pub fn on_response(&mut self, host: &impl Host, token: u32, status: Option<u16>, body: &[u8]) {
+        let Some(name) = self.pending.remove(&token) else {
+            return;
+        };
+        let now = unix_seconds(host);
+        let answer = match status {
+            Some(200) => google_auth::parse_token_answer(body),
+            Some(status) => Err(format!("the token endpoint answered HTTP {status}")),
+            None => Err("the token endpoint did not answer".into()),
+        };
+        match answer {
+            Ok((token, lifetime)) => {
+                let generation = cached(host, &name).map_or(1, |(t, _)| t.generation + 1);
+                let fresh = Cached::new(token, lifetime, now, generation);
+                let stored = host.set_shared_data(&token_key(&name), &fresh.encode(), 0);
+                let _ = host.set_shared_data(&lease_key(&name), &Lease::default().encode(), 0);
+                match stored {
+                    Ok(()) => log::info!(
+                        "llm gateway: provider {name}: obtained a Google access token (valid {lifetime} s)"
+                    ),
+                    Err(e) => log_once(&e, "a Google access token not stored"),
+                }
+            }
+            Err(e) => {
+                let lease = host
+                    .shared_data(&lease_key(&name))
+                    .ok()
+                    .flatten()
+                    .and_then(|(bytes, _)| Lease::decode(&bytes))
+                    .unwrap_or_default()
+                    .failed(now);
+                let _ = host.set_shared_data(&lease_key(&name), &lease.encode(), 0);
+                log::warn!(
+                    "llm gateway: provider {name}: no Google access token: {e}; retrying in {} s",
+                    lease.not_before.saturating_sub(now)
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::fake::FakeHost;
+
+    fn config(credentials: &str) -> Config {
+        let key = serde_json::to_string(google_auth::tests::KEY_FILE).unwrap();
+        let secret = match credentials {
+            "service_account" => format!(r#","api_key":{key}"#),
+            _ => String::new(),
+        };
+        Config::parse(
+            format!(
+                r#"{{"providers":{{"vx":{{"dialect":"vertex_anthropic"{secret},"project":"p","location":"global","credentials":"{credentials}","token_cluster":"google_oauth"}},
+                    "other":{{"dialect":"anthropic","api_key":"k"}}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
+            )
+            .as_bytes(),
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    fn answer(token: &str, lifetime: u64) -> Vec<u8> {
+        format!(r#"{{"access_token":"{token}","expires_in":{lifetime},"token_type":"Bearer"}}"#)
+            .into_bytes()
+    }
+
+    #[test]
+    fn one_worker_fetches_shares_refreshes_and_backs_off() {
+        let config = config("service_account");
+        let host = FakeHost::new();
+        let provider = &config.providers["vx"];
+        // No token yet: a clear 503, and no call to Vertex.
+        let e = authorization(&host, "vx", provider).unwrap_err();
+        assert_eq!(e.code, ErrorCode::UpstreamBusy);
+        // Others never read shared data for it.
+        host.take_record();
+        assert_eq!(
+            authorization(&host, "other", &config.providers["other"]).unwrap(),
+            None
+        );
+        assert!(host.take_record().is_empty());
+        let (mut a, mut b) = (TokenFetcher::default(), TokenFetcher::default());
+        a.tick(&host, &config);
+        b.tick(&host, &config); // the lease is a's
+        let calls = host.http_calls.borrow().clone();
+        assert_eq!(calls.len(), 1, "one fetch for all workers");
+        let (cluster, headers, body) = &calls[0];
+        assert_eq!(cluster, "google_oauth");
+        assert!(headers.contains(&(":path".into(), "/token".into())));
+        assert!(headers.contains(&(":authority".into(), "oauth2.googleapis.com".into())));
+        let body = String::from_utf8(body.clone()).unwrap();
+        assert!(body.contains("jwt-bearer&assertion=ey"));
+        assert!(!body.contains("PRIVATE KEY"), "the key never leaves");
+        // Answered: every worker reads it.
+        a.on_response(&host, 1, Some(200), &answer("ya29.first", 3600));
+        let (value, generation) = authorization(&host, "vx", provider).unwrap().unwrap();
+        assert_eq!((value.as_str(), generation), ("Bearer ya29.first", 1));
+        a.tick(&host, &config);
+        b.tick(&host, &config);
+        assert_eq!(host.http_calls.borrow().len(), 1, "fresh: nothing to do");
+        // Refreshed ahead of expiry: 5 minutes before.
+        host.clock.set(host.clock.get() + 3300.0);
+        b.tick(&host, &config);
+        assert_eq!(host.http_calls.borrow().len(), 2);
+        // Still usable while the refresh is out.
+        assert!(authorization(&host, "vx", provider).is_ok());
+        // The token endpoint fails: backoff, then a retry.
+        b.on_response(&host, 2, Some(503), b"unavailable");
+        b.tick(&host, &config);
+        assert_eq!(host.http_calls.borrow().len(), 2, "waits a second");
+        host.clock.set(host.clock.get() + 1.0);
+        a.tick(&host, &config);
+        assert_eq!(host.http_calls.borrow().len(), 3);
+        a.on_response(&host, 3, None, b"");
+        host.clock.set(host.clock.get() + 1.0);
+        a.tick(&host, &config);
+        assert_eq!(host.http_calls.borrow().len(), 3, "then two");
+        host.clock.set(host.clock.get() + 1.0);
+        a.tick(&host, &config);
+        assert_eq!(host.http_calls.borrow().len(), 4);
+        a.on_response(&host, 4, Some(200), &answer("ya29.second", 3600));
+        let (value, generation) = authorization(&host, "vx", provider).unwrap().unwrap();
+        assert_eq!((value.as_str(), generation), ("Bearer ya29.second", 2));
+        // A 401 for an older token changes nothing; for this one, a refresh, once.
+        unauthorized(&host, "vx", 1);
+        a.tick(&host, &config);
+        assert_eq!(host.http_calls.borrow().len(), 4);
+        unauthorized(&host, "vx", 2);
+        unauthorized(&host, "vx", 2);
+        a.tick(&host, &config);
+        b.tick(&host, &config);
+        assert_eq!(host.http_calls.borrow().len(), 5);
+        // Expired with no new token: no more vendor calls.
+        host.clock.set(host.clock.get() + 3600.0);
+        assert!(authorization(&host, "vx", provider).is_err());
+        // A callout the proxy refuses: backoff too.
+        host.fail("http_call", None);
+        host.clock.set(host.clock.get() + 100.0);
+        let mut c = TokenFetcher::default();
+        c.tick(&host, &config);
+        let lease = Lease::decode(&host.shared.borrow()[&lease_key("vx")].0).unwrap();
+        assert_eq!(lease.failures, 1);
+    }
+
+    #[test]
+    fn the_metadata_server_is_asked_with_its_header() {
+        let config = config("metadata_server");
+        let host = FakeHost::new();
+        let mut fetcher = TokenFetcher::default();
+        fetcher.tick(&host, &config);
+        let calls = host.http_calls.borrow().clone();
+        let (_, headers, body) = &calls[0];
+        assert!(headers.contains(&(":method".into(), "GET".into())));
+        assert!(headers.contains(&(":path".into(), google_auth::METADATA_PATH.into())));
+        assert!(headers.contains(&("metadata-flavor".into(), "Google".into())));
+        assert!(body.is_empty());
+        fetcher.on_response(&host, 1, Some(200), &answer("ya29.md", 1800));
+        let (value, _) = authorization(&host, "vx", &config.providers["vx"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(value, "Bearer ya29.md");
+        // An answer that is not a token is a failure, not a token.
+        host.clock.set(host.clock.get() + 1800.0);
+        fetcher.tick(&host, &config);
+        fetcher.on_response(&host, 2, Some(200), b"<html>");
+        assert!(authorization(&host, "vx", &config.providers["vx"]).is_err());
+    }
+}
+
+#[cfg(test)]
+mod attempt_tests {
+    use std::rc::Rc;
+
+    use super::*;
+    use crate::exchange::Handoff;
+    use crate::session::attempt::Attempt;
+    use crate::session::fake::FakeHost;
+    use crate::session::host::{Flow, Map};
+    use crate::session::Session;
+
+    fn attempt(host: FakeHost) -> Attempt<FakeHost> {
+        let key = serde_json::to_string(google_auth::tests::KEY_FILE).unwrap();
+        let config = Config::parse(
+            format!(
+                r#"{{"providers":{{"vx":{{"dialect":"vertex_anthropic","api_key":{key},"project":"p","location":"global","credentials":"service_account","token_cluster":"google_oauth"}}}},
+                    "model_groups":{{"chat":{{"candidates":[{{"provider":"vx","model":"claude-x@1","cluster":"c"}}]}}}},"auth":{{"enabled":false}}}}"#
+            )
+            .as_bytes(),
+            |_| None,
+        )
+        .unwrap();
+        let handoff = Handoff {
+            api: crate::model::Api::OpenAiChat,
+            call: None,
+            token: None,
+            candidate: Some(0),
+            request_id: "req-1".into(),
+            group: "chat".into(),
+            response_id: None,
+        };
+        host.set_prop(&["llm_handoff"], handoff.encode().as_bytes());
+        host.set_prop(
+            &["xds.upstream_host_metadata.filter_metadata.llm.provider"],
+            b"vx",
+        );
+        host.set(Map::Request, ":path", "/v1/chat/completions");
+        host.set(Map::Request, "authorization", "Bearer client-key");
+        *host.request_body.borrow_mut() =
+            br#"{"model":"chat","messages":[{"role":"user","content":"hi"}]}"#.to_vec();
+        Attempt::new(host, Rc::new(config))
+    }
+
+    fn send(a: &mut Attempt<FakeHost>) -> Flow {
+        a.on_request_headers(false);
+        let size = a.host.request_body.borrow().len();
+        a.on_request_body(size, true)
+    }
+
+    #[test]
+    fn attempts_carry_the_shared_token_and_a_401_refreshes_it() {
+        // No token yet: a 503, and the request never addressed to Vertex.
+        let mut a = attempt(FakeHost::new());
+        send(&mut a);
+        let (status, body) = a.host.reply.borrow().clone().unwrap();
+        assert_eq!(status, 503);
+        assert!(String::from_utf8_lossy(&body).contains("no Google access token"));
+        assert_eq!(
+            a.host.get(Map::Request, ":path").as_deref(),
+            Some("/v1/chat/completions")
+        );
+        // A token in shared data (another worker fetched it): sent, the
+        // client's credential and the key never.
+        let host = FakeHost::new();
+        let fresh = Cached::new(
+            "ya29.shared".into(),
+            3600,
+            crate::session::host::unix_seconds(&host),
+            4,
+        );
+        host.shared
+            .borrow_mut()
+            .insert(token_key("vx"), (fresh.encode(), 1));
+        let mut a = attempt(host);
+        assert_eq!(send(&mut a), Flow::Continue);
+        assert_eq!(
+            a.host.get(Map::Request, "authorization").as_deref(),
+            Some("Bearer ya29.shared")
+        );
+        assert_eq!(
+            a.host.get(Map::Request, ":path").as_deref(),
+            Some(
+                "/v1/projects/p/locations/global/publishers/anthropic/models/claude-x@1:rawPredict"
+            )
+        );
+        let sent = String::from_utf8(a.host.request_body.borrow().clone()).unwrap();
+        assert!(
+            sent.starts_with(r#"{"anthropic_version":"vertex-2023-10-16""#),
+            "{sent}"
+        );
+        assert!(!sent.contains("PRIVATE"));
+        // Vertex answers 401: that token is due for refresh now.
+        a.host.set(Map::Response, ":status", "401");
+        a.host
+            .set(Map::Response, "content-type", "application/json");
+        a.on_response_headers(false);
+        let (token, _) = cached(&a.host, "vx").unwrap();
+        assert_eq!(token.generation, 4);
+        assert_eq!(
+            token.refresh_at,
+            crate::session::host::unix_seconds(&a.host)
+        );
+    }
+}

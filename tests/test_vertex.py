@@ -1,0 +1,339 @@
+"""Vertex AI (issue 31): Gemini and Claude on Google Cloud through a real
+Envoy against the mock's Vertex endpoints, which check what Vertex checks
+(the bearer token, the path, Claude's `anthropic_version` in the body and
+no `model` there, Gemini's roles, the count bodies). This module: an access
+token supplied from outside (the provider's `api_key_env`), chat, streams,
+tools and token counts for both publishers, regional and global locations.
+"""
+
+import json
+
+import anthropic
+import httpx2
+import openai
+import pytest
+
+import gateway
+from conftest import ALL_GROUPS_KEY, Gateway, configure_test_gateway, leaks
+
+TOKEN = "ya29.mock-vertex-token"
+GEMINI = "vertex-gemini"
+CLAUDE = "vertex-claude"
+CLAUDE_MODEL = "claude-sonnet-4-5@20250929"
+# Google access tokens are credentials: never in a response or a log.
+TOKENS = (TOKEN, "ya29.revoked")
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def vertex_providers():
+    return {
+        GEMINI: {"dialect": "vertex_gemini", "api_key_env": "VERTEX_ACCESS_TOKEN", "project": "mock-project",
+                 "location": "us-central1", "models": {"*": "gemini-2.5-flash"}},
+        CLAUDE: {"dialect": "vertex_anthropic", "api_key_env": "VERTEX_ACCESS_TOKEN", "project": "mock-project",
+                 "location": "global", "models": {"*": CLAUDE_MODEL}},
+        # A token Vertex does not take: its 401 is the client's AUTH_FAILED.
+        "vertex-bad-token": {"dialect": "vertex_gemini", "api_key": "ya29.revoked", "project": "mock-project",
+                             "location": "us-central1", "models": {"*": "gemini-2.5-flash"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def vgw(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("envoy-vertex")
+    mock, mock_port = gateway.start_mock(log=open(workdir / "mock.log", "w"))
+    envoy = None
+    try:
+        clusters = [gateway.static_cluster(name.replace("-", "_"), mock_port, name) for name in vertex_providers()]
+        bootstrap = gateway.build_bootstrap(
+            0, 0, mock_port, env={}, extra_providers=vertex_providers(),
+            extra_groups={name: {"cluster": name.replace("-", "_")} for name in vertex_providers()},
+            extra_clusters=clusters, edit=configure_test_gateway, access_log=workdir / "access.log")
+        for role in gateway._wasm_filters(bootstrap)[1:]:
+            env = role["vm_config"].setdefault("environment_variables", {})
+            env.setdefault("key_values", {})["VERTEX_ACCESS_TOKEN"] = TOKEN
+        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info")
+        vgw = Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
+        yield vgw
+        gateway.stop(envoy)
+        logs = {p.name: p.read_text(errors="replace") for p in (workdir / "envoy.log", workdir / "access.log")
+                if p.exists()}
+        assert logs and not leaks(vgw.seen, logs, keys=TOKENS), "a Google access token leaked"
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+
+
+def seen(vgw, test_id):
+    return vgw.mock_requests(test_id)
+
+
+def chat_client(vgw, group, test_id):
+    def record(r):
+        r.read()
+        vgw.record(dict(r.headers), r.content)
+    http = httpx2.Client(event_hooks={"response": [record]})
+    return openai.OpenAI(base_url=vgw.base + "/v1", api_key=ALL_GROUPS_KEY, max_retries=0, http_client=http,
+                         default_headers={"x-model-group": group, "x-test-id": test_id})
+
+
+def claude_client(vgw, test_id):
+    def record(r):
+        r.read()
+        vgw.record(dict(r.headers), r.content)
+    http = httpx2.Client(event_hooks={"response": [record]})
+    return anthropic.Anthropic(api_key=ALL_GROUPS_KEY, base_url=vgw.base, max_retries=0, http_client=http,
+                               default_headers={"x-model-group": CLAUDE, "x-test-id": test_id})
+
+
+@pytest.mark.parametrize("group,path", [
+    (GEMINI, "/v1/projects/mock-project/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent"),
+    (CLAUDE, f"/v1/projects/mock-project/locations/global/publishers/anthropic/models/{CLAUDE_MODEL}:rawPredict"),
+])
+def test_chat_reaches_vertex_with_the_token(vgw, group, path, test_id):
+    client = chat_client(vgw, group, test_id)
+    answer = client.chat.completions.create(model=group, messages=[{"role": "user", "content": "hello there"}])
+    assert answer.choices[0].message.content
+    assert answer.usage.prompt_tokens == 2
+    [req] = seen(vgw, test_id)
+    assert req["path"] == path
+    assert req["headers"]["authorization"] == f"Bearer {TOKEN}"
+    for header in ("x-goog-api-key", "x-api-key", "anthropic-version"):
+        assert header not in req["headers"]
+    body = req["body"]
+    if group == CLAUDE:
+        assert body["anthropic_version"] == "vertex-2023-10-16" and "model" not in body
+
+
+@pytest.mark.parametrize("group,method", [(GEMINI, ":streamGenerateContent?alt=sse"), (CLAUDE, ":streamRawPredict")])
+def test_streams(vgw, group, method, test_id):
+    client = chat_client(vgw, group, test_id)
+    chunks = list(client.chat.completions.create(model=group, stream=True, stream_options={"include_usage": True},
+                                                 messages=[{"role": "user", "content": "stream please"}]))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text
+    assert chunks[-1].usage.prompt_tokens == 2
+    [req] = seen(vgw, test_id)
+    path, _, query = method.partition("?")
+    assert req["path"].endswith(path) and req["query"] == query, req
+
+
+@pytest.mark.parametrize("group", [GEMINI, CLAUDE])
+def test_tool_round_trip(vgw, group, test_id):
+    client = chat_client(vgw, group, test_id)
+    first = client.chat.completions.create(
+        model=group, tools=[WEATHER], messages=[{"role": "user", "content": "weather in Paris?"}],
+        extra_headers={"x-mock-scenario": "tool"})
+    [call] = first.choices[0].message.tool_calls
+    assert call.function.name == "get_weather"
+    second = client.chat.completions.create(model=group, tools=[WEATHER], messages=[
+        {"role": "user", "content": "weather in Paris?"}, first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id, "content": "sunny"}])
+    assert "sunny" in second.choices[0].message.content
+
+
+def test_claude_messages_client_passes_through_and_counts(vgw, test_id):
+    client = claude_client(vgw, test_id)
+    message = client.messages.create(model=CLAUDE, max_tokens=64,
+                                     messages=[{"role": "user", "content": "hi from messages"}])
+    assert message.content[0].text
+    with client.messages.stream(model=CLAUDE, max_tokens=64,
+                                messages=[{"role": "user", "content": "stream it"}]) as stream:
+        assert "".join(stream.text_stream)
+    count = client.messages.count_tokens(model=CLAUDE, messages=[{"role": "user", "content": "one two three"}])
+    assert count.input_tokens == 3
+    generate, streamed, counted = seen(vgw, test_id)
+    assert generate["path"].endswith(f"/publishers/anthropic/models/{CLAUDE_MODEL}:rawPredict")
+    assert streamed["body"]["stream"] is True
+    assert counted["path"] == "/v1/projects/mock-project/locations/global/publishers/anthropic/models/count-tokens:rawPredict"
+    body = counted["body"]
+    assert body["model"] == CLAUDE_MODEL and body["anthropic_version"] == "vertex-2023-10-16"
+
+
+def test_gemini_counts_tokens_for_a_messages_client(vgw, test_id):
+    status, _, data = vgw.request("POST", "/v1/messages/count_tokens", {
+        "model": GEMINI, "system": "be brief", "messages": [{"role": "user", "content": "count these words"}]},
+        {"x-test-id": test_id, "anthropic-version": "2023-06-01"})
+    assert status == 200, data
+    assert json.loads(data)["input_tokens"] == 5
+    [req] = seen(vgw, test_id)
+    assert req["path"].endswith("/publishers/google/models/gemini-2.5-flash:countTokens")
+    assert "generateContentRequest" not in req["body"]
+
+
+def test_a_token_vertex_refuses_is_auth_failed_without_the_token(vgw, test_id):
+    status, _, data = vgw.chat({"model": "vertex-bad-token", "messages": [{"role": "user", "content": "hi"}]},
+                               **{"x-test-id": test_id})
+    assert status == 401 and data["error"]["code"] == "AUTH_FAILED", data
+    assert "ya29.revoked" not in json.dumps(data)
+
+
+@pytest.mark.parametrize("group", [GEMINI, CLAUDE])
+def test_quota_is_a_rate_limit(vgw, group, test_id):
+    status, headers, data = vgw.chat({"model": group, "messages": [{"role": "user", "content": "hi"}]},
+                                     **{"x-test-id": test_id, "x-mock-scenario": "error-429"})
+    assert status == 429, data
+    assert data["error"]["code"] == "UPSTREAM_RATE_LIMIT"
+    assert "Quota exceeded" in data["error"]["message"]
+
+
+# --- credentials the gateway obtains: a service-account key, the metadata server ---
+
+import time
+import urllib.request
+from pathlib import Path
+
+SA_KEY = (Path(__file__).parent / "fixtures/TEST-ONLY-vertex-service-account.json").read_text()
+TTL = 8  # the mock's token lifetime: refreshed every 6 s, a quarter before expiry
+
+
+def managed_providers():
+    return {
+        "vertex-sa": {"dialect": "vertex_anthropic", "api_key_env": "VERTEX_SA_KEY", "project": "mock-project",
+                      "location": "us-east5", "credentials": "service_account", "token_cluster": "google_oauth",
+                      "models": {"*": CLAUDE_MODEL}},
+        "vertex-md": {"dialect": "vertex_gemini", "project": "mock-project", "location": "global",
+                      "credentials": "metadata_server", "token_cluster": "gce_metadata",
+                      "models": {"*": "gemini-2.5-flash"}},
+    }
+
+
+@pytest.fixture(scope="module")
+def mgw(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("envoy-vertex-managed")
+    mock, mock_port = gateway.start_mock(args=("--google-token-ttl", str(TTL)), log=open(workdir / "mock.log", "w"))
+    envoy = None
+    try:
+        clusters = [gateway.static_cluster(name.replace("-", "_"), mock_port, name) for name in managed_providers()]
+        # The token endpoint and the metadata server (the mock answers both).
+        clusters += [gateway.static_cluster("google_oauth", mock_port, "none"),
+                     gateway.static_cluster("gce_metadata", mock_port, "none")]
+        bootstrap = gateway.build_bootstrap(
+            0, 0, mock_port, env={}, extra_providers=managed_providers(),
+            extra_groups={name: {"cluster": name.replace("-", "_")} for name in managed_providers()},
+            extra_clusters=clusters, edit=configure_test_gateway, access_log=workdir / "access.log")
+        for role in gateway._wasm_filters(bootstrap)[1:]:
+            env = role["vm_config"].setdefault("environment_variables", {})
+            env.setdefault("key_values", {})["VERTEX_SA_KEY"] = SA_KEY
+        # Two workers: one token for both.
+        envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=2)
+        mgw = Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
+        yield mgw
+        gateway.stop(envoy)
+        logs = {p.name: p.read_text(errors="replace") for p in (workdir / "envoy.log", workdir / "access.log")}
+        secret_lines = [line for line in json.loads(SA_KEY)["private_key"].splitlines() if "PRIVATE" not in line]
+        assert not leaks(mgw.seen, logs, keys=tuple(secret_lines[:3])), "the service-account key leaked"
+        assert "ya29.mock-" not in logs["envoy.log"] + logs["access.log"], "a token was logged"
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock)
+
+
+def google(mgw, action="", method="GET"):
+    req = urllib.request.Request(f"{mgw.mock}/_mock/google{action}", method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read())
+
+
+def ask(mgw, group, test_id):
+    return mgw.chat({"model": group, "messages": [{"role": "user", "content": "hello there"}]}, **{"x-test-id": test_id})
+
+
+def until_ok(mgw, group, test_id, timeout=15):
+    """Requests until one succeeds (the first token arrives within a tick or two); the others' answers."""
+    deadline, seen = time.time() + timeout, []
+    while time.time() < deadline:
+        status, headers, data = ask(mgw, group, test_id)
+        if status == 200:
+            return seen
+        seen.append((status, data))
+        time.sleep(0.2)
+    raise AssertionError(f"no success: {seen[-3:]}")
+
+
+def test_service_account_token_reaches_vertex_and_the_key_never_does(mgw, test_id):
+    before = until_ok(mgw, "vertex-sa", test_id)
+    # Before the first token: a clear 503, never a vendor call without auth.
+    for status, data in before:
+        assert status == 503 and data["error"]["code"] == "UPSTREAM_BUSY", data
+        assert "Google access token" in data["error"]["message"]
+    sent = mgw.mock_requests(test_id)
+    assert len(sent) == 1, "no request reached Vertex without a token"
+    assert sent[0]["headers"]["authorization"].startswith("Bearer ya29.mock-sa-")
+    assert "PRIVATE" not in json.dumps(sent[0])
+    assert sent[0]["path"] == f"/v1/projects/mock-project/locations/us-east5/publishers/anthropic/models/{CLAUDE_MODEL}:rawPredict"
+
+
+def test_tokens_rotate_mid_traffic_without_a_failed_request(mgw, test_id):
+    until_ok(mgw, "vertex-sa", test_id)
+    issued = google(mgw)["issued"]
+    statuses = []
+    end = time.time() + 2.5 * TTL
+    while time.time() < end:
+        statuses.append(ask(mgw, "vertex-sa", test_id)[0])
+        time.sleep(0.1)
+    assert set(statuses) == {200}, statuses
+    tokens = {r["headers"]["authorization"] for r in mgw.mock_requests(test_id)}
+    assert len(tokens) >= 2, "the token was refreshed before it expired"
+    # One fetch per refresh for both workers (and the metadata provider's).
+    assert google(mgw)["issued"] - issued <= 2 * (2.5 * TTL / (0.75 * TTL) + 1)
+
+
+def test_a_401_refreshes_the_token_once(mgw, test_id):
+    until_ok(mgw, "vertex-sa", test_id)
+    issued = google(mgw)["issued"]
+    google(mgw, "/revoke", "POST")
+    status, _, data = ask(mgw, "vertex-sa", test_id)
+    assert status == 401 and data["error"]["code"] == "AUTH_FAILED", data
+    until_ok(mgw, "vertex-sa", test_id, timeout=5)
+    assert google(mgw)["issued"] > issued
+
+
+def test_the_token_endpoint_down_is_retried_with_backoff(mgw, test_id):
+    until_ok(mgw, "vertex-sa", test_id)
+    google(mgw, "/fail?n=2", "POST")
+    google(mgw, "/revoke", "POST")
+    assert ask(mgw, "vertex-sa", test_id)[0] == 401
+    # Two failed fetches (1 s, then 2 s apart), then a token.
+    until_ok(mgw, "vertex-sa", test_id, timeout=15)
+    assert google(mgw)["failing"] == 0
+    assert "the token endpoint answered HTTP 503" in (mgw.workdir / "envoy.log").read_text(errors="replace")
+
+
+def test_the_metadata_server(mgw, test_id):
+    until_ok(mgw, "vertex-md", test_id)
+    # (The tests before revoked every token: this one may have met a 401 first.)
+    sent = mgw.mock_requests(test_id)[-1]
+    assert sent["headers"]["authorization"].startswith("Bearer ya29.mock-md-")
+    assert sent["path"].endswith("/publishers/google/models/gemini-2.5-flash:generateContent")
+    assert google(mgw)["refused"] == 0, "the metadata server was asked with Metadata-Flavor: Google"
+
+
+@pytest.mark.parametrize("group", [GEMINI, CLAUDE])
+def test_every_client_surface(vgw, group, test_id):
+    """Chat (above), Responses and Messages clients to both publishers, streamed too."""
+    chat = chat_client(vgw, group, test_id)
+    response = chat.responses.create(model=group, input="hello from responses")
+    assert response.output_text and response.usage.input_tokens == 3
+    events = [e.type for e in chat.responses.create(model=group, input="stream it", stream=True)]
+    assert events[0] == "response.created" and events[-1] == "response.completed"
+    claude = claude_client(vgw, test_id)
+    message = claude.messages.create(model=group, max_tokens=64, messages=[{"role": "user", "content": "hi"}],
+                                     extra_headers={"x-model-group": group})
+    assert message.content[0].text
+    with claude.messages.stream(model=group, max_tokens=64, messages=[{"role": "user", "content": "go"}],
+                                extra_headers={"x-model-group": group}) as stream:
+        assert "".join(stream.text_stream)
+    assert len(seen(vgw, test_id)) == 4
+    assert all(r["headers"]["authorization"] == f"Bearer {TOKEN}" for r in seen(vgw, test_id))
+
+
+def test_embeddings_are_not_sent_to_vertex_yet(vgw, test_id):
+    """Vertex embeds with another body (`:predict`): the gateway answers
+    that the provider does not embed, without calling it."""
+    status, headers, data = vgw.request("POST", "/v1/embeddings", {"model": GEMINI, "input": "hi"},
+                                        {"x-test-id": test_id})
+    assert seen(vgw, test_id) == []
+    error = json.loads(data)["error"]
+    assert (status, error["code"]) == (400, "INVALID_REQUEST"), data
+    assert "embed" in error["message"]
