@@ -143,6 +143,18 @@ def test_thinking(ggw, group):
         assert r.usage_metadata.thoughts_token_count > 0
 
 
+@pytest.mark.parametrize("group", THINKERS)
+def test_a_thinking_budget_without_an_output_limit_leaves_room_for_the_answer(ggw, group):
+    # Gemini CLI sends a budget and no maxOutputTokens; Claude requires its
+    # max_tokens above the budget: the gateway adds the answer's room.
+    config = types.GenerateContentConfig(
+        thinking_config=types.ThinkingConfig(include_thoughts=True, thinking_budget=8192))
+    c = client(ggw)
+    r = c.models.generate_content(model=group, contents="think about it", config=config)
+    assert any(p.thought for p in r.candidates[0].content.parts)
+    assert "Hello from the mock" in r.text
+
+
 def test_the_paths_model_chooses_the_group(ggw, test_id):
     """Not a header, not the body: the path's model names the group."""
     c = client(ggw, **{"x-test-id": test_id})

@@ -664,10 +664,20 @@ impl Dialect for Anthropic {
                 }),
             }
         };
-        let max_tokens = req
-            .max_output_tokens()
-            .unwrap_or(target.provider.default_max_tokens);
-        let thinking = claude_thinking(req, target.model, Some(max_tokens))?;
+        // A thinking budget the client named without an output limit (a
+        // Gemini client's `thinkingBudget`): the answer's tokens come on top
+        // of it, as on Bedrock; otherwise the limit holds the budget.
+        let client_max = req.max_output_tokens();
+        let named_budget =
+            client_max.is_none() && req.reasoning.is_some_and(|r| r.budget_tokens.is_some());
+        let default_max = target.provider.default_max_tokens;
+        let limit = (!named_budget).then_some(client_max.unwrap_or(default_max));
+        let thinking = claude_thinking(req, target.model, limit)?;
+        let max_tokens = match (limit, thinking) {
+            (Some(max), _) => max,
+            (None, Some(budget)) => budget.saturating_add(default_max),
+            (None, None) => default_max,
+        };
         let sampling = claude_sampling(req, thinking.is_some());
         let request = wire::Request {
             model: target.model,
@@ -1054,6 +1064,28 @@ pub(super) mod tests {
             .headers
             .contains(&("anthropic-version", API_VERSION.into())));
         v
+    }
+
+    #[test]
+    fn a_named_budget_without_an_output_limit_gets_room_for_the_answer() {
+        let ask = |limit: &str| {
+            format!(
+                r#"{{"model":"g","messages":[{{"role":"user","content":"hi"}}],"reasoning":{{"max_tokens":8192}}{limit}}}"#
+            )
+        };
+        // No limit named: the answer's default tokens come on top of the budget.
+        let v = encode(&ask(""));
+        assert_eq!(v["thinking"]["budget_tokens"], 8192);
+        assert_eq!(v["max_tokens"], 8192 + 1000);
+        // A limit named must hold the budget, as Claude requires.
+        let e = crate::dialects::encode_for(
+            &Anthropic,
+            PROVIDER,
+            "claude-x",
+            &ask(r#","max_tokens":4096"#),
+        )
+        .unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("max_tokens"));
     }
 
     #[test]
