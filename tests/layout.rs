@@ -176,6 +176,13 @@ fn test_module_files(file: &Path, code: &str) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for (at, _) in code.match_indices(TEST_ATTR) {
         let decl = code[at + TEST_ATTR.len()..].trim_start();
+        // Past a visibility (`pub(super) mod tests;`).
+        let decl = match decl.strip_prefix("pub") {
+            Some(rest) if rest.starts_with('(') => rest.split_once(')').map_or(rest, |r| r.1),
+            Some(rest) => rest,
+            None => decl,
+        }
+        .trim_start();
         if let Some(name) = decl.strip_prefix("mod ").and_then(|d| d.split_once(';')) {
             let name = name.0.trim();
             files.push(dir.join(format!("{name}.rs")));
@@ -268,6 +275,11 @@ struct S { #[cfg(test)] probe: crate::g::P }
     }
     let files = test_module_files(Path::new("/s/session/edge.rs"), "#[cfg(test)]\nmod tests;");
     assert!(files.contains(&PathBuf::from("/s/session/edge/tests.rs")));
+    let files = test_module_files(
+        Path::new("/s/d/mod.rs"),
+        "#[cfg(test)]\npub(super) mod tests;",
+    );
+    assert!(files.contains(&PathBuf::from("/s/d/tests.rs")));
 }
 
 #[test]
