@@ -282,6 +282,8 @@ pub enum Wording {
     OpenAi,
     /// Anthropic's: the Messages surface.
     Anthropic,
+    /// Google's: the Gemini surface.
+    Gemini,
 }
 
 /// How `wording`'s vendor words an error of `code` where clients look at
@@ -292,14 +294,18 @@ pub enum Wording {
 ///   pydantic-ai's "maximum context length", LangChain's
 ///   `context_length_exceeded` (OpenAI's code, which ours replaces, so
 ///   [`GatewayError::worded`] appends it); Anthropic's "prompt is too long"
-///   (langchain-anthropic, LiteLLM, pydantic-ai, Claude Code's compaction).
+///   (langchain-anthropic, LiteLLM, pydantic-ai, Claude Code's compaction);
+///   Gemini's "exceeds the maximum number of tokens" (LiteLLM's Gemini and
+///   Vertex mapping).
 /// - Content filter: OpenAI's own refusal of a flagged prompt ("Invalid
 ///   prompt: ... violating our usage policy"), which LiteLLM classifies by
 ///   its text alone since the openai 3 SDK's errors carry only the
 ///   message, plus `content_policy_violation` (OpenAI's code for it);
-///   Anthropic's "content filtering policy".
+///   Anthropic's "content filtering policy"; Gemini's "The response was
+///   blocked." (LiteLLM's Gemini mapping).
 /// - Overloaded: pydantic-ai and LiteLLM look for "overloaded" (a 503 that
-///   says it is an overload, Anthropic's "Overloaded").
+///   says it is an overload, Anthropic's "Overloaded"; LiteLLM's Gemini
+///   mapping looks for "The model is overloaded.").
 ///
 /// Every other class is classified by status (and `type`) alone, which each
 /// surface sets as its vendor does: the vendor's text is kept as it is.
@@ -324,6 +330,16 @@ fn vendor_words(code: ErrorCode, wording: Wording) -> Option<(&'static str, &'st
             "Output blocked by content filtering policy: ",
         )),
         (Wording::Anthropic, ErrorCode::UpstreamBusy) => Some(("overloaded", "Overloaded: ")),
+        (Wording::Gemini, ErrorCode::ContextLengthExceeded) => Some((
+            "exceeds the maximum number of tokens",
+            "The input token count exceeds the maximum number of tokens allowed: ",
+        )),
+        (Wording::Gemini, ErrorCode::ContentFiltered) => {
+            Some(("response was blocked", "The response was blocked. "))
+        }
+        (Wording::Gemini, ErrorCode::UpstreamBusy) => {
+            Some(("the model is overloaded", "The model is overloaded. "))
+        }
         _ => None,
     }
 }
@@ -504,6 +520,30 @@ mod tests {
                 "prompt is too long: 210000 tokens > 200000 maximum",
             ),
             (ErrorCode::UpstreamBusy, "Overloaded", Wording::Anthropic, "Overloaded"),
+            (
+                ErrorCode::ContextLengthExceeded,
+                bedrock,
+                Wording::Gemini,
+                "The input token count exceeds the maximum number of tokens allowed: Input is too long for requested model.",
+            ),
+            (
+                ErrorCode::ContextLengthExceeded,
+                "The input token count (250000) exceeds the maximum number of tokens allowed (1048576).",
+                Wording::Gemini,
+                "The input token count (250000) exceeds the maximum number of tokens allowed (1048576).",
+            ),
+            (
+                ErrorCode::UpstreamBusy,
+                "Service Unavailable",
+                Wording::Gemini,
+                "The model is overloaded. Service Unavailable",
+            ),
+            (
+                ErrorCode::UpstreamBusy,
+                "Overloaded",
+                Wording::Gemini,
+                "The model is overloaded. Overloaded",
+            ),
             (
                 ErrorCode::UpstreamBusy,
                 "Overloaded",

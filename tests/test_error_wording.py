@@ -368,3 +368,59 @@ def test_websocket_upgrade_is_a_unified_error(gw, path):
         assert (err["type"], err["code"], err["request_id"]) == ("request_forbidden", "PERMISSION_DENIED", want_id)
     assert hdrs["x-request-id"] == want_id
     assert "websocket" in err["message"].lower()
+
+
+
+# ---- the Gemini surface -----------------------------------------------------
+
+# LiteLLM's Gemini mapping (`gemini/` with `api_base`, the error's text):
+# a context overflow by "exceeds the maximum number of tokens", a content
+# filter by "The response was blocked.", "The model is overloaded." as
+# its InternalServerError (as Gemini's own 503), a 403 as a BadRequestError
+# (its mapping has no other class for Google's 403s).
+LITELLM_GEMINI = {
+    "context": litellm.ContextWindowExceededError, "rate_limit": litellm.RateLimitError,
+    "auth": litellm.AuthenticationError, "permission": litellm.BadRequestError,
+    "not_found": litellm.NotFoundError, "overloaded": litellm.InternalServerError,
+    "content_filter": litellm.ContentPolicyViolationError, "server": litellm.InternalServerError,
+}
+# The google-genai SDK's error: (HTTP status, Google's status, our code, words).
+GEMINI_SEES = {
+    "context": (400, "INVALID_ARGUMENT", "CONTEXT_LENGTH_EXCEEDED", ["exceeds the maximum number of tokens"]),
+    "rate_limit": (429, "RESOURCE_EXHAUSTED", "UPSTREAM_RATE_LIMIT", []),
+    "auth": (401, "UNAUTHENTICATED", "AUTH_FAILED", []),
+    "permission": (403, "PERMISSION_DENIED", "PERMISSION_DENIED", []),
+    "not_found": (404, "NOT_FOUND", "MODEL_NOT_FOUND", []),
+    "overloaded": (503, "UNAVAILABLE", "UPSTREAM_BUSY", ["the model is overloaded."]),
+    "content_filter": (400, "INVALID_ARGUMENT", "CONTENT_FILTERED", ["the response was blocked."]),
+    "server": (500, "INTERNAL", "UPSTREAM_ERROR", []),
+}
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_litellm_gemini(gw, group):
+    def ask(kind):
+        e = expect(LITELLM_GEMINI[kind], lambda: litellm.completion(
+            model="gemini/any", api_base=gw.base + "/v1beta", api_key=gw.key,
+            messages=[{"role": "user", "content": "hi"}], extra_headers=headers(group, kind),
+            num_retries=0, max_retries=0))
+        # That class itself, not a subclass (a context overflow is also a BadRequestError).
+        assert type(e) is LITELLM_GEMINI[kind], type(e)
+    run_all(group, ask)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_google_genai(gw, group):
+    from google import genai
+    from google.genai import errors as genai_errors
+
+    def ask(kind):
+        client = genai.Client(api_key=gw.key, http_options={
+            "base_url": gw.base, "headers": headers(group, kind), "retry_options": {"attempts": 1}})
+        e = expect(genai_errors.APIError, lambda: client.models.generate_content(model="any", contents="hi"))
+        status, google_status, code, words = GEMINI_SEES[kind]
+        assert (e.code, e.status) == (status, google_status), (e.code, e.status, e.message)
+        assert e.details["error"]["details"][0]["reason"] == code, e.details
+        for word in words:
+            assert word in e.message.lower(), e.message
+    run_all(group, ask)

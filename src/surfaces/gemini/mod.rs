@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::route::{only, Operation, PathFacts, Route};
 use super::Surface;
-use crate::error::{ErrorCode, GatewayError};
+use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
@@ -258,7 +258,7 @@ pub fn status_of(error: &GatewayError, request_id: Option<&str>) -> Status {
     }
     Status {
         code: Some(Gemini.status(error.code)),
-        message: error.message.clone(),
+        message: error.worded(Wording::Gemini).into_owned(),
         status: status_name(error.code).into(),
         details,
     }
