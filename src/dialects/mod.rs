@@ -39,6 +39,7 @@ pub mod settings;
 mod shared_tests;
 pub mod stream;
 pub mod transport;
+pub mod whole;
 
 pub use stream::{incomplete_stream, Events, StreamDecoder};
 

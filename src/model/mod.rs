@@ -70,6 +70,25 @@ impl Request {
         }
     }
 
+    /// The input tokens a call is limited and billed by before its answer
+    /// (embeddings, estimated); none for a call that takes a generation's
+    /// body (count_tokens uses no tokens).
+    pub fn call_input_tokens(&self) -> u64 {
+        match self {
+            Request::Embed(r) => r.input.estimated_tokens(),
+            Request::Chat(_) => 0,
+        }
+    }
+
+    /// The end user a call names in its body (embeddings' `user`), for the
+    /// per-user limits.
+    pub fn call_user(&self) -> Option<&str> {
+        match self {
+            Request::Embed(r) => r.user.as_deref(),
+            Request::Chat(_) => None,
+        }
+    }
+
     pub fn chat(&self) -> Option<&request::ChatRequest> {
         match self {
             Request::Chat(r) => Some(r),

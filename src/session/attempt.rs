@@ -18,6 +18,7 @@ use super::host::{
 };
 use super::{reply_or_reset, send_error_with, Session, HANDOFF_PROPERTY};
 use crate::config::Config;
+use crate::dialects::whole::WholeAnswer;
 use crate::dialects::{
     dialect, encode_generation, pass_through, ClientRequest, Dialect, StreamDecoder, Target,
     UpstreamRequest,
@@ -27,7 +28,6 @@ use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::call::{self, Call};
-use crate::model::embed::{no_embeddings, wrong_count, Encoding};
 use crate::model::response::{Origin, Usage};
 use crate::model::shared::Shared;
 use crate::model::{Api, Request};
@@ -71,8 +71,8 @@ enum Mode {
     /// Buffering a vendor's own token count (`Dialect::encode_count`), to
     /// be answered as Anthropic's count.
     Counted,
-    /// Buffering a vendor's embeddings, to be answered in OpenAI's shape.
-    Embedded,
+    /// Buffering the answer of an operation answered whole (embeddings).
+    Whole(Box<dyn WholeAnswer>),
     /// Buffering an error answer.
     Error(u16),
     /// Translating an event stream as it flows.
@@ -99,8 +99,8 @@ pub struct Attempt<H> {
     call: Option<Call>,
     /// The call went to the vendor's own token count (`Dialect::encode_count`).
     counted: bool,
-    /// What answering an embeddings request needs of it.
-    embed: Option<EmbedFacts>,
+    /// What finishes the answer of an operation answered whole, once sent.
+    whole: Option<Box<dyn WholeAnswer>>,
     request_id: String,
     group: String,
     candidate: Option<usize>,
@@ -145,14 +145,6 @@ pub struct Attempt<H> {
     channel: AttemptChannel,
 }
 
-/// What answering an embeddings request needs of it, once it was sent.
-#[derive(Clone, Copy)]
-struct EmbedFacts {
-    inputs: usize,
-    encoding: Encoding,
-    estimated_tokens: u64,
-}
-
 /// Stream progress reaches filter state every this many chunks (and at the
 /// first content and the end), so a client that leaves mid-stream still
 /// leaves a record of what it was sent.
@@ -167,7 +159,7 @@ impl<H: Host> Attempt<H> {
             api: Api::OpenAiChat,
             call: None,
             counted: false,
-            embed: None,
+            whole: None,
             request_id: String::new(),
             group: String::new(),
             candidate: None,
@@ -557,7 +549,7 @@ impl<H: Host> Session for Attempt<H> {
                 }
                 Flow::Continue
             }
-            Mode::Complete | Mode::Error(_) | Mode::Native | Mode::Counted | Mode::Embedded => {
+            Mode::Complete | Mode::Error(_) | Mode::Native | Mode::Counted | Mode::Whole(_) => {
                 if !end_of_stream {
                     return Flow::Pause;
                 }
@@ -583,7 +575,7 @@ impl<H: Host> Session for Attempt<H> {
             Mode::Request => false,
             Mode::Stream(_) if self.stream_ended => return,
             Mode::Stream(_) | Mode::Holding { .. } => true,
-            Mode::Complete | Mode::Native | Mode::Counted | Mode::Embedded | Mode::Error(_) => true,
+            Mode::Complete | Mode::Native | Mode::Counted | Mode::Whole(_) | Mode::Error(_) => true,
             Mode::Passthrough | Mode::Discard => return,
         };
         self.record_reset(answered);

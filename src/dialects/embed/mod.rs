@@ -9,9 +9,11 @@ pub mod dashscope;
 pub mod gemini;
 pub mod openai;
 
-use super::{transport, unparseable, Target, UpstreamRequest};
+use super::whole::{Finished, WholeAnswer, WholeRequest};
+use super::{transport, unparseable, Dialect, Target, UpstreamRequest};
 use crate::error::GatewayError;
-use crate::model::embed::{EmbedRequest, Embeddings};
+use crate::model::embed::{no_embeddings, wrong_count, EmbedRequest, Embeddings, Encoding};
+use crate::model::response::Usage;
 
 /// The embeddings operation of a dialect whose vendor embeds.
 pub trait Embedder: Sync {
@@ -21,6 +23,57 @@ pub trait Embedder: Sync {
 
     /// The vendor's 2xx answer, from vendor model `model`.
     fn decode(&self, body: &[u8], model: &str) -> Result<Embeddings, GatewayError>;
+}
+
+/// The vendor's request for `req` through `dialect`, and what finishes
+/// its answer: a dialect without embeddings, or a transport without them
+/// (Azure's chat-only deployments...), is refused.
+pub(super) fn encode(
+    req: &EmbedRequest,
+    dialect: &'static dyn Dialect,
+    target: &Target,
+) -> Result<WholeRequest, GatewayError> {
+    let embedder = dialect
+        .embedder()
+        .filter(|_| transport::of(target.provider.dialect).embeds())
+        .ok_or_else(no_embeddings)?;
+    Ok(WholeRequest {
+        request: embedder.encode(req, target)?,
+        answer: Box::new(EmbedAnswer {
+            embedder,
+            inputs: req.input.len(),
+            encoding: req.encoding,
+            estimated_tokens: req.input.estimated_tokens(),
+        }),
+    })
+}
+
+/// What answering an embeddings request needs of it, once it was sent.
+struct EmbedAnswer {
+    embedder: &'static dyn Embedder,
+    inputs: usize,
+    encoding: Encoding,
+    estimated_tokens: u64,
+}
+
+impl WholeAnswer for EmbedAnswer {
+    /// The vendor's embeddings in OpenAI's shape, one per input; the
+    /// vendor's token count, else the estimate, in its usage.
+    fn finish(&self, body: &[u8], model: &str) -> Result<Finished, GatewayError> {
+        let answer = self.embedder.decode(body, model)?;
+        if answer.vectors.len() != self.inputs {
+            return Err(wrong_count(self.inputs, answer.vectors.len()));
+        }
+        let usage = answer.prompt_tokens.map(|prompt_tokens| Usage {
+            prompt_tokens,
+            ..Usage::default()
+        });
+        let tokens = answer.prompt_tokens.unwrap_or(self.estimated_tokens);
+        Ok(Finished {
+            body: crate::wire::openai_embeddings::render(&answer, model, self.encoding, tokens),
+            usage,
+        })
+    }
 }
 
 /// The vendor request carrying `body`, serialised, to the vendor's

@@ -71,17 +71,26 @@ impl<H: Host> Attempt<H> {
     }
 
     fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Result<Vec<u8>, HostError> {
-        let result = match (status, self.provider()) {
-            (None, Some((_, dialect))) if matches!(self.mode, Mode::Counted) => {
+        // An operation answered whole: the usage the vendor counted is
+        // recorded (without one the edge role bills its estimate).
+        let whole = match &self.mode {
+            Mode::Whole(answer) if status.is_none() => Some(answer.finish(body, &self.model)),
+            _ => None,
+        };
+        let result = match (status, self.provider(), whole) {
+            (_, _, Some(finished)) => finished.map(|finished| {
+                if let Some(usage) = &finished.usage {
+                    self.record.set_usage(usage);
+                }
+                finished.body
+            }),
+            (None, Some((_, dialect)), None) if matches!(self.mode, Mode::Counted) => {
                 let call = self.call.as_ref();
                 dialect
                     .decode_count(body)
                     .map(|n| call.map_or_else(|| call::input_tokens(n), |c| c.count_answer(n)))
             }
-            (None, Some((_, dialect))) if matches!(self.mode, Mode::Embedded) => {
-                self.finish_embeddings(dialect, body)
-            }
-            (None, Some((provider, dialect))) => {
+            (None, Some((provider, dialect)), None) => {
                 let mut origin = self.origin();
                 let decoded = if pass_through(provider, dialect, self.api) {
                     dialect.decode_native(self.api, body, &mut origin)
@@ -97,8 +106,8 @@ impl<H: Host> Attempt<H> {
                     surface(self.api).render_answer_echoing(d.answer, &origin, &self.echo)
                 })
             }
-            (Some(status), _) => Err(self.vendor_error(status, body)),
-            (None, None) => Err(no_provider(&self.provider_name)),
+            (Some(status), _, _) => Err(self.vendor_error(status, body)),
+            (None, None, _) => Err(no_provider(&self.provider_name)),
         };
         if result.is_err() || !self.vendor_json {
             self.host
@@ -120,39 +129,6 @@ impl<H: Host> Attempt<H> {
         };
         self.scrub(&mut body);
         Ok(body)
-    }
-
-    /// A vendor's embeddings, in OpenAI's shape; the vendor's token count
-    /// is recorded (without one the edge role bills its estimate).
-    fn finish_embeddings(
-        &mut self,
-        dialect: &dyn Dialect,
-        body: &[u8],
-    ) -> Result<Vec<u8>, GatewayError> {
-        let (embedder, facts) = dialect
-            .embedder()
-            .zip(self.embed)
-            .ok_or_else(no_embeddings)?;
-        let answer = embedder.decode(body, &self.model)?;
-        if answer.vectors.len() != facts.inputs {
-            return Err(wrong_count(facts.inputs, answer.vectors.len()));
-        }
-        let tokens = match answer.prompt_tokens {
-            Some(prompt_tokens) => {
-                self.record.set_usage(&Usage {
-                    prompt_tokens,
-                    ..Usage::default()
-                });
-                prompt_tokens
-            }
-            None => facts.estimated_tokens,
-        };
-        Ok(crate::wire::openai_embeddings::render(
-            &answer,
-            &self.model,
-            facts.encoding,
-            tokens,
-        ))
     }
 
     /// Translates one response chunk. While holding, Envoy's buffer is the
@@ -261,8 +237,8 @@ impl<H: Host> Attempt<H> {
         }
         // A vendor accepted the request: a stream need not keep it parsed.
         self.channel.release_request();
-        if self.embed.is_some() {
-            self.mode = Mode::Embedded;
+        if let Some(answer) = self.whole.take() {
+            self.mode = Mode::Whole(answer);
             return Ok(Flow::Pause);
         }
         if self.call.is_some() {

@@ -3,6 +3,7 @@
 //! addressed, authorized and cleared of what the vendor must not receive.
 
 use super::*;
+use crate::dialects::whole::encode_whole;
 
 impl<H: Host> Attempt<H> {
     /// The vendor model for this attempt: the candidate's model when the
@@ -116,27 +117,22 @@ impl<H: Host> Attempt<H> {
                 parsed.as_ref()
             }
         };
-        if let Some(request) = request.and_then(Request::embed) {
-            let embedder = dialect
-                .embedder()
-                .filter(|_| crate::dialects::transport::of(provider.dialect).embeds())
-                .ok_or_else(no_embeddings)?;
-            let model = self.vendor_model(provider, &request.model);
+        // An operation answered whole (embeddings).
+        if let Some(request) = request {
+            let model = self.vendor_model(provider, request.model());
             let target = Target {
                 provider,
                 model: &model,
             };
-            let encoded = embedder.encode(request, &target)?;
-            self.send_upstream(provider, dialect, &encoded, Some(size))?;
-            self.embed = Some(EmbedFacts {
-                inputs: request.input.len(),
-                encoding: request.encoding,
-                estimated_tokens: request.input.estimated_tokens(),
-            });
-            drop(shared);
-            self.model = model;
-            self.mode = Mode::Request;
-            return Ok(Flow::Continue);
+            if let Some(whole) = encode_whole(request, dialect, &target) {
+                let whole = whole?;
+                self.send_upstream(provider, dialect, &whole.request, Some(size))?;
+                self.whole = Some(whole.answer);
+                drop(shared);
+                self.model = model;
+                self.mode = Mode::Request;
+                return Ok(Flow::Continue);
+            }
         }
         let request = request.and_then(Request::chat);
         let client_model = request.map_or(self.group.as_str(), |r| r.model.as_str());

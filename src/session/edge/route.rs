@@ -217,10 +217,12 @@ impl<H: Host> Edge<H> {
         };
         config.auth.check_group(self.caller, group)?;
         // Embeddings are billed and limited by their input tokens.
-        let embed = request.as_ref().and_then(Request::embed);
-        let input_tokens = embed.map_or(0, |e| e.input.estimated_tokens());
+        let input_tokens = request.as_ref().map_or(0, Request::call_input_tokens);
         let request_model = request.as_ref().map(|r| r.model().to_owned());
-        let user = embed.and_then(|e| e.user.clone());
+        let user = request
+            .as_ref()
+            .and_then(Request::call_user)
+            .map(str::to_owned);
         self.chat = Some(ChatFacts {
             operation: call.operation_name(),
             group: group.to_owned(),
