@@ -455,9 +455,12 @@ const EMBEDDING_TARGETS: [(&str, &str, &str); 8] = [
 
 /// Embeddings: `embeddings/requests/*.json` × every target →
 /// `embeddings/vendor/<request>/<target>.txt` (what the vendor gets, or
-/// the gateway's refusal); `embeddings/responses/<target>.json` (a vendor
-/// answer to two inputs) → `embeddings/client/<target>.txt` (what the
-/// client gets, in floats, byte for byte).
+/// the gateway's refusal; requests named `gemini_batch*` / `gemini_one*`
+/// are the Gemini surface's `:batchEmbedContents` / `:embedContent`
+/// bodies, the others OpenAI's); `embeddings/responses/<target>.json` (a
+/// vendor answer to two inputs) → `embeddings/client/<target>.txt` (what
+/// an OpenAI client gets, in floats, byte for byte) and
+/// `embeddings/client/gemini/<target>.txt` (a `:batchEmbedContents` client).
 #[test]
 fn embeddings_match_golden_files() {
     use llm_gateway_core::model::call::Call;
@@ -472,7 +475,14 @@ fn embeddings_match_golden_files() {
         for (file, name, model) in EMBEDDING_TARGETS {
             let provider = &config.providers[name];
             let target = Target { provider, model };
-            let encoded = llm_gateway_core::surfaces::parse_call_body(&Call::Embed, &body)
+            let call = match stem.split('_').take(2).collect::<Vec<_>>()[..] {
+                ["gemini", kind] => Call::GeminiEmbed {
+                    model: "text-embedding-3-small".into(),
+                    batch: kind == "batch",
+                },
+                _ => Call::Embed,
+            };
+            let encoded = llm_gateway_core::surfaces::parse_call_body(&call, &body)
                 .and_then(|r| match r {
                     Some(Request::Embed(r)) => Ok(r),
                     _ => Err(no_embeddings()),
@@ -493,7 +503,7 @@ fn embeddings_match_golden_files() {
                     text
                 }
                 Err(e) => {
-                    let (status, body) = client_error(Api::OpenAiChat, &e, None);
+                    let (status, body) = client_error(call.api(), &e, None);
                     format!("HTTP {status} (the gateway answers)\n\n{body}\n")
                 }
             };
@@ -527,6 +537,13 @@ fn embeddings_match_golden_files() {
             }
         };
         golden.check(&root.join("client").join(format!("{file}.txt")), &text);
+        if let Ok(answer) = dialect.embedder().unwrap().decode(&body, model) {
+            let rendered = llm_gateway_core::wire::gemini_embeddings::render(&answer, true);
+            golden.check(
+                &root.join("client/gemini").join(format!("{file}.txt")),
+                &format!("{}\n", String::from_utf8_lossy(&rendered)),
+            );
+        }
     }
     golden.finish();
 }

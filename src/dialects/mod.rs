@@ -298,7 +298,9 @@ pub fn encode_generation(
 /// (count_tokens) with its own count.
 pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool {
     match call {
-        Call::Embed => dialect.embedder().is_some() && transport::of(provider.dialect).embeds(),
+        Call::Embed | Call::GeminiEmbed { .. } => {
+            dialect.embedder().is_some() && transport::of(provider.dialect).embeds()
+        }
         Call::CountTokens | Call::GeminiCountTokens { .. } => {
             pass_through(provider, dialect, call.api()) || dialect.counts_tokens()
         }

@@ -18,6 +18,9 @@ pub enum Call {
     Embed,
     /// `POST /v1/messages/count_tokens` (the body: a Messages request).
     CountTokens,
+    /// Gemini's `POST /v1beta/models/{model}:embedContent` (`batch` false)
+    /// or `:batchEmbedContents`; the model is the path's.
+    GeminiEmbed { model: String, batch: bool },
     /// Gemini's `POST /v1beta/models/{model}:countTokens` (the body:
     /// `contents` or a `generateContentRequest`); the model is the path's.
     GeminiCountTokens { model: String },
@@ -93,7 +96,7 @@ impl Call {
         match self {
             Call::Embed => Api::OpenAiChat,
             Call::CountTokens => Api::AnthropicMessages,
-            Call::GeminiCountTokens { .. } => Api::Gemini,
+            Call::GeminiCountTokens { .. } | Call::GeminiEmbed { .. } => Api::Gemini,
             Call::Stored { .. } => Api::OpenAiResponses,
         }
     }
@@ -102,7 +105,7 @@ impl Call {
     /// `gen_ai.operation.name` where it has one; generations are `chat`).
     pub fn operation_name(&self) -> &'static str {
         match self {
-            Call::Embed => "embeddings",
+            Call::Embed | Call::GeminiEmbed { .. } => "embeddings",
             Call::CountTokens | Call::GeminiCountTokens { .. } => "count_tokens",
             Call::Stored { .. } => "stored_response",
         }
@@ -112,7 +115,10 @@ impl Call {
     pub fn has_body(&self) -> bool {
         matches!(
             self,
-            Call::CountTokens | Call::GeminiCountTokens { .. } | Call::Embed
+            Call::CountTokens
+                | Call::GeminiCountTokens { .. }
+                | Call::Embed
+                | Call::GeminiEmbed { .. }
         )
     }
 
@@ -140,6 +146,15 @@ impl Call {
                 "/v1beta/models/{}:countTokens",
                 crate::url::encode_segment(model)
             ),
+            Call::GeminiEmbed { model, batch } => format!(
+                "/v1beta/models/{}:{}",
+                crate::url::encode_segment(model),
+                if *batch {
+                    "batchEmbedContents"
+                } else {
+                    "embedContent"
+                }
+            ),
             Call::Stored { op, id, query } => {
                 let sep = if query.is_empty() { "" } else { "?" };
                 format!("/v1/responses/{id}{}{sep}{query}", op.suffix())
@@ -158,7 +173,7 @@ impl Call {
             Call::CountTokens | Call::GeminiCountTokens { .. } => {
                 Ok(self.count_answer(request.map_or(0, super::estimate::prompt_tokens)))
             }
-            Call::Embed => Err(super::embed::no_embeddings()),
+            Call::Embed | Call::GeminiEmbed { .. } => Err(super::embed::no_embeddings()),
             Call::Stored { op, .. } => Err(GatewayError::invalid(
                 "response_id",
                 format!(
@@ -181,6 +196,11 @@ impl Call {
             Call::GeminiCountTokens { model } => {
                 format!("gemini_count_tokens:{}", crate::url::encode_segment(model))
             }
+            Call::GeminiEmbed { model, batch } => format!(
+                "gemini_embed{}:{}",
+                if *batch { "_batch" } else { "" },
+                crate::url::encode_segment(model)
+            ),
             Call::Stored { op, id, query } => {
                 format!("{}:{id}:{}", op.name(), crate::url::encode_segment(query))
             }
@@ -192,6 +212,12 @@ impl Call {
             "count_tokens" => return Some(Call::CountTokens),
             "embeddings" => return Some(Call::Embed),
             _ => {}
+        }
+        for (prefix, batch) in [("gemini_embed:", false), ("gemini_embed_batch:", true)] {
+            if let Some(model) = text.strip_prefix(prefix) {
+                let model = crate::url::decode_segment(model);
+                return Some(Call::GeminiEmbed { model, batch });
+            }
         }
         if let Some(model) = text.strip_prefix("gemini_count_tokens:") {
             let model = crate::url::decode_segment(model);
@@ -246,5 +272,12 @@ mod tests {
         assert_eq!(Call::decode("other:a:"), None);
         assert_eq!(Call::CountTokens.path(), "/v1/messages/count_tokens");
         assert_eq!(Call::decode(&Call::Embed.encode()), Some(Call::Embed));
+        for batch in [false, true] {
+            let call = Call::GeminiEmbed {
+                model: "text-embedding-004:x;y".into(),
+                batch,
+            };
+            assert_eq!(Call::decode(&call.encode()), Some(call));
+        }
     }
 }

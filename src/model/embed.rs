@@ -12,12 +12,28 @@ pub struct EmbedRequest {
     pub input: EmbedInput,
     /// The vector size asked for (`dimensions`); the model's own otherwise.
     pub dimensions: Option<u32>,
-    /// How the client wants the vectors written.
-    pub encoding: Encoding,
+    /// How the client's API writes the answer.
+    pub answer: AnswerShape,
     pub user: Option<String>,
-    /// What the vectors are for (the gateway's `task_type`), for vendors
-    /// whose models embed differently by use (Gemini, Cohere, DashScope).
+    /// What the vectors are for (the gateway's `task_type`, Gemini's
+    /// `taskType`), for vendors whose models embed differently by use
+    /// (Gemini, Cohere, DashScope).
     pub task: Option<Task>,
+    /// The title of the documents embedded (Gemini's, for
+    /// `RETRIEVAL_DOCUMENT`): sent to the vendors that take one.
+    pub title: Option<String>,
+}
+
+/// The answer's shape: the client's API's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerShape {
+    /// OpenAI's list of `embedding` objects, the vectors as the client
+    /// asked for them.
+    OpenAi(Encoding),
+    /// Gemini's `embedContent`: one `embedding`.
+    GeminiOne,
+    /// Gemini's `batchEmbedContents`: `embeddings`, one per request.
+    GeminiBatch,
 }
 
 /// The inputs, in order: texts, or token arrays (OpenAI's models take

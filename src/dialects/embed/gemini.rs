@@ -1,67 +1,21 @@
 //! Gemini's embeddings (`models/{model}:batchEmbedContents`, for one input
 //! or many): texts only, at most 100 per call, no token counts.
 
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 use super::Embedder;
 use crate::dialects::{Target, UpstreamRequest};
 use crate::error::GatewayError;
-use crate::model::embed::{check_batch, EmbedRequest, Embeddings, Task};
+use crate::model::embed::{check_batch, EmbedRequest, Embeddings};
+use crate::wire::gemini_embeddings::{
+    task_type, BatchEmbedContentsRequest, BatchEmbedContentsResponse, Content, EmbedContentRequest,
+    Part,
+};
 
 /// Requests per `batchEmbedContents` call.
 pub const MAX_BATCH: usize = 100;
 
 pub struct Gemini;
-
-#[derive(Serialize)]
-struct Batch<'a> {
-    requests: Vec<One<'a>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct One<'a> {
-    model: &'a str,
-    content: Content<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    task_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    output_dimensionality: Option<u32>,
-}
-
-#[derive(Serialize)]
-struct Content<'a> {
-    parts: [Part<'a>; 1],
-}
-
-#[derive(Serialize)]
-struct Part<'a> {
-    text: &'a str,
-}
-
-#[derive(Deserialize)]
-struct Answer {
-    embeddings: Vec<Values>,
-}
-
-#[derive(Deserialize)]
-struct Values {
-    values: Vec<f32>,
-}
-
-/// Gemini's name of a task (`RETRIEVAL_QUERY`...).
-fn task_type(task: Task) -> &'static str {
-    match task {
-        Task::RetrievalQuery => "RETRIEVAL_QUERY",
-        Task::RetrievalDocument => "RETRIEVAL_DOCUMENT",
-        Task::SemanticSimilarity => "SEMANTIC_SIMILARITY",
-        Task::Classification => "CLASSIFICATION",
-        Task::Clustering => "CLUSTERING",
-        Task::QuestionAnswering => "QUESTION_ANSWERING",
-        Task::FactVerification => "FACT_VERIFICATION",
-        Task::CodeRetrievalQuery => "CODE_RETRIEVAL_QUERY",
-    }
-}
 
 impl Embedder for Gemini {
     fn encode(&self, req: &EmbedRequest, target: &Target) -> Result<UpstreamRequest, GatewayError> {
@@ -72,22 +26,30 @@ impl Embedder for Gemini {
         let model = format!("models/{bare}");
         let requests = texts
             .iter()
-            .map(|text| One {
-                model: &model,
+            .map(|text| EmbedContentRequest {
+                model: Some(Cow::Borrowed(&model)),
                 content: Content {
-                    parts: [Part { text }],
+                    role: None,
+                    parts: vec![Part {
+                        text: Cow::Borrowed(text),
+                    }],
                 },
-                task_type: req.task.map(task_type),
+                task_type: req.task.map(|t| Cow::Borrowed(task_type(t))),
+                title: req.title.as_deref().map(Cow::Borrowed),
                 output_dimensionality: req.dimensions,
             })
             .collect();
-        super::request(target, &Batch { requests })
+        super::request(target, &BatchEmbedContentsRequest { requests })
     }
 
     fn decode(&self, body: &[u8], _model: &str) -> Result<Embeddings, GatewayError> {
-        let answer: Answer = super::read(body)?;
+        let answer: BatchEmbedContentsResponse = super::read(body)?;
         Ok(Embeddings {
-            vectors: answer.embeddings.into_iter().map(|e| e.values).collect(),
+            vectors: answer
+                .embeddings
+                .into_iter()
+                .map(|e| e.values.into_owned())
+                .collect(),
             prompt_tokens: None,
         })
     }

@@ -12,7 +12,7 @@ pub mod openai;
 use super::whole::{Finished, WholeAnswer, WholeRequest};
 use super::{transport, unparseable, Dialect, Target, UpstreamRequest};
 use crate::error::GatewayError;
-use crate::model::embed::{no_embeddings, wrong_count, EmbedRequest, Embeddings, Encoding};
+use crate::model::embed::{no_embeddings, wrong_count, AnswerShape, EmbedRequest, Embeddings};
 use crate::model::response::Usage;
 
 /// The embeddings operation of a dialect whose vendor embeds.
@@ -42,7 +42,7 @@ pub(super) fn encode(
         answer: Box::new(EmbedAnswer {
             embedder,
             inputs: req.input.len(),
-            encoding: req.encoding,
+            shape: req.answer,
             estimated_tokens: req.input.estimated_tokens(),
         }),
     })
@@ -52,13 +52,14 @@ pub(super) fn encode(
 struct EmbedAnswer {
     embedder: &'static dyn Embedder,
     inputs: usize,
-    encoding: Encoding,
+    shape: AnswerShape,
     estimated_tokens: u64,
 }
 
 impl WholeAnswer for EmbedAnswer {
-    /// The vendor's embeddings in OpenAI's shape, one per input; the
-    /// vendor's token count, else the estimate, in its usage.
+    /// The vendor's embeddings in the client's API's shape, one per input
+    /// (OpenAI's with the vendor's token count, else the estimate, in its
+    /// usage).
     fn finish(&self, body: &[u8], model: &str) -> Result<Finished, GatewayError> {
         let answer = self.embedder.decode(body, model)?;
         if answer.vectors.len() != self.inputs {
@@ -70,7 +71,13 @@ impl WholeAnswer for EmbedAnswer {
         });
         let tokens = answer.prompt_tokens.unwrap_or(self.estimated_tokens);
         Ok(Finished {
-            body: crate::wire::openai_embeddings::render(&answer, model, self.encoding, tokens),
+            body: match self.shape {
+                AnswerShape::OpenAi(encoding) => {
+                    crate::wire::openai_embeddings::render(&answer, model, encoding, tokens)
+                }
+                AnswerShape::GeminiOne => crate::wire::gemini_embeddings::render(&answer, false),
+                AnswerShape::GeminiBatch => crate::wire::gemini_embeddings::render(&answer, true),
+            },
             usage,
         })
     }

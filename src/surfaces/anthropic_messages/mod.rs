@@ -70,9 +70,10 @@ impl Surface for AnthropicMessages {
             Call::CountTokens => {
                 request::parse_count(body).map(|r| Some(Request::Chat(Box::new(r))))
             }
-            Call::Stored { .. } | Call::Embed | Call::GeminiCountTokens { .. } => {
-                Err(super::foreign_call())
-            }
+            Call::Stored { .. }
+            | Call::Embed
+            | Call::GeminiEmbed { .. }
+            | Call::GeminiCountTokens { .. } => Err(super::foreign_call()),
         }
     }
 

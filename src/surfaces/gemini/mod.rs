@@ -1,7 +1,9 @@
 //! Google's Gemini API, for Gemini CLI and the Google Gen AI SDKs
 //! (`google-genai`, `@google/genai`): `POST .../models/{model}:generateContent`,
 //! `:streamGenerateContent` (SSE with `alt=sse`, else one JSON array),
-//! `:countTokens`, `GET .../models` and `GET .../models/{model}`, under
+//! `:countTokens`, `:embedContent` and `:batchEmbedContents` (the
+//! embeddings operation, to any vendor that embeds), `GET .../models` and
+//! `GET .../models/{model}`, under
 //! `/v1beta/` and `/v1/`. The model and the stream flag are the path's
 //! ([`PathFacts`]); requests are read by [`request`] into the neutral
 //! model; answers, stream chunks and errors (`google.rpc.Status`, with an
@@ -90,6 +92,16 @@ impl Surface for Gemini {
         Some(match action {
             "generateContent" => generate(false),
             "streamGenerateContent" => generate(true),
+            "embedContent" | "batchEmbedContents" => Route {
+                api,
+                operation: only(method, path, "POST", || {
+                    Operation::Call(Call::GeminiEmbed {
+                        model: model.clone(),
+                        batch: action == "batchEmbedContents",
+                    })
+                }),
+                metered: true,
+            },
             "countTokens" => Route {
                 api,
                 operation: only(method, path, "POST", || {
@@ -115,13 +127,18 @@ impl Surface for Gemini {
     }
 
     /// `:countTokens`: `contents` or a `generateContentRequest`, for the
-    /// path's model.
+    /// path's model; `:embedContent` and `:batchEmbedContents`, embeddings
+    /// of the path's model.
     fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
         match call {
             Call::GeminiCountTokens { model } => request::parse_count(body).map(|mut r| {
                 r.model.clone_from(model);
                 Some(Request::Chat(Box::new(r)))
             }),
+            Call::GeminiEmbed { model, batch } => {
+                crate::wire::gemini_embeddings::parse(body, model, *batch)
+                    .map(|r| Some(Request::Embed(r)))
+            }
             _ => Err(super::foreign_call()),
         }
     }

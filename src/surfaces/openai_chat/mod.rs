@@ -74,9 +74,7 @@ impl Surface for OpenAiChat {
             Call::Embed => {
                 crate::wire::openai_embeddings::parse(body).map(|r| Some(Request::Embed(r)))
             }
-            Call::CountTokens | Call::Stored { .. } | Call::GeminiCountTokens { .. } => {
-                Err(super::foreign_call())
-            }
+            _ => Err(super::foreign_call()),
         }
     }
 
