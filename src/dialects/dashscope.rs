@@ -25,6 +25,7 @@ use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut};
 use crate::model::stream::{EventWriter, Reasoning};
 use crate::sse::SseParser;
 use crate::wire::dashscope::*;
+use crate::wire::openai_chat::{OutResponseFormat, OutToolCalls, OutTools};
 
 pub struct DashScope;
 
@@ -119,10 +120,10 @@ impl Dialect for DashScope {
                     role,
                     // An assistant turn with only tool calls has empty content.
                     content: content(c.unwrap_or(&NO_CONTENT), multimodal),
-                    tool_calls: match m {
+                    tool_calls: OutToolCalls(match m {
                         Message::Assistant { tool_calls, .. } => tool_calls,
                         _ => &[],
-                    },
+                    }),
                     tool_call_id: match m {
                         Message::Tool { tool_call_id, .. } => Some(tool_call_id),
                         _ => None,
@@ -157,13 +158,14 @@ impl Dialect for DashScope {
                 max_tokens: req.max_output_tokens(),
                 stop: &req.stop,
                 seed: req.seed,
-                tools: &req.tools,
+                tools: OutTools(&req.tools),
                 tool_choice,
                 parallel_tool_calls: req.parallel_tool_calls.filter(|_| !req.tools.is_empty()),
                 response_format: req
                     .response_format
                     .as_ref()
-                    .filter(|f| !matches!(f, ResponseFormat::Text)),
+                    .filter(|f| !matches!(f, ResponseFormat::Text))
+                    .map(OutResponseFormat),
                 incremental_output: req.stream,
                 enable_thinking,
                 thinking_budget,

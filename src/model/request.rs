@@ -6,7 +6,7 @@
 //! surface's strict parser (`surfaces::openai_chat::request`, through
 //! `model::json`) and the OpenAI-shaped vendor bodies share.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::model::json::{function_def, json_schema, strict_parameters, strict_schema};
@@ -317,7 +317,7 @@ impl ContentPart {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct ImageUrl {
     pub url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -354,7 +354,7 @@ impl ImageUrl {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct ToolCall {
     pub id: String,
     #[serde(rename = "type", default = "function_type")]
@@ -366,13 +366,13 @@ fn function_type() -> String {
     "function".into()
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct FunctionCall {
     pub name: String,
     pub arguments: String,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct Tool {
     #[serde(rename = "type")]
     pub kind: ToolKind,
@@ -383,13 +383,13 @@ pub struct Tool {
     pub cache_control: Option<CacheControl>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
 #[serde(rename_all = "lowercase")]
 pub enum ToolKind {
     Function,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct FunctionDef {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -412,7 +412,7 @@ pub enum ToolChoice {
     Function(String),
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ResponseFormat {
     Text,
@@ -423,7 +423,7 @@ pub enum ResponseFormat {
     },
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct JsonSchema {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]

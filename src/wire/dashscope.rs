@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::request::{ResponseFormat, Tool, ToolCall};
+use super::openai_chat::{OutResponseFormat, OutToolCalls, OutTools};
 use crate::model::response::Usage;
 
 #[derive(Serialize)]
@@ -26,8 +26,8 @@ pub struct Input<'a> {
 pub struct OutMessage<'a> {
     pub role: &'static str,
     pub content: OutContent<'a>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    pub tool_calls: &'a [ToolCall],
+    #[serde(skip_serializing_if = "OutToolCalls::is_empty")]
+    pub tool_calls: OutToolCalls<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<&'a str>,
 }
@@ -66,14 +66,14 @@ pub struct Parameters<'a> {
     pub stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    pub tools: &'a [Tool],
+    #[serde(skip_serializing_if = "OutTools::is_empty")]
+    pub tools: OutTools<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub response_format: Option<&'a ResponseFormat>,
+    pub response_format: Option<OutResponseFormat<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub incremental_output: bool,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -491,13 +491,17 @@ impl Serialize for Request<'_> {
         map.serialize_entry("model", self.model)?;
         map.serialize_entry("messages", &Messages(&r.messages))?;
         if !r.tools.is_empty() {
-            map.serialize_entry("tools", &*r.tools)?;
+            map.serialize_entry("tools", &OutTools(&r.tools))?;
         }
         if let Some(choice) = &r.tool_choice {
             map.serialize_entry("tool_choice", &OutToolChoice(choice))?;
         }
         optional(&mut map, "parallel_tool_calls", &r.parallel_tool_calls)?;
-        optional(&mut map, "response_format", &r.response_format)?;
+        optional(
+            &mut map,
+            "response_format",
+            &r.response_format.as_ref().map(OutResponseFormat),
+        )?;
         optional(&mut map, "temperature", &r.temperature)?;
         optional(&mut map, "top_p", &r.top_p)?;
         optional(&mut map, "max_tokens", &r.max_tokens)?;
@@ -567,7 +571,7 @@ impl Serialize for OutMessage<'_> {
                 map.serialize_entry("role", "assistant")?;
                 map.serialize_entry("content", &content.as_ref().map(OutContent))?;
                 if !tool_calls.is_empty() {
-                    map.serialize_entry("tool_calls", tool_calls)?;
+                    map.serialize_entry("tool_calls", &OutToolCalls(tool_calls))?;
                 }
                 optional(&mut map, "refusal", refusal)?;
                 optional(&mut map, "name", name)?;
@@ -610,7 +614,7 @@ impl Serialize for OutPart<'_> {
             }
             ContentPart::ImageUrl { image_url, .. } => {
                 map.serialize_entry("type", "image_url")?;
-                map.serialize_entry("image_url", image_url)?;
+                map.serialize_entry("image_url", &OutImageUrl(image_url))?;
             }
             // Refused before encoding (`dialects::refuse_documents`).
             ContentPart::Document(_) => {
@@ -657,6 +661,134 @@ impl Serialize for OutToolChoice<'_> {
             }
             .serialize(s),
         }
+    }
+}
+
+// OpenAI's shapes of the neutral request's tools, tool calls, output
+// formats and image references (also DashScope's, which takes OpenAI's).
+
+/// Tool definitions: `{"type": "function", "function": {name,
+/// description, parameters, strict}}`.
+pub struct OutTools<'a>(pub &'a [neutral::Tool]);
+
+impl OutTools<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for OutTools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(|tool| OutFunctionTool(&tool.function)))
+    }
+}
+
+struct OutFunctionTool<'a>(&'a neutral::FunctionDef);
+
+impl Serialize for OutFunctionTool<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("type", "function")?;
+        map.serialize_entry("function", &OutFunctionDef(self.0))?;
+        map.end()
+    }
+}
+
+struct OutFunctionDef<'a>(&'a neutral::FunctionDef);
+
+impl Serialize for OutFunctionDef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let f = self.0;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("name", &f.name)?;
+        optional(&mut map, "description", &f.description)?;
+        optional(&mut map, "parameters", &f.parameters)?;
+        optional(&mut map, "strict", &f.strict)?;
+        map.end()
+    }
+}
+
+/// Tool calls: `{"id", "type": "function", "function": {name, arguments}}`.
+pub struct OutToolCalls<'a>(pub &'a [neutral::ToolCall]);
+
+impl OutToolCalls<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for OutToolCalls<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(OutToolCall))
+    }
+}
+
+struct OutToolCall<'a>(&'a neutral::ToolCall);
+
+impl Serialize for OutToolCall<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: &'a str,
+        }
+        let call = self.0;
+        let mut map = s.serialize_map(Some(3))?;
+        map.serialize_entry("id", &call.id)?;
+        map.serialize_entry("type", &call.kind)?;
+        map.serialize_entry(
+            "function",
+            &Function {
+                name: &call.function.name,
+                arguments: &call.function.arguments,
+            },
+        )?;
+        map.end()
+    }
+}
+
+/// `response_format`: `{"type": "text" | "json_object"}`, or
+/// `{"type": "json_schema", "json_schema": {name, description, schema, strict}}`.
+pub struct OutResponseFormat<'a>(pub &'a neutral::ResponseFormat);
+
+impl Serialize for OutResponseFormat<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        match self.0 {
+            neutral::ResponseFormat::Text => map.serialize_entry("type", "text")?,
+            neutral::ResponseFormat::JsonObject => map.serialize_entry("type", "json_object")?,
+            neutral::ResponseFormat::JsonSchema { json_schema } => {
+                map.serialize_entry("type", "json_schema")?;
+                map.serialize_entry("json_schema", &OutJsonSchema(json_schema))?;
+            }
+        }
+        map.end()
+    }
+}
+
+struct OutJsonSchema<'a>(&'a neutral::JsonSchema);
+
+impl Serialize for OutJsonSchema<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let j = self.0;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("name", &j.name)?;
+        optional(&mut map, "description", &j.description)?;
+        optional(&mut map, "schema", &j.schema)?;
+        optional(&mut map, "strict", &j.strict)?;
+        map.end()
+    }
+}
+
+/// `image_url`: `{url, detail}`.
+struct OutImageUrl<'a>(&'a neutral::ImageUrl);
+
+impl Serialize for OutImageUrl<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("url", &self.0.url)?;
+        optional(&mut map, "detail", &self.0.detail)?;
+        map.end()
     }
 }
 
