@@ -58,6 +58,11 @@ def plan():
         for scenario in ERRORS:
             cases[f"{g}:{scenario}"] = {"op": "generate", "model": g, "contents": user("fail please"),
                                         "headers": {"x-mock-scenario": scenario}}
+    # Embeddings (`embedContent` → `:batchEmbedContents`), the group chosen by header.
+    for g in ["mock-openai", "mock-gemini", "mock-dashscope"]:
+        cases[f"{g}:embed"] = {"op": "embed", "model": "text-embedding-3-small", "contents": ["a b", "c"],
+                               "config": {"taskType": "RETRIEVAL_DOCUMENT", "outputDimensionality": 256},
+                               "headers": {"x-model-group": g}}
     cases["list"] = {"op": "list"}
     cases["get"] = {"op": "get", "model": "mock-anthropic"}
     cases["wrong-key"] = {"op": "generate", "model": "mock-openai", "contents": user("x"), "key": "nope"}
@@ -112,6 +117,11 @@ def test_function_call_round_trip(seen, group, first):
 @pytest.mark.parametrize("group", GROUPS)
 def test_count_tokens(seen, group):
     assert ok(seen, f"{group}:count")["result"]["totalTokens"] > 0
+
+
+@pytest.mark.parametrize("group", ["mock-openai", "mock-gemini", "mock-dashscope"])
+def test_embed_content(seen, group):
+    assert ok(seen, f"{group}:embed")["result"]["sizes"] == [256, 256]
 
 
 def test_models(seen):

@@ -4,7 +4,7 @@
 // expectations live in the Python test; this only drives the SDK.
 //
 // stdin: {"base": "http://127.0.0.1:PORT", "concurrency": N, "cases": [case, ...]}
-// case:  {"id", "op": "generate"|"stream"|"round_trip"|"count"|"list"|"get",
+// case:  {"id", "op": "generate"|"stream"|"round_trip"|"count"|"embed"|"list"|"get",
 //         "key", "headers", "model", "contents", "config", "stream_first", "result"}
 import { GoogleGenAI, ApiError } from '@google/genai';
 import { runPlan } from './plan.mjs';
@@ -65,6 +65,11 @@ async function runCase(base, c) {
         const config = { ...c.config, toolConfig: { functionCallingConfig: { mode: 'AUTO' } } };
         const second = await ai.models.generateContent({ model: c.model, contents, config });
         obs.result = { text: second.text };
+        break;
+      }
+      case 'embed': {
+        const r = await ai.models.embedContent({ model: c.model, contents: c.contents, config: c.config });
+        obs.result = { sizes: (r.embeddings ?? []).map((e) => e.values?.length ?? 0) };
         break;
       }
       case 'count': {
