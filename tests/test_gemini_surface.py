@@ -202,6 +202,39 @@ def test_stream_without_alt_sse_is_one_json_array(ggw, group):
     assert chunks[-1]["candidates"][0]["finishReason"] == "STOP" and chunks[-1]["usageMetadata"]
 
 
+@pytest.mark.parametrize("group", ["mock-gemini", "mock-anthropic"])
+@pytest.mark.parametrize("method", ["generateContent", "streamGenerateContent?alt=sse"])
+def test_unknown_members_inside_parts_are_refused_as_gemini_does(ggw, group, method, test_id):
+    """A member Gemini does not know, at any depth, is its 400 before any vendor
+    is called: on the pass-through to Gemini as on the translated path."""
+    headers = {"x-goog-api-key": ALL_GROUPS_KEY, "x-test-id": test_id}
+    cases = [
+        ({"contents": [{"role": "user", "parts": [{"text": "hi", "x": 1}]}]}, "x", "contents[0].parts[0]"),
+        ({"contents": [{"role": "user", "parts": [{"text": "hi"}]},
+                       {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}, "argz": {}}}]}]},
+         "argz", "contents[1].parts[0].function_call"),
+        ({"contents": [{"parts": [{"text": "hi"}]}], "generationConfig": {"thinkingConfig": {"budget": 1}}},
+         "budget", "generation_config.thinking_config"),
+    ]
+    for body, name, at in cases:
+        status, _, answer = raw(ggw, "POST", f"/v1beta/models/{group}:{method}", body, headers)
+        error = json.loads(answer)["error"]
+        assert status == 400 and error["status"] == "INVALID_ARGUMENT", answer
+        assert error["message"] == f"Invalid JSON payload received. Unknown name \"{name}\" at '{at}': Cannot find field."
+        assert error["details"][0]["metadata"]["param"] == f"{at}.{name}"
+    assert ggw.mock_requests(test_id) == [], "refused before any vendor"
+    # The SDK's own members of a part (signatures, ids, metadata) are taken.
+    c = client(ggw)
+    asked = types.Content(role="user", parts=[types.Part(text="look it up", part_metadata={"k": "v"})])
+    first = c.models.generate_content(model=group, contents=[asked], config=tools_config())
+    [call] = [p.function_call for p in first.candidates[0].content.parts if p.function_call]
+    answered = types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+        id=call.id, name=call.name, response={"output": "42"}, will_continue=False))])
+    answer = c.models.generate_content(model=group, contents=[asked, first.candidates[0].content, answered],
+                                       config=tools_config("AUTO"))
+    assert answer.text
+
+
 # ------------------------------------------------------------ countTokens
 
 @pytest.mark.parametrize("group", ["mock-gemini", "mock-anthropic", "mock-bedrock"])
