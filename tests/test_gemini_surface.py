@@ -235,6 +235,37 @@ def test_unknown_members_inside_parts_are_refused_as_gemini_does(ggw, group, met
     assert answer.text
 
 
+# ------------------------------------------------------------ blocked prompts
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_prompt_gemini_blocks_is_its_verdict_on_the_gemini_surface(ggw, stream):
+    """Gemini's 200 with `promptFeedback.blockReason` and no candidates reaches
+    a Gemini client in Gemini's shape (the SDK's `prompt_feedback`), whole and
+    as a stream's one chunk; the unified API's clients get 400 CONTENT_FILTERED."""
+    c = client(ggw, **{"x-mock-scenario": "blocked-prompt"})
+    if stream:
+        chunks = list(c.models.generate_content_stream(model="mock-gemini", contents="block me"))
+        [answer] = [ch for ch in chunks if ch.prompt_feedback]
+        assert not any(ch.candidates for ch in chunks)
+    else:
+        answer = c.models.generate_content(model="mock-gemini", contents="block me")
+        assert not answer.candidates
+    assert answer.prompt_feedback.block_reason == types.BlockedReason.SAFETY
+    assert answer.text is None
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    status, _, body = raw(ggw, "POST", f"/v1beta/models/mock-gemini:{method}",
+                          {"contents": [{"parts": [{"text": "block me"}]}]},
+                          {"x-goog-api-key": ALL_GROUPS_KEY, "x-mock-scenario": "blocked-prompt"})
+    verdict = json.loads(body.decode().removeprefix("data: ")) if stream else json.loads(body)
+    assert status == 200 and verdict["promptFeedback"]["blockReason"] == "SAFETY" and "candidates" not in verdict
+    # The unified API: the error vocabulary.
+    status, _, body = raw(ggw, "POST", "/v1/chat/completions",
+                          {"model": "mock-gemini", "stream": stream, "messages": [{"role": "user", "content": "block me"}]},
+                          {"authorization": f"Bearer {ALL_GROUPS_KEY}", "x-mock-scenario": "blocked-prompt"})
+    error = json.loads(body)["error"]
+    assert status == 400 and error["code"] == "CONTENT_FILTERED" and error["provider"] == "mock-gemini", body
+
+
 # ------------------------------------------------------------ countTokens
 
 @pytest.mark.parametrize("group", ["mock-gemini", "mock-anthropic", "mock-bedrock"])
