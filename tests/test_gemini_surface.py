@@ -235,6 +235,50 @@ def test_unknown_members_inside_parts_are_refused_as_gemini_does(ggw, group, met
     assert answer.text
 
 
+# ------------------------------------------------------------ large thought signatures
+
+BIG_SIGNATURE = 70_000  # base64 characters: above 64 KB, across many of the mock's 4 KB chunks
+
+
+def signed_parts(parts):
+    return [p.thought_signature for p in parts if p.thought_signature]
+
+
+@pytest.mark.parametrize("group", ["mock-gemini", "mock-anthropic"])
+def test_large_thought_signatures_stream_whole_and_come_back_byte_equal(ggw, group, test_id):
+    """Gemini's signatures on function calls (passed through) and Claude's on
+    its thinking (signature deltas, carried in `thoughtSignature`), 70 KB
+    each, in a stream the mock writes in 4 KB chunks: none truncated (the
+    stream's equal the whole answer's), and each back at the vendor as it
+    was issued (the mock checks it against what it signed)."""
+    big = f"big-signatures={BIG_SIGNATURE}"
+    config = types.GenerateContentConfig(
+        max_output_tokens=4096, thinking_config=types.ThinkingConfig(include_thoughts=True, thinking_budget=2048),
+        tools=[types.Tool(function_declarations=[LOOKUP])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+    c = client(ggw, **{"x-mock-scenario": f"tool,{big}", "x-test-id": test_id})
+    ask = [types.Content(role="user", parts=[types.Part(text="look it up")])]
+    parts = [p for ch in c.models.generate_content_stream(model=group, contents=ask, config=config)
+             if ch.candidates and ch.candidates[0].content for p in ch.candidates[0].content.parts or []]
+    streamed = signed_parts(parts)
+    assert streamed and all(len(s) >= BIG_SIGNATURE * 3 // 4 for s in streamed), [len(s) for s in streamed]
+    whole = c.models.generate_content(model=group, contents=ask, config=config)
+    assert signed_parts(whole.candidates[0].content.parts) == streamed
+    [call] = [p.function_call for p in parts if p.function_call]
+    history = [*ask, types.Content(role="model", parts=parts),
+               types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+                   id=call.id, name=call.name, response={"output": "found it"}))])]
+    again = client(ggw, **{"x-mock-scenario": big, "x-test-id": test_id})
+    second = again.models.generate_content(model=group, contents=history, config=config)
+    assert "found it" in second.text
+    sent = ggw.mock_requests(test_id)[-1]["body"]
+    if group == "mock-gemini":
+        back = [p["thoughtSignature"] for p in sent["contents"][1]["parts"] if "thoughtSignature" in p]
+    else:
+        back = [b["signature"] for b in sent["messages"][1]["content"] if b["type"] == "thinking"]
+    assert back and all(len(s) >= BIG_SIGNATURE for s in back), [len(s) for s in back]
+
+
 # ------------------------------------------------------------ blocked prompts
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
