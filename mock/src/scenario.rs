@@ -212,7 +212,10 @@ mod tests {
             Scenario::parse("big-signatures=70000").signature_bytes,
             Some(70000)
         );
-        assert_eq!(Scenario::parse("big-signatures=9999999999").signature_bytes, None);
+        assert_eq!(
+            Scenario::parse("big-signatures=9999999999").signature_bytes,
+            None
+        );
         let s = Scenario::parse("quote-key, header-bytes=80-ff");
         assert!(s.quote_key);
         assert_eq!(s.header_bytes, Some((0x80, 0xff)));

@@ -79,9 +79,7 @@ pub fn send<W: Write>(
         sc.stream_error.then(|| after_deltas(events, ERROR_AFTER))
     };
     let mut out = ChunkOut::new(w, sc.split);
-    out.piece = sc
-        .signature_bytes
-        .map(|_| crate::scenario::PIECE_BYTES);
+    out.piece = sc.signature_bytes.map(|_| crate::scenario::PIECE_BYTES);
     out.gzip = sc.gzip.then(crate::gzip::Stream::default);
     let mut buf = Vec::with_capacity(512);
     for (i, e) in events.iter().enumerate() {

@@ -1583,7 +1583,8 @@ pub(super) mod tests {
         assert_eq!(decoded.finish_reason, Some(FinishReason::ContentFilter));
         assert!(matches!(decoded.answer, Answer::Native(ref b) if b == verdict));
         // An answer's own finish is read as before.
-        let answer = br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}]}"#;
+        let answer =
+            br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}]}"#;
         let decoded = Gemini
             .decode_native(Api::Gemini, answer, &mut origin())
             .unwrap();
