@@ -76,6 +76,19 @@ SCENARIOS = [
     ("c=16 100KB", 16, False, 100 * 1024),
     ("stream c=16", 16, True, 1024),
 ]
+# Scenarios of another client surface, for the groups named: the same
+# measurement with the client's own request to the gateway (the floor
+# replays the vendor request the gateway sends for it). Name, connections,
+# stream, request body bytes, client.
+CLIENT_SCENARIOS = [
+    ("gemini c=16", 16, False, 1024, "gemini"),
+    ("gemini stream c=16", 16, True, 1024, "gemini"),
+]
+# Gemini's API: passed through to Gemini, translated to Anthropic and OpenAI.
+CLIENT_GROUPS = {"gemini": ("mock-gemini", "mock-anthropic", "mock-openai")}
+# The key a client surface's request carries, as its SDK sends one (the
+# bench gateway has auth off, as for the unified requests).
+CLIENT_KEY = "gw-bench-key"
 # Limits on vs off (same run): the gateway again with `limits.rate` rules
 # that never refuse, for this group and these scenarios. Two rules, four
 # limits (a request limit and a token limit per group, a request limit and a
@@ -246,6 +259,30 @@ def unified_body(size, stream):
     return json.dumps(body).encode()
 
 
+def client_request(client, group, size, stream):
+    """(path, headers, body) of a client surface's request of about `size`
+    bytes to `group`: Gemini's generateContent (SSE with `alt=sse`), the
+    model in the path, the key in `x-goog-api-key`."""
+    assert client == "gemini", client
+    body = {"contents": [{"role": "user", "parts": [{"text": ""}]}],
+            "systemInstruction": {"parts": [{"text": "You are a benchmark."}]},
+            "generationConfig": {"maxOutputTokens": 256}}
+    filler = "lorem ipsum dolor sit amet "
+    empty = len(json.dumps(body))
+    body["contents"][0]["parts"][0]["text"] = (filler * (size // len(filler) + 1))[: max(0, size - empty)]
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    headers = {"content-type": "application/json", "x-goog-api-key": CLIENT_KEY}
+    return f"/v1beta/models/{group}:{method}", headers, json.dumps(body).encode()
+
+
+def scenarios(group, only=True):
+    """The scenarios of `group` (those of BENCH_ONLY unless `only` is false):
+    (name, connections, stream, size, client or None)."""
+    out = [(*s, None) for s in SCENARIOS]
+    out += [s for s in CLIENT_SCENARIOS if group in CLIENT_GROUPS[s[4]]]
+    return [s for s in out if not only or not ONLY or s[0] in ONLY]
+
+
 class Request:
     """One request as files for bench.lua, plus the URL to send it to."""
 
@@ -280,11 +317,14 @@ def capture_vendor_requests(workdir, groups):
         Envoy(stack, "capture", gateway.build_bootstrap(port, admin, mock_port, env={}), port, admin, workdir)
         captured = {}
         for group in groups:
-            for stream, size in {(s, b) for _, _, s, b in SCENARIOS}:
-                test_id = f"{group}-{int(stream)}-{size}"
-                status, _ = post(f"http://127.0.0.1:{port}/v1/chat/completions",
-                                 {"content-type": "application/json", "x-model-group": group, "x-test-id": test_id},
-                                 unified_body(size, stream))
+            for stream, size, client in {(s, b, c) for _, _, s, b, c in scenarios(group, only=False)}:
+                test_id = f"{group}-{int(stream)}-{size}-{client}"
+                if client:
+                    path, headers, body = client_request(client, group, size, stream)
+                else:
+                    path, headers, body = "/v1/chat/completions", {"content-type": "application/json",
+                                                                   "x-model-group": group}, unified_body(size, stream)
+                status, _ = post(f"http://127.0.0.1:{port}{path}", dict(headers, **{"x-test-id": test_id}), body)
                 if status != 200:
                     raise RuntimeError(f"capture {test_id}: HTTP {status}")
                 with urllib.request.urlopen(f"http://127.0.0.1:{mock_port}/_mock/requests?test_id={test_id}") as r:
@@ -294,7 +334,7 @@ def capture_vendor_requests(workdir, groups):
                 body = body.encode() if isinstance(body, str) else json.dumps(body, separators=(",", ":")).encode()
                 headers = {k: v for k, v in seen["headers"].items() if not NOT_REPLAYED.match(k)}
                 path = seen["path"] + (f"?{seen['query']}" if seen.get("query") else "")
-                captured[(group, stream, size)] = (path, headers, body)
+                captured[(group, stream, size, client)] = (path, headers, body)
         return captured
     finally:
         stack.stop()
@@ -575,26 +615,34 @@ def bench(args):
                 bll_port, bll_admin, mock_port, wasm=Path(BASELINE_WASM), env={}, edit=with_limits),
                 bll_port, bll_admin, workdir)
         for group in groups:
-            for name, connections, stream, size in SCENARIOS:
-                if ONLY and name not in ONLY:
-                    continue
-                path, vendor_headers, vendor_body = captured[(group, stream, size)]
-                floor_req = Request(workdir, f"floor-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{floor_port}{path}",
+            for name, connections, stream, size, client in scenarios(group):
+                path, vendor_headers, vendor_body = captured[(group, stream, size, client)]
+                floor_req = Request(workdir, f"floor-{group}-{int(stream)}-{size}-{client}",
+                                    f"http://127.0.0.1:{floor_port}{path}",
                                     dict(vendor_headers, **{"x-llm-cluster": cluster_of[group]}), vendor_body)
-                gw_req = Request(workdir, f"gw-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{gw_port}/v1/chat/completions",
-                                 {"content-type": "application/json", "x-model-group": group}, unified_body(size, stream))
-                measured = [(floor, floor_req), (gw, gw_req)]
-                if group == WASM_FLOOR_GROUP:
+                if client:
+                    gw_path, gw_headers, gw_body = client_request(client, group, size, stream)
+                    gw_req = Request(workdir, f"gw-{group}-{int(stream)}-{size}-{client}",
+                                     f"http://127.0.0.1:{gw_port}{gw_path}", gw_headers, gw_body)
+                    measured = [(floor, floor_req), (gw, gw_req)]
+                    baseline_here = limits_here = False
+                else:
+                    gw_req = Request(workdir, f"gw-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{gw_port}/v1/chat/completions",
+                                     {"content-type": "application/json", "x-model-group": group}, unified_body(size, stream))
+                    measured = [(floor, floor_req), (gw, gw_req)]
+                    baseline_here = baseline is not None
+                    limits_here = group == LIMITS_GROUP and name in LIMITS_SCENARIOS
+                if group == WASM_FLOOR_GROUP and not client:
                     wf_req = Request(workdir, f"wf-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{wf_port}{path}",
                                      floor_req.headers, vendor_body)
                     hf_req = Request(workdir, f"hf-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{hf_port}{path}",
                                      floor_req.headers, vendor_body)
                     measured[1:1] = [(wasm_floor, wf_req), (host_floor, hf_req)]
-                if baseline:
+                if baseline_here:
                     bl_req = Request(workdir, f"bl-{group}-{int(stream)}-{size}",
                                      f"http://127.0.0.1:{bl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
                     measured.append((baseline, bl_req))
-                if group == LIMITS_GROUP and name in LIMITS_SCENARIOS:
+                if limits_here:
                     gl_req = Request(workdir, f"gl-{group}-{int(stream)}-{size}",
                                      f"http://127.0.0.1:{gl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
                     measured.append((gw_limits, gl_req))
@@ -605,7 +653,9 @@ def bench(args):
                         measured.append((bl_limits, bll_req))
                 for envoy, req in measured:
                     status, answer = post(req.url, req.headers, req.body)
-                    if status != 200 or (stream and envoy is gw and not answer.endswith(b"data: [DONE]\n\n")):
+                    # A stream's end: the unified API's [DONE], Gemini's last chunk (its finish reason).
+                    done = b"finishReason" in answer if client else answer.endswith(b"data: [DONE]\n\n")
+                    if status != 200 or (stream and envoy is gw and not done):
                         raise RuntimeError(f"{envoy.name} {group} {name}: HTTP {status} {answer[:200]!r}")
                     wrk([req], connections, WARMUP_SECONDS, workdir)
                 runs = {envoy.name: [] for envoy, _ in measured}
@@ -629,7 +679,7 @@ def bench(args):
     micro = micro_benchmarks() if not args.skip_micro else "(skipped)\n"
     timings = in_envoy_timing(workdir)
     probe_group = WASM_FLOOR_GROUP if WASM_FLOOR_GROUP in groups else groups[0]
-    host_calls = host_call_costs(workdir, captured[(probe_group, False, 1024)], cluster_of[probe_group])
+    host_calls = host_call_costs(workdir, captured[(probe_group, False, 1024, None)], cluster_of[probe_group])
     replace_section("bench", render_bench(lines, rows, stream_rows, micro, timings, host_calls,
                                           time.time() - started))
     shutil.rmtree(workdir, ignore_errors=True)
@@ -679,7 +729,9 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
   (`--fast`: fixed ~1 KB answer, streams of {STREAM_CHUNKS} content chunks in one write) and wrk (`-t1`) pinned to CPU {LOAD_CORE}.
 - **floor**: plain Envoy, same listener, route, retry policy and clusters, no wasm filter; the client sends the
   vendor request the gateway would send (captured once through the gateway) with `x-llm-cluster` set itself.
-  **gateway**: Envoy with `llm_edge` + `llm_upstream`, the client sends the unified request.
+  **gateway**: Envoy with `llm_edge` + `llm_upstream`, the client sends the unified request; in the `gemini`
+  rows Gemini's own (`/v1beta/models/{{group}}:generateContent`, `:streamGenerateContent?alt=sse`): passed through
+  to mock-gemini, translated to the others.
   **wasm floor** and **host-call floor** ({WASM_FLOOR_GROUP} only): the floor's request through Envoy with
   `benches/wasm-floor` loaded as both roles: the gateway's plugin shape and body buffering, no work of its own;
   the host-call floor also makes the gateway's host calls (see "Where the gateway's cost goes").
@@ -753,7 +805,9 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
     for s in stream_rows:
         r = s["row"]
         added = (r["gw_cpu_us"] - r["floor_cpu_us"]) / STREAM_CHUNKS
-        out.append(f"| {s['group']} | {r['floor_rps']:.0f} | {r['gw_rps']:.0f} "
+        # Another client's stream (e.g. `gemini stream c=16`) is named.
+        label = s["group"] if r["scenario"] == "stream c=16" else f"{s['group']} ({r['scenario']})"
+        out.append(f"| {label} | {r['floor_rps']:.0f} | {r['gw_rps']:.0f} "
                    f"| {s['floor']['ttfb'][0]:.2f} / {s['floor']['ttfb'][1]:.2f} | {s['gateway']['ttfb'][0]:.2f} / {s['gateway']['ttfb'][1]:.2f} "
                    f"| {s['floor']['total'][0]:.2f} / {s['floor']['total'][1]:.2f} | {s['gateway']['total'][0]:.2f} / {s['gateway']['total'][1]:.2f} "
                    f"| {r['gw_cpu_us']:.1f} ({r['floor_cpu_us']:.1f}) | {r['gw_cpu_us'] / STREAM_CHUNKS:.2f} ({added:+.2f}) |")

@@ -116,8 +116,13 @@ def test_istio_envoyfilter_builds_a_config_envoy_and_the_filter_accept(tmp_path)
     (hcm_patch,) = [p["patch"]["value"]["typed_config"] for p in patches if p["applyTo"] == "NETWORK_FILTER"]
     hcm_extra = {k: v for k, v in hcm_patch.items() if k != "@type"}
     assert "local_reply_config" in hcm_extra
+    # The route's matches, /v1beta/ (Gemini CLI, the Gen AI SDKs) beside /v1/.
+    (llm_route,) = [r for r in vs["spec"]["http"] if r["name"] == route_name]
+    prefixes = [m["uri"]["prefix"] for m in llm_route["match"]]
+    assert prefixes == ["/v1/", "/v1beta/"]
     config = bootstrap([edge_filter, router_filter],
-                       [{"name": route_name, "match": {"prefix": "/v1/"}, "route": action}], clusters, hcm_extra)
+                       [{"name": f"{route_name}-{i}", "match": {"prefix": p}, "route": action}
+                        for i, p in enumerate(prefixes)], clusters, hcm_extra)
     out = check(tmp_path, "istio", config)
     assert "llm gateway (llm_edge): configured 2 providers" in out
     assert "llm gateway (llm_upstream): configured 2 providers" in out
@@ -180,10 +185,17 @@ def test_envoy_gateway_policies_build_a_config_envoy_and_the_filter_accept(tmp_p
             "typed_extension_protocol_options": {HTTP_OPTIONS: {
                 "@type": "type.googleapis.com/" + HTTP_OPTIONS, "explicit_http_config": {"http_protocol_options": {}}}},
         }
-        match = {"prefix": rule["matches"][0]["path"]["value"],
-                 "headers": [{"name": h["name"], "string_match": {"exact": h["value"]}}
-                             for h in rule["matches"][0].get("headers", [])]}
-        routes.append({"match": match, "route": {"cluster": name, "auto_host_rewrite": True}})
+        # Each of a rule's matches is a route of its own, as Envoy Gateway writes them.
+        for m in rule["matches"]:
+            match = {"prefix": m["path"]["value"],
+                     "headers": [{"name": h["name"], "string_match": {"exact": h["value"]}}
+                                 for h in m.get("headers", [])]}
+            routes.append({"match": match, "route": {"cluster": name, "auto_host_rewrite": True}})
+        # Gemini's clients (Gemini CLI, the Gen AI SDKs) call /v1beta/: every
+        # rule routes it as it routes /v1/.
+        prefixes = [(m["path"]["value"], m.get("headers")) for m in rule["matches"]]
+        assert sorted(p for p, _ in prefixes) == ["/v1/", "/v1beta/"], rule
+        assert prefixes[0][1] == prefixes[1][1], rule
     # Apply the patch policy.
     patched = set()
     for p in epp["spec"]["jsonPatches"]:

@@ -202,6 +202,114 @@ def test_stream_without_alt_sse_is_one_json_array(ggw, group):
     assert chunks[-1]["candidates"][0]["finishReason"] == "STOP" and chunks[-1]["usageMetadata"]
 
 
+@pytest.mark.parametrize("group", ["mock-gemini", "mock-anthropic"])
+@pytest.mark.parametrize("method", ["generateContent", "streamGenerateContent?alt=sse"])
+def test_unknown_members_inside_parts_are_refused_as_gemini_does(ggw, group, method, test_id):
+    """A member Gemini does not know, at any depth, is its 400 before any vendor
+    is called: on the pass-through to Gemini as on the translated path."""
+    headers = {"x-goog-api-key": ALL_GROUPS_KEY, "x-test-id": test_id}
+    cases = [
+        ({"contents": [{"role": "user", "parts": [{"text": "hi", "x": 1}]}]}, "x", "contents[0].parts[0]"),
+        ({"contents": [{"role": "user", "parts": [{"text": "hi"}]},
+                       {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}, "argz": {}}}]}]},
+         "argz", "contents[1].parts[0].function_call"),
+        ({"contents": [{"parts": [{"text": "hi"}]}], "generationConfig": {"thinkingConfig": {"budget": 1}}},
+         "budget", "generation_config.thinking_config"),
+    ]
+    for body, name, at in cases:
+        status, _, answer = raw(ggw, "POST", f"/v1beta/models/{group}:{method}", body, headers)
+        error = json.loads(answer)["error"]
+        assert status == 400 and error["status"] == "INVALID_ARGUMENT", answer
+        assert error["message"] == f"Invalid JSON payload received. Unknown name \"{name}\" at '{at}': Cannot find field."
+        assert error["details"][0]["metadata"]["param"] == f"{at}.{name}"
+    assert ggw.mock_requests(test_id) == [], "refused before any vendor"
+    # The SDK's own members of a part (signatures, ids, metadata) are taken.
+    c = client(ggw)
+    asked = types.Content(role="user", parts=[types.Part(text="look it up", part_metadata={"k": "v"})])
+    first = c.models.generate_content(model=group, contents=[asked], config=tools_config())
+    [call] = [p.function_call for p in first.candidates[0].content.parts if p.function_call]
+    answered = types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+        id=call.id, name=call.name, response={"output": "42"}, will_continue=False))])
+    answer = c.models.generate_content(model=group, contents=[asked, first.candidates[0].content, answered],
+                                       config=tools_config("AUTO"))
+    assert answer.text
+
+
+# ------------------------------------------------------------ large thought signatures
+
+BIG_SIGNATURE = 70_000  # base64 characters: above 64 KB, across many of the mock's 4 KB chunks
+
+
+def signed_parts(parts):
+    return [p.thought_signature for p in parts if p.thought_signature]
+
+
+@pytest.mark.parametrize("group", ["mock-gemini", "mock-anthropic"])
+def test_large_thought_signatures_stream_whole_and_come_back_byte_equal(ggw, group, test_id):
+    """Gemini's signatures on function calls (passed through) and Claude's on
+    its thinking (signature deltas, carried in `thoughtSignature`), 70 KB
+    each, in a stream the mock writes in 4 KB chunks: none truncated (the
+    stream's equal the whole answer's), and each back at the vendor as it
+    was issued (the mock checks it against what it signed)."""
+    big = f"big-signatures={BIG_SIGNATURE}"
+    config = types.GenerateContentConfig(
+        max_output_tokens=4096, thinking_config=types.ThinkingConfig(include_thoughts=True, thinking_budget=2048),
+        tools=[types.Tool(function_declarations=[LOOKUP])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+    c = client(ggw, **{"x-mock-scenario": f"tool,{big}", "x-test-id": test_id})
+    ask = [types.Content(role="user", parts=[types.Part(text="look it up")])]
+    parts = [p for ch in c.models.generate_content_stream(model=group, contents=ask, config=config)
+             if ch.candidates and ch.candidates[0].content for p in ch.candidates[0].content.parts or []]
+    streamed = signed_parts(parts)
+    assert streamed and all(len(s) >= BIG_SIGNATURE * 3 // 4 for s in streamed), [len(s) for s in streamed]
+    whole = c.models.generate_content(model=group, contents=ask, config=config)
+    assert signed_parts(whole.candidates[0].content.parts) == streamed
+    [call] = [p.function_call for p in parts if p.function_call]
+    history = [*ask, types.Content(role="model", parts=parts),
+               types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+                   id=call.id, name=call.name, response={"output": "found it"}))])]
+    again = client(ggw, **{"x-mock-scenario": big, "x-test-id": test_id})
+    second = again.models.generate_content(model=group, contents=history, config=config)
+    assert "found it" in second.text
+    sent = ggw.mock_requests(test_id)[-1]["body"]
+    if group == "mock-gemini":
+        back = [p["thoughtSignature"] for p in sent["contents"][1]["parts"] if "thoughtSignature" in p]
+    else:
+        back = [b["signature"] for b in sent["messages"][1]["content"] if b["type"] == "thinking"]
+    assert back and all(len(s) >= BIG_SIGNATURE for s in back), [len(s) for s in back]
+
+
+# ------------------------------------------------------------ blocked prompts
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_prompt_gemini_blocks_is_its_verdict_on_the_gemini_surface(ggw, stream):
+    """Gemini's 200 with `promptFeedback.blockReason` and no candidates reaches
+    a Gemini client in Gemini's shape (the SDK's `prompt_feedback`), whole and
+    as a stream's one chunk; the unified API's clients get 400 CONTENT_FILTERED."""
+    c = client(ggw, **{"x-mock-scenario": "blocked-prompt"})
+    if stream:
+        chunks = list(c.models.generate_content_stream(model="mock-gemini", contents="block me"))
+        [answer] = [ch for ch in chunks if ch.prompt_feedback]
+        assert not any(ch.candidates for ch in chunks)
+    else:
+        answer = c.models.generate_content(model="mock-gemini", contents="block me")
+        assert not answer.candidates
+    assert answer.prompt_feedback.block_reason == types.BlockedReason.SAFETY
+    assert answer.text is None
+    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    status, _, body = raw(ggw, "POST", f"/v1beta/models/mock-gemini:{method}",
+                          {"contents": [{"parts": [{"text": "block me"}]}]},
+                          {"x-goog-api-key": ALL_GROUPS_KEY, "x-mock-scenario": "blocked-prompt"})
+    verdict = json.loads(body.decode().removeprefix("data: ")) if stream else json.loads(body)
+    assert status == 200 and verdict["promptFeedback"]["blockReason"] == "SAFETY" and "candidates" not in verdict
+    # The unified API: the error vocabulary.
+    status, _, body = raw(ggw, "POST", "/v1/chat/completions",
+                          {"model": "mock-gemini", "stream": stream, "messages": [{"role": "user", "content": "block me"}]},
+                          {"authorization": f"Bearer {ALL_GROUPS_KEY}", "x-mock-scenario": "blocked-prompt"})
+    error = json.loads(body)["error"]
+    assert status == 400 and error["code"] == "CONTENT_FILTERED" and error["provider"] == "mock-gemini", body
+
+
 # ------------------------------------------------------------ countTokens
 
 @pytest.mark.parametrize("group", ["mock-gemini", "mock-anthropic", "mock-bedrock"])

@@ -118,12 +118,36 @@ pub fn gemini_signature(signed: &str) -> String {
     signature("mock-gemini-v1", signed)
 }
 
+/// The signature over `signed` under a vendor's key: its digest, made
+/// longer by `big-signatures`.
+fn signature(key: &str, signed: &str) -> String {
+    let digest = digest_signature(key, signed);
+    // `big-signatures`: the digest's first 40 characters (10 whole base64
+    // quads) repeated before it, to the size asked.
+    let size = SIGNATURE_BYTES.with(std::cell::Cell::get);
+    let filler = digest.get(..40).unwrap_or_default();
+    let quads = size.saturating_sub(digest.len()).div_ceil(40);
+    filler.repeat(quads) + &digest
+}
+
+thread_local! {
+    /// The size of the signatures of the request this thread answers
+    /// (`big-signatures`; 0: their own 44 bytes).
+    static SIGNATURE_BYTES: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Sets the size of the signatures issued and checked for the request this
+/// thread is answering (each connection's requests are answered on its thread).
+pub fn set_signature_bytes(size: usize) {
+    SIGNATURE_BYTES.with(|s| s.set(size));
+}
+
 /// A digest of `signed` under a vendor's key, as valid base64 (44
 /// characters, one `=` of padding) with its `+` and `/`, so a gateway that
 /// mangles it is caught. Canonical, as vendors' are: the character before
 /// the padding leaves no bits over (strict decoders, such as the Gen AI
 /// SDKs' for Gemini's `thoughtSignature` bytes, refuse any other).
-fn signature(key: &str, signed: &str) -> String {
+fn digest_signature(key: &str, signed: &str) -> String {
     const LAST: &[u8; 16] = b"AEIMQUYcgkosw048";
     let digest = crate::sigv4::hex(&crate::sigv4::sha256(format!("{key}:{signed}").as_bytes()));
     let last = digest

@@ -58,6 +58,8 @@ const PART_FIELDS: &[&str] = &[
     "thought",
     "thoughtSignature",
     "videoMetadata",
+    "mediaResolution",
+    "partMetadata",
     // Server-side tool invocations (Gemini 3's tool combination), sent back
     // in the history as they came.
     "toolCall",
@@ -639,7 +641,14 @@ fn check_part(part: &Value, at: &str) -> Result<(), Failure> {
     if let Some(resp) = part.get("functionResponse") {
         check_fields(
             resp,
-            &["id", "name", "response"],
+            &[
+                "id",
+                "name",
+                "response",
+                "parts",
+                "willContinue",
+                "scheduling",
+            ],
             &format!("{at}.function_response"),
         )?;
         if !resp.get("response").is_some_and(Value::is_object) {

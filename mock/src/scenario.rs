@@ -65,6 +65,12 @@ pub struct Scenario {
     /// `retry-after` (instead of the 7 of the dialects whose vendors send one
     /// on a 429; on other statuses too, a wait that means nothing there).
     pub retry_after: Option<u64>,
+    /// `big-signatures=N`: the signatures the mock issues (Gemini's on
+    /// function calls, Claude's on thinking) are about N bytes of base64,
+    /// still a digest of what they sign (checked when they come back), and
+    /// a stream leaves in HTTP chunks of at most [`PIECE_BYTES`], so each
+    /// signature crosses chunk boundaries.
+    pub signature_bytes: Option<usize>,
     /// Not a directive: the request accepts gzip (set by the server).
     pub gzip: bool,
     // --- Driving agents (Claude Code) ---------------------------------------
@@ -97,6 +103,10 @@ pub enum Filter {
 }
 
 const DEFAULT_SLOW: Duration = Duration::from_millis(200);
+/// The HTTP chunks of a `big-signatures` stream.
+pub const PIECE_BYTES: usize = 4093;
+/// `big-signatures` at most (4 MiB).
+const MAX_SIGNATURE_BYTES: usize = 4 << 20;
 const ERROR_STATUSES: [u16; 9] = [400, 401, 403, 404, 413, 429, 500, 503, 529];
 
 impl Scenario {
@@ -133,6 +143,8 @@ impl Scenario {
                         });
                     } else if let Some(command) = d.strip_prefix("call-shell=") {
                         s.call_shell = Some(command.to_owned()).filter(|c| !c.is_empty());
+                    } else if let Some(n) = d.strip_prefix("big-signatures=") {
+                        s.signature_bytes = n.parse().ok().filter(|&n| n <= MAX_SIGNATURE_BYTES);
                     } else if let Some(secs) = d.strip_prefix("retry-after=") {
                         s.retry_after = secs.parse().ok();
                     } else if let Some(ms) = d.strip_prefix("slow=") {
@@ -196,6 +208,14 @@ mod tests {
         assert_eq!(s.filter, Some(Filter::BlockedPrompt));
         assert_eq!(s.slow, Some(Duration::from_millis(50)));
         assert_eq!(s.error, Some(429));
+        assert_eq!(
+            Scenario::parse("big-signatures=70000").signature_bytes,
+            Some(70000)
+        );
+        assert_eq!(
+            Scenario::parse("big-signatures=9999999999").signature_bytes,
+            None
+        );
         let s = Scenario::parse("quote-key, header-bytes=80-ff");
         assert!(s.quote_key);
         assert_eq!(s.header_bytes, Some((0x80, 0xff)));

@@ -332,6 +332,7 @@ fn completion(
 ) -> io::Result<bool> {
     let header = req.header(scenario::HEADER).unwrap_or_default();
     let sc = Scenario::parse(&format!("{header},{}", path_directives.unwrap_or_default()));
+    crate::answer::set_signature_bytes(sc.signature_bytes.unwrap_or(0));
     c.retry_after = sc.retry_after.map(|s| s.to_string());
     if sc.quote_key {
         let received = ["authorization", "x-api-key", "api-key", "x-goog-api-key"]

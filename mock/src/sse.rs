@@ -79,6 +79,7 @@ pub fn send<W: Write>(
         sc.stream_error.then(|| after_deltas(events, ERROR_AFTER))
     };
     let mut out = ChunkOut::new(w, sc.split);
+    out.piece = sc.signature_bytes.map(|_| crate::scenario::PIECE_BYTES);
     out.gzip = sc.gzip.then(crate::gzip::Stream::default);
     let mut buf = Vec::with_capacity(512);
     for (i, e) in events.iter().enumerate() {
@@ -119,6 +120,8 @@ struct ChunkOut<'a, W: Write> {
     scratch: Vec<u8>,
     /// The response is gzip: each chunk carries the next stored blocks.
     gzip: Option<crate::gzip::Stream>,
+    /// Each write in HTTP chunks of at most this many bytes (no pause).
+    piece: Option<usize>,
 }
 
 impl<'a, W: Write> ChunkOut<'a, W> {
@@ -130,6 +133,7 @@ impl<'a, W: Write> ChunkOut<'a, W> {
             pieces: 0,
             scratch: Vec::with_capacity(600),
             gzip: None,
+            piece: None,
         }
     }
 
@@ -151,6 +155,12 @@ impl<'a, W: Write> ChunkOut<'a, W> {
     }
 
     fn write(&mut self, data: &[u8]) -> io::Result<()> {
+        if let (false, Some(size)) = (self.split, self.piece) {
+            for piece in data.chunks(size.max(1)) {
+                self.emit(piece)?;
+            }
+            return Ok(());
+        }
         if !self.split {
             return self.emit(data);
         }

@@ -27,7 +27,8 @@
 //! Content filtering: a prompt blocked (`promptFeedback.blockReason`, HTTP 200
 //! without candidates) is a 400 `CONTENT_FILTERED`, or, once a stream has
 //! started, a unified stream error; SAFETY-family finish reasons are
-//! `finish_reason: content_filter`.
+//! `finish_reason: content_filter`. To a Gemini client (the pass-through) the
+//! verdict is Gemini's answer, passed on as it came and metered as filtered.
 //!
 //! The wire types are [`crate::wire::gemini`]'s, shared with the Gemini
 //! surface; here are the encoder, the decoders and the error mapping.
@@ -263,14 +264,18 @@ impl Dialect for Gemini {
         let calls = candidate
             .and_then(|c| c.content.as_ref())
             .is_some_and(|c| c.parts.iter().any(|p| p.function_call.is_some()));
-        let finish_reason = candidate
-            .and_then(|c| c.finish_reason.as_deref())
-            .map(|r| finish_reason(r, calls));
-        if candidate.is_none() {
-            if let Some(reason) = response.prompt_feedback.and_then(|f| f.block_reason) {
-                return Err(prompt_blocked(&reason));
-            }
-        }
+        // A blocked prompt (`promptFeedback.blockReason`, no candidates) is
+        // Gemini's own answer to a Gemini client: passed on as it came,
+        // metered as filtered.
+        let blocked = candidate.is_none()
+            && response
+                .prompt_feedback
+                .as_ref()
+                .is_some_and(|f| f.block_reason.is_some());
+        let finish_reason = match candidate.and_then(|c| c.finish_reason.as_deref()) {
+            _ if blocked => Some(FinishReason::ContentFilter),
+            reason => reason.map(|r| finish_reason(r, calls)),
+        };
         Ok(DecodedResponse {
             answer: Answer::Native(body.to_vec()),
             usage: response.usage_metadata.map(unified_usage),
@@ -841,14 +846,15 @@ fn native_event(
         w.set_usage(Some(unified_usage(u)));
     }
     let Some(candidate) = response.candidates.first() else {
-        if let Some(reason) = response
+        // A blocked prompt: Gemini's verdict, the stream's one event, as it came.
+        let blocked = response
             .prompt_feedback
             .as_ref()
-            .and_then(|f| f.block_reason.as_deref())
-        {
-            return Err(prompt_blocked(reason));
+            .is_some_and(|f| f.block_reason.is_some());
+        passthrough(w, out, data, blocked);
+        if blocked {
+            w.mark_finished_as(FinishReason::ContentFilter);
         }
-        passthrough(w, out, data, false);
         return Ok(());
     };
     let mut has_content = candidate.finish_reason.is_some();
@@ -1566,6 +1572,23 @@ pub(super) mod tests {
         assert_eq!(tc(5)["function"]["arguments"], "{}");
         assert_eq!(ev[6]["choices"][0]["finish_reason"], "tool_calls");
         assert_eq!(ev.len(), 7);
+    }
+
+    #[test]
+    fn a_gemini_clients_blocked_prompt_is_geminis_verdict() {
+        let verdict = br#"{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":3,"totalTokenCount":3}}"#;
+        let decoded = Gemini
+            .decode_native(Api::Gemini, verdict, &mut origin())
+            .unwrap();
+        assert_eq!(decoded.finish_reason, Some(FinishReason::ContentFilter));
+        assert!(matches!(decoded.answer, Answer::Native(ref b) if b == verdict));
+        // An answer's own finish is read as before.
+        let answer =
+            br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]},"finishReason":"STOP"}]}"#;
+        let decoded = Gemini
+            .decode_native(Api::Gemini, answer, &mut origin())
+            .unwrap();
+        assert_eq!(decoded.finish_reason, Some(FinishReason::Stop));
     }
 
     #[test]

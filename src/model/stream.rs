@@ -393,4 +393,11 @@ impl EventWriter {
     pub fn mark_finished(&mut self) {
         self.finished = true;
     }
+
+    /// A passed-through event carried the finish, of this reason (what the
+    /// session meters: a vendor's verdict passed through as it came).
+    pub fn mark_finished_as(&mut self, reason: FinishReason) {
+        self.finished = true;
+        self.finish_reason = Some(reason);
+    }
 }

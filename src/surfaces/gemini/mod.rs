@@ -27,6 +27,7 @@ use crate::wire::gemini::{
     Part, Status, Text, UsageMetadata,
 };
 
+mod members;
 pub mod request;
 mod stream;
 

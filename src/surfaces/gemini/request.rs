@@ -11,6 +11,7 @@
 
 use serde_json::{Map, Value};
 
+use super::members;
 use crate::error::GatewayError;
 use crate::model::request::{
     ChatRequest, Content, ContentPart, Document, DocumentSource, Effort, FunctionCall, FunctionDef,
@@ -23,7 +24,7 @@ use crate::wire::gemini::{
 
 /// A generation's body.
 pub fn parse(body: &[u8]) -> Result<ChatRequest, GatewayError> {
-    let request: GenerateContentRequest = read(body)?;
+    let request: GenerateContentRequest = read(body, &members::REQUEST)?;
     let mut chat = convert(request)?;
     chat.source_len = body.len();
     Ok(chat)
@@ -31,7 +32,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, GatewayError> {
 
 /// A `:countTokens` body: `contents`, or a `generateContentRequest`.
 pub fn parse_count(body: &[u8]) -> Result<ChatRequest, GatewayError> {
-    let count: CountTokensRequest = read(body)?;
+    let count: CountTokensRequest = read(body, &members::COUNT_TOKENS)?;
     let request = match (count.contents, count.generate_content_request) {
         (Some(_), Some(_)) => {
             return Err(GatewayError::invalid(
@@ -51,10 +52,16 @@ pub fn parse_count(body: &[u8]) -> Result<ChatRequest, GatewayError> {
     Ok(chat)
 }
 
-fn read<'a, T: serde::Deserialize<'a>>(body: &'a [u8]) -> Result<T, GatewayError> {
+/// The body as `T`, its members first checked against `shape` (the
+/// types are shared with answers, which ignore members they do not know).
+fn read<'a, T: serde::Deserialize<'a>>(
+    body: &'a [u8],
+    shape: &members::Shape,
+) -> Result<T, GatewayError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(GatewayError::invalid("body", "request body is empty"));
     }
+    members::check(body, shape)?;
     serde_json::from_slice(body)
         .map_err(|e| GatewayError::invalid("body", format!("Invalid JSON payload received. {e}")))
 }

@@ -372,3 +372,170 @@ fn models_are_the_keys_groups() {
         .unwrap()
         .contains(&json!("countTokens")));
 }
+
+#[test]
+fn refuses_unknown_members_at_any_depth_as_gemini_does() {
+    let bad = |body: serde_json::Value| {
+        let e = request::parse(body.to_string().as_bytes()).unwrap_err();
+        (e.message, e.param.unwrap_or_default())
+    };
+    let part =
+        |part: serde_json::Value| bad(json!({"contents": [{"role": "user", "parts": [part]}]}));
+    assert_eq!(
+        part(json!({"text": "hi", "x": 1})),
+        (
+            "Invalid JSON payload received. Unknown name \"x\" at 'contents[0].parts[0]': Cannot find field.".into(),
+            "contents[0].parts[0].x".into()
+        )
+    );
+    assert_eq!(
+        bad(json!({"contents": [], "frobnicate": 1})).0,
+        "Invalid JSON payload received. Unknown name \"frobnicate\": Cannot find field."
+    );
+    // Paths in proto names, as Google writes them; each nested message.
+    for (body, at) in [
+        (
+            json!({"contents": [{"parts": [{"text": "a"}]}, {"role": "model", "parts": [{"functionCall": {"name": "f", "x": 1}}]}]}),
+            "contents[1].parts[0].function_call",
+        ),
+        (
+            json!({"contents": [{"parts": [{"functionResponse": {"name": "f", "response": {}, "x": 1}}]}]}),
+            "contents[0].parts[0].function_response",
+        ),
+        (
+            json!({"contents": [{"parts": [{"functionResponse": {"name": "f", "response": {}, "parts": [{"inlineData": {"mimeType": "image/png", "data": "", "x": 1}}]}}]}]}),
+            "contents[0].parts[0].function_response.parts[0].inline_data",
+        ),
+        (
+            json!({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "", "x": 1}}]}]}),
+            "contents[0].parts[0].inline_data",
+        ),
+        (
+            json!({"contents": [{"parts": [{"file_data": {"fileUri": "gs://a", "x": 1}}]}]}),
+            "contents[0].parts[0].file_data",
+        ),
+        (
+            json!({"contents": [{"parts": [{"videoMetadata": {"fps": 1, "x": 1}}]}]}),
+            "contents[0].parts[0].video_metadata",
+        ),
+        (json!({"contents": [{"x": 1, "parts": []}]}), "contents[0]"),
+        (
+            json!({"systemInstruction": {"parts": [{"text": "s", "x": 1}]}}),
+            "system_instruction.parts[0]",
+        ),
+        (json!({"generationConfig": {"x": 1}}), "generation_config"),
+        (
+            json!({"generationConfig": {"thinkingConfig": {"thinkingBudget": 1, "x": 1}}}),
+            "generation_config.thinking_config",
+        ),
+        (
+            json!({"toolConfig": {"functionCallingConfig": {"mode": "ANY", "x": 1}}}),
+            "tool_config.function_calling_config",
+        ),
+        (
+            json!({"tools": [{"googleSearch": {}}, {"functionDeclarations": [{"name": "f", "x": 1}]}]}),
+            "tools[1].function_declarations[0]",
+        ),
+        (json!({"tools": [{"x": {}}]}), "tools[0]"),
+        (
+            json!({"safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE", "x": 1}]}),
+            "safety_settings[0]",
+        ),
+    ] {
+        let (message, param) = bad(body);
+        assert_eq!(
+            message,
+            format!(
+                "Invalid JSON payload received. Unknown name \"x\" at '{at}': Cannot find field."
+            )
+        );
+        assert_eq!(param, format!("{at}.x"));
+    }
+    // countTokens: its own members, then a generation's.
+    let count = |body: serde_json::Value| {
+        request::parse_count(body.to_string().as_bytes())
+            .unwrap_err()
+            .message
+    };
+    assert!(count(json!({"x": 1})).ends_with("Unknown name \"x\": Cannot find field."));
+    assert!(count(json!({"contents": [{"parts": [{"txt": "a"}]}]}))
+        .ends_with("Unknown name \"txt\" at 'contents[0].parts[0]': Cannot find field."));
+    assert!(count(
+        json!({"generateContentRequest": {"model": "models/g", "contents": [{"parts": [{"text": "a", "x": 1}]}]}})
+    )
+    .ends_with("at 'generate_content_request.contents[0].parts[0]': Cannot find field."));
+    // Other faults are the typed parse's, said as before.
+    let e = request::parse(br#"{"contents": [{"parts": [{"text": 1}]}]}"#).unwrap_err();
+    assert!(
+        e.message
+            .starts_with("Invalid JSON payload received. invalid type"),
+        "{}",
+        e.message
+    );
+    let e = request::parse(br#"{"contents": [{"parts": [{"text": "a", "#).unwrap_err();
+    assert!(e.message.contains("EOF"), "{}", e.message);
+    // A member's name only: a free-form value's keys are the caller's.
+    parse(
+        json!({"contents": [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"x": {"y": 1}}}}]},
+        {"parts": [{"functionResponse": {"name": "f", "response": {"x": 1}}}]}],
+        "tools": [{"functionDeclarations": [{"name": "f", "parameters": {"type": "OBJECT", "x": 1}}]}],
+        "generationConfig": {"responseMimeType": "application/json", "responseJsonSchema": {"x": 1}}}),
+    );
+}
+
+#[test]
+fn takes_every_member_the_sdks_and_gemini_cli_send() {
+    // Every member of a part and of the messages under it, by JSON name
+    // and by proto name (what google-genai, @google/genai and Gemini CLI
+    // write for the Gemini API).
+    let r = parse(json!({
+        "contents": [
+            {"role": "user", "parts": [
+                {"text": "look", "partMetadata": {"k": "v"}},
+                {"inlineData": {"mimeType": "image/png", "data": "QUJD"}, "mediaResolution": {"level": "MEDIA_RESOLUTION_HIGH"}},
+                {"inline_data": {"mime_type": "application/pdf", "data": "QUJD"}, "media_resolution": {"level": "MEDIA_RESOLUTION_LOW"}},
+            ]},
+            {"role": "model", "parts": [
+                {"text": "thinking", "thought": true, "thoughtSignature": "c2ln"},
+                {"functionCall": {"id": "c1", "name": "f", "args": {}}, "thought_signature": "c2ln"},
+                {"function_call": {"id": "c2", "name": "f", "args": {}}}]},
+            {"role": "user", "parts": [
+                {"functionResponse": {"id": "c1", "name": "f", "response": {"output": "1"}, "willContinue": false,
+                    "scheduling": "WHEN_IDLE", "parts": [{"inlineData": {"mimeType": "image/png", "data": "QUJD", "displayName": "a.png"}}]}},
+                {"function_response": {"id": "c2", "name": "f", "response": {"output": "2"}, "will_continue": false}}]}],
+        "systemInstruction": {"role": "user", "parts": [{"text": "s"}]},
+        "tools": [{"functionDeclarations": [{"name": "f", "description": "d", "parametersJsonSchema": {"type": "object"},
+            "responseJsonSchema": {"type": "object"}, "behavior": "BLOCKING"}]}],
+        "toolConfig": {"functionCallingConfig": {"mode": "AUTO", "allowedFunctionNames": ["f"]},
+            "includeServerSideToolInvocations": true, "retrievalConfig": {"languageCode": "en"}},
+        "generationConfig": {"temperature": 1, "topP": 0.9, "topK": 3, "maxOutputTokens": 9, "candidateCount": 1,
+            "stopSequences": ["x"], "seed": 1, "presencePenalty": 0.1, "frequencyPenalty": 0.1,
+            "responseMimeType": "text/plain", "responseModalities": ["TEXT"], "enableEnhancedCivicAnswers": true,
+            "thinkingConfig": {"includeThoughts": true, "thinkingBudget": 100, "thinkingLevel": null}},
+        "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]
+    }));
+    assert_eq!(r.messages.len(), 5, "{:?}", r.messages);
+    assert!(r.native_only.is_none(), "{:?}", r.native_only);
+    // Gemini's own data parts: taken, and marked Gemini's.
+    let only = |part: serde_json::Value| {
+        parse(json!({"contents": [{"role": "model", "parts": [part]}]}))
+            .native_only
+            .map(|n| n.param)
+    };
+    assert_eq!(
+        only(json!({"executableCode": {"language": "PYTHON", "code": "1", "id": "e"}})).as_deref(),
+        Some("contents[0].parts[0].executableCode")
+    );
+    assert_eq!(
+        only(json!({"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": "1", "id": "e"}}))
+            .as_deref(),
+        Some("contents[0].parts[0].codeExecutionResult")
+    );
+    assert!(only(json!({"toolCall": {"toolType": "GOOGLE_SEARCH_WEB", "id": "s", "args": {}}, "thoughtSignature": "c2ln"})).is_none());
+    assert!(parse(
+        json!({"contents": [{"parts": [{"fileData": {"fileUri": "gs://a", "mimeType": "video/mp4"},
+        "videoMetadata": {"startOffset": "1s", "endOffset": "2s", "fps": 1}}]}]})
+    )
+    .native_only
+    .is_some());
+}
