@@ -429,3 +429,17 @@ def test_gateway_errors_as_the_sdks_errors(ggw):
     # An unknown method of the API: Gemini's 404.
     status, _, body = raw(ggw, "POST", "/v1beta/models/mock-openai:predict", {}, {"x-goog-api-key": ALL_GROUPS_KEY})
     assert status == 404 and json.loads(body)["error"]["status"] == "NOT_FOUND"
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"contents": []}, "contents is not specified"),
+    ({"contents": [{"role": "user", "parts": [{"text": "a"}]}, {"role": "model", "parts": []}]},
+     "contents[1].parts: contents.parts must not be empty"),
+])
+def test_an_empty_conversation_is_refused_in_gemini_s_words_whatever_vendor(ggw, body, message):
+    """Gemini's own refusals, before any vendor call (OpenAI would word them as its own)."""
+    status, _, data = ggw.request("POST", "/v1beta/models/mock-openai:generateContent", body,
+                                 {"x-goog-api-key": ALL_GROUPS_KEY, "authorization": None})
+    answer = json.loads(data)
+    assert status == 400 and message in answer["error"]["message"], answer
+    assert answer["error"]["status"] == "INVALID_ARGUMENT"

@@ -25,9 +25,37 @@ use crate::wire::gemini::{
 /// A generation's body.
 pub fn parse(body: &[u8]) -> Result<ChatRequest, GatewayError> {
     let request: GenerateContentRequest = read(body, &members::REQUEST)?;
+    conversation_rules(&request)?;
     let mut chat = convert(request)?;
     chat.source_len = body.len();
     Ok(chat)
+}
+
+/// What Gemini refuses of a generation's conversation, in its words,
+/// whatever vendor answers: no contents, a content without parts (one
+/// whose role Gemini does not know is refused for its role, later).
+fn conversation_rules(request: &GenerateContentRequest) -> Result<(), GatewayError> {
+    if request.contents.is_empty() {
+        return Err(GatewayError::invalid(
+            "contents",
+            "* GenerateContentRequest.contents: contents is not specified",
+        ));
+    }
+    let known_role =
+        |role: Option<&str>| matches!(role, None | Some("user" | "model" | "function"));
+    if let Some(i) = request
+        .contents
+        .iter()
+        .position(|c| c.parts.is_empty() && known_role(c.role.as_deref()))
+    {
+        return Err(GatewayError::invalid(
+            format!("contents[{i}].parts"),
+            format!(
+                "* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A `:countTokens` body: `contents`, or a `generateContentRequest`.

@@ -79,6 +79,11 @@ fn routes_under_v1beta_and_v1() {
     assert_eq!(route("GET", "/v1beta", ""), None);
 }
 
+/// One user turn.
+fn hi() -> serde_json::Value {
+    json!([{"parts": [{"text": "hi"}]}])
+}
+
 fn parse(body: serde_json::Value) -> ChatRequest {
     request::parse(body.to_string().as_bytes()).unwrap()
 }
@@ -150,27 +155,37 @@ fn refuses_what_gemini_refuses_and_marks_what_only_gemini_takes() {
         e.param.as_deref(),
         Some("contents[0].parts[0].functionResponse")
     );
+    // Gemini's own refusals of a conversation, whatever vendor answers.
+    assert!(bad(json!({"contents": []}))
+        .message
+        .contains("contents is not specified"));
+    assert_eq!(
+        bad(json!({"contents": [{"role": "user", "parts": [{"text": "a"}]}, {"role": "model", "parts": []}]}))
+            .param
+            .as_deref(),
+        Some("contents[1].parts")
+    );
     let only = |body: serde_json::Value| parse(body).native_only.map(|n| n.param);
     assert_eq!(
         only(json!({"contents": [{"parts": [{"fileData": {"fileUri": "gs://x"}}]}]})).as_deref(),
         Some("contents[0].parts[0].fileData")
     );
     assert_eq!(
-        only(json!({"contents": [], "cachedContent": "cachedContents/1"})).as_deref(),
+        only(json!({"contents": hi(), "cachedContent": "cachedContents/1"})).as_deref(),
         Some("cachedContent")
     );
     assert_eq!(
-        only(json!({"contents": [], "tools": [{"codeExecution": {}}]})).as_deref(),
+        only(json!({"contents": hi(), "tools": [{"codeExecution": {}}]})).as_deref(),
         Some("tools[0].codeExecution")
     );
     assert!(
-        parse(json!({"contents": [], "tools": [{"googleSearch": {}}]}))
+        parse(json!({"contents": hi(), "tools": [{"googleSearch": {}}]}))
             .web_search
             .is_some()
     );
     // Proto field names are Gemini's too.
     let snake = parse(
-        json!({"contents": [], "generation_config": {"max_output_tokens": 5,
+        json!({"contents": hi(), "generation_config": {"max_output_tokens": 5,
         "thinking_config": {"thinking_budget": 0}}}),
     );
     assert_eq!(snake.max_tokens, Some(5));
