@@ -12,9 +12,13 @@
 //!   with its expiry, or, failed, the lease records the failure and the
 //!   next try waits 1, 2, 4... 60 seconds;
 //! - each attempt reads the shared token ([`authorization`]): one host call,
-//!   for these providers only; none usable is a clear 503, never a vendor
-//!   call without auth; a vendor 401 marks the token it was sent with for
-//!   refresh ([`unauthorized`]), once per token.
+//!   for these providers only. An attempt that finds none usable
+//!   ([`missing`]) is paused, up to the provider's `token_wait_ms`, and
+//!   woken by the root context (each tick, and when this worker's fetch
+//!   is answered); still none, a clear 503, never a vendor call without
+//!   auth. A vendor 401 revokes the token it was sent with
+//!   ([`unauthorized`], once per token): later attempts wait for the next
+//!   one, which is fetched at the next tick.
 //!
 //! Neither a key nor a token is ever logged or put in an error.
 
@@ -64,6 +68,17 @@ fn cached(host: &impl Host, provider: &str) -> Option<(Cached, u32)> {
     }
 }
 
+/// How long an attempt to `provider` (named `name`) may wait for a token
+/// (its `token_wait_ms`), when the gateway manages its tokens and none is
+/// usable now; `None` otherwise (no host call for other providers).
+pub fn missing(host: &impl Host, name: &str, provider: &Provider) -> Option<u64> {
+    let settings = provider
+        .settings::<Settings>()
+        .filter(|s| s.credentials.managed())?;
+    let usable = cached(host, name).is_some_and(|(token, _)| token.usable(unix_seconds(host)));
+    (!usable).then_some(settings.token_wait_ms)
+}
+
 /// The `authorization` value for an attempt to `provider` (named `name`)
 /// and the token's generation: `Ok(None)` for a provider whose tokens the
 /// gateway does not manage (no host call), an error when none is usable.
@@ -91,13 +106,15 @@ pub fn authorization(
 }
 
 /// A vendor 401 to an attempt sent with token `generation`: that token is
-/// refreshed at the next tick (once: a later 401 for the same token, or
-/// one for an older token, changes nothing).
+/// no longer sent (attempts wait for the next) and is refreshed at the next
+/// tick (once: a later 401 for the same token, or one for an older token,
+/// changes nothing).
 pub fn unauthorized(host: &impl Host, name: &str, generation: u64) {
     let now = unix_seconds(host);
     if let Some((mut token, cas)) = cached(host, name) {
-        if token.generation == generation && token.refresh_at > now {
-            token.refresh_at = now;
+        if token.generation == generation && token.usable(now) {
+            token.refresh_at = token.refresh_at.min(now);
+            token.expires_at = now;
             // A stale CAS: another worker wrote first (a refresh or this mark).
             let _ = host.set_shared_data(&token_key(name), &token.encode(), cas);
             log::warn!(
@@ -455,11 +472,44 @@ mod attempt_tests {
         a.on_request_body(size, true)
     }
 
+    fn share(host: &FakeHost, token: &str, generation: u64) {
+        let fresh = Cached::new(
+            token.into(),
+            3600,
+            crate::session::host::unix_seconds(host),
+            generation,
+        );
+        host.shared
+            .borrow_mut()
+            .insert(token_key("vx"), (fresh.encode(), 1));
+    }
+
     #[test]
-    fn attempts_carry_the_shared_token_and_a_401_refreshes_it() {
-        // No token yet: a 503, and the request never addressed to Vertex.
+    fn an_attempt_without_a_token_waits_for_one_then_fails_clearly() {
+        // No token yet: paused, never addressed to Vertex.
         let mut a = attempt(FakeHost::new());
-        send(&mut a);
+        assert_eq!(send(&mut a), Flow::Pause);
+        assert!(a.waiting());
+        assert!(a.host.reply.borrow().is_none());
+        assert_eq!(a.on_wake(), Flow::Pause, "still none: still waiting");
+        assert!(a.waiting());
+        // Another worker's fetch is answered: the next wake sends it.
+        share(&a.host, "ya29.late", 1);
+        assert_eq!(a.on_wake(), Flow::Continue);
+        assert!(!a.waiting());
+        assert_eq!(
+            a.host.get(Map::Request, "authorization").as_deref(),
+            Some("Bearer ya29.late")
+        );
+        assert!(a.host.reply.borrow().is_none());
+        // None within the wait (5 s by default): a clear 503, no vendor call.
+        let mut a = attempt(FakeHost::new());
+        assert_eq!(send(&mut a), Flow::Pause);
+        a.host.clock.set(a.host.clock.get() + 4.9);
+        assert_eq!(a.on_wake(), Flow::Pause);
+        a.host.clock.set(a.host.clock.get() + 0.2);
+        assert_eq!(a.on_wake(), Flow::Pause);
+        assert!(!a.waiting());
         let (status, body) = a.host.reply.borrow().clone().unwrap();
         assert_eq!(status, 503);
         assert!(String::from_utf8_lossy(&body).contains("no Google access token"));
@@ -467,18 +517,25 @@ mod attempt_tests {
             a.host.get(Map::Request, ":path").as_deref(),
             Some("/v1/chat/completions")
         );
+        assert_eq!(
+            a.host.get(Map::Request, "authorization").as_deref(),
+            Some("Bearer client-key")
+        );
+        // The client left while it waited: its record says so, once.
+        let mut a = attempt(FakeHost::new());
+        send(&mut a);
+        a.on_done();
+        assert!(!a.waiting());
+        assert_eq!(a.on_wake(), Flow::Pause);
+        assert!(a.host.reply.borrow().is_none());
+    }
+
+    #[test]
+    fn attempts_carry_the_shared_token_and_a_401_refreshes_it() {
         // A token in shared data (another worker fetched it): sent, the
         // client's credential and the key never.
         let host = FakeHost::new();
-        let fresh = Cached::new(
-            "ya29.shared".into(),
-            3600,
-            crate::session::host::unix_seconds(&host),
-            4,
-        );
-        host.shared
-            .borrow_mut()
-            .insert(token_key("vx"), (fresh.encode(), 1));
+        share(&host, "ya29.shared", 4);
         let mut a = attempt(host);
         assert_eq!(send(&mut a), Flow::Continue);
         assert_eq!(
@@ -504,9 +561,31 @@ mod attempt_tests {
         a.on_response_headers(false);
         let (token, _) = cached(&a.host, "vx").unwrap();
         assert_eq!(token.generation, 4);
+        let now = crate::session::host::unix_seconds(&a.host);
+        assert_eq!((token.refresh_at, token.expires_at), (now, now));
+        // The client gets a retriable 503 (Envoy's `5xx` retry policy retries
+        // it), not an AUTH_FAILED about a credential it never sent.
+        let vertex = br#"{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}"#;
+        *a.host.response_body.borrow_mut() = vertex.to_vec();
+        a.on_response_body(vertex.len(), true);
+        assert_eq!(a.host.get(Map::Response, ":status").as_deref(), Some("503"));
         assert_eq!(
-            token.refresh_at,
-            crate::session::host::unix_seconds(&a.host)
+            a.host.get(Map::Response, "retry-after").as_deref(),
+            Some("1")
         );
+        let body = String::from_utf8(a.host.response_body.borrow().clone()).unwrap();
+        assert!(
+            body.contains("UPSTREAM_BUSY")
+                && body.contains("refused the gateway's Google access token"),
+            "{body}"
+        );
+        assert!(!body.contains("ya29"));
+        // The next attempt waits for the next token rather than send the revoked one.
+        let host = FakeHost::new();
+        *host.shared.borrow_mut() = a.host.shared.borrow().clone();
+        host.clock.set(a.host.clock.get());
+        let mut b = attempt(host);
+        assert_eq!(send(&mut b), Flow::Pause);
+        assert!(b.waiting());
     }
 }

@@ -49,7 +49,7 @@ pub struct VertexAnthropic;
 
 const VERTEX_ONLY: &str = "only for the vertex_gemini and vertex_anthropic dialects";
 
-static KEYS: [Key; 4] = [
+static KEYS: [Key; 5] = [
     Key {
         name: "project",
         elsewhere: VERTEX_ONLY,
@@ -66,7 +66,17 @@ static KEYS: [Key; 4] = [
         name: "token_cluster",
         elsewhere: VERTEX_ONLY,
     },
+    Key {
+        name: "token_wait_ms",
+        elsewhere: VERTEX_ONLY,
+    },
 ];
+
+/// How long an attempt waits for a token the gateway obtains, by default.
+pub const TOKEN_WAIT_MS: u64 = 5_000;
+
+/// The longest wait a provider may configure (`token_wait_ms`).
+const MAX_TOKEN_WAIT_MS: u64 = 60_000;
 
 /// Where a Vertex AI provider's access tokens come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +117,10 @@ pub struct Settings {
     /// A region (`us-central1`, `europe-west4`...) or `global`.
     pub location: String,
     pub credentials: Credentials,
+    /// How long an attempt that finds no token the gateway obtains waits
+    /// for one (paused, resumed when it arrives), in milliseconds; then
+    /// it is answered 503. 0: answered at once.
+    pub token_wait_ms: u64,
 }
 
 impl DialectSettings for Settings {}
@@ -122,6 +136,8 @@ struct Written {
     credentials: Option<String>,
     #[serde(default)]
     token_cluster: Option<String>,
+    #[serde(default)]
+    token_wait_ms: Option<u64>,
 }
 
 /// The host serving `location`: `aiplatform.googleapis.com` for `global`,
@@ -167,10 +183,15 @@ fn read(members: Map<String, Value>, field: &str) -> Result<Settings, String> {
     };
     let credentials = match written.credentials.as_deref() {
         None | Some("access_token") => {
-            if written.token_cluster.is_some() {
-                return Err(format!(
-                    "{field}.token_cluster: only with credentials \"service_account\" or \"metadata_server\""
-                ));
+            for (name, set) in [
+                ("token_cluster", written.token_cluster.is_some()),
+                ("token_wait_ms", written.token_wait_ms.is_some()),
+            ] {
+                if set {
+                    return Err(format!(
+                        "{field}.{name}: only with credentials \"service_account\" or \"metadata_server\""
+                    ));
+                }
             }
             Credentials::AccessToken
         }
@@ -186,10 +207,17 @@ fn read(members: Map<String, Value>, field: &str) -> Result<Settings, String> {
             ))
         }
     };
+    let token_wait_ms = written.token_wait_ms.unwrap_or(TOKEN_WAIT_MS);
+    if token_wait_ms > MAX_TOKEN_WAIT_MS {
+        return Err(format!(
+            "{field}.token_wait_ms: at most {MAX_TOKEN_WAIT_MS} (a paused request holds its connection)"
+        ));
+    }
     Ok(Settings {
         project,
         location,
         credentials,
+        token_wait_ms,
     })
 }
 
