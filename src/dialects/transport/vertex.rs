@@ -342,7 +342,8 @@ impl Transport for VertexGemini {
     }
 
     /// A token count's body: the generation's members Vertex counts, out
-    /// of Google AI's `generateContentRequest` wrapper.
+    /// of Google AI's `generateContentRequest` wrapper, or at the top level
+    /// as a Gemini client's own count has them (`contents` alone).
     fn body(
         &self,
         op: Operation,
@@ -354,12 +355,15 @@ impl Transport for VertexGemini {
         }
         #[derive(Deserialize)]
         struct Wrapped<'a> {
-            #[serde(rename = "generateContentRequest", borrow)]
-            generate: &'a serde_json::value::RawValue,
+            #[serde(rename = "generateContentRequest", borrow, default)]
+            generate: Option<&'a serde_json::value::RawValue>,
         }
         let wrapped: Wrapped = serde_json::from_slice(&body)
             .map_err(|e| GatewayError::invalid("body", format!("invalid request body: {e}")))?;
-        edit_members(wrapped.generate.get().as_bytes(), "", |key| {
+        let counted = wrapped
+            .generate
+            .map_or(body.as_slice(), |g| g.get().as_bytes());
+        edit_members(counted, "", |key| {
             if COUNT_MEMBERS.contains(&key) {
                 Member::Keep
             } else {
@@ -402,17 +406,21 @@ impl Transport for VertexAnthropic {
     }
 
     /// `anthropic_version` first (a client's own gives way), `model` out
-    /// of a generation's body (the path says it), every other byte kept.
-    fn body(
-        &self,
-        op: Operation,
-        _target: &Target,
-        body: Vec<u8>,
-    ) -> Result<Vec<u8>, GatewayError> {
-        let keep_model = matches!(op, Operation::Call(_));
-        edit_members(&body, VERSION_MEMBER, |key| match key {
-            "anthropic_version" => Member::Drop,
-            "model" if !keep_model => Member::Drop,
+    /// of a generation's body (the path says it) and, for a token count
+    /// (whose path names no model), the vendor model second, whether the
+    /// body had one (a Messages client's count) or not (a count made from
+    /// the generation's body); every other byte kept.
+    fn body(&self, op: Operation, target: &Target, body: Vec<u8>) -> Result<Vec<u8>, GatewayError> {
+        let prefix = match op {
+            Operation::Call(_) => {
+                let model = serde_json::to_string(target.model)
+                    .map_err(|e| GatewayError::invalid("model", e.to_string()))?;
+                format!("{VERSION_MEMBER},\"model\":{model}")
+            }
+            _ => VERSION_MEMBER.to_owned(),
+        };
+        edit_members(&body, &prefix, |key| match key {
+            "anthropic_version" | "model" => Member::Drop,
             _ => Member::Keep,
         })
     }
@@ -569,6 +577,17 @@ mod tests {
             body,
             r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"systemInstruction":{"parts":[]}}"#
         );
+        // A Gemini client's own count: `contents` at the top level.
+        let (_, _, body) = request(
+            &config,
+            "gemini-2.5-flash",
+            Operation::CountTokens,
+            br#"{"contents":[{"parts":[{"text":"hi"}],"role":"user"}],"model":"models/x"}"#,
+        );
+        assert_eq!(
+            body,
+            r#"{"contents":[{"parts":[{"text":"hi"}],"role":"user"}]}"#
+        );
         // No embeddings over this transport (Vertex's take another body):
         // the provider has no embeddings call.
         let target = Target {
@@ -635,6 +654,18 @@ mod tests {
         assert_eq!(
             sent,
             r#"{"anthropic_version":"vertex-2023-10-16","model":"claude-x","messages":[]}"#
+        );
+        // A count made from a generation's body (which has no `model` on
+        // Vertex), e.g. a Gemini client's: the vendor model is put in.
+        let (_, _, sent) = request(
+            &config,
+            "claude-x@1",
+            Operation::Call(&Call::CountTokens),
+            br#"{"anthropic_version":"vertex-2023-10-16","messages":[],"system":"s"}"#,
+        );
+        assert_eq!(
+            sent,
+            r#"{"anthropic_version":"vertex-2023-10-16","model":"claude-x@1","messages":[],"system":"s"}"#
         );
     }
 }
