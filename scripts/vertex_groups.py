@@ -68,7 +68,9 @@ def mock_groups(mock_port):
               "token_cluster": "mock_google_oauth"}
     providers = {
         "mock-vertex": {"dialect": "vertex_gemini", "location": "us-central1",
-                        "models": {"*": "gemini-2.5-flash"}, **common},
+                        "models": {"text-embedding-005": "text-embedding-005",
+                                   "gemini-embedding-001": "gemini-embedding-001", "*": "gemini-2.5-flash"},
+                        **common},
         "mock-vertex-anthropic": {"dialect": "vertex_anthropic", "location": "us-east5",
                                   "models": {"*": MOCK_CLAUDE_MODEL}, **common},
     }

@@ -29,7 +29,9 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "description"
 def vertex_providers():
     return {
         GEMINI: {"dialect": "vertex_gemini", "api_key_env": "VERTEX_ACCESS_TOKEN", "project": "mock-project",
-                 "location": "us-central1", "models": {"*": "gemini-2.5-flash"}},
+                 "location": "us-central1", "models": {"text-embedding-005": "text-embedding-005",
+                                                      "gemini-embedding-001": "gemini-embedding-001",
+                                                      "*": "gemini-2.5-flash"}},
         CLAUDE: {"dialect": "vertex_anthropic", "api_key_env": "VERTEX_ACCESS_TOKEN", "project": "mock-project",
                  "location": "global", "models": {"*": CLAUDE_MODEL}},
         # A token Vertex does not take: its 401 is the client's AUTH_FAILED.
@@ -370,10 +372,50 @@ def test_every_client_surface(vgw, group, test_id):
     assert all(r["headers"]["authorization"] == f"Bearer {TOKEN}" for r in seen(vgw, test_id))
 
 
-def test_embeddings_are_not_sent_to_vertex_yet(vgw, test_id):
-    """Vertex embeds with another body (`:predict`): the gateway answers
-    that the provider does not embed, without calling it."""
-    status, headers, data = vgw.request("POST", "/v1/embeddings", {"model": GEMINI, "input": "hi"},
+def test_embeddings_through_the_openai_sdk(vgw, test_id):
+    """Vertex's Text embeddings API (`:predict`), from the OpenAI SDK's
+    embeddings (base64 as the SDK asks, floats too), with the vendor's
+    token counts as usage."""
+    client = chat_client(vgw, GEMINI, test_id)
+    answer = client.embeddings.create(model="text-embedding-005", input=["hello vertex world", "second"],
+                                      dimensions=256)
+    assert [len(d.embedding) for d in answer.data] == [256, 256]
+    assert answer.usage.prompt_tokens == 4 and answer.model == "text-embedding-005"
+    floats = client.embeddings.create(model="text-embedding-005", input="hello vertex world",
+                                      encoding_format="float")
+    assert len(floats.data[0].embedding) == 768
+    pairs = zip(floats.data[0].embedding[:256], answer.data[0].embedding)
+    assert all(abs(a - b) < 1e-6 for a, b in pairs), "the same text, the same vector (truncated)"
+    first, second = seen(vgw, test_id)
+    assert first["path"] == ("/v1/projects/mock-project/locations/us-central1/publishers/google/models/"
+                             "text-embedding-005:predict")
+    assert first["headers"]["authorization"] == f"Bearer {TOKEN}"
+    assert first["body"] == {"instances": [{"content": "hello vertex world"}, {"content": "second"}],
+                             "parameters": {"outputDimensionality": 256}}
+    assert second["body"] == {"instances": [{"content": "hello vertex world"}]}
+
+
+def test_embeddings_within_vertexs_batch_limits(vgw, test_id):
+    client = chat_client(vgw, GEMINI, test_id)
+    one = client.embeddings.create(model="gemini-embedding-001", input="just one", dimensions=768,
+                                   extra_body={"task_type": "retrieval_query"})
+    assert len(one.data[0].embedding) == 768
+    [req] = seen(vgw, test_id)
+    assert req["body"]["instances"] == [{"content": "just one", "task_type": "RETRIEVAL_QUERY"}]
+    # gemini-embedding-001 takes one instance a request: the gateway says so
+    # and calls nobody.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.embeddings.create(model="gemini-embedding-001", input=["a", "b"])
+    assert "at most 1 input per request" in e.value.message
+    assert len(seen(vgw, test_id)) == 1
+    # What the mock's Vertex refuses (a size over the model's) is Vertex's 400, unified.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.embeddings.create(model="text-embedding-005", input="x", dimensions=1024)
+    assert "outputDimensionality" in e.value.message
+
+
+def test_claude_on_vertex_does_not_embed(vgw, test_id):
+    status, headers, data = vgw.request("POST", "/v1/embeddings", {"model": CLAUDE, "input": "hi"},
                                         {"x-test-id": test_id})
     assert seen(vgw, test_id) == []
     error = json.loads(data)["error"]

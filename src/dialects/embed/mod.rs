@@ -8,6 +8,7 @@ pub mod bedrock;
 pub mod dashscope;
 pub mod gemini;
 pub mod openai;
+pub mod vertex;
 
 use super::{transport, unparseable, Target, UpstreamRequest};
 use crate::error::GatewayError;

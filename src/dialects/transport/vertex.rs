@@ -322,6 +322,7 @@ impl Transport for VertexGemini {
             Operation::Generate { stream: true } => "streamGenerateContent?alt=sse",
             Operation::Generate { stream: false } => "generateContent",
             Operation::CountTokens => "countTokens",
+            Operation::Embed => "predict",
             _ => return Err(unsupported(op)),
         };
         // The model as Vertex names it (`publishers/google/models/...`),
@@ -336,9 +337,9 @@ impl Transport for VertexGemini {
         bearer(target, headers);
     }
 
-    /// Vertex embeds with `:predict` and its own body: not yet.
-    fn embeds(&self) -> bool {
-        false
+    /// Vertex embeds with `:predict` and a body of its own.
+    fn embedder(&self) -> Option<&'static dyn crate::dialects::embed::Embedder> {
+        Some(&crate::dialects::embed::vertex::Vertex)
     }
 
     /// A token count's body: the generation's members Vertex counts, out
@@ -588,16 +589,27 @@ mod tests {
             body,
             r#"{"contents":[{"parts":[{"text":"hi"}],"role":"user"}]}"#
         );
-        // No embeddings over this transport (Vertex's take another body):
-        // the provider has no embeddings call.
+        // Embeddings go to `:predict` with Vertex's own body (its embedder,
+        // not Google AI's batchEmbedContents).
         let target = Target {
             provider: &config.providers["p"],
-            model: "m",
+            model: "text-embedding-005",
         };
-        assert!(super::super::request(Operation::Embed, &target, Vec::new()).is_err());
         let kind = crate::provider::DialectKind::VertexGemini;
         let embed = crate::model::call::Call::Embed;
-        assert!(!crate::dialects::has_call(
+        let req = crate::wire::openai_embeddings::parse(br#"{"model":"m","input":"hi"}"#).unwrap();
+        let up = crate::dialects::embedder(crate::dialects::dialect(kind), target.provider)
+            .unwrap()
+            .encode(&req, &target)
+            .unwrap();
+        assert_eq!(
+            up.path,
+            "/v1/projects/my-proj/locations/us-east5/publishers/google/models/text-embedding-005:predict"
+        );
+        assert!(String::from_utf8(up.body)
+            .unwrap()
+            .starts_with(r#"{"instances":"#));
+        assert!(crate::dialects::has_call(
             crate::dialects::dialect(kind),
             target.provider,
             &embed

@@ -90,8 +90,8 @@ impl<H: Host> Attempt<H> {
                     .decode_count(body)
                     .map(|n| call.map_or_else(|| call::input_tokens(n), |c| c.count_answer(n)))
             }
-            (None, Some((_, dialect))) if matches!(self.mode, Mode::Embedded) => {
-                self.finish_embeddings(dialect, body)
+            (None, Some((provider, dialect))) if matches!(self.mode, Mode::Embedded) => {
+                self.finish_embeddings(crate::dialects::embedder(dialect, provider), body)
             }
             (None, Some((provider, dialect))) => {
                 let mut origin = self.origin();
@@ -138,13 +138,10 @@ impl<H: Host> Attempt<H> {
     /// is recorded (without one the edge role bills its estimate).
     fn finish_embeddings(
         &mut self,
-        dialect: &dyn Dialect,
+        embedder: Option<&dyn crate::dialects::embed::Embedder>,
         body: &[u8],
     ) -> Result<Vec<u8>, GatewayError> {
-        let (embedder, facts) = dialect
-            .embedder()
-            .zip(self.embed)
-            .ok_or_else(no_embeddings)?;
+        let (embedder, facts) = embedder.zip(self.embed).ok_or_else(no_embeddings)?;
         let answer = embedder.decode(body, &self.model)?;
         if answer.vectors.len() != facts.inputs {
             return Err(wrong_count(facts.inputs, answer.vectors.len()));

@@ -117,10 +117,8 @@ impl<H: Host> Attempt<H> {
             }
         };
         if let Some(request) = request.and_then(Request::embed) {
-            let embedder = dialect
-                .embedder()
-                .filter(|_| crate::dialects::transport::of(provider.dialect).embeds())
-                .ok_or_else(no_embeddings)?;
+            let embedder =
+                crate::dialects::embedder(dialect, provider).ok_or_else(no_embeddings)?;
             let model = self.vendor_model(provider, &request.model);
             let target = Target {
                 provider,
