@@ -159,9 +159,11 @@ impl VertexGemini {
             None => dims,
             Some(v) => match v.as_u64() {
                 Some(n) if n >= 1 && n as usize <= dims => n as usize,
-                _ => return Err(invalid(format!(
+                _ => {
+                    return Err(invalid(format!(
                     "Value of outputDimensionality must be in the range [1, {dims}] for {model}."
-                ))),
+                )))
+                }
             },
         };
         let instances = body
