@@ -117,6 +117,10 @@ pub struct Settings {
     /// A region (`us-central1`, `europe-west4`...) or `global`.
     pub location: String,
     pub credentials: Credentials,
+    /// Which credentials these are, for the tokens the gateway obtains
+    /// with them (their shared-data key): a digest of the mode, the token
+    /// cluster and the key, never the key (set at configuration load).
+    pub fingerprint: String,
     /// How long an attempt that finds no token the gateway obtains waits
     /// for one (paused, resumed when it arrives), in milliseconds; then
     /// it is answered 503. 0: answered at once.
@@ -217,19 +221,25 @@ fn read(members: Map<String, Value>, field: &str) -> Result<Settings, String> {
         project,
         location,
         credentials,
+        fingerprint: String::new(),
         token_wait_ms,
     })
 }
 
 /// A Vertex AI provider's credential as the configuration resolved it
-/// (`secret`: its `api_key` or `api_key_env`'s value), checked at load: a
+/// (its `api_key` or `api_key_env`'s value), checked at load: a
 /// service-account key must parse (the error names the field, never the
-/// key), the metadata server takes none.
+/// key), the metadata server takes none. The settings get the
+/// credentials' fingerprint: a reload that changes them gets tokens of its
+/// own at once, one that does not keeps the shared ones.
 pub fn check_credentials(
-    provider: &crate::provider::Provider,
-    secret: Option<&str>,
+    provider: &mut crate::provider::Provider,
     field: &str,
 ) -> Result<(), String> {
+    let secret = provider
+        .resolved_key
+        .as_ref()
+        .map(crate::provider::Secret::expose);
     let Some(settings) = provider.settings::<Settings>() else {
         return Ok(());
     };
@@ -239,19 +249,53 @@ pub fn check_credentials(
         "api_key"
     };
     match (&settings.credentials, secret) {
-        (Credentials::ServiceAccount { .. }, None) => Err(format!(
+        (Credentials::ServiceAccount { .. }, None) => {
+            return Err(format!(
             "{field}.api_key_env: the service-account key file's JSON is required with credentials \"service_account\""
-        )),
+        ))
+        }
         (Credentials::ServiceAccount { .. }, Some(json)) => {
             crate::google_auth::ServiceAccount::parse(json)
                 .map(drop)
-                .map_err(|e| format!("{field}.{key_field}: {e}"))
+                .map_err(|e| format!("{field}.{key_field}: {e}"))?;
         }
-        (Credentials::MetadataServer { .. }, Some(_)) => Err(format!(
-            "{field}.{key_field}: no key with credentials \"metadata_server\""
-        )),
-        _ => Ok(()),
+        (Credentials::MetadataServer { .. }, Some(_)) => {
+            return Err(format!(
+                "{field}.{key_field}: no key with credentials \"metadata_server\""
+            ))
+        }
+        _ => {}
     }
+    let fingerprint = fingerprint(&settings.credentials, secret);
+    if let Some(settings) = provider.settings_mut::<Settings>() {
+        settings.fingerprint = fingerprint;
+    }
+    Ok(())
+}
+
+/// 16 hex digits of the SHA-256 of the credentials' mode, token cluster
+/// and key: which credentials, not what they are.
+fn fingerprint(credentials: &Credentials, secret: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    let mode = match credentials {
+        Credentials::AccessToken => "access_token",
+        Credentials::ServiceAccount { .. } => "service_account",
+        Credentials::MetadataServer { .. } => "metadata_server",
+    };
+    let mut hash = Sha256::new();
+    for part in [
+        mode,
+        credentials.cluster().unwrap_or(""),
+        secret.unwrap_or(""),
+    ] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    hash.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Whether an error body is Google's (`google.rpc.Status` in an `error`

@@ -258,10 +258,13 @@ impl<H: Host> Attempt<H> {
             .set_route(&self.host, self.attempt, &entry, None);
         self.save_record();
         if !(200..300).contains(&status) {
-            if let (401, Some(generation)) = (status, self.google_token.get()) {
+            if let (401, Some(generation), Some((provider, _))) =
+                (status, self.google_token.get(), self.provider())
+            {
                 crate::session::google_token::unauthorized(
                     &self.host,
                     &self.provider_name,
+                    provider,
                     generation,
                 );
             }
