@@ -119,8 +119,8 @@ pub fn of(kind: DialectKind) -> &'static dyn Transport {
         DialectKind::Azure => &azure::Azure,
         DialectKind::Bedrock => &bedrock::Bedrock,
         DialectKind::Dashscope => &dashscope::DashScope,
-        DialectKind::VertexGemini => &vertex::VertexGemini,
-        DialectKind::VertexAnthropic => &vertex::VertexAnthropic,
+        DialectKind::VertexGemini => &vertex::Vertex(vertex::VertexGemini),
+        DialectKind::VertexAnthropic => &vertex::Vertex(vertex::VertexAnthropic),
     }
 }
 

@@ -41,11 +41,69 @@ const VERSION_MEMBER: &str = r#""anthropic_version":"vertex-2023-10-16""#;
 /// Vertex's `CountTokensRequest` members a generation's body carries.
 const COUNT_MEMBERS: [&str; 4] = ["contents", "systemInstruction", "tools", "generationConfig"];
 
+/// The Vertex AI transport of one publisher's models: what both share
+/// (the settings, the auth) is here, what sets a publisher apart (its
+/// methods, its body) is its [`Publisher`].
+pub struct Vertex<P>(pub P);
+
 /// Gemini on Vertex AI.
 pub struct VertexGemini;
 
 /// Claude on Vertex AI.
 pub struct VertexAnthropic;
+
+/// A publisher's part of its Vertex AI transport.
+pub trait Publisher: Sync {
+    /// As [`Transport::path`].
+    fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError>;
+
+    /// As [`Transport::body`].
+    fn body(&self, op: Operation, target: &Target, body: Vec<u8>) -> Result<Vec<u8>, GatewayError>;
+
+    /// As [`Transport::embedder`].
+    fn embedder(&self) -> Option<&'static dyn crate::dialects::embed::Embedder> {
+        None
+    }
+}
+
+impl<P: Publisher> Transport for Vertex<P> {
+    fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
+        self.0.path(op, target)
+    }
+
+    /// `authorization: Bearer` with the provider's access token when it is
+    /// one; a token the gateway obtains is set by the attempt
+    /// (`session::google_token`), and a service-account key never goes.
+    fn headers(&self, _op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>) {
+        let outside = target
+            .provider
+            .settings::<Settings>()
+            .is_some_and(|s| s.credentials == Credentials::AccessToken);
+        if outside {
+            super::bearer(target, headers);
+        }
+    }
+
+    fn embedder(&self) -> Option<&'static dyn crate::dialects::embed::Embedder> {
+        self.0.embedder()
+    }
+
+    fn body(&self, op: Operation, target: &Target, body: Vec<u8>) -> Result<Vec<u8>, GatewayError> {
+        self.0.body(op, target, body)
+    }
+
+    fn settings_keys(&self) -> &'static [Key] {
+        &KEYS
+    }
+
+    fn read_settings(
+        &self,
+        members: Map<String, Value>,
+        field: &str,
+    ) -> Result<Option<Box<dyn DialectSettings>>, String> {
+        Ok(Some(Box::new(read(members, field)?)))
+    }
+}
 
 const VERTEX_ONLY: &str = "only for the vertex_gemini and vertex_anthropic dialects";
 
@@ -347,20 +405,7 @@ fn model_path(
     ))
 }
 
-/// `authorization: Bearer` with the provider's access token when it is
-/// one; a token the gateway obtains is set by the attempt
-/// (`session::google_token`), and a service-account key never goes.
-fn bearer(target: &Target, headers: &mut Vec<(&'static str, String)>) {
-    let outside = target
-        .provider
-        .settings::<Settings>()
-        .is_some_and(|s| s.credentials == Credentials::AccessToken);
-    if outside {
-        super::bearer(target, headers);
-    }
-}
-
-impl Transport for VertexGemini {
+impl Publisher for VertexGemini {
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
         let method = match op {
             Operation::Generate { stream: true } => "streamGenerateContent?alt=sse",
@@ -375,10 +420,6 @@ impl Transport for VertexGemini {
         let model = model.strip_prefix("publishers/google/").unwrap_or(model);
         let model = model.strip_prefix("models/").unwrap_or(model);
         model_path(target, "google", model, method)
-    }
-
-    fn headers(&self, _op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>) {
-        bearer(target, headers);
     }
 
     /// Vertex embeds with `:predict` and a body of its own.
@@ -416,21 +457,9 @@ impl Transport for VertexGemini {
             }
         })
     }
-
-    fn settings_keys(&self) -> &'static [Key] {
-        &KEYS
-    }
-
-    fn read_settings(
-        &self,
-        members: Map<String, Value>,
-        field: &str,
-    ) -> Result<Option<Box<dyn DialectSettings>>, String> {
-        Ok(Some(Box::new(read(members, field)?)))
-    }
 }
 
-impl Transport for VertexAnthropic {
+impl Publisher for VertexAnthropic {
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
         match op {
             Operation::Generate { stream: true } => {
@@ -444,10 +473,6 @@ impl Transport for VertexAnthropic {
             }
             _ => Err(unsupported(op)),
         }
-    }
-
-    fn headers(&self, _op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>) {
-        bearer(target, headers);
     }
 
     /// `anthropic_version` first (a client's own gives way), `model` out
@@ -468,18 +493,6 @@ impl Transport for VertexAnthropic {
             "anthropic_version" | "model" => Member::Drop,
             _ => Member::Keep,
         })
-    }
-
-    fn settings_keys(&self) -> &'static [Key] {
-        &KEYS
-    }
-
-    fn read_settings(
-        &self,
-        members: Map<String, Value>,
-        field: &str,
-    ) -> Result<Option<Box<dyn DialectSettings>>, String> {
-        Ok(Some(Box::new(read(members, field)?)))
     }
 }
 
