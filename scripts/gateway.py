@@ -285,9 +285,12 @@ def run(args):
     for path, make in ((WASM, "make build"), (MOCK, "make build")):
         if not path.exists():
             sys.exit(f"{path} is missing: run `{make}` first")
-    mock, mock_port = start_mock(args.mock_port)
+    # Vertex AI groups: the mock's with a key made now, the real ones if configured.
+    import vertex_groups
+    mock_args, vertex = vertex_groups.for_run(ROOT / ".run", os.environ)
+    mock, mock_port = start_mock(args.mock_port, args=("--aws-credentials", MOCK_AWS_CREDENTIALS, *mock_args))
     try:
-        bootstrap = build_bootstrap(args.port, args.admin_port, mock_port)
+        bootstrap = build_bootstrap(args.port, args.admin_port, mock_port, **vertex(mock_port))
         envoy = start_envoy(bootstrap, ROOT / ".run", args.admin_port, log_level=args.log_level)
     except Exception as e:
         stop(mock)

@@ -235,11 +235,7 @@ impl Config {
                 },
                 _ => None,
             };
-            crate::dialects::transport::vertex::check_credentials(
-                provider,
-                provider.resolved_key.as_ref().map(Secret::expose),
-                &field,
-            )?;
+            crate::dialects::transport::vertex::check_credentials(provider, &field)?;
             provider.redactor =
                 crate::redact::Redactor::new(provider.resolved_key.as_ref().map(Secret::expose));
             for (i, rule) in provider.request_policy.iter().enumerate() {

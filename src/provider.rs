@@ -130,6 +130,17 @@ impl Provider {
             _ => None,
         }
     }
+
+    /// The same, to complete at configuration load.
+    pub fn settings_mut<T: DialectSettings>(&mut self) -> Option<&mut T> {
+        match &mut self.settings {
+            Settings::Read(settings) => {
+                let any: &mut dyn std::any::Any = settings.as_mut();
+                any.downcast_mut()
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A credential: its `Debug` never shows it, so no log line can.

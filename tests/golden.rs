@@ -438,7 +438,7 @@ fn client_answers_match_golden_files() {
 }
 
 /// Where embeddings go: (file name, provider, vendor model).
-const EMBEDDING_TARGETS: [(&str, &str, &str); 8] = [
+const EMBEDDING_TARGETS: [(&str, &str, &str); 10] = [
     ("openai", "golden-openai", "text-embedding-3-small"),
     ("azure", "golden-azure", "embedding-deployment"),
     ("azure-v1", "golden-azure-v1", "embedding-deployment"),
@@ -451,6 +451,12 @@ const EMBEDDING_TARGETS: [(&str, &str, &str); 8] = [
     ("bedrock-cohere", "golden-bedrock", "cohere.embed-v4:0"),
     ("dashscope", "golden-dashscope", "text-embedding-v4"),
     ("anthropic", "golden-anthropic", "claude-sonnet-4-5"),
+    ("vertex", "golden-vertex_gemini", "text-embedding-005"),
+    (
+        "vertex-gemini-embedding",
+        "golden-vertex_gemini",
+        "gemini-embedding-001",
+    ),
 ];
 
 /// Embeddings: `embeddings/requests/*.json` × every target →
@@ -488,9 +494,9 @@ fn embeddings_match_golden_files() {
                     _ => Err(no_embeddings()),
                 })
                 .and_then(|r| {
-                    let embedder = dialects::dialect(provider.dialect)
-                        .embedder()
-                        .ok_or_else(no_embeddings)?;
+                    let embedder =
+                        dialects::embedder(dialects::dialect(provider.dialect), provider)
+                            .ok_or_else(no_embeddings)?;
                     embedder.encode(&r, &target)
                 });
             let text = match encoded {
@@ -518,8 +524,9 @@ fn embeddings_match_golden_files() {
     for (file, name, model) in EMBEDDING_TARGETS {
         let path = root.join("responses").join(format!("{file}.json"));
         let Ok(body) = fs::read(&path) else { continue };
-        let dialect = dialects::dialect(config.providers[name].dialect);
-        let text = match dialect.embedder().unwrap().decode(&body, model) {
+        let provider = &config.providers[name];
+        let embedder = dialects::embedder(dialects::dialect(provider.dialect), provider);
+        let text = match embedder.unwrap().decode(&body, model) {
             Ok(answer) => {
                 let tokens = answer.prompt_tokens.unwrap_or(0);
                 let rendered = llm_gateway_core::wire::openai_embeddings::render(
@@ -537,7 +544,7 @@ fn embeddings_match_golden_files() {
             }
         };
         golden.check(&root.join("client").join(format!("{file}.txt")), &text);
-        if let Ok(answer) = dialect.embedder().unwrap().decode(&body, model) {
+        if let Ok(answer) = embedder.unwrap().decode(&body, model) {
             let rendered = llm_gateway_core::wire::gemini_embeddings::render(&answer, true);
             golden.check(
                 &root.join("client/gemini").join(format!("{file}.txt")),

@@ -30,7 +30,7 @@ LONG_PROMPT = [{"role": "user", "content": " ".join(f"w{i}" for i in range(60))}
 
 
 class HotGateway:
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, clusters=()):
         self.dir = tmp_path / "hot-reload"
         self.staging = tmp_path / "staging"
         self.staging.mkdir()
@@ -44,6 +44,8 @@ class HotGateway:
             for group in cluster["load_assignment"]["endpoints"]:
                 for ep in group["lb_endpoints"]:
                     ep["endpoint"]["address"]["socket_address"]["port_value"] = mock_port
+        # Clusters of a test's own (made for the mock's port).
+        bootstrap["static_resources"]["clusters"] += [make(mock_port) for make in clusters]
         hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
         edge = hcm["http_filters"][0]
         upstream = hcm["http_filters"][-1]["typed_config"]["upstream_http_filters"][0]
@@ -394,3 +396,45 @@ def test_a_reload_keeps_the_response_store_unless_its_bounds_change(hot):
     for gone in (made.id, again.id):
         with pytest.raises(openai.NotFoundError):
             c.responses.retrieve(gone)
+
+
+def test_a_reload_that_changes_vertex_credentials_uses_a_fresh_token(tmp_path):
+    """Vertex AI tokens are shared under a fingerprint of the credentials:
+    a configuration whose service-account key changed gets a token of the
+    new key at once (never the old key's), one that keeps the key keeps
+    the token (README "Vertex AI")."""
+    key = (gateway.ROOT / "tests/fixtures/TEST-ONLY-vertex-service-account.json").read_text()
+    hot = HotGateway(tmp_path, clusters=(
+        lambda port: gateway.static_cluster("vertex_hot", port, "vertex-hot"),
+        lambda port: gateway.static_cluster("google_oauth", port, "none")))
+    try:
+        def publish(version, account_key, model="claude-sonnet-4-5@20250929"):
+            new = hot.config()
+            new["providers"]["vertex-hot"] = {
+                "dialect": "vertex_anthropic", "api_key": account_key, "project": "mock-project",
+                "location": "us-east5", "credentials": "service_account", "token_cluster": "google_oauth",
+                "models": {"*": model}}
+            new["model_groups"]["vertex-hot"] = {"cluster": "vertex_hot"}
+            hot.publish("upstream", version, new)
+            hot.publish("edge", version, new)
+            for role in STATS:
+                hot.wait_stat(role, "version_text", f'"{version}"', timeout=20)
+
+        def token(test_id):
+            status, _, data = hot.gw.chat({"model": "m", "messages": USER_HI},
+                                          **{"x-model-group": "vertex-hot", "x-test-id": test_id})
+            assert status == 200, data
+            return hot.gw.mock_requests(test_id)[-1]["headers"]["authorization"]
+
+        publish("2", key)
+        first = token("vertex-hot-1")
+        assert first.startswith("Bearer ya29.mock-sa-")
+        # Another key (another account of the same project): a new token.
+        publish("3", key.replace("gateway-test@", "gateway-other@"))
+        second = token("vertex-hot-2")
+        assert second != first, "the old credentials' token was not sent"
+        # The same key again, something else changed: the token is kept.
+        publish("4", key.replace("gateway-test@", "gateway-other@"), model="claude-opus-4-1@20250805")
+        assert token("vertex-hot-3") == second
+    finally:
+        hot.stop()

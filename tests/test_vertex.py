@@ -29,7 +29,9 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "description"
 def vertex_providers():
     return {
         GEMINI: {"dialect": "vertex_gemini", "api_key_env": "VERTEX_ACCESS_TOKEN", "project": "mock-project",
-                 "location": "us-central1", "models": {"*": "gemini-2.5-flash"}},
+                 "location": "us-central1", "models": {"text-embedding-005": "text-embedding-005",
+                                                      "gemini-embedding-001": "gemini-embedding-001",
+                                                      "*": "gemini-2.5-flash"}},
         CLAUDE: {"dialect": "vertex_anthropic", "api_key_env": "VERTEX_ACCESS_TOKEN", "project": "mock-project",
                  "location": "global", "models": {"*": CLAUDE_MODEL}},
         # A token Vertex does not take: its 401 is the client's AUTH_FAILED.
@@ -191,10 +193,14 @@ def managed_providers():
     return {
         "vertex-sa": {"dialect": "vertex_anthropic", "api_key_env": "VERTEX_SA_KEY", "project": "mock-project",
                       "location": "us-east5", "credentials": "service_account", "token_cluster": "google_oauth",
-                      "models": {"*": CLAUDE_MODEL}},
+                      "token_wait_ms": 10000, "models": {"*": CLAUDE_MODEL}},
         "vertex-md": {"dialect": "vertex_gemini", "project": "mock-project", "location": "global",
                       "credentials": "metadata_server", "token_cluster": "gce_metadata",
                       "models": {"*": "gemini-2.5-flash"}},
+        # Its token endpoint refuses connections: no token, ever.
+        "vertex-no-token": {"dialect": "vertex_gemini", "project": "mock-project", "location": "global",
+                            "credentials": "metadata_server", "token_cluster": "dead_metadata",
+                            "token_wait_ms": 300, "models": {"*": "gemini-2.5-flash"}},
     }
 
 
@@ -202,16 +208,27 @@ def managed_providers():
 def mgw(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("envoy-vertex-managed")
     mock, mock_port = gateway.start_mock(args=("--google-token-ttl", str(TTL)), log=open(workdir / "mock.log", "w"))
+    dead, dead_port = gateway.refusing_port()
     envoy = None
     try:
         clusters = [gateway.static_cluster(name.replace("-", "_"), mock_port, name) for name in managed_providers()]
         # The token endpoint and the metadata server (the mock answers both).
         clusters += [gateway.static_cluster("google_oauth", mock_port, "none"),
-                     gateway.static_cluster("gce_metadata", mock_port, "none")]
+                     gateway.static_cluster("gce_metadata", mock_port, "none"),
+                     gateway.static_cluster("dead_metadata", dead_port, "none"),
+                     # vertex-sa again, on a route without retries.
+                     gateway.static_cluster("vertex_sa_once", mock_port, "vertex-sa")]
+
+        def no_retry_route(template):
+            route = {k: v for k, v in template["route"].items() if k != "retry_policy"}
+            return [{"match": {"prefix": "/v1/", "headers": [{"name": "x-llm-cluster", "string_match": {
+                "exact": "vertex_sa_once"}}]}, "route": route}]
+        groups = {name: {"cluster": name.replace("-", "_")} for name in managed_providers()}
+        groups["vertex-sa-once"] = {"cluster": "vertex_sa_once"}
         bootstrap = gateway.build_bootstrap(
-            0, 0, mock_port, env={}, extra_providers=managed_providers(),
-            extra_groups={name: {"cluster": name.replace("-", "_")} for name in managed_providers()},
-            extra_clusters=clusters, edit=configure_test_gateway, access_log=workdir / "access.log")
+            0, 0, mock_port, env={}, extra_providers=managed_providers(), extra_groups=groups,
+            extra_clusters=clusters, edit=configure_test_gateway, access_log=workdir / "access.log",
+            extra_routes=no_retry_route)
         for role in gateway._wasm_filters(bootstrap)[1:]:
             env = role["vm_config"].setdefault("environment_variables", {})
             env.setdefault("key_values", {})["VERTEX_SA_KEY"] = SA_KEY
@@ -227,6 +244,7 @@ def mgw(tmp_path_factory):
     finally:
         gateway.stop(envoy)
         gateway.stop(mock)
+        dead.close()
 
 
 def google(mgw, action="", method="GET"):
@@ -252,16 +270,25 @@ def until_ok(mgw, group, test_id, timeout=15):
 
 
 def test_service_account_token_reaches_vertex_and_the_key_never_does(mgw, test_id):
-    before = until_ok(mgw, "vertex-sa", test_id)
-    # Before the first token: a clear 503, never a vendor call without auth.
-    for status, data in before:
-        assert status == 503 and data["error"]["code"] == "UPSTREAM_BUSY", data
-        assert "Google access token" in data["error"]["message"]
+    # The first request finds no token (Envoy just started): it waits for the
+    # first one (paused, resumed when it comes), and is answered.
+    status, _, data = ask(mgw, "vertex-sa", test_id)
+    assert status == 200, data
     sent = mgw.mock_requests(test_id)
     assert len(sent) == 1, "no request reached Vertex without a token"
     assert sent[0]["headers"]["authorization"].startswith("Bearer ya29.mock-sa-")
     assert "PRIVATE" not in json.dumps(sent[0])
     assert sent[0]["path"] == f"/v1/projects/mock-project/locations/us-east5/publishers/anthropic/models/{CLAUDE_MODEL}:rawPredict"
+
+
+def test_no_token_within_the_wait_is_a_clear_503_and_no_vendor_call(mgw, test_id):
+    for stream in (False, True):
+        status, headers, data = mgw.chat({"model": "vertex-no-token", "stream": stream,
+                                          "messages": [{"role": "user", "content": "hi"}]}, **{"x-test-id": test_id})
+        assert status == 503 and data["error"]["code"] == "UPSTREAM_BUSY", data
+        assert "no Google access token" in data["error"]["message"]
+        assert headers.get("retry-after") == "1"
+    assert mgw.mock_requests(test_id) == []
 
 
 def test_tokens_rotate_mid_traffic_without_a_failed_request(mgw, test_id):
@@ -279,23 +306,40 @@ def test_tokens_rotate_mid_traffic_without_a_failed_request(mgw, test_id):
     assert google(mgw)["issued"] - issued <= 2 * (2.5 * TTL / (0.75 * TTL) + 1)
 
 
-def test_a_401_refreshes_the_token_once(mgw, test_id):
+def test_a_401_refreshes_the_token_and_the_attempt_is_retried_with_it(mgw, test_id):
+    """A token Vertex refuses (revoked by the mock): the attempt's 401 is
+    answered 503 to the router, whose retry policy (`5xx`) retries it; the
+    retry waits for the token fetched in its place. The client sees a 200."""
     until_ok(mgw, "vertex-sa", test_id)
     issued = google(mgw)["issued"]
     google(mgw, "/revoke", "POST")
-    status, _, data = ask(mgw, "vertex-sa", test_id)
-    assert status == 401 and data["error"]["code"] == "AUTH_FAILED", data
-    until_ok(mgw, "vertex-sa", test_id, timeout=5)
+    status, headers, data = ask(mgw, "vertex-sa", test_id)
+    assert status == 200, data
+    assert headers["x-llm-attempts"] == "2"
+    refused, retried = mgw.mock_requests(test_id)[-2:]
+    assert refused["headers"]["authorization"] != retried["headers"]["authorization"]
     assert google(mgw)["issued"] > issued
+
+
+def test_a_401_without_a_retry_policy_is_a_retriable_503(mgw, test_id):
+    until_ok(mgw, "vertex-sa", test_id)
+    google(mgw, "/revoke", "POST")
+    status, headers, data = ask(mgw, "vertex-sa-once", test_id)
+    assert status == 503 and data["error"]["code"] == "UPSTREAM_BUSY", data
+    assert "refused the gateway's Google access token" in data["error"]["message"]
+    assert headers.get("retry-after") == "1"
+    assert "ya29" not in json.dumps(data)
+    until_ok(mgw, "vertex-sa", test_id, timeout=5)
 
 
 def test_the_token_endpoint_down_is_retried_with_backoff(mgw, test_id):
     until_ok(mgw, "vertex-sa", test_id)
     google(mgw, "/fail?n=2", "POST")
     google(mgw, "/revoke", "POST")
-    assert ask(mgw, "vertex-sa", test_id)[0] == 401
-    # Two failed fetches (1 s, then 2 s apart), then a token.
-    until_ok(mgw, "vertex-sa", test_id, timeout=15)
+    # Two failed fetches (1 s, then 2 s apart), then a token; the retried
+    # attempt waits for it (10 s at most, the provider's token_wait_ms).
+    status, _, data = ask(mgw, "vertex-sa", test_id)
+    assert status == 200, data
     assert google(mgw)["failing"] == 0
     assert "the token endpoint answered HTTP 503" in (mgw.workdir / "envoy.log").read_text(errors="replace")
 
@@ -328,10 +372,50 @@ def test_every_client_surface(vgw, group, test_id):
     assert all(r["headers"]["authorization"] == f"Bearer {TOKEN}" for r in seen(vgw, test_id))
 
 
-def test_embeddings_are_not_sent_to_vertex_yet(vgw, test_id):
-    """Vertex embeds with another body (`:predict`): the gateway answers
-    that the provider does not embed, without calling it."""
-    status, headers, data = vgw.request("POST", "/v1/embeddings", {"model": GEMINI, "input": "hi"},
+def test_embeddings_through_the_openai_sdk(vgw, test_id):
+    """Vertex's Text embeddings API (`:predict`), from the OpenAI SDK's
+    embeddings (base64 as the SDK asks, floats too), with the vendor's
+    token counts as usage."""
+    client = chat_client(vgw, GEMINI, test_id)
+    answer = client.embeddings.create(model="text-embedding-005", input=["hello vertex world", "second"],
+                                      dimensions=256)
+    assert [len(d.embedding) for d in answer.data] == [256, 256]
+    assert answer.usage.prompt_tokens == 4 and answer.model == "text-embedding-005"
+    floats = client.embeddings.create(model="text-embedding-005", input="hello vertex world",
+                                      encoding_format="float")
+    assert len(floats.data[0].embedding) == 768
+    pairs = zip(floats.data[0].embedding[:256], answer.data[0].embedding)
+    assert all(abs(a - b) < 1e-6 for a, b in pairs), "the same text, the same vector (truncated)"
+    first, second = seen(vgw, test_id)
+    assert first["path"] == ("/v1/projects/mock-project/locations/us-central1/publishers/google/models/"
+                             "text-embedding-005:predict")
+    assert first["headers"]["authorization"] == f"Bearer {TOKEN}"
+    assert first["body"] == {"instances": [{"content": "hello vertex world"}, {"content": "second"}],
+                             "parameters": {"outputDimensionality": 256}}
+    assert second["body"] == {"instances": [{"content": "hello vertex world"}]}
+
+
+def test_embeddings_within_vertexs_batch_limits(vgw, test_id):
+    client = chat_client(vgw, GEMINI, test_id)
+    one = client.embeddings.create(model="gemini-embedding-001", input="just one", dimensions=768,
+                                   extra_body={"task_type": "retrieval_query"})
+    assert len(one.data[0].embedding) == 768
+    [req] = seen(vgw, test_id)
+    assert req["body"]["instances"] == [{"content": "just one", "task_type": "RETRIEVAL_QUERY"}]
+    # gemini-embedding-001 takes one instance a request: the gateway says so
+    # and calls nobody.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.embeddings.create(model="gemini-embedding-001", input=["a", "b"])
+    assert "at most 1 input per request" in e.value.message
+    assert len(seen(vgw, test_id)) == 1
+    # What the mock's Vertex refuses (a size over the model's) is Vertex's 400, unified.
+    with pytest.raises(openai.BadRequestError) as e:
+        client.embeddings.create(model="text-embedding-005", input="x", dimensions=1024)
+    assert "outputDimensionality" in e.value.message
+
+
+def test_claude_on_vertex_does_not_embed(vgw, test_id):
+    status, headers, data = vgw.request("POST", "/v1/embeddings", {"model": CLAUDE, "input": "hi"},
                                         {"x-test-id": test_id})
     assert seen(vgw, test_id) == []
     error = json.loads(data)["error"]

@@ -17,6 +17,9 @@
 //!                  ya29.mock-vertex-token)
 //!   --google-token-ttl SECS  lifetime of the tokens its Google token
 //!                  endpoint and metadata server issue (default 3600)
+//!   --google-public-key FILE  a service account's public key (PEM) whose
+//!                  JWTs the token endpoint takes besides the test key's
+//!                  (repeatable; `make run` makes a key pair at start-up)
 //!   --fast         benchmark mode: fixed answers, no recording
 //!   --verbose      log each request to stderr
 //!
@@ -57,7 +60,7 @@ use std::sync::Arc;
 use sigv4::Credentials;
 
 const USAGE: &str = "usage: mock-provider [--listen ADDR] [--fast] [--verbose] \
-     [--aws-credentials ID:SECRET] [--aws-region REGION]... [--api-key VENDOR=KEY]... [--vertex-token TOKEN] [--google-token-ttl SECS]";
+     [--aws-credentials ID:SECRET] [--aws-region REGION]... [--api-key VENDOR=KEY]... [--vertex-token TOKEN] [--google-token-ttl SECS] [--google-public-key FILE]...";
 
 fn main() -> ExitCode {
     let mut listen = "127.0.0.1:0".to_owned();
@@ -68,6 +71,7 @@ fn main() -> ExitCode {
     let mut api_keys = Vec::new();
     let mut vertex_token = None;
     let mut token_ttl = None;
+    let mut public_keys = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -96,6 +100,11 @@ fn main() -> ExitCode {
                 Some(t) if t > 0 => token_ttl = Some(t),
                 _ => return usage_error("--google-token-ttl needs a number of seconds"),
             },
+            "--google-public-key" => match args.next().map(std::fs::read_to_string) {
+                Some(Ok(pem)) => public_keys.push(pem),
+                Some(Err(e)) => return usage_error(&format!("--google-public-key: {e}")),
+                None => return usage_error("--google-public-key needs a file"),
+            },
             "--verbose" => verbose = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -121,7 +130,9 @@ fn main() -> ExitCode {
     };
     keys::configure(api_keys);
     google_auth::configure(vertex_token);
-    oauth::configure(token_ttl);
+    if let Err(e) = oauth::configure(token_ttl, &public_keys) {
+        return usage_error(&format!("--google-public-key: {e}"));
+    }
     if regions.is_empty() {
         regions.push("us-east-1".to_owned());
     }

@@ -41,13 +41,25 @@ const GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 pub const METADATA_PATH: &str = "/computeMetadata/v1/instance/service-accounts/default/token";
 
 static TTL: OnceLock<u64> = OnceLock::new();
+/// The public keys whose signatures the token endpoint takes.
+static KEYS: OnceLock<Vec<RsaPublicKey>> = OnceLock::new();
 static ISSUED: AtomicU64 = AtomicU64::new(0);
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 static FAIL_NEXT: AtomicU64 = AtomicU64::new(0);
 
-/// Sets the lifetime of the tokens issued (once, at start-up).
-pub fn configure(ttl: Option<u64>) {
+/// Sets the lifetime of the tokens issued and the service accounts' public
+/// keys (PEM, SPKI) trusted besides the test one (once, at start-up).
+pub fn configure(ttl: Option<u64>, public_keys: &[String]) -> Result<(), String> {
     let _ = TTL.set(ttl.unwrap_or(3600).max(1));
+    let mut keys = Vec::new();
+    for pem in std::iter::once(TEST_PUBLIC_KEY).chain(public_keys.iter().map(String::as_str)) {
+        keys.push(
+            RsaPublicKey::from_public_key_pem(pem)
+                .map_err(|e| format!("not an RSA public key (PEM): {e}"))?,
+        );
+    }
+    let _ = KEYS.set(keys);
+    Ok(())
 }
 
 /// Whether the mock answers `path` here.
@@ -196,15 +208,19 @@ fn verify(req: &Request) -> Result<(), String> {
     if header["alg"] != "RS256" {
         return Err("Invalid JWT: alg must be RS256.".into());
     }
-    let key = RsaPublicKey::from_public_key_pem(TEST_PUBLIC_KEY)
-        .map_err(|_| "the mock has no public key".to_owned())?;
     let signature = b64url(signature)
         .and_then(|s| Signature::try_from(s.as_slice()).ok())
         .ok_or("Invalid JWT Signature.")?;
     let signed = jwt.get(..jwt.rfind('.').unwrap_or(0)).unwrap_or_default();
-    VerifyingKey::<Sha256>::new(key)
-        .verify(signed.as_bytes(), &signature)
-        .map_err(|_| "Invalid JWT Signature.".to_owned())?;
+    let trusted = KEYS.get().map(Vec::as_slice).unwrap_or_default();
+    let valid = trusted.iter().any(|key| {
+        VerifyingKey::<Sha256>::new(key.clone())
+            .verify(signed.as_bytes(), &signature)
+            .is_ok()
+    });
+    if !valid {
+        return Err("Invalid JWT Signature.".into());
+    }
     let claims: Value = b64url(claims)
         .and_then(|b| serde_json::from_slice(&b).ok())
         .ok_or("Invalid JWT claims.")?;
@@ -271,7 +287,7 @@ mod tests {
 
     #[test]
     fn issues_tokens_only_for_a_valid_signed_grant() {
-        configure(Some(60));
+        configure(Some(60), &[]).unwrap();
         google_auth::configure(None);
         let now = google_auth::now();
         let claims = json!({"iss": "a@b.iam.gserviceaccount.com", "scope": SCOPE, "aud": AUDIENCE,

@@ -11,6 +11,8 @@
 //!   model."), and a count's body is `CountTokensRequest`'s (`contents`,
 //!   `systemInstruction`, `tools`, `generationConfig`, `model`,
 //!   `instances`: no `generateContentRequest`);
+//! - Gemini's embeddings (`publishers/google/models/{m}:predict`, the Text
+//!   embeddings API, `predict.rs` rules below: [`VertexGemini::predict`]);
 //! - Claude (`publishers/anthropic/models/{m}:rawPredict`,
 //!   `:streamRawPredict`; `publishers/anthropic/models/count-tokens:rawPredict`):
 //!   Anthropic's Messages body with `anthropic_version: "vertex-2023-10-16"`
@@ -97,7 +99,121 @@ const COUNT_FIELDS: &[&str] = &[
     "generationConfig",
 ];
 
+/// The Text embeddings API's models (cloud.google.com/vertex-ai/generative-ai/
+/// docs/embeddings/get-text-embeddings): name, output dimensions (the most
+/// `outputDimensionality` may ask), instances a request takes.
+fn embedding_model(name: &str) -> Option<(usize, usize)> {
+    match name {
+        // "Note that gemini-embedding-001 supports one instance per request."
+        "gemini-embedding-001" => Some((3072, 1)),
+        // "Each request is limited to 250 input texts."
+        "text-embedding-005" | "text-embedding-004" | "text-multilingual-embedding-002" => {
+            Some((768, 250))
+        }
+        _ => None,
+    }
+}
+
+/// `TextEmbeddingInstance`'s task types.
+const TASK_TYPES: [&str; 8] = [
+    "RETRIEVAL_QUERY",
+    "RETRIEVAL_DOCUMENT",
+    "SEMANTIC_SIMILARITY",
+    "CLASSIFICATION",
+    "CLUSTERING",
+    "QUESTION_ANSWERING",
+    "FACT_VERIFICATION",
+    "CODE_RETRIEVAL_QUERY",
+];
+
 impl VertexGemini {
+    /// `:predict` of a text embedding model (Text embeddings API):
+    /// `{"instances": [{"content", "task_type"?, "title"?}], "parameters":
+    /// {"autoTruncate"?, "outputDimensionality"?}}`, nothing else; at most
+    /// the model's instances (250, or 1 for gemini-embedding-001); each
+    /// `content` a string of at most 2048 words (its tokens here) unless
+    /// `autoTruncate` is true (the default); `title` only with
+    /// RETRIEVAL_DOCUMENT; `outputDimensionality` 1 to the model's size.
+    /// Answered `predictions[].embeddings.{values, statistics.{truncated,
+    /// token_count}}` and `metadata.billableCharacterCount`.
+    fn predict(&self, req: &Request, model: &str) -> Result<Value, Failure> {
+        check_bearer(req)?;
+        let Some((dims, max_instances)) = embedding_model(model) else {
+            return Err(Failure::Status(404));
+        };
+        let body: Value = serde_json::from_slice(&req.body)
+            .map_err(|e| invalid(format!("Invalid JSON payload received. {e}")))?;
+        check_fields(&body, &["instances", "parameters"], "")?;
+        let parameters = body.get("parameters").cloned().unwrap_or(json!({}));
+        check_fields(
+            &parameters,
+            &["autoTruncate", "outputDimensionality"],
+            "parameters.",
+        )?;
+        let truncate = match parameters.get("autoTruncate") {
+            None => true,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(invalid("parameters.autoTruncate: a boolean")),
+        };
+        let size = match parameters.get("outputDimensionality") {
+            None => dims,
+            Some(v) => match v.as_u64() {
+                Some(n) if n >= 1 && n as usize <= dims => n as usize,
+                _ => {
+                    return Err(invalid(format!(
+                    "Value of outputDimensionality must be in the range [1, {dims}] for {model}."
+                )))
+                }
+            },
+        };
+        let instances = body
+            .get("instances")
+            .and_then(Value::as_array)
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| invalid("instances: at least one instance is required"))?;
+        if instances.len() > max_instances {
+            return Err(invalid(format!(
+                "Unable to submit request because {model} supports at most {max_instances} instance{} per request; {} were sent.",
+                if max_instances == 1 { "" } else { "s" },
+                instances.len()
+            )));
+        }
+        let mut predictions = Vec::new();
+        let mut characters = 0;
+        for (i, instance) in instances.iter().enumerate() {
+            let at = format!("instances[{i}].");
+            check_fields(instance, &["content", "task_type", "title"], &at)?;
+            let content = instance
+                .get("content")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid(format!("{at}content: a string is required")))?;
+            let task = instance.get("task_type");
+            if let Some(t) = task {
+                if !t.as_str().is_some_and(|t| TASK_TYPES.contains(&t)) {
+                    return Err(invalid(format!("{at}task_type: unknown task type {t}")));
+                }
+            }
+            if instance.get("title").is_some() && task != Some(&json!("RETRIEVAL_DOCUMENT")) {
+                return Err(invalid(format!(
+                    "{at}title: only with task_type RETRIEVAL_DOCUMENT"
+                )));
+            }
+            let tokens = crate::embeddings::tokens(content);
+            if tokens > 2048 && !truncate {
+                return Err(invalid(format!(
+                    "{at}content: longer than the model's 2048 tokens and autoTruncate is false"
+                )));
+            }
+            characters += content.chars().count();
+            let values = crate::embeddings::vector(content, dims);
+            predictions.push(json!({"embeddings": {
+                "statistics": {"truncated": tokens > 2048, "token_count": tokens.min(2048)},
+                "values": crate::embeddings::floats(values.get(..size).unwrap_or(&values)),
+            }}));
+        }
+        Ok(json!({"predictions": predictions, "metadata": {"billableCharacterCount": characters}}))
+    }
+
     fn count_tokens(&self, req: &Request, model: &str) -> Result<Value, Failure> {
         check_bearer(req)?;
         let body: Value = serde_json::from_slice(&req.body)
@@ -148,15 +264,23 @@ impl Dialect for VertexGemini {
     }
 
     fn has_call(&self, path: &str) -> bool {
-        matches!(parts(path), Some((_, _, "google", _, "countTokens")))
+        matches!(
+            parts(path),
+            Some((_, _, "google", _, "countTokens" | "predict"))
+        )
     }
 
     fn call(&self, req: &Request, path: &str) -> Reply {
-        let model = parts(path).map_or("", |p| p.3);
+        let (model, method) = parts(path).map_or(("", ""), |p| (p.3, p.4));
         if req.method() != "POST" {
             return self.error(&Failure::Status(404));
         }
-        match self.count_tokens(req, model) {
+        let answer = if method == "predict" {
+            self.predict(req, model)
+        } else {
+            self.count_tokens(req, model)
+        };
+        match answer {
             Ok(body) => Reply {
                 status: 200,
                 body: to_json(&body),
@@ -359,6 +483,86 @@ mod tests {
         d.check_headers(req)?;
         let body: Value = serde_json::from_slice(&req.body).unwrap();
         d.parse_request(req, &body)
+    }
+
+    #[test]
+    fn predict_embeds_with_vertexs_rules() {
+        google_auth::configure(None);
+        let path = "/v1/projects/p/locations/us-central1/publishers/google/models/text-embedding-005:predict";
+        assert!(VertexGemini.has_call(path));
+        let call = |path: &str, body: &str| {
+            let reply = VertexGemini.call(&post(path, BEARER, body), path);
+            (
+                reply.status,
+                serde_json::from_str::<Value>(&reply.body).unwrap(),
+            )
+        };
+        let (status, body) = call(
+            path,
+            r#"{"instances":[{"content":"one two","task_type":"RETRIEVAL_QUERY"},{"content":"three"}],"parameters":{"outputDimensionality":8,"autoTruncate":false}}"#,
+        );
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["predictions"][0]["embeddings"]["values"]
+                .as_array()
+                .unwrap()
+                .len(),
+            8
+        );
+        assert_eq!(
+            body["predictions"][0]["embeddings"]["statistics"]["token_count"],
+            2
+        );
+        assert_eq!(body["metadata"]["billableCharacterCount"], 12);
+        // Unknown fields, sizes, task types, batch limits, unknown models.
+        for (body, want) in [
+            (r#"{"instances":[{"content":"a"}],"extra":1}"#, "extra"),
+            (
+                r#"{"instances":[{"content":"a","taskType":"CLUSTERING"}]}"#,
+                "taskType",
+            ),
+            (
+                r#"{"instances":[{"content":"a"}],"parameters":{"dimensions":8}}"#,
+                "dimensions",
+            ),
+            (
+                r#"{"instances":[{"content":"a"}],"parameters":{"outputDimensionality":769}}"#,
+                "[1, 768]",
+            ),
+            (
+                r#"{"instances":[{"content":"a","task_type":"SEARCH"}]}"#,
+                "task type",
+            ),
+            (
+                r#"{"instances":[{"content":"a","title":"t"}]}"#,
+                "RETRIEVAL_DOCUMENT",
+            ),
+            (r#"{"instances":[]}"#, "at least one"),
+        ] {
+            let (status, answer) = call(path, body);
+            assert_eq!(status, 400, "{body}");
+            assert!(answer.to_string().contains(want), "{body}: {answer}");
+        }
+        let many = format!(
+            r#"{{"instances":[{}]}}"#,
+            vec![r#"{"content":"a"}"#; 251].join(",")
+        );
+        assert_eq!(call(path, &many).0, 400);
+        let gemini = path.replace("text-embedding-005", "gemini-embedding-001");
+        let (status, answer) = call(
+            &gemini,
+            r#"{"instances":[{"content":"a"},{"content":"b"}]}"#,
+        );
+        assert_eq!(status, 400);
+        assert!(
+            answer.to_string().contains("at most 1 instance"),
+            "{answer}"
+        );
+        assert_eq!(call(&gemini, r#"{"instances":[{"content":"a"}]}"#).0, 200);
+        let unknown = path.replace("text-embedding-005", "gemini-2.5-flash");
+        assert_eq!(call(&unknown, r#"{"instances":[{"content":"a"}]}"#).0, 404);
+        let reply = VertexGemini.call(&post(path, "", r#"{"instances":[{"content":"a"}]}"#), path);
+        assert_eq!(reply.status, 401);
     }
 
     #[test]

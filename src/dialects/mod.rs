@@ -293,14 +293,23 @@ pub fn encode_generation(
     })
 }
 
+/// The embeddings of `provider` (of dialect `dialect`): its transport's
+/// own (Vertex AI's `:predict`), else its body format's.
+pub fn embedder<'a>(
+    dialect: &'a dyn Dialect,
+    provider: &Provider,
+) -> Option<&'a dyn embed::Embedder> {
+    transport::of(provider.dialect)
+        .embedder()
+        .or_else(|| dialect.embedder())
+}
+
 /// Whether `provider` (of dialect `dialect`) answers call `call` itself:
 /// embeddings where it embeds, others in the client's own API, or
 /// (count_tokens) with its own count.
 pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool {
     match call {
-        Call::Embed | Call::GeminiEmbed { .. } => {
-            dialect.embedder().is_some() && transport::of(provider.dialect).embeds()
-        }
+        Call::Embed | Call::GeminiEmbed { .. } => embedder(dialect, provider).is_some(),
         Call::CountTokens | Call::GeminiCountTokens { .. } => {
             pass_through(provider, dialect, call.api()) || dialect.counts_tokens()
         }

@@ -64,6 +64,9 @@ enum Mode {
     Passthrough,
     /// Waiting for the request body, then for the vendor's answer.
     Request,
+    /// The whole request (`size` body bytes) is in, paused until a Google
+    /// access token is usable or `until` (`session::google_token::missing`).
+    AwaitingToken { size: usize, until: SystemTime },
     /// Buffering a 2xx JSON answer.
     Complete,
     /// Buffering a native call's 2xx answer (passed on as it is).
@@ -357,6 +360,36 @@ impl<H: Host> Attempt<H> {
         Flow::Pause
     }
 
+    /// The whole request is in (`size` body bytes): translated for the
+    /// vendor, or, for a provider whose Google access token the gateway
+    /// obtains and has none usable yet, paused until it has one (the host
+    /// wakes the session: [`Session::on_wake`]) for at most the provider's
+    /// `token_wait_ms`.
+    fn translate_or_wait(&mut self, size: usize) -> Flow {
+        let wait = self.provider().and_then(|(p, _)| {
+            crate::session::google_token::missing(&self.host, &self.provider_name, p)
+        });
+        match wait {
+            Some(ms) if ms > 0 => {
+                let until = self.host.now() + Duration::from_millis(ms);
+                self.mode = Mode::AwaitingToken { size, until };
+                Flow::Pause
+            }
+            _ => self.translate(size),
+        }
+    }
+
+    /// The vendor's request made from the client's (`size` body bytes).
+    fn translate(&mut self, size: usize) -> Flow {
+        let timer = self.timer();
+        let result = match self.call.clone() {
+            Some(call) => self.translate_call(&call, size),
+            None => self.translate_request(size).map(|()| Flow::Continue),
+        };
+        timer.stop(&self.host, Phase::Request);
+        result.unwrap_or_else(|e| self.fail(e))
+    }
+
     fn origin(&self) -> Origin {
         Origin {
             id: format!("chatcmpl-{}", self.request_id),
@@ -445,10 +478,8 @@ impl<H: Host> Session for Attempt<H> {
             return self.fail(error);
         }
         // A call without a body goes now (its body, if any, passes as it is).
-        if let Some(call) = self.call.clone().filter(|c| !c.has_body()) {
-            return self
-                .translate_call(&call, 0)
-                .unwrap_or_else(|e| self.fail(e));
+        if self.call.as_ref().is_some_and(|c| !c.has_body()) {
+            return self.translate_or_wait(0);
         }
         if end_of_stream {
             return self.fail(GatewayError::invalid("body", "request body is empty"));
@@ -465,13 +496,30 @@ impl<H: Host> Session for Attempt<H> {
         if !end_of_stream {
             return Flow::Pause;
         }
-        let timer = self.timer();
-        let result = match self.call.clone() {
-            Some(call) => self.translate_call(&call, size),
-            None => self.translate_request(size).map(|()| Flow::Continue),
+        self.translate_or_wait(size)
+    }
+
+    fn waiting(&self) -> bool {
+        matches!(self.mode, Mode::AwaitingToken { .. })
+    }
+
+    fn on_wake(&mut self) -> Flow {
+        let Mode::AwaitingToken { size, until } = self.mode else {
+            return Flow::Pause;
         };
-        timer.stop(&self.host, Phase::Request);
-        result.unwrap_or_else(|e| self.fail(e))
+        let still_missing = self
+            .provider()
+            .and_then(|(p, _)| {
+                crate::session::google_token::missing(&self.host, &self.provider_name, p)
+            })
+            .is_some();
+        if still_missing && self.host.now() < until {
+            return Flow::Pause;
+        }
+        // A token, or the wait is over: translated now (without a token,
+        // answered 503 with no vendor call).
+        self.mode = Mode::Request;
+        self.translate(size)
     }
 
     fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
@@ -566,13 +614,13 @@ impl<H: Host> Session for Attempt<H> {
                 self.mode = Mode::Passthrough;
                 Flow::Continue
             }
-            Mode::Passthrough | Mode::Request => Flow::Continue,
+            Mode::Passthrough | Mode::Request | Mode::AwaitingToken { .. } => Flow::Continue,
         }
     }
 
     fn on_done(&mut self) {
         let answered = match &self.mode {
-            Mode::Request => false,
+            Mode::Request | Mode::AwaitingToken { .. } => false,
             Mode::Stream(_) if self.stream_ended => return,
             Mode::Stream(_) | Mode::Holding { .. } => true,
             Mode::Complete | Mode::Native | Mode::Counted | Mode::Whole(_) | Mode::Error(_) => true,

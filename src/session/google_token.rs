@@ -12,9 +12,13 @@
 //!   with its expiry, or, failed, the lease records the failure and the
 //!   next try waits 1, 2, 4... 60 seconds;
 //! - each attempt reads the shared token ([`authorization`]): one host call,
-//!   for these providers only; none usable is a clear 503, never a vendor
-//!   call without auth; a vendor 401 marks the token it was sent with for
-//!   refresh ([`unauthorized`]), once per token.
+//!   for these providers only. An attempt that finds none usable
+//!   ([`missing`]) is paused, up to the provider's `token_wait_ms`, and
+//!   woken by the root context (each tick, and when this worker's fetch
+//!   is answered); still none, a clear 503, never a vendor call without
+//!   auth. A vendor 401 revokes the token it was sent with
+//!   ([`unauthorized`], once per token): later attempts wait for the next
+//!   one, which is fetched at the next tick.
 //!
 //! Neither a key nor a token is ever logged or put in an error.
 
@@ -37,31 +41,48 @@ pub const CALL_TIMEOUT_MS: u32 = 5_000;
 /// Calls out at once, per worker (one per provider at most).
 const MAX_PENDING: usize = 64;
 
-fn token_key(provider: &str) -> Vec<u8> {
-    format!("llm_gateway.google_token.{provider}").into_bytes()
+/// The shared-data key of the token of credentials `id` ([`id`]).
+fn token_key(id: &str) -> Vec<u8> {
+    format!("llm_gateway.google_token.{id}").into_bytes()
 }
 
-fn lease_key(provider: &str) -> Vec<u8> {
-    format!("llm_gateway.google_token_lease.{provider}").into_bytes()
+fn lease_key(id: &str) -> Vec<u8> {
+    format!("llm_gateway.google_token_lease.{id}").into_bytes()
 }
 
-/// The Vertex credentials the gateway manages for `provider`, if any.
-fn managed(provider: &Provider) -> Option<&Credentials> {
+/// The settings of a Vertex provider whose tokens the gateway manages.
+fn managed(provider: &Provider) -> Option<&Settings> {
     provider
         .settings::<Settings>()
-        .map(|s| &s.credentials)
-        .filter(|c| c.managed())
+        .filter(|s| s.credentials.managed())
 }
 
-/// The shared token of `provider` and its CAS token.
-fn cached(host: &impl Host, provider: &str) -> Option<(Cached, u32)> {
-    match host.shared_data(&token_key(provider)) {
+/// Whose tokens: provider `name` with these credentials (their
+/// fingerprint), so a reload that changes them does not use the old
+/// credentials' token, and one that does not keeps it.
+fn id(name: &str, settings: &Settings) -> String {
+    format!("{name}.{}", settings.fingerprint)
+}
+
+/// The shared token of credentials `id` and its CAS token.
+fn cached(host: &impl Host, id: &str) -> Option<(Cached, u32)> {
+    match host.shared_data(&token_key(id)) {
         Ok(found) => found.and_then(|(bytes, cas)| Some((Cached::decode(&bytes)?, cas))),
         Err(e) => {
             log_once(&e, "no Google access token read");
             None
         }
     }
+}
+
+/// How long an attempt to `provider` (named `name`) may wait for a token
+/// (its `token_wait_ms`), when the gateway manages its tokens and none is
+/// usable now; `None` otherwise (no host call for other providers).
+pub fn missing(host: &impl Host, name: &str, provider: &Provider) -> Option<u64> {
+    let settings = managed(provider)?;
+    let usable = cached(host, &id(name, settings))
+        .is_some_and(|(token, _)| token.usable(unix_seconds(host)));
+    (!usable).then_some(settings.token_wait_ms)
 }
 
 /// The `authorization` value for an attempt to `provider` (named `name`)
@@ -72,10 +93,10 @@ pub fn authorization(
     name: &str,
     provider: &Provider,
 ) -> Result<Option<(String, u64)>, GatewayError> {
-    if managed(provider).is_none() {
+    let Some(settings) = managed(provider) else {
         return Ok(None);
-    }
-    match cached(host, name) {
+    };
+    match cached(host, &id(name, settings)) {
         Some((token, _)) if token.usable(unix_seconds(host)) => {
             Ok(Some((format!("Bearer {}", token.token), token.generation)))
         }
@@ -91,15 +112,21 @@ pub fn authorization(
 }
 
 /// A vendor 401 to an attempt sent with token `generation`: that token is
-/// refreshed at the next tick (once: a later 401 for the same token, or
-/// one for an older token, changes nothing).
-pub fn unauthorized(host: &impl Host, name: &str, generation: u64) {
+/// no longer sent (attempts wait for the next) and is refreshed at the next
+/// tick (once: a later 401 for the same token, or one for an older token,
+/// changes nothing).
+pub fn unauthorized(host: &impl Host, name: &str, provider: &Provider, generation: u64) {
+    let Some(settings) = managed(provider) else {
+        return;
+    };
+    let id = id(name, settings);
     let now = unix_seconds(host);
-    if let Some((mut token, cas)) = cached(host, name) {
-        if token.generation == generation && token.refresh_at > now {
-            token.refresh_at = now;
+    if let Some((mut token, cas)) = cached(host, &id) {
+        if token.generation == generation && token.usable(now) {
+            token.refresh_at = token.refresh_at.min(now);
+            token.expires_at = now;
             // A stale CAS: another worker wrote first (a refresh or this mark).
-            let _ = host.set_shared_data(&token_key(name), &token.encode(), cas);
+            let _ = host.set_shared_data(&token_key(&id), &token.encode(), cas);
             log::warn!(
                 "llm gateway: provider {name}: Vertex AI refused its access token (401); refreshing it"
             );
@@ -110,14 +137,14 @@ pub fn unauthorized(host: &impl Host, name: &str, generation: u64) {
 /// `provider`'s lease and its CAS token. An absent one is written first
 /// (a CAS of 0 writes unconditionally, so two workers could both take an
 /// absent lease) and read back: the lease is then taken with a real CAS.
-fn read_lease(host: &impl Host, provider: &str) -> Option<(Lease, u32)> {
+fn read_lease(host: &impl Host, id: &str) -> Option<(Lease, u32)> {
     for _ in 0..2 {
-        match host.shared_data(&lease_key(provider)) {
+        match host.shared_data(&lease_key(id)) {
             Ok(Some((bytes, cas))) => {
                 return Some((Lease::decode(&bytes).unwrap_or_default(), cas))
             }
             Ok(None) => {
-                let _ = host.set_shared_data(&lease_key(provider), &Lease::default().encode(), 0);
+                let _ = host.set_shared_data(&lease_key(id), &Lease::default().encode(), 0);
             }
             Err(e) => {
                 log_once(&e, "no Google access token fetched");
@@ -171,10 +198,11 @@ fn token_call(provider: &Provider, credentials: &Credentials, now: u64) -> Resul
     }
 }
 
-/// One worker's token fetches: the calls it has out, by callout token.
+/// One worker's token fetches: the calls it has out, by callout token
+/// (the provider's name and its credentials' [`id`]).
 #[derive(Default)]
 pub struct TokenFetcher {
-    pending: BTreeMap<u32, String>,
+    pending: BTreeMap<u32, (String, String)>,
 }
 
 impl TokenFetcher {
@@ -182,17 +210,18 @@ impl TokenFetcher {
     pub fn tick(&mut self, host: &impl Host, config: &Config) {
         let now = unix_seconds(host);
         for (name, provider) in &config.providers {
-            let Some(credentials) = managed(provider) else {
+            let Some(settings) = managed(provider) else {
                 continue;
             };
-            if self.pending.len() >= MAX_PENDING || self.pending.values().any(|p| p == name) {
+            let id = id(name, settings);
+            if self.pending.len() >= MAX_PENDING || self.pending.values().any(|(_, p)| *p == id) {
                 continue;
             }
-            let due = cached(host, name).is_none_or(|(token, _)| now >= token.refresh_at);
+            let due = cached(host, &id).is_none_or(|(token, _)| now >= token.refresh_at);
             if !due {
                 continue;
             }
-            let Some((lease, cas)) = read_lease(host, name) else {
+            let Some((lease, cas)) = read_lease(host, &id) else {
                 continue;
             };
             if !lease.free(now) {
@@ -203,12 +232,12 @@ impl TokenFetcher {
                 ..lease
             };
             if host
-                .set_shared_data(&lease_key(name), &held.encode(), cas)
+                .set_shared_data(&lease_key(&id), &held.encode(), cas)
                 .is_err()
             {
                 continue; // another worker took it
             }
-            let sent = token_call(provider, credentials, now).and_then(|call| {
+            let sent = token_call(provider, &settings.credentials, now).and_then(|call| {
                 let headers: Vec<(&str, &[u8])> = call
                     .headers
                     .iter()
@@ -219,11 +248,11 @@ impl TokenFetcher {
             });
             match sent {
                 Ok(token) => {
-                    self.pending.insert(token, name.clone());
+                    self.pending.insert(token, (name.clone(), id));
                 }
                 Err(e) => {
                     let failed = lease.failed(now);
-                    let _ = host.set_shared_data(&lease_key(name), &failed.encode(), 0);
+                    let _ = host.set_shared_data(&lease_key(&id), &failed.encode(), 0);
                     log::warn!(
                         "llm gateway: provider {name}: no Google access token requested: {e}; retrying in {} s",
                         failed.not_before.saturating_sub(now)
@@ -236,7 +265,7 @@ impl TokenFetcher {
     /// The answer to callout `token`: its HTTP status (`None`: no answer,
     /// e.g. the cluster had no healthy host or the call timed out) and body.
     pub fn on_response(&mut self, host: &impl Host, token: u32, status: Option<u16>, body: &[u8]) {
-        let Some(name) = self.pending.remove(&token) else {
+        let Some((name, id)) = self.pending.remove(&token) else {
             return;
         };
         let now = unix_seconds(host);
@@ -247,10 +276,10 @@ impl TokenFetcher {
         };
         match answer {
             Ok((token, lifetime)) => {
-                let generation = cached(host, &name).map_or(1, |(t, _)| t.generation + 1);
+                let generation = cached(host, &id).map_or(1, |(t, _)| t.generation + 1);
                 let fresh = Cached::new(token, lifetime, now, generation);
-                let stored = host.set_shared_data(&token_key(&name), &fresh.encode(), 0);
-                let _ = host.set_shared_data(&lease_key(&name), &Lease::default().encode(), 0);
+                let stored = host.set_shared_data(&token_key(&id), &fresh.encode(), 0);
+                let _ = host.set_shared_data(&lease_key(&id), &Lease::default().encode(), 0);
                 match stored {
                     Ok(()) => log::info!(
                         "llm gateway: provider {name}: obtained a Google access token (valid {lifetime} s)"
@@ -260,13 +289,13 @@ impl TokenFetcher {
             }
             Err(e) => {
                 let lease = host
-                    .shared_data(&lease_key(&name))
+                    .shared_data(&lease_key(&id))
                     .ok()
                     .flatten()
                     .and_then(|(bytes, _)| Lease::decode(&bytes))
                     .unwrap_or_default()
                     .failed(now);
-                let _ = host.set_shared_data(&lease_key(&name), &lease.encode(), 0);
+                let _ = host.set_shared_data(&lease_key(&id), &lease.encode(), 0);
                 log::warn!(
                     "llm gateway: provider {name}: no Google access token: {e}; retrying in {} s",
                     lease.not_before.saturating_sub(now)
@@ -298,7 +327,7 @@ mod tests {
         .unwrap()
     }
 
-    fn answer(token: &str, lifetime: u64) -> Vec<u8> {
+    pub(super) fn answer(token: &str, lifetime: u64) -> Vec<u8> {
         format!(r#"{{"access_token":"{token}","expires_in":{lifetime},"token_type":"Bearer"}}"#)
             .into_bytes()
     }
@@ -361,11 +390,11 @@ mod tests {
         let (value, generation) = authorization(&host, "vx", provider).unwrap().unwrap();
         assert_eq!((value.as_str(), generation), ("Bearer ya29.second", 2));
         // A 401 for an older token changes nothing; for this one, a refresh, once.
-        unauthorized(&host, "vx", 1);
+        unauthorized(&host, "vx", provider, 1);
         a.tick(&host, &config);
         assert_eq!(host.http_calls.borrow().len(), 4);
-        unauthorized(&host, "vx", 2);
-        unauthorized(&host, "vx", 2);
+        unauthorized(&host, "vx", provider, 2);
+        unauthorized(&host, "vx", provider, 2);
         a.tick(&host, &config);
         b.tick(&host, &config);
         assert_eq!(host.http_calls.borrow().len(), 5);
@@ -377,7 +406,8 @@ mod tests {
         host.clock.set(host.clock.get() + 100.0);
         let mut c = TokenFetcher::default();
         c.tick(&host, &config);
-        let lease = Lease::decode(&host.shared.borrow()[&lease_key("vx")].0).unwrap();
+        let vx = id("vx", managed(provider).unwrap());
+        let lease = Lease::decode(&host.shared.borrow()[&lease_key(&vx)].0).unwrap();
         assert_eq!(lease.failures, 1);
     }
 
@@ -417,9 +447,10 @@ mod attempt_tests {
     use crate::session::host::{Flow, Map};
     use crate::session::Session;
 
-    fn attempt(host: FakeHost) -> Attempt<FakeHost> {
-        let key = serde_json::to_string(google_auth::tests::KEY_FILE).unwrap();
-        let config = Config::parse(
+    /// The attempts' configuration, with this service-account key JSON.
+    fn vertex_config(key: &str) -> Config {
+        let key = serde_json::to_string(key).unwrap();
+        Config::parse(
             format!(
                 r#"{{"providers":{{"vx":{{"dialect":"vertex_anthropic","api_key":{key},"project":"p","location":"global","credentials":"service_account","token_cluster":"google_oauth"}}}},
                     "model_groups":{{"chat":{{"candidates":[{{"provider":"vx","model":"claude-x@1","cluster":"c"}}]}}}},"auth":{{"enabled":false}}}}"#
@@ -427,7 +458,19 @@ mod attempt_tests {
             .as_bytes(),
             |_| None,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    /// The token's shared-data key for `config`'s provider.
+    fn key_of(config: &Config) -> Vec<u8> {
+        token_key(&id("vx", managed(&config.providers["vx"]).unwrap()))
+    }
+
+    fn attempt(host: FakeHost) -> Attempt<FakeHost> {
+        attempt_with(host, vertex_config(google_auth::tests::KEY_FILE))
+    }
+
+    fn attempt_with(host: FakeHost, config: Config) -> Attempt<FakeHost> {
         let handoff = Handoff {
             api: crate::model::Api::OpenAiChat,
             call: None,
@@ -455,11 +498,45 @@ mod attempt_tests {
         a.on_request_body(size, true)
     }
 
+    fn share(host: &FakeHost, token: &str, generation: u64) {
+        let fresh = Cached::new(
+            token.into(),
+            3600,
+            crate::session::host::unix_seconds(host),
+            generation,
+        );
+        host.shared.borrow_mut().insert(
+            key_of(&vertex_config(google_auth::tests::KEY_FILE)),
+            (fresh.encode(), 1),
+        );
+    }
+
     #[test]
-    fn attempts_carry_the_shared_token_and_a_401_refreshes_it() {
-        // No token yet: a 503, and the request never addressed to Vertex.
+    fn an_attempt_without_a_token_waits_for_one_then_fails_clearly() {
+        // No token yet: paused, never addressed to Vertex.
         let mut a = attempt(FakeHost::new());
-        send(&mut a);
+        assert_eq!(send(&mut a), Flow::Pause);
+        assert!(a.waiting());
+        assert!(a.host.reply.borrow().is_none());
+        assert_eq!(a.on_wake(), Flow::Pause, "still none: still waiting");
+        assert!(a.waiting());
+        // Another worker's fetch is answered: the next wake sends it.
+        share(&a.host, "ya29.late", 1);
+        assert_eq!(a.on_wake(), Flow::Continue);
+        assert!(!a.waiting());
+        assert_eq!(
+            a.host.get(Map::Request, "authorization").as_deref(),
+            Some("Bearer ya29.late")
+        );
+        assert!(a.host.reply.borrow().is_none());
+        // None within the wait (5 s by default): a clear 503, no vendor call.
+        let mut a = attempt(FakeHost::new());
+        assert_eq!(send(&mut a), Flow::Pause);
+        a.host.clock.set(a.host.clock.get() + 4.9);
+        assert_eq!(a.on_wake(), Flow::Pause);
+        a.host.clock.set(a.host.clock.get() + 0.2);
+        assert_eq!(a.on_wake(), Flow::Pause);
+        assert!(!a.waiting());
         let (status, body) = a.host.reply.borrow().clone().unwrap();
         assert_eq!(status, 503);
         assert!(String::from_utf8_lossy(&body).contains("no Google access token"));
@@ -467,18 +544,66 @@ mod attempt_tests {
             a.host.get(Map::Request, ":path").as_deref(),
             Some("/v1/chat/completions")
         );
+        assert_eq!(
+            a.host.get(Map::Request, "authorization").as_deref(),
+            Some("Bearer client-key")
+        );
+        // The client left while it waited: its record says so, once.
+        let mut a = attempt(FakeHost::new());
+        send(&mut a);
+        a.on_done();
+        assert!(!a.waiting());
+        assert_eq!(a.on_wake(), Flow::Pause);
+        assert!(a.host.reply.borrow().is_none());
+    }
+
+    #[test]
+    fn a_reload_with_other_credentials_uses_a_token_of_its_own() {
+        let host = FakeHost::new();
+        share(&host, "ya29.of-the-first-key", 1);
+        let first = vertex_config(google_auth::tests::KEY_FILE);
+        // The same credentials reloaded: the same token.
+        let again = vertex_config(google_auth::tests::KEY_FILE);
+        assert_eq!(key_of(&first), key_of(&again));
+        let mut a = attempt_with(host, again);
+        assert_eq!(send(&mut a), Flow::Continue);
+        // Another key (another account): its own token, fetched; never the
+        // first key's, and the fingerprint is no part of the key.
+        let other = google_auth::tests::KEY_FILE.replace("gateway-test@", "gateway-other@");
+        let other = vertex_config(&other);
+        assert_ne!(key_of(&first), key_of(&other));
+        let fingerprint = &managed(&other.providers["vx"]).unwrap().fingerprint;
+        assert_eq!(fingerprint.len(), 16);
+        assert!(!google_auth::tests::KEY_FILE.contains(fingerprint.as_str()));
+        let host = FakeHost::new();
+        *host.shared.borrow_mut() = a.host.shared.borrow().clone();
+        host.clock.set(a.host.clock.get());
+        let mut b = attempt_with(host, other);
+        assert_eq!(send(&mut b), Flow::Pause, "waits for a token of its own");
+        let mut fetcher = TokenFetcher::default();
+        let config =
+            vertex_config(&google_auth::tests::KEY_FILE.replace("gateway-test@", "gateway-other@"));
+        fetcher.tick(&b.host, &config);
+        assert_eq!(b.host.http_calls.borrow().len(), 1);
+        fetcher.on_response(
+            &b.host,
+            1,
+            Some(200),
+            &super::tests::answer("ya29.of-the-second-key", 3600),
+        );
+        assert_eq!(b.on_wake(), Flow::Continue);
+        assert_eq!(
+            b.host.get(Map::Request, "authorization").as_deref(),
+            Some("Bearer ya29.of-the-second-key")
+        );
+    }
+
+    #[test]
+    fn attempts_carry_the_shared_token_and_a_401_refreshes_it() {
         // A token in shared data (another worker fetched it): sent, the
         // client's credential and the key never.
         let host = FakeHost::new();
-        let fresh = Cached::new(
-            "ya29.shared".into(),
-            3600,
-            crate::session::host::unix_seconds(&host),
-            4,
-        );
-        host.shared
-            .borrow_mut()
-            .insert(token_key("vx"), (fresh.encode(), 1));
+        share(&host, "ya29.shared", 4);
         let mut a = attempt(host);
         assert_eq!(send(&mut a), Flow::Continue);
         assert_eq!(
@@ -502,11 +627,38 @@ mod attempt_tests {
         a.host
             .set(Map::Response, "content-type", "application/json");
         a.on_response_headers(false);
-        let (token, _) = cached(&a.host, "vx").unwrap();
+        let config = vertex_config(google_auth::tests::KEY_FILE);
+        let (token, _) = cached(
+            &a.host,
+            &id("vx", managed(&config.providers["vx"]).unwrap()),
+        )
+        .unwrap();
         assert_eq!(token.generation, 4);
+        let now = crate::session::host::unix_seconds(&a.host);
+        assert_eq!((token.refresh_at, token.expires_at), (now, now));
+        // The client gets a retriable 503 (Envoy's `5xx` retry policy retries
+        // it), not an AUTH_FAILED about a credential it never sent.
+        let vertex = br#"{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}"#;
+        *a.host.response_body.borrow_mut() = vertex.to_vec();
+        a.on_response_body(vertex.len(), true);
+        assert_eq!(a.host.get(Map::Response, ":status").as_deref(), Some("503"));
         assert_eq!(
-            token.refresh_at,
-            crate::session::host::unix_seconds(&a.host)
+            a.host.get(Map::Response, "retry-after").as_deref(),
+            Some("1")
         );
+        let body = String::from_utf8(a.host.response_body.borrow().clone()).unwrap();
+        assert!(
+            body.contains("UPSTREAM_BUSY")
+                && body.contains("refused the gateway's Google access token"),
+            "{body}"
+        );
+        assert!(!body.contains("ya29"));
+        // The next attempt waits for the next token rather than send the revoked one.
+        let host = FakeHost::new();
+        *host.shared.borrow_mut() = a.host.shared.borrow().clone();
+        host.clock.set(a.host.clock.get());
+        let mut b = attempt(host);
+        assert_eq!(send(&mut b), Flow::Pause);
+        assert!(b.waiting());
     }
 }

@@ -34,6 +34,19 @@ pub trait Session {
     /// The proxy is done with the context: the request (or attempt) ended,
     /// also when Envoy reset it (the upstream role gets no `on_log`).
     fn on_done(&mut self) {}
+    /// The request is paused for something the host's root context brings
+    /// (an attempt waiting for a Google access token): the host wakes it
+    /// ([`Session::on_wake`]) until it no longer waits.
+    fn waiting(&self) -> bool {
+        false
+    }
+    /// Woken while [`Session::waiting`] (a tick, a token arrived): with
+    /// `Flow::Continue` and no longer waiting, the host resumes the paused
+    /// request; with `Flow::Pause` it stays paused (still waiting, or
+    /// answered with a local reply).
+    fn on_wake(&mut self) -> Flow {
+        Flow::Pause
+    }
 }
 
 /// Filter state the edge role writes and every attempt reads: an
@@ -79,6 +92,18 @@ pub fn send_error_with(
     }
     if let Some(allow) = &error.allow {
         headers.push(("allow", allow.as_bytes()));
+    }
+    // The wait the error names, unless a header of the caller's says it.
+    let wait = error
+        .retry_after
+        .filter(|_| {
+            !extra
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("retry-after"))
+        })
+        .map(|s| s.to_string());
+    if let Some(wait) = &wait {
+        headers.push(("retry-after", wait.as_bytes()));
     }
     if let Some(provider) = error.provider.as_deref() {
         headers.push(("x-llm-provider", provider.as_bytes()));

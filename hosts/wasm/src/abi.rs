@@ -111,6 +111,8 @@ extern "C" {
         cas: u32,
     ) -> u32;
     fn proxy_close_stream(stream_type: u32) -> u32;
+    fn proxy_continue_stream(stream_type: u32) -> u32;
+    fn proxy_set_effective_context(context_id: u32) -> u32;
     fn proxy_set_tick_period_milliseconds(period: u32) -> u32;
 }
 
@@ -308,6 +310,20 @@ pub fn reset_stream() -> Result<(), u32> {
     const HTTP_RESPONSE: u32 = 1;
     // SAFETY: a plain value.
     checked(unsafe { proxy_close_stream(HTTP_RESPONSE) })
+}
+
+/// Makes context `id` the one the next calls act on (a root context acting
+/// on an HTTP context's stream); BadArgument for a context that is gone.
+pub fn set_effective_context(id: u32) -> Result<(), u32> {
+    // SAFETY: a plain value.
+    checked(unsafe { proxy_set_effective_context(id) })
+}
+
+/// Resumes the effective context's paused request (`proxy_continue_stream`).
+pub fn resume_request() -> Result<(), u32> {
+    const HTTP_REQUEST: u32 = 0;
+    // SAFETY: a plain value.
+    checked(unsafe { proxy_continue_stream(HTTP_REQUEST) })
 }
 
 pub fn define_metric(kind: MetricKind, name: &str) -> Result<u32, u32> {

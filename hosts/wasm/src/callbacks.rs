@@ -1,5 +1,14 @@
 //! The proxy-wasm callbacks of both roles: each is handed to the request's
 //! session (`session::edge`, `session::attempt`), which holds every decision.
+//!
+//! A session paused for what the root context brings (an attempt waiting
+//! for a Google access token: `Session::waiting`) is registered here by its
+//! context id; the root context wakes the registered ones ([`wake`]) on its
+//! tick and when a token arrives, acting on each one's stream as its
+//! effective context, and resumes those that go on.
+
+use std::cell::RefCell;
+use std::rc::Rc;
 
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
@@ -7,8 +16,94 @@ use proxy_wasm::types::Action;
 use llm_gateway_core::session::host::Flow;
 use llm_gateway_core::session::Session;
 
-/// One request's (or attempt's) proxy-wasm context around its session.
-pub struct SessionContext<S>(pub S);
+use crate::abi;
+
+/// One request's (or attempt's) proxy-wasm context around its session,
+/// shared with the registry of waiting sessions while it waits.
+pub struct SessionContext<S> {
+    id: u32,
+    session: Rc<RefCell<S>>,
+}
+
+impl<S: Session + 'static> SessionContext<S> {
+    pub fn new(id: u32, session: S) -> Self {
+        Self {
+            id,
+            session: Rc::new(RefCell::new(session)),
+        }
+    }
+
+    /// Hands `f` the session; a session busy in a wake is impossible (the
+    /// wake lets go of it before resuming the stream), and would be left
+    /// alone (`Continue`) rather than panic.
+    fn with(&self, f: impl FnOnce(&mut S) -> Flow) -> Action {
+        match self.session.try_borrow_mut() {
+            Ok(mut session) => action(f(&mut session)),
+            Err(_) => Action::Continue,
+        }
+    }
+
+    /// After a request callback: a session that now waits is registered.
+    fn register_if_waiting(&self) {
+        if self.session.try_borrow().is_ok_and(|s| s.waiting()) {
+            let session: Rc<RefCell<dyn Session>> = self.session.clone();
+            WAITING.with(|w| {
+                let mut w = w.borrow_mut();
+                if !w.iter().any(|(id, _)| *id == self.id) {
+                    w.push((self.id, session));
+                }
+            });
+        }
+    }
+}
+
+type Waiting = Vec<(u32, Rc<RefCell<dyn Session>>)>;
+
+thread_local! {
+    /// The sessions of this VM paused until the root context wakes them.
+    static WAITING: RefCell<Waiting> = const { RefCell::new(Vec::new()) };
+}
+
+/// Wakes every waiting session of this VM (from root context `root`, whose
+/// calls these are): each acts on its own stream as the effective context;
+/// those that no longer wait are dropped from the registry, and those that
+/// go on are resumed. A context the proxy no longer knows is dropped.
+pub fn wake(root: u32) {
+    let waiting = WAITING.with(|w| std::mem::take(&mut *w.borrow_mut()));
+    if waiting.is_empty() {
+        return;
+    }
+    let mut still = Vec::new();
+    for (id, session) in waiting {
+        if abi::set_effective_context(id).is_err() {
+            continue;
+        }
+        let (flow, waits) = match session.try_borrow_mut() {
+            Ok(mut s) => (s.on_wake(), s.waiting()),
+            Err(_) => (Flow::Pause, true),
+        };
+        if waits {
+            still.push((id, session));
+        } else if flow == Flow::Continue {
+            // The session is let go of first: resuming may call it again.
+            if let Err(status) = abi::resume_request() {
+                log::warn!("llm gateway: a request paused for a Google access token not resumed (status {status})");
+            }
+        }
+    }
+    // Sessions registered meanwhile stay too.
+    WAITING.with(|w| w.borrow_mut().extend(still));
+    let _ = abi::set_effective_context(root);
+}
+
+/// The proxy is done with context `id`: it no longer waits.
+fn forget(id: u32) {
+    WAITING.with(|w| {
+        if let Ok(mut w) = w.try_borrow_mut() {
+            w.retain(|(waiting, _)| *waiting != id);
+        }
+    });
+}
 
 fn action(flow: Flow) -> Action {
     match flow {
@@ -17,31 +112,40 @@ fn action(flow: Flow) -> Action {
     }
 }
 
-impl<S: Session> Context for SessionContext<S> {
+impl<S: Session + 'static> Context for SessionContext<S> {
     fn on_done(&mut self) -> bool {
-        self.0.on_done();
+        forget(self.id);
+        if let Ok(mut session) = self.session.try_borrow_mut() {
+            session.on_done();
+        }
         true
     }
 }
 
-impl<S: Session> HttpContext for SessionContext<S> {
+impl<S: Session + 'static> HttpContext for SessionContext<S> {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        action(self.0.on_request_headers(end_of_stream))
+        let action = self.with(|s| s.on_request_headers(end_of_stream));
+        self.register_if_waiting();
+        action
     }
 
     fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
-        action(self.0.on_request_body(size, end_of_stream))
+        let action = self.with(|s| s.on_request_body(size, end_of_stream));
+        self.register_if_waiting();
+        action
     }
 
     fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        action(self.0.on_response_headers(end_of_stream))
+        self.with(|s| s.on_response_headers(end_of_stream))
     }
 
     fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
-        action(self.0.on_response_body(size, end_of_stream))
+        self.with(|s| s.on_response_body(size, end_of_stream))
     }
 
     fn on_log(&mut self) {
-        self.0.on_log();
+        if let Ok(mut session) = self.session.try_borrow_mut() {
+            session.on_log();
+        }
     }
 }

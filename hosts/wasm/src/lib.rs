@@ -36,7 +36,12 @@ pub const UPSTREAM_ROOT_ID: &str = "llm_upstream";
 
 proxy_wasm::main! {{
     abi::init_logging();
-    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root::default()) });
+    proxy_wasm::set_root_context(|id| -> Box<dyn RootContext> {
+        Box::new(Root {
+            id,
+            ..Root::default()
+        })
+    });
 }}
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -47,6 +52,8 @@ enum Role {
 
 #[derive(Default)]
 struct Root {
+    /// The root context's id (the effective context again after a wake).
+    id: u32,
     role: Option<Role>,
     config: Option<Rc<Config>>,
     /// The upstream role's Google access-token fetches (Vertex AI).
@@ -70,6 +77,9 @@ impl Context for Root {
         let size = body_size.min(llm_gateway_core::google_auth::MAX_ANSWER_BYTES + 1);
         let body = abi::body(abi::Buffer::HttpCallResponse, 0, size).unwrap_or_default();
         self.tokens.on_response(&WasmHost, token_id, status, &body);
+        // A token arrived: the requests waiting for one go on at once (those
+        // of other workers at their next tick).
+        callbacks::wake(self.id);
     }
 }
 
@@ -128,13 +138,23 @@ impl RootContext for Root {
         if let Some(config) = &self.config {
             self.tokens.tick(&WasmHost, config);
         }
+        // Last: it changes the effective context. Requests waiting for a
+        // token go on when another worker's fetch was answered, or at the
+        // end of their wait.
+        callbacks::wake(self.id);
     }
 
-    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+    fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
         let config = self.config.clone()?;
         Some(match self.role? {
-            Role::Edge => Box::new(callbacks::SessionContext(Edge::new(WasmHost, config))),
-            Role::Upstream => Box::new(callbacks::SessionContext(Attempt::new(WasmHost, config))),
+            Role::Edge => Box::new(callbacks::SessionContext::new(
+                context_id,
+                Edge::new(WasmHost, config),
+            )),
+            Role::Upstream => Box::new(callbacks::SessionContext::new(
+                context_id,
+                Attempt::new(WasmHost, config),
+            )),
         })
     }
 

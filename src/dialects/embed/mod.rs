@@ -8,6 +8,7 @@ pub mod bedrock;
 pub mod dashscope;
 pub mod gemini;
 pub mod openai;
+pub mod vertex;
 
 use super::whole::{Finished, WholeAnswer, WholeRequest};
 use super::{transport, unparseable, Dialect, Target, UpstreamRequest};
@@ -25,18 +26,15 @@ pub trait Embedder: Sync {
     fn decode(&self, body: &[u8], model: &str) -> Result<Embeddings, GatewayError>;
 }
 
-/// The vendor's request for `req` through `dialect`, and what finishes
-/// its answer: a dialect without embeddings, or a transport without them
-/// (Azure's chat-only deployments...), is refused.
+/// The vendor's request for `req` through `dialect` (or its transport's
+/// own embeddings, `dialects::embedder`), and what finishes its answer; a
+/// provider without embeddings is refused.
 pub(super) fn encode(
     req: &EmbedRequest,
     dialect: &'static dyn Dialect,
     target: &Target,
 ) -> Result<WholeRequest, GatewayError> {
-    let embedder = dialect
-        .embedder()
-        .filter(|_| transport::of(target.provider.dialect).embeds())
-        .ok_or_else(no_embeddings)?;
+    let embedder = super::embedder(dialect, target.provider).ok_or_else(no_embeddings)?;
     Ok(WholeRequest {
         request: embedder.encode(req, target)?,
         answer: Box::new(EmbedAnswer {

@@ -75,10 +75,11 @@ pub trait Transport: Sync {
     /// the auth the provider's key gives.
     fn headers(&self, op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>);
 
-    /// Whether the vendor API embeds with the body format's embeddings
-    /// body (Vertex AI's Gemini takes another: none are sent there yet).
-    fn embeds(&self) -> bool {
-        true
+    /// The vendor API's embeddings when they are not the body format's
+    /// (Vertex AI's Gemini embeds with `:predict` and a body of its own);
+    /// `None`: the body format's, if it has any.
+    fn embedder(&self) -> Option<&'static dyn super::embed::Embedder> {
+        None
     }
 
     /// The body as this transport's API takes it (by default as the body
@@ -118,8 +119,8 @@ pub fn of(kind: DialectKind) -> &'static dyn Transport {
         DialectKind::Azure => &azure::Azure,
         DialectKind::Bedrock => &bedrock::Bedrock,
         DialectKind::Dashscope => &dashscope::DashScope,
-        DialectKind::VertexGemini => &vertex::VertexGemini,
-        DialectKind::VertexAnthropic => &vertex::VertexAnthropic,
+        DialectKind::VertexGemini => &vertex::Vertex(vertex::VertexGemini),
+        DialectKind::VertexAnthropic => &vertex::Vertex(vertex::VertexAnthropic),
     }
 }
 

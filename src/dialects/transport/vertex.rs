@@ -41,15 +41,73 @@ const VERSION_MEMBER: &str = r#""anthropic_version":"vertex-2023-10-16""#;
 /// Vertex's `CountTokensRequest` members a generation's body carries.
 const COUNT_MEMBERS: [&str; 4] = ["contents", "systemInstruction", "tools", "generationConfig"];
 
+/// The Vertex AI transport of one publisher's models: what both share
+/// (the settings, the auth) is here, what sets a publisher apart (its
+/// methods, its body) is its [`Publisher`].
+pub struct Vertex<P>(pub P);
+
 /// Gemini on Vertex AI.
 pub struct VertexGemini;
 
 /// Claude on Vertex AI.
 pub struct VertexAnthropic;
 
+/// A publisher's part of its Vertex AI transport.
+pub trait Publisher: Sync {
+    /// As [`Transport::path`].
+    fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError>;
+
+    /// As [`Transport::body`].
+    fn body(&self, op: Operation, target: &Target, body: Vec<u8>) -> Result<Vec<u8>, GatewayError>;
+
+    /// As [`Transport::embedder`].
+    fn embedder(&self) -> Option<&'static dyn crate::dialects::embed::Embedder> {
+        None
+    }
+}
+
+impl<P: Publisher> Transport for Vertex<P> {
+    fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
+        self.0.path(op, target)
+    }
+
+    /// `authorization: Bearer` with the provider's access token when it is
+    /// one; a token the gateway obtains is set by the attempt
+    /// (`session::google_token`), and a service-account key never goes.
+    fn headers(&self, _op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>) {
+        let outside = target
+            .provider
+            .settings::<Settings>()
+            .is_some_and(|s| s.credentials == Credentials::AccessToken);
+        if outside {
+            super::bearer(target, headers);
+        }
+    }
+
+    fn embedder(&self) -> Option<&'static dyn crate::dialects::embed::Embedder> {
+        self.0.embedder()
+    }
+
+    fn body(&self, op: Operation, target: &Target, body: Vec<u8>) -> Result<Vec<u8>, GatewayError> {
+        self.0.body(op, target, body)
+    }
+
+    fn settings_keys(&self) -> &'static [Key] {
+        &KEYS
+    }
+
+    fn read_settings(
+        &self,
+        members: Map<String, Value>,
+        field: &str,
+    ) -> Result<Option<Box<dyn DialectSettings>>, String> {
+        Ok(Some(Box::new(read(members, field)?)))
+    }
+}
+
 const VERTEX_ONLY: &str = "only for the vertex_gemini and vertex_anthropic dialects";
 
-static KEYS: [Key; 4] = [
+static KEYS: [Key; 5] = [
     Key {
         name: "project",
         elsewhere: VERTEX_ONLY,
@@ -66,7 +124,17 @@ static KEYS: [Key; 4] = [
         name: "token_cluster",
         elsewhere: VERTEX_ONLY,
     },
+    Key {
+        name: "token_wait_ms",
+        elsewhere: VERTEX_ONLY,
+    },
 ];
+
+/// How long an attempt waits for a token the gateway obtains, by default.
+pub const TOKEN_WAIT_MS: u64 = 5_000;
+
+/// The longest wait a provider may configure (`token_wait_ms`).
+const MAX_TOKEN_WAIT_MS: u64 = 60_000;
 
 /// Where a Vertex AI provider's access tokens come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +175,14 @@ pub struct Settings {
     /// A region (`us-central1`, `europe-west4`...) or `global`.
     pub location: String,
     pub credentials: Credentials,
+    /// Which credentials these are, for the tokens the gateway obtains
+    /// with them (their shared-data key): a digest of the mode, the token
+    /// cluster and the key, never the key (set at configuration load).
+    pub fingerprint: String,
+    /// How long an attempt that finds no token the gateway obtains waits
+    /// for one (paused, resumed when it arrives), in milliseconds; then
+    /// it is answered 503. 0: answered at once.
+    pub token_wait_ms: u64,
 }
 
 impl DialectSettings for Settings {}
@@ -122,6 +198,8 @@ struct Written {
     credentials: Option<String>,
     #[serde(default)]
     token_cluster: Option<String>,
+    #[serde(default)]
+    token_wait_ms: Option<u64>,
 }
 
 /// The host serving `location`: `aiplatform.googleapis.com` for `global`,
@@ -167,10 +245,15 @@ fn read(members: Map<String, Value>, field: &str) -> Result<Settings, String> {
     };
     let credentials = match written.credentials.as_deref() {
         None | Some("access_token") => {
-            if written.token_cluster.is_some() {
-                return Err(format!(
-                    "{field}.token_cluster: only with credentials \"service_account\" or \"metadata_server\""
-                ));
+            for (name, set) in [
+                ("token_cluster", written.token_cluster.is_some()),
+                ("token_wait_ms", written.token_wait_ms.is_some()),
+            ] {
+                if set {
+                    return Err(format!(
+                        "{field}.{name}: only with credentials \"service_account\" or \"metadata_server\""
+                    ));
+                }
             }
             Credentials::AccessToken
         }
@@ -186,22 +269,35 @@ fn read(members: Map<String, Value>, field: &str) -> Result<Settings, String> {
             ))
         }
     };
+    let token_wait_ms = written.token_wait_ms.unwrap_or(TOKEN_WAIT_MS);
+    if token_wait_ms > MAX_TOKEN_WAIT_MS {
+        return Err(format!(
+            "{field}.token_wait_ms: at most {MAX_TOKEN_WAIT_MS} (a paused request holds its connection)"
+        ));
+    }
     Ok(Settings {
         project,
         location,
         credentials,
+        fingerprint: String::new(),
+        token_wait_ms,
     })
 }
 
 /// A Vertex AI provider's credential as the configuration resolved it
-/// (`secret`: its `api_key` or `api_key_env`'s value), checked at load: a
+/// (its `api_key` or `api_key_env`'s value), checked at load: a
 /// service-account key must parse (the error names the field, never the
-/// key), the metadata server takes none.
+/// key), the metadata server takes none. The settings get the
+/// credentials' fingerprint: a reload that changes them gets tokens of its
+/// own at once, one that does not keeps the shared ones.
 pub fn check_credentials(
-    provider: &crate::provider::Provider,
-    secret: Option<&str>,
+    provider: &mut crate::provider::Provider,
     field: &str,
 ) -> Result<(), String> {
+    let secret = provider
+        .resolved_key
+        .as_ref()
+        .map(crate::provider::Secret::expose);
     let Some(settings) = provider.settings::<Settings>() else {
         return Ok(());
     };
@@ -211,19 +307,53 @@ pub fn check_credentials(
         "api_key"
     };
     match (&settings.credentials, secret) {
-        (Credentials::ServiceAccount { .. }, None) => Err(format!(
+        (Credentials::ServiceAccount { .. }, None) => {
+            return Err(format!(
             "{field}.api_key_env: the service-account key file's JSON is required with credentials \"service_account\""
-        )),
+        ))
+        }
         (Credentials::ServiceAccount { .. }, Some(json)) => {
             crate::google_auth::ServiceAccount::parse(json)
                 .map(drop)
-                .map_err(|e| format!("{field}.{key_field}: {e}"))
+                .map_err(|e| format!("{field}.{key_field}: {e}"))?;
         }
-        (Credentials::MetadataServer { .. }, Some(_)) => Err(format!(
-            "{field}.{key_field}: no key with credentials \"metadata_server\""
-        )),
-        _ => Ok(()),
+        (Credentials::MetadataServer { .. }, Some(_)) => {
+            return Err(format!(
+                "{field}.{key_field}: no key with credentials \"metadata_server\""
+            ))
+        }
+        _ => {}
     }
+    let fingerprint = fingerprint(&settings.credentials, secret);
+    if let Some(settings) = provider.settings_mut::<Settings>() {
+        settings.fingerprint = fingerprint;
+    }
+    Ok(())
+}
+
+/// 16 hex digits of the SHA-256 of the credentials' mode, token cluster
+/// and key: which credentials, not what they are.
+fn fingerprint(credentials: &Credentials, secret: Option<&str>) -> String {
+    use sha2::{Digest, Sha256};
+    let mode = match credentials {
+        Credentials::AccessToken => "access_token",
+        Credentials::ServiceAccount { .. } => "service_account",
+        Credentials::MetadataServer { .. } => "metadata_server",
+    };
+    let mut hash = Sha256::new();
+    for part in [
+        mode,
+        credentials.cluster().unwrap_or(""),
+        secret.unwrap_or(""),
+    ] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    hash.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Whether an error body is Google's (`google.rpc.Status` in an `error`
@@ -275,25 +405,13 @@ fn model_path(
     ))
 }
 
-/// `authorization: Bearer` with the provider's access token when it is
-/// one; a token the gateway obtains is set by the attempt
-/// (`session::google_token`), and a service-account key never goes.
-fn bearer(target: &Target, headers: &mut Vec<(&'static str, String)>) {
-    let outside = target
-        .provider
-        .settings::<Settings>()
-        .is_some_and(|s| s.credentials == Credentials::AccessToken);
-    if outside {
-        super::bearer(target, headers);
-    }
-}
-
-impl Transport for VertexGemini {
+impl Publisher for VertexGemini {
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
         let method = match op {
             Operation::Generate { stream: true } => "streamGenerateContent?alt=sse",
             Operation::Generate { stream: false } => "generateContent",
             Operation::CountTokens => "countTokens",
+            Operation::Embed => "predict",
             _ => return Err(unsupported(op)),
         };
         // The model as Vertex names it (`publishers/google/models/...`),
@@ -304,17 +422,14 @@ impl Transport for VertexGemini {
         model_path(target, "google", model, method)
     }
 
-    fn headers(&self, _op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>) {
-        bearer(target, headers);
-    }
-
-    /// Vertex embeds with `:predict` and its own body: not yet.
-    fn embeds(&self) -> bool {
-        false
+    /// Vertex embeds with `:predict` and a body of its own.
+    fn embedder(&self) -> Option<&'static dyn crate::dialects::embed::Embedder> {
+        Some(&crate::dialects::embed::vertex::Vertex)
     }
 
     /// A token count's body: the generation's members Vertex counts, out
-    /// of Google AI's `generateContentRequest` wrapper.
+    /// of Google AI's `generateContentRequest` wrapper, or at the top level
+    /// as a Gemini client's own count has them (`contents` alone).
     fn body(
         &self,
         op: Operation,
@@ -326,12 +441,15 @@ impl Transport for VertexGemini {
         }
         #[derive(Deserialize)]
         struct Wrapped<'a> {
-            #[serde(rename = "generateContentRequest", borrow)]
-            generate: &'a serde_json::value::RawValue,
+            #[serde(rename = "generateContentRequest", borrow, default)]
+            generate: Option<&'a serde_json::value::RawValue>,
         }
         let wrapped: Wrapped = serde_json::from_slice(&body)
             .map_err(|e| GatewayError::invalid("body", format!("invalid request body: {e}")))?;
-        edit_members(wrapped.generate.get().as_bytes(), "", |key| {
+        let counted = wrapped
+            .generate
+            .map_or(body.as_slice(), |g| g.get().as_bytes());
+        edit_members(counted, "", |key| {
             if COUNT_MEMBERS.contains(&key) {
                 Member::Keep
             } else {
@@ -339,21 +457,9 @@ impl Transport for VertexGemini {
             }
         })
     }
-
-    fn settings_keys(&self) -> &'static [Key] {
-        &KEYS
-    }
-
-    fn read_settings(
-        &self,
-        members: Map<String, Value>,
-        field: &str,
-    ) -> Result<Option<Box<dyn DialectSettings>>, String> {
-        Ok(Some(Box::new(read(members, field)?)))
-    }
 }
 
-impl Transport for VertexAnthropic {
+impl Publisher for VertexAnthropic {
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
         match op {
             Operation::Generate { stream: true } => {
@@ -369,36 +475,24 @@ impl Transport for VertexAnthropic {
         }
     }
 
-    fn headers(&self, _op: Operation, target: &Target, headers: &mut Vec<(&'static str, String)>) {
-        bearer(target, headers);
-    }
-
     /// `anthropic_version` first (a client's own gives way), `model` out
-    /// of a generation's body (the path says it), every other byte kept.
-    fn body(
-        &self,
-        op: Operation,
-        _target: &Target,
-        body: Vec<u8>,
-    ) -> Result<Vec<u8>, GatewayError> {
-        let keep_model = matches!(op, Operation::Call(_));
-        edit_members(&body, VERSION_MEMBER, |key| match key {
-            "anthropic_version" => Member::Drop,
-            "model" if !keep_model => Member::Drop,
+    /// of a generation's body (the path says it) and, for a token count
+    /// (whose path names no model), the vendor model second, whether the
+    /// body had one (a Messages client's count) or not (a count made from
+    /// the generation's body); every other byte kept.
+    fn body(&self, op: Operation, target: &Target, body: Vec<u8>) -> Result<Vec<u8>, GatewayError> {
+        let prefix = match op {
+            Operation::Call(_) => {
+                let model = serde_json::to_string(target.model)
+                    .map_err(|e| GatewayError::invalid("model", e.to_string()))?;
+                format!("{VERSION_MEMBER},\"model\":{model}")
+            }
+            _ => VERSION_MEMBER.to_owned(),
+        };
+        edit_members(&body, &prefix, |key| match key {
+            "anthropic_version" | "model" => Member::Drop,
             _ => Member::Keep,
         })
-    }
-
-    fn settings_keys(&self) -> &'static [Key] {
-        &KEYS
-    }
-
-    fn read_settings(
-        &self,
-        members: Map<String, Value>,
-        field: &str,
-    ) -> Result<Option<Box<dyn DialectSettings>>, String> {
-        Ok(Some(Box::new(read(members, field)?)))
     }
 }
 
@@ -541,16 +635,38 @@ mod tests {
             body,
             r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}],"systemInstruction":{"parts":[]}}"#
         );
-        // No embeddings over this transport (Vertex's take another body):
-        // the provider has no embeddings call.
+        // A Gemini client's own count: `contents` at the top level.
+        let (_, _, body) = request(
+            &config,
+            "gemini-2.5-flash",
+            Operation::CountTokens,
+            br#"{"contents":[{"parts":[{"text":"hi"}],"role":"user"}],"model":"models/x"}"#,
+        );
+        assert_eq!(
+            body,
+            r#"{"contents":[{"parts":[{"text":"hi"}],"role":"user"}]}"#
+        );
+        // Embeddings go to `:predict` with Vertex's own body (its embedder,
+        // not Google AI's batchEmbedContents).
         let target = Target {
             provider: &config.providers["p"],
-            model: "m",
+            model: "text-embedding-005",
         };
-        assert!(super::super::request(Operation::Embed, &target, Vec::new()).is_err());
         let kind = crate::provider::DialectKind::VertexGemini;
         let embed = crate::model::call::Call::Embed;
-        assert!(!crate::dialects::has_call(
+        let req = crate::wire::openai_embeddings::parse(br#"{"model":"m","input":"hi"}"#).unwrap();
+        let up = crate::dialects::embedder(crate::dialects::dialect(kind), target.provider)
+            .unwrap()
+            .encode(&req, &target)
+            .unwrap();
+        assert_eq!(
+            up.path,
+            "/v1/projects/my-proj/locations/us-east5/publishers/google/models/text-embedding-005:predict"
+        );
+        assert!(String::from_utf8(up.body)
+            .unwrap()
+            .starts_with(r#"{"instances":"#));
+        assert!(crate::dialects::has_call(
             crate::dialects::dialect(kind),
             target.provider,
             &embed
@@ -607,6 +723,18 @@ mod tests {
         assert_eq!(
             sent,
             r#"{"anthropic_version":"vertex-2023-10-16","model":"claude-x","messages":[]}"#
+        );
+        // A count made from a generation's body (which has no `model` on
+        // Vertex), e.g. a Gemini client's: the vendor model is put in.
+        let (_, _, sent) = request(
+            &config,
+            "claude-x@1",
+            Operation::Call(&Call::CountTokens),
+            br#"{"anthropic_version":"vertex-2023-10-16","messages":[],"system":"s"}"#,
+        );
+        assert_eq!(
+            sent,
+            r#"{"anthropic_version":"vertex-2023-10-16","model":"claude-x@1","messages":[],"system":"s"}"#
         );
     }
 }

@@ -10,6 +10,18 @@ impl<H: Host> Attempt<H> {
         let Some((_, dialect)) = self.provider() else {
             return no_provider(&self.provider_name);
         };
+        if status == 401 && self.google_token.get().is_some() {
+            // Vertex AI refused the token the gateway obtained (revoked,
+            // rotated), not a credential of the client's: a 503 Envoy's
+            // retry policy (`5xx`) and SDKs retry; the next attempt waits
+            // for the token fetched in its place.
+            let mut e = GatewayError::new(
+                ErrorCode::UpstreamBusy,
+                "Vertex AI refused the gateway's Google access token (HTTP 401); the gateway is obtaining a new one: retry shortly",
+            );
+            e.retry_after = Some(1);
+            return e.with_provider(&self.provider_name);
+        }
         dialect
             .decode_error(status, body)
             .with_provider(&self.provider_name)
@@ -225,10 +237,13 @@ impl<H: Host> Attempt<H> {
             .set_route(&self.host, self.attempt, &entry, None);
         self.save_record();
         if !(200..300).contains(&status) {
-            if let (401, Some(generation)) = (status, self.google_token.get()) {
+            if let (401, Some(generation), Some((provider, _))) =
+                (status, self.google_token.get(), self.provider())
+            {
                 crate::session::google_token::unauthorized(
                     &self.host,
                     &self.provider_name,
+                    provider,
                     generation,
                 );
             }
