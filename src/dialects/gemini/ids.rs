@@ -1,0 +1,57 @@
+//! Tool call ids: Gemini's calls carry none (or its own), so the gateway
+//! makes them from the response id, and keeps a call's thought signature in
+//! its id for the turn that answers it.
+
+use super::*;
+/// FNV-1a: a short, stable digest of the response id for tool call ids.
+pub(super) fn digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Our id for tool call `n` of a response, carrying Gemini's signature.
+pub(super) fn tool_call_id(response_id: &str, n: usize, signature: Option<&str>) -> String {
+    let mut id = format!("call_{:016x}_{n}", digest(response_id));
+    if let Some(signature) = signature {
+        id.push_str(SIGNATURE_MARK);
+        // base64 → base64url without padding: ids stay in [A-Za-z0-9_-].
+        id.extend(signature.chars().filter_map(|c| match c {
+            '+' => Some('-'),
+            '/' => Some('_'),
+            '=' => None,
+            c => Some(c),
+        }));
+    }
+    id
+}
+
+/// The thought signature inside one of our ids, back in standard base64;
+/// `None` for ids we did not make or made without a signature.
+pub(super) fn split_tool_call_id(id: &str) -> Option<String> {
+    let rest = id.strip_prefix("call_")?;
+    let (hash, rest) = rest.split_at_checked(16)?;
+    let (n, signature) = rest.strip_prefix('_')?.split_once(SIGNATURE_MARK)?;
+    let ours = hash.bytes().all(|b| b.is_ascii_hexdigit())
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+        && !signature.is_empty()
+        && signature
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !ours {
+        return None;
+    }
+    let mut standard: String = signature
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while !standard.len().is_multiple_of(4) {
+        standard.push('=');
+    }
+    Some(standard)
+}
