@@ -229,7 +229,7 @@ def native_filter(wasm_typed_config, module="llm_gateway"):
     config = wasm_typed_config["config"]
     return {
         "@type": DYNAMIC_MODULE_FILTER,
-        "dynamic_module_config": {"name": module, "metrics_namespace": "wasmcustom"},
+        "dynamic_module_config": {"name": module},
         "filter_name": config["root_id"],
         "filter_config": {"@type": "type.googleapis.com/google.protobuf.StringValue",
                           "value": config["configuration"]["value"]},
@@ -258,10 +258,30 @@ def to_native(node):
     return node
 
 
-def native_env(env=None):
-    """Envoy's environment for the native host: where it finds libllm_gateway.so."""
+def vm_environment(node):
+    """The `vm_config.environment_variables.key_values` of our wasm filters in
+    `node`: values the wasm VM reads as environment variables (vendor keys,
+    `api_key_env`), which the native host reads from Envoy's own environment."""
+    found = {}
+    if isinstance(node, dict):
+        if is_gateway_wasm(node.get("typed_config")):
+            vm = node["typed_config"]["config"].get("vm_config", {})
+            found.update(vm.get("environment_variables", {}).get("key_values", {}))
+        for value in node.values():
+            found.update(vm_environment(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.update(vm_environment(value))
+    return found
+
+
+def native_env(env=None, bootstrap=None):
+    """Envoy's environment for the native host: where it finds
+    libllm_gateway.so, and the values the wasm filters of `bootstrap` gave
+    their VM as environment variables."""
     env = dict(os.environ if env is None else env)
     env["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(NATIVE.parent)
+    env.update(vm_environment(bootstrap or {}))
     return env
 
 
@@ -304,8 +324,8 @@ def start_envoy(bootstrap, workdir, admin_port=None, log_level="warn", concurren
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     if gateway_host() == "native":
+        env = native_env(env, bootstrap)
         bootstrap = to_native(bootstrap)
-        env = native_env(env)
     config_path = workdir / "envoy.json"
     config_path.write_text(json.dumps(bootstrap, indent=1))
     admin_path = workdir / "admin.address"

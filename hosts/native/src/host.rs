@@ -23,6 +23,7 @@ use std::time::{Duration, SystemTime};
 use llm_gateway_core::headers::Headers;
 use llm_gateway_core::session::host::status::{BAD_ARGUMENT, INTERNAL_FAILURE, UNIMPLEMENTED};
 use llm_gateway_core::session::host::{Buffer, Host, HostCall, HostError, Map, Phase};
+use llm_gateway_core::session::HANDOFF_PROPERTY;
 
 use crate::abi::{self, EnvoyBuffer, EnvoyHeader, FilterConfigEnvoy, FilterEnvoy, ModuleBuffer};
 use crate::metrics::Kind;
@@ -55,6 +56,9 @@ pub struct Stream {
     pub reset: Cell<bool>,
     /// `response.code_details` of the last local reply (Envoy's or ours).
     pub local_reply_details: RefCell<Option<Vec<u8>>>,
+    /// The request's handoff (the edge wrote it, an attempt read it): what
+    /// ties a request's attempts to its edge filter (`lib.rs`, `ATTEMPTS`).
+    pub handoff: RefCell<Option<Vec<u8>>>,
 }
 
 impl Stream {
@@ -68,6 +72,7 @@ impl Stream {
             reply: RefCell::new(None),
             reset: Cell::new(false),
             local_reply_details: RefCell::new(None),
+            handoff: RefCell::new(None),
         }
     }
 }
@@ -392,7 +397,13 @@ impl Host for NativeHost {
                     .then(|| out.to_vec())
                 }
             }
-            [name] => self.filter_state(&state_key(name)),
+            [name] => {
+                let value = self.filter_state(&state_key(name));
+                if *name == HANDOFF_PROPERTY {
+                    self.stream.handoff.borrow_mut().clone_from(&value);
+                }
+                value
+            }
             _ => None,
         })
     }
@@ -403,6 +414,9 @@ impl Host for NativeHost {
         };
         let key = state_key(name);
         let value = value.unwrap_or_default();
+        if *name == HANDOFF_PROPERTY {
+            *self.stream.handoff.borrow_mut() = Some(value.to_vec());
+        }
         // Envoy stores it read-only: a second write of another value is
         // refused (and would be an Envoy bug report); the same one is a no-op.
         if let Some(current) = self.filter_state(&key) {

@@ -77,6 +77,13 @@ fn env(name: &str) -> Option<String> {
 }
 
 thread_local! {
+    /// This worker's attempts (upstream filters) not yet ended, by their
+    /// request's handoff: the edge ends them before it meters the request.
+    /// Envoy completes the downstream stream (the edge's `stream_complete`)
+    /// before it destroys the upstream requests it reset (their filters'
+    /// `destroy`), where proxy-wasm logged after both: so the last attempt's
+    /// record (a per-try timeout's `reset`) reaches the request's metrics.
+    static ATTEMPTS: RefCell<HashMap<Vec<u8>, Vec<usize>>> = RefCell::new(HashMap::new());
     /// This worker's parsed configurations, by config id.
     static CONFIGS: RefCell<HashMap<u64, Rc<Config>>> = RefCell::new(HashMap::new());
     /// Main thread: each upstream config's Google token fetches.
@@ -463,6 +470,8 @@ struct Filter {
     stream: Rc<Stream>,
     role: Role,
     inner: RefCell<Inner>,
+    /// Listed in `ATTEMPTS`.
+    registered: std::cell::Cell<bool>,
 }
 
 /// # Safety
@@ -495,6 +504,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_new(
                 failed: false,
                 done: false,
             }),
+            registered: std::cell::Cell::new(false),
         })
     }))
     .ok()
@@ -563,7 +573,49 @@ fn run(ptr: FilterModule, body: Option<usize>, call: impl FnOnce(&mut dyn Sessio
             }
         }
     };
+    register_attempt(filter, ptr);
     finish(&stream, outcome)
+}
+
+/// An attempt that read its request's handoff is listed under it (once).
+fn register_attempt(filter: &Filter, ptr: FilterModule) {
+    if filter.role != Role::Upstream || filter.registered.get() {
+        return;
+    }
+    let Some(key) = filter.stream.handoff.borrow().clone() else {
+        return;
+    };
+    filter.registered.set(true);
+    ATTEMPTS.with(|a| a.borrow_mut().entry(key).or_default().push(ptr as usize));
+}
+
+fn unregister_attempt(filter: &Filter, ptr: FilterModule) {
+    if !filter.registered.get() {
+        return;
+    }
+    let Some(key) = filter.stream.handoff.borrow().clone() else {
+        return;
+    };
+    ATTEMPTS.with(|a| {
+        let mut attempts = a.borrow_mut();
+        if let Some(list) = attempts.get_mut(&key) {
+            list.retain(|p| *p != ptr as usize);
+            if list.is_empty() {
+                attempts.remove(&key);
+            }
+        }
+    });
+}
+
+/// Ends the attempts of the edge filter's request still alive.
+fn end_attempts(edge: &Filter) {
+    let Some(key) = edge.stream.handoff.borrow().clone() else {
+        return;
+    };
+    let attempts = ATTEMPTS.with(|a| a.borrow().get(&key).cloned()).unwrap_or_default();
+    for attempt in attempts {
+        end(attempt as FilterModule, false);
+    }
 }
 
 fn finish(stream: &Stream, outcome: u32) -> u32 {
@@ -700,6 +752,10 @@ fn end(ptr: FilterModule, complete: bool) {
     let Some(filter) = (unsafe { filter(ptr) }) else {
         return;
     };
+    let edge = filter.role == Role::Edge;
+    if edge && complete {
+        end_attempts(filter);
+    }
     let Ok(mut inner) = filter.inner.try_borrow_mut() else {
         return;
     };
@@ -707,7 +763,6 @@ fn end(ptr: FilterModule, complete: bool) {
         return;
     }
     inner.done = true;
-    let edge = filter.role == Role::Edge;
     let result = catch_unwind(AssertUnwindSafe(|| {
         if edge && complete {
             inner.session.on_log();
@@ -733,7 +788,9 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_destroy(filter: Fil
     // upstream role's attempt records (wasm's `on_done`).
     end(filter, false);
     // SAFETY: as the function's contract says.
+    let ptr = filter;
     let filter = unsafe { Box::from_raw(filter.cast::<Filter>().cast_mut()) };
+    unregister_attempt(&filter, ptr);
     let _ = catch_unwind(AssertUnwindSafe(move || drop(filter)));
 }
 
