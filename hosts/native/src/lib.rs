@@ -612,7 +612,9 @@ fn end_attempts(edge: &Filter) {
     let Some(key) = edge.stream.handoff.borrow().clone() else {
         return;
     };
-    let attempts = ATTEMPTS.with(|a| a.borrow().get(&key).cloned()).unwrap_or_default();
+    let attempts = ATTEMPTS
+        .with(|a| a.borrow().get(&key).cloned())
+        .unwrap_or_default();
     for attempt in attempts {
         end(attempt as FilterModule, false);
     }
