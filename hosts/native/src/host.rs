@@ -399,7 +399,7 @@ impl Host for NativeHost {
             }
             [name] => {
                 let value = self.filter_state(&state_key(name));
-                if *name == HANDOFF_PROPERTY {
+                if *name == HANDOFF_PROPERTY && value.is_some() {
                     self.stream.handoff.borrow_mut().clone_from(&value);
                 }
                 value

@@ -470,8 +470,8 @@ struct Filter {
     stream: Rc<Stream>,
     role: Role,
     inner: RefCell<Inner>,
-    /// Listed in `ATTEMPTS`.
-    registered: std::cell::Cell<bool>,
+    /// Listed in `ATTEMPTS` under this key (the handoff when listed).
+    registered: RefCell<Option<Vec<u8>>>,
 }
 
 /// # Safety
@@ -504,7 +504,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_new(
                 failed: false,
                 done: false,
             }),
-            registered: std::cell::Cell::new(false),
+            registered: RefCell::new(None),
         })
     }))
     .ok()
@@ -579,21 +579,24 @@ fn run(ptr: FilterModule, body: Option<usize>, call: impl FnOnce(&mut dyn Sessio
 
 /// An attempt that read its request's handoff is listed under it (once).
 fn register_attempt(filter: &Filter, ptr: FilterModule) {
-    if filter.role != Role::Upstream || filter.registered.get() {
+    if filter.role != Role::Upstream || filter.registered.borrow().is_some() {
         return;
     }
     let Some(key) = filter.stream.handoff.borrow().clone() else {
         return;
     };
-    filter.registered.set(true);
-    ATTEMPTS.with(|a| a.borrow_mut().entry(key).or_default().push(ptr as usize));
+    ATTEMPTS.with(|a| {
+        a.borrow_mut()
+            .entry(key.clone())
+            .or_default()
+            .push(ptr as usize)
+    });
+    *filter.registered.borrow_mut() = Some(key);
 }
 
+/// Takes a destroyed attempt off the list, under the key it was listed by.
 fn unregister_attempt(filter: &Filter, ptr: FilterModule) {
-    if !filter.registered.get() {
-        return;
-    }
-    let Some(key) = filter.stream.handoff.borrow().clone() else {
+    let Some(key) = filter.registered.borrow_mut().take() else {
         return;
     };
     ATTEMPTS.with(|a| {
