@@ -47,10 +47,12 @@ build: toolchain native
 	cargo build --release -p llm-mock
 	cargo build --release --target wasm32-wasip1 -p wasm-floor
 
+# Installed by rename, never copied over: a running Envoy has the old file
+# mapped, and rewriting its pages in place crashes it.
 native: toolchain
 	cargo build --profile native --target $(NATIVE_TARGET) -p llm-gateway-native
 	mkdir -p $(dir $(NATIVE))
-	cp $(NATIVE_BUILT) $(NATIVE)
+	cmp -s $(NATIVE_BUILT) $(NATIVE) || { cp $(NATIVE_BUILT) $(NATIVE).tmp && mv -f $(NATIVE).tmp $(NATIVE); }
 
 # The release artifact: the optimised .wasm (wasm-opt -Oz from Debian's
 # `binaryen` when it is installed), its SHA-256 (sha256sum format, what
