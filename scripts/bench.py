@@ -3,7 +3,9 @@
 
 bench: starts (by PID, loopback only) the mock provider in `--fast` mode,
 plain Envoy with the same listener, route and clusters but no wasm filter
-(the floor), and Envoy with our filter (the gateway), each `--concurrency 1`.
+(the floor), Envoy with our filter (the gateway: the wasm host) and Envoy
+with the same configuration on the native host (`libllm_gateway.so`, the
+dynamic module), each `--concurrency 1`.
 Both Envoys are pinned to one core, the mock and the load generators to the
 other. For every model group in envoy/gateway.yaml it runs each scenario
 against the floor and the gateway, twice, interleaved, and writes
@@ -219,11 +221,11 @@ class Stack:
 
 
 class Envoy:
-    def __init__(self, stack, name, bootstrap, port, admin_port, workdir):
+    def __init__(self, stack, name, bootstrap, port, admin_port, workdir, env=None):
         self.name = name
         self.port = port
         self.admin = f"http://127.0.0.1:{admin_port}"
-        self.proc = stack.add(gateway.start_envoy(bootstrap, workdir / name, admin_port, log_level="warn"))
+        self.proc = stack.add(gateway.start_envoy(bootstrap, workdir / name, admin_port, log_level="warn", env=env))
         pin(self.proc.pid, GATEWAY_CORE)
 
     @property
@@ -576,11 +578,16 @@ def micro_benchmarks():
 
 def bench(args):
     started = time.time()
+    # Every Envoy here says which host it runs; none follows LLM_GATEWAY_HOST.
+    os.environ.pop("LLM_GATEWAY_HOST", None)
+    if not gateway.NATIVE.exists():
+        sys.exit(f"{gateway.NATIVE} is missing: run `make build`")
     os.sched_setaffinity(0, {LOAD_CORE})
     cluster_of = model_groups()
     groups = sorted(g for g in cluster_of if not ONLY_GROUPS or g in ONLY_GROUPS)
     lines = machine() + [f"filter: {WASM.relative_to(ROOT) if WASM.is_relative_to(ROOT) else WASM} "
-                          f"({WASM.stat().st_size // 1024} KB)"]
+                          f"({WASM.stat().st_size // 1024} KB); native: {gateway.NATIVE.relative_to(ROOT)} "
+                          f"({gateway.NATIVE.stat().st_size // 1024} KB)"]
     workdir = Path(tempfile.mkdtemp(prefix="llm-bench-"))
     print(f"groups: {', '.join(groups)}; work dir {workdir}", flush=True)
     captured = capture_vendor_requests(workdir, groups)
@@ -599,6 +606,10 @@ def bench(args):
                            hf_port, hf_admin, workdir)
         gw = Envoy(stack, "gateway", gateway.build_bootstrap(gw_port, gw_admin, mock_port, wasm=WASM, env={}),
                    gw_port, gw_admin, workdir)
+        # The same configuration on the native host (the dynamic module).
+        nt_port, nt_admin = free_ports(2)
+        native = Envoy(stack, "gateway-native", gateway.to_native(gateway.build_bootstrap(
+            nt_port, nt_admin, mock_port, env={})), nt_port, nt_admin, workdir, env=gateway.native_env())
         baseline = None
         if BASELINE_WASM:
             bl_port, bl_admin = free_ports(2)
@@ -624,14 +635,17 @@ def bench(args):
                     gw_path, gw_headers, gw_body = client_request(client, group, size, stream)
                     gw_req = Request(workdir, f"gw-{group}-{int(stream)}-{size}-{client}",
                                      f"http://127.0.0.1:{gw_port}{gw_path}", gw_headers, gw_body)
-                    measured = [(floor, floor_req), (gw, gw_req)]
+                    nt_req = Request(workdir, f"nt-{group}-{int(stream)}-{size}-{client}",
+                                     f"http://127.0.0.1:{nt_port}{gw_path}", gw_headers, gw_body)
                     baseline_here = limits_here = False
                 else:
                     gw_req = Request(workdir, f"gw-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{gw_port}/v1/chat/completions",
                                      {"content-type": "application/json", "x-model-group": group}, unified_body(size, stream))
-                    measured = [(floor, floor_req), (gw, gw_req)]
+                    nt_req = Request(workdir, f"nt-{group}-{int(stream)}-{size}",
+                                     f"http://127.0.0.1:{nt_port}/v1/chat/completions", gw_req.headers, gw_req.body)
                     baseline_here = baseline is not None
                     limits_here = group == LIMITS_GROUP and name in LIMITS_SCENARIOS
+                measured = [(floor, floor_req), (gw, gw_req), (native, nt_req)]
                 if group == WASM_FLOOR_GROUP and not client:
                     wf_req = Request(workdir, f"wf-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{wf_port}{path}",
                                      floor_req.headers, vendor_body)
@@ -655,7 +669,7 @@ def bench(args):
                     status, answer = post(req.url, req.headers, req.body)
                     # A stream's end: the unified API's [DONE], Gemini's last chunk (its finish reason).
                     done = b"finishReason" in answer if client else answer.endswith(b"data: [DONE]\n\n")
-                    if status != 200 or (stream and envoy is gw and not done):
+                    if status != 200 or (stream and envoy in (gw, native) and not done):
                         raise RuntimeError(f"{envoy.name} {group} {name}: HTTP {status} {answer[:200]!r}")
                     wrk([req], connections, WARMUP_SECONDS, workdir)
                 runs = {envoy.name: [] for envoy, _ in measured}
@@ -671,7 +685,8 @@ def bench(args):
                     stream_rows.append(stream_summary(group, row, probes))
                 rows.append(row)
                 print(f"{group:16} {name:12} floor {row['floor_rps']:8.0f}/s  gateway {row['gw_rps']:8.0f}/s "
-                      f"({row['ratio']:.2f})  +p50 {row['added_p50_ms']:.3f} ms  cpu/req {row['gw_cpu_us']:.1f} "
+                      f"({row['ratio']:.2f})  native {row['nt_rps']:8.0f}/s ({row['nt_rps'] / row['floor_rps']:.2f})  "
+                      f"+p50 {row['added_p50_ms']:.3f} ms  cpu/req {row['gw_cpu_us']:.1f} native {row['nt_cpu_us']:.1f} "
                       f"vs {row['floor_cpu_us']:.1f} us{'  NOISY' if row['noisy'] else ''}", flush=True)
     finally:
         stack.stop()
@@ -689,7 +704,7 @@ def bench(args):
 def summarise(group, name, stream, runs):
     f, g = runs["floor"], runs["gateway"]
     row = {"group": group, "scenario": name, "stream": stream}
-    for who, name in (("wf", "wasm-floor"), ("hf", "host-call-floor"), ("gl", "gateway-limits"),
+    for who, name in (("nt", "gateway-native"), ("wf", "wasm-floor"), ("hf", "host-call-floor"), ("gl", "gateway-limits"),
                       ("bl", "gateway-baseline"), ("bll", "gateway-baseline-limits")):
         w = runs.get(name)
         if w:
@@ -697,6 +712,8 @@ def summarise(group, name, stream, runs):
             row[f"{who}_p50_ms"] = mean([r["p50_us"] for r in w]) / 1000
             row[f"{who}_cpu_us"] = 1e6 * sum(r["cpu_s"] for r in w) / max(1, sum(r["requests"] for r in w))
             row[f"{who}_failed"] = sum(r["failed"] for r in w)
+            row[f"{who}_p99_ms"] = mean([r["p99_us"] for r in w]) / 1000
+            row[f"{who}_hwm_mb"] = max(r["hwm_kb"] for r in w) / 1024
     row["floor_rps"] = mean([r["rps"] for r in f])
     row["gw_rps"] = mean([r["rps"] for r in g])
     row["ratio"] = row["gw_rps"] / row["floor_rps"] if row["floor_rps"] else 0.0
@@ -729,9 +746,11 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
   (`--fast`: fixed ~1 KB answer, streams of {STREAM_CHUNKS} content chunks in one write) and wrk (`-t1`) pinned to CPU {LOAD_CORE}.
 - **floor**: plain Envoy, same listener, route, retry policy and clusters, no wasm filter; the client sends the
   vendor request the gateway would send (captured once through the gateway) with `x-llm-cluster` set itself.
-  **gateway**: Envoy with `llm_edge` + `llm_upstream`, the client sends the unified request; in the `gemini`
-  rows Gemini's own (`/v1beta/models/{{group}}:generateContent`, `:streamGenerateContent?alt=sse`): passed through
-  to mock-gemini, translated to the others.
+  **gateway**: Envoy with `llm_edge` + `llm_upstream` (the wasm host), the client sends the unified request; in
+  the `gemini` rows Gemini's own (`/v1beta/models/{{group}}:generateContent`, `:streamGenerateContent?alt=sse`):
+  passed through to mock-gemini, translated to the others.
+  **native**: the same bootstrap and filter configuration on the native host (`libllm_gateway.so`, an Envoy
+  dynamic module: `scripts/gateway.py`'s `to_native`), the same request.
   **wasm floor** and **host-call floor** ({WASM_FLOOR_GROUP} only): the floor's request through Envoy with
   `benches/wasm-floor` loaded as both roles: the gateway's plugin shape and body buffering, no work of its own;
   the host-call floor also makes the gateway's host calls (see "Where the gateway's cost goes").
@@ -756,6 +775,24 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
                    f"| {r['gw_cpu_us'] / r['floor_cpu_us'] if r['floor_cpu_us'] else 0:.2f} "
                    f"| {r['floor_hwm_mb']:.1f} / {r['gw_hwm_mb']:.1f} | {r['floor_failed']} / {r['gw_failed']} "
                    f"| {'yes ({:.0%})'.format(r['spread']) if r['noisy'] else 'no'} |")
+    out.append("\n### Hosts: plain Envoy, the wasm host, the native host\n")
+    out.append("The same runs as above: **wasm** is the gateway column, **native** the same configuration as a dynamic "
+               "module. Ratios are to plain Envoy (the floor).\n")
+    out.append("| group | scenario | floor req/s | wasm req/s | native req/s | wasm / floor | native / floor "
+               "| floor CPU µs/req | wasm CPU µs/req | native CPU µs/req | wasm CPU ratio | native CPU ratio "
+               "| p50 ms floor / wasm / native | p99 ms floor / wasm / native | peak RSS MB wasm / native | failed native |")
+    out.append("|" + "---|" * 16)
+    for r in rows:
+        if "nt_rps" not in r:
+            continue
+        fc = r["floor_cpu_us"] or 1
+        out.append(f"| {r['group']} | {r['scenario']} | {r['floor_rps']:.0f} | {r['gw_rps']:.0f} | {r['nt_rps']:.0f} "
+                   f"| {r['ratio']:.2f} | {r['nt_rps'] / r['floor_rps'] if r['floor_rps'] else 0:.2f} "
+                   f"| {r['floor_cpu_us']:.1f} | {r['gw_cpu_us']:.1f} | {r['nt_cpu_us']:.1f} "
+                   f"| {r['gw_cpu_us'] / fc:.2f} | {r['nt_cpu_us'] / fc:.2f} "
+                   f"| {r['floor_p50_ms']:.3f} / {r['gw_p50_ms']:.3f} / {r['nt_p50_ms']:.3f} "
+                   f"| {r['floor_p99_ms']:.3f} / {r['gw_p99_ms']:.3f} / {r['nt_p99_ms']:.3f} "
+                   f"| {r['gw_hwm_mb']:.1f} / {r['nt_hwm_mb']:.1f} | {r['nt_failed']} |")
     out.append("\n### Before and after: this build vs a baseline build, same run\n")
     compared = [r for r in rows if "bl_rps" in r]
     if not compared:

@@ -24,6 +24,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WASM = ROOT / "target/wasm32-wasip1/release/llm_gateway.wasm"
+# The native host (Envoy 1.40 dynamic module), built by `make build`.
+NATIVE = ROOT / "target/envoy-module/libllm_gateway.so"
+# Which host runs the filter in every Envoy started here: "wasm" (the
+# default) or "native" (`LLM_GATEWAY_HOST=native`, `make run HOST=native`,
+# `make test-native`): start_envoy then turns the two wasm filters of the
+# bootstrap into dynamic-module filters with the same configuration.
+HOSTS = ("wasm", "native")
 MOCK = ROOT / "target/release/mock-provider"
 TEMPLATE = ROOT / "envoy/gateway.yaml"
 # The dummy AWS credentials envoy/gateway.yaml signs mock Bedrock requests with.
@@ -203,6 +210,81 @@ def start_mock(port=0, args=("--aws-credentials", MOCK_AWS_CREDENTIALS), log=Non
     return proc, int(line.rsplit(":", 1)[1])
 
 
+def gateway_host():
+    host = os.environ.get("LLM_GATEWAY_HOST", "wasm") or "wasm"
+    if host not in HOSTS:
+        raise RuntimeError(f"LLM_GATEWAY_HOST={host!r}: expected one of {HOSTS}")
+    return host
+
+
+DYNAMIC_MODULE_FILTER = "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter"
+WASM_FILTER = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
+
+
+def native_filter(wasm_typed_config, module="llm_gateway"):
+    """The dynamic-module twin of one of our wasm filters: the same role
+    (`root_id` becomes `filter_name`) and the same configuration document.
+    Metrics go under `wasmcustom` so both hosts' Prometheus names and labels
+    are the same (the native host's labels are real tags)."""
+    config = wasm_typed_config["config"]
+    return {
+        "@type": DYNAMIC_MODULE_FILTER,
+        "dynamic_module_config": {"name": module},
+        "filter_name": config["root_id"],
+        "filter_config": {"@type": "type.googleapis.com/google.protobuf.StringValue",
+                          "value": config["configuration"]["value"]},
+    }
+
+
+def is_gateway_wasm(typed_config):
+    """One of our two wasm filters (not another module, e.g. wasm-floor)."""
+    if not isinstance(typed_config, dict) or typed_config.get("@type") != WASM_FILTER:
+        return False
+    config = typed_config.get("config", {})
+    code = config.get("vm_config", {}).get("code", {}).get("local", {}).get("filename", "")
+    return config.get("root_id") in ("llm_edge", "llm_upstream") and code.endswith("llm_gateway.wasm")
+
+
+def to_native(node):
+    """A copy of `node` (a bootstrap or any part of it) with every one of
+    our wasm filters turned into its dynamic-module twin."""
+    if isinstance(node, dict):
+        if is_gateway_wasm(node.get("typed_config")):
+            return {**{k: to_native(v) for k, v in node.items() if k != "typed_config"},
+                    "typed_config": native_filter(node["typed_config"])}
+        return {k: to_native(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [to_native(v) for v in node]
+    return node
+
+
+def vm_environment(node):
+    """The `vm_config.environment_variables.key_values` of our wasm filters in
+    `node`: values the wasm VM reads as environment variables (vendor keys,
+    `api_key_env`), which the native host reads from Envoy's own environment."""
+    found = {}
+    if isinstance(node, dict):
+        if is_gateway_wasm(node.get("typed_config")):
+            vm = node["typed_config"]["config"].get("vm_config", {})
+            found.update(vm.get("environment_variables", {}).get("key_values", {}))
+        for value in node.values():
+            found.update(vm_environment(value))
+    elif isinstance(node, list):
+        for value in node:
+            found.update(vm_environment(value))
+    return found
+
+
+def native_env(env=None, bootstrap=None):
+    """Envoy's environment for the native host: where it finds
+    libllm_gateway.so, and the values the wasm filters of `bootstrap` gave
+    their VM as environment variables."""
+    env = dict(os.environ if env is None else env)
+    env["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(NATIVE.parent)
+    env.update(vm_environment(bootstrap or {}))
+    return env
+
+
 def envoy_binary():
     found = shutil.which("envoy", path=str(Path(sys.executable).parent)) or shutil.which("envoy")
     if not found:
@@ -241,6 +323,9 @@ def start_envoy(bootstrap, workdir, admin_port=None, log_level="warn", concurren
     is ignored (Envoy writes its admin address to a file, read back)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    if gateway_host() == "native":
+        env = native_env(env, bootstrap)
+        bootstrap = to_native(bootstrap)
     config_path = workdir / "envoy.json"
     config_path.write_text(json.dumps(bootstrap, indent=1))
     admin_path = workdir / "admin.address"
@@ -282,7 +367,8 @@ def stop(proc):
 
 
 def run(args):
-    for path, make in ((WASM, "make build"), (MOCK, "make build")):
+    module = NATIVE if gateway_host() == "native" else WASM
+    for path, make in ((module, "make build"), (MOCK, "make build")):
         if not path.exists():
             sys.exit(f"{path} is missing: run `{make}` first")
     # Vertex AI groups: the mock's with a key made now, the real ones if configured.
@@ -297,7 +383,7 @@ def run(args):
         sys.exit(str(e))
     _, edge, _ = _wasm_filters(bootstrap)
     groups = sorted(json.loads(edge["configuration"]["value"])["model_groups"])
-    print(f"LLM gateway on http://127.0.0.1:{args.port}/v1 (Envoy admin http://127.0.0.1:{args.admin_port})")
+    print(f"LLM gateway ({gateway_host()} host) on http://127.0.0.1:{args.port}/v1 (Envoy admin http://127.0.0.1:{args.admin_port})")
     print(f"mock provider on 127.0.0.1:{mock_port}; model groups: {', '.join(groups)}")
     auth = json.loads(edge["configuration"]["value"])["auth"]
     print("gateway keys: " + ("on (GATEWAY_API_KEYS)" if auth.get("enabled", True) else

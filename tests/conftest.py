@@ -18,6 +18,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import gateway  # noqa: E402
 
 
+# The host the filter runs on in this run (LLM_GATEWAY_HOST): "wasm" or "native".
+HOST = gateway.gateway_host()
+NATIVE = HOST == "native"
+# Tests of what only the wasm host has (its VM, its runtime stats) skip on the native leg, saying why.
+wasm_only = pytest.mark.skipif(NATIVE, reason="wasm host only")
+# Known gaps of the native host (issue 34), each expected to fail there
+# (strict: a fix shows as XPASS and fails until the mark goes).
+NATIVE_LAST_ATTEMPT = pytest.mark.xfail(
+    NATIVE, strict=True,
+    reason="native host gap: when Envoy gives up on the last attempt (per-try timeout, refused connection), "
+           "the request is metered before that attempt is counted")
+NATIVE_SPAN_STATE = pytest.mark.xfail(
+    NATIVE, strict=True,
+    reason="native host gap: filter state a dynamic module sets is read-only in Envoy 1.40's ABI "
+           "(set_filter_state_bytes), so span attributes written again (per attempt, then by the edge) keep "
+           "their first value")
+
+
+def prometheus_names(base):
+    """A filter metric's Prometheus names (`llm_gateway.requests`): the wasm
+    host's (`wasmcustom.` is a custom stat namespace, stripped) and the native
+    host's (its metrics namespace, `dynamicmodulescustom`, under `envoy_`)."""
+    name = base.replace(".", "_")
+    return (name, f"envoy_dynamicmodulescustom_{name}")
+
+
 # Gateway keys of the test gateway (auth is on, as in production).
 ALL_GROUPS_KEY = "gw-test-key-all-groups"
 OPENAI_ONLY_KEY = "gw-test-key-openai-only"
@@ -181,6 +207,28 @@ class Gateway:
     def stats(self, prefix=""):
         with urllib.request.urlopen(f"{self.admin}/stats?filter={prefix}", timeout=5) as r:
             return dict(line.split(": ", 1) for line in r.read().decode().splitlines() if ": " in line)
+
+    def stat(self, name):
+        """One of the filter's metrics by its wasm-style name
+        (`wasmcustom.<base>;<label>=<value>;...`), as a string, or None: read
+        from the Prometheus output, where both hosts give the same labels (the
+        wasm host's through the `stats_tags`, the native host's as real tags;
+        names: `prometheus_names`), so a test reads it the same way with either."""
+        base, *pairs = name.removeprefix("wasmcustom.").split(";")
+        want = dict(p.split("=", 1) for p in pairs)
+        metrics = prometheus_names(base)
+        with urllib.request.urlopen(f"{self.admin}/stats/prometheus", timeout=5) as r:
+            text = r.read().decode()
+        for line in text.splitlines():
+            sample, _, value = line.rpartition(" ")
+            found, _, rest = sample.partition("{")
+            if found not in metrics:
+                continue
+            have = dict((k, v.strip('"')) for k, v in
+                        (p.split("=", 1) for p in rest.rstrip("}").split(",") if "=" in p))
+            if have == want:
+                return str(int(float(value)))
+        return None
 
     def chat(self, body, **headers):
         status, hdrs, data = self.request("POST", "/v1/chat/completions", body, headers)

@@ -244,14 +244,13 @@ def test_429_shape_headers_metrics_and_access_log(limited):
         "x-ratelimit-limit-tokens": "100000", "x-ratelimit-remaining-tokens": str(100000 - 2 * HI_TOKENS)}
     # No vendor was called for it.
     assert "x-llm-provider" not in headers
-    stats = limited.stats("llm_gateway.rate_limit")
     base = "wasmcustom.llm_gateway.rate_limit;key=shape;group=mock-openai;scope=key"
-    assert stats[f"{base};limit=requests_per_minute;decision=admitted"] == "2"
-    assert stats[f"{base};limit=requests_per_minute;decision=limited"] == "1"
-    assert stats[f"{base};limit=tokens_per_hour;decision=admitted"] == "2"
+    assert limited.stat(f"{base};limit=requests_per_minute;decision=admitted") == "2"
+    assert limited.stat(f"{base};limit=requests_per_minute;decision=limited") == "1"
+    assert limited.stat(f"{base};limit=tokens_per_hour;decision=admitted") == "2"
     remaining = "wasmcustom.llm_gateway.rate_limit_remaining;key=shape;group=none;scope=key"
-    assert stats[f"{remaining};limit=requests_per_minute"] == "0"
-    assert stats[f"{remaining};limit=tokens_per_hour"] == str(100000 - 2 * HI_TOKENS)
+    assert limited.stat(f"{remaining};limit=requests_per_minute") == "0"
+    assert limited.stat(f"{remaining};limit=tokens_per_hour") == str(100000 - 2 * HI_TOKENS)
     line = log_for(limited, headers["x-request-id"])
     assert (line["status"], line["code"], line["rate_limit"], line["key"], line["group"]) == (
         429, "RATE_LIMITED", "key.requests_per_minute", "shape", "mock-openai")
@@ -335,7 +334,7 @@ def test_streams_carry_the_headers_and_are_charged_when_they_end(limited):
 
 def remaining_gauge(gw, key, limit):
     name = f"wasmcustom.llm_gateway.rate_limit_remaining;key={key};group=none;scope=key;limit={limit}"
-    return gw.stats("llm_gateway.rate_limit_remaining").get(name)
+    return gw.stat(name)
 
 
 def wait_for_value(read, expected, what, timeout=10.0):
@@ -419,8 +418,7 @@ def test_a_budget_over_any_period_with_an_alert_and_spend_headers(limited):
     second = chat(limited, "week")
     assert second[0] == 200 and second[1]["x-ratelimit-remaining-usd"] == "0.008"
     assert log_for(limited, second[1]["x-request-id"])["budget_alerts"] == ["key.usd_per"]
-    alerts = limited.stats("llm_gateway.budget_alert")
-    assert alerts["wasmcustom.llm_gateway.budget_alert;key=week;group=mock-openai;scope=key;limit=usd_per"] == "1"
+    assert limited.stat("wasmcustom.llm_gateway.budget_alert;key=week;group=mock-openai;scope=key;limit=usd_per") == "1"
     status, headers, body = chat(limited, "week")
     assert status == 429, body
     assert body["error"]["message"].startswith(

@@ -1,0 +1,607 @@
+//! The core's [`Host`] over the dynamic-module ABI: one request's (or
+//! attempt's) filter ([`NativeHost`]), and the filter config's own for the
+//! Google token fetches on the main thread ([`RootHost`]).
+//!
+//! Properties are mapped to what the ABI offers:
+//! - one-segment names (`llm_handoff`, `llm_log`, `llm_tokens`, ...) are
+//!   filter state under `wasm.<name>`, the key the wasm host's
+//!   `set_property` gives them, so the shipped access-log formats
+//!   (`%FILTER_STATE(wasm.llm_log:PLAIN)%`) and rate-limit `hits_addend`s
+//!   read the same keys with either host;
+//! - `xds.upstream_host_metadata.filter_metadata.llm.<key>`: the attempt's
+//!   endpoint metadata;
+//! - `response.code_details`, `response.flags`,
+//!   `upstream.request_attempt_count`: Envoy's attributes where the ABI
+//!   implements them; `response.code_details` otherwise from the last local
+//!   reply this filter saw (`on_http_filter_local_reply`).
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use llm_gateway_core::headers::Headers;
+use llm_gateway_core::session::host::status::{BAD_ARGUMENT, INTERNAL_FAILURE, UNIMPLEMENTED};
+use llm_gateway_core::session::host::{Buffer, Host, HostCall, HostError, Map, Phase};
+use llm_gateway_core::session::HANDOFF_PROPERTY;
+
+use crate::abi::{self, EnvoyBuffer, EnvoyHeader, FilterConfigEnvoy, FilterEnvoy, ModuleBuffer};
+use crate::metrics::Kind;
+use crate::shared;
+use crate::FilterConfig;
+
+/// A local reply the session asked for, sent once its hook returned (a
+/// local reply runs the response through the filter chain at once,
+/// this filter included: sent from inside the session it would re-enter it).
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+    pub details: String,
+}
+
+/// What a request's filter and its session's host share.
+pub struct Stream {
+    pub envoy: FilterEnvoy,
+    /// Edge role: request headers changed in this hook (the route must be
+    /// chosen again: `x-llm-cluster`).
+    pub edge: bool,
+    pub request_headers_changed: Cell<bool>,
+    /// A body hook of this direction returned "stop and buffer": Envoy
+    /// holds the earlier chunks in its buffered body.
+    pub buffering: [Cell<bool>; 2],
+    /// Inside a body hook of this direction (the received chunk exists).
+    pub in_body: [Cell<bool>; 2],
+    pub reply: RefCell<Option<Reply>>,
+    pub reset: Cell<bool>,
+    /// `response.code_details` of the last local reply (Envoy's or ours).
+    pub local_reply_details: RefCell<Option<Vec<u8>>>,
+    /// The request's handoff (the edge wrote it, an attempt read it): what
+    /// ties a request's attempts to its edge filter (`lib.rs`, `ATTEMPTS`).
+    pub handoff: RefCell<Option<Vec<u8>>>,
+}
+
+impl Stream {
+    pub fn new(envoy: FilterEnvoy, edge: bool) -> Self {
+        Self {
+            envoy,
+            edge,
+            request_headers_changed: Cell::new(false),
+            buffering: [Cell::new(false), Cell::new(false)],
+            in_body: [Cell::new(false), Cell::new(false)],
+            reply: RefCell::new(None),
+            reset: Cell::new(false),
+            local_reply_details: RefCell::new(None),
+            handoff: RefCell::new(None),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct NativeHost {
+    pub stream: Rc<Stream>,
+    pub config: Arc<FilterConfig>,
+}
+
+fn map(m: Map) -> u32 {
+    match m {
+        Map::Request => abi::REQUEST_HEADER,
+        Map::Response => abi::RESPONSE_HEADER,
+    }
+}
+
+fn direction(b: Buffer) -> usize {
+    match b {
+        Buffer::Request => 0,
+        Buffer::Response => 1,
+    }
+}
+
+const RECEIVED: [u32; 2] = [abi::RECEIVED_REQUEST_BODY, abi::RECEIVED_RESPONSE_BODY];
+const BUFFERED: [u32; 2] = [abi::BUFFERED_REQUEST_BODY, abi::BUFFERED_RESPONSE_BODY];
+
+/// The filter-state key of a one-segment property.
+pub fn state_key(name: &str) -> String {
+    format!("wasm.{name}")
+}
+
+/// The body types that make up what the session sees as the body:
+/// Envoy's buffered chunks (while this filter buffers, unless the received
+/// chunk is that very buffer, resumed by an earlier filter), then the chunk
+/// just received (inside a body hook).
+fn parts(stream: &Stream, d: usize) -> Vec<u32> {
+    let mut parts = Vec::with_capacity(2);
+    let in_body = stream.in_body.get(d).is_some_and(Cell::get);
+    let buffering = stream.buffering.get(d).is_some_and(Cell::get);
+    // SAFETY: the filter is live while its hooks run.
+    let received_is_buffered = in_body
+        && unsafe {
+            if d == 0 {
+                abi::envoy_dynamic_module_callback_http_received_buffered_request_body(stream.envoy)
+            } else {
+                abi::envoy_dynamic_module_callback_http_received_buffered_response_body(
+                    stream.envoy,
+                )
+            }
+        };
+    if (buffering || !in_body) && !received_is_buffered {
+        parts.extend(BUFFERED.get(d));
+    }
+    if in_body {
+        parts.extend(RECEIVED.get(d));
+    }
+    parts
+}
+
+/// The size of the body a session sees in direction `d` (0: request).
+pub fn body_size_of(stream: &Stream, d: usize) -> usize {
+    parts(stream, d)
+        .into_iter()
+        // SAFETY: the filter is live while its hooks run.
+        .map(|t| unsafe { abi::envoy_dynamic_module_callback_http_get_body_size(stream.envoy, t) })
+        .sum()
+}
+
+impl NativeHost {
+    fn envoy(&self) -> FilterEnvoy {
+        self.stream.envoy
+    }
+
+    /// The size of the body the session sees.
+    pub fn body_size(&self, b: Buffer) -> usize {
+        body_size_of(&self.stream, direction(b))
+    }
+
+    fn read_body(&self, body_type: u32, out: &mut Vec<u8>) {
+        // SAFETY: the filter is live; the chunk array has the size Envoy
+        // reported; each chunk is Envoy's until this hook returns.
+        unsafe {
+            let n = abi::envoy_dynamic_module_callback_http_get_body_chunks_size(
+                self.envoy(),
+                body_type,
+            );
+            if n == 0 {
+                return;
+            }
+            let mut chunks = vec![EnvoyBuffer::NULL; n];
+            if !abi::envoy_dynamic_module_callback_http_get_body_chunks(
+                self.envoy(),
+                body_type,
+                chunks.as_mut_ptr(),
+            ) {
+                return;
+            }
+            for chunk in chunks {
+                if !chunk.ptr.is_null() {
+                    out.extend_from_slice(std::slice::from_raw_parts(chunk.ptr, chunk.length));
+                }
+            }
+        }
+    }
+
+    fn metric(
+        &self,
+        kind: Kind,
+        base: &str,
+        labels: &[(&str, &str)],
+        value: u64,
+    ) -> Result<(), HostError> {
+        self.config
+            .metrics
+            .emit(self.envoy(), kind, base, labels, value)
+            .map_err(|s| HostError::new(HostCall::Metric, s))
+    }
+
+    fn attribute_string(&self, id: u32) -> Option<Vec<u8>> {
+        let mut out = EnvoyBuffer::NULL;
+        // SAFETY: the filter is live; the result is copied before returning.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_get_attribute_string(
+                self.envoy(),
+                id,
+                &mut out,
+            )
+            .then(|| out.to_vec())
+        }
+    }
+
+    fn attribute_int(&self, id: u32) -> Option<u64> {
+        let mut out = 0u64;
+        // SAFETY: the filter is live; `out` outlives the call.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_get_attribute_int(
+                self.envoy(),
+                id,
+                &mut out,
+            )
+            .then_some(out)
+        }
+    }
+
+    fn filter_state(&self, key: &str) -> Option<Vec<u8>> {
+        let mut out = EnvoyBuffer::NULL;
+        // SAFETY: the filter is live; the result is copied before returning.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_get_filter_state_bytes(
+                self.envoy(),
+                ModuleBuffer::of(key.as_bytes()),
+                &mut out,
+            )
+            .then(|| out.to_vec())
+        }
+    }
+}
+
+impl Host for NativeHost {
+    fn headers(&self, m: Map) -> Result<Headers, HostError> {
+        // SAFETY: the filter is live; the array has the size Envoy reported;
+        // names and values are copied before any setter runs.
+        unsafe {
+            let n = abi::envoy_dynamic_module_callback_http_get_headers_size(self.envoy(), map(m));
+            let mut raw = vec![EnvoyHeader::NULL; n];
+            if n > 0
+                && !abi::envoy_dynamic_module_callback_http_get_headers(
+                    self.envoy(),
+                    map(m),
+                    raw.as_mut_ptr(),
+                )
+            {
+                return Err(HostError::new(HostCall::Headers, INTERNAL_FAILURE));
+            }
+            Ok(Headers(
+                raw.into_iter()
+                    .map(|h| {
+                        (
+                            EnvoyBuffer {
+                                ptr: h.key_ptr,
+                                length: h.key_length,
+                            }
+                            .to_vec(),
+                            EnvoyBuffer {
+                                ptr: h.value_ptr,
+                                length: h.value_length,
+                            }
+                            .to_vec(),
+                        )
+                    })
+                    .collect(),
+            ))
+        }
+    }
+
+    fn header(&self, m: Map, name: &str) -> Option<Vec<u8>> {
+        let mut out = EnvoyBuffer::NULL;
+        // SAFETY: the filter is live; the value is copied at once.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_get_header(
+                self.envoy(),
+                map(m),
+                ModuleBuffer::of(name.as_bytes()),
+                &mut out,
+                0,
+                std::ptr::null_mut(),
+            )
+            .then(|| out.to_vec())
+        }
+    }
+
+    fn set_header(&self, m: Map, name: &[u8], value: Option<&[u8]>) -> Result<(), HostError> {
+        // An empty value would remove the header (the ABI's null value):
+        // proxy-wasm sets it empty, which no session relies on.
+        let value = value.map_or(ModuleBuffer::NULL, ModuleBuffer::of);
+        // SAFETY: the filter is live; the buffers outlive the call.
+        let ok = unsafe {
+            abi::envoy_dynamic_module_callback_http_set_header(
+                self.envoy(),
+                map(m),
+                ModuleBuffer::of(name),
+                value,
+            )
+        };
+        if !ok {
+            return Err(HostError::new(HostCall::SetHeader, INTERNAL_FAILURE));
+        }
+        if m == Map::Request && self.stream.edge {
+            self.stream.request_headers_changed.set(true);
+        }
+        Ok(())
+    }
+
+    fn body(&self, b: Buffer, start: usize, size: usize) -> Result<Vec<u8>, HostError> {
+        let mut all = Vec::new();
+        for part in parts(&self.stream, direction(b)) {
+            self.read_body(part, &mut all);
+        }
+        let end = start.saturating_add(size).min(all.len());
+        Ok(all
+            .get(start.min(end)..end)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default())
+    }
+
+    fn set_body(&self, b: Buffer, start: usize, size: usize, data: &[u8]) -> Result<(), HostError> {
+        let d = direction(b);
+        let fail = |s| HostError::new(HostCall::SetBody, s);
+        let parts = parts(&self.stream, d);
+        let total = self.body_size(b);
+        // The sessions replace the whole body (or chunk) they read; a
+        // partial replacement is spliced from a copy.
+        let replacement = if start == 0 && size >= total {
+            data.to_vec()
+        } else {
+            let mut all = self.body(b, 0, total)?;
+            let end = start.saturating_add(size).min(all.len());
+            if start > end {
+                return Err(fail(BAD_ARGUMENT));
+            }
+            all.splice(start..end, data.iter().copied());
+            all
+        };
+        // SAFETY: the filter is live; the data outlives the calls.
+        unsafe {
+            for part in &parts {
+                if !abi::envoy_dynamic_module_callback_http_drain_body(
+                    self.envoy(),
+                    *part,
+                    usize::MAX,
+                ) {
+                    return Err(fail(INTERNAL_FAILURE));
+                }
+            }
+            // Into the received chunk inside a body hook (it passes on, or
+            // joins the buffer); else into the buffered body.
+            let target = *parts.last().ok_or(fail(INTERNAL_FAILURE))?;
+            if !replacement.is_empty()
+                && !abi::envoy_dynamic_module_callback_http_append_body(
+                    self.envoy(),
+                    target,
+                    ModuleBuffer::of(&replacement),
+                )
+            {
+                return Err(fail(INTERNAL_FAILURE));
+            }
+        }
+        Ok(())
+    }
+
+    fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, HostError> {
+        let dotted;
+        let path: Vec<&str> = match path {
+            [one] if one.starts_with("xds.") => {
+                dotted = one.to_string();
+                dotted.split('.').collect()
+            }
+            _ => path.to_vec(),
+        };
+        Ok(match path.as_slice() {
+            ["response", "code_details"] => self
+                .attribute_string(abi::ATTRIBUTE_RESPONSE_CODE_DETAILS)
+                .or_else(|| self.stream.local_reply_details.borrow().clone()),
+            ["response", "flags"] => self
+                .attribute_int(abi::ATTRIBUTE_RESPONSE_FLAGS)
+                .map(|v| v.to_le_bytes().to_vec()),
+            ["upstream", "request_attempt_count"] => self
+                .attribute_int(abi::ATTRIBUTE_UPSTREAM_REQUEST_ATTEMPT_COUNT)
+                .map(|v| v.to_le_bytes().to_vec()),
+            ["xds", "upstream_host_metadata", "filter_metadata", ns, key] => {
+                let mut out = EnvoyBuffer::NULL;
+                // SAFETY: the filter is live; the value is copied at once.
+                unsafe {
+                    abi::envoy_dynamic_module_callback_http_get_metadata_string(
+                        self.envoy(),
+                        abi::METADATA_HOST,
+                        ModuleBuffer::of(ns.as_bytes()),
+                        ModuleBuffer::of(key.as_bytes()),
+                        &mut out,
+                    )
+                    .then(|| out.to_vec())
+                }
+            }
+            [name] => {
+                let value = self.filter_state(&state_key(name));
+                if *name == HANDOFF_PROPERTY && value.is_some() {
+                    self.stream.handoff.borrow_mut().clone_from(&value);
+                }
+                value
+            }
+            _ => None,
+        })
+    }
+
+    fn set_property(&self, path: &[&str], value: Option<&[u8]>) -> Result<(), HostError> {
+        let [name] = path else {
+            return Err(HostError::new(HostCall::SetProperty, UNIMPLEMENTED));
+        };
+        let key = state_key(name);
+        let value = value.unwrap_or_default();
+        if *name == HANDOFF_PROPERTY {
+            *self.stream.handoff.borrow_mut() = Some(value.to_vec());
+        }
+        // Envoy stores it read-only: a second write of another value is
+        // refused (and would be an Envoy bug report); the same one is a no-op.
+        if let Some(current) = self.filter_state(&key) {
+            return if current == value {
+                Ok(())
+            } else {
+                Err(HostError::new(HostCall::SetProperty, BAD_ARGUMENT))
+            };
+        }
+        // SAFETY: the filter is live; the buffers outlive the call.
+        let ok = unsafe {
+            abi::envoy_dynamic_module_callback_http_set_filter_state_bytes(
+                self.envoy(),
+                ModuleBuffer::of(key.as_bytes()),
+                ModuleBuffer::of(value),
+            )
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(HostError::new(HostCall::SetProperty, INTERNAL_FAILURE))
+        }
+    }
+
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    fn send_response(
+        &self,
+        status: u16,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+        details: &str,
+    ) -> Result<(), HostError> {
+        *self.stream.reply.borrow_mut() = Some(Reply {
+            status,
+            headers: headers
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+                .collect(),
+            body: body.to_vec(),
+            details: details.to_owned(),
+        });
+        Ok(())
+    }
+
+    fn count(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError> {
+        if value == 0 {
+            return Ok(());
+        }
+        self.metric(Kind::Counter, base, labels, value)
+    }
+
+    fn record(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError> {
+        self.metric(Kind::Histogram, base, labels, value)
+    }
+
+    fn gauge(&self, base: &str, labels: &[(&str, &str)], value: u64) -> Result<(), HostError> {
+        self.metric(Kind::Gauge, base, labels, value)
+    }
+
+    fn shared_data(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, HostError> {
+        Ok(shared::get(key))
+    }
+
+    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> Result<(), HostError> {
+        shared::set(key, value, cas).map_err(|s| HostError::new(HostCall::SetSharedData, s))
+    }
+
+    fn overhead(&self, phase: Phase, micros: u64) -> Result<(), HostError> {
+        self.config
+            .metrics
+            .overhead(self.envoy(), phase, micros)
+            .map_err(|s| HostError::new(HostCall::Metric, s))
+    }
+
+    fn reset_stream(&self) -> Result<(), HostError> {
+        self.stream.reset.set(true);
+        Ok(())
+    }
+}
+
+/// The filter config's host on the main thread: shared data, the clock and
+/// HTTP callouts (the upstream role's Google token fetches). Nothing of a
+/// request exists here.
+#[derive(Clone, Copy)]
+pub struct RootHost(pub FilterConfigEnvoy);
+
+fn no_stream<T>(call: HostCall) -> Result<T, HostError> {
+    Err(HostError::new(call, UNIMPLEMENTED))
+}
+
+impl Host for RootHost {
+    fn headers(&self, _: Map) -> Result<Headers, HostError> {
+        no_stream(HostCall::Headers)
+    }
+    fn header(&self, _: Map, _: &str) -> Option<Vec<u8>> {
+        None
+    }
+    fn set_header(&self, _: Map, _: &[u8], _: Option<&[u8]>) -> Result<(), HostError> {
+        no_stream(HostCall::SetHeader)
+    }
+    fn body(&self, _: Buffer, _: usize, _: usize) -> Result<Vec<u8>, HostError> {
+        no_stream(HostCall::Body)
+    }
+    fn set_body(&self, _: Buffer, _: usize, _: usize, _: &[u8]) -> Result<(), HostError> {
+        no_stream(HostCall::SetBody)
+    }
+    fn property(&self, _: &[&str]) -> Result<Option<Vec<u8>>, HostError> {
+        Ok(None)
+    }
+    fn set_property(&self, _: &[&str], _: Option<&[u8]>) -> Result<(), HostError> {
+        no_stream(HostCall::SetProperty)
+    }
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+    fn send_response(
+        &self,
+        _: u16,
+        _: &[(&str, &[u8])],
+        _: &[u8],
+        _: &str,
+    ) -> Result<(), HostError> {
+        no_stream(HostCall::SendResponse)
+    }
+    fn count(&self, _: &str, _: &[(&str, &str)], _: u64) -> Result<(), HostError> {
+        no_stream(HostCall::Metric)
+    }
+    fn record(&self, _: &str, _: &[(&str, &str)], _: u64) -> Result<(), HostError> {
+        no_stream(HostCall::Metric)
+    }
+    fn gauge(&self, _: &str, _: &[(&str, &str)], _: u64) -> Result<(), HostError> {
+        no_stream(HostCall::Metric)
+    }
+    fn shared_data(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, HostError> {
+        Ok(shared::get(key))
+    }
+    fn set_shared_data(&self, key: &[u8], value: &[u8], cas: u32) -> Result<(), HostError> {
+        shared::set(key, value, cas).map_err(|s| HostError::new(HostCall::SetSharedData, s))
+    }
+    fn overhead(&self, _: Phase, _: u64) -> Result<(), HostError> {
+        no_stream(HostCall::Metric)
+    }
+    fn reset_stream(&self) -> Result<(), HostError> {
+        no_stream(HostCall::ResetStream)
+    }
+    fn http_call(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+        timeout_ms: u32,
+    ) -> Result<u32, HostError> {
+        // `:authority` is what Envoy's callout checks as the host.
+        let raw: Vec<abi::ModuleHeader> = headers
+            .iter()
+            .map(|(n, v)| abi::ModuleHeader::of(n.as_bytes(), v))
+            .collect();
+        let mut id = 0u64;
+        // SAFETY: the config is live (this runs in one of its main-thread
+        // hooks); the buffers outlive the call.
+        let result = unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_config_http_callout(
+                self.0,
+                &mut id,
+                ModuleBuffer::of(cluster.as_bytes()),
+                raw.as_ptr(),
+                raw.len(),
+                ModuleBuffer::of(body),
+                u64::from(timeout_ms),
+            )
+        };
+        match result {
+            abi::CALLOUT_INIT_SUCCESS => {
+                u32::try_from(id).map_err(|_| HostError::new(HostCall::HttpCall, INTERNAL_FAILURE))
+            }
+            abi::CALLOUT_INIT_CLUSTER_NOT_FOUND => {
+                Err(HostError::new(HostCall::HttpCall, BAD_ARGUMENT))
+            }
+            _ => Err(HostError::new(HostCall::HttpCall, INTERNAL_FAILURE)),
+        }
+    }
+}
+
+/// How often the upstream role looks at the shared Google tokens.
+pub const TOKEN_TICK: Duration = Duration::from_millis(500);
