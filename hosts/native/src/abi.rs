@@ -293,6 +293,15 @@ extern "C" {
         details: ModuleBuffer,
     );
 
+    pub fn envoy_dynamic_module_callback_http_filter_scheduler_new(
+        filter: FilterEnvoy,
+    ) -> *mut c_void;
+    pub fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: *mut c_void);
+    pub fn envoy_dynamic_module_callback_http_filter_scheduler_commit(
+        scheduler: *mut c_void,
+        event_id: u64,
+    );
+    pub fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: FilterEnvoy);
     pub fn envoy_dynamic_module_callback_http_filter_config_scheduler_new(
         config: FilterConfigEnvoy,
     ) -> ConfigScheduler;

@@ -40,6 +40,7 @@ pub mod metrics;
 pub mod shared;
 mod tokens;
 mod unused_hooks;
+mod wake;
 
 use logging::*;
 use tokens::*;
@@ -356,6 +357,8 @@ fn run(ptr: FilterModule, body: Option<usize>, call: impl FnOnce(&mut dyn Sessio
             }
         }
         let result = catch_unwind(AssertUnwindSafe(|| call(inner.session.as_mut())));
+        let waits = result.is_ok() && inner.session.waiting();
+        wake::register_if_waiting(ptr, &stream, waits);
         if let Some(d) = body {
             if let Some(in_body) = stream.in_body.get(d) {
                 in_body.set(false);
@@ -599,6 +602,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_destroy(filter: Fil
     let ptr = filter;
     let filter = unsafe { Box::from_raw(filter.cast::<Filter>().cast_mut()) };
     unregister_attempt(&filter, ptr);
+    wake::forget(ptr);
     let _ = catch_unwind(AssertUnwindSafe(move || drop(filter)));
 }
 

@@ -101,6 +101,9 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
             }
         })
     }));
+    // Attempts waiting for a token go on when one came, or answer at the
+    // end of their wait.
+    wake::wake_all();
 }
 
 /// # Safety
@@ -168,4 +171,6 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout
             }
         })
     }));
+    // A token arrived: the attempts waiting for one go on at once.
+    wake::wake_all();
 }

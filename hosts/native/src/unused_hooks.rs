@@ -66,14 +66,6 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
 }
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
-    _filter_envoy: FilterEnvoy,
-    _filter: FilterModule,
-    _event_id: u64,
-) {
-}
-
-#[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(
     _filter_envoy: FilterEnvoy,
     _filter: FilterModule,
