@@ -117,30 +117,23 @@ impl<H: Host> Attempt<H> {
                 parsed.as_ref()
             }
         };
-        // An operation answered whole (embeddings).
-        if let Some(request) = request {
-            let model = self.vendor_model(provider, request.model());
-            let target = Target {
-                provider,
-                model: &model,
-            };
-            if let Some(whole) = encode_whole(request, dialect, &target) {
-                let whole = whole?;
-                self.send_upstream(provider, dialect, &whole.request, Some(size))?;
-                self.whole = Some(whole.answer);
-                drop(shared);
-                self.model = model;
-                self.mode = Mode::Request;
-                return Ok(Flow::Continue);
-            }
-        }
-        let request = request.and_then(Request::chat);
-        let client_model = request.map_or(self.group.as_str(), |r| r.model.as_str());
+        let client_model = request.map_or(self.group.as_str(), Request::model);
         let model = self.vendor_model(provider, client_model);
         let target = Target {
             provider,
             model: &model,
         };
+        // An operation answered whole (embeddings).
+        if let Some(whole) = request.and_then(|r| encode_whole(r, dialect, &target)) {
+            let whole = whole?;
+            self.send_upstream(provider, dialect, &whole.request, Some(size))?;
+            self.whole = Some(whole.answer);
+            drop(shared);
+            self.model = model;
+            self.mode = Mode::Request;
+            return Ok(Flow::Continue);
+        }
+        let request = request.and_then(Request::chat);
         let unread = Cell::new(None);
         let raw = || self.read_client_body(size, &unread);
         let native = pass_through(provider, dialect, call.api())
