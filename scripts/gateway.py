@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -245,14 +246,33 @@ def is_gateway_wasm(typed_config):
     return config.get("root_id") in ("llm_edge", "llm_upstream") and code.endswith("llm_gateway.wasm")
 
 
+# The span attributes (`span_attributes`): filter state on the wasm host;
+# dynamic metadata in namespace `llm_gateway` on the native host, where
+# filter state is write-once and these are written by every attempt, then
+# by the edge.
+SPAN_ATTRIBUTES = ("llm_gen_ai_provider", "llm_gen_ai_system", "llm_provider", "llm_request_model",
+                   "llm_response_model", "llm_input_tokens", "llm_output_tokens", "llm_group", "llm_route")
+_SPAN_TAG = re.compile(r"%FILTER_STATE\(wasm\.(" + "|".join(SPAN_ATTRIBUTES) + r"):PLAIN\)%")
+
+
+def native_tag(tag):
+    """A tracing custom tag as the native host's span attributes are read."""
+    value = tag.get("value")
+    if isinstance(value, str):
+        return {**tag, "value": _SPAN_TAG.sub(r"%DYNAMIC_METADATA(llm_gateway:\1)%", value)}
+    return tag
+
+
 def to_native(node):
     """A copy of `node` (a bootstrap or any part of it) with every one of
-    our wasm filters turned into its dynamic-module twin."""
+    our wasm filters turned into its dynamic-module twin, and tracing's
+    custom tags reading the span attributes where that host leaves them."""
     if isinstance(node, dict):
         if is_gateway_wasm(node.get("typed_config")):
             return {**{k: to_native(v) for k, v in node.items() if k != "typed_config"},
                     "typed_config": native_filter(node["typed_config"])}
-        return {k: to_native(v) for k, v in node.items()}
+        return {k: [native_tag(t) for t in v] if k == "custom_tags" and isinstance(v, list) else to_native(v)
+                for k, v in node.items()}
     if isinstance(node, list):
         return [to_native(v) for v in node]
     return node

@@ -23,17 +23,6 @@ HOST = gateway.gateway_host()
 NATIVE = HOST == "native"
 # Tests of what only the wasm host has (its VM, its runtime stats) skip on the native leg, saying why.
 wasm_only = pytest.mark.skipif(NATIVE, reason="wasm host only")
-# Known gaps of the native host (issue 34), each expected to fail there
-# (strict: a fix shows as XPASS and fails until the mark goes).
-NATIVE_LAST_ATTEMPT = pytest.mark.xfail(
-    NATIVE, strict=True,
-    reason="native host gap: when Envoy gives up on the last attempt (per-try timeout, refused connection), "
-           "the request is metered before that attempt is counted")
-NATIVE_SPAN_STATE = pytest.mark.xfail(
-    NATIVE, strict=True,
-    reason="native host gap: filter state a dynamic module sets is read-only in Envoy 1.40's ABI "
-           "(set_filter_state_bytes), so span attributes written again (per attempt, then by the edge) keep "
-           "their first value")
 
 
 def prometheus_names(base):

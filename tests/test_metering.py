@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 import gateway
-from conftest import NATIVE, NATIVE_LAST_ATTEMPT, Gateway, log_lines, log_for
+from conftest import NATIVE, Gateway, log_lines, log_for
 from sse_client import stream
 
 OK_MSG = [{"role": "user", "content": "hi there"}]
@@ -231,7 +231,6 @@ def test_roles_hand_over_in_memory_or_through_filter_state(mgw):
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
-@NATIVE_LAST_ATTEMPT
 def test_attempts_envoy_timed_out_are_logged_in_either_hand_over(mgw, streaming):
     """Every attempt the per-try timeout ended is in the access log (one VM:
     through memory; separate VMs: through filter state, written when Envoy

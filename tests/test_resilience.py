@@ -16,7 +16,7 @@ import yaml
 
 import gateway
 import ladder_config
-from conftest import NATIVE_LAST_ATTEMPT, Gateway, complete_lines, prometheus_names
+from conftest import Gateway, complete_lines, prometheus_names
 from sse_client import content_of, stream
 
 OK_MSG = [{"role": "user", "content": "hi"}]
@@ -329,7 +329,6 @@ def test_4xx_is_never_retried(res, test_id, group, cluster, code):
 # --- per-try timeout ------------------------------------------------------------------
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
-@NATIVE_LAST_ATTEMPT
 def test_per_try_timeout_says_why(res, test_id, streaming):
     request_id = f"per-try-{test_id}"
     headers = {"x-model-group": "mock-openai", "x-test-id": test_id, "x-test-route": "per-try",
@@ -426,7 +425,6 @@ def test_an_attempt_envoy_gave_up_on_is_logged_and_counted(res, test_id, group, 
     assert {k: after[k] - before[k] for k in before} == {"reset": 1, "answer": 1, "requests": 1, "answered": 1}
 
 
-@NATIVE_LAST_ATTEMPT
 def test_a_refused_connection_on_every_attempt_is_503_with_its_attempts(res, test_id):
     """A single vendor that refuses every connection: Envoy's own 503 after
     the shipped retries, rewritten by the edge role, says how many attempts

@@ -17,7 +17,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest, ExportTraceServiceResponse)
 
 import gateway
-from conftest import ALL_GROUPS_KEY, NATIVE_SPAN_STATE, Gateway, configure_test_gateway
+from conftest import ALL_GROUPS_KEY, Gateway, configure_test_gateway
 from sse_client import stream
 
 TRACING = gateway.ROOT / "envoy/tracing.yaml"
@@ -190,7 +190,6 @@ def test_span_carries_group_and_route(traced):
     assert attrs["llm.route"] == "mock-anthropic-down/mock-claude-sonnet:529,mock-openai/mock-gpt-4o:200"
 
 
-@NATIVE_SPAN_STATE
 def test_span_carries_gen_ai_attributes(traced):
     gw, receiver = traced
     status, headers, body = gw.chat({"model": "any", "messages": USER_HI},
@@ -207,7 +206,6 @@ def test_span_carries_gen_ai_attributes(traced):
     assert attrs["gen_ai.usage.output_tokens"] == str(body["usage"]["completion_tokens"])
 
 
-@NATIVE_SPAN_STATE
 def test_stream_span_carries_gen_ai_attributes(traced):
     gw, receiver = traced
     status, _, events = stream(gw, {"model": "any", "messages": USER_HI, "stream": True,
@@ -260,7 +258,6 @@ GEN_AI = ("llm.provider", "gen_ai.request.model", "gen_ai.response.model",
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["json", "stream"])
-@NATIVE_SPAN_STATE
 def test_every_attempt_has_its_own_span(traced, streaming):
     """mock-failover: the Anthropic mock's 529, then the OpenAI mock. Two
     upstream spans under the request's, each with its own attempt's values."""
@@ -300,7 +297,6 @@ def test_every_attempt_has_its_own_span(traced, streaming):
     assert r["llm.route"] == "mock-anthropic-down/mock-claude-sonnet:529,mock-openai/mock-gpt-4o:200"
 
 
-@NATIVE_SPAN_STATE
 def test_a_single_attempt_has_one_span(traced):
     gw, receiver = traced
     status, _, body = gw.chat({"model": "any", "messages": USER_HI},

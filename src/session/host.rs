@@ -201,6 +201,13 @@ pub trait Host {
     /// A property; `Ok(None)` when it is not set.
     fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, HostError>;
     fn set_property(&self, path: &[&str], value: Option<&[u8]>) -> Result<(), HostError>;
+    /// A value tracing's custom tags read (`span_attributes`): written again
+    /// as the request goes on (by each attempt, then by the edge), the last
+    /// write read when Envoy closes a span. A property where properties can
+    /// be written more than once (the wasm host's filter state).
+    fn set_span_attribute(&self, name: &str, value: Option<&[u8]>) -> Result<(), HostError> {
+        self.set_property(&[name], value)
+    }
     fn now(&self) -> SystemTime;
     /// Answers the request itself; `details` is what Envoy logs as the
     /// response code details.

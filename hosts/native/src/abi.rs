@@ -266,6 +266,13 @@ extern "C" {
         key: ModuleBuffer,
         result: *mut EnvoyBuffer,
     ) -> bool;
+    /// Returns nothing in 1.40 (no stream info: silently not set).
+    pub fn envoy_dynamic_module_callback_http_set_dynamic_metadata_string(
+        filter: FilterEnvoy,
+        ns: ModuleBuffer,
+        key: ModuleBuffer,
+        value: ModuleBuffer,
+    );
     pub fn envoy_dynamic_module_callback_http_set_filter_state_bytes(
         filter: FilterEnvoy,
         key: ModuleBuffer,

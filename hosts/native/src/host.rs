@@ -100,6 +100,11 @@ fn direction(b: Buffer) -> usize {
 const RECEIVED: [u32; 2] = [abi::RECEIVED_REQUEST_BODY, abi::RECEIVED_RESPONSE_BODY];
 const BUFFERED: [u32; 2] = [abi::BUFFERED_REQUEST_BODY, abi::BUFFERED_RESPONSE_BODY];
 
+/// The dynamic-metadata namespace of the span attributes on this host:
+/// tracing tags read `%DYNAMIC_METADATA(llm_gateway:llm_request_model)%`
+/// where the wasm host's read `%FILTER_STATE(wasm.llm_request_model:PLAIN)%`.
+const SPAN_NAMESPACE: &str = "llm_gateway";
+
 /// The filter-state key of a one-segment property.
 pub fn state_key(name: &str) -> String {
     format!("wasm.{name}")
@@ -439,6 +444,25 @@ impl Host for NativeHost {
         } else {
             Err(HostError::new(HostCall::SetProperty, INTERNAL_FAILURE))
         }
+    }
+
+    /// Dynamic metadata (`SPAN_NAMESPACE`), which a later write replaces:
+    /// filter state a module sets is read-only in 1.40, so a second write
+    /// (the next attempt's, the edge's) would be refused and every span
+    /// would show the first attempt's values. An attribute with no value
+    /// is written empty (the ABI cannot remove a key), which a tag shows
+    /// as no value.
+    fn set_span_attribute(&self, name: &str, value: Option<&[u8]>) -> Result<(), HostError> {
+        // SAFETY: the filter is live; the buffers outlive the call.
+        unsafe {
+            abi::envoy_dynamic_module_callback_http_set_dynamic_metadata_string(
+                self.envoy(),
+                ModuleBuffer::of(SPAN_NAMESPACE.as_bytes()),
+                ModuleBuffer::of(name.as_bytes()),
+                ModuleBuffer::of(value.unwrap_or_default()),
+            );
+        }
+        Ok(())
     }
 
     fn now(&self) -> SystemTime {

@@ -85,13 +85,14 @@ fn env(name: &str) -> Option<String> {
 
 thread_local! {
     /// This worker's attempts (upstream filters) not yet ended, by their
-    /// request's handoff: the edge ends them before it meters the request.
-    /// Envoy completes the downstream stream (the edge's `stream_complete`)
-    /// before it destroys the upstream requests it reset (their filters'
-    /// `destroy`), where proxy-wasm logged after both. Not yet enough: an
-    /// attempt Envoy gave up on (a per-try timeout, a refused connection)
-    /// still escapes the request's metrics (the tests marked
-    /// `NATIVE_LAST_ATTEMPT`, a known gap).
+    /// request's handoff: the edge ends them when the response ends (the
+    /// attempts' records are final then: the edge publishes the span
+    /// attributes and keeps them for its metrics) and when its stream
+    /// completes. Envoy destroys an upstream request it reset (a per-try
+    /// timeout, a refused connection, the losing attempts of a hedge)
+    /// later, after the response went out (the filter's `destroy` hook
+    /// comes from its deferred destructor), so the attempt Envoy gave up
+    /// on last would be missing from the request's route and metrics.
     static ATTEMPTS: RefCell<HashMap<Vec<u8>, Vec<usize>>> = RefCell::new(HashMap::new());
     /// This worker's parsed configurations, by config id.
     static CONFIGS: RefCell<HashMap<u64, Rc<Config>>> = RefCell::new(HashMap::new());
@@ -527,6 +528,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
     filter: FilterModule,
     end_of_stream: bool,
 ) -> u32 {
+    if end_of_stream {
+        response_ends(filter);
+    }
     run(filter, None, |s| s.on_response_headers(end_of_stream))
 }
 
@@ -536,6 +540,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
     filter: FilterModule,
     end_of_stream: bool,
 ) -> u32 {
+    if end_of_stream {
+        response_ends(filter);
+    }
     let size = body_size(filter, 1);
     run(filter, Some(1), |s| s.on_response_body(size, end_of_stream))
 }
@@ -543,9 +550,24 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
     _filter_envoy: FilterEnvoy,
-    _filter: FilterModule,
+    filter: FilterModule,
 ) -> u32 {
+    response_ends(filter);
     abi::CONTINUE
+}
+
+/// The response's last part reaches a filter: at the edge, its request's
+/// attempts still alive are ended first (see `ATTEMPTS`). The attempt
+/// that answered has seen its response's end already (upstream filters
+/// see a response before the router passes it on), so ending it records
+/// nothing more; any other one was reset by Envoy.
+fn response_ends(ptr: FilterModule) {
+    // SAFETY: as in `run`.
+    if let Some(filter) = unsafe { filter(ptr) } {
+        if filter.role == Role::Edge {
+            end_attempts(filter);
+        }
+    }
 }
 
 /// The stream is done, before the access log: the edge's metrics and log

@@ -76,7 +76,7 @@ impl<H: Host> Attempt<H> {
             ("llm_input_tokens", input.as_deref()),
             ("llm_output_tokens", output.as_deref()),
         ]) {
-            ignore(self.host.set_property(&[name], value.map(str::as_bytes)));
+            ignore(self.host.set_span_attribute(name, value.map(str::as_bytes)));
         }
     }
 

@@ -265,7 +265,7 @@ impl<H: Host> Edge<H> {
             ("llm_group", chat.group.as_str()),
             (ROUTE_PROPERTY, &route.join(",")),
         ]) {
-            ignore(self.host.set_property(&[name], Some(value.as_bytes())));
+            ignore(self.host.set_span_attribute(name, Some(value.as_bytes())));
         }
     }
 
