@@ -91,8 +91,9 @@ native-aarch64: aarch64-tools $(ENVOY_AARCH64)
 qemu-tools:
 	@command -v qemu-aarch64 >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-user; }
 
-# Not part of `make test` (the cross build takes minutes on a fresh machine):
-# the aarch64 Envoy loads the aarch64 .so in both roles and serves a request.
+# The last leg of `make test` (the cross build takes a few minutes on a fresh
+# machine): the aarch64 Envoy loads the aarch64 .so in both roles and serves
+# a request.
 check-aarch64: native-aarch64 qemu-tools venv
 	cargo build --release -p llm-mock
 	$(PY) scripts/native_module_check.py load $(NATIVE_AARCH64) $(ENVOY_AARCH64) --qemu-aarch64
@@ -229,7 +230,9 @@ test-integration: $(INTEGRATION_DEPS)
 test-native: $(INTEGRATION_DEPS)
 	LLM_GATEWAY_HOST=native $(PY) -m pytest -q tests
 
-test: lint test-unit test-wasm test-integration test-native
+# The aarch64 build is checked too (cross-built, loaded in both roles by the
+# aarch64 Envoy under qemu-user): a few minutes on a fresh machine.
+test: lint test-unit test-wasm test-integration test-native check-aarch64
 
 # The load generator (Debian package), installed when missing.
 wrk:
