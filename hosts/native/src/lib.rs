@@ -42,6 +42,11 @@ mod tokens;
 mod unused_hooks;
 mod wake;
 
+#[cfg(test)]
+mod fake_envoy;
+#[cfg(test)]
+mod tests;
+
 use logging::*;
 use tokens::*;
 
