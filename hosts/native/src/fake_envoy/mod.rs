@@ -1,5 +1,5 @@
 //! A fake Envoy 1.40 for the native host's tests: every callback `abi.rs`
-//! declares (`callbacks.rs`, same signatures, checked by the compiler) over
+//! declares (`callbacks/`, same signatures, checked by the compiler) over
 //! an in-memory model of streams keyed by their `FilterEnvoy` pointer, and
 //! the handles the tests drive and inspect it with ([`Stream`],
 //! [`FakeConfig`]). What the model keeps of Envoy's behaviour, where the
@@ -14,12 +14,17 @@
 //!   key is refused (1.40 stores it read-only); an attempt's stream shares
 //!   its request's, as upstream filters read the downstream's;
 //! - dynamic metadata is per stream, and a later write replaces a value;
+//!   endpoint metadata is the attempt's (the test names it); no stream
+//!   has Envoy's attributes (the module reads them as absent);
 //! - metrics are defined by a config only while it is created (then
 //!   frozen), and recorded with as many label values as names;
 //! - a local reply runs the response through the filter at once (its
-//!   `local_reply` and response hooks), as Envoy's `sendLocalReply` does.
+//!   `local_reply` and response hooks), as Envoy's `sendLocalReply` does;
+//! - schedulers keep what was committed to them, which the tests run as
+//!   Envoy would (`on_..._scheduled`); resuming decoding passes the
+//!   buffered request body on; callouts are kept for the test to answer.
 //!
-//! The model is per thread (each test runs on its own), but config
+//! The model is per thread (each test runs on its own), except config
 //! schedulers, which the token ticker commits from its own thread.
 
 mod callbacks;

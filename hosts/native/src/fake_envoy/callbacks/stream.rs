@@ -16,7 +16,8 @@ callback! {
     ) -> bool {
         let key = unsafe { bytes(key) };
         let (count, value) = with(|w| {
-            let Some(map) = w.stream(filter).and_then(|s| s.headers.get(header_type as usize)) else {
+            let map = w.stream(filter).and_then(|s| s.headers.get(header_type as usize));
+            let Some(map) = map else {
                 return (0, None);
             };
             let mut values = map.iter().filter(|(n, _)| n.eq_ignore_ascii_case(key));
@@ -89,25 +90,28 @@ callback! {
         // A null value removes the header.
         let value = (!value.ptr.is_null()).then(|| unsafe { bytes(value) }.to_vec());
         with(|w| {
-            let Some(map) = w.stream(filter).and_then(|s| s.headers.get_mut(header_type as usize))
-            else {
+            let map = w
+                .stream(filter)
+                .and_then(|s| s.headers.get_mut(header_type as usize));
+            let Some(map) = map else {
                 return false;
             };
-            let first = map.iter().position(|(n, _)| n.eq_ignore_ascii_case(&key));
-            let mut index = 0;
-            map.retain(|(n, _)| {
-                index += 1;
-                !n.eq_ignore_ascii_case(&key) || Some(index - 1) == first
+            // Envoy's `setCopy`: the first value replaced, the others gone.
+            let mut first = None;
+            for (i, (name, _)) in map.iter().enumerate() {
+                if name.eq_ignore_ascii_case(&key) {
+                    first.get_or_insert(i);
+                }
+            }
+            let mut i = 0;
+            map.retain(|(name, _)| {
+                i += 1;
+                !name.eq_ignore_ascii_case(&key) || (value.is_some() && first == Some(i - 1))
             });
             match (first, value) {
-                (Some(_), Some(value)) => {
-                    if let Some(slot) = map.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(&key)) {
-                        slot.1 = value;
-                    }
-                }
-                (Some(_), None) => map.retain(|(n, _)| !n.eq_ignore_ascii_case(&key)),
+                (Some(at), Some(value)) => map[at].1 = value,
                 (None, Some(value)) => map.push((key, value)),
-                (None, None) => {}
+                (_, None) => {}
             }
             true
         })
@@ -387,7 +391,10 @@ callback! {
         attribute: u32,
         result: *mut EnvoyBuffer,
     ) -> bool {
-        let value = with(|w| w.stream(filter)?.attribute_strings.get(&attribute).map(|v| buffer_of(v)));
+        let value = with(|w| {
+            let stream = w.stream(filter)?;
+            stream.attribute_strings.get(&attribute).map(|v| buffer_of(v))
+        });
         unsafe { put(result, value.unwrap_or(EnvoyBuffer::NULL)) };
         value.is_some()
     }
