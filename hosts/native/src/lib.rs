@@ -658,3 +658,9 @@ unsafe fn filter_module<'a>(ptr: FilterModule) -> Option<&'a Filter> {
     // SAFETY: as the function's contract says.
     unsafe { filter(ptr) }
 }
+
+// The native host's own tests, over a fake Envoy (test builds only).
+#[cfg(test)]
+mod fake_envoy;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,131 @@
+//! `NativeHost` over the ABI: what the sessions read and write reaches
+//! Envoy as they meant it.
+
+use std::rc::Rc;
+
+use llm_gateway_core::session::host::status::BAD_ARGUMENT;
+use llm_gateway_core::session::host::{Host, HostCall, HostError};
+
+use super::*;
+use crate::host::NativeHost;
+
+/// Headers are bytes both ways: one that is not UTF-8 passes as it came,
+/// and the others with it, unchanged.
+#[test]
+fn headers_that_are_not_utf8_are_read_and_passed_as_bytes() {
+    let (edge_config, _upstream) = configs();
+    let length = CHAT.len().to_string();
+    let client: &[(&str, &[u8])] = &[
+        (":method", b"POST"),
+        (":path", b"/v1/chat/completions"),
+        ("content-type", b"application/json"),
+        ("content-length", length.as_bytes()),
+        ("x-request-id", b"req-1"),
+        ("x-trace", b"\xff\xfe caf\xe9"),
+        ("accept-language", "café, ñ".as_bytes()),
+        ("x-trace", b"second \x80"),
+    ];
+    let edge = Filter::new(&edge_config, Stream::request(client));
+    assert_eq!(edge.request_headers(false), abi::STOP);
+    assert_eq!(edge.request_body(&[CHAT.as_bytes()], true), abi::CONTINUE);
+    assert!(edge.stream.replies().is_empty() && edge.stream.resets().is_empty());
+    let mut passed = edge.stream.headers(REQUEST);
+    passed.retain(|(n, _)| n != b"x-llm-cluster");
+    let sent: Vec<(Vec<u8>, Vec<u8>)> = client
+        .iter()
+        .map(|(n, v)| (n.as_bytes().to_vec(), v.to_vec()))
+        .collect();
+    assert_eq!(passed, sent);
+    edge.destroy();
+
+    // One the gateway reads as text is refused by name, not guessed at.
+    let edge = Filter::new(&edge_config, post("/v1/chat/completions", CHAT.len()));
+    edge.stream.copy_headers(
+        REQUEST,
+        with_header(edge.stream, "x-model-group", b"ch\xffat"),
+    );
+    assert_eq!(edge.request_headers(false), abi::STOP);
+    let replies = edge.stream.replies();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].status, 400);
+    let error = json(&replies[0].body);
+    assert_eq!(error["error"]["param"], "x-model-group", "{error}");
+    edge.destroy();
+}
+
+fn with_header(stream: Stream, name: &str, value: &[u8]) -> crate::fake_envoy::HeaderList {
+    let mut headers = stream.headers(REQUEST);
+    headers.push((name.as_bytes().to_vec(), value.to_vec()));
+    headers
+}
+
+/// The host of a filter on `stream`, as `filter_new` makes it.
+fn host_of(config: &FakeConfig, stream: Stream) -> NativeHost {
+    // SAFETY: the config is live (the test holds it).
+    let config = unsafe { crate::filter_config(config.module) }
+        .expect("a config")
+        .clone();
+    NativeHost {
+        stream: Rc::new(crate::host::Stream::new(stream.0, true)),
+        config,
+    }
+}
+
+#[test]
+fn filter_state_is_written_once_and_span_attributes_keep_the_last_value() {
+    let (edge_config, _upstream) = configs();
+    let stream = post("/v1/chat/completions", 0);
+    let host = host_of(&edge_config, stream);
+    assert_eq!(host.set_property(&["llm_x"], Some(b"first")), Ok(()));
+    assert_eq!(host.property(&["llm_x"]), Ok(Some(b"first".to_vec())));
+    // The same value again is no write; another is the session's error.
+    assert_eq!(host.set_property(&["llm_x"], Some(b"first")), Ok(()));
+    assert_eq!(
+        host.set_property(&["llm_x"], Some(b"second")),
+        Err(HostError::new(HostCall::SetProperty, BAD_ARGUMENT))
+    );
+    assert_eq!(stream.filter_state("wasm.llm_x"), Some(b"first".to_vec()));
+    assert_eq!(
+        stream.filter_state_writes("wasm.llm_x"),
+        [(b"first".to_vec(), true)],
+        "no write Envoy would refuse"
+    );
+
+    // Span attributes: dynamic metadata, the last write kept.
+    for value in ["a/m:503", "a/m:503,b/m:200"] {
+        assert_eq!(
+            host.set_span_attribute("llm_route", Some(value.as_bytes())),
+            Ok(())
+        );
+    }
+    assert_eq!(
+        stream
+            .dynamic_metadata("llm_gateway", "llm_route")
+            .as_deref(),
+        Some("a/m:503,b/m:200")
+    );
+    assert_eq!(stream.filter_state("wasm.llm_route"), None);
+}
+
+/// The edge's handoff is already set (by another filter): its write is
+/// refused, which the session answers (a 502), never a panic.
+#[test]
+fn a_refused_filter_state_write_is_the_sessions_error() {
+    let (edge_config, _upstream) = configs();
+    let edge = Filter::new(&edge_config, post("/v1/chat/completions", CHAT.len()));
+    edge.stream
+        .set_filter_state("wasm.llm_handoff", b"someone else's");
+    assert_eq!(edge.request_headers(false), abi::STOP);
+    assert_eq!(edge.request_body(&[CHAT.as_bytes()], true), abi::STOP);
+    let replies = edge.stream.replies();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].status, 502);
+    assert!(edge.stream.resets().is_empty());
+    assert_eq!(
+        edge.stream.filter_state("wasm.llm_handoff"),
+        Some(b"someone else's".to_vec())
+    );
+    edge.complete();
+    assert_eq!(log_line(&edge)["status"], 502);
+    edge.destroy();
+}
