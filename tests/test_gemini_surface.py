@@ -177,6 +177,34 @@ def test_passes_through_to_gemini(ggw, test_id):
     assert sent["headers"]["x-goog-api-key"] != ALL_GROUPS_KEY
 
 
+@pytest.mark.parametrize("group", GROUPS)
+def test_the_sdks_service_tier_and_logging_choice_are_taken(ggw, group, test_id):
+    """google-genai writes `serviceTier` and `store` at the request's top:
+    to Gemini they go on as they came (the mock refuses what Gemini does
+    not know); to other vendors they are Google's own choices, dropped."""
+    c = client(ggw, **{"x-test-id": test_id})
+    r = c.models.generate_content(model=group, contents="tiered", config=types.GenerateContentConfig(
+        service_tier=types.ServiceTier.FLEX, store=False))
+    assert "tiered" in r.text
+    [sent] = ggw.mock_requests(test_id)
+    if group == "mock-gemini":
+        assert (sent["body"]["serviceTier"], sent["body"]["store"]) == ("flex", False), sent["body"]
+    else:
+        assert not {"serviceTier", "service_tier", "store"} & set(sent["body"]), sent["body"]
+
+
+def test_a_continuation_token_is_geminis_alone(ggw, test_id):
+    """`continuationToken` resumes an answer only Gemini holds: passed on to
+    Gemini, refused (400, naming it) for another vendor."""
+    body = {"contents": [{"role": "user", "parts": [{"text": "go on"}]}], "continuationToken": "dG9rZW4="}
+    headers = {"x-goog-api-key": ALL_GROUPS_KEY, "x-test-id": test_id}
+    status, _, answer = raw(ggw, "POST", "/v1beta/models/mock-gemini:generateContent", body, headers)
+    assert status == 200, answer
+    status, _, answer = raw(ggw, "POST", "/v1beta/models/mock-anthropic:generateContent", body, headers)
+    assert status == 400 and "continuationToken" in answer.decode(), answer
+    assert len(ggw.mock_requests(test_id)) == 1
+
+
 def test_the_key_as_a_query_parameter_is_taken_and_removed(ggw, test_id):
     body = {"contents": [{"parts": [{"text": "query key"}]}]}
     status, _, answer = raw(ggw, "POST", f"/v1beta/models/mock-gemini:streamGenerateContent?alt=sse&key={ALL_GROUPS_KEY}",

@@ -372,6 +372,33 @@ def test_every_client_surface(vgw, group, test_id):
     assert all(r["headers"]["authorization"] == f"Bearer {TOKEN}" for r in seen(vgw, test_id))
 
 
+def test_a_gemini_client_passes_through_with_vertexs_own_top_level_members(vgw, test_id):
+    """The Gemini surface to Vertex's Gemini: the client's body goes on as it
+    came, and Vertex's rules hold (the mock's): `labels` and `serviceTier`
+    are Vertex's too, `store` (the Gemini API's logging choice) is refused."""
+    def generate(extra):
+        body = {"contents": [{"role": "user", "parts": [{"text": "vertex top"}]}], **extra}
+        req = urllib.request.Request(f"{vgw.base}/v1beta/models/{GEMINI}:generateContent",
+                                     data=json.dumps(body).encode(), method="POST",
+                                     headers={"content-type": "application/json", "x-goog-api-key": ALL_GROUPS_KEY,
+                                              "x-test-id": test_id})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                out = (r.status, dict(r.headers), r.read())
+        except urllib.error.HTTPError as e:
+            out = (e.code, dict(e.headers), e.read())
+        vgw.record(out[1], out[2])
+        return out[0], json.loads(out[2])
+
+    status, answer = generate({"labels": {"team": "a"}, "serviceTier": "flex"})
+    assert status == 200, answer
+    assert {k: seen(vgw, test_id)[-1]["body"][k] for k in ("labels", "serviceTier")} == {
+        "labels": {"team": "a"}, "serviceTier": "flex"}
+    status, answer = generate({"store": False})
+    assert status == 400 and answer["error"]["status"] == "INVALID_ARGUMENT", answer
+    assert 'Unknown name "store"' in answer["error"]["message"], answer
+
+
 def test_embeddings_through_the_openai_sdk(vgw, test_id):
     """Vertex's Text embeddings API (`:predict`), from the OpenAI SDK's
     embeddings (base64 as the SDK asks, floats too), with the vendor's

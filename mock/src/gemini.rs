@@ -45,6 +45,9 @@ const REQUEST_FIELDS: &[&str] = &[
     "safetySettings",
     "generationConfig",
     "cachedContent",
+    "serviceTier",
+    "store",
+    "continuationToken",
 ];
 const CONTENT_FIELDS: &[&str] = &["role", "parts"];
 const PART_FIELDS: &[&str] = &[

@@ -90,6 +90,25 @@ fn check_bearer(req: &Request) -> Result<(), Failure> {
 /// Gemini on Vertex AI.
 pub struct VertexGemini;
 
+/// Vertex's `GenerateContentRequest` at the top, as the Gemini API's
+/// rules then read it: `labels` is Vertex's (the Gemini API refuses it),
+/// `store` (Google AI's logging choice) is the Gemini API's only.
+fn vertex_request(body: &Value) -> Result<std::borrow::Cow<'_, Value>, Failure> {
+    if body.get("store").is_some() {
+        return Err(invalid(
+            "Invalid JSON payload received. Unknown name \"store\": Cannot find field.",
+        ));
+    }
+    if body.get("labels").is_none() {
+        return Ok(std::borrow::Cow::Borrowed(body));
+    }
+    let mut body = body.clone();
+    if let Some(obj) = body.as_object_mut() {
+        obj.remove("labels");
+    }
+    Ok(std::borrow::Cow::Owned(body))
+}
+
 const COUNT_FIELDS: &[&str] = &[
     "model",
     "instances",
@@ -305,7 +324,7 @@ impl Dialect for VertexGemini {
     fn parse_request(&self, req: &Request, body: &Value) -> Result<Prompt, Failure> {
         check_roles(body)?;
         let model = parts(req.path()).map_or("", |p| p.3);
-        let p = Gemini.parse_for(model, body)?;
+        let p = Gemini.parse_for(model, &*vertex_request(body)?)?;
         if self.is_stream(req, body) && query_param(req.query(), "alt").as_deref() != Some("sse") {
             return Err(invalid(
                 "the mock speaks only server-sent event streams: add ?alt=sse",
@@ -315,7 +334,7 @@ impl Dialect for VertexGemini {
     }
 
     fn parse(&self, body: &Value) -> Result<Prompt, Failure> {
-        Gemini.parse(body)
+        Gemini.parse(&*vertex_request(body)?)
     }
 
     fn error(&self, failure: &Failure) -> Reply {

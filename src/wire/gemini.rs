@@ -107,6 +107,25 @@ pub struct GenerateContentRequest<'a> {
     /// Vertex AI's; the Gemini API refuses it, as it is sent on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<Value>,
+    /// Flex, standard or priority processing: a price and latency choice,
+    /// dropped for other vendors as the other surfaces drop theirs.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "service_tier"
+    )]
+    pub service_tier: Option<Value>,
+    /// Whether Google logs the request (its logging policy): dropped for
+    /// other vendors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<Value>,
+    /// Resumes an answer Gemini stopped with `CONTINUATION`: Gemini only.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "continuation_token"
+    )]
+    pub continuation_token: Option<Value>,
 }
 
 /// `countTokens`' body: `contents`, or a whole `generateContentRequest`.
@@ -300,6 +319,13 @@ pub struct Tool<'a> {
         alias = "google_maps"
     )]
     pub google_maps: Option<Value>,
+    /// Remote MCP servers Gemini calls itself.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "mcp_servers"
+    )]
+    pub mcp_servers: Option<Value>,
 }
 
 impl Tool<'_> {
@@ -316,6 +342,7 @@ impl Tool<'_> {
             ("computerUse", self.computer_use.is_some()),
             ("fileSearch", self.file_search.is_some()),
             ("googleMaps", self.google_maps.is_some()),
+            ("mcpServers", self.mcp_servers.is_some()),
         ]
         .into_iter()
         .find_map(|(name, set)| set.then_some(name))
@@ -497,6 +524,13 @@ pub struct GenerationConfig<'a> {
         alias = "enable_enhanced_civic_answers"
     )]
     pub enable_enhanced_civic_answers: Option<bool>,
+    /// Transcripts of audio output (only with an audio modality).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        alias = "audio_transcription_config"
+    )]
+    pub audio_transcription_config: Option<Value>,
 }
 
 impl GenerationConfig<'_> {
@@ -521,6 +555,7 @@ impl GenerationConfig<'_> {
             && self.speech_config.is_none()
             && self.image_config.is_none()
             && self.enable_enhanced_civic_answers.is_none()
+            && self.audio_transcription_config.is_none()
     }
 }
 

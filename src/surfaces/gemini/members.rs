@@ -52,6 +52,9 @@ const REQUEST_FIELDS: &[(&str, Shape)] = &[
     ("safetySettings", List(&SAFETY_SETTING)),
     ("cachedContent", Any),
     ("labels", Any),
+    ("serviceTier", Any),
+    ("store", Any),
+    ("continuationToken", Any),
 ];
 
 const CONTENT: Shape = Object(&[("role", Any), ("parts", List(&PART))]);
@@ -137,6 +140,7 @@ const TOOL: Shape = Object(&[
     ("computerUse", Any),
     ("fileSearch", Any),
     ("googleMaps", Any),
+    ("mcpServers", Any),
 ]);
 const FUNCTION_DECLARATION: Shape = Object(&[
     ("name", Any),
@@ -185,6 +189,7 @@ const GENERATION_CONFIG: Shape = Object(&[
     ("speechConfig", Any),
     ("imageConfig", Any),
     ("enableEnhancedCivicAnswers", Any),
+    ("audioTranscriptionConfig", Any),
 ]);
 const SAFETY_SETTING: Shape = Object(&[("category", Any), ("threshold", Any)]);
 

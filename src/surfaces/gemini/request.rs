@@ -168,6 +168,12 @@ fn convert(request: GenerateContentRequest) -> Result<ChatRequest, GatewayError>
     if request.labels.is_some() {
         reader.gemini_only("labels".into(), "labels");
     }
+    if request.continuation_token.is_some() {
+        reader.gemini_only("continuationToken".into(), "a continuation token");
+    }
+    // `serviceTier` and `store` are Google's processing and logging
+    // choices: dropped for other vendors (the other surfaces drop their
+    // `service_tier` likewise).
     chat.native_only = reader.native_only;
     Ok(chat)
 }
@@ -598,6 +604,10 @@ fn generation_config(
         ("responseLogprobs", config.response_logprobs == Some(true)),
         ("logprobs", config.logprobs.is_some()),
         ("mediaResolution", config.media_resolution.is_some()),
+        (
+            "audioTranscriptionConfig",
+            config.audio_transcription_config.is_some(),
+        ),
     ] {
         if set {
             reader.gemini_only(format!("{AT}.{name}"), name);

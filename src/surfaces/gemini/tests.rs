@@ -527,10 +527,43 @@ fn takes_every_member_the_sdks_and_gemini_cli_send() {
             "stopSequences": ["x"], "seed": 1, "presencePenalty": 0.1, "frequencyPenalty": 0.1,
             "responseMimeType": "text/plain", "responseModalities": ["TEXT"], "enableEnhancedCivicAnswers": true,
             "thinkingConfig": {"includeThoughts": true, "thinkingBudget": 100, "thinkingLevel": null}},
-        "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}]
+        "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}],
+        "serviceTier": "flex", "store": false
     }));
     assert_eq!(r.messages.len(), 5, "{:?}", r.messages);
     assert!(r.native_only.is_none(), "{:?}", r.native_only);
+    // Google's processing tier and logging choice: dropped for other vendors.
+    assert!(
+        !r.extra.contains_key("service_tier") && !r.extra.contains_key("store"),
+        "{:?}",
+        r.extra
+    );
+    // What google-genai 3.6 writes besides (by proto name too), Gemini's alone.
+    let top = |member: serde_json::Value| {
+        let mut body = json!({"contents": hi()});
+        body.as_object_mut()
+            .unwrap()
+            .extend(member.as_object().unwrap().clone());
+        parse(body).native_only.map(|n| n.param)
+    };
+    assert_eq!(
+        top(json!({"continuationToken": "dG9r"})).as_deref(),
+        Some("continuationToken")
+    );
+    assert_eq!(
+        top(json!({"continuation_token": "dG9r"})).as_deref(),
+        Some("continuationToken")
+    );
+    assert_eq!(
+        top(json!({"tools": [{"mcpServers": [{"name": "m", "streamableHttpTransport": {"url": "https://m"}}]}]}))
+            .as_deref(),
+        Some("tools[0].mcpServers")
+    );
+    assert_eq!(
+        top(json!({"generationConfig": {"audioTranscriptionConfig": {}}})).as_deref(),
+        Some("generationConfig.audioTranscriptionConfig")
+    );
+    assert_eq!(top(json!({"service_tier": "priority"})), None);
     // Gemini's own data parts: taken, and marked Gemini's.
     let only = |part: serde_json::Value| {
         parse(json!({"contents": [{"role": "model", "parts": [part]}]}))
