@@ -378,17 +378,9 @@ def test_a_gemini_client_passes_through_with_vertexs_own_top_level_members(vgw, 
     are Vertex's too, `store` (the Gemini API's logging choice) is refused."""
     def generate(extra):
         body = {"contents": [{"role": "user", "parts": [{"text": "vertex top"}]}], **extra}
-        req = urllib.request.Request(f"{vgw.base}/v1beta/models/{GEMINI}:generateContent",
-                                     data=json.dumps(body).encode(), method="POST",
-                                     headers={"content-type": "application/json", "x-goog-api-key": ALL_GROUPS_KEY,
-                                              "x-test-id": test_id})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                out = (r.status, dict(r.headers), r.read())
-        except urllib.error.HTTPError as e:
-            out = (e.code, dict(e.headers), e.read())
-        vgw.record(out[1], out[2])
-        return out[0], json.loads(out[2])
+        status, _, answer = vgw.request("POST", f"/v1beta/models/{GEMINI}:generateContent", body, {
+            "authorization": None, "x-goog-api-key": ALL_GROUPS_KEY, "x-test-id": test_id})
+        return status, json.loads(answer)
 
     status, answer = generate({"labels": {"team": "a"}, "serviceTier": "flex"})
     assert status == 200, answer
