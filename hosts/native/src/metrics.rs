@@ -10,6 +10,7 @@
 //! wasm host (empty: `none`; separators, spaces and controls: `_`; at most
 //! 64 characters), so both hosts report the same series.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::abi::{self, FilterConfigEnvoy, FilterEnvoy, ModuleBuffer};
@@ -190,7 +191,7 @@ impl Metrics {
         value: u64,
     ) -> Result<(), u32> {
         let id = self.find(kind, base, labels).ok_or(NOT_FOUND)?;
-        let cleaned: Vec<String> = labels.iter().map(|(_, v)| clean(v)).collect();
+        let cleaned: Vec<Cow<'_, str>> = labels.iter().map(|(_, v)| clean(v)).collect();
         emit_id(filter, kind, id, &cleaned, value)
     }
 
@@ -227,20 +228,33 @@ fn emit_id<S: AsRef<str>>(
     }
 }
 
-/// A label value as the wasm host writes it into the metric's name.
-pub fn clean(value: &str) -> String {
-    let value = if value.is_empty() { "none" } else { value };
-    value
-        .chars()
-        .take(64)
-        .map(|c| {
-            if c == ';' || c == '=' || c.is_whitespace() || c.is_control() {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect()
+/// The longest label value, in characters (the wasm host's limit too).
+const MAX_LABEL_CHARS: usize = 64;
+
+/// A label value as the wasm host writes it into the metric's name; most
+/// values (group, provider, model, status names) are clean already and are
+/// passed on as they are, without a copy.
+pub fn clean(value: &str) -> Cow<'_, str> {
+    if value.is_empty() {
+        return Cow::Borrowed("none");
+    }
+    let plain = |b: &u8| b.is_ascii_graphic() && *b != b';' && *b != b'=';
+    if value.len() <= MAX_LABEL_CHARS && value.bytes().all(|b| plain(&b)) {
+        return Cow::Borrowed(value);
+    }
+    Cow::Owned(
+        value
+            .chars()
+            .take(MAX_LABEL_CHARS)
+            .map(|c| {
+                if c == ';' || c == '=' || c.is_whitespace() || c.is_control() {
+                    '_'
+                } else {
+                    c
+                }
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -252,6 +266,12 @@ mod tests {
         assert_eq!(clean(""), "none");
         assert_eq!(clean("a;b=c d"), "a_b_c_d");
         assert_eq!(clean(&"x".repeat(80)).len(), 64);
+        assert_eq!(clean(&"é".repeat(80)).chars().count(), 64);
+        assert_eq!(clean("a\u{a0}b\tc"), "a_b_c");
+        assert!(matches!(
+            clean("mock-claude-sonnet"),
+            Cow::Borrowed("mock-claude-sonnet")
+        ));
         let name = llm_gateway_core::metering::metric_name("b", &[("l", "a;b=c d")]);
         assert_eq!(name, format!("b;l={}", clean("a;b=c d")));
     }
