@@ -948,8 +948,15 @@ def targets(rows):
             ratio = r["gw_cpu_us"] / r["floor_cpu_us"] if r["floor_cpu_us"] else 0
             alone = (f" (the wasm floor alone: {r['wf_cpu_us'] / r['floor_cpu_us']:.2f}×; the host calls alone: "
                      f"{r['hf_cpu_us'] / r['floor_cpu_us']:.2f}×)" if "hf_cpu_us" in r and r["floor_cpu_us"] else "")
-            out.append(f"- {r['group']}: a 20-chunk stream costs at most 2× the floor's CPU: {ratio:.2f}×{alone} "
+            out.append(f"- {r['group']} ({r['scenario']}): a 20-chunk stream costs at most 2× the floor's CPU: {ratio:.2f}×{alone} "
                        f"({r['gw_cpu_us'] / STREAM_CHUNKS:.1f} µs per chunk in all) → {'met' if ratio <= 2 else 'NOT met'}")
+    # The native host's (#34): translated (mock-anthropic) and passed through (mock-openai), c=64.
+    for group, kind in (("mock-anthropic", "translated"), ("mock-openai", "passed through")):
+        r = find(group, "c=64")
+        if r and r.get("nt_rps") and r["floor_rps"] and r["floor_cpu_us"]:
+            share, cost = r["nt_rps"] / r["floor_rps"], r["nt_cpu_us"] / r["floor_cpu_us"]
+            out.append(f"- native host, {kind} ({group}) c=64: ≥ 60% of the floor's req/s and ≤ 1.6× its CPU per "
+                       f"request: {share:.0%}, {cost:.2f}× → {'met' if share >= 0.6 and cost <= 1.6 else 'NOT met'}")
     out.append("- RSS grows < 5 MB over the soak: see `make soak` below.")
     return out
 
