@@ -951,7 +951,7 @@ def targets(rows):
             out.append(f"- {r['group']} ({r['scenario']}): a 20-chunk stream costs at most 2× the floor's CPU: {ratio:.2f}×{alone} "
                        f"({r['gw_cpu_us'] / STREAM_CHUNKS:.1f} µs per chunk in all) → {'met' if ratio <= 2 else 'NOT met'}")
     # The native host's (#34): translated (mock-anthropic) and passed through (mock-openai), c=64.
-    for group, kind in (("mock-anthropic", "translated"), ("mock-openai", "passed through")):
+    for group, kind in (("mock-anthropic", "translated"), ("mock-openai", "OpenAI to OpenAI")):
         r = find(group, "c=64")
         if r and r.get("nt_rps") and r["floor_rps"] and r["floor_cpu_us"]:
             share, cost = r["nt_rps"] / r["floor_rps"], r["nt_cpu_us"] / r["floor_cpu_us"]
