@@ -49,6 +49,13 @@ pub struct Config {
     /// default: each is a host call on every request.
     #[serde(default)]
     pub span_attributes: bool,
+    /// Record every request's series in Envoy's stats (requests, attempts,
+    /// tokens, cost, latencies; README "Metering and observability"). On by
+    /// default; off, the access log alone carries those facts, and each
+    /// request saves the metric host calls (on the native host about a
+    /// tenth of its CPU: Envoy interns every label value on every call).
+    #[serde(default = "on_by_default")]
+    pub request_metrics: bool,
     /// Record the filter's own time per phase (`llm_gateway_overhead_us`).
     /// Off by default: timing costs host calls on every request and chunk.
     #[serde(default)]
@@ -148,6 +155,10 @@ fn providers<'de, D: serde::Deserializer<'de>>(
             Ok((name, provider))
         })
         .collect()
+}
+
+fn on_by_default() -> bool {
+    true
 }
 
 impl Config {

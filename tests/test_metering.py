@@ -406,3 +406,36 @@ def test_a_stream_cut_by_a_vendor_error_bills_at_least_what_it_delivered(mgw, gr
     line = log_for(mgw, request_id)
     assert line["code"] is not None and line["delivered_tokens"] > 1, line
     assert line["completion_tokens"] >= line["delivered_tokens"], line
+
+
+@pytest.fixture(scope="module")
+def unmetered_gw(tmp_path_factory):
+    """The test gateway with `"request_metrics": false`."""
+    from conftest import configure_test_gateway, own_gateway
+
+    def edit(config):
+        configure_test_gateway(config)
+        config["request_metrics"] = False
+    with own_gateway(tmp_path_factory.mktemp("envoy-unmetered"), edit=edit) as gw:
+        yield gw
+
+
+def test_request_metrics_off_leaves_the_series_out_and_the_access_log_whole(unmetered_gw):
+    """A mesh that meters from the access log switches the per-request series
+    off: none of them reaches Envoy's stats, and the log line still has
+    every fact (tokens, route, time to first token)."""
+    status, _, _ = unmetered_gw.chat({"model": "m", "messages": OK_MSG, "request_id": "unmetered-plain"},
+                                     **{"x-model-group": "mock-anthropic"})
+    assert status == 200
+    stream(unmetered_gw, {"model": "m", "messages": OK_MSG, "stream": True, "request_id": "unmetered-stream"},
+           {"x-model-group": "mock-anthropic"})
+    plain, streamed = log_for(unmetered_gw, "unmetered-plain"), log_for(unmetered_gw, "unmetered-stream")
+    assert (plain["prompt_tokens"], plain["completion_tokens"]) == (PROMPT_TOKENS, COMPLETION_TOKENS)
+    assert plain["route"] == ["mock-anthropic/mock-claude-sonnet:200"]
+    assert streamed["completion_tokens"] > 0 and streamed["ttft_ms"] is not None
+    # Histograms reach the stats at a flush (5 s by default): wait past one.
+    time.sleep(5.5)
+    series = [name for name in prometheus(unmetered_gw)
+              if name.startswith(("llm_gateway_requests", "llm_gateway_attempts", "gen_ai_",
+                                  "llm_gateway_cost", "llm_gateway_failovers", "llm_gateway_usage_estimated"))]
+    assert series == [], series

@@ -275,8 +275,11 @@ impl<H: Host> Attempt<H> {
     }
 
     fn record_time_per_output_token(&self) {
-        let (Some(first), Some(tokens)) = (self.first_content, self.record.completion_tokens)
-        else {
+        let (true, Some(first), Some(tokens)) = (
+            self.config.request_metrics,
+            self.first_content,
+            self.record.completion_tokens,
+        ) else {
             return;
         };
         if tokens > 1 {

@@ -788,3 +788,30 @@ fn an_embeddings_attempt_on_a_vendor_that_does_not_embed_is_refused_before_sendi
         "nothing was addressed to the vendor"
     );
 }
+
+#[test]
+fn time_per_output_token_is_a_request_metric() {
+    let events = concat!(
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"claude-x\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n",
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hello there\"}}\n\n",
+        "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+        "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":3}}\n\n",
+        "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+    );
+    for (extra, recorded) in [("", true), (r#","request_metrics":false"#, false)] {
+        let mut a = attempt(extra, STREAM);
+        send_request(&mut a);
+        answer(&mut a, "200", "text/event-stream");
+        *a.host.response_body.borrow_mut() = events.as_bytes().to_vec();
+        a.on_response_body(events.len(), true);
+        let calls = a.host.take_calls();
+        assert_eq!(
+            calls
+                .iter()
+                .any(|c| c.starts_with("record gen_ai.server.time_per_output_token_us")),
+            recorded,
+            "{extra}: {calls:?}"
+        );
+    }
+}

@@ -79,109 +79,114 @@ impl<H: Host> Edge<H> {
             chat.group.as_str(),
         );
 
-        let who = [
-            ("provider", provider),
-            ("model", model),
-            ("group", group),
-            ("key", key),
-        ];
-        ignore(self.host.count(
-            "llm_gateway.requests",
-            &[
-                ("group", group),
+        let attempts = route.len() as u64;
+        // The per-request series (off with `request_metrics: false`: the
+        // access log below carries the same facts).
+        if self.config.request_metrics {
+            let who = [
                 ("provider", provider),
                 ("model", model),
-                ("status", &status),
-                ("code", code.unwrap_or("")),
-                ("key", key),
-                ("surface", self.api.name()),
-                ("operation", chat.operation),
-            ],
-            1,
-        ));
-        // Every attempt, under its provider and model and how it ended.
-        for r in records.iter().filter(|r| !r.provider.is_empty()) {
-            ignore(self.host.count(
-                "llm_gateway.attempts",
-                &[
-                    ("group", group),
-                    ("provider", &r.provider),
-                    ("model", &r.model),
-                    ("status", &r.outcome()),
-                    ("code", r.code.as_deref().unwrap_or("")),
-                ],
-                1,
-            ));
-        }
-        // Tokens and cost under the provider and model of the attempt that used them.
-        for attempt in &bill.attempts {
-            let who = [
-                ("provider", attempt.provider.as_str()),
-                ("model", attempt.model.as_str()),
                 ("group", group),
                 ("key", key),
             ];
-            let c = &attempt.counts;
-            for (token_type, n) in [
-                ("input", c.prompt_tokens),
-                ("output", c.completion_tokens),
-                ("cached", c.cached_tokens),
-                ("reasoning", c.reasoning_tokens),
-            ] {
-                let [p, m, g, k] = who;
+            ignore(self.host.count(
+                "llm_gateway.requests",
+                &[
+                    ("group", group),
+                    ("provider", provider),
+                    ("model", model),
+                    ("status", &status),
+                    ("code", code.unwrap_or("")),
+                    ("key", key),
+                    ("surface", self.api.name()),
+                    ("operation", chat.operation),
+                ],
+                1,
+            ));
+            // Every attempt, under its provider and model and how it ended.
+            for r in records.iter().filter(|r| !r.provider.is_empty()) {
                 ignore(self.host.count(
-                    "gen_ai.client.token.usage",
+                    "llm_gateway.attempts",
                     &[
-                        ("token_type", token_type),
-                        p,
-                        m,
-                        g,
-                        k,
-                        ("operation", chat.operation),
+                        ("group", group),
+                        ("provider", &r.provider),
+                        ("model", &r.model),
+                        ("status", &r.outcome()),
+                        ("code", r.code.as_deref().unwrap_or("")),
                     ],
-                    n,
+                    1,
                 ));
             }
-            if let Some(cost) = c.cost_usd {
-                ignore(self.host.count(
-                    "llm_gateway.cost_micro_usd",
-                    &who,
-                    (cost * 1e6).round() as u64,
+            // Tokens and cost under the provider and model of the attempt that used them.
+            for attempt in &bill.attempts {
+                let who = [
+                    ("provider", attempt.provider.as_str()),
+                    ("model", attempt.model.as_str()),
+                    ("group", group),
+                    ("key", key),
+                ];
+                let c = &attempt.counts;
+                for (token_type, n) in [
+                    ("input", c.prompt_tokens),
+                    ("output", c.completion_tokens),
+                    ("cached", c.cached_tokens),
+                    ("reasoning", c.reasoning_tokens),
+                ] {
+                    let [p, m, g, k] = who;
+                    ignore(self.host.count(
+                        "gen_ai.client.token.usage",
+                        &[
+                            ("token_type", token_type),
+                            p,
+                            m,
+                            g,
+                            k,
+                            ("operation", chat.operation),
+                        ],
+                        n,
+                    ));
+                }
+                if let Some(cost) = c.cost_usd {
+                    ignore(self.host.count(
+                        "llm_gateway.cost_micro_usd",
+                        &who,
+                        (cost * 1e6).round() as u64,
+                    ));
+                }
+            }
+            if reached_vendor {
+                ignore(self.host.record(
+                    "gen_ai.server.request.duration_ms",
+                    &who[..3],
+                    duration_ms,
                 ));
             }
-        }
-        if reached_vendor {
-            ignore(
-                self.host
-                    .record("gen_ai.server.request.duration_ms", &who[..3], duration_ms),
+            if let Some(ttft) = record.ttft_ms {
+                ignore(
+                    self.host
+                        .record("gen_ai.server.time_to_first_token_ms", &who[..2], ttft),
+                );
+            }
+            let one = |name: &str, labels: &[(&str, &str)], yes: bool| {
+                ignore(self.host.count(name, labels, u64::from(yes)));
+            };
+            ignore(self.host.count(
+                "llm_gateway.failovers",
+                &[("group", group)],
+                attempts.saturating_sub(1),
+            ));
+            one(
+                "llm_gateway.content_filtered",
+                &who[..1],
+                record.content_filtered(),
+            );
+            one("llm_gateway.usage_estimated", &who[..1], estimated);
+            one(
+                "llm_gateway.client_disconnects",
+                &who[..1],
+                client_disconnected,
             );
         }
-        if let Some(ttft) = record.ttft_ms {
-            ignore(
-                self.host
-                    .record("gen_ai.server.time_to_first_token_ms", &who[..2], ttft),
-            );
-        }
-        let one = |name: &str, labels: &[(&str, &str)], yes: bool| {
-            ignore(self.host.count(name, labels, u64::from(yes)));
-        };
-        let attempts = route.len() as u64;
-        ignore(self.host.count(
-            "llm_gateway.failovers",
-            &[("group", group)],
-            attempts.saturating_sub(1),
-        ));
-        one(
-            "llm_gateway.content_filtered",
-            &who[..1],
-            record.content_filtered(),
-        );
-        one("llm_gateway.usage_estimated", &who[..1], estimated);
-        one(
-            "llm_gateway.client_disconnects",
-            &who[..1],
-            client_disconnected,
-        );
 
         let log = RequestLog {
             request_id: &self.request_id,

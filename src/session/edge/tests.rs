@@ -199,6 +199,37 @@ fn the_access_log_line_is_written_when_the_request_ends() {
     assert_eq!(line["route"], serde_json::json!(["an/claude-x:200"]));
 }
 
+#[test]
+fn request_metrics_off_leaves_the_series_out_and_the_log_line_in() {
+    for (extra, series) in [("", true), (r#","request_metrics":false"#, false)] {
+        let mut e = edge(config(extra), "POST", "/v1/chat/completions", CHAT);
+        send(&mut e);
+        answer_and_end(&mut e);
+        let calls = e.host.take_calls();
+        for metric in [
+            "count llm_gateway.requests",
+            "count llm_gateway.attempts",
+            "count gen_ai.client.token.usage",
+            "record gen_ai.server.request.duration_ms",
+        ] {
+            assert_eq!(
+                calls.iter().any(|c| c.starts_with(metric)),
+                series,
+                "{extra}: {metric} in {calls:?}"
+            );
+        }
+        let line: serde_json::Value =
+            serde_json::from_str(&e.host.prop("llm_log").unwrap()).unwrap();
+        assert_eq!(
+            (
+                line["prompt_tokens"].as_u64(),
+                line["completion_tokens"].as_u64()
+            ),
+            (Some(5), Some(2))
+        );
+    }
+}
+
 const MESSAGES: &str =
     r#"{"model":"chat","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}"#;
 
