@@ -714,7 +714,10 @@ mod differential {
                 ] {
                     assert_eq!(format!("{old:?}"), format!("{new:?}"), "{body}");
                     match &new {
-                        Ok(r) => oks += usize::from(r.native_only.is_none()) + 1000 * usize::from(r.native_only.is_some()),
+                        Ok(r) => {
+                            oks += usize::from(r.native_only.is_none())
+                                + 1000 * usize::from(r.native_only.is_some())
+                        }
                         Err(e) => {
                             errors.insert(e.message.split(" at line ").next().unwrap().to_owned());
                         }
@@ -739,7 +742,9 @@ mod differential {
             bodies += 1;
         }
         eprintln!("differential: {bodies} bodies, each parsed as a request and as a count; ok (plain + 1000 x native-only) {oks}, {} distinct errors", errors.len());
-        for e in &errors { eprintln!("  {e}"); }
+        for e in &errors {
+            eprintln!("  {e}");
+        }
         assert!(bodies > 10_000, "{bodies}");
     }
 }

@@ -4,12 +4,11 @@
 //! any depth too, and every error names its field the way Anthropic does
 //! (`messages.2.content.0.text`).
 //!
-//! Three steps: the body's syntax and duplicate keys ([`syntax`]), one
-//! borrowed read into the client's wire types
-//! ([`crate::wire::anthropic::client`], which keep wrong JSON types and
-//! unknown members instead of refusing them), then the checks and the
-//! mapping here, in Anthropic's order (top-level members in key order), so
-//! a body with two faults gets the error Anthropic gives.
+//! Two steps: one borrowed read into the client's wire types
+//! ([`crate::wire::anthropic::client`], which refuse bad JSON and duplicate
+//! keys but keep wrong JSON types and unknown members), then the checks
+//! and the mapping here, in Anthropic's order (top-level members in key
+//! order), so a body with two faults gets the error Anthropic gives.
 //!
 //! Fields Anthropic knows and the neutral model cannot carry (server tools,
 //! `mcp_servers`, `container`, blocks such as `search_result`) are accepted
@@ -27,7 +26,6 @@ use crate::wire::anthropic::client::{self as wire, Lax, Members, Tagged};
 
 mod messages;
 mod options;
-mod syntax;
 
 use options::*;
 
@@ -76,7 +74,6 @@ fn parse_body(body: &[u8], generate: bool) -> Result<ChatRequest, GatewayError> 
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(GatewayError::invalid("body", "request body is empty"));
     }
-    syntax::check(body).map_err(body_error)?;
     let Lax::Is(wire) = serde_json::from_slice::<Lax<wire::Request>>(body).map_err(body_error)?
     else {
         return Err(GatewayError::invalid(

@@ -6,18 +6,22 @@
 //! Read leniently, so that the Messages surface, not serde, words every
 //! refusal the way Anthropic does: each member keeps its JSON type when it
 //! is not the one the field takes ([`Lax`]), and an object's unknown
-//! members are noted ([`Members::first_extra`]), not refused. Syntax and
-//! duplicate keys are checked before (the surface's `syntax` pass).
+//! members are noted ([`Members::first_extra`]), not refused. What it does
+//! refuse, in the same pass, is what [`Strict`] refuses, in its words:
+//! bad JSON and duplicate keys at any depth, named by their path
+//! (`messages[0].role: duplicate field at line 1 column 60`), skipped
+//! values included ([`Checked`]).
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::fmt;
 use std::marker::PhantomData;
 
 use serde::de::value::MapAccessDeserializer;
-use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Number, Value};
 
-use crate::model::json::Strict;
+use crate::model::json::{at, Index, Strict};
 
 /// A member's value: `null`, a JSON type the field does not take, or the
 /// one it does.
@@ -53,14 +57,12 @@ pub trait Shape<'de>: Sized {
         None
     }
 
-    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Option<Self>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(None)
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Option<Self>, A::Error> {
+        CheckVisitor.visit_seq(seq).map(|_| None)
     }
 
-    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(None)
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
+        CheckVisitor.visit_map(map).map(|_| None)
     }
 }
 
@@ -146,7 +148,7 @@ impl Shape<'_> for Number {
 impl<'de, T: Deserialize<'de>> Shape<'de> for Vec<T> {
     fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Option<Self>, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element()? {
+        while let Some(item) = at(Index(items.len()), seq.next_element())? {
             items.push(item);
         }
         Ok(Some(items))
@@ -177,14 +179,12 @@ impl<'de> Shape<'de> for Set {
         Some(Set)
     }
 
-    fn from_seq<A: SeqAccess<'de>>(mut seq: A) -> Result<Option<Self>, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Some(Set))
+    fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Option<Self>, A::Error> {
+        CheckVisitor.visit_seq(seq).map(|_| Some(Set))
     }
 
-    fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Some(Set))
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
+        CheckVisitor.visit_map(map).map(|_| Some(Set))
     }
 }
 
@@ -210,6 +210,102 @@ impl<'de> Deserialize<'de> for Key<'de> {
             }
         }
         d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// A value skipped (an unknown member, one the surface does not read),
+/// checked as [`Strict`] reads it: its syntax, and no duplicate keys.
+#[derive(Debug)]
+pub struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CheckVisitor)
+    }
+}
+
+struct CheckVisitor;
+
+impl<'de> Visitor<'de> for CheckVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        let mut len = 0;
+        while at(Index(len), seq.next_element::<Checked>())?.is_some() {
+            len += 1;
+        }
+        Ok(Checked)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        let mut keys = Keys::default();
+        while let Some(Key(key)) = map.next_key()? {
+            if !keys.insert(&key) {
+                return Err(duplicate(&key));
+            }
+            at(&key, map.next_value::<Checked>())?;
+        }
+        Ok(Checked)
+    }
+}
+
+/// [`Strict`]'s words for a key given twice.
+fn duplicate<E: de::Error>(key: &str) -> E {
+    E::custom(format!("{key}: duplicate field"))
+}
+
+/// An object's keys so far: a list while short, a set beyond.
+#[derive(Default)]
+struct Keys<'de> {
+    few: Vec<Cow<'de, str>>,
+    many: HashSet<Cow<'de, str>>,
+}
+
+impl<'de> Keys<'de> {
+    /// Longer objects than this look their keys up in a set.
+    const LINEAR: usize = 16;
+
+    /// Adds a key; `false` when the object already had it.
+    fn insert(&mut self, key: &Cow<'de, str>) -> bool {
+        if self.few.len() < Self::LINEAR {
+            if self.few.contains(key) {
+                return false;
+            }
+            self.few.push(key.clone());
+            return true;
+        }
+        if self.many.is_empty() {
+            self.many.extend(self.few.iter().cloned());
+        }
+        self.many.insert(key.clone())
     }
 }
 
@@ -248,11 +344,20 @@ macro_rules! object {
         impl<'de> Shape<'de> for $name<'de> {
             fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Option<Self>, A::Error> {
                 let mut out = Self::default();
+                let mut others = Keys::default();
                 while let Some(Key(key)) = map.next_key()? {
                     match &*key {
-                        $($key => out.$field = Some(map.next_value()?),)*
+                        $($key => {
+                            if out.$field.is_some() {
+                                return Err(duplicate(&key));
+                            }
+                            out.$field = Some(at(&key, map.next_value())?);
+                        })*
                         _ => {
-                            map.next_value::<IgnoredAny>()?;
+                            if !others.insert(&key) {
+                                return Err(duplicate(&key));
+                            }
+                            at(&key, map.next_value::<Checked>())?;
                             if out.unknown.as_ref().is_none_or(|first| key < *first) {
                                 out.unknown = Some(key);
                             }
@@ -285,20 +390,20 @@ tagged!(Block, Source, ToolChoice, Thinking, OutputFormat);
 object! {
     /// The request body (members in key order: Anthropic checks them so).
     Request {
-        cache_control: IgnoredAny = "cache_control",
-        container: IgnoredAny = "container",
-        context_management: IgnoredAny = "context_management",
-        diagnostics: IgnoredAny = "diagnostics",
-        inference_geo: IgnoredAny = "inference_geo",
+        cache_control: Checked = "cache_control",
+        container: Checked = "container",
+        context_management: Checked = "context_management",
+        diagnostics: Checked = "diagnostics",
+        inference_geo: Checked = "inference_geo",
         max_tokens: Lax<Number> = "max_tokens",
-        mcp_servers: IgnoredAny = "mcp_servers",
+        mcp_servers: Checked = "mcp_servers",
         messages: Lax<Vec<Lax<Message<'a>>>> = "messages",
         metadata: Lax<Metadata<'a>> = "metadata",
         model: Lax<Cow<'a, str>> = "model",
         output_config: Lax<OutputConfig<'a>> = "output_config",
         output_format: Lax<OutputFormat<'a>> = "output_format",
-        service_tier: IgnoredAny = "service_tier",
-        speed: IgnoredAny = "speed",
+        service_tier: Checked = "service_tier",
+        speed: Checked = "speed",
         stop_sequences: Lax<Vec<Lax<Cow<'a, str>>>> = "stop_sequences",
         stream: Lax<bool> = "stream",
         system: Lax<Content<'a>> = "system",
@@ -308,8 +413,8 @@ object! {
         tools: Lax<Vec<Lax<Tool<'a>>>> = "tools",
         top_k: Lax<Number> = "top_k",
         top_p: Lax<Number> = "top_p",
-        user_profile_id: IgnoredAny = "user_profile_id",
-        workspace_id: IgnoredAny = "workspace_id",
+        user_profile_id: Checked = "user_profile_id",
+        workspace_id: Checked = "workspace_id",
     }
 }
 
@@ -403,10 +508,10 @@ object! {
         input_schema: Lax<Value> = "input_schema",
         cache_control: Lax<CacheControl<'a>> = "cache_control",
         strict: Lax<bool> = "strict",
-        input_examples: IgnoredAny = "input_examples",
-        defer_loading: IgnoredAny = "defer_loading",
+        input_examples: Checked = "input_examples",
+        defer_loading: Checked = "defer_loading",
         allowed_callers: Lax<Vec<Lax<Cow<'a, str>>>> = "allowed_callers",
-        eager_input_streaming: IgnoredAny = "eager_input_streaming",
+        eager_input_streaming: Checked = "eager_input_streaming",
     }
 }
 
@@ -422,7 +527,7 @@ object! {
     Thinking {
         kind: Lax<Cow<'a, str>> = "type",
         budget_tokens: Lax<Number> = "budget_tokens",
-        display: IgnoredAny = "display",
+        display: Checked = "display",
     }
 }
 
@@ -437,5 +542,44 @@ object! {
     OutputFormat {
         kind: Lax<Cow<'a, str>> = "type",
         schema: Lax<Value> = "schema",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn duplicates_are_found_in_wide_objects_and_named_by_path() {
+        let keys: String = (0..20).map(|i| format!(r#""k{i}":[{i}],"#)).collect();
+        for (body, error) in [
+            (
+                format!(r#"{{"a":{{{keys}"k3":0}}}}"#),
+                "a.k3: duplicate field",
+            ),
+            (format!(r#"{{"a":{{{keys}"k20":0}}}}"#), ""),
+            (
+                r#"{"a":[{},{"b":1,"b":2}]}"#.to_owned(),
+                "a[1].b: duplicate field",
+            ),
+            (
+                format!(r#"{{"model":"m","x":{{{keys}"k19":0}}}}"#),
+                "x.k19: duplicate field",
+            ),
+            (
+                r#"{"model":"m","zz":1,"zz":2}"#.to_owned(),
+                "zz: duplicate field",
+            ),
+        ] {
+            match serde_json::from_slice::<Lax<Request>>(body.as_bytes()) {
+                Ok(_) => assert_eq!(error, "", "{body}"),
+                Err(e) => assert!(
+                    !error.is_empty() && e.to_string().starts_with(error),
+                    "{body}: {e}"
+                ),
+            }
+        }
     }
 }
