@@ -26,8 +26,6 @@ use crate::wire::anthropic::{
     Message, MessageDelta, MessageStart, StopDelta, ToolInput, Usage as MessageUsage,
 };
 
-#[cfg(test)]
-mod legacy;
 pub mod models;
 pub mod request;
 
