@@ -268,7 +268,7 @@ impl<'de> Visitor<'de> for CheckVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
         let mut keys = Keys::default();
         while let Some(Key(key)) = map.next_key()? {
-            if !keys.insert(&key) {
+            if !keys.insert(key.clone()) {
                 return Err(duplicate(&key));
             }
             at(&key, map.next_value::<Checked>())?;
@@ -294,18 +294,18 @@ impl<'de> Keys<'de> {
     const LINEAR: usize = 16;
 
     /// Adds a key; `false` when the object already had it.
-    fn insert(&mut self, key: &Cow<'de, str>) -> bool {
+    fn insert(&mut self, key: Cow<'de, str>) -> bool {
         if self.few.len() < Self::LINEAR {
-            if self.few.contains(key) {
+            if self.few.contains(&key) {
                 return false;
             }
-            self.few.push(key.clone());
+            self.few.push(key);
             return true;
         }
         if self.many.is_empty() {
             self.many.extend(self.few.iter().cloned());
         }
-        self.many.insert(key.clone())
+        self.many.insert(key)
     }
 }
 
@@ -354,7 +354,7 @@ macro_rules! object {
                             out.$field = Some(at(&key, map.next_value())?);
                         })*
                         _ => {
-                            if !others.insert(&key) {
+                            if !others.insert(key.clone()) {
                                 return Err(duplicate(&key));
                             }
                             at(&key, map.next_value::<Checked>())?;
