@@ -21,6 +21,7 @@ use llm_gateway_core::model::request::ChatRequest;
 use llm_gateway_core::model::response::Origin;
 use llm_gateway_core::redact::Redactor;
 use llm_gateway_core::sse::{SseError, SseParser};
+use llm_gateway_core::surfaces::anthropic_messages::request as messages;
 
 /// A dialect, its provider config fields, a vendor response, a vendor stream's events.
 type Sample = (DialectKind, &'static str, Vec<u8>, Vec<Vec<u8>>);
@@ -279,6 +280,19 @@ fn unified_request(size: usize) -> Vec<u8> {
     serde_json::to_vec(&body).unwrap()
 }
 
+/// An Anthropic Messages request of about `size` bytes (the unified
+/// request's content, as a client of the Messages API sends it).
+fn messages_request(size: usize) -> Vec<u8> {
+    let mut body = serde_json::json!({"model": "bench", "max_tokens": 256,
+        "system": "You are a benchmark.",
+        "messages": [{"role": "user", "content": ""}]});
+    let empty = serde_json::to_vec(&body).unwrap().len();
+    body["messages"][0]["content"] = "lorem ipsum "
+        .repeat(size.saturating_sub(empty) / 12)
+        .into();
+    serde_json::to_vec(&body).unwrap()
+}
+
 /// Median time of one call of `f`, over batches of about 5 ms each.
 fn time<R>(mut f: impl FnMut() -> R) -> Duration {
     const BATCHES: usize = 21;
@@ -329,6 +343,11 @@ fn main() {
         let body = unified_request(size);
         let t = time(|| ChatRequest::parse(black_box(&body)).unwrap());
         row(&format!("unified parse, {} KB", size / 1024), t, "");
+    }
+    for size in [1024, 100 * 1024] {
+        let body = messages_request(size);
+        let t = time(|| messages::parse(black_box(&body)).unwrap());
+        row(&format!("messages parse, {} KB", size / 1024), t, "");
     }
     // A reasoning model's request policy (max_tokens renamed): what the
     // upstream role does before encoding for gpt-5 and the o-series.

@@ -4,31 +4,35 @@
 //! any depth too, and every error names its field the way Anthropic does
 //! (`messages.2.content.0.text`).
 //!
+//! Two steps: one borrowed read into the client's wire types
+//! ([`crate::wire::anthropic::client`], which refuse bad JSON and duplicate
+//! keys but keep wrong JSON types and unknown members), then the checks
+//! and the mapping here, in Anthropic's order (top-level members in key
+//! order), so a body with two faults gets the error Anthropic gives.
+//!
 //! Fields Anthropic knows and the neutral model cannot carry (server tools,
 //! `mcp_servers`, `container`, blocks such as `search_result`) are accepted
 //! and marked in [`ChatRequest::native_only`]: only a vendor speaking this
 //! API (which gets the client's bytes) can take them. `service_tier` and
 //! `context_management` are hints other vendors do without (dropped).
-//!
-//! Long on purpose (about 980 lines of code, then its tests): the strict
-//! parser of the API's whole request schema, every field with the error the
-//! vendor gives for it, reads best in one place.
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+use serde_json::Number;
 
 use crate::error::GatewayError;
-use crate::model::json::Strict;
 use crate::model::request::*;
+use crate::wire::anthropic::client::{self as wire, Lax, Members, Tagged};
 
-/// Server tools' `type`s start with one of these (the SDK's `ToolUnionParam`:
-/// web search and fetch, code execution, bash, text editor, computer and
-/// browser toolsets, memory, tool search; and the beta MCP toolset); a
-/// custom tool has no `type` or `"custom"`.
 mod messages;
 mod options;
 
 use options::*;
 
+/// Server tools' `type`s start with one of these (the SDK's `ToolUnionParam`:
+/// web search and fetch, code execution, bash, text editor, computer and
+/// browser toolsets, memory, tool search; and the beta MCP toolset); a
+/// custom tool has no `type` or `"custom"`.
 const SERVER_TOOL_PREFIXES: [&str; 10] = [
     "web_search_",
     "web_fetch_",
@@ -70,24 +74,27 @@ fn parse_body(body: &[u8], generate: bool) -> Result<ChatRequest, GatewayError> 
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(GatewayError::invalid("body", "request body is empty"));
     }
-    let Strict(value) = serde_json::from_slice(body).map_err(|e| {
-        let msg = e.to_string();
-        let param = msg
-            .split_once(": ")
-            .map(|(p, _)| p)
-            .filter(|p| !p.contains(' '))
-            .unwrap_or("body");
-        GatewayError::invalid(param, format!("invalid request body: {msg}"))
-    })?;
-    let Value::Object(map) = value else {
+    let Lax::Is(wire) = serde_json::from_slice::<Lax<wire::Request>>(body).map_err(body_error)?
+    else {
         return Err(GatewayError::invalid(
             "body",
             "Input should be a valid dictionary",
         ));
     };
-    let mut request = Parser::default().request(map, generate)?;
+    let mut request = Parser::default().request(wire, generate)?;
     request.source_len = body.len();
     Ok(request)
+}
+
+/// A syntax error or duplicate key, named by its path when it has one.
+fn body_error(e: serde_json::Error) -> GatewayError {
+    let msg = e.to_string();
+    let param = msg
+        .split_once(": ")
+        .map(|(p, _)| p)
+        .filter(|p| !p.contains(' '))
+        .unwrap_or("body");
+    GatewayError::invalid(param, format!("invalid request body: {msg}"))
 }
 
 /// A field's error, Anthropic's way: `path: message`.
@@ -103,25 +110,21 @@ fn required(at: &str) -> GatewayError {
     invalid(at, "Field required")
 }
 
-/// An object's fields, refusing any not in `allowed`.
-fn object<'a>(
-    v: &'a Value,
-    at: &str,
-    allowed: &[&str],
-) -> Result<&'a Map<String, Value>, GatewayError> {
-    let Value::Object(map) = v else {
+/// An object, refusing the first member (in key order) not in `allowed`.
+fn object<T: Members>(v: Lax<T>, at: &str, allowed: &[&str]) -> Result<T, GatewayError> {
+    let Lax::Is(object) = v else {
         return Err(invalid(at, "Input should be a valid dictionary"));
     };
-    if let Some(key) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+    if let Some(key) = object.first_extra(allowed) {
         return Err(extra(&format!("{at}.{key}")));
     }
-    Ok(map)
+    Ok(object)
 }
 
-fn string(map: &Map<String, Value>, key: &str, at: &str) -> Result<String, GatewayError> {
-    match map.get(key) {
+fn string(v: Option<Lax<Cow<str>>>, key: &str, at: &str) -> Result<String, GatewayError> {
+    match v {
         None => Err(required(&format!("{at}.{key}"))),
-        Some(Value::String(s)) => Ok(s.clone()),
+        Some(Lax::Is(s)) => Ok(s.into_owned()),
         Some(_) => Err(invalid(
             &format!("{at}.{key}"),
             "Input should be a valid string",
@@ -130,39 +133,44 @@ fn string(map: &Map<String, Value>, key: &str, at: &str) -> Result<String, Gatew
 }
 
 fn optional_string(
-    map: &Map<String, Value>,
+    v: Option<Lax<Cow<str>>>,
     key: &str,
     at: &str,
 ) -> Result<Option<String>, GatewayError> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(_) => string(map, key, at).map(Some),
+    match v {
+        None | Some(Lax::Null) => Ok(None),
+        v => string(v, key, at).map(Some),
     }
 }
 
-fn optional_bool(
-    map: &Map<String, Value>,
-    key: &str,
-    at: &str,
-) -> Result<Option<bool>, GatewayError> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(invalid(
+fn optional_bool(v: Option<Lax<bool>>, key: &str, at: &str) -> Result<Option<bool>, GatewayError> {
+    match v {
+        None | Some(Lax::Null) => Ok(None),
+        Some(Lax::Is(b)) => Ok(Some(b)),
+        Some(Lax::Other) => Err(invalid(
             &format!("{at}.{key}"),
             "Input should be a valid boolean",
         )),
     }
 }
 
-fn integer(v: &Value, at: &str, min: u64) -> Result<u32, GatewayError> {
+/// Whether a member is there and not `null`.
+fn is_set<T>(v: &Option<Lax<T>>) -> bool {
+    v.as_ref().is_some_and(|v| !v.is_null())
+}
+
+fn integer(v: &Lax<Number>, at: &str, min: u64) -> Result<u32, GatewayError> {
     let too_small = || {
         invalid(
             at,
             format!("Input should be greater than or equal to {min}"),
         )
     };
-    let n = match (v.as_u64(), v.as_i64()) {
+    let (unsigned, signed) = match v {
+        Lax::Is(n) => (n.as_u64(), n.as_i64()),
+        _ => (None, None),
+    };
+    let n = match (unsigned, signed) {
         (Some(n), _) => n,
         (None, Some(_)) => return Err(too_small()),
         (None, None) => return Err(invalid(at, "Input should be a valid integer")),
@@ -174,10 +182,12 @@ fn integer(v: &Value, at: &str, min: u64) -> Result<u32, GatewayError> {
 }
 
 /// `temperature`, `top_p`: a number from 0 to 1.
-fn unit(v: &Value, at: &str) -> Result<f64, GatewayError> {
-    let x = v
-        .as_f64()
-        .ok_or_else(|| invalid(at, "Input should be a valid number"))?;
+fn unit(v: &Lax<Number>, at: &str) -> Result<f64, GatewayError> {
+    let x = match v {
+        Lax::Is(n) => n.as_f64(),
+        _ => None,
+    }
+    .ok_or_else(|| invalid(at, "Input should be a valid number"))?;
     if x < 0.0 {
         return Err(invalid(at, "Input should be greater than or equal to 0"));
     }
@@ -187,24 +197,29 @@ fn unit(v: &Value, at: &str) -> Result<f64, GatewayError> {
     Ok(x)
 }
 
-fn array<'a>(v: &'a Value, at: &str) -> Result<&'a Vec<Value>, GatewayError> {
-    v.as_array()
-        .ok_or_else(|| invalid(at, "Input should be a valid list"))
+fn array<T>(v: Lax<Vec<T>>, at: &str) -> Result<Vec<T>, GatewayError> {
+    match v {
+        Lax::Is(items) => Ok(items),
+        _ => Err(invalid(at, "Input should be a valid list")),
+    }
 }
 
-fn cache_control(map: &Map<String, Value>, at: &str) -> Result<Option<CacheControl>, GatewayError> {
-    let Some(v) = map.get("cache_control").filter(|v| !v.is_null()) else {
+fn cache_control(
+    v: Option<Lax<wire::CacheControl>>,
+    at: &str,
+) -> Result<Option<CacheControl>, GatewayError> {
+    let Some(v) = v.filter(|v| !v.is_null()) else {
         return Ok(None);
     };
     let at = format!("{at}.cache_control");
-    let cc = object(v, &at, &["type", "ttl"])?;
-    if string(cc, "type", &at)? != "ephemeral" {
+    let mut cc = object(v, &at, &["type", "ttl"])?;
+    if string(cc.kind.take(), "type", &at)? != "ephemeral" {
         return Err(invalid(
             &format!("{at}.type"),
             "Input should be 'ephemeral'",
         ));
     }
-    let ttl = optional_string(cc, "ttl", &at)?;
+    let ttl = optional_string(cc.ttl, "ttl", &at)?;
     if let Some(ttl) = &ttl {
         if ttl != "5m" && ttl != "1h" {
             return Err(invalid(
@@ -216,16 +231,27 @@ fn cache_control(map: &Map<String, Value>, at: &str) -> Result<Option<CacheContr
     Ok(Some(CacheControl { ttl }))
 }
 
-/// The block's `type`.
-fn block_type<'a>(block: &'a Value, at: &str) -> Result<&'a str, GatewayError> {
-    match block.get("type") {
-        Some(Value::String(t)) => Ok(t),
+/// A tagged object and its `type`.
+fn block_type<'a, T: Tagged<'a>>(v: Lax<T>, at: &str) -> Result<(Cow<'a, str>, T), GatewayError> {
+    let Lax::Is(mut object) = v else {
+        return Err(invalid(at, "Input should be a valid dictionary"));
+    };
+    match object.take_type() {
+        Some(Lax::Is(kind)) => Ok((kind, object)),
         Some(_) => Err(invalid(
             &format!("{at}.type"),
             "Input should be a valid string",
         )),
-        None if block.is_object() => Err(required(&format!("{at}.type"))),
-        None => Err(invalid(at, "Input should be a valid dictionary")),
+        None => Err(required(&format!("{at}.type"))),
+    }
+}
+
+/// Refuses the request's first unknown member once the check has passed
+/// it in key order (Anthropic checks the members in that order).
+fn reached(unknown: Option<&str>, key: &str) -> Result<(), GatewayError> {
+    match unknown {
+        Some(first) if first < key => Err(extra(first)),
+        _ => Ok(()),
     }
 }
 
@@ -249,102 +275,129 @@ impl Parser {
     }
 
     /// The same for `key` of an object, when it is set (not null).
-    fn native_if_set(&mut self, map: &Map<String, Value>, key: &str, at: &str) {
-        if map.get(key).is_some_and(|v| !v.is_null()) {
+    fn native_if_set<T>(&mut self, v: &Option<Lax<T>>, key: &str, at: &str) {
+        if is_set(v) {
             self.native(format!("{at}.{key}"));
         }
     }
 
     /// The request; `generate` when it asks for an answer (`max_tokens`
-    /// required then).
-    fn request(
-        mut self,
-        map: Map<String, Value>,
-        generate: bool,
-    ) -> Result<ChatRequest, GatewayError> {
+    /// required then). Members in key order, each refused where it fails.
+    fn request(mut self, w: wire::Request, generate: bool) -> Result<ChatRequest, GatewayError> {
+        let unknown = w.unknown.as_deref();
         let mut r = ChatRequest::default();
-        let mut thinking: Option<Reasoning> = None;
-        let mut effort: Option<Effort> = None;
-        for (key, v) in &map {
-            match key.as_str() {
-                "model" => {
-                    r.model = match v {
-                        Value::String(m) => m.clone(),
-                        _ => return Err(invalid("model", "Input should be a valid string")),
-                    }
-                }
-                "max_tokens" => r.max_tokens = Some(integer(v, "max_tokens", 1)?),
-                "messages" => {}
-                "system" => {
-                    if let Some(system) = self.system(v)? {
-                        r.messages.push(system);
-                    }
-                }
-                "stop_sequences" => {
-                    for (i, s) in array(v, "stop_sequences")?.iter().enumerate() {
-                        match s {
-                            Value::String(s) => r.stop.push(s.clone()),
-                            _ => {
-                                return Err(invalid(
-                                    &format!("stop_sequences.{i}"),
-                                    "Input should be a valid string",
-                                ))
-                            }
-                        }
-                    }
-                }
-                "stream" => {
-                    r.stream = match v {
-                        Value::Bool(b) => *b,
-                        Value::Null => false,
-                        _ => return Err(invalid("stream", "Input should be a valid boolean")),
-                    }
-                }
-                "temperature" => r.temperature = Some(unit(v, "temperature")?),
-                "top_p" => r.top_p = Some(unit(v, "top_p")?),
-                "top_k" => r.top_k = Some(integer(v, "top_k", 0)?),
-                "metadata" => {
-                    let m = object(v, "metadata", &["user_id"])?;
-                    r.user = optional_string(m, "user_id", "metadata")?;
-                }
-                "tools" => {
-                    for (i, tool) in array(v, "tools")?.iter().enumerate() {
-                        if let Some(tool) = self.tool(tool, &format!("tools.{i}"))? {
-                            r.tools.push(tool);
-                        }
-                    }
-                }
-                "tool_choice" => {
-                    let (choice, parallel) = tool_choice(v)?;
-                    r.tool_choice = choice;
-                    r.parallel_tool_calls = parallel;
-                }
-                "thinking" => thinking = thinking_config(v)?,
-                "output_config" => {
-                    let oc = object(v, "output_config", &["effort", "format"])?;
-                    if let Some(name) = optional_string(oc, "effort", "output_config")? {
-                        effort = Some(effort_level(&name)?);
-                    }
-                    if let Some(format) = oc.get("format").filter(|f| !f.is_null()) {
-                        r.response_format = Some(output_format(format, "output_config.format")?);
-                    }
-                }
-                "output_format" => {
-                    r.response_format = Some(output_format(v, "output_format")?);
-                }
-                // Hints and account selectors other vendors do without
-                // (the top-level `cache_control` marks the last cacheable
-                // block: prompt caching is the vendor's own).
-                "service_tier" | "context_management" | "inference_geo" | "speed"
-                | "diagnostics" | "cache_control" | "user_profile_id" | "workspace_id" => {}
-                "container" | "mcp_servers" => self.native(key.clone()),
-                _ => return Err(extra(key)),
+        // Hints and account selectors other vendors do without (the
+        // top-level `cache_control` marks the last cacheable block: prompt
+        // caching is the vendor's own): `cache_control`,
+        // `context_management`, `diagnostics`, `inference_geo`,
+        // `service_tier`, `speed`, `user_profile_id`, `workspace_id`.
+        reached(unknown, "container")?;
+        if w.container.is_some() {
+            self.native("container".into());
+        }
+        reached(unknown, "max_tokens")?;
+        if let Some(v) = &w.max_tokens {
+            r.max_tokens = Some(integer(v, "max_tokens", 1)?);
+        }
+        reached(unknown, "mcp_servers")?;
+        if w.mcp_servers.is_some() {
+            self.native("mcp_servers".into());
+        }
+        reached(unknown, "metadata")?;
+        if let Some(v) = w.metadata {
+            let m = object(v, "metadata", &["user_id"])?;
+            r.user = optional_string(m.user_id, "user_id", "metadata")?;
+        }
+        reached(unknown, "model")?;
+        let model_given = w.model.is_some();
+        if let Some(v) = w.model {
+            r.model = match v {
+                Lax::Is(m) => m.into_owned(),
+                _ => return Err(invalid("model", "Input should be a valid string")),
             }
         }
+        reached(unknown, "output_config")?;
+        let mut effort = None;
+        if let Some(v) = w.output_config {
+            let oc = object(v, "output_config", &["effort", "format"])?;
+            if let Some(name) = optional_string(oc.effort, "effort", "output_config")? {
+                effort = Some(effort_level(&name)?);
+            }
+            if let Some(format) = oc.format.filter(|f| !f.is_null()) {
+                r.response_format = Some(output_format(format, "output_config.format")?);
+            }
+        }
+        reached(unknown, "output_format")?;
+        if let Some(v) = w.output_format {
+            r.response_format = Some(output_format(v, "output_format")?);
+        }
+        reached(unknown, "stop_sequences")?;
+        if let Some(v) = w.stop_sequences {
+            for (i, s) in array(v, "stop_sequences")?.into_iter().enumerate() {
+                match s {
+                    Lax::Is(s) => r.stop.push(s.into_owned()),
+                    _ => {
+                        return Err(invalid(
+                            &format!("stop_sequences.{i}"),
+                            "Input should be a valid string",
+                        ))
+                    }
+                }
+            }
+        }
+        reached(unknown, "stream")?;
+        if let Some(v) = w.stream {
+            r.stream = match v {
+                Lax::Is(b) => b,
+                Lax::Null => false,
+                Lax::Other => return Err(invalid("stream", "Input should be a valid boolean")),
+            }
+        }
+        reached(unknown, "system")?;
+        if let Some(v) = w.system {
+            if let Some(system) = self.system(v)? {
+                r.messages.push(system);
+            }
+        }
+        reached(unknown, "temperature")?;
+        if let Some(v) = &w.temperature {
+            r.temperature = Some(unit(v, "temperature")?);
+        }
+        reached(unknown, "thinking")?;
+        let thinking = match w.thinking {
+            Some(v) => thinking_config(v)?,
+            None => None,
+        };
+        reached(unknown, "tool_choice")?;
+        if let Some(v) = w.tool_choice {
+            let (choice, parallel) = tool_choice(v)?;
+            r.tool_choice = choice;
+            r.parallel_tool_calls = parallel;
+        }
+        reached(unknown, "tools")?;
+        if let Some(v) = w.tools {
+            for (i, tool) in array(v, "tools")?.into_iter().enumerate() {
+                if let Some(tool) = self.tool(tool, &format!("tools.{i}"))? {
+                    r.tools.push(tool);
+                }
+            }
+        }
+        reached(unknown, "top_k")?;
+        if let Some(v) = &w.top_k {
+            r.top_k = Some(integer(v, "top_k", 0)?);
+        }
+        reached(unknown, "top_p")?;
+        if let Some(v) = &w.top_p {
+            r.top_p = Some(unit(v, "top_p")?);
+        }
+        if let Some(first) = unknown {
+            return Err(extra(first));
+        }
         if r.model.is_empty() {
-            return Err(match map.get("model") {
-                None => required("model"),
-                Some(_) => invalid("model", "String should have at least 1 character"),
+            return Err(if model_given {
+                invalid("model", "String should have at least 1 character")
+            } else {
+                required("model")
             });
         }
         if r.model.len() > MAX_MODEL_NAME || r.model.chars().any(char::is_control) {
@@ -358,7 +411,7 @@ impl Parser {
             None if generate => return Err(required("max_tokens")),
             None => u32::MAX,
         };
-        let Some(messages) = map.get("messages") else {
+        let Some(messages) = w.messages else {
             return Err(required("messages"));
         };
         let messages = array(messages, "messages")?;
@@ -374,7 +427,7 @@ impl Parser {
                 format!("at most {MAX_MESSAGES} messages are accepted"),
             ));
         }
-        for (i, m) in messages.iter().enumerate() {
+        for (i, m) in messages.into_iter().enumerate() {
             self.message(m, i, &mut r.messages)?;
         }
         r.reasoning = match (thinking, effort) {
@@ -416,26 +469,19 @@ impl Parser {
     }
 
     /// `system`: a string or text blocks.
-    fn system(&mut self, v: &Value) -> Result<Option<Message>, GatewayError> {
+    fn system(&mut self, v: Lax<wire::Content>) -> Result<Option<Message>, GatewayError> {
         let content = match v {
-            Value::Null => return Ok(None),
-            Value::String(s) if s.is_empty() => return Ok(None),
-            Value::String(s) => Content::Text(s.clone()),
-            Value::Array(blocks) => {
-                let mut parts = Vec::with_capacity(blocks.len());
-                for (i, block) in blocks.iter().enumerate() {
-                    let at = format!("system.{i}");
-                    if block_type(block, &at)? != "text" {
-                        return Err(invalid(&format!("{at}.type"), "Input should be 'text'"));
-                    }
-                    parts.push(self.text(block, &at)?);
-                }
+            Lax::Null => return Ok(None),
+            Lax::Is(wire::Content::Text(s)) if s.is_empty() => return Ok(None),
+            Lax::Is(wire::Content::Text(s)) => Content::Text(s.into_owned()),
+            Lax::Is(wire::Content::Blocks(blocks)) => {
+                let parts = self.text_blocks(blocks, "system")?;
                 if parts.is_empty() {
                     return Ok(None);
                 }
                 Content::Parts(parts)
             }
-            _ => {
+            Lax::Other => {
                 return Err(invalid(
                     "system",
                     "Input should be a valid string or a valid list",
@@ -446,6 +492,24 @@ impl Parser {
             content,
             name: None,
         }))
+    }
+
+    /// Blocks that may only be text (the system prompt, a system turn).
+    fn text_blocks(
+        &mut self,
+        blocks: Vec<Lax<wire::Block>>,
+        at: &str,
+    ) -> Result<Vec<ContentPart>, GatewayError> {
+        let mut parts = Vec::with_capacity(blocks.len());
+        for (i, block) in blocks.into_iter().enumerate() {
+            let at = format!("{at}.{i}");
+            let (kind, block) = block_type(block, &at)?;
+            if kind != "text" {
+                return Err(invalid(&format!("{at}.type"), "Input should be 'text'"));
+            }
+            parts.push(self.text(block, &at)?);
+        }
+        Ok(parts)
     }
 }
 

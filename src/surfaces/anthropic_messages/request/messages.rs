@@ -4,32 +4,66 @@
 
 use super::*;
 
+/// A block type's members (Anthropic refuses any other).
+const TEXT: &[&str] = &["type", "text", "cache_control", "citations"];
+const IMAGE: &[&str] = &["type", "source", "cache_control", "transformations"];
+const DOCUMENT: &[&str] = &[
+    "type",
+    "source",
+    "title",
+    "context",
+    "citations",
+    "cache_control",
+];
+const TOOL_RESULT: &[&str] = &[
+    "type",
+    "tool_use_id",
+    "content",
+    "is_error",
+    "cache_control",
+    "toolset_name",
+];
+const TOOL_USE: &[&str] = &[
+    "type",
+    "id",
+    "name",
+    "input",
+    "cache_control",
+    "caller",
+    "toolset_name",
+];
+
 impl Parser {
     /// A text block (its citations, which only Anthropic reads, are
     /// checked as a list and otherwise left to it).
-    pub(super) fn text(&mut self, block: &Value, at: &str) -> Result<ContentPart, GatewayError> {
-        let map = object(block, at, &["type", "text", "cache_control", "citations"])?;
-        self.native_if_set(map, "citations", at);
+    pub(super) fn text(
+        &mut self,
+        block: wire::Block,
+        at: &str,
+    ) -> Result<ContentPart, GatewayError> {
+        let block = object(Lax::Is(block), at, TEXT)?;
+        self.native_if_set(&block.citations, "citations", at);
         Ok(ContentPart::Text {
-            text: string(map, "text", at)?,
-            cache_control: cache_control(map, at)?,
+            text: string(block.text, "text", at)?,
+            cache_control: cache_control(block.cache_control, at)?,
         })
     }
 
-    pub(super) fn image(&mut self, block: &Value, at: &str) -> Result<ContentPart, GatewayError> {
-        let map = object(
-            block,
-            at,
-            &["type", "source", "cache_control", "transformations"],
-        )?;
-        self.native_if_set(map, "transformations", at);
+    pub(super) fn image(
+        &mut self,
+        block: wire::Block,
+        at: &str,
+    ) -> Result<ContentPart, GatewayError> {
+        let block = object(Lax::Is(block), at, IMAGE)?;
+        self.native_if_set(&block.transformations, "transformations", at);
         let source_at = format!("{at}.source");
-        let source = map.get("source").ok_or_else(|| required(&source_at))?;
+        let source = block.source.ok_or_else(|| required(&source_at))?;
+        let (kind, source) = block_type(source, &source_at)?;
         let url =
-            match block_type(source, &source_at)? {
+            match &*kind {
                 "base64" => {
-                    let s = object(source, &source_at, &["type", "media_type", "data"])?;
-                    let media_type = string(s, "media_type", &source_at)?;
+                    let s = object(Lax::Is(source), &source_at, &["type", "media_type", "data"])?;
+                    let media_type = string(s.media_type, "media_type", &source_at)?;
                     if !["image/jpeg", "image/png", "image/gif", "image/webp"]
                         .contains(&media_type.as_str())
                     {
@@ -40,12 +74,12 @@ impl Parser {
                     }
                     format!(
                         "data:{media_type};base64,{}",
-                        string(s, "data", &source_at)?
+                        string(s.data, "data", &source_at)?
                     )
                 }
                 "url" => {
-                    let s = object(source, &source_at, &["type", "url"])?;
-                    let url = string(s, "url", &source_at)?;
+                    let s = object(Lax::Is(source), &source_at, &["type", "url"])?;
+                    let url = string(s.url, "url", &source_at)?;
                     if !(url.starts_with("https://") || url.starts_with("http://")) {
                         return Err(invalid(
                             &format!("{source_at}.url"),
@@ -65,47 +99,36 @@ impl Parser {
             };
         Ok(ContentPart::ImageUrl {
             image_url: ImageUrl { url, detail: None },
-            cache_control: cache_control(map, at)?,
+            cache_control: cache_control(block.cache_control, at)?,
         })
     }
 
     pub(super) fn document(
         &mut self,
-        block: &Value,
+        block: wire::Block,
         at: &str,
     ) -> Result<ContentPart, GatewayError> {
-        let map = object(
-            block,
-            at,
-            &[
-                "type",
-                "source",
-                "title",
-                "context",
-                "citations",
-                "cache_control",
-            ],
-        )?;
-        for key in ["context", "citations"] {
-            self.native_if_set(map, key, at);
-        }
+        let block = object(Lax::Is(block), at, DOCUMENT)?;
+        self.native_if_set(&block.context, "context", at);
+        self.native_if_set(&block.citations, "citations", at);
         let source_at = format!("{at}.source");
-        let source = map.get("source").ok_or_else(|| required(&source_at))?;
-        let source = match block_type(source, &source_at)? {
+        let source = block.source.ok_or_else(|| required(&source_at))?;
+        let (kind, source) = block_type(source, &source_at)?;
+        let source = match &*kind {
             "base64" => {
-                let s = object(source, &source_at, &["type", "media_type", "data"])?;
+                let s = object(Lax::Is(source), &source_at, &["type", "media_type", "data"])?;
                 DocumentSource::Base64 {
-                    media_type: string(s, "media_type", &source_at)?,
-                    data: string(s, "data", &source_at)?,
+                    media_type: string(s.media_type, "media_type", &source_at)?,
+                    data: string(s.data, "data", &source_at)?,
                 }
             }
             "url" => {
-                let s = object(source, &source_at, &["type", "url"])?;
-                DocumentSource::Url(string(s, "url", &source_at)?)
+                let s = object(Lax::Is(source), &source_at, &["type", "url"])?;
+                DocumentSource::Url(string(s.url, "url", &source_at)?)
             }
             "text" => {
-                let s = object(source, &source_at, &["type", "media_type", "data"])?;
-                DocumentSource::Text(string(s, "data", &source_at)?)
+                let s = object(Lax::Is(source), &source_at, &["type", "media_type", "data"])?;
+                DocumentSource::Text(string(s.data, "data", &source_at)?)
             }
             "content" | "file" => {
                 self.native(source_at);
@@ -120,33 +143,27 @@ impl Parser {
         };
         Ok(ContentPart::Document(Document {
             source,
-            title: optional_string(map, "title", at)?,
-            cache_control: cache_control(map, at)?,
+            title: optional_string(block.title, "title", at)?,
+            cache_control: cache_control(block.cache_control, at)?,
         }))
     }
 
-    pub(super) fn tool_result(&mut self, block: &Value, at: &str) -> Result<Message, GatewayError> {
-        let map = object(
-            block,
-            at,
-            &[
-                "type",
-                "tool_use_id",
-                "content",
-                "is_error",
-                "cache_control",
-                "toolset_name",
-            ],
-        )?;
-        self.native_if_set(map, "toolset_name", at);
-        let content = match map.get("content") {
-            None | Some(Value::Null) => Content::Text(String::new()),
-            Some(Value::String(s)) => Content::Text(s.clone()),
-            Some(Value::Array(blocks)) => {
+    pub(super) fn tool_result(
+        &mut self,
+        block: wire::Block,
+        at: &str,
+    ) -> Result<Message, GatewayError> {
+        let block = object(Lax::Is(block), at, TOOL_RESULT)?;
+        self.native_if_set(&block.toolset_name, "toolset_name", at);
+        let content = match block.content {
+            None | Some(Lax::Null) => Content::Text(String::new()),
+            Some(Lax::Is(wire::Content::Text(s))) => Content::Text(s.into_owned()),
+            Some(Lax::Is(wire::Content::Blocks(blocks))) => {
                 let mut parts = Vec::with_capacity(blocks.len());
-                for (j, b) in blocks.iter().enumerate() {
+                for (j, b) in blocks.into_iter().enumerate() {
                     let at = format!("{at}.content.{j}");
-                    match block_type(b, &at)? {
+                    let (kind, b) = block_type(b, &at)?;
+                    match &*kind {
                         "text" => parts.push(self.text(b, &at)?),
                         "image" => parts.push(self.image(b, &at)?),
                         "document" => parts.push(self.document(b, &at)?),
@@ -161,7 +178,7 @@ impl Parser {
                 }
                 Content::Parts(parts)
             }
-            Some(_) => {
+            Some(Lax::Other) => {
                 return Err(invalid(
                     &format!("{at}.content"),
                     "Input should be a valid string or a valid list",
@@ -170,27 +187,59 @@ impl Parser {
         };
         Ok(Message::Tool {
             content,
-            tool_call_id: string(map, "tool_use_id", at)?,
-            is_error: optional_bool(map, "is_error", at)?.unwrap_or(false),
-            cache_control: cache_control(map, at)?,
+            tool_call_id: string(block.tool_use_id, "tool_use_id", at)?,
+            is_error: optional_bool(block.is_error, "is_error", at)?.unwrap_or(false),
+            cache_control: cache_control(block.cache_control, at)?,
+        })
+    }
+
+    /// An assistant's tool call.
+    fn tool_use(&mut self, block: wire::Block, at: &str) -> Result<ToolCall, GatewayError> {
+        let b = object(Lax::Is(block), at, TOOL_USE)?;
+        self.native_if_set(&b.toolset_name, "toolset_name", at);
+        // Called by the model itself is every vendor's way;
+        // by a server tool (programmatic calling) only Anthropic's.
+        let direct = |c: &Lax<wire::Caller>| matches!(c, Lax::Is(wire::Caller { kind: Some(Lax::Is(k)), .. }) if *k == "direct");
+        if b.caller
+            .as_ref()
+            .is_some_and(|c| !c.is_null() && !direct(c))
+        {
+            self.native(format!("{at}.caller"));
+        }
+        let input = match b.input {
+            Some(Lax::Is(v)) => v.to_string(),
+            _ => {
+                return Err(invalid(
+                    &format!("{at}.input"),
+                    "Input should be a valid dictionary",
+                ))
+            }
+        };
+        Ok(ToolCall {
+            id: string(b.id, "id", at)?,
+            kind: "function".into(),
+            function: FunctionCall {
+                name: string(b.name, "name", at)?,
+                arguments: input,
+            },
         })
     }
 
     pub(super) fn message(
         &mut self,
-        m: &Value,
+        m: Lax<wire::Message>,
         i: usize,
         out: &mut Vec<Message>,
     ) -> Result<(), GatewayError> {
         let at = format!("messages.{i}");
-        let map = object(m, &at, &["role", "content"])?;
-        let role = string(map, "role", &at)?;
-        let content = map
-            .get("content")
+        let m = object(m, &at, &["role", "content"])?;
+        let role = string(m.role, "role", &at)?;
+        let content = m
+            .content
             .ok_or_else(|| required(&format!("{at}.content")))?;
         let blocks = match content {
-            Value::String(s) => {
-                let content = Content::Text(s.clone());
+            Lax::Is(wire::Content::Text(s)) => {
+                let content = Content::Text(s.into_owned());
                 out.push(match role.as_str() {
                     "user" => Message::User {
                         content,
@@ -205,7 +254,7 @@ impl Parser {
                 });
                 return Ok(());
             }
-            Value::Array(blocks) => blocks,
+            Lax::Is(wire::Content::Blocks(blocks)) => blocks,
             _ => {
                 return Err(invalid(
                     &format!("{at}.content"),
@@ -216,9 +265,10 @@ impl Parser {
         match role.as_str() {
             "user" => {
                 let mut turn = UserTurn::default();
-                for (j, block) in blocks.iter().enumerate() {
+                for (j, block) in blocks.into_iter().enumerate() {
                     let at = format!("{at}.content.{j}");
-                    match block_type(block, &at)? {
+                    let (kind, block) = block_type(block, &at)?;
+                    match &*kind {
                         "text" => turn.parts.push(self.text(block, &at)?),
                         "image" => turn.parts.push(self.image(block, &at)?),
                         "document" => turn.parts.push(self.document(block, &at)?),
@@ -245,65 +295,27 @@ impl Parser {
                 let mut parts = Vec::new();
                 let mut reasoning = Vec::new();
                 let mut calls = Vec::new();
-                for (j, block) in blocks.iter().enumerate() {
+                for (j, block) in blocks.into_iter().enumerate() {
                     let at = format!("{at}.content.{j}");
-                    match block_type(block, &at)? {
+                    let (kind, block) = block_type(block, &at)?;
+                    match &*kind {
                         "text" => parts.push(self.text(block, &at)?),
-                        "tool_use" => {
-                            let b = object(
-                                block,
-                                &at,
-                                &[
-                                    "type",
-                                    "id",
-                                    "name",
-                                    "input",
-                                    "cache_control",
-                                    "caller",
-                                    "toolset_name",
-                                ],
-                            )?;
-                            self.native_if_set(b, "toolset_name", &at);
-                            // Called by the model itself is every vendor's way;
-                            // by a server tool (programmatic calling) only Anthropic's.
-                            if b.get("caller").is_some_and(|c| {
-                                !c.is_null()
-                                    && c.get("type").and_then(Value::as_str) != Some("direct")
-                            }) {
-                                self.native(format!("{at}.caller"));
-                            }
-                            let input = match b.get("input") {
-                                Some(v @ Value::Object(_)) => v.to_string(),
-                                _ => {
-                                    return Err(invalid(
-                                        &format!("{at}.input"),
-                                        "Input should be a valid dictionary",
-                                    ))
-                                }
-                            };
-                            calls.push(ToolCall {
-                                id: string(b, "id", &at)?,
-                                kind: "function".into(),
-                                function: FunctionCall {
-                                    name: string(b, "name", &at)?,
-                                    arguments: input,
-                                },
-                            });
-                        }
+                        "tool_use" => calls.push(self.tool_use(block, &at)?),
                         "thinking" => {
-                            let b = object(block, &at, &["type", "thinking", "signature"])?;
+                            let b =
+                                object(Lax::Is(block), &at, &["type", "thinking", "signature"])?;
                             reasoning.push(Thinking {
-                                text: string(b, "thinking", &at)?,
-                                signature: Some(string(b, "signature", &at)?),
+                                text: string(b.thinking, "thinking", &at)?,
+                                signature: Some(string(b.signature, "signature", &at)?),
                                 redacted: None,
                             });
                         }
                         "redacted_thinking" => {
-                            let b = object(block, &at, &["type", "data"])?;
+                            let b = object(Lax::Is(block), &at, &["type", "data"])?;
                             reasoning.push(Thinking {
                                 text: String::new(),
                                 signature: None,
-                                redacted: Some(string(b, "data", &at)?),
+                                redacted: Some(string(b.data, "data", &at)?),
                             });
                         }
                         "image" | "document" | "tool_result" => {
@@ -316,23 +328,19 @@ impl Parser {
                 let content = match parts.as_slice() {
                     [] => None,
                     [ContentPart::Text {
-                        text,
                         cache_control: None,
-                    }] => Some(Content::Text(text.clone())),
+                        ..
+                    }] => match parts.pop() {
+                        Some(ContentPart::Text { text, .. }) => Some(Content::Text(text)),
+                        part => part.map(|part| Content::Parts(vec![part])),
+                    },
                     _ => Some(Content::Parts(parts)),
                 };
                 out.push(assistant(content, reasoning, calls));
             }
             "system" => {
                 // A system message between the turns: text blocks only.
-                let mut parts = Vec::with_capacity(blocks.len());
-                for (j, block) in blocks.iter().enumerate() {
-                    let at = format!("{at}.content.{j}");
-                    if block_type(block, &at)? != "text" {
-                        return Err(invalid(&format!("{at}.type"), "Input should be 'text'"));
-                    }
-                    parts.push(self.text(block, &at)?);
-                }
+                let parts = self.text_blocks(blocks, &format!("{at}.content"))?;
                 out.push(Message::System {
                     content: Content::Parts(parts),
                     name: None,

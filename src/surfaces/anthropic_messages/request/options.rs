@@ -5,28 +5,37 @@ use super::*;
 
 impl Parser {
     /// A tool definition; `None` for a server tool (marked native-only).
-    pub(super) fn tool(&mut self, v: &Value, at: &str) -> Result<Option<Tool>, GatewayError> {
-        let kind = match v.get("type") {
-            None | Some(Value::Null) => "custom",
-            Some(Value::String(t)) => t.as_str(),
-            Some(_) => {
+    pub(super) fn tool(
+        &mut self,
+        mut v: Lax<wire::Tool>,
+        at: &str,
+    ) -> Result<Option<Tool>, GatewayError> {
+        // A tool that is no object reads as a custom one (refused below).
+        let kind = match &mut v {
+            Lax::Is(tool) => tool.kind.take(),
+            _ => None,
+        };
+        match kind {
+            None | Some(Lax::Null) => {}
+            Some(Lax::Is(kind)) if kind == "custom" => {}
+            Some(Lax::Is(kind)) => {
+                if SERVER_TOOL_PREFIXES.iter().any(|p| kind.starts_with(p)) {
+                    self.native(format!("{at} ({kind})"));
+                    return Ok(None);
+                }
+                return Err(invalid(
+                    &format!("{at}.type"),
+                    format!("unknown tool type '{kind}'"),
+                ));
+            }
+            Some(Lax::Other) => {
                 return Err(invalid(
                     &format!("{at}.type"),
                     "Input should be a valid string",
                 ))
             }
-        };
-        if kind != "custom" {
-            if SERVER_TOOL_PREFIXES.iter().any(|p| kind.starts_with(p)) {
-                self.native(format!("{at} ({kind})"));
-                return Ok(None);
-            }
-            return Err(invalid(
-                &format!("{at}.type"),
-                format!("unknown tool type '{kind}'"),
-            ));
         }
-        let map = object(
+        let tool = object(
             v,
             at,
             &[
@@ -45,27 +54,24 @@ impl Parser {
         // `defer_loading`, `input_examples` and `eager_input_streaming` are
         // hints other vendors do without (the tool is declared up front);
         // a tool the model may not call itself is Anthropic's alone.
-        let direct = |callers: &Value| {
-            callers
-                .as_array()
-                .is_some_and(|c| c.iter().any(|c| c == "direct"))
-        };
-        if map
-            .get("allowed_callers")
+        let direct = |callers: &Lax<Vec<Lax<Cow<str>>>>| matches!(callers, Lax::Is(c) if c.iter().any(|c| matches!(c, Lax::Is(c) if *c == "direct")));
+        if tool
+            .allowed_callers
+            .as_ref()
             .is_some_and(|c| !c.is_null() && !direct(c))
         {
             self.native(format!("{at}.allowed_callers"));
         }
-        let name = string(map, "name", at)?;
+        let name = string(tool.name, "name", at)?;
         if name.is_empty() || name.len() > 128 {
             return Err(invalid(
                 &format!("{at}.name"),
                 "String should have 1 to 128 characters",
             ));
         }
-        let schema = match map.get("input_schema") {
+        let schema = match tool.input_schema {
             None => return Err(required(&format!("{at}.input_schema"))),
-            Some(s @ Value::Object(_)) => s.clone(),
+            Some(Lax::Is(schema)) => schema,
             Some(_) => {
                 return Err(invalid(
                     &format!("{at}.input_schema"),
@@ -77,21 +83,23 @@ impl Parser {
             kind: ToolKind::Function,
             function: FunctionDef {
                 name,
-                description: optional_string(map, "description", at)?,
+                description: optional_string(tool.description, "description", at)?,
                 parameters: Some(schema),
-                strict: optional_bool(map, "strict", at)?,
+                strict: optional_bool(tool.strict, "strict", at)?,
             },
-            cache_control: cache_control(map, at)?,
+            cache_control: cache_control(tool.cache_control, at)?,
         }))
     }
 }
 
 /// `tool_choice` and its `disable_parallel_tool_use` (as `parallel_tool_calls: false`).
-pub(super) fn tool_choice(v: &Value) -> Result<(Option<ToolChoice>, Option<bool>), GatewayError> {
+pub(super) fn tool_choice(
+    v: Lax<wire::ToolChoice>,
+) -> Result<(Option<ToolChoice>, Option<bool>), GatewayError> {
     let at = "tool_choice";
-    let kind = block_type(v, at)?;
+    let (kind, v) = block_type(v, at)?;
     let allowed: &[&str] =
-        match kind {
+        match &*kind {
             "auto" | "any" => &["type", "disable_parallel_tool_use"],
             "tool" => &["type", "name", "disable_parallel_tool_use"],
             "none" => &["type"],
@@ -100,30 +108,35 @@ pub(super) fn tool_choice(v: &Value) -> Result<(Option<ToolChoice>, Option<bool>
                 "Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'",
             )),
         };
-    let map = object(v, at, allowed)?;
-    let choice = match kind {
+    let mut choice = object(Lax::Is(v), at, allowed)?;
+    let kind = match &*kind {
         "auto" => ToolChoice::Auto,
         "any" => ToolChoice::Required,
-        "tool" => ToolChoice::Function(string(map, "name", at)?),
+        "tool" => ToolChoice::Function(string(choice.name.take(), "name", at)?),
         _ => ToolChoice::None,
     };
-    let parallel = optional_bool(map, "disable_parallel_tool_use", at)?
-        .filter(|d| *d)
-        .map(|_| false);
-    Ok((Some(choice), parallel))
+    let parallel = optional_bool(
+        choice.disable_parallel_tool_use,
+        "disable_parallel_tool_use",
+        at,
+    )?
+    .filter(|d| *d)
+    .map(|_| false);
+    Ok((Some(kind), parallel))
 }
 
 /// `thinking`: `enabled` with a budget, `adaptive`, or `disabled` (`None`).
-pub(super) fn thinking_config(v: &Value) -> Result<Option<Reasoning>, GatewayError> {
+pub(super) fn thinking_config(v: Lax<wire::Thinking>) -> Result<Option<Reasoning>, GatewayError> {
     let at = "thinking";
-    match block_type(v, at)? {
+    let (kind, v) = block_type(v, at)?;
+    match &*kind {
         "enabled" => {
-            let map = object(v, at, &["type", "budget_tokens", "display"])?;
-            let budget = map
-                .get("budget_tokens")
+            let thinking = object(Lax::Is(v), at, &["type", "budget_tokens", "display"])?;
+            let budget = thinking
+                .budget_tokens
                 .ok_or_else(|| required("thinking.budget_tokens"))?;
             let budget = integer(
-                budget,
+                &budget,
                 "thinking.budget_tokens",
                 u64::from(MIN_THINKING_BUDGET),
             )?;
@@ -133,11 +146,11 @@ pub(super) fn thinking_config(v: &Value) -> Result<Option<Reasoning>, GatewayErr
             }))
         }
         "adaptive" => {
-            object(v, at, &["type", "display"])?;
+            object(Lax::Is(v), at, &["type", "display"])?;
             Ok(Some(Reasoning::default()))
         }
         "disabled" => {
-            object(v, at, &["type"])?;
+            object(Lax::Is(v), at, &["type"])?;
             Ok(None)
         }
         _ => Err(invalid(
@@ -161,16 +174,20 @@ pub(super) fn effort_level(name: &str) -> Result<Effort, GatewayError> {
 }
 
 /// Structured output: `{"type": "json_schema", "schema": {...}}`.
-pub(super) fn output_format(v: &Value, at: &str) -> Result<ResponseFormat, GatewayError> {
-    if block_type(v, at)? != "json_schema" {
+pub(super) fn output_format(
+    v: Lax<wire::OutputFormat>,
+    at: &str,
+) -> Result<ResponseFormat, GatewayError> {
+    let (kind, v) = block_type(v, at)?;
+    if kind != "json_schema" {
         return Err(invalid(
             &format!("{at}.type"),
             "Input should be 'json_schema'",
         ));
     }
-    let map = object(v, at, &["type", "schema"])?;
-    let schema = match map.get("schema") {
-        Some(s @ Value::Object(_)) => s.clone(),
+    let format = object(Lax::Is(v), at, &["type", "schema"])?;
+    let schema = match format.schema {
+        Some(Lax::Is(schema)) => schema,
         None => return Err(required(&format!("{at}.schema"))),
         Some(_) => {
             return Err(invalid(

@@ -10,6 +10,11 @@
 //! are ignored. What only the gateway writes (its requests' images,
 //! documents and tool results; a message's `type` and `role`) is never
 //! read; what it only reads (`Other`) is never written.
+//!
+//! The request as a client sends it, which the Messages surface reads
+//! strictly, is [`client`]'s: read leniently there, refused in the surface.
+
+pub mod client;
 
 use std::borrow::Cow;
 
