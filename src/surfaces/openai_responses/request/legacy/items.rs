@@ -1,0 +1,348 @@
+//! Input items: messages (and their content parts), function calls and
+//! their outputs, reasoning, and the built-in tools' items.
+
+use serde_json::Value;
+
+use super::*;
+
+pub(super) fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
+    let map = item
+        .as_object()
+        .ok_or_else(|| wrong_type(param, "an object"))?;
+    let kind = string(map, "type", param)?.unwrap_or("message");
+    match kind {
+        "message" => message(b, item, param),
+        "function_call" => {
+            let m = object(
+                item,
+                param,
+                &[
+                    "type",
+                    "id",
+                    "call_id",
+                    "name",
+                    "arguments",
+                    "status",
+                    "namespace",
+                    "caller",
+                ],
+            )?;
+            let name = required_string(m, "name", param)?;
+            let call = ToolCall {
+                id: required_string(m, "call_id", param)?.to_owned(),
+                kind: "function".into(),
+                function: FunctionCall {
+                    // A namespaced tool's call, as the vendor named it.
+                    name: match string(m, "namespace", param)? {
+                        Some(namespace) => {
+                            crate::surfaces::openai_responses::flat_name(namespace, name)
+                        }
+                        None => name.to_owned(),
+                    },
+                    arguments: required_string(m, "arguments", param)?.to_owned(),
+                },
+            };
+            if let Some(Message::Assistant { tool_calls, .. }) = b.assistant(true) {
+                tool_calls.push(call);
+            }
+            Ok(())
+        }
+        "function_call_output" => {
+            let m = object(
+                item,
+                param,
+                &[
+                    "type",
+                    "id",
+                    "call_id",
+                    "output",
+                    "status",
+                    "name",
+                    "namespace",
+                    "caller",
+                ],
+            )?;
+            let tool_call_id = required_string(m, "call_id", param)?.to_owned();
+            let output = format!("{param}.output");
+            let content = match m.get("output") {
+                Some(Value::String(s)) => Content::Text(s.clone()),
+                Some(Value::Array(parts)) => Content::Parts(
+                    parts
+                        .iter()
+                        .enumerate()
+                        .map(|(j, p)| input_part(b, p, &format!("{output}[{j}]")))
+                        .collect::<Result<_>>()?,
+                ),
+                Some(_) => {
+                    return Err(wrong_type(&output, "a string or an array of content parts"))
+                }
+                None => {
+                    return Err(invalid(
+                        &output,
+                        format!("Missing required parameter: '{output}'."),
+                    ))
+                }
+            };
+            b.request.messages.push(Message::Tool {
+                content,
+                tool_call_id,
+                is_error: false,
+                cache_control: None,
+            });
+            Ok(())
+        }
+        "reasoning" => {
+            let m = object(
+                item,
+                param,
+                &[
+                    "type",
+                    "id",
+                    "summary",
+                    "content",
+                    "encrypted_content",
+                    "status",
+                ],
+            )?;
+            let mut text = String::new();
+            for key in ["summary", "content"] {
+                let Some(list) = m.get(key).filter(|v| !v.is_null()) else {
+                    continue;
+                };
+                let list = list
+                    .as_array()
+                    .ok_or_else(|| wrong_type(&format!("{param}.{key}"), "an array"))?;
+                for (j, part) in list.iter().enumerate() {
+                    let p = format!("{param}.{key}[{j}]");
+                    let part = object(part, &p, &["type", "text"])?;
+                    text.push_str(required_string(part, "text", &p)?);
+                }
+                // The summary is what the client saw; the raw content, when
+                // it is there, is the same thought in full.
+                if !text.is_empty() {
+                    break;
+                }
+            }
+            // The gateway's signature of translated thinking, or an
+            // encrypted block (kept as redacted thinking).
+            let encrypted = string(m, "encrypted_content", param)?;
+            let (signature, redacted) = match encrypted {
+                Some(e) => {
+                    match e.strip_prefix(crate::surfaces::openai_responses::SIGNATURE_PREFIX) {
+                        Some(signature) => (Some(signature.to_owned()), None),
+                        None => (None, Some(e.to_owned())),
+                    }
+                }
+                None => (None, None),
+            };
+            if !text.is_empty() || redacted.is_some() {
+                b.reasoning.push(Thinking {
+                    text,
+                    signature,
+                    redacted,
+                });
+            }
+            Ok(())
+        }
+        // A search the vendor ran: its findings are in the answer that
+        // followed, and no other vendor can take the call itself.
+        "web_search_call" => {
+            object(item, param, &["type", "id", "status", "action"])?;
+            Ok(())
+        }
+        // A reference to a vendor's stored item (the gateway's own were
+        // resolved before parsing).
+        "item_reference" => {
+            b.native_only(
+                param,
+                "an item_reference to an item the gateway did not store (its own item ids end \
+                 in `_gw…`) needs the vendor that stored it: this model group's provider cannot \
+                 take it",
+            );
+            Ok(())
+        }
+        kind if BUILT_IN_ITEMS.contains(&kind) => {
+            b.native_only(
+                param,
+                format!("input items of type '{kind}' need OpenAI's own Responses API; this model group's provider cannot take them"),
+            );
+            Ok(())
+        }
+        other => Err(invalid(
+            &format!("{param}.type"),
+            format!("Invalid value: '{other}'."),
+        )),
+    }
+}
+
+fn message(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
+    let m = object(
+        item,
+        param,
+        &["type", "id", "role", "content", "status", "phase"],
+    )?;
+    let role = required_string(m, "role", param)?;
+    let content_param = format!("{param}.content");
+    let content = m.get("content").ok_or_else(|| {
+        invalid(
+            &content_param,
+            format!("Missing required parameter: '{content_param}'."),
+        )
+    })?;
+    if role == "assistant" {
+        let (text, refusal) = assistant_content(content, &content_param)?;
+        if let Some(Message::Assistant {
+            content,
+            refusal: r,
+            ..
+        }) = b.assistant(false)
+        {
+            *content = text.map(Content::Text);
+            *r = refusal;
+        }
+        return Ok(());
+    }
+    let content = match content {
+        Value::String(s) => Content::Text(s.clone()),
+        Value::Array(parts) => Content::Parts(
+            parts
+                .iter()
+                .enumerate()
+                .map(|(j, p)| input_part(b, p, &format!("{content_param}[{j}]")))
+                .collect::<Result<_>>()?,
+        ),
+        _ => {
+            return Err(wrong_type(
+                &content_param,
+                "a string or an array of content parts",
+            ))
+        }
+    };
+    b.request.messages.push(match role {
+        "user" => Message::User { content, name: None },
+        "system" => Message::System { content, name: None },
+        "developer" => Message::Developer { content, name: None },
+        other => {
+            return Err(invalid(
+                &format!("{param}.role"),
+                format!("Invalid value: '{other}'. Supported values are: 'assistant', 'system', 'developer', and 'user'."),
+            ))
+        }
+    });
+    Ok(())
+}
+
+/// An assistant message's history: its text and its refusal.
+fn assistant_content(content: &Value, param: &str) -> Result<(Option<String>, Option<String>)> {
+    let parts = match content {
+        Value::String(s) => return Ok((Some(s.clone()), None)),
+        Value::Array(parts) => parts,
+        _ => return Err(wrong_type(param, "a string or an array of content parts")),
+    };
+    let (mut text, mut refusal) = (None::<String>, None::<String>);
+    for (j, part) in parts.iter().enumerate() {
+        let p = format!("{param}[{j}]");
+        let map = part
+            .as_object()
+            .ok_or_else(|| wrong_type(&p, "an object"))?;
+        match required_string(map, "type", &p)? {
+            "output_text" | "input_text" => {
+                let m = object(part, &p, &["type", "text", "annotations", "logprobs"])?;
+                text.get_or_insert_with(String::new)
+                    .push_str(required_string(m, "text", &p)?);
+            }
+            "refusal" => {
+                let m = object(part, &p, &["type", "refusal"])?;
+                refusal
+                    .get_or_insert_with(String::new)
+                    .push_str(required_string(m, "refusal", &p)?);
+            }
+            other => {
+                return Err(invalid(
+                    &format!("{p}.type"),
+                    format!(
+                    "Invalid value: '{other}'. Assistant content is 'output_text' or 'refusal'."
+                ),
+                ))
+            }
+        }
+    }
+    Ok((text, refusal))
+}
+
+/// A user, system or developer content part (also a tool output's).
+fn input_part(b: &mut Builder, part: &Value, param: &str) -> Result<ContentPart> {
+    let map = part
+        .as_object()
+        .ok_or_else(|| wrong_type(param, "an object"))?;
+    match required_string(map, "type", param)? {
+        "input_text" => {
+            let m = object(part, param, &["type", "text"])?;
+            Ok(ContentPart::text(required_string(m, "text", param)?))
+        }
+        "input_image" => {
+            let m = object(part, param, &["type", "image_url", "file_id", "detail"])?;
+            let detail = string(m, "detail", param)?.map(str::to_owned);
+            if let Some(url) = string(m, "image_url", param)? {
+                let image_url = ImageUrl {
+                    url: url.to_owned(),
+                    detail,
+                };
+                image_url
+                    .parse()
+                    .map_err(|e| invalid(&format!("{param}.image_url"), e))?;
+                return Ok(ContentPart::ImageUrl {
+                    image_url,
+                    cache_control: None,
+                });
+            }
+            if string(m, "file_id", param)?.is_some() {
+                b.native_only(param, "uploaded files (file_id) live on OpenAI's servers; this model group's provider cannot read them");
+                return Ok(ContentPart::text(""));
+            }
+            Err(invalid(
+                &format!("{param}.image_url"),
+                format!("Missing required parameter: '{param}.image_url'."),
+            ))
+        }
+        "input_file" => {
+            let m = object(part, param, &["type", "file_data", "file_id", "file_url", "filename"])?;
+            let title = string(m, "filename", param)?.map(str::to_owned);
+            let source = if let Some(data) = string(m, "file_data", param)? {
+                let (media_type, data) = data
+                    .strip_prefix("data:")
+                    .and_then(|rest| rest.split_once(','))
+                    .and_then(|(meta, data)| Some((meta.strip_suffix(";base64")?, data)))
+                    .ok_or_else(|| {
+                        invalid(
+                            &format!("{param}.file_data"),
+                            "file_data must be a base64 data URL (data:<media type>;base64,...)",
+                        )
+                    })?;
+                DocumentSource::Base64 {
+                    media_type: media_type.to_owned(),
+                    data: data.to_owned(),
+                }
+            } else if let Some(url) = string(m, "file_url", param)? {
+                DocumentSource::Url(url.to_owned())
+            } else if string(m, "file_id", param)?.is_some() {
+                b.native_only(param, "uploaded files (file_id) live on OpenAI's servers; this model group's provider cannot read them");
+                return Ok(ContentPart::text(""));
+            } else {
+                return Err(invalid(
+                    param,
+                    "input_file needs file_data, file_url or file_id",
+                ));
+            };
+            Ok(ContentPart::Document(Document {
+                source,
+                title,
+                cache_control: None,
+            }))
+        }
+        other => Err(invalid(
+            &format!("{param}.type"),
+            format!("Invalid value: '{other}'. Supported values are: 'input_text', 'input_image' and 'input_file'."),
+        )),
+    }
+}
