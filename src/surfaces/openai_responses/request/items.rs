@@ -4,7 +4,7 @@
 use super::*;
 use crate::wire::openai_responses::client::{Item, List, Part};
 
-pub(super) fn input_item(b: &mut Builder, item: &Loose<Item>, param: &str) -> Result<()> {
+pub(super) fn input_item(b: &mut Builder, item: &Loose<Item>, param: &Path) -> Result<()> {
     let m = object(item, param)?;
     let kind = string(&m.kind, param, "type")?.unwrap_or("message");
     match kind {
@@ -56,22 +56,20 @@ pub(super) fn input_item(b: &mut Builder, item: &Loose<Item>, param: &str) -> Re
                 param,
             )?;
             let tool_call_id = required_string(&m.call_id, param, "call_id")?.to_owned();
-            let output = format!("{param}.output");
+            let output = Path::Member(param, "output");
             let content = match &m.output {
                 Some(Loose::Str(s)) => Content::Text(s.clone().into_owned()),
                 Some(Loose::Array(parts)) => Content::Parts(
                     parts
                         .iter()
                         .enumerate()
-                        .map(|(j, p)| input_part(b, p, &format!("{output}[{j}]")))
+                        .map(|(j, p)| input_part(b, p, &Path::Index(&output, j)))
                         .collect::<Result<_>>()?,
                 ),
-                Some(_) => {
-                    return Err(wrong_type(&output, "a string or an array of content parts"))
-                }
+                Some(_) => return Err(wrong_type(output, "a string or an array of content parts")),
                 None => {
                     return Err(invalid(
-                        &output,
+                        output,
                         format!("Missing required parameter: '{output}'."),
                     ))
                 }
@@ -101,10 +99,11 @@ pub(super) fn input_item(b: &mut Builder, item: &Loose<Item>, param: &str) -> Re
                 let list = match list {
                     None | Some(Loose::Null) => continue,
                     Some(Loose::Array(list)) => list,
-                    Some(_) => return Err(wrong_type(&format!("{param}.{key}"), "an array")),
+                    Some(_) => return Err(wrong_type(Path::Member(param, key), "an array")),
                 };
                 for (j, part) in list.iter().enumerate() {
-                    let p = format!("{param}.{key}[{j}]");
+                    let list_path = Path::Member(param, key);
+                    let p = Path::Index(&list_path, j);
                     let part = object(part, &p)?;
                     known(part.first_unknown(&["type", "text"]), &p)?;
                     text.push_str(required_string(&part.text, &p, "text")?);
@@ -156,22 +155,22 @@ pub(super) fn input_item(b: &mut Builder, item: &Loose<Item>, param: &str) -> Re
             Ok(())
         }
         other => Err(invalid(
-            &format!("{param}.type"),
+            format!("{param}.type"),
             format!("Invalid value: '{other}'."),
         )),
     }
 }
 
-fn message(b: &mut Builder, m: &Item, param: &str) -> Result<()> {
+fn message(b: &mut Builder, m: &Item, param: &Path) -> Result<()> {
     known(
         m.first_unknown(&["type", "id", "role", "content", "status", "phase"]),
         param,
     )?;
     let role = required_string(&m.role, param, "role")?;
-    let content_param = format!("{param}.content");
+    let content_param = Path::Member(param, "content");
     let content = m.content.as_ref().ok_or_else(|| {
         invalid(
-            &content_param,
+            content_param,
             format!("Missing required parameter: '{content_param}'."),
         )
     })?;
@@ -194,12 +193,12 @@ fn message(b: &mut Builder, m: &Item, param: &str) -> Result<()> {
             parts
                 .iter()
                 .enumerate()
-                .map(|(j, p)| input_part(b, p, &format!("{content_param}[{j}]")))
+                .map(|(j, p)| input_part(b, p, &Path::Index(&content_param, j)))
                 .collect::<Result<_>>()?,
         ),
         _ => {
             return Err(wrong_type(
-                &content_param,
+                content_param,
                 "a string or an array of content parts",
             ))
         }
@@ -210,7 +209,7 @@ fn message(b: &mut Builder, m: &Item, param: &str) -> Result<()> {
         "developer" => Message::Developer { content, name: None },
         other => {
             return Err(invalid(
-                &format!("{param}.role"),
+                format!("{param}.role"),
                 format!("Invalid value: '{other}'. Supported values are: 'assistant', 'system', 'developer', and 'user'."),
             ))
         }
@@ -221,7 +220,7 @@ fn message(b: &mut Builder, m: &Item, param: &str) -> Result<()> {
 /// An assistant message's history: its text and its refusal.
 fn assistant_content(
     content: &List<Part>,
-    param: &str,
+    param: &Path,
 ) -> Result<(Option<String>, Option<String>)> {
     let parts = match content {
         Loose::Str(s) => return Ok((Some(s.clone().into_owned()), None)),
@@ -230,7 +229,7 @@ fn assistant_content(
     };
     let (mut text, mut refusal) = (None::<String>, None::<String>);
     for (j, part) in parts.iter().enumerate() {
-        let p = format!("{param}[{j}]");
+        let p = Path::Index(param, j);
         let m = object(part, &p)?;
         match required_string(&m.kind, &p, "type")? {
             "output_text" | "input_text" => {
@@ -249,7 +248,7 @@ fn assistant_content(
             }
             other => {
                 return Err(invalid(
-                    &format!("{p}.type"),
+                    format!("{p}.type"),
                     format!(
                     "Invalid value: '{other}'. Assistant content is 'output_text' or 'refusal'."
                 ),
@@ -261,7 +260,7 @@ fn assistant_content(
 }
 
 /// A user, system or developer content part (also a tool output's).
-fn input_part(b: &mut Builder, part: &Loose<Part>, param: &str) -> Result<ContentPart> {
+fn input_part(b: &mut Builder, part: &Loose<Part>, param: &Path) -> Result<ContentPart> {
     let m = object(part, param)?;
     match required_string(&m.kind, param, "type")? {
         "input_text" => {
@@ -281,7 +280,7 @@ fn input_part(b: &mut Builder, part: &Loose<Part>, param: &str) -> Result<Conten
                 };
                 image_url
                     .parse()
-                    .map_err(|e| invalid(&format!("{param}.image_url"), e))?;
+                    .map_err(|e| invalid(format!("{param}.image_url"), e))?;
                 return Ok(ContentPart::ImageUrl {
                     image_url,
                     cache_control: None,
@@ -292,7 +291,7 @@ fn input_part(b: &mut Builder, part: &Loose<Part>, param: &str) -> Result<Conten
                 return Ok(ContentPart::text(""));
             }
             Err(invalid(
-                &format!("{param}.image_url"),
+                format!("{param}.image_url"),
                 format!("Missing required parameter: '{param}.image_url'."),
             ))
         }
@@ -309,7 +308,7 @@ fn input_part(b: &mut Builder, part: &Loose<Part>, param: &str) -> Result<Conten
                     .and_then(|(meta, data)| Some((meta.strip_suffix(";base64")?, data)))
                     .ok_or_else(|| {
                         invalid(
-                            &format!("{param}.file_data"),
+                            format!("{param}.file_data"),
                             "file_data must be a base64 data URL (data:<media type>;base64,...)",
                         )
                     })?;
@@ -335,7 +334,7 @@ fn input_part(b: &mut Builder, part: &Loose<Part>, param: &str) -> Result<Conten
             }))
         }
         other => Err(invalid(
-            &format!("{param}.type"),
+            format!("{param}.type"),
             format!("Invalid value: '{other}'. Supported values are: 'input_text', 'input_image' and 'input_file'."),
         )),
     }

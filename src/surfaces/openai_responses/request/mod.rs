@@ -19,6 +19,8 @@
 //! The top level and the shared checks are here; input items in
 //! [`items`], tools and output formats in [`tools`].
 
+use std::fmt;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -107,22 +109,43 @@ const NOT_STORED_HERE: &str = "the gateway stores the responses of this model gr
 
 type Result<T> = std::result::Result<T, GatewayError>;
 
-fn invalid(param: &str, message: impl Into<String>) -> GatewayError {
-    GatewayError::invalid(param, message.into())
+fn invalid(param: impl fmt::Display, message: impl Into<String>) -> GatewayError {
+    GatewayError::invalid(param.to_string(), message.into())
 }
 
-fn wrong_type(param: &str, expected: &str) -> GatewayError {
-    invalid(
-        param,
-        format!("Invalid type for '{param}': expected {expected}."),
-    )
+fn wrong_type(param: impl fmt::Display, expected: &str) -> GatewayError {
+    let param = param.to_string();
+    let message = format!("Invalid type for '{param}': expected {expected}.");
+    GatewayError::invalid(param, message)
 }
 
-fn unknown_field(param: &str) -> GatewayError {
-    invalid(
-        param,
-        format!("Unknown parameter: '{param}'. Unrecognized request argument supplied."),
-    )
+fn unknown_field(param: impl fmt::Display) -> GatewayError {
+    let param = param.to_string();
+    let message = format!("Unknown parameter: '{param}'. Unrecognized request argument supplied.");
+    GatewayError::invalid(param, message)
+}
+
+/// Where a member is (`input[2].content[0]`), written out only for an
+/// error or a native-only feature: a long history names none of its items.
+#[derive(Clone, Copy)]
+enum Path<'p> {
+    /// A top-level member, or (`""`) the body itself.
+    Top(&'static str),
+    Member(&'p Path<'p>, &'static str),
+    Index(&'p Path<'p>, usize),
+}
+
+/// The body's own members are named without a prefix.
+const BODY: Path = Path::Top("");
+
+impl fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Path::Top(name) => f.write_str(name),
+            Path::Member(parent, key) => write!(f, "{parent}.{key}"),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
 }
 
 /// A body serde_json refuses: its message, and the path it names.
@@ -137,7 +160,7 @@ fn body_error(e: serde_json::Error) -> GatewayError {
 }
 
 /// The object at `param`.
-fn object<'v, O, E>(value: &'v Loose<'_, O, E>, param: &str) -> Result<&'v O> {
+fn object<'v, O, E>(value: &'v Loose<'_, O, E>, param: &Path) -> Result<&'v O> {
     match value {
         Loose::Object(members) => Ok(members),
         _ => Err(wrong_type(param, "an object")),
@@ -146,38 +169,37 @@ fn object<'v, O, E>(value: &'v Loose<'_, O, E>, param: &str) -> Result<&'v O> {
 
 /// Refuses the first member its object's kind does not take (of
 /// `first_unknown`), named by its path under `param`.
-fn known(first_unknown: Option<&str>, param: &str) -> Result<()> {
+fn known(first_unknown: Option<&str>, param: &Path) -> Result<()> {
     match first_unknown {
-        Some(key) => Err(unknown_field(&format!("{param}.{key}"))),
+        Some(key) => Err(unknown_field(format_args!("{param}.{key}"))),
         None => Ok(()),
     }
 }
 
-/// A field's path: `key` of the object at `param` (`""`: the body).
-fn field(param: &str, key: &str) -> String {
-    if param.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{param}.{key}")
+/// A field's path: `key` of the object at `param`.
+fn field(param: &Path, key: &str) -> String {
+    match param {
+        Path::Top("") => key.to_owned(),
+        _ => format!("{param}.{key}"),
     }
 }
 
 /// A string member (absent or null: `None`).
 fn string<'v, O, E>(
     value: &'v Option<Loose<'_, O, E>>,
-    param: &str,
+    param: &Path,
     key: &str,
 ) -> Result<Option<&'v str>> {
     match value {
         None | Some(Loose::Null) => Ok(None),
         Some(Loose::Str(s)) => Ok(Some(&**s)),
-        Some(_) => Err(wrong_type(&field(param, key), "a string")),
+        Some(_) => Err(wrong_type(field(param, key), "a string")),
     }
 }
 
 fn required_string<'v, O, E>(
     value: &'v Option<Loose<'_, O, E>>,
-    param: &str,
+    param: &Path,
     key: &str,
 ) -> Result<&'v str> {
     string(value, param, key)?.ok_or_else(|| {
@@ -255,9 +277,9 @@ struct Builder {
 }
 
 impl Builder {
-    fn native_only(&mut self, param: impl Into<String>, message: impl Into<String>) {
+    fn native_only(&mut self, param: impl fmt::Display, message: impl Into<String>) {
         self.request.native_only.get_or_insert(NativeOnly {
-            param: param.into(),
+            param: param.to_string(),
             message: message.into(),
         });
     }
@@ -294,8 +316,8 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("body", "request body is empty"));
     }
-    syntax::check(body).map_err(body_error)?;
-    let map = match serde_json::from_slice::<Loose<client::Request>>(body).map_err(body_error)? {
+    let text = syntax::check(body).map_err(body_error)?;
+    let map = match serde_json::from_str::<Loose<client::Request>>(text).map_err(body_error)? {
         Loose::Object(map) => map,
         _ => return Err(wrong_type("body", "an object")),
     };
@@ -348,7 +370,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
         b.native_only("background", format!("background responses: {STATELESS}"));
     }
     let instructions = scalar(map.instructions)?;
-    if let Some(instructions) = string(&instructions, "", "instructions")? {
+    if let Some(instructions) = string(&instructions, &BODY, "instructions")? {
         b.request.messages.push(Message::System {
             content: Content::Text(instructions.to_owned()),
             name: None,
@@ -367,7 +389,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
                 ));
             }
             for (i, item) in items.iter().enumerate() {
-                input_item(&mut b, item, &format!("input[{i}]"))?;
+                input_item(&mut b, item, &Path::Index(&Path::Top("input"), i))?;
             }
         }
         None | Some(Loose::Null) => {}
@@ -385,7 +407,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
         None | Some(Loose::Null) => {}
         Some(Loose::Array(list)) => {
             for (i, tool) in list.iter().enumerate() {
-                any_tool(&mut b, tool, &format!("tools[{i}]"))?;
+                any_tool(&mut b, tool, &Path::Index(&Path::Top("tools"), i))?;
             }
         }
         Some(_) => return Err(wrong_type("tools", "an array")),
@@ -417,12 +439,13 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     };
     let reasoning: Option<Loose<client::Reasoning>> = view(map.reasoning)?;
     if let Some(reasoning) = reasoning.filter(|r| !r.is_null()) {
-        let r = object(&reasoning, "reasoning")?;
+        let at = Path::Top("reasoning");
+        let r = object(&reasoning, &at)?;
         known(
             r.first_unknown(&["effort", "summary", "generate_summary"]),
-            "reasoning",
+            &at,
         )?;
-        let effort = match string(&r.effort, "reasoning", "effort")? {
+        let effort = match string(&r.effort, &at, "effort")? {
             // OpenAI's highest effort, where a model has it; others get their highest.
             Some("xhigh") => Some(Effort::High),
             Some(name) => Some(Effort::parse(name).ok_or_else(|| {
@@ -437,10 +460,10 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             ("summary", &r.summary),
             ("generate_summary", &r.generate_summary),
         ] {
-            if let Some(s) = string(value, "reasoning", key)? {
+            if let Some(s) = string(value, &at, key)? {
                 if !["auto", "concise", "detailed"].contains(&s) {
                     return Err(invalid(
-                        &format!("reasoning.{key}"),
+                        format!("reasoning.{key}"),
                         format!("Invalid value: '{s}'. Supported values are: 'auto', 'concise' and 'detailed'."),
                     ));
                 }
@@ -455,12 +478,13 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     }
     let text: Option<Loose<client::Text>> = view(map.text)?;
     if let Some(text) = text.filter(|t| !t.is_null()) {
-        let t = object(&text, "text")?;
-        known(t.first_unknown(&["format", "verbosity"]), "text")?;
+        let at = Path::Top("text");
+        let t = object(&text, &at)?;
+        known(t.first_unknown(&["format", "verbosity"]), &at)?;
         if let Some(format) = t.format.filter(not_null) {
             b.request.response_format = Some(text_format(format)?);
         }
-        if let Some(v) = string(&t.verbosity, "text", "verbosity")? {
+        if let Some(v) = string(&t.verbosity, &at, "verbosity")? {
             if !["low", "medium", "high"].contains(&v) {
                 return Err(invalid("text.verbosity", format!("Invalid value: '{v}'.")));
             }
@@ -472,15 +496,15 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             .as_object()
             .ok_or_else(|| wrong_type("metadata", "an object"))?;
         if let Some((k, _)) = m.iter().find(|(_, v)| !v.is_string()) {
-            return Err(wrong_type(&format!("metadata.{k}"), "a string"));
+            return Err(wrong_type(format!("metadata.{k}"), "a string"));
         }
         // Routing rules read `metadata.task_type`; OpenAI-API vendors get it back.
         b.request.extra.insert("metadata".into(), metadata);
     }
     let user = scalar(map.user)?;
-    b.request.user = string(&user, "", "user")?.map(str::to_owned);
+    b.request.user = string(&user, &BODY, "user")?.map(str::to_owned);
     b.request.stream = boolean(&map.stream, "stream")?.unwrap_or(false);
-    b.request.request_id = string(&map.request_id, "", "request_id")?.map(str::to_owned);
+    b.request.request_id = string(&map.request_id, &BODY, "request_id")?.map(str::to_owned);
     // Kept by OpenAI, or by the gateway for the vendors that keep nothing
     // (`crate::responses_store`), unless the client says not to.
     let store = boolean(&map.store, "store")?;
@@ -492,7 +516,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
         ("safety_identifier", &map.safety_identifier),
         ("prompt_cache_retention", &map.prompt_cache_retention),
     ] {
-        string(value, "", key)?;
+        string(value, &BODY, key)?;
     }
     match &map.include {
         None | Some(Loose::Null) => {}

@@ -17,10 +17,28 @@ use crate::wire::loose::Key;
 /// set (a hostile object of many keys must not cost their square).
 const FEW_KEYS: usize = 16;
 
-/// Checks `body`: syntax, duplicate keys, serde_json's depth limit.
-pub(super) fn check(body: &[u8]) -> Result<(), serde_json::Error> {
+/// Checks `body` (syntax, duplicate keys, serde_json's depth limit) and
+/// returns it as text, which the typed parse reads without checking each
+/// string's UTF-8 again.
+pub(super) fn check(body: &[u8]) -> Result<&str, serde_json::Error> {
+    match std::str::from_utf8(body) {
+        Ok(text) => {
+            check_with(serde_json::Deserializer::from_str(text))?;
+            Ok(text)
+        }
+        // serde_json names the bytes that are not UTF-8 (in a string or out
+        // of place): a body it takes is UTF-8.
+        Err(e) => {
+            check_with(serde_json::Deserializer::from_slice(body))?;
+            Err(de::Error::custom(e))
+        }
+    }
+}
+
+fn check_with<'de, R: serde_json::de::Read<'de>>(
+    mut reader: serde_json::Deserializer<R>,
+) -> Result<(), serde_json::Error> {
     let mut keys = Vec::new();
-    let mut reader = serde_json::Deserializer::from_slice(body);
     AnyValue { keys: &mut keys }.deserialize(&mut reader)?;
     reader.end()
 }

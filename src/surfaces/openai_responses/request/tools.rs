@@ -6,7 +6,7 @@ use super::*;
 /// becomes a function tool named `<namespace>__<name>`, the name the answer
 /// splits again), the hosted web search; another built-in tool is kept for
 /// OpenAI only.
-pub(super) fn any_tool(b: &mut Builder, tool: &Loose<client::Tool>, param: &str) -> Result<()> {
+pub(super) fn any_tool(b: &mut Builder, tool: &Loose<client::Tool>, param: &Path) -> Result<()> {
     let m = object(tool, param)?;
     match required_string(&m.kind, param, "type")? {
         "function" => function_tool(b, m, param, None),
@@ -19,7 +19,7 @@ pub(super) fn any_tool(b: &mut Builder, tool: &Loose<client::Tool>, param: &str)
             required_string(&m.description, param, "description")?;
             let tools = match &m.tools {
                 Some(Loose::Array(tools)) => tools,
-                Some(_) => return Err(wrong_type(&format!("{param}.tools"), "an array")),
+                Some(_) => return Err(wrong_type(format_args!("{param}.tools"), "an array")),
                 None => {
                     let path = format!("{param}.tools");
                     return Err(invalid(
@@ -29,17 +29,18 @@ pub(super) fn any_tool(b: &mut Builder, tool: &Loose<client::Tool>, param: &str)
                 }
             };
             for (j, inner) in tools.iter().enumerate() {
-                let at = format!("{param}.tools[{j}]");
+                let tools_path = Path::Member(param, "tools");
+                let at = Path::Index(&tools_path, j);
                 let inner = object(inner, &at)?;
                 match required_string(&inner.kind, &at, "type")? {
                     "function" => function_tool(b, inner, &at, Some(namespace))?,
                     "custom" => b.native_only(
-                        &at,
+                        at,
                         format!("{at}: built-in tool 'custom' runs on OpenAI's own Responses API only; this model group's provider takes function tools"),
                     ),
                     other => {
                         return Err(invalid(
-                            &format!("{at}.type"),
+                            format!("{at}.type"),
                             format!("Invalid value: '{other}'. Supported values are: 'function' and 'custom'."),
                         ))
                     }
@@ -56,7 +57,7 @@ pub(super) fn any_tool(b: &mut Builder, tool: &Loose<client::Tool>, param: &str)
             Ok(())
         }
         kind => Err(invalid(
-            &format!("{param}.type"),
+            format!("{param}.type"),
             format!("Invalid value: '{kind}'."),
         )),
     }
@@ -65,7 +66,7 @@ pub(super) fn any_tool(b: &mut Builder, tool: &Loose<client::Tool>, param: &str)
 /// The hosted web search: its domain filter and the user's location
 /// (`search_context_size` and `external_web_access` have no counterpart
 /// elsewhere: checked, not carried).
-fn web_search(b: &mut Builder, m: &client::Tool, param: &str) -> Result<()> {
+fn web_search(b: &mut Builder, m: &client::Tool, param: &Path) -> Result<()> {
     known(
         m.first_unknown(&[
             "type",
@@ -78,7 +79,7 @@ fn web_search(b: &mut Builder, m: &client::Tool, param: &str) -> Result<()> {
     )?;
     let mut search = WebSearch::default();
     if let Some(filters) = m.filters.as_ref().filter(|f| !f.is_null()) {
-        let at = format!("{param}.filters");
+        let at = Path::Member(param, "filters");
         let f = object(filters, &at)?;
         known(f.first_unknown(&["allowed_domains"]), &at)?;
         match &f.allowed_domains {
@@ -86,21 +87,21 @@ fn web_search(b: &mut Builder, m: &client::Tool, param: &str) -> Result<()> {
             Some(Loose::Array(domains)) => {
                 for (k, d) in domains.iter().enumerate() {
                     let domain = d.as_str().ok_or_else(|| {
-                        wrong_type(&format!("{at}.allowed_domains[{k}]"), "a string")
+                        wrong_type(format!("{at}.allowed_domains[{k}]"), "a string")
                     })?;
                     search.allowed_domains.push(domain.to_owned());
                 }
             }
             Some(_) => {
                 return Err(wrong_type(
-                    &format!("{at}.allowed_domains"),
+                    format!("{at}.allowed_domains"),
                     "an array of strings",
                 ))
             }
         }
     }
     if let Some(location) = m.user_location.as_ref().filter(|l| !l.is_null()) {
-        let at = format!("{param}.user_location");
+        let at = Path::Member(param, "user_location");
         let l = object(location, &at)?;
         known(
             l.first_unknown(&["type", "city", "region", "country", "timezone"]),
@@ -108,7 +109,7 @@ fn web_search(b: &mut Builder, m: &client::Tool, param: &str) -> Result<()> {
         )?;
         if let Some(kind) = string(&l.kind, &at, "type")?.filter(|k| *k != "approximate") {
             return Err(invalid(
-                &format!("{at}.type"),
+                format!("{at}.type"),
                 format!("Invalid value: '{kind}'. Supported values are: 'approximate'."),
             ));
         }
@@ -123,7 +124,7 @@ fn web_search(b: &mut Builder, m: &client::Tool, param: &str) -> Result<()> {
     if let Some(size) = string(&m.search_context_size, param, "search_context_size")? {
         if !["low", "medium", "high"].contains(&size) {
             return Err(invalid(
-                &format!("{param}.search_context_size"),
+                format!("{param}.search_context_size"),
                 format!(
                     "Invalid value: '{size}'. Supported values are: 'low', 'medium' and 'high'."
                 ),
@@ -135,7 +136,7 @@ fn web_search(b: &mut Builder, m: &client::Tool, param: &str) -> Result<()> {
         .is_some_and(|v| !matches!(v, Loose::Null | Loose::Bool(_)))
     {
         return Err(wrong_type(
-            &format!("{param}.external_web_access"),
+            format!("{param}.external_web_access"),
             "a boolean",
         ));
     }
@@ -148,7 +149,7 @@ fn web_search(b: &mut Builder, m: &client::Tool, param: &str) -> Result<()> {
 fn function_tool(
     b: &mut Builder,
     m: &client::Tool,
-    param: &str,
+    param: &Path,
     namespace: Option<&str>,
 ) -> Result<()> {
     known(
@@ -168,7 +169,7 @@ fn function_tool(
         Some(raw) if raw.get().starts_with('{') => Some(to_value(raw)?),
         Some(_) => {
             return Err(wrong_type(
-                &format!("{param}.parameters"),
+                format!("{param}.parameters"),
                 "a JSON Schema object",
             ))
         }
@@ -176,7 +177,7 @@ fn function_tool(
     let strict = match &m.strict {
         None | Some(Loose::Null) => None,
         Some(Loose::Bool(s)) => Some(*s),
-        Some(_) => return Err(wrong_type(&format!("{param}.strict"), "a boolean")),
+        Some(_) => return Err(wrong_type(format!("{param}.strict"), "a boolean")),
     };
     let name = required_string(&m.name, param, "name")?;
     let name = match namespace {
@@ -186,7 +187,7 @@ fn function_tool(
     // One name, one tool: a namespaced tool's flat name must stay its own.
     if b.request.tools.iter().any(|t| t.function.name == name) {
         return Err(invalid(
-            &format!("{param}.name"),
+            format!("{param}.name"),
             format!("Duplicate tool name: '{name}'."),
         ));
     }
@@ -218,11 +219,11 @@ pub(super) fn tool_choice(
             )),
         },
         Loose::Object(m) => {
-            let kind = required_string(&m.kind, "tool_choice", "type")?;
+            let kind = required_string(&m.kind, &Path::Top("tool_choice"), "type")?;
             if kind == "function" {
-                known(m.first_unknown(&["type", "name"]), "tool_choice")?;
+                known(m.first_unknown(&["type", "name"]), &Path::Top("tool_choice"))?;
                 return Ok(ToolChoice::Function(
-                    required_string(&m.name, "tool_choice", "name")?.to_owned(),
+                    required_string(&m.name, &Path::Top("tool_choice"), "name")?.to_owned(),
                 ));
             }
             b.native_only(
@@ -235,25 +236,27 @@ pub(super) fn tool_choice(
     }
 }
 
+const FORMAT: Path = Path::Top("text.format");
+
 /// `text.format`: `text`, `json_object`, or a flat `json_schema`.
 pub(super) fn text_format(raw: &RawValue) -> Result<ResponseFormat> {
     let format: Option<Loose<client::Format>> = view(Some(raw))?;
     let Some(Loose::Object(m)) = &format else {
         return Err(wrong_type("text.format", "an object"));
     };
-    match required_string(&m.kind, "text.format", "type")? {
+    match required_string(&m.kind, &FORMAT, "type")? {
         "text" => {
-            known(m.first_unknown(&["type"]), "text.format")?;
+            known(m.first_unknown(&["type"]), &FORMAT)?;
             Ok(ResponseFormat::Text)
         }
         "json_object" => {
-            known(m.first_unknown(&["type"]), "text.format")?;
+            known(m.first_unknown(&["type"]), &FORMAT)?;
             Ok(ResponseFormat::JsonObject)
         }
         "json_schema" => {
             known(
                 m.first_unknown(&["type", "name", "schema", "strict", "description"]),
-                "text.format",
+                &FORMAT,
             )?;
             #[derive(Deserialize)]
             struct Flat {
