@@ -578,8 +578,4 @@ fn echo(map: &client::Request) -> Result<Map<String, Value>> {
 }
 
 #[cfg(test)]
-mod differential;
-#[cfg(test)]
-mod legacy;
-#[cfg(test)]
 mod tests;
