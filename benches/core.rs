@@ -293,6 +293,41 @@ fn messages_request(size: usize) -> Vec<u8> {
     serde_json::to_vec(&body).unwrap()
 }
 
+/// A Responses request of about `size` bytes: instructions, a function
+/// tool and a Codex-like history (messages, function calls, their outputs).
+fn responses_request(size: usize) -> Vec<u8> {
+    let mut body = serde_json::json!({"model": "bench", "instructions": "You are a benchmark.",
+        "stream": true, "store": false, "include": ["reasoning.encrypted_content"],
+        "tools": [{"type": "function", "name": "shell", "description": "Runs a command.", "strict": false,
+            "parameters": {"type": "object", "properties": {"command": {"type": "array",
+                "items": {"type": "string"}}}, "required": ["command"]}}],
+        "input": []});
+    let mut len = serde_json::to_vec(&body).unwrap().len();
+    let mut items = Vec::new();
+    for i in 0.. {
+        let call_id = format!("call_{i}");
+        let item = match i % 4 {
+            0 => serde_json::json!({"type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": "lorem ipsum dolor sit amet"}]}),
+            1 => serde_json::json!({"type": "function_call", "call_id": call_id, "name": "shell",
+                "arguments": "{\"command\":[\"ls\",\"-l\"]}"}),
+            2 => {
+                serde_json::json!({"type": "function_call_output", "call_id": format!("call_{}", i - 1),
+                "output": "lorem ipsum\nlorem ipsum\n"})
+            }
+            _ => serde_json::json!({"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "lorem ipsum dolor", "annotations": []}]}),
+        };
+        len += serde_json::to_vec(&item).unwrap().len() + 1;
+        if len > size && !items.is_empty() {
+            break;
+        }
+        items.push(item);
+    }
+    body["input"] = items.into();
+    serde_json::to_vec(&body).unwrap()
+}
+
 /// Median time of one call of `f`, over batches of about 5 ms each.
 fn time<R>(mut f: impl FnMut() -> R) -> Duration {
     const BATCHES: usize = 21;
@@ -348,6 +383,13 @@ fn main() {
         let body = messages_request(size);
         let t = time(|| messages::parse(black_box(&body)).unwrap());
         row(&format!("messages parse, {} KB", size / 1024), t, "");
+    }
+    for size in [1024, 100 * 1024] {
+        let body = responses_request(size);
+        let t = time(|| {
+            llm_gateway_core::surfaces::openai_responses::request::parse(black_box(&body)).unwrap()
+        });
+        row(&format!("responses parse, {} KB", size / 1024), t, "");
     }
     // A reasoning model's request policy (max_tokens renamed): what the
     // upstream role does before encoding for gpt-5 and the o-series.

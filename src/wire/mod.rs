@@ -8,6 +8,7 @@ pub mod bedrock;
 pub mod dashscope;
 pub mod gemini;
 pub mod gemini_embeddings;
+pub mod loose;
 pub mod openai_chat;
 pub mod openai_embeddings;
 pub mod openai_responses;

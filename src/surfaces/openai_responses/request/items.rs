@@ -1,22 +1,17 @@
 //! Input items: messages (and their content parts), function calls and
 //! their outputs, reasoning, and the built-in tools' items.
 
-use serde_json::Value;
-
 use super::*;
+use crate::wire::openai_responses::client::{Item, List, Part};
 
-pub(super) fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
-    let map = item
-        .as_object()
-        .ok_or_else(|| wrong_type(param, "an object"))?;
-    let kind = string(map, "type", param)?.unwrap_or("message");
+pub(super) fn input_item(b: &mut Builder, item: &Loose<Item>, param: &Path) -> Result<()> {
+    let m = object(item, param)?;
+    let kind = string(&m.kind, param, "type")?.unwrap_or("message");
     match kind {
-        "message" => message(b, item, param),
+        "message" => message(b, m, param),
         "function_call" => {
-            let m = object(
-                item,
-                param,
-                &[
+            known(
+                m.first_unknown(&[
                     "type",
                     "id",
                     "call_id",
@@ -25,19 +20,20 @@ pub(super) fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<(
                     "status",
                     "namespace",
                     "caller",
-                ],
+                ]),
+                param,
             )?;
-            let name = required_string(m, "name", param)?;
+            let name = required_string(&m.name, param, "name")?;
             let call = ToolCall {
-                id: required_string(m, "call_id", param)?.to_owned(),
+                id: required_string(&m.call_id, param, "call_id")?.to_owned(),
                 kind: "function".into(),
                 function: FunctionCall {
                     // A namespaced tool's call, as the vendor named it.
-                    name: match string(m, "namespace", param)? {
+                    name: match string(&m.namespace, param, "namespace")? {
                         Some(namespace) => super::super::flat_name(namespace, name),
                         None => name.to_owned(),
                     },
-                    arguments: required_string(m, "arguments", param)?.to_owned(),
+                    arguments: required_string(&m.arguments, param, "arguments")?.to_owned(),
                 },
             };
             if let Some(Message::Assistant { tool_calls, .. }) = b.assistant(true) {
@@ -46,10 +42,8 @@ pub(super) fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<(
             Ok(())
         }
         "function_call_output" => {
-            let m = object(
-                item,
-                param,
-                &[
+            known(
+                m.first_unknown(&[
                     "type",
                     "id",
                     "call_id",
@@ -58,25 +52,24 @@ pub(super) fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<(
                     "name",
                     "namespace",
                     "caller",
-                ],
+                ]),
+                param,
             )?;
-            let tool_call_id = required_string(m, "call_id", param)?.to_owned();
-            let output = format!("{param}.output");
-            let content = match m.get("output") {
-                Some(Value::String(s)) => Content::Text(s.clone()),
-                Some(Value::Array(parts)) => Content::Parts(
+            let tool_call_id = required_string(&m.call_id, param, "call_id")?.to_owned();
+            let output = Path::Member(param, "output");
+            let content = match &m.output {
+                Some(Loose::Str(s)) => Content::Text(s.clone().into_owned()),
+                Some(Loose::Array(parts)) => Content::Parts(
                     parts
                         .iter()
                         .enumerate()
-                        .map(|(j, p)| input_part(b, p, &format!("{output}[{j}]")))
+                        .map(|(j, p)| input_part(b, p, &Path::Index(&output, j)))
                         .collect::<Result<_>>()?,
                 ),
-                Some(_) => {
-                    return Err(wrong_type(&output, "a string or an array of content parts"))
-                }
+                Some(_) => return Err(wrong_type(output, "a string or an array of content parts")),
                 None => {
                     return Err(invalid(
-                        &output,
+                        output,
                         format!("Missing required parameter: '{output}'."),
                     ))
                 }
@@ -90,30 +83,30 @@ pub(super) fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<(
             Ok(())
         }
         "reasoning" => {
-            let m = object(
-                item,
-                param,
-                &[
+            known(
+                m.first_unknown(&[
                     "type",
                     "id",
                     "summary",
                     "content",
                     "encrypted_content",
                     "status",
-                ],
+                ]),
+                param,
             )?;
             let mut text = String::new();
-            for key in ["summary", "content"] {
-                let Some(list) = m.get(key).filter(|v| !v.is_null()) else {
-                    continue;
+            for (key, list) in [("summary", &m.summary), ("content", &m.content)] {
+                let list = match list {
+                    None | Some(Loose::Null) => continue,
+                    Some(Loose::Array(list)) => list,
+                    Some(_) => return Err(wrong_type(Path::Member(param, key), "an array")),
                 };
-                let list = list
-                    .as_array()
-                    .ok_or_else(|| wrong_type(&format!("{param}.{key}"), "an array"))?;
                 for (j, part) in list.iter().enumerate() {
-                    let p = format!("{param}.{key}[{j}]");
-                    let part = object(part, &p, &["type", "text"])?;
-                    text.push_str(required_string(part, "text", &p)?);
+                    let list_path = Path::Member(param, key);
+                    let p = Path::Index(&list_path, j);
+                    let part = object(part, &p)?;
+                    known(part.first_unknown(&["type", "text"]), &p)?;
+                    text.push_str(required_string(&part.text, &p, "text")?);
                 }
                 // The summary is what the client saw; the raw content, when
                 // it is there, is the same thought in full.
@@ -123,7 +116,7 @@ pub(super) fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<(
             }
             // The gateway's signature of translated thinking, or an
             // encrypted block (kept as redacted thinking).
-            let encrypted = string(m, "encrypted_content", param)?;
+            let encrypted = string(&m.encrypted_content, param, "encrypted_content")?;
             let (signature, redacted) = match encrypted {
                 Some(e) => match e.strip_prefix(super::super::SIGNATURE_PREFIX) {
                     Some(signature) => (Some(signature.to_owned()), None),
@@ -142,10 +135,7 @@ pub(super) fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<(
         }
         // A search the vendor ran: its findings are in the answer that
         // followed, and no other vendor can take the call itself.
-        "web_search_call" => {
-            object(item, param, &["type", "id", "status", "action"])?;
-            Ok(())
-        }
+        "web_search_call" => known(m.first_unknown(&["type", "id", "status", "action"]), param),
         // A reference to a vendor's stored item (the gateway's own were
         // resolved before parsing).
         "item_reference" => {
@@ -165,23 +155,22 @@ pub(super) fn input_item(b: &mut Builder, item: &Value, param: &str) -> Result<(
             Ok(())
         }
         other => Err(invalid(
-            &format!("{param}.type"),
+            format!("{param}.type"),
             format!("Invalid value: '{other}'."),
         )),
     }
 }
 
-fn message(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
-    let m = object(
-        item,
+fn message(b: &mut Builder, m: &Item, param: &Path) -> Result<()> {
+    known(
+        m.first_unknown(&["type", "id", "role", "content", "status", "phase"]),
         param,
-        &["type", "id", "role", "content", "status", "phase"],
     )?;
-    let role = required_string(m, "role", param)?;
-    let content_param = format!("{param}.content");
-    let content = m.get("content").ok_or_else(|| {
+    let role = required_string(&m.role, param, "role")?;
+    let content_param = Path::Member(param, "content");
+    let content = m.content.as_ref().ok_or_else(|| {
         invalid(
-            &content_param,
+            content_param,
             format!("Missing required parameter: '{content_param}'."),
         )
     })?;
@@ -199,17 +188,17 @@ fn message(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
         return Ok(());
     }
     let content = match content {
-        Value::String(s) => Content::Text(s.clone()),
-        Value::Array(parts) => Content::Parts(
+        Loose::Str(s) => Content::Text(s.clone().into_owned()),
+        Loose::Array(parts) => Content::Parts(
             parts
                 .iter()
                 .enumerate()
-                .map(|(j, p)| input_part(b, p, &format!("{content_param}[{j}]")))
+                .map(|(j, p)| input_part(b, p, &Path::Index(&content_param, j)))
                 .collect::<Result<_>>()?,
         ),
         _ => {
             return Err(wrong_type(
-                &content_param,
+                content_param,
                 "a string or an array of content parts",
             ))
         }
@@ -220,7 +209,7 @@ fn message(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
         "developer" => Message::Developer { content, name: None },
         other => {
             return Err(invalid(
-                &format!("{param}.role"),
+                format!("{param}.role"),
                 format!("Invalid value: '{other}'. Supported values are: 'assistant', 'system', 'developer', and 'user'."),
             ))
         }
@@ -229,33 +218,37 @@ fn message(b: &mut Builder, item: &Value, param: &str) -> Result<()> {
 }
 
 /// An assistant message's history: its text and its refusal.
-fn assistant_content(content: &Value, param: &str) -> Result<(Option<String>, Option<String>)> {
+fn assistant_content(
+    content: &List<Part>,
+    param: &Path,
+) -> Result<(Option<String>, Option<String>)> {
     let parts = match content {
-        Value::String(s) => return Ok((Some(s.clone()), None)),
-        Value::Array(parts) => parts,
+        Loose::Str(s) => return Ok((Some(s.clone().into_owned()), None)),
+        Loose::Array(parts) => parts,
         _ => return Err(wrong_type(param, "a string or an array of content parts")),
     };
     let (mut text, mut refusal) = (None::<String>, None::<String>);
     for (j, part) in parts.iter().enumerate() {
-        let p = format!("{param}[{j}]");
-        let map = part
-            .as_object()
-            .ok_or_else(|| wrong_type(&p, "an object"))?;
-        match required_string(map, "type", &p)? {
+        let p = Path::Index(param, j);
+        let m = object(part, &p)?;
+        match required_string(&m.kind, &p, "type")? {
             "output_text" | "input_text" => {
-                let m = object(part, &p, &["type", "text", "annotations", "logprobs"])?;
+                known(
+                    m.first_unknown(&["type", "text", "annotations", "logprobs"]),
+                    &p,
+                )?;
                 text.get_or_insert_with(String::new)
-                    .push_str(required_string(m, "text", &p)?);
+                    .push_str(required_string(&m.text, &p, "text")?);
             }
             "refusal" => {
-                let m = object(part, &p, &["type", "refusal"])?;
+                known(m.first_unknown(&["type", "refusal"]), &p)?;
                 refusal
                     .get_or_insert_with(String::new)
-                    .push_str(required_string(m, "refusal", &p)?);
+                    .push_str(required_string(&m.refusal, &p, "refusal")?);
             }
             other => {
                 return Err(invalid(
-                    &format!("{p}.type"),
+                    format!("{p}.type"),
                     format!(
                     "Invalid value: '{other}'. Assistant content is 'output_text' or 'refusal'."
                 ),
@@ -267,51 +260,55 @@ fn assistant_content(content: &Value, param: &str) -> Result<(Option<String>, Op
 }
 
 /// A user, system or developer content part (also a tool output's).
-fn input_part(b: &mut Builder, part: &Value, param: &str) -> Result<ContentPart> {
-    let map = part
-        .as_object()
-        .ok_or_else(|| wrong_type(param, "an object"))?;
-    match required_string(map, "type", param)? {
+fn input_part(b: &mut Builder, part: &Loose<Part>, param: &Path) -> Result<ContentPart> {
+    let m = object(part, param)?;
+    match required_string(&m.kind, param, "type")? {
         "input_text" => {
-            let m = object(part, param, &["type", "text"])?;
-            Ok(ContentPart::text(required_string(m, "text", param)?))
+            known(m.first_unknown(&["type", "text"]), param)?;
+            Ok(ContentPart::text(required_string(&m.text, param, "text")?))
         }
         "input_image" => {
-            let m = object(part, param, &["type", "image_url", "file_id", "detail"])?;
-            let detail = string(m, "detail", param)?.map(str::to_owned);
-            if let Some(url) = string(m, "image_url", param)? {
+            known(
+                m.first_unknown(&["type", "image_url", "file_id", "detail"]),
+                param,
+            )?;
+            let detail = string(&m.detail, param, "detail")?.map(str::to_owned);
+            if let Some(url) = string(&m.image_url, param, "image_url")? {
                 let image_url = ImageUrl {
                     url: url.to_owned(),
                     detail,
                 };
                 image_url
                     .parse()
-                    .map_err(|e| invalid(&format!("{param}.image_url"), e))?;
+                    .map_err(|e| invalid(format!("{param}.image_url"), e))?;
                 return Ok(ContentPart::ImageUrl {
                     image_url,
                     cache_control: None,
                 });
             }
-            if string(m, "file_id", param)?.is_some() {
+            if string(&m.file_id, param, "file_id")?.is_some() {
                 b.native_only(param, "uploaded files (file_id) live on OpenAI's servers; this model group's provider cannot read them");
                 return Ok(ContentPart::text(""));
             }
             Err(invalid(
-                &format!("{param}.image_url"),
+                format!("{param}.image_url"),
                 format!("Missing required parameter: '{param}.image_url'."),
             ))
         }
         "input_file" => {
-            let m = object(part, param, &["type", "file_data", "file_id", "file_url", "filename"])?;
-            let title = string(m, "filename", param)?.map(str::to_owned);
-            let source = if let Some(data) = string(m, "file_data", param)? {
+            known(
+                m.first_unknown(&["type", "file_data", "file_id", "file_url", "filename"]),
+                param,
+            )?;
+            let title = string(&m.filename, param, "filename")?.map(str::to_owned);
+            let source = if let Some(data) = string(&m.file_data, param, "file_data")? {
                 let (media_type, data) = data
                     .strip_prefix("data:")
                     .and_then(|rest| rest.split_once(','))
                     .and_then(|(meta, data)| Some((meta.strip_suffix(";base64")?, data)))
                     .ok_or_else(|| {
                         invalid(
-                            &format!("{param}.file_data"),
+                            format!("{param}.file_data"),
                             "file_data must be a base64 data URL (data:<media type>;base64,...)",
                         )
                     })?;
@@ -319,9 +316,9 @@ fn input_part(b: &mut Builder, part: &Value, param: &str) -> Result<ContentPart>
                     media_type: media_type.to_owned(),
                     data: data.to_owned(),
                 }
-            } else if let Some(url) = string(m, "file_url", param)? {
+            } else if let Some(url) = string(&m.file_url, param, "file_url")? {
                 DocumentSource::Url(url.to_owned())
-            } else if string(m, "file_id", param)?.is_some() {
+            } else if string(&m.file_id, param, "file_id")?.is_some() {
                 b.native_only(param, "uploaded files (file_id) live on OpenAI's servers; this model group's provider cannot read them");
                 return Ok(ContentPart::text(""));
             } else {
@@ -337,7 +334,7 @@ fn input_part(b: &mut Builder, part: &Value, param: &str) -> Result<ContentPart>
             }))
         }
         other => Err(invalid(
-            &format!("{param}.type"),
+            format!("{param}.type"),
             format!("Invalid value: '{other}'. Supported values are: 'input_text', 'input_image' and 'input_file'."),
         )),
     }

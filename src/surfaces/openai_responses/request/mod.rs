@@ -12,59 +12,30 @@
 //! named `<namespace>__<name>`) and `web_search` (the vendor's own search,
 //! [`WebSearch`]; its `web_search_call` items in history are dropped).
 //!
+//! The body is read in two passes: [`syntax`] checks its JSON and refuses
+//! duplicate keys, building nothing; then it is read into the borrowed,
+//! loose wire types (`wire::openai_responses::client`), which take every
+//! member whatever its type, and checked here in OpenAI's order and words.
 //! The top level and the shared checks are here; input items in
 //! [`items`], tools and output formats in [`tools`].
 
+use std::fmt;
+
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::GatewayError;
-use crate::model::json::Strict;
 use crate::model::request::*;
+use crate::wire::loose::Loose;
+use crate::wire::openai_responses::client;
 
 mod items;
+mod syntax;
 mod tools;
 
 use items::input_item;
 use tools::{any_tool, text_format, tool_choice};
-
-/// Top-level fields of `POST /v1/responses` (the OpenAI reference's
-/// `ResponseCreateParams`), plus our `request_id`.
-const FIELDS: &[&str] = &[
-    "background",
-    "client_metadata",
-    "context_management",
-    "conversation",
-    "include",
-    "input",
-    "instructions",
-    "max_output_tokens",
-    "max_tool_calls",
-    "metadata",
-    "model",
-    "moderation",
-    "parallel_tool_calls",
-    "previous_response_id",
-    "prompt",
-    "prompt_cache_key",
-    "prompt_cache_options",
-    "prompt_cache_retention",
-    "reasoning",
-    "request_id",
-    "safety_identifier",
-    "service_tier",
-    "store",
-    "stream",
-    "stream_options",
-    "temperature",
-    "text",
-    "tool_choice",
-    "tools",
-    "top_logprobs",
-    "top_p",
-    "truncation",
-    "user",
-];
 
 /// Fields that need OpenAI's server-side state or features: sent on by a
 /// pass-through, refused when translated.
@@ -138,75 +109,122 @@ const NOT_STORED_HERE: &str = "the gateway stores the responses of this model gr
 
 type Result<T> = std::result::Result<T, GatewayError>;
 
-fn invalid(param: &str, message: impl Into<String>) -> GatewayError {
-    GatewayError::invalid(param, message.into())
+fn invalid(param: impl fmt::Display, message: impl Into<String>) -> GatewayError {
+    GatewayError::invalid(param.to_string(), message.into())
 }
 
-fn wrong_type(param: &str, expected: &str) -> GatewayError {
-    invalid(
-        param,
-        format!("Invalid type for '{param}': expected {expected}."),
-    )
+fn wrong_type(param: impl fmt::Display, expected: &str) -> GatewayError {
+    let param = param.to_string();
+    let message = format!("Invalid type for '{param}': expected {expected}.");
+    GatewayError::invalid(param, message)
 }
 
-fn unknown_field(param: &str) -> GatewayError {
-    invalid(
-        param,
-        format!("Unknown parameter: '{param}'. Unrecognized request argument supplied."),
-    )
+fn unknown_field(param: impl fmt::Display) -> GatewayError {
+    let param = param.to_string();
+    let message = format!("Unknown parameter: '{param}'. Unrecognized request argument supplied.");
+    GatewayError::invalid(param, message)
 }
 
-/// An object's fields, each checked against the ones its type allows.
-fn object<'a>(value: &'a Value, param: &str, allowed: &[&str]) -> Result<&'a Map<String, Value>> {
-    let map = value
-        .as_object()
-        .ok_or_else(|| wrong_type(param, "an object"))?;
-    if let Some(key) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(unknown_field(&format!("{param}.{key}")));
-    }
-    Ok(map)
+/// Where a member is (`input[2].content[0]`), written out only for an
+/// error or a native-only feature: a long history names none of its items.
+#[derive(Clone, Copy)]
+enum Path<'p> {
+    /// A top-level member, or (`""`) the body itself.
+    Top(&'static str),
+    Member(&'p Path<'p>, &'static str),
+    Index(&'p Path<'p>, usize),
 }
 
-/// A field's path: `key` of the object at `param` (`""`: the body).
-fn field(param: &str, key: &str) -> String {
-    if param.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{param}.{key}")
-    }
-}
+/// The body's own members are named without a prefix.
+const BODY: Path = Path::Top("");
 
-fn string<'a>(map: &'a Map<String, Value>, key: &str, param: &str) -> Result<Option<&'a str>> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(wrong_type(&field(param, key), "a string")),
+impl fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Path::Top(name) => f.write_str(name),
+            Path::Member(parent, key) => write!(f, "{parent}.{key}"),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
     }
 }
 
-fn required_string<'a>(map: &'a Map<String, Value>, key: &str, param: &str) -> Result<&'a str> {
-    string(map, key, param)?.ok_or_else(|| {
+/// A body serde_json refuses: its message, and the path it names.
+fn body_error(e: serde_json::Error) -> GatewayError {
+    let msg = e.to_string();
+    let param = msg
+        .split_once(": ")
+        .map(|(p, _)| p)
+        .filter(|p| !p.contains(' '))
+        .unwrap_or("body");
+    invalid(param, format!("invalid request body: {msg}"))
+}
+
+/// The object at `param`.
+fn object<'v, O, E>(value: &'v Loose<'_, O, E>, param: &Path) -> Result<&'v O> {
+    match value {
+        Loose::Object(members) => Ok(members),
+        _ => Err(wrong_type(param, "an object")),
+    }
+}
+
+/// Refuses the first member its object's kind does not take (of
+/// `first_unknown`), named by its path under `param`.
+fn known(first_unknown: Option<&str>, param: &Path) -> Result<()> {
+    match first_unknown {
+        Some(key) => Err(unknown_field(format_args!("{param}.{key}"))),
+        None => Ok(()),
+    }
+}
+
+/// A field's path: `key` of the object at `param`.
+fn field(param: &Path, key: &str) -> String {
+    match param {
+        Path::Top("") => key.to_owned(),
+        _ => format!("{param}.{key}"),
+    }
+}
+
+/// A string member (absent or null: `None`).
+fn string<'v, O, E>(
+    value: &'v Option<Loose<'_, O, E>>,
+    param: &Path,
+    key: &str,
+) -> Result<Option<&'v str>> {
+    match value {
+        None | Some(Loose::Null) => Ok(None),
+        Some(Loose::Str(s)) => Ok(Some(&**s)),
+        Some(_) => Err(wrong_type(field(param, key), "a string")),
+    }
+}
+
+fn required_string<'v, O, E>(
+    value: &'v Option<Loose<'_, O, E>>,
+    param: &Path,
+    key: &str,
+) -> Result<&'v str> {
+    string(value, param, key)?.ok_or_else(|| {
         let path = field(param, key);
         invalid(&path, format!("Missing required parameter: '{path}'."))
     })
 }
 
-fn boolean(map: &Map<String, Value>, key: &str) -> Result<Option<bool>> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Bool(b)) => Ok(Some(*b)),
+/// A top-level boolean member.
+fn boolean(value: &Option<Loose<'_>>, key: &str) -> Result<Option<bool>> {
+    match value {
+        None | Some(Loose::Null) => Ok(None),
+        Some(Loose::Bool(b)) => Ok(Some(*b)),
         Some(_) => Err(wrong_type(key, "a boolean")),
     }
 }
 
 fn number(
-    map: &Map<String, Value>,
+    value: &Option<Loose<'_>>,
     key: &str,
     range: std::ops::RangeInclusive<f64>,
 ) -> Result<Option<f64>> {
-    match map.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => {
+    match value {
+        None | Some(Loose::Null) => Ok(None),
+        Some(Loose::Number(n)) => {
             let v = n.as_f64().unwrap_or(f64::NAN);
             if range.contains(&v) {
                 Ok(Some(v))
@@ -225,6 +243,31 @@ fn number(
     }
 }
 
+/// A raw member read as `T` (its syntax was checked with the body's).
+fn view<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Result<Option<T>> {
+    raw.map(|raw| serde_json::from_str(raw.get()).map_err(body_error))
+        .transpose()
+}
+
+/// A raw member as the JSON value the neutral request keeps.
+fn to_value(raw: &RawValue) -> Result<Value> {
+    serde_json::from_str(raw.get()).map_err(body_error)
+}
+
+/// A raw member that holds one value (`number` and the others check which).
+fn scalar(raw: Option<&RawValue>) -> Result<Option<Loose<'_>>> {
+    view(raw)
+}
+
+fn not_null(raw: &&RawValue) -> bool {
+    raw.get() != "null"
+}
+
+/// Whether a raw member is there and not null.
+fn is_set(raw: Option<&RawValue>) -> bool {
+    raw.as_ref().is_some_and(not_null)
+}
+
 /// The request being built, with the first field only a vendor of the
 /// Responses API itself can serve.
 struct Builder {
@@ -234,9 +277,9 @@ struct Builder {
 }
 
 impl Builder {
-    fn native_only(&mut self, param: impl Into<String>, message: impl Into<String>) {
+    fn native_only(&mut self, param: impl fmt::Display, message: impl Into<String>) {
         self.request.native_only.get_or_insert(NativeOnly {
-            param: param.into(),
+            param: param.to_string(),
             message: message.into(),
         });
     }
@@ -273,20 +316,16 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("body", "request body is empty"));
     }
-    let Strict(value) = serde_json::from_slice::<Strict>(body).map_err(|e| {
-        let msg = e.to_string();
-        let param = msg
-            .split_once(": ")
-            .map(|(p, _)| p)
-            .filter(|p| !p.contains(' '))
-            .unwrap_or("body");
-        invalid(param, format!("invalid request body: {msg}"))
-    })?;
-    let map = object(&value, "body", FIELDS).map_err(|e| match e.param.as_deref() {
-        // Top-level fields are named without the `body.` prefix.
-        Some(p) if p.starts_with("body.") => unknown_field(p.trim_start_matches("body.")),
-        _ => e,
-    })?;
+    let text = syntax::check(body).map_err(body_error)?;
+    let map = match serde_json::from_str::<Loose<client::Request>>(text).map_err(body_error)? {
+        Loose::Object(map) => map,
+        _ => return Err(wrong_type("body", "an object")),
+    };
+    if let Some(key) = &map.unknown {
+        // Named without the `body.` prefix (every leading `body.` trimmed,
+        // as the parser before these types did).
+        return Err(unknown_field(key.trim_start_matches("body.")));
+    }
     let mut b = Builder {
         request: ChatRequest {
             source_len: body.len(),
@@ -296,8 +335,8 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
         },
         reasoning: Vec::new(),
     };
-    b.request.model = match map.get("model") {
-        Some(Value::String(m)) => m.clone(),
+    b.request.model = match &map.model {
+        Some(Loose::Str(m)) => m.clone().into_owned(),
         Some(_) => return Err(wrong_type("model", "a string")),
         None => return Err(invalid("model", "Missing required parameter: 'model'.")),
     };
@@ -310,8 +349,15 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             "model must be 1-256 characters without control characters",
         ));
     }
-    for (field, what) in STATEFUL {
-        if map.get(*field).is_some_and(|v| !v.is_null()) {
+    let stateful = [
+        map.previous_response_id,
+        map.conversation,
+        map.prompt,
+        map.context_management,
+        map.moderation,
+    ];
+    for ((field, what), raw) in STATEFUL.iter().zip(stateful) {
+        if is_set(raw) {
             let why = if *field == "previous_response_id" {
                 NOT_STORED_HERE
             } else {
@@ -320,21 +366,22 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             b.native_only(*field, format!("{what}: {why}"));
         }
     }
-    if boolean(map, "background")? == Some(true) {
+    if boolean(&map.background, "background")? == Some(true) {
         b.native_only("background", format!("background responses: {STATELESS}"));
     }
-    if let Some(instructions) = string(map, "instructions", "")? {
+    let instructions = scalar(map.instructions)?;
+    if let Some(instructions) = string(&instructions, &BODY, "instructions")? {
         b.request.messages.push(Message::System {
             content: Content::Text(instructions.to_owned()),
             name: None,
         });
     }
-    match map.get("input") {
-        Some(Value::String(text)) => b.request.messages.push(Message::User {
-            content: Content::Text(text.clone()),
+    match &map.input {
+        Some(Loose::Str(text)) => b.request.messages.push(Message::User {
+            content: Content::Text(text.clone().into_owned()),
             name: None,
         }),
-        Some(Value::Array(items)) => {
+        Some(Loose::Array(items)) => {
             if items.len() > MAX_MESSAGES {
                 return Err(invalid(
                     "input",
@@ -342,10 +389,10 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
                 ));
             }
             for (i, item) in items.iter().enumerate() {
-                input_item(&mut b, item, &format!("input[{i}]"))?;
+                input_item(&mut b, item, &Path::Index(&Path::Top("input"), i))?;
             }
         }
-        None | Some(Value::Null) => {}
+        None | Some(Loose::Null) => {}
         Some(_) => return Err(wrong_type("input", "a string or an array of input items")),
     }
     // Reasoning with nothing after it still goes back to the vendor.
@@ -355,41 +402,50 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     if b.request.messages.is_empty() && b.request.native_only.is_none() {
         return Err(invalid("input", "Missing required parameter: 'input'."));
     }
-    if let Some(tools) = map.get("tools").filter(|v| !v.is_null()) {
-        let list = tools
-            .as_array()
-            .ok_or_else(|| wrong_type("tools", "an array"))?;
-        for (i, tool) in list.iter().enumerate() {
-            any_tool(&mut b, tool, &format!("tools[{i}]"))?;
+    let tools: Option<client::List<client::Tool>> = view(map.tools)?;
+    match &tools {
+        None | Some(Loose::Null) => {}
+        Some(Loose::Array(list)) => {
+            for (i, tool) in list.iter().enumerate() {
+                any_tool(&mut b, tool, &Path::Index(&Path::Top("tools"), i))?;
+            }
         }
+        Some(_) => return Err(wrong_type("tools", "an array")),
     }
-    if let Some(choice) = map.get("tool_choice").filter(|v| !v.is_null()) {
-        b.request.tool_choice = Some(tool_choice(&mut b, choice)?);
+    let choice: Option<Loose<client::ToolChoice>> = view(map.tool_choice)?;
+    if let Some(choice) = choice.filter(|c| !c.is_null()) {
+        b.request.tool_choice = Some(tool_choice(&mut b, &choice)?);
     }
-    b.request.parallel_tool_calls = boolean(map, "parallel_tool_calls")?;
-    b.request.temperature = number(map, "temperature", 0.0..=2.0)?;
-    b.request.top_p = number(map, "top_p", 0.0..=1.0)?;
-    b.request.max_completion_tokens = match map.get("max_output_tokens") {
-        None | Some(Value::Null) => None,
+    b.request.parallel_tool_calls =
+        boolean(&scalar(map.parallel_tool_calls)?, "parallel_tool_calls")?;
+    b.request.temperature = number(&scalar(map.temperature)?, "temperature", 0.0..=2.0)?;
+    b.request.top_p = number(&scalar(map.top_p)?, "top_p", 0.0..=1.0)?;
+    b.request.max_completion_tokens = match scalar(map.max_output_tokens)? {
+        None | Some(Loose::Null) => None,
         Some(v) => Some(
-            v.as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .filter(|&n| n > 0)
-                .ok_or_else(|| {
-                    invalid(
-                        "max_output_tokens",
-                        "max_output_tokens must be a positive integer",
-                    )
-                })?,
+            match v {
+                Loose::Number(n) => n.as_u64(),
+                _ => None,
+            }
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                invalid(
+                    "max_output_tokens",
+                    "max_output_tokens must be a positive integer",
+                )
+            })?,
         ),
     };
-    if let Some(reasoning) = map.get("reasoning").filter(|v| !v.is_null()) {
-        let r = object(
-            reasoning,
-            "reasoning",
-            &["effort", "summary", "generate_summary"],
+    let reasoning: Option<Loose<client::Reasoning>> = view(map.reasoning)?;
+    if let Some(reasoning) = reasoning.filter(|r| !r.is_null()) {
+        let at = Path::Top("reasoning");
+        let r = object(&reasoning, &at)?;
+        known(
+            r.first_unknown(&["effort", "summary", "generate_summary"]),
+            &at,
         )?;
-        let effort = match string(r, "effort", "reasoning")? {
+        let effort = match string(&r.effort, &at, "effort")? {
             // OpenAI's highest effort, where a model has it; others get their highest.
             Some("xhigh") => Some(Effort::High),
             Some(name) => Some(Effort::parse(name).ok_or_else(|| {
@@ -400,11 +456,14 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             })?),
             None => None,
         };
-        for key in ["summary", "generate_summary"] {
-            if let Some(s) = string(r, key, "reasoning")? {
+        for (key, value) in [
+            ("summary", &r.summary),
+            ("generate_summary", &r.generate_summary),
+        ] {
+            if let Some(s) = string(value, &at, key)? {
                 if !["auto", "concise", "detailed"].contains(&s) {
                     return Err(invalid(
-                        &format!("reasoning.{key}"),
+                        format!("reasoning.{key}"),
                         format!("Invalid value: '{s}'. Supported values are: 'auto', 'concise' and 'detailed'."),
                     ));
                 }
@@ -417,51 +476,54 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
             });
         }
     }
-    if let Some(text) = map.get("text").filter(|v| !v.is_null()) {
-        let t = object(text, "text", &["format", "verbosity"])?;
-        if let Some(format) = t.get("format").filter(|v| !v.is_null()) {
+    let text: Option<Loose<client::Text>> = view(map.text)?;
+    if let Some(text) = text.filter(|t| !t.is_null()) {
+        let at = Path::Top("text");
+        let t = object(&text, &at)?;
+        known(t.first_unknown(&["format", "verbosity"]), &at)?;
+        if let Some(format) = t.format.filter(not_null) {
             b.request.response_format = Some(text_format(format)?);
         }
-        if let Some(v) = string(t, "verbosity", "text")? {
+        if let Some(v) = string(&t.verbosity, &at, "verbosity")? {
             if !["low", "medium", "high"].contains(&v) {
                 return Err(invalid("text.verbosity", format!("Invalid value: '{v}'.")));
             }
         }
     }
-    if let Some(metadata) = map.get("metadata").filter(|v| !v.is_null()) {
+    if let Some(metadata) = map.metadata.filter(not_null) {
+        let metadata = to_value(metadata)?;
         let m = metadata
             .as_object()
             .ok_or_else(|| wrong_type("metadata", "an object"))?;
         if let Some((k, _)) = m.iter().find(|(_, v)| !v.is_string()) {
-            return Err(wrong_type(&format!("metadata.{k}"), "a string"));
+            return Err(wrong_type(format!("metadata.{k}"), "a string"));
         }
         // Routing rules read `metadata.task_type`; OpenAI-API vendors get it back.
-        b.request.extra.insert("metadata".into(), metadata.clone());
+        b.request.extra.insert("metadata".into(), metadata);
     }
-    b.request.user = string(map, "user", "")?.map(str::to_owned);
-    b.request.stream = boolean(map, "stream")?.unwrap_or(false);
-    b.request.request_id = string(map, "request_id", "")?.map(str::to_owned);
+    let user = scalar(map.user)?;
+    b.request.user = string(&user, &BODY, "user")?.map(str::to_owned);
+    b.request.stream = boolean(&map.stream, "stream")?.unwrap_or(false);
+    b.request.request_id = string(&map.request_id, &BODY, "request_id")?.map(str::to_owned);
     // Kept by OpenAI, or by the gateway for the vendors that keep nothing
     // (`crate::responses_store`), unless the client says not to.
-    let store = boolean(map, "store")?;
-    for key in [
-        "service_tier",
-        "truncation",
-        "prompt_cache_key",
-        "safety_identifier",
-        "prompt_cache_retention",
+    let store = boolean(&map.store, "store")?;
+    let truncation = scalar(map.truncation)?;
+    for (key, value) in [
+        ("service_tier", &map.service_tier),
+        ("truncation", &truncation),
+        ("prompt_cache_key", &map.prompt_cache_key),
+        ("safety_identifier", &map.safety_identifier),
+        ("prompt_cache_retention", &map.prompt_cache_retention),
     ] {
-        string(map, key, "")?;
+        string(value, &BODY, key)?;
     }
-    if let Some(include) = map.get("include").filter(|v| !v.is_null()) {
-        if !include
-            .as_array()
-            .is_some_and(|l| l.iter().all(Value::is_string))
-        {
-            return Err(wrong_type("include", "an array of strings"));
-        }
+    match &map.include {
+        None | Some(Loose::Null) => {}
+        Some(Loose::Array(names)) if names.iter().all(|n| n.as_str().is_some()) => {}
+        Some(_) => return Err(wrong_type("include", "an array of strings")),
     }
-    let mut echo = echo(map);
+    let mut echo = echo(&map)?;
     if store == Some(false) {
         echo.insert("store".into(), Value::Bool(false));
     }
@@ -471,30 +533,46 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
 
 /// What a `response` object repeats of its request, OpenAI's defaults where
 /// the client sent nothing.
-fn echo(map: &Map<String, Value>) -> Map<String, Value> {
+fn echo(map: &client::Request) -> Result<Map<String, Value>> {
     let defaults = [
-        ("instructions", Value::Null),
-        ("max_output_tokens", Value::Null),
-        ("metadata", Value::Object(Map::new())),
-        ("parallel_tool_calls", Value::Bool(true)),
-        ("previous_response_id", Value::Null),
+        ("instructions", map.instructions, Value::Null),
+        ("max_output_tokens", map.max_output_tokens, Value::Null),
+        ("metadata", map.metadata, Value::Object(Map::new())),
+        (
+            "parallel_tool_calls",
+            map.parallel_tool_calls,
+            Value::Bool(true),
+        ),
+        (
+            "previous_response_id",
+            map.previous_response_id,
+            Value::Null,
+        ),
         (
             "reasoning",
+            map.reasoning,
             serde_json::json!({"effort": null, "summary": null}),
         ),
-        ("temperature", 1.0.into()),
-        ("text", serde_json::json!({"format": {"type": "text"}})),
-        ("tool_choice", "auto".into()),
-        ("tools", Value::Array(Vec::new())),
-        ("top_p", 1.0.into()),
-        ("truncation", "disabled".into()),
-        ("user", Value::Null),
+        ("temperature", map.temperature, 1.0.into()),
+        (
+            "text",
+            map.text,
+            serde_json::json!({"format": {"type": "text"}}),
+        ),
+        ("tool_choice", map.tool_choice, "auto".into()),
+        ("tools", map.tools, Value::Array(Vec::new())),
+        ("top_p", map.top_p, 1.0.into()),
+        ("truncation", map.truncation, "disabled".into()),
+        ("user", map.user, Value::Null),
     ];
     defaults
         .into_iter()
-        .map(|(key, default)| {
-            let value = map.get(key).filter(|v| !v.is_null()).cloned();
-            (key.to_owned(), value.unwrap_or(default))
+        .map(|(key, raw, default)| {
+            let sent = match raw.filter(not_null) {
+                Some(raw) => to_value(raw)?,
+                None => default,
+            };
+            Ok((key.to_owned(), sent))
         })
         .collect()
 }

@@ -1,26 +1,25 @@
 //! `tools`, `tool_choice` and `text.format`.
 
-use serde_json::Value;
-
 use super::*;
 
 /// One entry of `tools`: a function tool, a `namespace` of them (each
 /// becomes a function tool named `<namespace>__<name>`, the name the answer
 /// splits again), the hosted web search; another built-in tool is kept for
 /// OpenAI only.
-pub(super) fn any_tool(b: &mut Builder, tool: &Value, param: &str) -> Result<()> {
-    let map = tool
-        .as_object()
-        .ok_or_else(|| wrong_type(param, "an object"))?;
-    match required_string(map, "type", param)? {
-        "function" => function_tool(b, tool, param, None),
+pub(super) fn any_tool(b: &mut Builder, tool: &Loose<client::Tool>, param: &Path) -> Result<()> {
+    let m = object(tool, param)?;
+    match required_string(&m.kind, param, "type")? {
+        "function" => function_tool(b, m, param, None),
         "namespace" => {
-            let m = object(tool, param, &["type", "name", "description", "tools"])?;
-            let namespace = required_string(m, "name", param)?;
-            required_string(m, "description", param)?;
-            let tools = match m.get("tools") {
-                Some(Value::Array(tools)) => tools,
-                Some(_) => return Err(wrong_type(&format!("{param}.tools"), "an array")),
+            known(
+                m.first_unknown(&["type", "name", "description", "tools"]),
+                param,
+            )?;
+            let namespace = required_string(&m.name, param, "name")?;
+            required_string(&m.description, param, "description")?;
+            let tools = match &m.tools {
+                Some(Loose::Array(tools)) => tools,
+                Some(_) => return Err(wrong_type(format_args!("{param}.tools"), "an array")),
                 None => {
                     let path = format!("{param}.tools");
                     return Err(invalid(
@@ -30,19 +29,18 @@ pub(super) fn any_tool(b: &mut Builder, tool: &Value, param: &str) -> Result<()>
                 }
             };
             for (j, inner) in tools.iter().enumerate() {
-                let at = format!("{param}.tools[{j}]");
-                let inner_map = inner
-                    .as_object()
-                    .ok_or_else(|| wrong_type(&at, "an object"))?;
-                match required_string(inner_map, "type", &at)? {
+                let tools_path = Path::Member(param, "tools");
+                let at = Path::Index(&tools_path, j);
+                let inner = object(inner, &at)?;
+                match required_string(&inner.kind, &at, "type")? {
                     "function" => function_tool(b, inner, &at, Some(namespace))?,
                     "custom" => b.native_only(
-                        &at,
+                        at,
                         format!("{at}: built-in tool 'custom' runs on OpenAI's own Responses API only; this model group's provider takes function tools"),
                     ),
                     other => {
                         return Err(invalid(
-                            &format!("{at}.type"),
+                            format!("{at}.type"),
                             format!("Invalid value: '{other}'. Supported values are: 'function' and 'custom'."),
                         ))
                     }
@@ -50,7 +48,7 @@ pub(super) fn any_tool(b: &mut Builder, tool: &Value, param: &str) -> Result<()>
             }
             Ok(())
         }
-        kind if WEB_SEARCH_TOOLS.contains(&kind) => web_search(b, tool, param),
+        kind if WEB_SEARCH_TOOLS.contains(&kind) => web_search(b, m, param),
         kind if BUILT_IN_TOOLS.contains(&kind) => {
             b.native_only(
                 param,
@@ -59,7 +57,7 @@ pub(super) fn any_tool(b: &mut Builder, tool: &Value, param: &str) -> Result<()>
             Ok(())
         }
         kind => Err(invalid(
-            &format!("{param}.type"),
+            format!("{param}.type"),
             format!("Invalid value: '{kind}'."),
         )),
     }
@@ -68,76 +66,77 @@ pub(super) fn any_tool(b: &mut Builder, tool: &Value, param: &str) -> Result<()>
 /// The hosted web search: its domain filter and the user's location
 /// (`search_context_size` and `external_web_access` have no counterpart
 /// elsewhere: checked, not carried).
-fn web_search(b: &mut Builder, tool: &Value, param: &str) -> Result<()> {
-    let m = object(
-        tool,
-        param,
-        &[
+fn web_search(b: &mut Builder, m: &client::Tool, param: &Path) -> Result<()> {
+    known(
+        m.first_unknown(&[
             "type",
             "filters",
             "user_location",
             "search_context_size",
             "external_web_access",
-        ],
+        ]),
+        param,
     )?;
     let mut search = WebSearch::default();
-    if let Some(filters) = m.get("filters").filter(|v| !v.is_null()) {
-        let at = format!("{param}.filters");
-        let f = object(filters, &at, &["allowed_domains"])?;
-        match f.get("allowed_domains") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(domains)) => {
+    if let Some(filters) = m.filters.as_ref().filter(|f| !f.is_null()) {
+        let at = Path::Member(param, "filters");
+        let f = object(filters, &at)?;
+        known(f.first_unknown(&["allowed_domains"]), &at)?;
+        match &f.allowed_domains {
+            None | Some(Loose::Null) => {}
+            Some(Loose::Array(domains)) => {
                 for (k, d) in domains.iter().enumerate() {
                     let domain = d.as_str().ok_or_else(|| {
-                        wrong_type(&format!("{at}.allowed_domains[{k}]"), "a string")
+                        wrong_type(format!("{at}.allowed_domains[{k}]"), "a string")
                     })?;
                     search.allowed_domains.push(domain.to_owned());
                 }
             }
             Some(_) => {
                 return Err(wrong_type(
-                    &format!("{at}.allowed_domains"),
+                    format!("{at}.allowed_domains"),
                     "an array of strings",
                 ))
             }
         }
     }
-    if let Some(location) = m.get("user_location").filter(|v| !v.is_null()) {
-        let at = format!("{param}.user_location");
-        let l = object(
-            location,
+    if let Some(location) = m.user_location.as_ref().filter(|l| !l.is_null()) {
+        let at = Path::Member(param, "user_location");
+        let l = object(location, &at)?;
+        known(
+            l.first_unknown(&["type", "city", "region", "country", "timezone"]),
             &at,
-            &["type", "city", "region", "country", "timezone"],
         )?;
-        if let Some(kind) = string(l, "type", &at)?.filter(|k| *k != "approximate") {
+        if let Some(kind) = string(&l.kind, &at, "type")?.filter(|k| *k != "approximate") {
             return Err(invalid(
-                &format!("{at}.type"),
+                format!("{at}.type"),
                 format!("Invalid value: '{kind}'. Supported values are: 'approximate'."),
             ));
         }
-        let text = |key| string(l, key, &at).map(|s| s.map(str::to_owned));
+        let text = |value, key| string(value, &at, key).map(|s| s.map(str::to_owned));
         search.user_location = Some(UserLocation {
-            city: text("city")?,
-            region: text("region")?,
-            country: text("country")?,
-            timezone: text("timezone")?,
+            city: text(&l.city, "city")?,
+            region: text(&l.region, "region")?,
+            country: text(&l.country, "country")?,
+            timezone: text(&l.timezone, "timezone")?,
         });
     }
-    if let Some(size) = string(m, "search_context_size", param)? {
+    if let Some(size) = string(&m.search_context_size, param, "search_context_size")? {
         if !["low", "medium", "high"].contains(&size) {
             return Err(invalid(
-                &format!("{param}.search_context_size"),
+                format!("{param}.search_context_size"),
                 format!(
                     "Invalid value: '{size}'. Supported values are: 'low', 'medium' and 'high'."
                 ),
             ));
         }
     }
-    if m.get("external_web_access")
-        .is_some_and(|v| !v.is_null() && !v.is_boolean())
+    if m.external_web_access
+        .as_ref()
+        .is_some_and(|v| !matches!(v, Loose::Null | Loose::Bool(_)))
     {
         return Err(wrong_type(
-            &format!("{param}.external_web_access"),
+            format!("{param}.external_web_access"),
             "a boolean",
         ));
     }
@@ -149,38 +148,38 @@ fn web_search(b: &mut Builder, tool: &Value, param: &str) -> Result<()> {
 /// on its own or in `namespace`.
 fn function_tool(
     b: &mut Builder,
-    tool: &Value,
-    param: &str,
+    m: &client::Tool,
+    param: &Path,
     namespace: Option<&str>,
 ) -> Result<()> {
-    let m = object(
-        tool,
-        param,
-        &[
+    known(
+        m.first_unknown(&[
             "type",
             "name",
             "description",
             "parameters",
             "strict",
             "defer_loading",
-        ],
+        ]),
+        param,
     )?;
-    let parameters = match m.get("parameters") {
-        None | Some(Value::Null) => None,
-        Some(v @ Value::Object(_)) => Some(v.clone()),
+    let parameters = match m.parameters {
+        None => None,
+        Some(raw) if raw.get() == "null" => None,
+        Some(raw) if raw.get().starts_with('{') => Some(to_value(raw)?),
         Some(_) => {
             return Err(wrong_type(
-                &format!("{param}.parameters"),
+                format!("{param}.parameters"),
                 "a JSON Schema object",
             ))
         }
     };
-    let strict = match m.get("strict") {
-        None | Some(Value::Null) => None,
-        Some(Value::Bool(s)) => Some(*s),
-        Some(_) => return Err(wrong_type(&format!("{param}.strict"), "a boolean")),
+    let strict = match &m.strict {
+        None | Some(Loose::Null) => None,
+        Some(Loose::Bool(s)) => Some(*s),
+        Some(_) => return Err(wrong_type(format!("{param}.strict"), "a boolean")),
     };
-    let name = required_string(m, "name", param)?;
+    let name = required_string(&m.name, param, "name")?;
     let name = match namespace {
         Some(namespace) => super::super::flat_name(namespace, name),
         None => name.to_owned(),
@@ -188,7 +187,7 @@ fn function_tool(
     // One name, one tool: a namespaced tool's flat name must stay its own.
     if b.request.tools.iter().any(|t| t.function.name == name) {
         return Err(invalid(
-            &format!("{param}.name"),
+            format!("{param}.name"),
             format!("Duplicate tool name: '{name}'."),
         ));
     }
@@ -196,7 +195,7 @@ fn function_tool(
         kind: ToolKind::Function,
         function: FunctionDef {
             name,
-            description: string(m, "description", param)?.map(str::to_owned),
+            description: string(&m.description, param, "description")?.map(str::to_owned),
             parameters,
             strict,
         },
@@ -205,9 +204,12 @@ fn function_tool(
     Ok(())
 }
 
-pub(super) fn tool_choice(b: &mut Builder, choice: &Value) -> Result<ToolChoice> {
+pub(super) fn tool_choice(
+    b: &mut Builder,
+    choice: &Loose<client::ToolChoice>,
+) -> Result<ToolChoice> {
     match choice {
-        Value::String(s) => match s.as_str() {
+        Loose::Str(s) => match &**s {
             "auto" => Ok(ToolChoice::Auto),
             "none" => Ok(ToolChoice::None),
             "required" => Ok(ToolChoice::Required),
@@ -216,12 +218,12 @@ pub(super) fn tool_choice(b: &mut Builder, choice: &Value) -> Result<ToolChoice>
                 format!("Invalid value: '{other}'. Supported values are: 'none', 'auto', and 'required'."),
             )),
         },
-        Value::Object(map) => {
-            let kind = required_string(map, "type", "tool_choice")?;
+        Loose::Object(m) => {
+            let kind = required_string(&m.kind, &Path::Top("tool_choice"), "type")?;
             if kind == "function" {
-                let m = object(choice, "tool_choice", &["type", "name"])?;
+                known(m.first_unknown(&["type", "name"]), &Path::Top("tool_choice"))?;
                 return Ok(ToolChoice::Function(
-                    required_string(m, "name", "tool_choice")?.to_owned(),
+                    required_string(&m.name, &Path::Top("tool_choice"), "name")?.to_owned(),
                 ));
             }
             b.native_only(
@@ -234,25 +236,27 @@ pub(super) fn tool_choice(b: &mut Builder, choice: &Value) -> Result<ToolChoice>
     }
 }
 
+const FORMAT: Path = Path::Top("text.format");
+
 /// `text.format`: `text`, `json_object`, or a flat `json_schema`.
-pub(super) fn text_format(format: &Value) -> Result<ResponseFormat> {
-    let map = format
-        .as_object()
-        .ok_or_else(|| wrong_type("text.format", "an object"))?;
-    match required_string(map, "type", "text.format")? {
+pub(super) fn text_format(raw: &RawValue) -> Result<ResponseFormat> {
+    let format: Option<Loose<client::Format>> = view(Some(raw))?;
+    let Some(Loose::Object(m)) = &format else {
+        return Err(wrong_type("text.format", "an object"));
+    };
+    match required_string(&m.kind, &FORMAT, "type")? {
         "text" => {
-            object(format, "text.format", &["type"])?;
+            known(m.first_unknown(&["type"]), &FORMAT)?;
             Ok(ResponseFormat::Text)
         }
         "json_object" => {
-            object(format, "text.format", &["type"])?;
+            known(m.first_unknown(&["type"]), &FORMAT)?;
             Ok(ResponseFormat::JsonObject)
         }
         "json_schema" => {
-            let m = object(
-                format,
-                "text.format",
-                &["type", "name", "schema", "strict", "description"],
+            known(
+                m.first_unknown(&["type", "name", "schema", "strict", "description"]),
+                &FORMAT,
             )?;
             #[derive(Deserialize)]
             struct Flat {
@@ -264,7 +268,9 @@ pub(super) fn text_format(format: &Value) -> Result<ResponseFormat> {
                 #[serde(default)]
                 strict: Option<bool>,
             }
-            let flat = Flat::deserialize(Value::Object(m.clone()))
+            // Read from the JSON value, as ever: serde's own errors name
+            // what is wrong.
+            let flat = Flat::deserialize(to_value(raw)?)
                 .map_err(|e| invalid("text.format", format!("invalid text.format: {e}")))?;
             if !flat.schema.as_ref().is_some_and(Value::is_object) {
                 return Err(invalid(

@@ -3,7 +3,8 @@
 //! `id` before its `type`; an event's `type` and `sequence_number` first).
 //! Borrowed: writing one costs no allocation beyond the bytes. And the
 //! facts a reader takes from a vendor's answer and events to meter a
-//! pass-through ([`ResponseFacts`], [`EventFacts`]).
+//! pass-through ([`ResponseFacts`], [`EventFacts`]). The request side, as
+//! a client sends it, is [`client`].
 
 use std::borrow::Cow;
 
@@ -12,6 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::openai_chat::text;
+
+pub mod client;
 
 /// The `response` object (a non-stream answer, and the lifecycle events').
 /// `provider` is the gateway's; the `Option<&Value>` fields are what the

@@ -1,0 +1,147 @@
+//! One pass over a body checking its JSON syntax and refusing duplicate
+//! keys at every depth, building nothing. Its errors, message and path
+//! (`input[2].role: duplicate field at line 1 column 40`), are those of
+//! `model::json::Strict`, which built the whole tree to find them: the
+//! same serde_json reader, the same visits, the same path wrapping.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::model::json::{at, Index};
+use crate::wire::loose::Key;
+
+/// Up to this many keys an object's are compared one by one; past it, a
+/// set (a hostile object of many keys must not cost their square).
+const FEW_KEYS: usize = 16;
+
+/// Checks `body` (syntax, duplicate keys, serde_json's depth limit) and
+/// returns it as text, which the typed parse reads without checking each
+/// string's UTF-8 again.
+pub(super) fn check(body: &[u8]) -> Result<&str, serde_json::Error> {
+    match std::str::from_utf8(body) {
+        Ok(text) => {
+            check_with(serde_json::Deserializer::from_str(text))?;
+            Ok(text)
+        }
+        // serde_json names the bytes that are not UTF-8 (in a string or out
+        // of place): a body it takes is UTF-8.
+        Err(e) => {
+            check_with(serde_json::Deserializer::from_slice(body))?;
+            Err(de::Error::custom(e))
+        }
+    }
+}
+
+fn check_with<'de, R: serde_json::de::Read<'de>>(
+    mut reader: serde_json::Deserializer<R>,
+) -> Result<(), serde_json::Error> {
+    let mut keys = Vec::new();
+    AnyValue { keys: &mut keys }.deserialize(&mut reader)?;
+    reader.end()
+}
+
+/// A value to check; `keys` holds the keys of the objects it is inside
+/// (each object's own at the end while it is read).
+struct AnyValue<'k, 'de> {
+    keys: &'k mut Vec<Cow<'de, str>>,
+}
+
+impl<'de> DeserializeSeed<'de> for AnyValue<'_, 'de> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for AnyValue<'_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        self.deserialize(d)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut index = 0;
+        while at(
+            Index(index),
+            seq.next_element_seed(AnyValue {
+                keys: &mut *self.keys,
+            }),
+        )?
+        .is_some()
+        {
+            index += 1;
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let start = self.keys.len();
+        // This object's keys once it has more than a few.
+        let mut many: Option<BTreeSet<Cow<'de, str>>> = None;
+        while let Some(Key(key)) = map.next_key()? {
+            let seen = match &many {
+                Some(set) => set.contains(&key),
+                None => self.keys.get(start..).is_some_and(|own| own.contains(&key)),
+            };
+            if seen {
+                return Err(de::Error::custom(format!("{key}: duplicate field")));
+            }
+            at(
+                &key,
+                map.next_value_seed(AnyValue {
+                    keys: &mut *self.keys,
+                }),
+            )?;
+            match &mut many {
+                Some(set) => {
+                    set.insert(key);
+                }
+                None if self.keys.len() - start < FEW_KEYS => self.keys.push(key),
+                None => {
+                    let mut set: BTreeSet<_> = self.keys.drain(start..).collect();
+                    set.insert(key);
+                    many = Some(set);
+                }
+            }
+        }
+        self.keys.truncate(start);
+        Ok(())
+    }
+}
