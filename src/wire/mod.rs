@@ -12,6 +12,7 @@ pub mod loose;
 pub mod openai_chat;
 pub mod openai_embeddings;
 pub mod openai_responses;
+pub mod syntax;
 
 /// A conversation turn of content blocks (Anthropic Messages, Bedrock Converse).
 #[derive(serde::Serialize)]

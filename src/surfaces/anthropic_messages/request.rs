@@ -778,6 +778,27 @@ mod tests {
         ] {
             assert!(err(body).message.contains("duplicate field"), "{body}");
         }
+        // In values the typed read skips (a member it only notes, an
+        // unknown one): found all the same, named by their path.
+        let skipped = |extra: &str| {
+            err(&format!(
+                r#"{{"model":"g","max_tokens":1,"messages":[{{"role":"user","content":"x"}}],{extra}}}"#
+            ))
+            .message
+        };
+        for (extra, path) in [
+            (
+                r#""container":{"a":1,"a":2}"#,
+                "container.a: duplicate field",
+            ),
+            (
+                r#""foo":[0,{"b":[{"c":1,"c":1}]}]"#,
+                "foo[1].b[0].c: duplicate field",
+            ),
+        ] {
+            let message = skipped(extra);
+            assert!(message.contains(path), "{extra}: {message}");
+        }
         assert_eq!(err("  ").param.as_deref(), Some("body"));
         assert_eq!(err("[1]").param.as_deref(), Some("body"));
         assert_eq!(err("{").param.as_deref(), Some("body"));

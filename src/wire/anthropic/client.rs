@@ -22,6 +22,8 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Number, Value};
 
 use crate::model::json::{at, Index, Strict};
+use crate::wire::loose::Key;
+use crate::wire::syntax::Checked;
 
 /// A member's value: `null`, a JSON type the field does not take, or the
 /// one it does.
@@ -58,11 +60,11 @@ pub trait Shape<'de>: Sized {
     }
 
     fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Option<Self>, A::Error> {
-        CheckVisitor.visit_seq(seq).map(|_| None)
+        Checked::seq(seq).map(|_| None)
     }
 
     fn from_map<A: MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
-        CheckVisitor.visit_map(map).map(|_| None)
+        Checked::map(map).map(|_| None)
     }
 }
 
@@ -180,100 +182,11 @@ impl<'de> Shape<'de> for Set {
     }
 
     fn from_seq<A: SeqAccess<'de>>(seq: A) -> Result<Option<Self>, A::Error> {
-        CheckVisitor.visit_seq(seq).map(|_| Some(Set))
+        Checked::seq(seq).map(|_| Some(Set))
     }
 
     fn from_map<A: MapAccess<'de>>(map: A) -> Result<Option<Self>, A::Error> {
-        CheckVisitor.visit_map(map).map(|_| Some(Set))
-    }
-}
-
-/// An object key, borrowed unless it holds escapes.
-pub struct Key<'de>(pub Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
-    }
-}
-
-/// A value skipped (an unknown member, one the surface does not read),
-/// checked as [`Strict`] reads it: its syntax, and no duplicate keys.
-#[derive(Debug)]
-pub struct Checked;
-
-impl<'de> Deserialize<'de> for Checked {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(CheckVisitor)
-    }
-}
-
-struct CheckVisitor;
-
-impl<'de> Visitor<'de> for CheckVisitor {
-    type Value = Checked;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_unit<E>(self) -> Result<Checked, E> {
-        Ok(Checked)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
-        let mut len = 0;
-        while at(Index(len), seq.next_element::<Checked>())?.is_some() {
-            len += 1;
-        }
-        Ok(Checked)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
-        let mut keys = Keys::default();
-        while let Some(Key(key)) = map.next_key()? {
-            if !keys.insert(key.clone()) {
-                return Err(duplicate(&key));
-            }
-            at(&key, map.next_value::<Checked>())?;
-        }
-        Ok(Checked)
+        Checked::map(map).map(|_| Some(Set))
     }
 }
 

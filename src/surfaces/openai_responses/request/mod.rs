@@ -31,7 +31,6 @@ use crate::wire::loose::Loose;
 use crate::wire::openai_responses::client;
 
 mod items;
-mod syntax;
 mod tools;
 
 use items::input_item;
@@ -316,7 +315,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("body", "request body is empty"));
     }
-    let text = syntax::check(body).map_err(body_error)?;
+    let text = crate::wire::syntax::check(body).map_err(body_error)?;
     let map = match serde_json::from_str::<Loose<client::Request>>(text).map_err(body_error)? {
         Loose::Object(map) => map,
         _ => return Err(wrong_type("body", "an object")),

@@ -1,14 +1,16 @@
-//! One pass over a body checking its JSON syntax and refusing duplicate
-//! keys at every depth, building nothing. Its errors, message and path
-//! (`input[2].role: duplicate field at line 1 column 40`), are those of
-//! `model::json::Strict`, which built the whole tree to find them: the
-//! same serde_json reader, the same visits, the same path wrapping.
+//! JSON checked as `model::json::Strict` reads it, building nothing: its
+//! syntax, and duplicate keys refused at every depth. Its errors, message
+//! and path (`input[2].role: duplicate field at line 1 column 40`), are
+//! Strict's, which built the whole tree to find them: the same serde_json
+//! reader, the same visits, the same path wrapping. A whole body
+//! ([`check`], the Responses surface's first pass) or a value a typed read
+//! skips ([`Checked`], the Messages surface's unknown members).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::model::json::{at, Index};
 use crate::wire::loose::Key;
@@ -20,7 +22,7 @@ const FEW_KEYS: usize = 16;
 /// Checks `body` (syntax, duplicate keys, serde_json's depth limit) and
 /// returns it as text, which the typed parse reads without checking each
 /// string's UTF-8 again.
-pub(super) fn check(body: &[u8]) -> Result<&str, serde_json::Error> {
+pub fn check(body: &[u8]) -> Result<&str, serde_json::Error> {
     match std::str::from_utf8(body) {
         Ok(text) => {
             check_with(serde_json::Deserializer::from_str(text))?;
@@ -143,5 +145,40 @@ impl<'de> Visitor<'de> for AnyValue<'_, 'de> {
         }
         self.keys.truncate(start);
         Ok(())
+    }
+}
+
+/// A value a typed read skips (an unknown member, one nothing reads),
+/// checked as [`check`] checks a body.
+#[derive(Debug)]
+pub struct Checked;
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        AnyValue {
+            keys: &mut Vec::new(),
+        }
+        .deserialize(d)
+        .map(|()| Checked)
+    }
+}
+
+impl Checked {
+    /// An array a typed read met where it takes no array, checked.
+    pub fn seq<'de, A: SeqAccess<'de>>(seq: A) -> Result<Checked, A::Error> {
+        AnyValue {
+            keys: &mut Vec::new(),
+        }
+        .visit_seq(seq)
+        .map(|()| Checked)
+    }
+
+    /// An object a typed read met where it takes no object, checked.
+    pub fn map<'de, A: MapAccess<'de>>(map: A) -> Result<Checked, A::Error> {
+        AnyValue {
+            keys: &mut Vec::new(),
+        }
+        .visit_map(map)
+        .map(|()| Checked)
     }
 }
