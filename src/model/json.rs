@@ -27,6 +27,19 @@ pub(crate) fn at<T, E: de::Error>(path: impl fmt::Display, r: Result<T, E>) -> R
     })
 }
 
+/// A body serde_json refuses (bad JSON, a duplicate key, a field's
+/// error), as the client's 400: the message, and as `param` the path it
+/// names (`messages[2].role: ...`), else `body`.
+pub(crate) fn body_error(e: serde_json::Error) -> crate::error::GatewayError {
+    let msg = e.to_string();
+    let param = msg
+        .split_once(": ")
+        .map(|(p, _)| p)
+        .filter(|p| !p.contains(' '))
+        .unwrap_or("body");
+    crate::error::GatewayError::invalid(param, format!("invalid request body: {msg}"))
+}
+
 /// An array index in an error's path, `[i]`.
 pub(crate) struct Index(pub usize);
 

@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use serde_json::Number;
 
 use crate::error::GatewayError;
+use crate::model::json::body_error;
 use crate::model::request::*;
 use crate::wire::anthropic::client::{self as wire, Lax, Members, Tagged};
 
@@ -84,17 +85,6 @@ fn parse_body(body: &[u8], generate: bool) -> Result<ChatRequest, GatewayError> 
     let mut request = Parser::default().request(wire, generate)?;
     request.source_len = body.len();
     Ok(request)
-}
-
-/// A syntax error or duplicate key, named by its path when it has one.
-fn body_error(e: serde_json::Error) -> GatewayError {
-    let msg = e.to_string();
-    let param = msg
-        .split_once(": ")
-        .map(|(p, _)| p)
-        .filter(|p| !p.contains(' '))
-        .unwrap_or("body");
-    GatewayError::invalid(param, format!("invalid request body: {msg}"))
 }
 
 /// A field's error, Anthropic's way: `path: message`.

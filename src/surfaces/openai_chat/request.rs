@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::error::GatewayError;
-use crate::model::json::{at, missing, once, Index, Listed, Stop, Strict};
+use crate::model::json::{at, body_error, missing, once, Index, Listed, Stop, Strict};
 use crate::model::request::*;
 
 impl ChatRequest {
@@ -24,16 +24,7 @@ impl ChatRequest {
         if body.iter().all(u8::is_ascii_whitespace) {
             return Err(GatewayError::invalid("body", "request body is empty"));
         }
-        let request = serde_json::from_slice::<ChatRequest>(body).map_err(|e| {
-            let msg = e.to_string();
-            // Our field errors look like "messages[2].role: ...": lift the path into `param`.
-            let param = msg
-                .split_once(": ")
-                .map(|(p, _)| p)
-                .filter(|p| !p.contains(' '))
-                .unwrap_or("body");
-            GatewayError::invalid(param, format!("invalid request body: {msg}"))
-        })?;
+        let request = serde_json::from_slice::<ChatRequest>(body).map_err(body_error)?;
         request.validate()?;
         Ok(ChatRequest {
             source_len: body.len(),

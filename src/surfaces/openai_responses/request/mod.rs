@@ -26,6 +26,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::GatewayError;
+use crate::model::json::body_error;
 use crate::model::request::*;
 use crate::wire::loose::Loose;
 use crate::wire::openai_responses::client;
@@ -145,17 +146,6 @@ impl fmt::Display for Path<'_> {
             Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
         }
     }
-}
-
-/// A body serde_json refuses: its message, and the path it names.
-fn body_error(e: serde_json::Error) -> GatewayError {
-    let msg = e.to_string();
-    let param = msg
-        .split_once(": ")
-        .map(|(p, _)| p)
-        .filter(|p| !p.contains(' '))
-        .unwrap_or("body");
-    invalid(param, format!("invalid request body: {msg}"))
 }
 
 /// The object at `param`.
