@@ -85,9 +85,19 @@ SCENARIOS = [
 CLIENT_SCENARIOS = [
     ("gemini c=16", 16, False, 1024, "gemini"),
     ("gemini stream c=16", 16, True, 1024, "gemini"),
+    ("messages c=16", 16, False, 1024, "messages"),
+    ("messages stream c=16", 16, True, 1024, "messages"),
+    ("responses c=16", 16, False, 1024, "responses"),
+    ("responses stream c=16", 16, True, 1024, "responses"),
 ]
-# Gemini's API: passed through to Gemini, translated to Anthropic and OpenAI.
-CLIENT_GROUPS = {"gemini": ("mock-gemini", "mock-anthropic", "mock-openai")}
+# Each client API passed through to its own vendor and translated to the
+# others: Gemini's, Anthropic's Messages, OpenAI's Responses.
+CLIENT_GROUPS = {"gemini": ("mock-gemini", "mock-anthropic", "mock-openai"),
+                 "messages": ("mock-anthropic", "mock-openai"),
+                 "responses": ("mock-anthropic", "mock-openai")}
+# What a complete stream of each client API ends with.
+STREAM_END = {None: b"data: [DONE]\n\n", "gemini": b"finishReason", "messages": b"message_stop",
+              "responses": b"response.completed"}
 # The key a client surface's request carries, as its SDK sends one (the
 # bench gateway has auth off, as for the unified requests).
 CLIENT_KEY = "gw-bench-key"
@@ -272,18 +282,36 @@ def unified_body(size, stream):
 
 def client_request(client, group, size, stream):
     """(path, headers, body) of a client surface's request of about `size`
-    bytes to `group`: Gemini's generateContent (SSE with `alt=sse`), the
-    model in the path, the key in `x-goog-api-key`."""
-    assert client == "gemini", client
-    body = {"contents": [{"role": "user", "parts": [{"text": ""}]}],
-            "systemInstruction": {"parts": [{"text": "You are a benchmark."}]},
-            "generationConfig": {"maxOutputTokens": 256}}
+    bytes to `group`, as its SDK sends it: Gemini's generateContent (SSE
+    with `alt=sse`, the model in the path, the key in `x-goog-api-key`),
+    Anthropic's Messages (`x-api-key`), OpenAI's Responses (a bearer key)."""
     filler = "lorem ipsum dolor sit amet "
-    empty = len(json.dumps(body))
-    body["contents"][0]["parts"][0]["text"] = (filler * (size // len(filler) + 1))[: max(0, size - empty)]
-    method = "streamGenerateContent?alt=sse" if stream else "generateContent"
-    headers = {"content-type": "application/json", "x-goog-api-key": CLIENT_KEY}
-    return f"/v1beta/models/{group}:{method}", headers, json.dumps(body).encode()
+
+    def fill(body, put):
+        put(body, "")
+        empty = len(json.dumps(body))
+        put(body, (filler * (size // len(filler) + 1))[: max(0, size - empty)])
+        return json.dumps(body).encode()
+
+    if client == "gemini":
+        body = {"contents": [{"role": "user", "parts": [{"text": ""}]}],
+                "systemInstruction": {"parts": [{"text": "You are a benchmark."}]},
+                "generationConfig": {"maxOutputTokens": 256}}
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        headers = {"content-type": "application/json", "x-goog-api-key": CLIENT_KEY}
+        return (f"/v1beta/models/{group}:{method}", headers,
+                fill(body, lambda b, t: b["contents"][0]["parts"][0].__setitem__("text", t)))
+    if client == "messages":
+        body = {"model": group, "max_tokens": 256, "system": "You are a benchmark.",
+                "messages": [{"role": "user", "content": ""}], "stream": stream}
+        headers = {"content-type": "application/json", "x-api-key": CLIENT_KEY,
+                   "anthropic-version": "2023-06-01"}
+        return "/v1/messages", headers, fill(body, lambda b, t: b["messages"][0].__setitem__("content", t))
+    assert client == "responses", client
+    body = {"model": group, "max_output_tokens": 256, "instructions": "You are a benchmark.",
+            "input": [{"role": "user", "content": ""}], "stream": stream}
+    headers = {"content-type": "application/json", "authorization": f"Bearer {CLIENT_KEY}"}
+    return "/v1/responses", headers, fill(body, lambda b, t: b["input"][0].__setitem__("content", t))
 
 
 def scenarios(group, only=True):
@@ -650,7 +678,10 @@ def bench(args):
                                      f"http://127.0.0.1:{gw_port}{gw_path}", gw_headers, gw_body)
                     nt_req = Request(workdir, f"nt-{group}-{int(stream)}-{size}-{client}",
                                      f"http://127.0.0.1:{nt_port}{gw_path}", gw_headers, gw_body)
-                    baseline_here = limits_here = False
+                    limits_here = False
+                    # A baseline from before this client's surface existed answers 404: left out.
+                    baseline_here = baseline is not None and post(
+                        f"http://127.0.0.1:{bl_port}{gw_path}", gw_headers, gw_body)[0] == 200
                 else:
                     gw_req = Request(workdir, f"gw-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{gw_port}/v1/chat/completions",
                                      {"content-type": "application/json", "x-model-group": group}, unified_body(size, stream))
@@ -666,8 +697,9 @@ def bench(args):
                                      floor_req.headers, vendor_body)
                     measured[1:1] = [(wasm_floor, wf_req), (host_floor, hf_req)]
                 if baseline_here:
-                    bl_req = Request(workdir, f"bl-{group}-{int(stream)}-{size}",
-                                     f"http://127.0.0.1:{bl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
+                    bl_req = Request(workdir, f"bl-{group}-{int(stream)}-{size}-{client}",
+                                     f"http://127.0.0.1:{bl_port}{gw_path if client else '/v1/chat/completions'}",
+                                     gw_req.headers, gw_req.body)
                     measured.append((baseline, bl_req))
                 if not client and name == UNMETERED_SCENARIO:
                     measured.append((native_unmetered, Request(
@@ -684,9 +716,8 @@ def bench(args):
                         measured.append((bl_limits, bll_req))
                 for envoy, req in measured:
                     status, answer = post(req.url, req.headers, req.body)
-                    # A stream's end: the unified API's [DONE], Gemini's last chunk (its finish reason).
-                    done = b"finishReason" in answer if client else answer.endswith(b"data: [DONE]\n\n")
-                    if status != 200 or (stream and envoy in (gw, native) and not done):
+                    done = STREAM_END[client] in answer
+                    if status != 200 or (stream and envoy in (gw, native, baseline) and not done):
                         raise RuntimeError(f"{envoy.name} {group} {name}: HTTP {status} {answer[:200]!r}")
                     wrk([req], connections, WARMUP_SECONDS, workdir)
                 runs = {envoy.name: [] for envoy, _ in measured}
