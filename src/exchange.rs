@@ -248,7 +248,9 @@ mod tests {
     }
 
     fn open_request() -> Option<(Token, Shared)> {
-        open(Some(crate::model::Request::Chat(Box::new(request()))))
+        open(Some(crate::model::Request::Chat(Box::new(
+            request().into(),
+        ))))
     }
 
     #[test]

@@ -184,13 +184,13 @@ fn vendor_request(config: &Config, api: Api, name: &str, stem: &str, body: &[u8]
     };
     let encoded = surface(api)
         .parse_generation(&facts, body)
-        .and_then(|request| {
+        .and_then(|generation| {
             let target = Target { provider, model };
             let client = dialects::ClientRequest {
                 body: &|| body.to_vec(),
                 header: &|_| None,
             };
-            dialects::encode_generation(api, &client, &request, &target)
+            dialects::encode_generation(api, &client, &generation.request, &target)
         });
     match encoded {
         Ok(dialects::Encoded {
@@ -398,7 +398,7 @@ fn client_answers_match_golden_files() {
     // What Responses answers repeat: the basic request's fields.
     let basic = fs::read(root().join("requests/openai_responses/basic.json")).unwrap();
     let responses_echo = surface(Api::OpenAiResponses)
-        .parse_request(&basic)
+        .parse_generation(&PathFacts::default(), &basic)
         .unwrap()
         .echo;
     let no_echo = Echo::new();

@@ -14,6 +14,8 @@ pub mod response;
 pub mod shared;
 pub mod stream;
 
+use shared::Shared;
+
 /// The wire APIs the gateway speaks: each client surface speaks one, and
 /// each vendor dialect may speak one natively (a pass-through pair when
 /// the two are the same).
@@ -52,12 +54,35 @@ impl Api {
     }
 }
 
+/// A generation as its surface read it: the neutral request every dialect
+/// encodes, and what only the client's own surface reads back.
+#[derive(Debug, Clone, Default)]
+pub struct Generation {
+    pub request: request::ChatRequest,
+    /// Request fields the client's API repeats in its answers (the
+    /// Responses API echoes `tools`, `instructions`, `text`...), as its
+    /// surface read them; empty for APIs that repeat none.
+    pub echo: Shared<Echo>,
+}
+
+impl From<request::ChatRequest> for Generation {
+    fn from(request: request::ChatRequest) -> Self {
+        Generation {
+            request,
+            echo: Shared::default(),
+        }
+    }
+}
+
+/// Request fields a surface's answers repeat (see [`Generation::echo`]).
+pub type Echo = serde_json::Map<String, serde_json::Value>;
+
 /// A parsed request, of whichever operation: what the edge role hands
 /// the attempts (through the exchange).
 #[derive(Debug)]
 pub enum Request {
     /// A generation, or a call that takes a generation's body (count_tokens).
-    Chat(Box<request::ChatRequest>),
+    Chat(Box<Generation>),
     Embed(embed::EmbedRequest),
 }
 
@@ -65,7 +90,7 @@ impl Request {
     /// The model the client asked for.
     pub fn model(&self) -> &str {
         match self {
-            Request::Chat(r) => &r.model,
+            Request::Chat(g) => &g.request.model,
             Request::Embed(r) => &r.model,
         }
     }
@@ -90,8 +115,12 @@ impl Request {
     }
 
     pub fn chat(&self) -> Option<&request::ChatRequest> {
+        self.generation().map(|g| &g.request)
+    }
+
+    pub fn generation(&self) -> Option<&Generation> {
         match self {
-            Request::Chat(r) => Some(r),
+            Request::Chat(g) => Some(g),
             Request::Embed(_) => None,
         }
     }

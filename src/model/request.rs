@@ -49,10 +49,6 @@ pub struct ChatRequest {
     /// Size of the body this was parsed from: vendor bodies are about as
     /// long, so encoders size their buffer once.
     pub source_len: usize,
-    /// Request fields the client's API repeats in its answers (the
-    /// Responses API echoes `tools`, `instructions`, `text`...), as its
-    /// surface parsed them; empty for APIs that repeat none.
-    pub echo: Shared<Map<String, Value>>,
     /// The first feature only the client API's own vendors have (the
     /// Responses API's `previous_response_id` and built-in tools,
     /// Anthropic's server tools, MCP servers, containers): the neutral

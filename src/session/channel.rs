@@ -179,8 +179,10 @@ mod tests {
 
     #[test]
     fn both_channels_carry_the_same_attempts() {
-        let (token, shared) =
-            exchange::open(Some(crate::model::Request::Chat(Box::new(request())))).unwrap();
+        let (token, shared) = exchange::open(Some(crate::model::Request::Chat(Box::new(
+            request().into(),
+        ))))
+        .unwrap();
         let in_vm = AttemptChannel::find(Some(token));
         assert!(matches!(in_vm, AttemptChannel::InVm(_)));
         let host = FakeHost::new();
@@ -213,8 +215,10 @@ mod tests {
 
     #[test]
     fn the_parsed_request_is_there_until_a_vendor_accepted_it() {
-        let (token, _) =
-            exchange::open(Some(crate::model::Request::Chat(Box::new(request())))).unwrap();
+        let (token, _) = exchange::open(Some(crate::model::Request::Chat(Box::new(
+            request().into(),
+        ))))
+        .unwrap();
         let channel = AttemptChannel::find(Some(token));
         assert_eq!(
             channel.request().map(|r| r.model().to_owned()).as_deref(),

@@ -28,7 +28,7 @@ use crate::metering::{price_for, AttemptRecord, Bill, RequestLog, TokenCounts};
 use crate::model::call::Call;
 use crate::model::request::{valid_request_id, ChatRequest};
 use crate::model::response::Usage;
-use crate::model::{Api, Request};
+use crate::model::{Api, Generation, Request};
 use crate::routing::{Candidate, Needs};
 use crate::surfaces::route::PathFacts;
 use crate::surfaces::{self, parse_call_body, surface, Operation, Surface};

@@ -17,7 +17,8 @@ use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::{EventWriter, StreamEncoder};
-use crate::model::{Api, Request};
+pub use crate::model::Echo;
+use crate::model::{Api, Generation, Request};
 
 pub mod anthropic_messages;
 pub mod gemini;
@@ -108,16 +109,17 @@ pub trait Surface: Sync {
     }
     /// Parses and validates a request body into the neutral request.
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError>;
-    /// A generation's body, with what its path said ([`route::PathFacts`]:
+    /// A generation's body, and what its answers repeat of it (the
+    /// default: nothing), with what its path said ([`route::PathFacts`]:
     /// Gemini's model and stream flag) taking precedence.
     fn parse_generation(
         &self,
         facts: &route::PathFacts,
         body: &[u8],
-    ) -> Result<ChatRequest, GatewayError> {
+    ) -> Result<Generation, GatewayError> {
         let mut request = self.parse_request(body)?;
         facts.apply(&mut request);
-        Ok(request)
+        Ok(request.into())
     }
     /// A complete (non-stream) answer in this surface's format.
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8>;
@@ -131,7 +133,7 @@ pub trait Surface: Sync {
     }
 
     /// [`Self::render_answer`] for an API whose answers repeat request
-    /// fields (`echo`: `ChatRequest::echo`, which its parser filled).
+    /// fields (`echo`: [`Generation::echo`], which its parser filled).
     fn render_answer_echoing(&self, answer: Answer, origin: &Origin, _echo: &Echo) -> Vec<u8> {
         self.render_answer(answer, origin)
     }
@@ -141,9 +143,6 @@ pub trait Surface: Sync {
         self.stream_encoder(include_usage)
     }
 }
-
-/// Request fields a surface's answers repeat (see `ChatRequest::echo`).
-pub type Echo = serde_json::Map<String, serde_json::Value>;
 
 /// The writer a dialect's stream decoder pushes events into, encoding for
 /// the client's API; `native` when the vendor speaks it too (its events may

@@ -36,8 +36,8 @@ impl<H: Host> Attempt<H> {
     pub(super) fn translate_request(&mut self, size: usize) -> Result<(), GatewayError> {
         let parsed;
         let shared = self.channel.request();
-        let request = match shared.as_deref().and_then(Request::chat) {
-            Some(request) => request,
+        let generation = match shared.as_deref().and_then(Request::generation) {
+            Some(generation) => generation,
             None => {
                 let body = self.host.body(Buffer::Request, 0, size)?;
                 // The path is still the client's: what it says counts.
@@ -52,6 +52,7 @@ impl<H: Host> Attempt<H> {
                 &parsed
             }
         };
+        let request = &generation.request;
         let (provider, dialect) = self
             .provider()
             .ok_or_else(|| no_provider(&self.provider_name))?;
@@ -83,7 +84,7 @@ impl<H: Host> Attempt<H> {
         self.stream = stream;
         self.include_usage = include_usage;
         self.dropped_web_search = dropped_web_search;
-        self.echo = request.echo.clone();
+        self.echo = generation.echo.clone();
         // A response the gateway stores is answered under its id.
         if let Some(id) = &self.response_id {
             self.echo.insert("id".into(), id.clone().into());

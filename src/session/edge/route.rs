@@ -26,7 +26,7 @@ impl<H: Host> Edge<H> {
         let mut resolved = self.resolve_state(body)?;
         let rewritten = resolved.as_mut().map(|r| std::mem::take(&mut r.body));
         let body = rewritten.as_deref().unwrap_or(body);
-        let mut request = surface(self.api).parse_generation(facts, body)?;
+        let Generation { request, mut echo } = surface(self.api).parse_generation(facts, body)?;
         check_counts(limits, &request)?;
         if let Some(id) = &request.request_id {
             if !valid_request_id(id) {
@@ -86,13 +86,13 @@ impl<H: Host> Edge<H> {
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
         self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
-        let response_id = self.plan_store(body, &mut request, resolved);
+        let response_id = self.plan_store(body, &mut echo, resolved);
         self.hand_off(
             group,
             cluster,
             index,
             None,
-            Some(Request::Chat(Box::new(request))),
+            Some(Request::Chat(Box::new(Generation { request, echo }))),
             response_id,
         )
     }

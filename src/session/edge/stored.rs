@@ -10,6 +10,8 @@ use serde_json::Value;
 use super::*;
 use crate::limits::store::{SetResult, SharedStore, Unreadable};
 use crate::model::call::StoredOp;
+use crate::model::shared::Shared;
+use crate::model::Echo;
 use crate::responses_store::resolve::{self, Capture, Resolved};
 use crate::responses_store::{self as store, Entry, Put, Usage};
 use crate::session::host::{status, unix_seconds};
@@ -76,17 +78,15 @@ impl<H: Host> Edge<H> {
     pub(super) fn plan_store(
         &mut self,
         body: &[u8],
-        request: &mut ChatRequest,
+        echo: &mut Shared<Echo>,
         resolved: Option<Resolved>,
     ) -> Option<String> {
         let bounds = self.config.response_store;
         let previous = resolved.as_ref().and_then(|r| r.previous.clone());
         if let Some(previous) = &previous {
-            request
-                .echo
-                .insert("previous_response_id".into(), previous.clone().into());
+            echo.insert("previous_response_id".into(), previous.clone().into());
         }
-        let unwanted = request.echo.get("store") == Some(&Value::Bool(false));
+        let unwanted = echo.get("store") == Some(&Value::Bool(false));
         if self.api != Api::OpenAiResponses || !bounds.enabled || unwanted {
             return None;
         }

@@ -68,7 +68,7 @@ impl Surface for AnthropicMessages {
     fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
         match call {
             Call::CountTokens => {
-                request::parse_count(body).map(|r| Some(Request::Chat(Box::new(r))))
+                request::parse_count(body).map(|r| Some(Request::Chat(Box::new(r.into()))))
             }
             Call::Stored { .. }
             | Call::Embed

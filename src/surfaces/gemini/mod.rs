@@ -21,7 +21,7 @@ use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
-use crate::model::{Api, Request};
+use crate::model::{Api, Generation, Request};
 use crate::wire::gemini::{
     Candidate, Content, ErrorEnvelope, FunctionCall, GenerateContentResponse, Model, ModelList,
     Part, Status, Text, UsageMetadata,
@@ -134,7 +134,7 @@ impl Surface for Gemini {
         match call {
             Call::GeminiCountTokens { model } => request::parse_count(body).map(|mut r| {
                 r.model.clone_from(model);
-                Some(Request::Chat(Box::new(r)))
+                Some(Request::Chat(Box::new(r.into())))
             }),
             Call::GeminiEmbed { model, batch } => {
                 crate::wire::gemini_embeddings::parse(body, model, *batch)
@@ -154,19 +154,14 @@ impl Surface for Gemini {
     }
 
     /// The path's model and stream flag, and the stream's framing.
-    fn parse_generation(
-        &self,
-        facts: &PathFacts,
-        body: &[u8],
-    ) -> Result<ChatRequest, GatewayError> {
+    fn parse_generation(&self, facts: &PathFacts, body: &[u8]) -> Result<Generation, GatewayError> {
         let mut request = request::parse(body)?;
         facts.apply(&mut request);
+        let mut generation = Generation::from(request);
         if facts.json_array {
-            let mut echo = request.echo.clone();
-            echo.insert(JSON_ARRAY.into(), Value::Bool(true));
-            request.echo = echo;
+            generation.echo.insert(JSON_ARRAY.into(), Value::Bool(true));
         }
-        Ok(request)
+        Ok(generation)
     }
 
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {

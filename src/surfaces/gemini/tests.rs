@@ -202,7 +202,7 @@ fn the_path_decides_model_and_stream() {
     let r = Gemini
         .parse_generation(&facts, br#"{"contents":[{"parts":[{"text":"x"}]}]}"#)
         .unwrap();
-    assert_eq!((r.model.as_str(), r.stream), ("g", true));
+    assert_eq!((r.request.model.as_str(), r.request.stream), ("g", true));
     assert_eq!(r.echo.get(JSON_ARRAY), Some(&Value::Bool(true)));
     let count = Gemini
         .parse_call(

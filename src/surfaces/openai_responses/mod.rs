@@ -4,7 +4,7 @@
 //! OpenAI's error envelope, as on the chat surface.
 //!
 //! A `response` repeats parts of its request (`tools`, `instructions`,
-//! `text`…): the parser keeps them in `ChatRequest::echo` and the session
+//! `text`…): the parser keeps them in `Generation::echo` and the session
 //! hands them back to the renderers (`Surface::render_answer_echoing`,
 //! `Surface::stream_encoder_echoing`).
 //!
@@ -14,14 +14,14 @@
 
 use serde_json::{Map, Value};
 
-use super::route::{Operation, Route};
+use super::route::{Operation, PathFacts, Route};
 use super::Surface;
 use crate::error::GatewayError;
 use crate::model::call::Call;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
-use crate::model::{Api, Request};
+use crate::model::{Api, Generation, Request};
 use crate::wire::openai_responses::Usage as WireUsage;
 use crate::wire::openai_responses::{
     IncompleteDetails, InputTokensDetails, OutputItem, OutputTokensDetails, Response, ResponseError,
@@ -71,7 +71,13 @@ impl Surface for OpenAiResponses {
     }
 
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
-        request::parse(body)
+        request::parse(body).map(|g| g.request)
+    }
+
+    fn parse_generation(&self, facts: &PathFacts, body: &[u8]) -> Result<Generation, GatewayError> {
+        let mut generation = request::parse(body)?;
+        facts.apply(&mut generation.request);
+        Ok(generation)
     }
 
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {

@@ -28,6 +28,7 @@ use serde_json::{Map, Value};
 use crate::error::GatewayError;
 use crate::model::json::body_error;
 use crate::model::request::*;
+use crate::model::Generation;
 use crate::wire::loose::Loose;
 use crate::wire::openai_responses::client;
 
@@ -301,7 +302,7 @@ impl Builder {
 }
 
 /// Parses and validates a Responses request body.
-pub fn parse(body: &[u8]) -> Result<ChatRequest> {
+pub fn parse(body: &[u8]) -> Result<Generation> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("body", "request body is empty"));
     }
@@ -516,8 +517,10 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest> {
     if store == Some(false) {
         echo.insert("store".into(), Value::Bool(false));
     }
-    b.request.echo = echo.into();
-    Ok(b.request)
+    Ok(Generation {
+        request: b.request,
+        echo: echo.into(),
+    })
 }
 
 /// What a `response` object repeats of its request, OpenAI's defaults where

@@ -2,6 +2,10 @@ use super::*;
 use serde_json::json;
 
 fn ok(body: Value) -> ChatRequest {
+    parsed(body).request
+}
+
+fn parsed(body: Value) -> Generation {
     parse(body.to_string().as_bytes()).unwrap()
 }
 
@@ -11,10 +15,11 @@ fn err(body: &str) -> GatewayError {
 
 #[test]
 fn a_string_input_is_one_user_turn_after_the_instructions() {
-    let r = ok(
+    let g = parsed(
         json!({"model": "g", "input": "hi", "instructions": "be brief",
         "max_output_tokens": 50, "temperature": 0.5, "stream": true, "user": "u"}),
     );
+    let r = &g.request;
     assert_eq!(r.model, "g");
     assert_eq!(
         *r.messages,
@@ -32,9 +37,9 @@ fn a_string_input_is_one_user_turn_after_the_instructions() {
     assert_eq!(r.max_completion_tokens, Some(50));
     assert!(r.stream && r.include_usage);
     assert_eq!(r.user.as_deref(), Some("u"));
-    assert_eq!(r.echo["instructions"], "be brief");
-    assert_eq!(r.echo["tools"], json!([]));
-    assert_eq!(r.echo["temperature"], 0.5);
+    assert_eq!(g.echo["instructions"], "be brief");
+    assert_eq!(g.echo["tools"], json!([]));
+    assert_eq!(g.echo["temperature"], 0.5);
     assert!(r.native_only.is_none());
 }
 
@@ -113,7 +118,7 @@ fn items_become_turns_and_consecutive_calls_merge() {
 
 #[test]
 fn tools_choice_format_and_reasoning() {
-    let r = ok(json!({"model": "g", "input": "x",
+    let g = parsed(json!({"model": "g", "input": "x",
         "tools": [{"type": "function", "name": "f", "description": "d",
                    "parameters": {"type": "object", "properties": {}}, "strict": true}],
         "tool_choice": {"type": "function", "name": "f"},
@@ -122,6 +127,7 @@ fn tools_choice_format_and_reasoning() {
         "text": {"format": {"type": "json_schema", "name": "s", "schema": {"type": "object"}, "strict": true}},
         "metadata": {"task_type": "code"}, "store": false, "include": ["reasoning.encrypted_content"],
         "truncation": "disabled", "service_tier": "auto"}));
+    let r = &g.request;
     assert_eq!(r.tools[0].function.name, "f");
     assert_eq!(r.tools[0].function.strict, Some(true));
     assert_eq!(r.tool_choice, Some(ToolChoice::Function("f".into())));
@@ -133,7 +139,7 @@ fn tools_choice_format_and_reasoning() {
     assert_eq!(r.extra["metadata"]["task_type"], "code");
     assert_eq!(r.extra.len(), 1, "nothing else reaches OpenAI-API vendors");
     assert_eq!(
-        r.echo["tool_choice"],
+        g.echo["tool_choice"],
         json!({"type": "function", "name": "f"})
     );
 }
@@ -158,7 +164,7 @@ fn openai_only_features_are_kept_for_a_pass_through() {
 #[test]
 fn namespaced_tools_become_function_tools_and_their_history_follows() {
     // Codex's sub-agents, as Codex 0.171 sends them.
-    let r = ok(json!({"model": "g", "input": [
+    let g = parsed(json!({"model": "g", "input": [
         {"role": "user", "content": "go"},
         {"type": "function_call", "call_id": "c1", "namespace": "multi_agent_v1",
          "name": "wait_agent", "arguments": "{}"},
@@ -168,6 +174,7 @@ fn namespaced_tools_become_function_tools_and_their_history_follows() {
              "tools": [{"type": "function", "name": "spawn_agent", "description": "Spawn.",
                         "parameters": {"type": "object"}, "strict": false},
                        {"type": "function", "name": "wait_agent"}]}]}));
+    let r = &g.request;
     let names: Vec<_> = r.tools.iter().map(|t| t.function.name.as_str()).collect();
     assert_eq!(
         names,
@@ -183,7 +190,7 @@ fn namespaced_tools_become_function_tools_and_their_history_follows() {
         panic!("assistant")
     };
     assert_eq!(tool_calls[0].function.name, "multi_agent_v1__wait_agent");
-    assert_eq!(r.echo["tools"][1]["type"], "namespace", "echoed as sent");
+    assert_eq!(g.echo["tools"][1]["type"], "namespace", "echoed as sent");
     // A custom tool in a namespace has no counterpart elsewhere.
     let r = ok(
         json!({"model": "g", "input": "x", "tools": [{"type": "namespace",
