@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::{json, Value};
+use serde_json::{Map, Value};
 
 use super::route::{only, Operation, PathFacts, Route};
 use super::Surface;
@@ -23,8 +23,8 @@ use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
 use crate::model::{Api, Generation, Request};
 use crate::wire::gemini::{
-    Candidate, Content, ErrorEnvelope, FunctionCall, GenerateContentResponse, Model, ModelList,
-    Part, Status, Text, UsageMetadata,
+    Candidate, Content, Detail, ErrorEnvelope, FunctionCall, GenerateContentResponse, Model,
+    ModelList, Part, Status, Text, UsageMetadata,
 };
 
 mod members;
@@ -246,8 +246,8 @@ pub fn status_name(code: ErrorCode) -> &'static str {
 /// `google.rpc.Status`: `code` the HTTP status, `status` Google's name,
 /// `details` an `ErrorInfo` (reason: the gateway's code; metadata: param,
 /// provider, request id) and, with a wait, a `RetryInfo`.
-pub fn status_of(error: &GatewayError, request_id: Option<&str>) -> Status {
-    let mut metadata = serde_json::Map::new();
+pub fn status_of(error: &GatewayError, request_id: Option<&str>) -> Status<Detail> {
+    let mut metadata = Map::new();
     for (key, value) in [
         ("param", error.param.as_deref()),
         ("provider", error.provider.as_deref()),
@@ -257,17 +257,15 @@ pub fn status_of(error: &GatewayError, request_id: Option<&str>) -> Status {
             metadata.insert(key.into(), Value::String(value.to_owned()));
         }
     }
-    let mut details = vec![json!({
-        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-        "reason": error.code.as_str(),
-        "domain": "llm-gateway",
-        "metadata": metadata,
-    })];
+    let mut details = vec![Detail::ErrorInfo {
+        reason: error.code.as_str(),
+        domain: "llm-gateway",
+        metadata,
+    }];
     if let Some(seconds) = error.retry_after {
-        details.push(json!({
-            "@type": "type.googleapis.com/google.rpc.RetryInfo",
-            "retryDelay": format!("{seconds}s"),
-        }));
+        details.push(Detail::RetryInfo {
+            retry_delay: format!("{seconds}s"),
+        });
     }
     Status {
         code: Some(Gemini.status(error.code)),
@@ -312,9 +310,12 @@ pub fn usage_metadata(usage: &Usage) -> UsageMetadata {
 pub fn args_of(arguments: &str) -> Value {
     match serde_json::from_str::<Value>(arguments) {
         Ok(v @ Value::Object(_)) => v,
-        _ if arguments.trim().is_empty() => Value::Object(serde_json::Map::new()),
-        Ok(other) => json!({ "value": other }),
-        Err(_) => json!({ "arguments": arguments }),
+        _ if arguments.trim().is_empty() => Value::Object(Map::new()),
+        Ok(other) => Value::Object(Map::from_iter([("value".to_owned(), other)])),
+        Err(_) => Value::Object(Map::from_iter([(
+            "arguments".to_owned(),
+            Value::String(arguments.to_owned()),
+        )])),
     }
 }
 

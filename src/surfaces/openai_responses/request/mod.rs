@@ -543,13 +543,13 @@ fn echo(map: &client::Request) -> Result<Map<String, Value>> {
         (
             "reasoning",
             map.reasoning,
-            serde_json::json!({"effort": null, "summary": null}),
+            json_object([("effort", Value::Null), ("summary", Value::Null)]),
         ),
         ("temperature", map.temperature, 1.0.into()),
         (
             "text",
             map.text,
-            serde_json::json!({"format": {"type": "text"}}),
+            json_object([("format", json_object([("type", "text".into())]))]),
         ),
         ("tool_choice", map.tool_choice, "auto".into()),
         ("tools", map.tools, Value::Array(Vec::new())),
@@ -567,6 +567,15 @@ fn echo(map: &client::Request) -> Result<Map<String, Value>> {
             Ok((key.to_owned(), sent))
         })
         .collect()
+}
+
+fn json_object<const N: usize>(members: [(&str, Value); N]) -> Value {
+    Value::Object(
+        members
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+    )
 }
 
 #[cfg(test)]

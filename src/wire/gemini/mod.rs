@@ -18,6 +18,9 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
+mod status;
+pub use status::{Detail, ErrorBody, ErrorEnvelope, Status};
+
 /// A string of the wire, borrowed from its bytes unless an escape forces a
 /// copy (`Option<Cow<str>>` alone would always copy); written as
 /// `crate::json_text` writes long texts.
@@ -649,34 +652,6 @@ pub struct CountTokensResponse {
     // Proto3 JSON leaves out a zero.
     #[serde(default)]
     pub total_tokens: u64,
-}
-
-// --- errors -------------------------------------------------------------------
-
-/// `{"error": {...}}`, or a one-element array of it from stream endpoints.
-#[derive(Deserialize)]
-#[serde(untagged)]
-pub enum ErrorBody {
-    One(ErrorEnvelope),
-    Many(Vec<ErrorEnvelope>),
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-pub struct ErrorEnvelope {
-    pub error: Status,
-}
-
-/// `google.rpc.Status` as the Gemini API writes it.
-#[derive(Serialize, Deserialize, Debug, Default)]
-pub struct Status {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub code: Option<u16>,
-    #[serde(default)]
-    pub message: String,
-    #[serde(default)]
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub details: Vec<Value>,
 }
 
 // --- models ---------------------------------------------------------------------
