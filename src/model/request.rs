@@ -43,8 +43,12 @@ pub struct ChatRequest {
     pub include_usage: bool,
     /// Our extension: the request id (also accepted as header `x-request-id`).
     pub request_id: Option<String>,
-    /// OpenAI fields we do not model (presence_penalty, logprobs, ...);
-    /// the OpenAI dialect sends them (see `dialects::openai::VendorExtra`).
+    /// Parameters no field above carries, by their OpenAI names
+    /// (presence_penalty, logprobs, metadata, ...): a Chat Completions
+    /// client's other members, the Responses API's `metadata`, Gemini's
+    /// penalties, and what a provider's request policy sets (its rules
+    /// name fields as OpenAI does). Only OpenAI-API dialects send them
+    /// (`dialects::openai`); routing rules read `metadata.task_type`.
     pub extra: Map<String, Value>,
     /// Size of the body this was parsed from: vendor bodies are about as
     /// long, so encoders size their buffer once.
