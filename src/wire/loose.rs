@@ -16,8 +16,8 @@ use std::marker::PhantomData;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Number;
 
-use crate::model::json::{at, Index};
-use crate::wire::syntax::Checked;
+use crate::model::json::Index;
+use crate::wire::syntax::{inside, Checked};
 
 /// Any JSON value: an object as `O`, an array's elements as `E`.
 #[derive(Debug)]
@@ -136,7 +136,7 @@ impl<'de, O: Members<'de>, E: Deserialize<'de>> Visitor<'de> for LooseVisitor<O,
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = at(Index(items.len()), seq.next_element())? {
+        while let Some(item) = inside(Index(items.len()), seq.next_element())? {
             items.push(item);
         }
         Ok(Loose::Array(items))
@@ -198,8 +198,7 @@ macro_rules! members {
 
         impl<'de> $crate::wire::loose::Members<'de> for $name<'de> {
             fn from_map<A: serde::de::MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
-                use $crate::model::json::at;
-                use $crate::wire::syntax::{duplicate, Checked, Key, Keys};
+                use $crate::wire::syntax::{duplicate, inside, Checked, Key, Keys};
                 let mut this = Self::default();
                 // The unknown members' keys (a known one is its field).
                 let mut list = Vec::new();
@@ -210,11 +209,11 @@ macro_rules! members {
                             if this.$field.is_some() {
                                 return Err(duplicate(&key));
                             }
-                            this.$field = Some(at(&key, map.next_value())?);
+                            this.$field = Some(inside(&key, map.next_value())?);
                         })*
                         _ => {
                             others.check(&key)?;
-                            at(&key, map.next_value::<Checked>())?;
+                            inside(&key, map.next_value::<Checked>())?;
                             others.add(key.clone());
                             $crate::wire::loose::first_key(&mut this.unknown, key);
                         }

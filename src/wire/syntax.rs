@@ -32,6 +32,7 @@ pub struct Keys<'l, 'de> {
 }
 
 impl<'l, 'de> Keys<'l, 'de> {
+    #[inline]
     pub fn new(list: &'l mut Vec<Cow<'de, str>>) -> Self {
         let start = list.len();
         Keys {
@@ -42,6 +43,7 @@ impl<'l, 'de> Keys<'l, 'de> {
     }
 
     /// Refuses `key`, in `Strict`'s words, when the object has it.
+    #[inline]
     pub fn check<E: de::Error>(&self, key: &str) -> Result<(), E> {
         let seen = match &self.many {
             Some(set) => set.contains(key),
@@ -60,33 +62,56 @@ impl<'l, 'de> Keys<'l, 'de> {
     }
 
     /// Adds a key [`Keys::check`] let through.
+    #[inline]
     pub fn add(&mut self, key: Cow<'de, str>) {
-        match &mut self.many {
-            Some(set) => {
-                set.insert(key);
-            }
+        match self.many {
             None if self.list.len() - self.start < FEW_KEYS => self.list.push(key),
-            None => {
-                let mut set: BTreeSet<_> = self.list.drain(self.start..).collect();
-                set.insert(key);
-                self.many = Some(set);
-            }
+            _ => self.add_to_set(key),
         }
     }
 
+    /// The rare case, kept out of the common one's way: a wide object.
+    #[cold]
+    #[inline(never)]
+    fn add_to_set(&mut self, key: Cow<'de, str>) {
+        let set = self
+            .many
+            .get_or_insert_with(|| self.list.drain(self.start..).collect());
+        set.insert(key);
+    }
+
     /// The list, for the objects inside this one.
+    #[inline]
     fn list(&mut self) -> &mut Vec<Cow<'de, str>> {
         self.list
     }
 }
 
 impl Drop for Keys<'_, '_> {
+    #[inline]
     fn drop(&mut self) {
         self.list.truncate(self.start);
     }
 }
 
+/// A read's result, an error named by its place `path` as `Strict` names
+/// it ([`at`]): the success costs a branch, the rest is out of line.
+#[inline(always)]
+pub fn inside<T, E: de::Error>(path: impl fmt::Display, r: Result<T, E>) -> Result<T, E> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) => named(path, e),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn named<T, E: de::Error>(path: impl fmt::Display, e: E) -> Result<T, E> {
+    at(path, Err(e))
+}
+
 /// `Strict`'s words for a key given twice.
+#[cold]
 pub fn duplicate<E: de::Error>(key: &str) -> E {
     E::custom(format!("{key}: duplicate field"))
 }
@@ -197,7 +222,7 @@ impl<'de> Visitor<'de> for AnyValue<'_, 'de> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut index = 0;
-        while at(
+        while inside(
             Index(index),
             seq.next_element_seed(AnyValue {
                 keys: &mut *self.keys,
@@ -214,7 +239,7 @@ impl<'de> Visitor<'de> for AnyValue<'_, 'de> {
         let mut keys = Keys::new(self.keys);
         while let Some(Key(key)) = map.next_key()? {
             keys.check(&key)?;
-            at(&key, map.next_value_seed(AnyValue { keys: keys.list() }))?;
+            inside(&key, map.next_value_seed(AnyValue { keys: keys.list() }))?;
             keys.add(key);
         }
         Ok(())
