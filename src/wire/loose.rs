@@ -1,9 +1,13 @@
 //! Members read as the client sent them, whatever their JSON type, for a
 //! surface whose parser checks the types itself, in its API's order and
-//! words: these wire types never refuse a body (its syntax and duplicate
-//! keys are checked before). Objects are typed ([`Members`], written with
-//! [`members!`]), strings borrowed unless they hold escapes, what nothing
-//! reads skipped ([`Skip`]).
+//! words: these wire types refuse only what `model::json::Strict` refuses
+//! (bad JSON, a key given twice), in its words, named by path
+//! (`messages[0].role: duplicate field`). Objects are typed ([`Members`],
+//! written with [`members!`]), strings borrowed unless they hold escapes.
+//! What nothing reads is skipped: checked in the same pass ([`Checked`],
+//! the Messages surface's one pass) or not at all ([`Skip`], for a surface
+//! that checked the body before: the Responses surface's
+//! `wire::syntax::check`).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -11,6 +15,9 @@ use std::marker::PhantomData;
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Number;
+
+use crate::model::json::Index;
+use crate::wire::syntax::{inside, Checked};
 
 /// Any JSON value: an object as `O`, an array's elements as `E`.
 #[derive(Debug)]
@@ -39,6 +46,12 @@ impl<O, E> Loose<'_, O, E> {
 /// An object read member by member (see [`members!`]).
 pub trait Members<'de>: Sized {
     fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error>;
+
+    /// The first member, in key order, not among `allowed` (none for an
+    /// object kept whole or skipped).
+    fn first_unknown(&self, _allowed: &[&str]) -> Option<&str> {
+        None
+    }
 }
 
 /// A value nothing reads: skipped, whatever it is.
@@ -55,6 +68,13 @@ impl<'de> Members<'de> for Skip {
     fn from_map<A: MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(Skip)
+    }
+}
+
+/// An object nothing reads, checked.
+impl<'de> Members<'de> for Checked {
+    fn from_map<A: MapAccess<'de>>(map: A) -> Result<Self, A::Error> {
+        Checked::map(map)
     }
 }
 
@@ -116,7 +136,7 @@ impl<'de, O: Members<'de>, E: Deserialize<'de>> Visitor<'de> for LooseVisitor<O,
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element()? {
+        while let Some(item) = inside(Index(items.len()), seq.next_element())? {
             items.push(item);
         }
         Ok(Loose::Array(items))
@@ -124,31 +144,6 @@ impl<'de, O: Members<'de>, E: Deserialize<'de>> Visitor<'de> for LooseVisitor<O,
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
         O::from_map(map).map(Loose::Object)
-    }
-}
-
-/// An object's key, borrowed unless it holds escapes.
-pub struct Key<'a>(pub Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string key")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
     }
 }
 
@@ -171,7 +166,8 @@ pub fn earlier<'k>(first: Option<&'k str>, candidate: &'k str) -> Option<&'k str
 /// An object type whose members are each an `Option` (absent: `None`; a
 /// JSON `null` is `Some` of the member's null), plus the first member of
 /// no name it knows (`unknown`), so a parser can refuse unknown members by
-/// name in key order, as the object's kind allows:
+/// name in key order, as the object's kind allows. A member given twice
+/// is refused; an unknown member's value is checked ([`Checked`]):
 ///
 /// ```ignore
 /// members! { pub struct Part<'a> { kind "type": Loose<'a>, text "text": Loose<'a>, } }
@@ -202,17 +198,33 @@ macro_rules! members {
 
         impl<'de> $crate::wire::loose::Members<'de> for $name<'de> {
             fn from_map<A: serde::de::MapAccess<'de>>(mut map: A) -> Result<Self, A::Error> {
+                use $crate::wire::syntax::{duplicate, inside, Checked, Key, Keys};
                 let mut this = Self::default();
-                while let Some($crate::wire::loose::Key(key)) = map.next_key()? {
+                // The unknown members' keys (a known one is its field).
+                let mut list = Vec::new();
+                let mut others = Keys::new(&mut list);
+                while let Some(Key(key)) = map.next_key()? {
                     match &*key {
-                        $($key => this.$field = Some(map.next_value()?),)*
+                        $($key => {
+                            if this.$field.is_some() {
+                                return Err(duplicate(&key));
+                            }
+                            this.$field = Some(inside(&key, map.next_value())?);
+                        })*
                         _ => {
-                            map.next_value::<serde::de::IgnoredAny>()?;
+                            others.check(&key)?;
+                            inside(&key, map.next_value::<Checked>())?;
+                            others.add(key.clone());
                             $crate::wire::loose::first_key(&mut this.unknown, key);
                         }
                     }
                 }
                 Ok(this)
+            }
+
+            /// The inherent one (which needs no trait in scope).
+            fn first_unknown(&self, allowed: &[&str]) -> Option<&str> {
+                $name::first_unknown(self, allowed)
             }
         }
     };

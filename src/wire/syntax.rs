@@ -4,7 +4,8 @@
 //! Strict's, which built the whole tree to find them: the same serde_json
 //! reader, the same visits, the same path wrapping. A whole body
 //! ([`check`], the Responses surface's first pass) or a value a typed read
-//! skips ([`Checked`], the Messages surface's unknown members).
+//! skips ([`Checked`]). [`Keys`] finds a key given twice, here and in the
+//! typed objects of `wire::loose`.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -13,11 +14,132 @@ use std::fmt;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::model::json::{at, Index};
-use crate::wire::loose::Key;
 
 /// Up to this many keys an object's are compared one by one; past it, a
 /// set (a hostile object of many keys must not cost their square).
 const FEW_KEYS: usize = 16;
+
+/// An object's keys so far, to refuse one given twice. They are kept at
+/// the end of a list that the objects inside it may share (each keeps its
+/// own after them while it is read, and gives them back when done): a walk
+/// of nested objects allocates one list, not one per object.
+pub struct Keys<'l, 'de> {
+    list: &'l mut Vec<Cow<'de, str>>,
+    /// Where this object's keys start in `list`.
+    start: usize,
+    /// This object's keys once it has more than a few.
+    many: Option<BTreeSet<Cow<'de, str>>>,
+}
+
+impl<'l, 'de> Keys<'l, 'de> {
+    #[inline]
+    pub fn new(list: &'l mut Vec<Cow<'de, str>>) -> Self {
+        let start = list.len();
+        Keys {
+            list,
+            start,
+            many: None,
+        }
+    }
+
+    /// Refuses `key`, in `Strict`'s words, when the object has it.
+    #[inline]
+    pub fn check<E: de::Error>(&self, key: &str) -> Result<(), E> {
+        let seen = match &self.many {
+            Some(set) => set.contains(key),
+            None => self
+                .list
+                .get(self.start..)
+                .unwrap_or_default()
+                .iter()
+                .any(|k| k == key),
+        };
+        if seen {
+            Err(duplicate(key))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Adds a key [`Keys::check`] let through.
+    #[inline]
+    pub fn add(&mut self, key: Cow<'de, str>) {
+        match self.many {
+            None if self.list.len() - self.start < FEW_KEYS => self.list.push(key),
+            _ => self.add_to_set(key),
+        }
+    }
+
+    /// The rare case, kept out of the common one's way: a wide object.
+    #[cold]
+    #[inline(never)]
+    fn add_to_set(&mut self, key: Cow<'de, str>) {
+        let set = self
+            .many
+            .get_or_insert_with(|| self.list.drain(self.start..).collect());
+        set.insert(key);
+    }
+
+    /// The list, for the objects inside this one.
+    #[inline]
+    fn list(&mut self) -> &mut Vec<Cow<'de, str>> {
+        self.list
+    }
+}
+
+impl Drop for Keys<'_, '_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.list.truncate(self.start);
+    }
+}
+
+/// A read's result, an error named by its place `path` as `Strict` names
+/// it ([`at`]): the success costs a branch, the rest is out of line.
+#[inline(always)]
+pub fn inside<T, E: de::Error>(path: impl fmt::Display, r: Result<T, E>) -> Result<T, E> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) => named(path, e),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn named<T, E: de::Error>(path: impl fmt::Display, e: E) -> Result<T, E> {
+    at(path, Err(e))
+}
+
+/// `Strict`'s words for a key given twice.
+#[cold]
+pub fn duplicate<E: de::Error>(key: &str) -> E {
+    E::custom(format!("{key}: duplicate field"))
+}
+
+/// An object's key, borrowed unless it holds escapes.
+pub struct Key<'a>(pub Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
 
 /// Checks `body` (syntax, duplicate keys, serde_json's depth limit) and
 /// returns it as text, which the typed parse reads without checking each
@@ -100,7 +222,7 @@ impl<'de> Visitor<'de> for AnyValue<'_, 'de> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut index = 0;
-        while at(
+        while inside(
             Index(index),
             seq.next_element_seed(AnyValue {
                 keys: &mut *self.keys,
@@ -114,36 +236,12 @@ impl<'de> Visitor<'de> for AnyValue<'_, 'de> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let start = self.keys.len();
-        // This object's keys once it has more than a few.
-        let mut many: Option<BTreeSet<Cow<'de, str>>> = None;
+        let mut keys = Keys::new(self.keys);
         while let Some(Key(key)) = map.next_key()? {
-            let seen = match &many {
-                Some(set) => set.contains(&key),
-                None => self.keys.get(start..).is_some_and(|own| own.contains(&key)),
-            };
-            if seen {
-                return Err(de::Error::custom(format!("{key}: duplicate field")));
-            }
-            at(
-                &key,
-                map.next_value_seed(AnyValue {
-                    keys: &mut *self.keys,
-                }),
-            )?;
-            match &mut many {
-                Some(set) => {
-                    set.insert(key);
-                }
-                None if self.keys.len() - start < FEW_KEYS => self.keys.push(key),
-                None => {
-                    let mut set: BTreeSet<_> = self.keys.drain(start..).collect();
-                    set.insert(key);
-                    many = Some(set);
-                }
-            }
+            keys.check(&key)?;
+            inside(&key, map.next_value_seed(AnyValue { keys: keys.list() }))?;
+            keys.add(key);
         }
-        self.keys.truncate(start);
         Ok(())
     }
 }
@@ -164,15 +262,6 @@ impl<'de> Deserialize<'de> for Checked {
 }
 
 impl Checked {
-    /// An array a typed read met where it takes no array, checked.
-    pub fn seq<'de, A: SeqAccess<'de>>(seq: A) -> Result<Checked, A::Error> {
-        AnyValue {
-            keys: &mut Vec::new(),
-        }
-        .visit_seq(seq)
-        .map(|()| Checked)
-    }
-
     /// An object a typed read met where it takes no object, checked.
     pub fn map<'de, A: MapAccess<'de>>(map: A) -> Result<Checked, A::Error> {
         AnyValue {

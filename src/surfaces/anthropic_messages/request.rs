@@ -18,12 +18,11 @@
 
 use std::borrow::Cow;
 
-use serde_json::Number;
-
 use crate::error::GatewayError;
 use crate::model::json::body_error;
 use crate::model::request::*;
-use crate::wire::anthropic::client::{self as wire, Lax, Members, Tagged};
+use crate::wire::anthropic::client::{self as wire, Any, List, Tagged};
+use crate::wire::loose::{Loose, Members};
 
 mod messages;
 mod options;
@@ -75,7 +74,8 @@ fn parse_body(body: &[u8], generate: bool) -> Result<ChatRequest, GatewayError> 
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(GatewayError::invalid("body", "request body is empty"));
     }
-    let Lax::Is(wire) = serde_json::from_slice::<Lax<wire::Request>>(body).map_err(body_error)?
+    let Loose::Object(wire) =
+        serde_json::from_slice::<Any<wire::Request>>(body).map_err(body_error)?
     else {
         return Err(GatewayError::invalid(
             "body",
@@ -101,20 +101,29 @@ fn required(at: &str) -> GatewayError {
 }
 
 /// An object, refusing the first member (in key order) not in `allowed`.
-fn object<T: Members>(v: Lax<T>, at: &str, allowed: &[&str]) -> Result<T, GatewayError> {
-    let Lax::Is(object) = v else {
+fn object<'a, T: Members<'a>, E>(
+    v: Loose<'a, T, E>,
+    at: &str,
+    allowed: &[&str],
+) -> Result<T, GatewayError> {
+    let Loose::Object(object) = v else {
         return Err(invalid(at, "Input should be a valid dictionary"));
     };
-    if let Some(key) = object.first_extra(allowed) {
+    only(object, at, allowed)
+}
+
+/// Refuses an object's first member (in key order) not in `allowed`.
+fn only<'a, T: Members<'a>>(object: T, at: &str, allowed: &[&str]) -> Result<T, GatewayError> {
+    if let Some(key) = object.first_unknown(allowed) {
         return Err(extra(&format!("{at}.{key}")));
     }
     Ok(object)
 }
 
-fn string(v: Option<Lax<Cow<str>>>, key: &str, at: &str) -> Result<String, GatewayError> {
+fn string(v: Option<Any>, key: &str, at: &str) -> Result<String, GatewayError> {
     match v {
         None => Err(required(&format!("{at}.{key}"))),
-        Some(Lax::Is(s)) => Ok(s.into_owned()),
+        Some(Loose::Str(s)) => Ok(s.into_owned()),
         Some(_) => Err(invalid(
             &format!("{at}.{key}"),
             "Input should be a valid string",
@@ -122,22 +131,18 @@ fn string(v: Option<Lax<Cow<str>>>, key: &str, at: &str) -> Result<String, Gatew
     }
 }
 
-fn optional_string(
-    v: Option<Lax<Cow<str>>>,
-    key: &str,
-    at: &str,
-) -> Result<Option<String>, GatewayError> {
+fn optional_string(v: Option<Any>, key: &str, at: &str) -> Result<Option<String>, GatewayError> {
     match v {
-        None | Some(Lax::Null) => Ok(None),
+        None | Some(Loose::Null) => Ok(None),
         v => string(v, key, at).map(Some),
     }
 }
 
-fn optional_bool(v: Option<Lax<bool>>, key: &str, at: &str) -> Result<Option<bool>, GatewayError> {
+fn optional_bool(v: Option<Any>, key: &str, at: &str) -> Result<Option<bool>, GatewayError> {
     match v {
-        None | Some(Lax::Null) => Ok(None),
-        Some(Lax::Is(b)) => Ok(Some(b)),
-        Some(Lax::Other) => Err(invalid(
+        None | Some(Loose::Null) => Ok(None),
+        Some(Loose::Bool(b)) => Ok(Some(b)),
+        Some(_) => Err(invalid(
             &format!("{at}.{key}"),
             "Input should be a valid boolean",
         )),
@@ -145,11 +150,11 @@ fn optional_bool(v: Option<Lax<bool>>, key: &str, at: &str) -> Result<Option<boo
 }
 
 /// Whether a member is there and not `null`.
-fn is_set<T>(v: &Option<Lax<T>>) -> bool {
+fn is_set<O, E>(v: &Option<Loose<O, E>>) -> bool {
     v.as_ref().is_some_and(|v| !v.is_null())
 }
 
-fn integer(v: &Lax<Number>, at: &str, min: u64) -> Result<u32, GatewayError> {
+fn integer(v: &Any, at: &str, min: u64) -> Result<u32, GatewayError> {
     let too_small = || {
         invalid(
             at,
@@ -157,7 +162,7 @@ fn integer(v: &Lax<Number>, at: &str, min: u64) -> Result<u32, GatewayError> {
         )
     };
     let (unsigned, signed) = match v {
-        Lax::Is(n) => (n.as_u64(), n.as_i64()),
+        Loose::Number(n) => (n.as_u64(), n.as_i64()),
         _ => (None, None),
     };
     let n = match (unsigned, signed) {
@@ -172,9 +177,9 @@ fn integer(v: &Lax<Number>, at: &str, min: u64) -> Result<u32, GatewayError> {
 }
 
 /// `temperature`, `top_p`: a number from 0 to 1.
-fn unit(v: &Lax<Number>, at: &str) -> Result<f64, GatewayError> {
+fn unit(v: &Any, at: &str) -> Result<f64, GatewayError> {
     let x = match v {
-        Lax::Is(n) => n.as_f64(),
+        Loose::Number(n) => n.as_f64(),
         _ => None,
     }
     .ok_or_else(|| invalid(at, "Input should be a valid number"))?;
@@ -187,15 +192,15 @@ fn unit(v: &Lax<Number>, at: &str) -> Result<f64, GatewayError> {
     Ok(x)
 }
 
-fn array<T>(v: Lax<Vec<T>>, at: &str) -> Result<Vec<T>, GatewayError> {
+fn array<O, T>(v: Loose<O, T>, at: &str) -> Result<Vec<T>, GatewayError> {
     match v {
-        Lax::Is(items) => Ok(items),
+        Loose::Array(items) => Ok(items),
         _ => Err(invalid(at, "Input should be a valid list")),
     }
 }
 
 fn cache_control(
-    v: Option<Lax<wire::CacheControl>>,
+    v: Option<Any<wire::CacheControl>>,
     at: &str,
 ) -> Result<Option<CacheControl>, GatewayError> {
     let Some(v) = v.filter(|v| !v.is_null()) else {
@@ -222,12 +227,15 @@ fn cache_control(
 }
 
 /// A tagged object and its `type`.
-fn block_type<'a, T: Tagged<'a>>(v: Lax<T>, at: &str) -> Result<(Cow<'a, str>, T), GatewayError> {
-    let Lax::Is(mut object) = v else {
+fn block_type<'a, T: Tagged<'a>, E>(
+    v: Loose<'a, T, E>,
+    at: &str,
+) -> Result<(Cow<'a, str>, T), GatewayError> {
+    let Loose::Object(mut object) = v else {
         return Err(invalid(at, "Input should be a valid dictionary"));
     };
     match object.take_type() {
-        Some(Lax::Is(kind)) => Ok((kind, object)),
+        Some(Loose::Str(kind)) => Ok((kind, object)),
         Some(_) => Err(invalid(
             &format!("{at}.type"),
             "Input should be a valid string",
@@ -265,7 +273,7 @@ impl Parser {
     }
 
     /// The same for `key` of an object, when it is set (not null).
-    fn native_if_set<T>(&mut self, v: &Option<Lax<T>>, key: &str, at: &str) {
+    fn native_if_set<O, E>(&mut self, v: &Option<Loose<O, E>>, key: &str, at: &str) {
         if is_set(v) {
             self.native(format!("{at}.{key}"));
         }
@@ -302,7 +310,7 @@ impl Parser {
         let model_given = w.model.is_some();
         if let Some(v) = w.model {
             r.model = match v {
-                Lax::Is(m) => m.into_owned(),
+                Loose::Str(m) => m.into_owned(),
                 _ => return Err(invalid("model", "Input should be a valid string")),
             }
         }
@@ -325,7 +333,7 @@ impl Parser {
         if let Some(v) = w.stop_sequences {
             for (i, s) in array(v, "stop_sequences")?.into_iter().enumerate() {
                 match s {
-                    Lax::Is(s) => r.stop.push(s.into_owned()),
+                    Loose::Str(s) => r.stop.push(s.into_owned()),
                     _ => {
                         return Err(invalid(
                             &format!("stop_sequences.{i}"),
@@ -338,9 +346,9 @@ impl Parser {
         reached(unknown, "stream")?;
         if let Some(v) = w.stream {
             r.stream = match v {
-                Lax::Is(b) => b,
-                Lax::Null => false,
-                Lax::Other => return Err(invalid("stream", "Input should be a valid boolean")),
+                Loose::Bool(b) => b,
+                Loose::Null => false,
+                _ => return Err(invalid("stream", "Input should be a valid boolean")),
             }
         }
         reached(unknown, "system")?;
@@ -459,19 +467,19 @@ impl Parser {
     }
 
     /// `system`: a string or text blocks.
-    fn system(&mut self, v: Lax<wire::Content>) -> Result<Option<Message>, GatewayError> {
+    fn system(&mut self, v: wire::Content) -> Result<Option<Message>, GatewayError> {
         let content = match v {
-            Lax::Null => return Ok(None),
-            Lax::Is(wire::Content::Text(s)) if s.is_empty() => return Ok(None),
-            Lax::Is(wire::Content::Text(s)) => Content::Text(s.into_owned()),
-            Lax::Is(wire::Content::Blocks(blocks)) => {
+            Loose::Null => return Ok(None),
+            Loose::Str(s) if s.is_empty() => return Ok(None),
+            Loose::Str(s) => Content::Text(s.into_owned()),
+            Loose::Array(blocks) => {
                 let parts = self.text_blocks(blocks, "system")?;
                 if parts.is_empty() {
                     return Ok(None);
                 }
                 Content::Parts(parts)
             }
-            Lax::Other => {
+            _ => {
                 return Err(invalid(
                     "system",
                     "Input should be a valid string or a valid list",
@@ -487,7 +495,7 @@ impl Parser {
     /// Blocks that may only be text (the system prompt, a system turn).
     fn text_blocks(
         &mut self,
-        blocks: Vec<Lax<wire::Block>>,
+        blocks: Vec<Any<wire::Block>>,
         at: &str,
     ) -> Result<Vec<ContentPart>, GatewayError> {
         let mut parts = Vec::with_capacity(blocks.len());

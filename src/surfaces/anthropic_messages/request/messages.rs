@@ -41,7 +41,7 @@ impl Parser {
         block: wire::Block,
         at: &str,
     ) -> Result<ContentPart, GatewayError> {
-        let block = object(Lax::Is(block), at, TEXT)?;
+        let block = only(block, at, TEXT)?;
         self.native_if_set(&block.citations, "citations", at);
         Ok(ContentPart::Text {
             text: string(block.text, "text", at)?,
@@ -54,7 +54,7 @@ impl Parser {
         block: wire::Block,
         at: &str,
     ) -> Result<ContentPart, GatewayError> {
-        let block = object(Lax::Is(block), at, IMAGE)?;
+        let block = only(block, at, IMAGE)?;
         self.native_if_set(&block.transformations, "transformations", at);
         let source_at = format!("{at}.source");
         let source = block.source.ok_or_else(|| required(&source_at))?;
@@ -62,7 +62,7 @@ impl Parser {
         let url =
             match &*kind {
                 "base64" => {
-                    let s = object(Lax::Is(source), &source_at, &["type", "media_type", "data"])?;
+                    let s = only(source, &source_at, &["type", "media_type", "data"])?;
                     let media_type = string(s.media_type, "media_type", &source_at)?;
                     if !["image/jpeg", "image/png", "image/gif", "image/webp"]
                         .contains(&media_type.as_str())
@@ -78,7 +78,7 @@ impl Parser {
                     )
                 }
                 "url" => {
-                    let s = object(Lax::Is(source), &source_at, &["type", "url"])?;
+                    let s = only(source, &source_at, &["type", "url"])?;
                     let url = string(s.url, "url", &source_at)?;
                     if !(url.starts_with("https://") || url.starts_with("http://")) {
                         return Err(invalid(
@@ -108,7 +108,7 @@ impl Parser {
         block: wire::Block,
         at: &str,
     ) -> Result<ContentPart, GatewayError> {
-        let block = object(Lax::Is(block), at, DOCUMENT)?;
+        let block = only(block, at, DOCUMENT)?;
         self.native_if_set(&block.context, "context", at);
         self.native_if_set(&block.citations, "citations", at);
         let source_at = format!("{at}.source");
@@ -116,18 +116,18 @@ impl Parser {
         let (kind, source) = block_type(source, &source_at)?;
         let source = match &*kind {
             "base64" => {
-                let s = object(Lax::Is(source), &source_at, &["type", "media_type", "data"])?;
+                let s = only(source, &source_at, &["type", "media_type", "data"])?;
                 DocumentSource::Base64 {
                     media_type: string(s.media_type, "media_type", &source_at)?,
                     data: string(s.data, "data", &source_at)?,
                 }
             }
             "url" => {
-                let s = object(Lax::Is(source), &source_at, &["type", "url"])?;
+                let s = only(source, &source_at, &["type", "url"])?;
                 DocumentSource::Url(string(s.url, "url", &source_at)?)
             }
             "text" => {
-                let s = object(Lax::Is(source), &source_at, &["type", "media_type", "data"])?;
+                let s = only(source, &source_at, &["type", "media_type", "data"])?;
                 DocumentSource::Text(string(s.data, "data", &source_at)?)
             }
             "content" | "file" => {
@@ -153,12 +153,12 @@ impl Parser {
         block: wire::Block,
         at: &str,
     ) -> Result<Message, GatewayError> {
-        let block = object(Lax::Is(block), at, TOOL_RESULT)?;
+        let block = only(block, at, TOOL_RESULT)?;
         self.native_if_set(&block.toolset_name, "toolset_name", at);
         let content = match block.content {
-            None | Some(Lax::Null) => Content::Text(String::new()),
-            Some(Lax::Is(wire::Content::Text(s))) => Content::Text(s.into_owned()),
-            Some(Lax::Is(wire::Content::Blocks(blocks))) => {
+            None | Some(Loose::Null) => Content::Text(String::new()),
+            Some(Loose::Str(s)) => Content::Text(s.into_owned()),
+            Some(Loose::Array(blocks)) => {
                 let mut parts = Vec::with_capacity(blocks.len());
                 for (j, b) in blocks.into_iter().enumerate() {
                     let at = format!("{at}.content.{j}");
@@ -178,7 +178,7 @@ impl Parser {
                 }
                 Content::Parts(parts)
             }
-            Some(Lax::Other) => {
+            Some(_) => {
                 return Err(invalid(
                     &format!("{at}.content"),
                     "Input should be a valid string or a valid list",
@@ -195,11 +195,11 @@ impl Parser {
 
     /// An assistant's tool call.
     fn tool_use(&mut self, block: wire::Block, at: &str) -> Result<ToolCall, GatewayError> {
-        let b = object(Lax::Is(block), at, TOOL_USE)?;
+        let b = only(block, at, TOOL_USE)?;
         self.native_if_set(&b.toolset_name, "toolset_name", at);
         // Called by the model itself is every vendor's way;
         // by a server tool (programmatic calling) only Anthropic's.
-        let direct = |c: &Lax<wire::Caller>| matches!(c, Lax::Is(wire::Caller { kind: Some(Lax::Is(k)), .. }) if *k == "direct");
+        let direct = |c: &Any<wire::Caller>| matches!(c, Loose::Object(wire::Caller { kind: Some(Loose::Str(k)), .. }) if *k == "direct");
         if b.caller
             .as_ref()
             .is_some_and(|c| !c.is_null() && !direct(c))
@@ -207,7 +207,7 @@ impl Parser {
             self.native(format!("{at}.caller"));
         }
         let input = match b.input {
-            Some(Lax::Is(v)) => v.to_string(),
+            Some(Loose::Object(v)) => v.to_string(),
             _ => {
                 return Err(invalid(
                     &format!("{at}.input"),
@@ -227,7 +227,7 @@ impl Parser {
 
     pub(super) fn message(
         &mut self,
-        m: Lax<wire::Message>,
+        m: Any<wire::Message>,
         i: usize,
         out: &mut Vec<Message>,
     ) -> Result<(), GatewayError> {
@@ -238,7 +238,7 @@ impl Parser {
             .content
             .ok_or_else(|| required(&format!("{at}.content")))?;
         let blocks = match content {
-            Lax::Is(wire::Content::Text(s)) => {
+            Loose::Str(s) => {
                 let content = Content::Text(s.into_owned());
                 out.push(match role.as_str() {
                     "user" => Message::User {
@@ -254,7 +254,7 @@ impl Parser {
                 });
                 return Ok(());
             }
-            Lax::Is(wire::Content::Blocks(blocks)) => blocks,
+            Loose::Array(blocks) => blocks,
             _ => {
                 return Err(invalid(
                     &format!("{at}.content"),
@@ -302,8 +302,7 @@ impl Parser {
                         "text" => parts.push(self.text(block, &at)?),
                         "tool_use" => calls.push(self.tool_use(block, &at)?),
                         "thinking" => {
-                            let b =
-                                object(Lax::Is(block), &at, &["type", "thinking", "signature"])?;
+                            let b = only(block, &at, &["type", "thinking", "signature"])?;
                             reasoning.push(Thinking {
                                 text: string(b.thinking, "thinking", &at)?,
                                 signature: Some(string(b.signature, "signature", &at)?),
@@ -311,7 +310,7 @@ impl Parser {
                             });
                         }
                         "redacted_thinking" => {
-                            let b = object(Lax::Is(block), &at, &["type", "data"])?;
+                            let b = only(block, &at, &["type", "data"])?;
                             reasoning.push(Thinking {
                                 text: String::new(),
                                 signature: None,

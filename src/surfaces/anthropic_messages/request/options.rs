@@ -7,18 +7,18 @@ impl Parser {
     /// A tool definition; `None` for a server tool (marked native-only).
     pub(super) fn tool(
         &mut self,
-        mut v: Lax<wire::Tool>,
+        mut v: Any<wire::Tool>,
         at: &str,
     ) -> Result<Option<Tool>, GatewayError> {
         // A tool that is no object reads as a custom one (refused below).
         let kind = match &mut v {
-            Lax::Is(tool) => tool.kind.take(),
+            Loose::Object(tool) => tool.kind.take(),
             _ => None,
         };
         match kind {
-            None | Some(Lax::Null) => {}
-            Some(Lax::Is(kind)) if kind == "custom" => {}
-            Some(Lax::Is(kind)) => {
+            None | Some(Loose::Null) => {}
+            Some(Loose::Str(kind)) if kind == "custom" => {}
+            Some(Loose::Str(kind)) => {
                 if SERVER_TOOL_PREFIXES.iter().any(|p| kind.starts_with(p)) {
                     self.native(format!("{at} ({kind})"));
                     return Ok(None);
@@ -28,7 +28,7 @@ impl Parser {
                     format!("unknown tool type '{kind}'"),
                 ));
             }
-            Some(Lax::Other) => {
+            Some(_) => {
                 return Err(invalid(
                     &format!("{at}.type"),
                     "Input should be a valid string",
@@ -54,7 +54,7 @@ impl Parser {
         // `defer_loading`, `input_examples` and `eager_input_streaming` are
         // hints other vendors do without (the tool is declared up front);
         // a tool the model may not call itself is Anthropic's alone.
-        let direct = |callers: &Lax<Vec<Lax<Cow<str>>>>| matches!(callers, Lax::Is(c) if c.iter().any(|c| matches!(c, Lax::Is(c) if *c == "direct")));
+        let direct = |callers: &List| matches!(callers, Loose::Array(c) if c.iter().any(|c| matches!(c, Loose::Str(c) if *c == "direct")));
         if tool
             .allowed_callers
             .as_ref()
@@ -71,7 +71,7 @@ impl Parser {
         }
         let schema = match tool.input_schema {
             None => return Err(required(&format!("{at}.input_schema"))),
-            Some(Lax::Is(schema)) => schema,
+            Some(Loose::Object(schema)) => schema,
             Some(_) => {
                 return Err(invalid(
                     &format!("{at}.input_schema"),
@@ -94,7 +94,7 @@ impl Parser {
 
 /// `tool_choice` and its `disable_parallel_tool_use` (as `parallel_tool_calls: false`).
 pub(super) fn tool_choice(
-    v: Lax<wire::ToolChoice>,
+    v: Any<wire::ToolChoice>,
 ) -> Result<(Option<ToolChoice>, Option<bool>), GatewayError> {
     let at = "tool_choice";
     let (kind, v) = block_type(v, at)?;
@@ -108,7 +108,7 @@ pub(super) fn tool_choice(
                 "Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'",
             )),
         };
-    let mut choice = object(Lax::Is(v), at, allowed)?;
+    let mut choice = only(v, at, allowed)?;
     let kind = match &*kind {
         "auto" => ToolChoice::Auto,
         "any" => ToolChoice::Required,
@@ -126,12 +126,12 @@ pub(super) fn tool_choice(
 }
 
 /// `thinking`: `enabled` with a budget, `adaptive`, or `disabled` (`None`).
-pub(super) fn thinking_config(v: Lax<wire::Thinking>) -> Result<Option<Reasoning>, GatewayError> {
+pub(super) fn thinking_config(v: Any<wire::Thinking>) -> Result<Option<Reasoning>, GatewayError> {
     let at = "thinking";
     let (kind, v) = block_type(v, at)?;
     match &*kind {
         "enabled" => {
-            let thinking = object(Lax::Is(v), at, &["type", "budget_tokens", "display"])?;
+            let thinking = only(v, at, &["type", "budget_tokens", "display"])?;
             let budget = thinking
                 .budget_tokens
                 .ok_or_else(|| required("thinking.budget_tokens"))?;
@@ -146,11 +146,11 @@ pub(super) fn thinking_config(v: Lax<wire::Thinking>) -> Result<Option<Reasoning
             }))
         }
         "adaptive" => {
-            object(Lax::Is(v), at, &["type", "display"])?;
+            only(v, at, &["type", "display"])?;
             Ok(Some(Reasoning::default()))
         }
         "disabled" => {
-            object(Lax::Is(v), at, &["type"])?;
+            only(v, at, &["type"])?;
             Ok(None)
         }
         _ => Err(invalid(
@@ -175,7 +175,7 @@ pub(super) fn effort_level(name: &str) -> Result<Effort, GatewayError> {
 
 /// Structured output: `{"type": "json_schema", "schema": {...}}`.
 pub(super) fn output_format(
-    v: Lax<wire::OutputFormat>,
+    v: Any<wire::OutputFormat>,
     at: &str,
 ) -> Result<ResponseFormat, GatewayError> {
     let (kind, v) = block_type(v, at)?;
@@ -185,9 +185,9 @@ pub(super) fn output_format(
             "Input should be 'json_schema'",
         ));
     }
-    let format = object(Lax::Is(v), at, &["type", "schema"])?;
+    let format = only(v, at, &["type", "schema"])?;
     let schema = match format.schema {
-        Some(Lax::Is(schema)) => schema,
+        Some(Loose::Object(schema)) => schema,
         None => return Err(required(&format!("{at}.schema"))),
         Some(_) => {
             return Err(invalid(
