@@ -53,6 +53,29 @@ pub struct Request<'a> {
     pub extra: BTreeMap<Cow<'a, str>, Value>,
 }
 
+/// The members [`Request`] has a field for, besides `web_search_options`.
+const MODELLED: [&str; 19] = [
+    "model",
+    "messages",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "stop",
+    "seed",
+    "user",
+    "n",
+    "stream",
+    "stream_options",
+    "request_id",
+    "reasoning_effort",
+    "reasoning",
+];
+
 impl<'de> Deserialize<'de> for Request<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(RequestVisitor)
@@ -92,16 +115,23 @@ impl<'de> Visitor<'de> for RequestVisitor {
             web_search_options: None,
             extra: BTreeMap::new(),
         };
-        // The modelled members seen (each name once: a short list).
-        let mut seen: Vec<Cow<'de, str>> = Vec::new();
+        // The modelled members seen, a bit each.
+        let mut seen = 0u32;
         let mut has_model = false;
         let mut has_messages = false;
         while let Some(Key(key)) = map.next_key()? {
             // Duplicate keys are ambiguous (parsers disagree on which wins): refuse them.
-            let given = |k: &str| seen.iter().any(|s| s == k) || r.extra.contains_key(k);
-            if given(&key) || (key == "web_search_options" && r.web_search_options.is_some()) {
+            let bit = MODELLED
+                .iter()
+                .position(|m| *m == key)
+                .map_or(0, |i| 1 << i);
+            if seen & bit != 0
+                || r.extra.contains_key(&key)
+                || (key == "web_search_options" && r.web_search_options.is_some())
+            {
                 return Err(de::Error::custom(format!("{key}: duplicate field")));
             }
+            seen |= bit;
             match &*key {
                 "model" => {
                     r.model = at("model", map.next_value::<Text>())?.0;
@@ -154,15 +184,12 @@ impl<'de> Visitor<'de> for RequestVisitor {
                         json,
                         user_location,
                     });
-                    continue;
                 }
                 _ => {
                     let Strict(value) = at(&key, map.next_value())?;
                     r.extra.insert(key, value);
-                    continue;
                 }
             }
-            seen.push(key);
         }
         if !has_model {
             return Err(de::Error::custom("model: missing field"));
