@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use crate::error::GatewayError;
 use crate::model::json::{body_error, Strict};
 use crate::model::request::*;
+use crate::model::shared::Shared;
 use crate::wire::openai_chat::client;
 
 impl ChatRequest {
@@ -24,10 +25,7 @@ impl ChatRequest {
             return Err(GatewayError::invalid("body", "request body is empty"));
         }
         let wire = serde_json::from_slice::<client::Request>(body).map_err(body_error)?;
-        let request = ChatRequest {
-            source_len: body.len(),
-            ..neutral(wire)
-        };
+        let request = neutral(wire, body.len());
         request.validate()?;
         Ok(request)
     }
@@ -145,7 +143,7 @@ impl ChatRequest {
 
 /// The request as the client wrote it, as the neutral request: the one
 /// place `extra` is written.
-fn neutral(r: client::Request) -> ChatRequest {
+fn neutral(r: client::Request, source_len: usize) -> ChatRequest {
     let mut extra: Map<String, Value> = r
         .extra
         .into_iter()
@@ -214,6 +212,7 @@ fn neutral(r: client::Request) -> ChatRequest {
         max_completion_tokens: r.max_completion_tokens,
         stop: r.stop,
         seed: r.seed,
+        top_k: None,
         reasoning,
         user: r.user.map(Cow::into_owned),
         n: r.n,
@@ -224,8 +223,10 @@ fn neutral(r: client::Request) -> ChatRequest {
             .unwrap_or(false),
         request_id: r.request_id.map(Cow::into_owned),
         extra,
+        source_len,
+        echo: Shared::default(),
+        native_only: None,
         web_search,
-        ..ChatRequest::default()
     }
 }
 

@@ -53,28 +53,61 @@ pub struct Request<'a> {
     pub extra: BTreeMap<Cow<'a, str>, Value>,
 }
 
-/// The members [`Request`] has a field for, besides `web_search_options`.
-const MODELLED: [&str; 19] = [
-    "model",
-    "messages",
-    "tools",
-    "tool_choice",
-    "parallel_tool_calls",
-    "response_format",
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "max_completion_tokens",
-    "stop",
-    "seed",
-    "user",
-    "n",
-    "stream",
-    "stream_options",
-    "request_id",
-    "reasoning_effort",
-    "reasoning",
-];
+/// The members [`Request`] has a field for; each a bit of the mask of
+/// those seen.
+#[derive(Clone, Copy)]
+enum Member {
+    Model,
+    Messages,
+    Tools,
+    ToolChoice,
+    ParallelToolCalls,
+    ResponseFormat,
+    Temperature,
+    TopP,
+    MaxTokens,
+    MaxCompletionTokens,
+    Stop,
+    Seed,
+    User,
+    N,
+    Stream,
+    StreamOptions,
+    RequestId,
+    ReasoningEffort,
+    Reasoning,
+    WebSearchOptions,
+    /// One kept as written (`extra`).
+    Other,
+}
+
+impl Member {
+    fn of(key: &str) -> Member {
+        match key {
+            "model" => Member::Model,
+            "messages" => Member::Messages,
+            "tools" => Member::Tools,
+            "tool_choice" => Member::ToolChoice,
+            "parallel_tool_calls" => Member::ParallelToolCalls,
+            "response_format" => Member::ResponseFormat,
+            "temperature" => Member::Temperature,
+            "top_p" => Member::TopP,
+            "max_tokens" => Member::MaxTokens,
+            "max_completion_tokens" => Member::MaxCompletionTokens,
+            "stop" => Member::Stop,
+            "seed" => Member::Seed,
+            "user" => Member::User,
+            "n" => Member::N,
+            "stream" => Member::Stream,
+            "stream_options" => Member::StreamOptions,
+            "request_id" => Member::RequestId,
+            "reasoning_effort" => Member::ReasoningEffort,
+            "reasoning" => Member::Reasoning,
+            "web_search_options" => Member::WebSearchOptions,
+            _ => Member::Other,
+        }
+    }
+}
 
 impl<'de> Deserialize<'de> for Request<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -121,63 +154,64 @@ impl<'de> Visitor<'de> for RequestVisitor {
         let mut has_messages = false;
         while let Some(Key(key)) = map.next_key()? {
             // Duplicate keys are ambiguous (parsers disagree on which wins): refuse them.
-            let bit = MODELLED
-                .iter()
-                .position(|m| *m == key)
-                .map_or(0, |i| 1 << i);
-            if seen & bit != 0
-                || r.extra.contains_key(&key)
-                || (key == "web_search_options" && r.web_search_options.is_some())
-            {
+            let member = Member::of(&key);
+            let bit = 1u32 << member as u32;
+            let given = match member {
+                Member::Other => r.extra.contains_key(&key),
+                _ => seen & bit != 0,
+            };
+            if given {
                 return Err(de::Error::custom(format!("{key}: duplicate field")));
             }
             seen |= bit;
-            match &*key {
-                "model" => {
+            match member {
+                Member::Model => {
                     r.model = at("model", map.next_value::<Text>())?.0;
                     has_model = true;
                 }
-                "messages" => {
+                Member::Messages => {
                     r.messages = at("messages", map.next_value::<Messages>())?.0;
                     has_messages = true;
                 }
-                "tools" => {
+                Member::Tools => {
                     r.tools = at("tools", map.next_value::<Option<Listed<ChatTool>>>())?
                         .map(|t| t.0)
                         .unwrap_or_default()
                 }
-                "tool_choice" => r.tool_choice = at("tool_choice", map.next_value())?,
-                "parallel_tool_calls" => {
+                Member::ToolChoice => r.tool_choice = at("tool_choice", map.next_value())?,
+                Member::ParallelToolCalls => {
                     r.parallel_tool_calls = at("parallel_tool_calls", map.next_value())?
                 }
-                "response_format" => r.response_format = at("response_format", map.next_value())?,
-                "temperature" => r.temperature = at("temperature", map.next_value())?,
-                "top_p" => r.top_p = at("top_p", map.next_value())?,
-                "max_tokens" => r.max_tokens = at("max_tokens", map.next_value())?,
-                "max_completion_tokens" => {
+                Member::ResponseFormat => {
+                    r.response_format = at("response_format", map.next_value())?
+                }
+                Member::Temperature => r.temperature = at("temperature", map.next_value())?,
+                Member::TopP => r.top_p = at("top_p", map.next_value())?,
+                Member::MaxTokens => r.max_tokens = at("max_tokens", map.next_value())?,
+                Member::MaxCompletionTokens => {
                     r.max_completion_tokens = at("max_completion_tokens", map.next_value())?
                 }
-                "stop" => {
+                Member::Stop => {
                     r.stop = at("stop", map.next_value::<Option<Stop>>())?
                         .map(|s| s.0)
                         .unwrap_or_default()
                 }
-                "seed" => r.seed = at("seed", map.next_value())?,
-                "user" => r.user = at("user", map.next_value::<Option<Text>>())?.map(|t| t.0),
-                "n" => r.n = at("n", map.next_value())?,
-                "stream" => {
+                Member::Seed => r.seed = at("seed", map.next_value())?,
+                Member::User => r.user = at("user", map.next_value::<Option<Text>>())?.map(|t| t.0),
+                Member::N => r.n = at("n", map.next_value())?,
+                Member::Stream => {
                     r.stream = at("stream", map.next_value::<Option<bool>>())?.unwrap_or(false)
                 }
-                "stream_options" => r.stream_options = at("stream_options", map.next_value())?,
-                "request_id" => {
+                Member::StreamOptions => r.stream_options = at("stream_options", map.next_value())?,
+                Member::RequestId => {
                     r.request_id = at("request_id", map.next_value::<Option<Text>>())?.map(|t| t.0)
                 }
-                "reasoning_effort" => {
+                Member::ReasoningEffort => {
                     let effort: Option<EffortName> = at("reasoning_effort", map.next_value())?;
                     r.reasoning_effort = effort.map(|EffortName(e)| e);
                 }
-                "reasoning" => r.reasoning = at("reasoning", map.next_value())?,
-                "web_search_options" => {
+                Member::Reasoning => r.reasoning = at("reasoning", map.next_value())?,
+                Member::WebSearchOptions => {
                     let Strict(json) = at("web_search_options", map.next_value())?;
                     let user_location = web_search(&json).map_err(de::Error::custom)?;
                     r.web_search_options = Some(WebSearchOptions {
@@ -185,7 +219,7 @@ impl<'de> Visitor<'de> for RequestVisitor {
                         user_location,
                     });
                 }
-                _ => {
+                Member::Other => {
                     let Strict(value) = at(&key, map.next_value())?;
                     r.extra.insert(key, value);
                 }
