@@ -20,8 +20,6 @@ use crate::wire::openai_chat::{
     self as wire, Delta, ReasoningDetail, DETAIL_ENCRYPTED, DETAIL_TEXT,
 };
 
-#[cfg(test)]
-mod legacy;
 pub mod models;
 pub mod request;
 

@@ -1,12 +1,10 @@
-//! OpenAI Chat Completions requests, parsed once into the neutral
-//! [`ChatRequest`]. Parse errors name the field (`messages[2].role: ...`),
-//! duplicate keys are refused at every depth, and fields we do not model
-//! are kept in `extra` so OpenAI-compatible upstreams still receive them
-//! (`web_search_options` too, besides its neutral `web_search`).
-//!
-//! The strict parser of the API's whole request schema, every field with
-//! the error the vendor gives for it; the messages are read in
-//! `request/messages.rs`.
+//! OpenAI Chat Completions requests: read strictly onto the client's wire
+//! types (`wire::openai_chat::client`: parse errors name the field,
+//! `messages[2].role: ...`, duplicate keys are refused at every depth),
+//! mapped onto the neutral [`ChatRequest`], then checked for what typed
+//! parsing cannot express. Fields we do not model are kept in `extra` so
+//! OpenAI-compatible upstreams still receive them (`web_search_options`
+//! too, besides its neutral `web_search`).
 
 use std::borrow::Cow;
 
@@ -31,7 +29,7 @@ impl ChatRequest {
     }
 
     /// Checks that typed parsing cannot express.
-    pub(super) fn validate(&self) -> Result<(), GatewayError> {
+    fn validate(&self) -> Result<(), GatewayError> {
         if self.model.is_empty() {
             return Err(GatewayError::invalid("model", "model must not be empty"));
         }
@@ -366,9 +364,6 @@ fn content(c: client::Content) -> Content {
         ),
     }
 }
-
-#[cfg(test)]
-mod differential;
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{text, Text};
-use crate::model::json::{at, missing, once, Index, Listed, Stop, Strict};
+use crate::model::json::{at, Index, Stop, Strict};
 use crate::model::request::{Effort, MAX_MESSAGES};
 use crate::wire::loose::Key;
 
@@ -365,6 +365,42 @@ fn member_text<'a>(
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(format!("{path}.{key}: invalid type, expected a string")),
     }
+}
+
+/// An array whose element errors name the index (`[2].function...`).
+struct Listed<T>(Vec<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Listed<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Listed<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Listed<T>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(item) = at(Index(out.len()), seq.next_element())? {
+                    out.push(item);
+                }
+                Ok(Listed(out))
+            }
+        }
+        d.deserialize_seq(V(std::marker::PhantomData))
+    }
+}
+
+/// Stores a field's value, refusing a second one (parsers disagree on which wins).
+fn once<T, E: de::Error>(slot: &mut Option<T>, name: &str, value: Result<T, E>) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::custom(format!("{name}: duplicate field")));
+    }
+    *slot = Some(at(name, value)?);
+    Ok(())
+}
+
+fn missing<E: de::Error>(name: &str) -> E {
+    E::custom(format!("{name}: missing field"))
 }
 
 /// Deserialisers that put a field's name in front of its errors, as the
