@@ -1,15 +1,13 @@
-//! Reading the model's JSON form strictly: every error names its field
-//! path (`messages[2].role: ...`), duplicate keys are refused at every
-//! depth, and JSON Schema fields must be objects. Used by the model's serde
-//! derives and by the client surfaces' parsers.
+//! Reading JSON strictly, for the client surfaces' parsers and their wire
+//! types: every error names its field path (`messages[2].role: ...`),
+//! duplicate keys are refused at every depth ([`Strict`]), and a refused
+//! body is the client's 400 ([`body_error`]).
 
 use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-
-use crate::model::request::{FunctionDef, JsonSchema};
 
 /// Wraps a field's deserialisation error with the field's path (formatted
 /// only when there is an error).
@@ -123,76 +121,6 @@ impl<'de> Visitor<'de> for StrictVisitor {
         }
         Ok(Value::Object(object))
     }
-}
-
-/// A JSON Schema field (`parameters`, `schema`): an object, without
-/// duplicate keys.
-fn strict_object<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    match Option::<Strict>::deserialize(d)? {
-        None => Ok(None),
-        Some(Strict(v @ Value::Object(_))) => Ok(Some(v)),
-        Some(_) => Err(de::Error::custom("must be a JSON Schema object")),
-    }
-}
-
-pub(crate) fn strict_parameters<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Value>, D::Error> {
-    at("parameters", strict_object(d))
-}
-
-pub(crate) fn strict_schema<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    at("schema", strict_object(d))
-}
-
-/// `tools[i].function`, with its path in errors.
-pub(crate) fn function_def<'de, D: Deserializer<'de>>(d: D) -> Result<FunctionDef, D::Error> {
-    at("function", FunctionDef::deserialize(d))
-}
-
-/// `response_format.json_schema`, with its path in errors.
-pub(crate) fn json_schema<'de, D: Deserializer<'de>>(d: D) -> Result<JsonSchema, D::Error> {
-    at("json_schema", JsonSchema::deserialize(d))
-}
-
-/// An array whose element errors name the index (`[2].function...`).
-pub(crate) struct Listed<T>(pub Vec<T>);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Listed<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<T>(std::marker::PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-            type Value = Listed<T>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an array")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Listed<T>, A::Error> {
-                let mut out = Vec::new();
-                while let Some(item) = at(Index(out.len()), seq.next_element())? {
-                    out.push(item);
-                }
-                Ok(Listed(out))
-            }
-        }
-        d.deserialize_seq(V(std::marker::PhantomData))
-    }
-}
-
-/// Stores a field's value, refusing a second one (parsers disagree on which wins).
-pub(crate) fn once<T, E: de::Error>(
-    slot: &mut Option<T>,
-    name: &str,
-    value: Result<T, E>,
-) -> Result<(), E> {
-    if slot.is_some() {
-        return Err(E::custom(format!("{name}: duplicate field")));
-    }
-    *slot = Some(at(name, value)?);
-    Ok(())
-}
-
-pub(crate) fn missing<E: de::Error>(name: &str) -> E {
-    E::custom(format!("{name}: missing field"))
 }
 
 /// `stop`: a string or an array of strings (at most 4, as OpenAI allows).

@@ -1,15 +1,12 @@
 //! The neutral request every client surface decodes into. It has no JSON
-//! form of its own: OpenAI's Chat Completions body is written from it by
-//! `wire::openai_chat::Request`, the other vendors' by their dialects. Its
-//! leaf types that are OpenAI's shapes too (tool calls, tool definitions,
-//! response formats, image URLs) keep their serde derives, which the chat
-//! surface's strict parser (`surfaces::openai_chat::request`, through
-//! `model::json`) and the OpenAI-shaped vendor bodies share.
+//! form of its own: each surface reads its API's wire types
+//! (`wire::<api>`) and maps them onto it (Chat Completions' too:
+//! `wire::openai_chat::client`); OpenAI's Chat Completions body is written
+//! from it by `wire::openai_chat::Request`, the other vendors' by their
+//! dialects.
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::model::json::{function_def, json_schema, strict_parameters, strict_schema};
 use crate::model::shared::Shared;
 
 /// Upper bounds that keep a hostile body from costing more than it is worth.
@@ -98,8 +95,7 @@ impl NativeOnly {
     }
 }
 
-/// Deserialised by hand (below), not by serde's internally tagged enum,
-/// which buffers every message into a tree before choosing the variant.
+/// A conversation turn, by its role.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     System {
@@ -267,7 +263,7 @@ impl Content {
     }
 }
 
-/// Deserialised by hand (below), like [`Message`].
+/// A part of a message's content.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContentPart {
     Text {
@@ -317,10 +313,9 @@ impl ContentPart {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ImageUrl {
     pub url: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
 
@@ -354,53 +349,37 @@ impl ImageUrl {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
     pub id: String,
-    #[serde(rename = "type", default = "function_type")]
     pub kind: String,
     pub function: FunctionCall,
 }
 
-fn function_type() -> String {
-    "function".into()
-}
-
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FunctionCall {
     pub name: String,
     pub arguments: String,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Tool {
-    #[serde(rename = "type")]
     pub kind: ToolKind,
-    #[serde(deserialize_with = "function_def")]
     pub function: FunctionDef,
     /// A cache breakpoint after this tool's definition.
-    #[serde(skip)]
     pub cache_control: Option<CacheControl>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ToolKind {
     Function,
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FunctionDef {
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "strict_parameters",
-        skip_serializing_if = "Option::is_none"
-    )]
     pub parameters: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
 }
 
@@ -412,29 +391,18 @@ pub enum ToolChoice {
     Function(String),
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ResponseFormat {
     Text,
     JsonObject,
-    JsonSchema {
-        #[serde(deserialize_with = "json_schema")]
-        json_schema: JsonSchema,
-    },
+    JsonSchema { json_schema: JsonSchema },
 }
 
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct JsonSchema {
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "strict_schema",
-        skip_serializing_if = "Option::is_none"
-    )]
     pub schema: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strict: Option<bool>,
 }
 

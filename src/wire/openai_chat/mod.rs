@@ -23,6 +23,7 @@ use crate::error::{ErrorType, GatewayError, Wording};
 use crate::model::request::{self as neutral, ChatRequest, Content, ContentPart, ToolChoice};
 use crate::model::response::{self, FinishReason};
 
+pub mod client;
 mod request;
 pub use request::{OutResponseFormat, OutToolCalls, OutTools, Request, StreamOptions};
 

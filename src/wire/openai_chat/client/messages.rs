@@ -1,38 +1,35 @@
 //! Chat Completions' `messages`: each message by its role, its content
 //! (a string or parts), tool calls, and the reasoning a client sends back
-//! (`reasoning_content`, `reasoning_details`), read strictly.
+//! (`reasoning_content`, `reasoning_details`).
 
 use super::*;
 
-/// `messages`, with the index of a bad element in the error.
-pub(super) struct Messages(pub(super) Vec<Message>);
-
-impl<'de> Deserialize<'de> for Messages {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Messages;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an array of messages")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Messages, A::Error> {
-                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-                loop {
-                    if out.len() >= MAX_MESSAGES {
-                        return Err(de::Error::custom(format!(
-                            "at most {MAX_MESSAGES} messages are accepted"
-                        )));
-                    }
-                    let i = out.len();
-                    match at(Index(i), seq.next_element::<Message>())? {
-                        Some(m) => out.push(m),
-                        None => return Ok(Messages(out)),
-                    }
-                }
-            }
-        }
-        d.deserialize_seq(V)
-    }
+/// A message, by its role.
+pub enum Message<'a> {
+    System {
+        content: Content<'a>,
+        name: Option<Cow<'a, str>>,
+    },
+    Developer {
+        content: Content<'a>,
+        name: Option<Cow<'a, str>>,
+    },
+    User {
+        content: Content<'a>,
+        name: Option<Cow<'a, str>>,
+    },
+    Assistant {
+        content: Option<Content<'a>>,
+        reasoning_content: Option<Cow<'a, str>>,
+        reasoning_details: Option<Vec<ReasoningBlock<'a>>>,
+        tool_calls: Vec<ToolCall<'a>>,
+        refusal: Option<Cow<'a, str>>,
+        name: Option<Cow<'a, str>>,
+    },
+    Tool {
+        content: Content<'a>,
+        tool_call_id: Cow<'a, str>,
+    },
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -60,23 +57,32 @@ enum MessageField {
     Other,
 }
 
-impl<'de> Deserialize<'de> for Message {
+/// Text or null, as a member's value.
+struct OptText<'a>(Option<Cow<'a, str>>);
+
+impl<'de> Deserialize<'de> for OptText<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        text(d).map(OptText)
+    }
+}
+
+impl<'de> Deserialize<'de> for Message<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Message;
+            type Value = Message<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a message object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Message<'de>, A::Error> {
                 let mut role = None;
                 // `content: null` is an assistant message's way to say "none".
                 let mut content: Option<Option<Content>> = None;
-                let mut name: Option<Option<String>> = None;
+                let mut name: Option<OptText> = None;
                 let mut tool_calls: Option<Option<Vec<ToolCall>>> = None;
-                let mut refusal: Option<Option<String>> = None;
-                let mut tool_call_id: Option<String> = None;
-                let mut reasoning_content: Option<Option<String>> = None;
+                let mut refusal: Option<OptText> = None;
+                let mut tool_call_id: Option<Text> = None;
+                let mut reasoning_content: Option<OptText> = None;
                 let mut reasoning_details: Option<Option<ReasoningDetails>> = None;
                 while let Some(field) = map.next_key::<MessageField>()? {
                     match field {
@@ -106,8 +112,8 @@ impl<'de> Deserialize<'de> for Message {
                         }
                     }
                 }
-                let name = name.flatten();
-                let required = |content: Option<Option<Content>>| match content {
+                let name = name.and_then(|n| n.0);
+                let required = |content: Option<Option<Content<'de>>>| match content {
                     Some(Some(content)) => Ok(content),
                     Some(None) => Err(de::Error::custom(
                         "content: must be a string or an array of content parts, not null",
@@ -129,30 +135,16 @@ impl<'de> Deserialize<'de> for Message {
                     },
                     Role::Assistant => Message::Assistant {
                         content: content.flatten(),
-                        reasoning: thinking(
-                            reasoning_content.flatten(),
-                            reasoning_details.flatten(),
-                        ),
+                        reasoning_content: reasoning_content.and_then(|t| t.0),
+                        reasoning_details: reasoning_details.flatten().map(|d| d.0),
                         tool_calls: tool_calls.flatten().unwrap_or_default(),
-                        refusal: refusal.flatten(),
+                        refusal: refusal.and_then(|t| t.0),
                         name,
                     },
-                    Role::Tool => {
-                        let content = required(content)?;
-                        // A breakpoint on any part of a result is one after the result.
-                        let cache_control = match &content {
-                            Content::Parts(parts) => {
-                                parts.iter().rev().find_map(|p| p.cache_control().cloned())
-                            }
-                            Content::Text(_) => None,
-                        };
-                        Message::Tool {
-                            content,
-                            tool_call_id: tool_call_id.ok_or_else(|| missing("tool_call_id"))?,
-                            is_error: false,
-                            cache_control,
-                        }
-                    }
+                    Role::Tool => Message::Tool {
+                        content: required(content)?,
+                        tool_call_id: tool_call_id.ok_or_else(|| missing("tool_call_id"))?.0,
+                    },
                 })
             }
         }
@@ -160,21 +152,35 @@ impl<'de> Deserialize<'de> for Message {
     }
 }
 
-/// An assistant message's reasoning: its `reasoning_details` blocks when
-/// it has them (they carry the signatures), else `reasoning_content` as one
-/// unsigned block.
-fn thinking(content: Option<String>, details: Option<ReasoningDetails>) -> Vec<Thinking> {
-    match details {
-        Some(ReasoningDetails(blocks)) if !blocks.is_empty() => blocks,
-        _ => content
-            .filter(|t| !t.is_empty())
-            .map(|text| Thinking {
-                text,
-                ..Thinking::default()
-            })
-            .into_iter()
-            .collect(),
-    }
+#[derive(Deserialize)]
+pub struct ToolCall<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(rename = "type", default = "function_type", borrow)]
+    pub kind: Cow<'a, str>,
+    #[serde(borrow)]
+    pub function: FunctionCall<'a>,
+}
+
+fn function_type() -> Cow<'static, str> {
+    Cow::Borrowed("function")
+}
+
+#[derive(Deserialize)]
+pub struct FunctionCall<'a> {
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(borrow)]
+    pub arguments: Cow<'a, str>,
+}
+
+/// A block of reasoning a client sends back: its text and signature, or
+/// the encrypted form.
+#[derive(Default)]
+pub struct ReasoningBlock<'a> {
+    pub text: Cow<'a, str>,
+    pub signature: Option<Cow<'a, str>>,
+    pub redacted: Option<Cow<'a, str>>,
 }
 
 /// OpenRouter's `reasoning_details`: `{"type": "reasoning.text", "text",
@@ -182,20 +188,20 @@ fn thinking(content: Option<String>, details: Option<ReasoningDetails>) -> Vec<T
 /// `{"type": "reasoning.summary", "summary"}` blocks. Entries with the
 /// `index` of the one before are pieces of one block (what a stream's
 /// deltas give, appended as they came), joined here.
-struct ReasoningDetails(Vec<Thinking>);
+struct ReasoningDetails<'a>(Vec<ReasoningBlock<'a>>);
 
 #[derive(Deserialize)]
-struct ReasoningDetail {
+struct ReasoningDetail<'a> {
     #[serde(rename = "type", deserialize_with = "type_field")]
     kind: DetailKind,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    summary: Option<String>,
-    #[serde(default)]
-    signature: Option<String>,
-    #[serde(default)]
-    data: Option<String>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    summary: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    signature: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    data: Option<Cow<'a, str>>,
     /// Which block a piece belongs to (OpenRouter's `id` and `format` are ignored).
     #[serde(default)]
     index: Option<u64>,
@@ -214,38 +220,38 @@ enum DetailKind {
 /// More reasoning blocks than an answer has.
 const MAX_REASONING_BLOCKS: usize = 4096;
 
-impl<'de> Deserialize<'de> for ReasoningDetails {
+impl<'de> Deserialize<'de> for ReasoningDetails<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = ReasoningDetails;
+            type Value = ReasoningDetails<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("an array of reasoning details")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut blocks: Vec<Thinking> = Vec::new();
+                let mut blocks: Vec<ReasoningBlock> = Vec::new();
                 let mut last: Option<(DetailKind, u64)> = None;
                 let mut i = 0;
                 while let Some(detail) = at(Index(i), seq.next_element::<ReasoningDetail>())? {
                     let text = detail.text.or(detail.summary).unwrap_or_default();
                     let key = detail.index.map(|n| (detail.kind, n));
                     let piece = match detail.kind {
-                        DetailKind::Text | DetailKind::Summary => Thinking {
+                        DetailKind::Text | DetailKind::Summary => ReasoningBlock {
                             text,
                             signature: detail.signature,
                             redacted: None,
                         },
-                        DetailKind::Encrypted => Thinking {
+                        DetailKind::Encrypted => ReasoningBlock {
                             redacted: Some(detail.data.ok_or_else(|| {
                                 de::Error::custom(format!("[{i}].data: missing field"))
                             })?),
-                            ..Thinking::default()
+                            ..ReasoningBlock::default()
                         },
                     };
                     let full = blocks.len() >= MAX_REASONING_BLOCKS;
                     match blocks.last_mut() {
                         Some(block) if key.is_some() && key == last => {
-                            block.text.push_str(&piece.text);
+                            block.text.to_mut().push_str(&piece.text);
                             if piece.signature.is_some() {
                                 block.signature = piece.signature;
                             }
@@ -270,6 +276,31 @@ impl<'de> Deserialize<'de> for ReasoningDetails {
     }
 }
 
+/// Message content: a string or a list of typed parts.
+pub enum Content<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<ContentPart<'a>>),
+}
+
+pub enum ContentPart<'a> {
+    Text {
+        text: Cow<'a, str>,
+        cache_control: Option<CacheControlIn>,
+    },
+    ImageUrl {
+        image_url: ImageUrl<'a>,
+        cache_control: Option<CacheControlIn>,
+    },
+}
+
+#[derive(Deserialize)]
+pub struct ImageUrl<'a> {
+    #[serde(borrow)]
+    pub url: Cow<'a, str>,
+    #[serde(default, borrow, deserialize_with = "text")]
+    pub detail: Option<Cow<'a, str>>,
+}
+
 #[derive(Deserialize, Clone, Copy)]
 #[serde(rename_all = "snake_case")]
 enum PartKind {
@@ -288,17 +319,20 @@ enum PartField {
     Other,
 }
 
-impl<'de> Deserialize<'de> for ContentPart {
+impl<'de> Deserialize<'de> for ContentPart<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = ContentPart;
+            type Value = ContentPart<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a content part object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ContentPart, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<ContentPart<'de>, A::Error> {
                 let mut kind = None;
-                let mut text: Option<String> = None;
+                let mut text: Option<Text> = None;
                 let mut image_url: Option<ImageUrl> = None;
                 let mut cache: Option<Option<CacheControlIn>> = None;
                 while let Some(field) = map.next_key::<PartField>()? {
@@ -314,10 +348,10 @@ impl<'de> Deserialize<'de> for ContentPart {
                         }
                     }
                 }
-                let cache_control = cache.flatten().map(CacheControlIn::into_model);
+                let cache_control = cache.flatten();
                 Ok(match kind.ok_or_else(|| missing("type"))? {
                     PartKind::Text => ContentPart::Text {
-                        text: text.ok_or_else(|| missing("text"))?,
+                        text: text.ok_or_else(|| missing("text"))?.0,
                         cache_control,
                     },
                     PartKind::ImageUrl => ContentPart::ImageUrl {
@@ -331,21 +365,24 @@ impl<'de> Deserialize<'de> for ContentPart {
     }
 }
 
-impl<'de> Deserialize<'de> for Content {
+impl<'de> Deserialize<'de> for Content<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Content;
+            type Value = Content<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a string or an array of content parts")
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Content, E> {
-                Ok(Content::Text(v.to_owned()))
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Content<'de>, E> {
+                Ok(Content::Text(Cow::Borrowed(v)))
             }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Content, E> {
-                Ok(Content::Text(v))
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Content<'de>, E> {
+                Ok(Content::Text(Cow::Owned(v.to_owned())))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content, A::Error> {
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Content<'de>, E> {
+                Ok(Content::Text(Cow::Owned(v)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Content<'de>, A::Error> {
                 let mut parts = Vec::new();
                 while let Some(part) = at(Index(parts.len()), seq.next_element())? {
                     parts.push(part);
@@ -354,37 +391,5 @@ impl<'de> Deserialize<'de> for Content {
             }
         }
         d.deserialize_any(V)
-    }
-}
-
-impl<'de> Deserialize<'de> for ToolChoice {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Named {
-            #[serde(rename = "type")]
-            kind: ToolKind,
-            function: NamedFunction,
-        }
-        #[derive(Deserialize)]
-        struct NamedFunction {
-            name: String,
-        }
-        let Strict(value) = Strict::deserialize(d)?;
-        match value {
-            Value::String(s) => match s.as_str() {
-                "none" => Ok(ToolChoice::None),
-                "auto" => Ok(ToolChoice::Auto),
-                "required" => Ok(ToolChoice::Required),
-                other => Err(de::Error::custom(format!(
-                    "unknown value '{other}', expected none, auto, required or a function object"
-                ))),
-            },
-            obj @ Value::Object(_) => {
-                let named: Named = serde_json::from_value(obj).map_err(de::Error::custom)?;
-                let ToolKind::Function = named.kind;
-                Ok(ToolChoice::Function(named.function.name))
-            }
-            _ => Err(de::Error::custom("expected a string or an object")),
-        }
     }
 }
