@@ -13,7 +13,6 @@ use serde_json::{Map, Value};
 use crate::error::GatewayError;
 use crate::model::json::{body_error, Strict};
 use crate::model::request::*;
-use crate::model::shared::Shared;
 use crate::wire::openai_chat::client;
 
 impl ChatRequest {
@@ -222,7 +221,6 @@ fn neutral(r: client::Request, source_len: usize) -> ChatRequest {
         request_id: r.request_id.map(Cow::into_owned),
         extra,
         source_len,
-        echo: Shared::default(),
         native_only: None,
         web_search,
     }

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::{text, Text};
 use crate::model::json::{at, Index, Stop, Strict};
 use crate::model::request::{Effort, MAX_MESSAGES};
-use crate::wire::loose::Key;
+use crate::wire::syntax::Key;
 
 mod messages;
 pub use messages::{Content, ContentPart, ImageUrl, Message, ReasoningBlock};
