@@ -346,6 +346,14 @@ def post(url, headers, body):
         return r.status, r.read()
 
 
+def answers(url, headers, body):
+    """Whether `url` answers the request with a 200."""
+    try:
+        return post(url, headers, body)[0] == 200
+    except urllib.error.HTTPError:
+        return False
+
+
 def capture_vendor_requests(workdir, groups):
     """For each (group, stream, size): the vendor request the gateway sends.
     Uses its own recording mock and gateway, stopped before measuring."""
@@ -679,9 +687,9 @@ def bench(args):
                     nt_req = Request(workdir, f"nt-{group}-{int(stream)}-{size}-{client}",
                                      f"http://127.0.0.1:{nt_port}{gw_path}", gw_headers, gw_body)
                     limits_here = False
-                    # A baseline from before this client's surface existed answers 404: left out.
-                    baseline_here = baseline is not None and post(
-                        f"http://127.0.0.1:{bl_port}{gw_path}", gw_headers, gw_body)[0] == 200
+                    # A baseline from before this client's surface existed does not answer: left out.
+                    baseline_here = baseline is not None and answers(
+                        f"http://127.0.0.1:{bl_port}{gw_path}", gw_headers, gw_body)
                 else:
                     gw_req = Request(workdir, f"gw-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{gw_port}/v1/chat/completions",
                                      {"content-type": "application/json", "x-model-group": group}, unified_body(size, stream))
