@@ -308,7 +308,7 @@ def client_request(client, group, size, stream):
                    "anthropic-version": "2023-06-01"}
         return "/v1/messages", headers, fill(body, lambda b, t: b["messages"][0].__setitem__("content", t))
     assert client == "responses", client
-    body = {"model": group, "max_output_tokens": 256, "instructions": "You are a benchmark.",
+    body = {"model": group, "max_output_tokens": 256, "instructions": "You are a benchmark.", "store": False,
             "input": [{"role": "user", "content": ""}], "stream": stream}
     headers = {"content-type": "application/json", "authorization": f"Bearer {CLIENT_KEY}"}
     return "/v1/responses", headers, fill(body, lambda b, t: b["input"][0].__setitem__("content", t))
