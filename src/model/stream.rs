@@ -41,7 +41,42 @@ pub trait StreamEncoder {
     fn error(&mut self, out: &mut Vec<u8>, error: &GatewayError, request_id: &str);
     /// A vendor event already in this surface's format (a pass-through
     /// pair), written as it is.
-    fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]);
+    fn passthrough(&mut self, out: &mut Vec<u8>, event: &Passed);
+}
+
+/// A vendor event already in the client's format (a pass-through pair), and
+/// what its dialect read of it for a surface that goes on from it: the
+/// Responses API names and numbers its events in their data and says which
+/// response they build, and an event of ours after them (an error) follows
+/// on. The dialect reads each event once; the surface reads no JSON.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Passed<'a> {
+    pub data: &'a [u8],
+    /// The event's name, where its data names it.
+    pub name: Option<&'a str>,
+    /// Its number in the stream, where its data numbers it.
+    pub sequence: Option<u64>,
+    /// The response it carries, if any.
+    pub response: Option<PassedResponse<'a>>,
+}
+
+impl<'a> Passed<'a> {
+    /// An event whose data says nothing the surface follows.
+    pub fn data(data: &'a [u8]) -> Self {
+        Self {
+            data,
+            ..Self::default()
+        }
+    }
+}
+
+/// The response a passed-through event carries: its id, model and creation
+/// (seconds).
+#[derive(Debug, Clone, Copy)]
+pub struct PassedResponse<'a> {
+    pub id: &'a str,
+    pub model: &'a str,
+    pub created: Option<u64>,
 }
 
 /// A piece of reasoning: text, the signature that closes a block of it, or
@@ -321,7 +356,7 @@ impl EventWriter {
     /// Forwards a vendor event already in the client's format (a
     /// pass-through pair); `has_content` says whether it carries part of
     /// the answer.
-    pub fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8], has_content: bool) {
+    pub fn passthrough(&mut self, out: &mut Vec<u8>, event: &Passed, has_content: bool) {
         if !self.done {
             self.started = true;
             self.content_started |= has_content;

@@ -34,7 +34,7 @@ use crate::model::request::{
     Thinking, ToolChoice, WebSearch, MIN_THINKING_BUDGET,
 };
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::model::stream::{EventWriter, Reasoning};
+use crate::model::stream::{EventWriter, Passed, Reasoning};
 use crate::model::Api;
 use crate::sse::SseParser;
 use crate::wire::anthropic::{

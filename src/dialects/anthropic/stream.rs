@@ -157,5 +157,5 @@ pub(super) fn passthrough(
         frame.push(b'\n');
     }
     frame.push(b'\n');
-    w.passthrough(out, &frame, content);
+    w.passthrough(out, &Passed::data(&frame), content);
 }

@@ -52,7 +52,7 @@ use crate::model::request::{
 };
 use crate::model::response::Answer;
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::model::stream::{EventWriter, Reasoning};
+use crate::model::stream::{EventWriter, Passed, Reasoning};
 use crate::model::Api;
 use crate::sse::SseParser;
 use crate::wire::gemini::{

@@ -126,5 +126,5 @@ pub(super) fn passthrough(w: &mut EventWriter, out: &mut Vec<u8>, data: &str, co
         frame.extend_from_slice(b"\r\n");
     }
     frame.extend_from_slice(b"\r\n");
-    w.passthrough(out, &frame, content);
+    w.passthrough(out, &Passed::data(&frame), content);
 }

@@ -16,7 +16,7 @@ use super::super::{unparseable, DecodedResponse, Events, Member, Target};
 use super::GATEWAY_METADATA;
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::response::{Answer, FinishReason, Origin, Usage};
-use crate::model::stream::EventWriter;
+use crate::model::stream::{EventWriter, Passed, PassedResponse};
 use crate::sse::SseParser;
 use crate::wire::openai_responses::{EventFacts, ResponseFacts};
 
@@ -218,7 +218,18 @@ impl Events<SseParser> for ResponsesStream {
             }
             w.mark_finished();
         }
-        w.passthrough(out, data.as_bytes(), has_content || terminal);
+        let passed = Passed {
+            data: data.as_bytes(),
+            name: Some(kind),
+            sequence: event.sequence_number,
+            response: event.response.as_ref().map(|r| PassedResponse {
+                id: &r.id,
+                model: &r.model,
+                // Seconds, as a number (the SDK's type is a float).
+                created: r.created_at.map(|t| t as u64),
+            }),
+        };
+        w.passthrough(out, &passed, has_content || terminal);
         if terminal {
             // The vendor's terminal event was the end (the encoder adds nothing).
             w.done(out);
@@ -327,6 +338,23 @@ mod tests {
         assert!(
             failed.contains("\"sequence_number\":3"),
             "numbering goes on: {failed}"
+        );
+    }
+
+    #[test]
+    fn a_malformed_number_or_creation_is_passed_on_unfollowed() {
+        let stream = concat!(
+            "event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":\"zero\",\"response\":{\"id\":\"resp_5\",\"model\":\"gpt-4o\",\"created_at\":\"soon\"}}\n\n",
+            "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":-1,\"delta\":\"Hi\"}\n\n",
+        );
+        let (text, w) = run(stream);
+        assert!(text.starts_with(stream), "{text}");
+        assert_eq!(w.origin().id, "resp_5");
+        // Cut before the end: our own events number from 0.
+        let error = text.split("\n\n").find(|e| e.starts_with("event: error"));
+        assert!(
+            error.is_some_and(|e| e.contains("\"sequence_number\":0")),
+            "{text}"
         );
     }
 

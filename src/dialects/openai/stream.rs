@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::wire::gateway_error;
 use crate::dialects::{unparseable, Events};
 use crate::error::GatewayError;
-use crate::model::stream::{EventWriter, Reasoning};
+use crate::model::stream::{EventWriter, Passed, Reasoning};
 use crate::sse::SseParser;
 use crate::wire::openai_chat::{content_filtered, Chunk, Text, Usage};
 
@@ -226,7 +226,7 @@ fn fast_event(
         return Some(Err(unparseable("stream event", e)));
     }
     buf.push(b'}');
-    w.passthrough(out, buf, seen.has_content || seen.finishes);
+    w.passthrough(out, &Passed::data(buf), seen.has_content || seen.finishes);
     Some(Ok(()))
 }
 
@@ -768,7 +768,7 @@ mod tests {
             Value::String(w.origin().provider.clone()),
         );
         let json = serde_json::to_vec(&chunk).map_err(|e| unparseable("stream event", e))?;
-        w.passthrough(out, &json, has_content || finishes);
+        w.passthrough(out, &Passed::data(&json), has_content || finishes);
         Ok(())
     }
 

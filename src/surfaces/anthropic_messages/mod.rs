@@ -19,7 +19,7 @@ use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::Call;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
-use crate::model::stream::{Reasoning, StreamEncoder};
+use crate::model::stream::{Passed, Reasoning, StreamEncoder};
 use crate::model::{Api, Request};
 use crate::wire::anthropic::{
     BlockDelta, BlockStart, BlockStop, ContentBlock, Delta, ErrorBody, ErrorEnvelope, Event,
@@ -468,9 +468,9 @@ impl StreamEncoder for MessageEvents {
     }
 
     /// A vendor event already framed (`event: …\ndata: …\n\n`).
-    fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {
+    fn passthrough(&mut self, out: &mut Vec<u8>, event: &Passed) {
         self.passed_through = true;
-        out.extend_from_slice(event);
+        out.extend_from_slice(event.data);
     }
 }
 

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use super::{args_of, carry_signature, finish_reason, status_of, thought_part, usage_metadata};
 use crate::error::GatewayError;
 use crate::model::response::{FinishReason, Origin, Usage};
-use crate::model::stream::{Reasoning, StreamEncoder};
+use crate::model::stream::{Passed, Reasoning, StreamEncoder};
 use crate::wire::gemini::{Candidate, Content, FunctionCall, GenerateContentResponse, Part, Text};
 
 /// Function call arguments held until the call is whole: more than any
@@ -200,8 +200,9 @@ impl StreamEncoder for Chunks {
 
     /// A Gemini provider's SSE event: as it came for an SSE client, its
     /// data as the next array element otherwise.
-    fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {
+    fn passthrough(&mut self, out: &mut Vec<u8>, event: &Passed) {
         self.passed_through = true;
+        let event = event.data;
         if !self.json_array {
             out.extend_from_slice(event);
             self.opened = true;

@@ -1,7 +1,7 @@
 use super::*;
 use crate::model::request::{Content as Text_, Effort, Message, ToolChoice};
 use crate::model::response::{Completion, ToolCallOut};
-use crate::model::stream::Reasoning;
+use crate::model::stream::{Passed, Reasoning};
 use serde_json::json;
 
 fn route(m: &str, p: &str, q: &str) -> Option<(Api, bool, Result<Operation, u16>)> {
@@ -351,13 +351,13 @@ fn a_stream_error_is_the_last_element_and_passed_through_events_keep_their_bytes
     assert_eq!(array[1]["error"]["code"], 503);
     let event = b"data: {\"candidates\":[]}\r\n\r\n";
     let sse = stream(false, |e, o, out| {
-        e.passthrough(out, event);
+        e.passthrough(out, &Passed::data(event));
         e.done(o, out, None);
     });
     assert_eq!(sse.as_bytes(), event);
     let array = stream(true, |e, o, out| {
-        e.passthrough(out, event);
-        e.passthrough(out, event);
+        e.passthrough(out, &Passed::data(event));
+        e.passthrough(out, &Passed::data(event));
         e.done(o, out, None);
     });
     assert_eq!(array, "[{\"candidates\":[]},\r\n{\"candidates\":[]}]");

@@ -13,7 +13,7 @@ use crate::error::GatewayError;
 use crate::model::call::Call;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
-use crate::model::stream::{Reasoning, StreamEncoder};
+use crate::model::stream::{Passed, Reasoning, StreamEncoder};
 use crate::model::{Api, Request};
 use crate::sse::write_data;
 use crate::wire::openai_chat::{
@@ -432,8 +432,8 @@ impl StreamEncoder for ChatChunks {
         );
     }
 
-    fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {
-        write_data(out, event);
+    fn passthrough(&mut self, out: &mut Vec<u8>, event: &Passed) {
+        write_data(out, event.data);
     }
 }
 

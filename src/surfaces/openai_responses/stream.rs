@@ -9,8 +9,8 @@ use super::{
 };
 use crate::error::{GatewayError, Wording};
 use crate::model::response::{FinishReason, Origin, Usage};
-use crate::model::stream::{Reasoning, StreamEncoder};
-use crate::wire::openai_responses::{Event, EventHead, Numbered, OutputItem, Part, ResponseError};
+use crate::model::stream::{Passed, Reasoning, StreamEncoder};
+use crate::wire::openai_responses::{Event, Numbered, OutputItem, Part, ResponseError};
 
 /// One output item of a streamed response, as far as it has come.
 enum Item {
@@ -567,28 +567,21 @@ impl StreamEncoder for ResponseEvents {
     /// A vendor event already in the Responses format: its `type` names the
     /// SSE event; its numbering and response are followed, so an error of
     /// ours after it goes on from there.
-    fn passthrough(&mut self, out: &mut Vec<u8>, event: &[u8]) {
+    fn passthrough(&mut self, out: &mut Vec<u8>, event: &Passed) {
         self.passed_through = true;
-        let parsed = serde_json::from_slice::<EventHead>(event).ok();
-        if let Some(parsed) = &parsed {
-            if let Some(n) = parsed.sequence_number {
-                self.sequence = n.saturating_add(1);
-            }
-            if let Some(head) = &parsed.response {
-                head.id.as_ref().clone_into(&mut self.id);
-                head.model.as_ref().clone_into(&mut self.origin.model);
-                // Seconds, as a number (the SDK's type is a float).
-                self.origin.created = head.created_at.map_or(0, |t| t as u64);
-            }
+        if let Some(n) = event.sequence {
+            self.sequence = n.saturating_add(1);
         }
-        let kind = parsed
-            .and_then(|p| p.kind)
-            .filter(|k| !k.contains(['\n', '\r']));
-        if let Some(kind) = kind {
+        if let Some(response) = &event.response {
+            response.id.clone_into(&mut self.id);
+            response.model.clone_into(&mut self.origin.model);
+            self.origin.created = response.created.unwrap_or(0);
+        }
+        if let Some(name) = event.name.filter(|k| !k.contains(['\n', '\r'])) {
             out.extend_from_slice(b"event: ");
-            out.extend_from_slice(kind.as_bytes());
+            out.extend_from_slice(name.as_bytes());
             out.push(b'\n');
         }
-        crate::sse::write_data(out, event);
+        crate::sse::write_data(out, event.data);
     }
 }

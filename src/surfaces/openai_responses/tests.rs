@@ -1,7 +1,7 @@
 use super::*;
 use crate::model::request::Thinking;
 use crate::model::response::ToolCallOut;
-use crate::model::stream::Reasoning;
+use crate::model::stream::{Passed, Reasoning};
 use crate::model::Api;
 use crate::surfaces::stream_writer_echoing;
 use serde_json::json;
@@ -288,15 +288,32 @@ fn passthrough_names_the_event() {
         &Map::new(),
     );
     let mut out = Vec::new();
-    w.passthrough(
-        &mut out,
-        br#"{"type":"response.output_text.delta","sequence_number":4,"delta":"x"}"#,
-        true,
-    );
+    let data = br#"{"type":"response.output_text.delta","sequence_number":4,"delta":"x"}"#;
+    let passed = Passed {
+        name: Some("response.output_text.delta"),
+        sequence: Some(4),
+        ..Passed::data(data)
+    };
+    w.passthrough(&mut out, &passed, true);
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"delta\":\"x\"}\n\n"
     );
+    // An event of ours after it goes on from its number; a name that would
+    // break the SSE framing is left out.
+    let mut out = Vec::new();
+    let passed = Passed {
+        name: Some("bad\nname"),
+        ..Passed::data(b"{}")
+    };
+    w.passthrough(&mut out, &passed, false);
+    assert_eq!(out, b"data: {}\n\n");
+    w.error(
+        &mut out,
+        &GatewayError::new(crate::error::ErrorCode::UpstreamBusy, "busy"),
+    );
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("\"sequence_number\":5"), "{text}");
 }
 
 #[test]

@@ -342,6 +342,9 @@ pub struct ResponseFacts<'a> {
     pub id: Cow<'a, str>,
     #[serde(default, borrow)]
     pub model: Cow<'a, str>,
+    /// Seconds, as a number (the SDK's type is a float); anything else is none.
+    #[serde(default, deserialize_with = "seconds")]
+    pub created_at: Option<f64>,
     #[serde(default, borrow, deserialize_with = "text")]
     pub status: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -388,12 +391,16 @@ pub struct DetailsFacts {
     pub reasoning_tokens: Option<u64>,
 }
 
-/// A stream event as a reader meters it: its `type`, its text `delta`, its
-/// `response`, and an `error` event's `code` and `message`.
+/// A stream event as a reader meters and follows it: its `type` (the SSE
+/// event's name) and number, its text `delta`, its `response`, and an
+/// `error` event's `code` and `message`.
 #[derive(Deserialize, Debug)]
 pub struct EventFacts<'a> {
     #[serde(rename = "type", borrow)]
     pub kind: Cow<'a, str>,
+    /// A number that is no count is none (the event passes on all the same).
+    #[serde(default, deserialize_with = "count")]
+    pub sequence_number: Option<u64>,
     #[serde(default, borrow, deserialize_with = "text")]
     pub delta: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
@@ -404,29 +411,14 @@ pub struct EventFacts<'a> {
     pub message: Option<Cow<'a, str>>,
 }
 
-/// A vendor's stream event as the Responses surface follows it when it
-/// passes one through: its `type` (the SSE event), its number, and its
-/// response's id, model and creation. Read leniently: an event that does
-/// not parse is passed on all the same.
-#[derive(Deserialize, Debug)]
-pub struct EventHead<'a> {
-    #[serde(rename = "type", default, borrow, deserialize_with = "text")]
-    pub kind: Option<Cow<'a, str>>,
-    #[serde(default)]
-    pub sequence_number: Option<u64>,
-    #[serde(default, borrow)]
-    pub response: Option<ResponseHead<'a>>,
+/// A count, or none for any other value.
+fn count<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(Value::deserialize(d)?.as_u64())
 }
 
-#[derive(Deserialize, Debug)]
-pub struct ResponseHead<'a> {
-    #[serde(default, borrow)]
-    pub id: Cow<'a, str>,
-    #[serde(default, borrow)]
-    pub model: Cow<'a, str>,
-    /// Seconds, as a number (the SDK's type is a float).
-    #[serde(default)]
-    pub created_at: Option<f64>,
+/// A number, or none for any other value.
+fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    Ok(Value::deserialize(d)?.as_f64())
 }
 
 #[cfg(test)]
