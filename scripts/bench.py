@@ -60,7 +60,8 @@ ONLY = [name for name in os.environ.get("BENCH_ONLY", "").split(",") if name]
 # Only these model groups (comma-separated); all when empty.
 ONLY_GROUPS = [name for name in os.environ.get("BENCH_GROUPS", "").split(",") if name]
 WARMUP_SECONDS = 1
-RUNS = 2
+# More runs narrow a before/after comparison on a noisy machine.
+RUNS = int(os.environ.get("BENCH_RUNS", "2"))
 # Two runs differing by more than this are flagged as noisy.
 NOISE = 0.15
 STREAM_CHUNKS = 20  # the mock's --fast stream: 20 content chunks
