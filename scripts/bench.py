@@ -490,6 +490,10 @@ def machine():
             f"load average at start: {open('/proc/loadavg').read().split()[:3]}"]
 
 
+def cpu_per_request(run):
+    return run["cpu_s"] / run["requests"] if run["requests"] else 0.0
+
+
 def mean(values):
     return sum(values) / len(values)
 
@@ -709,7 +713,8 @@ def bench(args):
                     bl_req = Request(workdir, f"bl-{group}-{int(stream)}-{size}-{client}",
                                      f"http://127.0.0.1:{bl_port}{gw_path if client else '/v1/chat/completions'}",
                                      gw_req.headers, gw_req.body)
-                    measured.append((baseline, bl_req))
+                    # Right after this build, so each round's pair shares the machine's state.
+                    measured.insert(measured.index((gw, gw_req)) + 1, (baseline, bl_req))
                 if not client and name == UNMETERED_SCENARIO:
                     measured.append((native_unmetered, Request(
                         workdir, f"nu-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{nu_port}/v1/chat/completions",
@@ -730,8 +735,10 @@ def bench(args):
                         raise RuntimeError(f"{envoy.name} {group} {name}: HTTP {status} {answer[:200]!r}")
                     wrk([req], connections, WARMUP_SECONDS, workdir)
                 runs = {envoy.name: [] for envoy, _ in measured}
-                for _ in range(RUNS):
-                    for envoy, req in measured:
+                for round_ in range(RUNS):
+                    # Every other round in reverse order: a drift in the machine's speed
+                    # during a round weighs on both ends alike.
+                    for envoy, req in (measured if round_ % 2 == 0 else measured[::-1]):
                         runs[envoy.name].append(measure(envoy, req, connections, SECONDS, workdir))
                 row = summarise(group, name, stream, runs)
                 if stream:
@@ -781,6 +788,14 @@ def summarise(group, name, stream, runs):
         row[f"{who}_hwm_mb"] = max(r["hwm_kb"] for r in rs) / 1024
         row[f"{who}_failed"] = sum(r["failed"] for r in rs)
     row["added_p50_ms"] = row["gw_p50_ms"] - row["floor_p50_ms"]
+    if runs.get("gateway-baseline"):
+        # Each round's pair on its own: how far one round's ratio strays is the noise.
+        per_round = sorted(cpu_per_request(a) / cpu_per_request(b)
+                           for a, b in zip(g, runs["gateway-baseline"]) if cpu_per_request(b))
+        if per_round:
+            row["bl_rounds"] = (per_round[len(per_round) // 2] if len(per_round) % 2
+                                else mean(per_round[len(per_round) // 2 - 1:len(per_round) // 2 + 1]),
+                                per_round[0], per_round[-1])
     row["spread"] = max(spread([r["rps"] for r in f]), spread([r["rps"] for r in g]))
     row["noisy"] = row["spread"] > NOISE
     return row
@@ -811,7 +826,8 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
   **wasm floor** and **host-call floor** ({WASM_FLOOR_GROUP} only): the floor's request through Envoy with
   `benches/wasm-floor` loaded as both roles: the gateway's plugin shape and body buffering, no work of its own;
   the host-call floor also makes the gateway's host calls (see "Where the gateway's cost goes").
-- Each scenario: {WARMUP_SECONDS} s warm-up each, then {RUNS} runs of {SECONDS:g} s, all Envoys interleaved;
+- Each scenario: {WARMUP_SECONDS} s warm-up each, then {RUNS} runs of {SECONDS:g} s, all Envoys interleaved
+  (every other round in reverse order; a baseline build right after this one);
   the tables show the mean of the runs. **noisy** = the runs' req/s differ by more than {NOISE:.0%}.
 - CPU per request: utime+stime of the Envoy process (all threads, /proc/PID/stat) over the runs / requests.
   Peak RSS: VmHWM, reset before each run (`clear_refs` 5).
@@ -870,12 +886,15 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
         out.append(f"The gateway again in the same runs with the baseline build `{BASELINE_WASM}` "
                    f"({Path(BASELINE_WASM).stat().st_size // 1024} KB), same configuration. CPU ratio < 1: this build is cheaper.\n")
         out.append("| group | scenario | baseline req/s | this build req/s | baseline p50 ms | this build p50 ms "
-                   "| baseline CPU µs/req | this build CPU µs/req | CPU ratio this / baseline | failed |")
-        out.append("|" + "---|" * 10)
+                   "| baseline CPU µs/req | this build CPU µs/req | CPU ratio this / baseline "
+                   "| each round's ratio: median (min-max) | failed |")
+        out.append("|" + "---|" * 11)
         for r in compared:
             out.append(f"| {r['group']} | {r['scenario']} | {r['bl_rps']:.0f} | {r['gw_rps']:.0f} "
                        f"| {r['bl_p50_ms']:.3f} | {r['gw_p50_ms']:.3f} | {r['bl_cpu_us']:.1f} | {r['gw_cpu_us']:.1f} "
-                       f"| {r['gw_cpu_us'] / r['bl_cpu_us'] if r['bl_cpu_us'] else 0:.2f} | {r['bl_failed']} |")
+                       f"| {r['gw_cpu_us'] / r['bl_cpu_us'] if r['bl_cpu_us'] else 0:.2f} "
+                       f"| {'{:.2f} ({:.2f}-{:.2f})'.format(*r['bl_rounds']) if 'bl_rounds' in r else '-'} "
+                       f"| {r['bl_failed']} |")
     out.append("\n### Limits on vs off\n")
     limited = [r for r in rows if "gl_rps" in r]
     if not limited:
