@@ -4,20 +4,29 @@
 //! responses, the binary event stream (`application/vnd.amazon.eventstream`,
 //! CRC32s included), exceptions mid-stream, and `x-amzn-errortype` errors.
 //!
-//! Long on purpose (about 980 lines of code, then its tests): one vendor's
-//! checks, with the real API's error messages, and its answers and streams,
-//! in one file as for every vendor the mock speaks.
+//! The dialect is here; its request checks (inference configuration,
+//! thinking, cache points, tools, response field paths) are in `request`,
+//! and the parts of its answers and the event stream's framing in `render`.
+
+mod render;
+mod request;
 
 use serde_json::{json, Map, Value};
 
-use crate::answer::{claude_signature, fragments, reasoning_text, Answer, Finish};
+use crate::answer::{claude_signature, fragments, reasoning_text, Answer};
 use crate::dialect::{
-    count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent, Tool,
-    ToolChoice,
+    count_words, to_json, Dialect, Failure, Filtered, Meta, Prompt, Reply, SseEvent,
 };
 use crate::http::Request;
 use crate::scenario::Filter;
 use crate::sigv4::{self, Verifier};
+pub use render::encode_message;
+use render::{delta_event, event, response_fields, stop_reason, usage};
+use request::{
+    block_member, check_cache_point, check_inference, check_reasoning_block, check_response_paths,
+    check_thinking, check_thinking_history, invalid, parse_tools, MODEL_ERRORS,
+};
+pub(crate) use request::{claude_thinks, path_model};
 
 pub struct Bedrock {
     /// When set, every request must be SigV4-signed with these credentials,
@@ -37,465 +46,14 @@ const TOP_LEVEL: [&str; 10] = [
     "requestMetadata",
     "performanceConfig",
 ];
-const BLOCK_TYPES: [&str; 8] = [
-    "text",
-    "image",
-    "document",
-    "toolUse",
-    "toolResult",
-    "guardContent",
-    "reasoningContent",
-    "cachePoint",
-];
+
 /// Anthropic's limit on cache breakpoints, on Bedrock too
 /// (docs.aws.amazon.com/bedrock/latest/userguide/prompt-caching.html).
 const MAX_CACHE_POINTS: usize = 4;
-/// Bedrock answers Claude's own validation errors with this prefix.
-const MODEL_ERRORS: &str = "The model returned the following errors: ";
+
 const IMAGE_FORMATS: [&str; 4] = ["png", "jpeg", "gif", "webp"];
 const ERROR_NAMESPACE: &str = ":http://internal.amazon.com/coral/com.amazon.bedrock/";
 const BLOCKED_MESSAGE: &str = "Sorry, the model cannot answer this question.";
-
-fn invalid(msg: impl Into<String>) -> Failure {
-    Failure::Invalid(msg.into())
-}
-
-/// InferenceConfiguration's members
-/// (docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InferenceConfiguration.html):
-/// anything else (seed, topK...) goes in additionalModelRequestFields.
-const INFERENCE_KEYS: [&str; 4] = ["maxTokens", "temperature", "topP", "stopSequences"];
-
-/// The model id of a `/model/{modelId}/converse[-stream]` path, decoded once.
-pub(crate) fn path_model(path: &str) -> String {
-    let id = path
-        .strip_prefix("/model/")
-        .and_then(|rest| rest.rsplit_once('/'))
-        .map_or("", |(id, _)| id);
-    let mut out = Vec::with_capacity(id.len());
-    let bytes = id.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Claude models after the 3.x generation refuse temperature and topP
-/// together, on Bedrock too ("The model returned the following errors:
-/// `temperature` and `top_p` cannot both be specified for this model.").
-fn claude_refuses_both(model: &str) -> bool {
-    model.contains("claude")
-        && !["claude-3", "claude-v2", "claude-instant"]
-            .iter()
-            .any(|old| model.contains(old))
-}
-
-fn check_inference(inference: &Map<String, Value>, model: &str) -> Result<(), Failure> {
-    if let Some(extra) = inference
-        .keys()
-        .find(|k| !INFERENCE_KEYS.contains(&k.as_str()))
-    {
-        return Err(invalid(format!(
-            "Malformed input request: #/inferenceConfig: extraneous key [{extra}] is not permitted, please reformat your input and try again."
-        )));
-    }
-    for name in ["temperature", "topP"] {
-        if let Some(v) = inference.get(name) {
-            match v.as_f64() {
-                Some(x) if (0.0..=1.0).contains(&x) => {}
-                Some(x) => {
-                    let bound = if x > 1.0 {
-                        "less than or equal to 1"
-                    } else {
-                        "greater than or equal to 0"
-                    };
-                    return Err(invalid(format!(
-                        "1 validation error detected: Value '{x}' at 'inferenceConfig.{name}' failed to satisfy constraint: Member must have value {bound}"
-                    )));
-                }
-                None => {
-                    return Err(invalid(format!(
-                        "Malformed input request: #/inferenceConfig/{name}: expected type: Number, found: {}",
-                        if v.is_string() { "String" } else { "Other" }
-                    )))
-                }
-            }
-        }
-    }
-    if let Some(v) = inference.get("maxTokens") {
-        if v.as_u64().is_none_or(|n| n < 1) {
-            return Err(invalid(format!(
-                "1 validation error detected: Value '{v}' at 'inferenceConfig.maxTokens' failed to satisfy constraint: Member must have value greater than or equal to 1"
-            )));
-        }
-    }
-    if inference.contains_key("temperature")
-        && inference.contains_key("topP")
-        && claude_refuses_both(model)
-    {
-        return Err(invalid(
-            "The model returned the following errors: `temperature` and `top_p` cannot both be specified for this model. Please use only one.",
-        ));
-    }
-    Ok(())
-}
-
-/// Claude models with extended thinking: 3.7 Sonnet and the 4 family
-/// (docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-extended-thinking.html).
-pub(crate) fn claude_thinks(model: &str) -> bool {
-    model.contains("claude")
-        && [
-            "claude-3-7",
-            "claude-4",
-            "claude-sonnet-4",
-            "claude-opus-4",
-            "claude-haiku-4",
-        ]
-        .iter()
-        .any(|m| model.contains(m))
-}
-
-/// A `cachePoint` block: `type` `default`, `ttl` `5m` or `1h`
-/// (API_runtime_CachePointBlock).
-fn check_cache_point(v: &Value, at: &str) -> Result<(), Failure> {
-    let ok = v.as_object().is_some_and(|o| {
-        o.keys().all(|k| k == "type" || k == "ttl")
-            && o.get("type").and_then(Value::as_str) == Some("default")
-            && o.get("ttl")
-                .is_none_or(|t| t.as_str().is_some_and(|t| t == "5m" || t == "1h"))
-    });
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "Malformed input request: {at}.cachePoint must be {{\"type\": \"default\"}} with an optional ttl of 5m or 1h"
-        )))
-    }
-}
-
-/// Claude's extended thinking (`additionalModelRequestFields.thinking`), with
-/// the rules Claude applies to it (docs.claude.com/en/docs/build-with-claude/extended-thinking):
-/// a model that thinks, a budget of at least 1024 below `maxTokens`, no
-/// temperature, `top_p` unset or at least 0.95, no `top_k`, no forced tool.
-/// True when thinking is enabled.
-fn check_thinking(body: &Value, model: &str, choice: &ToolChoice) -> Result<bool, Failure> {
-    let Some(thinking) = body.pointer("/additionalModelRequestFields/thinking") else {
-        return Ok(false);
-    };
-    if !claude_thinks(model) {
-        return Err(invalid(format!(
-            "{MODEL_ERRORS}thinking: Extra inputs are not permitted"
-        )));
-    }
-    match thinking.get("type").and_then(Value::as_str) {
-        Some("disabled") => return Ok(false),
-        Some("enabled") => {}
-        _ => {
-            return Err(invalid(format!(
-                "{MODEL_ERRORS}thinking.type: Input tag does not match the expected tags: 'enabled', 'disabled'"
-            )))
-        }
-    }
-    let budget = thinking.get("budget_tokens").and_then(Value::as_u64);
-    let budget = match budget {
-        Some(b) if b >= 1024 => b,
-        _ => {
-            return Err(invalid(format!(
-                "{MODEL_ERRORS}thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
-            )))
-        }
-    };
-    let inference = body.get("inferenceConfig");
-    // Without maxTokens, Bedrock's default for Claude (4096).
-    let max_tokens = inference
-        .and_then(|i| i.get("maxTokens"))
-        .and_then(Value::as_u64)
-        .unwrap_or(4096);
-    if budget >= max_tokens {
-        return Err(invalid(format!(
-            "{MODEL_ERRORS}`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
-        )));
-    }
-    if inference
-        .and_then(|i| i.get("temperature"))
-        .is_some_and(|t| t.as_f64() != Some(1.0))
-    {
-        return Err(invalid(format!(
-            "{MODEL_ERRORS}`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"
-        )));
-    }
-    if inference
-        .and_then(|i| i.get("topP"))
-        .and_then(Value::as_f64)
-        .is_some_and(|p| p < 0.95)
-    {
-        return Err(invalid(format!(
-            "{MODEL_ERRORS}`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"
-        )));
-    }
-    if body
-        .pointer("/additionalModelRequestFields/top_k")
-        .is_some()
-    {
-        return Err(invalid(format!(
-            "{MODEL_ERRORS}`top_k` must be unset when thinking is enabled. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility"
-        )));
-    }
-    if matches!(choice, ToolChoice::Any | ToolChoice::Named(_)) {
-        return Err(invalid(format!(
-            "{MODEL_ERRORS}Thinking may not be enabled when tool_choice forces tool use."
-        )));
-    }
-    Ok(true)
-}
-
-/// With thinking on, a conversation that continues a tool call must give
-/// that assistant turn back with its signed reasoning first ("a final
-/// `assistant` message must start with a thinking block").
-fn check_thinking_history(messages: &[Value]) -> Result<(), Failure> {
-    let last_assistant = messages
-        .iter()
-        .enumerate()
-        .rev()
-        .find(|(_, m)| m.get("role").and_then(Value::as_str) == Some("assistant"));
-    let Some((i, m)) = last_assistant else {
-        return Ok(());
-    };
-    let blocks = m.get("content").and_then(Value::as_array);
-    let uses_tools = blocks.is_some_and(|b| b.iter().any(|x| x.get("toolUse").is_some()));
-    let first = blocks
-        .and_then(|b| b.first())
-        .and_then(Value::as_object)
-        .and_then(|o| o.keys().next())
-        .map_or("", String::as_str);
-    if uses_tools && i + 1 < messages.len() && first != "reasoningContent" {
-        let found = match first {
-            "toolUse" => "tool_use",
-            _ => "text",
-        };
-        return Err(invalid(format!(
-            "{MODEL_ERRORS}messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{found}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
-        )));
-    }
-    Ok(())
-}
-
-/// A history `reasoningContent` block: signed text whose signature is the
-/// one issued for it, or redacted content.
-fn check_reasoning_block(v: &Value, at: &str) -> Result<(), Failure> {
-    if let Some(text) = v.get("reasoningText") {
-        let said = text.get("text").and_then(Value::as_str).unwrap_or("");
-        let signed = text
-            .get("signature")
-            .and_then(Value::as_str)
-            .is_some_and(|s| s == claude_signature(said));
-        if !signed {
-            return Err(invalid(format!(
-                "{MODEL_ERRORS}{at}: Invalid `signature` in `thinking` block"
-            )));
-        }
-        return Ok(());
-    }
-    if v.get("redactedContent").is_some_and(Value::is_string) {
-        return Ok(());
-    }
-    Err(invalid(format!(
-        "Malformed input request: {at}.reasoningContent must set one of reasoningText, redactedContent"
-    )))
-}
-
-/// The one member of a content block, e.g. `{"text": ...}` → ("text", value).
-fn block_member(block: &Value, at: &str) -> Result<(String, Value), Failure> {
-    let obj = block
-        .as_object()
-        .ok_or_else(|| invalid(format!("Malformed input request: {at} must be an object")))?;
-    let mut members = obj.iter();
-    match (members.next(), members.next()) {
-        (Some((k, v)), None) if BLOCK_TYPES.contains(&k.as_str()) => Ok((k.clone(), v.clone())),
-        _ => Err(invalid(format!(
-            "Malformed input request: {at} must set exactly one of {}",
-            BLOCK_TYPES.join(", ")
-        ))),
-    }
-}
-
-fn parse_tools(config: Option<&Value>) -> Result<(Vec<Tool>, ToolChoice), Failure> {
-    let Some(config) = config else {
-        return Ok((Vec::new(), ToolChoice::Auto));
-    };
-    let tools = config
-        .get("tools")
-        .and_then(Value::as_array)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| invalid("Malformed input request: toolConfig.tools must not be empty"))?;
-    let tools = tools
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.get("cachePoint").is_none())
-        .map(|(i, t)| {
-            let spec = t.get("toolSpec").ok_or_else(|| {
-                invalid(format!("Malformed input request: toolConfig.tools.{i}.toolSpec is required"))
-            })?;
-            let name = spec.get("name").and_then(Value::as_str).ok_or_else(|| {
-                invalid(format!("Malformed input request: toolConfig.tools.{i}.toolSpec.name is required"))
-            })?;
-            let schema = spec
-                .get("inputSchema")
-                .and_then(|s| s.get("json"))
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "Malformed input request: toolConfig.tools.{i}.toolSpec.inputSchema.json is required"
-                    ))
-                })?;
-            Ok(Tool {
-                name: name.to_owned(),
-                schema: schema.clone(),
-            })
-        })
-        .collect::<Result<Vec<_>, Failure>>()?;
-    let choice = match config.get("toolChoice") {
-        None => ToolChoice::Auto,
-        Some(c) if c.get("auto").is_some() => ToolChoice::Auto,
-        Some(c) if c.get("any").is_some() => ToolChoice::Any,
-        Some(c) => match c
-            .get("tool")
-            .and_then(|t| t.get("name"))
-            .and_then(Value::as_str)
-        {
-            Some(name) => ToolChoice::Named(name.to_owned()),
-            None => {
-                return Err(invalid(
-                    "Malformed input request: toolChoice must set one of auto, any, tool",
-                ))
-            }
-        },
-    };
-    Ok((tools, choice))
-}
-
-/// `additionalModelResponseFieldPaths`: JSON Pointers (RFC 6901) into the
-/// model's own answer. Bedrock refuses an empty or malformed pointer (400)
-/// and ignores a valid one the answer does not have ("Converse": request
-/// syntax); Claude's answer has `stop_sequence`. True when it is asked of
-/// a Claude model.
-fn check_response_paths(body: &Value, model: &str) -> Result<bool, Failure> {
-    let Some(paths) = body.get("additionalModelResponseFieldPaths") else {
-        return Ok(false);
-    };
-    let paths = paths.as_array().ok_or_else(|| {
-        invalid(
-            "Malformed input request: additionalModelResponseFieldPaths must be a list of strings",
-        )
-    })?;
-    let mut stop_sequence = false;
-    for path in paths {
-        let pointer = path.as_str().unwrap_or_default();
-        let escapes_ok = pointer
-            .split('~')
-            .skip(1)
-            .all(|rest| rest.starts_with(['0', '1']));
-        if !pointer.starts_with('/') || !escapes_ok {
-            return Err(invalid(format!(
-                "The provided additionalModelResponseFieldPaths entry {path} is not a valid JSON Pointer"
-            )));
-        }
-        stop_sequence |= pointer == "/stop_sequence";
-    }
-    Ok(stop_sequence && model.contains("anthropic.claude"))
-}
-
-/// `additionalModelResponseFields` of an answer: the stop sequence that
-/// matched, when asked for.
-fn response_fields(p: &Prompt, a: &Answer) -> Option<Value> {
-    match &a.finish {
-        Finish::StopSequence(s) if p.bedrock_stop_sequence_field => {
-            Some(json!({"stop_sequence": s}))
-        }
-        _ => None,
-    }
-}
-
-fn stop_reason(f: &Finish) -> &'static str {
-    match f {
-        Finish::Stop | Finish::PauseTurn => "end_turn",
-        Finish::Length => "max_tokens",
-        Finish::StopSequence(_) => "stop_sequence",
-        Finish::ToolCalls => "tool_use",
-        Finish::ContentFilter => "guardrail_intervened",
-    }
-}
-
-fn usage(p: &Prompt, a: &Answer) -> Value {
-    // inputTokens excludes what was read from the cache; the total has all.
-    // Claude's thinking counts as output.
-    let cached = a.cached_tokens.max(p.cached_words).min(a.prompt_tokens);
-    let output = a.completion_tokens + if p.reasoning { a.reasoning_tokens } else { 0 };
-    let mut u = json!({"inputTokens": a.prompt_tokens - cached,
-                       "outputTokens": output,
-                       "totalTokens": a.prompt_tokens + output});
-    if cached > 0 {
-        u["cacheReadInputTokens"] = json!(cached);
-        u["cacheWriteInputTokens"] = json!(0);
-    }
-    u
-}
-
-fn event(name: &'static str, data: Value) -> SseEvent {
-    SseEvent {
-        name: Some(name),
-        data: to_json(&data),
-        delta: false,
-    }
-}
-
-fn delta_event(index: usize, delta: Value) -> SseEvent {
-    let mut e = event(
-        "contentBlockDelta",
-        json!({"contentBlockIndex": index, "delta": delta, "p": "abcdefgh"}),
-    );
-    e.delta = true;
-    e
-}
-
-/// One event stream message with string headers: prelude, headers, payload, CRCs.
-pub fn encode_message(headers: &[(&str, &str)], payload: &[u8], out: &mut Vec<u8>) {
-    let mut block = Vec::new();
-    for (name, value) in headers {
-        block.push(u8::try_from(name.len()).unwrap_or(u8::MAX));
-        block.extend_from_slice(name.as_bytes());
-        block.push(7); // string
-        block.extend_from_slice(&u16::try_from(value.len()).unwrap_or(u16::MAX).to_be_bytes());
-        block.extend_from_slice(value.as_bytes());
-    }
-    let total = 12 + block.len() + payload.len() + 4;
-    let start = out.len();
-    out.extend_from_slice(&u32::try_from(total).unwrap_or(u32::MAX).to_be_bytes());
-    out.extend_from_slice(&u32::try_from(block.len()).unwrap_or(u32::MAX).to_be_bytes());
-    let prelude_crc = crc32(out.get(start..).unwrap_or_default());
-    out.extend_from_slice(&prelude_crc.to_be_bytes());
-    out.extend_from_slice(&block);
-    out.extend_from_slice(payload);
-    let crc = crc32(out.get(start..).unwrap_or_default());
-    out.extend_from_slice(&crc.to_be_bytes());
-}
-
-/// CRC-32 (IEEE) of `bytes`, as the event-stream frames carry it.
-pub fn crc32(bytes: &[u8]) -> u32 {
-    crate::gzip::crc32_update(0, bytes)
-}
 
 impl Dialect for Bedrock {
     fn name(&self) -> &'static str {
@@ -975,9 +533,14 @@ fn bedrock_status(s: u16) -> u16 {
     }
 }
 
+// The frames' checksum, checked by the wire tests.
+#[cfg(test)]
+pub(crate) use render::crc32;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dialect::ToolChoice;
 
     const SONNET_4: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
 
