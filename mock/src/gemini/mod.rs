@@ -42,6 +42,7 @@ pub(crate) const OAUTH_REFUSED: &str =
     access token, login cookie or other valid authentication credential. See \
     https://developers.google.com/identity/sign-in/web/devconsole-project.";
 
+/// The model a `/models/<model>:<method>` path names.
 fn path_model(path: &str) -> Option<&str> {
     let rest = path.get(path.find(PATH_PREFIX)? + PATH_PREFIX.len()..)?;
     Some(rest.split_once(':')?.0)
@@ -123,9 +124,6 @@ impl Gemini {
                   "promptTokensDetails": [{"modality": "TEXT", "tokenCount": tokens}]}))
     }
 }
-
-/// A function response's text as the answer planner echoes it: our
-/// gateway's `{"result": ...}` wrapper unwrapped, other objects as JSON.
 
 impl Dialect for Gemini {
     fn name(&self) -> &'static str {

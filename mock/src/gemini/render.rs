@@ -10,6 +10,10 @@ use crate::dialect::{to_json, Meta, Prompt, SseEvent};
 use super::request::call_signature;
 use super::Gemini;
 
+/// The search a model turn runs first when Google Search is offered and
+/// `includeServerSideToolInvocations` asks to see it, on a new turn (not
+/// after function responses): its `toolCall` (signed, as Gemini signs the
+/// first part of a step) and `toolResponse` parts, one id.
 pub(super) fn server_invocations(p: &Prompt) -> Vec<Value> {
     if !(p.gemini_search && p.gemini_server_invocations && p.tool_results.is_none()) {
         return Vec::new();
@@ -22,9 +26,6 @@ pub(super) fn server_invocations(p: &Prompt) -> Vec<Value> {
                "response": {"results": [{"title": "Mock result", "url": "https://example.com/"}]}}}),
     ]
 }
-
-/// The signature the mock puts on a function call: over its name and
-/// arguments, so it is valid only on the call it came with.
 
 pub(super) fn usage(a: &Answer) -> Value {
     // Thoughts are counted beside the candidates, in the total.

@@ -208,17 +208,14 @@ pub(super) fn check_tool_combination(p: &Prompt) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The search a model turn runs first when Google Search is offered and
-/// `includeServerSideToolInvocations` asks to see it, on a new turn (not
-/// after function responses): its `toolCall` (signed, as Gemini signs the
-/// first part of a step) and `toolResponse` parts, one id.
-
+/// The signature the mock puts on a function call: over its name and
+/// arguments, so it is valid only on the call it came with.
 pub(super) fn call_signature(name: &str, args: &Value) -> String {
     gemini_signature(&format!("{name}{args}"))
 }
 
-/// The model a `/models/<model>:<method>` path names.
-
+/// A function response's text as the answer planner echoes it: our
+/// gateway's `{"result": ...}` wrapper unwrapped, other objects as JSON.
 pub(super) fn response_text(response: Option<&Value>) -> String {
     match response {
         Some(r) => match r.get("result").and_then(Value::as_str) {
