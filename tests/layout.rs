@@ -4,6 +4,8 @@
 //! two modules use each other (directly or around a loop). That the core
 //! knows no proxy is the compiler's to check: it has no proxy-wasm
 //! dependency (the wasm host is its own crate, `hosts/wasm`).
+//! And no file of the core, the hosts (`hosts/*/src`) or the mock
+//! (`mock/src`) has more than `MAX_LINES` lines of non-test code.
 //!
 //! Each file is read whole, less its test code: items under `#[cfg(test)]`
 //! (found by a small lexer that knows strings, chars and comments) and the
@@ -170,7 +172,7 @@ fn without_tests(code: &str) -> String {
 /// The files of the modules `file` declares as `#[cfg(test)] mod name;`.
 fn test_module_files(file: &Path, code: &str) -> Vec<PathBuf> {
     let dir = match file.file_name().unwrap().to_str().unwrap() {
-        "mod.rs" | "lib.rs" => file.parent().unwrap().to_owned(),
+        "mod.rs" | "lib.rs" | "main.rs" => file.parent().unwrap().to_owned(),
         _ => file.with_extension(""),
     };
     let mut files = Vec::new();
@@ -192,11 +194,10 @@ fn test_module_files(file: &Path, code: &str) -> Vec<PathBuf> {
     files
 }
 
-/// Top-level module → the top-level modules its non-test code names.
-fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The files under `root` and their text, less the files of test modules.
+fn non_test_files(root: &Path) -> BTreeMap<PathBuf, String> {
     let mut files = Vec::new();
-    let mut stack = vec![src.clone()];
+    let mut stack = vec![root.to_owned()];
     while let Some(dir) = stack.pop() {
         for entry in fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -207,7 +208,7 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
             }
         }
     }
-    let texts: BTreeMap<PathBuf, String> = files
+    let mut texts: BTreeMap<PathBuf, String> = files
         .into_iter()
         .map(|f| {
             let text = fs::read_to_string(&f).unwrap();
@@ -218,14 +219,19 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
         .iter()
         .flat_map(|(f, text)| test_module_files(f, text))
         .collect();
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (path, text) in &texts {
-        if test_only
+    texts.retain(|path, _| {
+        !test_only
             .iter()
             .any(|t| path.starts_with(t.with_extension("")) || path == t)
-        {
-            continue;
-        }
+    });
+    texts
+}
+
+/// Top-level module → the top-level modules its non-test code names.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in &non_test_files(&src) {
         let rel = path.strip_prefix(&src).unwrap();
         let first = rel
             .components()
@@ -326,4 +332,26 @@ fn surfaces_and_dialects_meet_only_in_the_model() {
     }
     // The check sees the code: the dialects do use the model.
     assert!(graph["dialects"].contains("model"));
+}
+
+/// The most lines of non-test code a file may have, in the core, the hosts
+/// and the mock.
+const MAX_LINES: usize = 700;
+
+#[test]
+fn no_file_has_more_than_max_lines_of_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs = vec![root.join("src"), root.join("mock/src")];
+    for host in fs::read_dir(root.join("hosts")).unwrap() {
+        dirs.push(host.unwrap().path().join("src"));
+    }
+    let long: Vec<String> = dirs
+        .iter()
+        .flat_map(|dir| non_test_files(dir))
+        .filter(|(path, _)| path.extension().is_some_and(|e| e == "rs"))
+        .map(|(path, text)| (path, without_tests(&text).lines().count()))
+        .filter(|(_, lines)| *lines > MAX_LINES)
+        .map(|(path, lines)| format!("{}: {lines}", path.display()))
+        .collect();
+    assert!(long.is_empty(), "over {MAX_LINES} lines: {long:#?}");
 }
