@@ -25,11 +25,12 @@ NATIVE_AARCH64 := target/envoy-module-aarch64/libllm_gateway.so
 # Which host `make run` starts: wasm (default) or native.
 HOST      ?= wasm
 
-.PHONY: bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools ratelimit-build ratelimit
+.PHONY: docs docs-tool bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools ratelimit-build ratelimit
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module)"
 	@echo "make test   - install everything needed and run all tests"
+	@echo "make docs   - the book (docs/) into target/book/index.html"
 	@echo "make dist   - the release artifacts: dist/llm_gateway.wasm, the .so for x86_64 and aarch64 (+ .sha256, .ENVOY, VERSION, versioned copies)"
 	@echo "make check-aarch64 - the aarch64 Envoy loads the aarch64 .so and serves a request, under qemu-user (seconds once built)"
 	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
@@ -232,7 +233,25 @@ test-native: $(INTEGRATION_DEPS)
 
 # The aarch64 build is checked too (cross-built, loaded in both roles by the
 # aarch64 Envoy under qemu-user): a few minutes on a fresh machine.
-test: lint test-unit test-wasm test-integration test-native check-aarch64
+test: lint test-unit test-wasm docs test-integration test-native check-aarch64
+
+# The book (docs/): mdBook, pinned and built from crates.io into a
+# project-local root on first use (no serve/watch features: their web server
+# and file watcher are not needed to build; search kept). From nothing that
+# is about 3 minutes of CPU on these machines, once; then `make docs` takes a
+# second.
+MDBOOK_VERSION := 0.5.4
+MDBOOK_ROOT    := $(CURDIR)/target/tools
+MDBOOK         := $(MDBOOK_ROOT)/bin/mdbook
+MDBOOK_STAMP   := $(MDBOOK_ROOT)/.mdbook-$(MDBOOK_VERSION)
+$(MDBOOK_STAMP):
+	cargo install mdbook --version $(MDBOOK_VERSION) --locked --no-default-features --features search --root $(MDBOOK_ROOT)
+	touch $@
+
+docs-tool: $(MDBOOK_STAMP)
+
+docs: docs-tool
+	$(MDBOOK) build docs
 
 # The load generator (Debian package), installed when missing.
 wrk:
