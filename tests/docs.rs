@@ -1,0 +1,265 @@
+//! The book's configuration examples, parsed by the configuration parser
+//! itself (`Config::parse`, what `on_configure` runs), so a page cannot show
+//! a configuration the gateway refuses. A code block's info string says what
+//! it is (docs/src/development/docs.md):
+//!
+//! - ```` ```json,config ````: a whole filter configuration;
+//! - ```` ```json,config=<path> ```` (or `<path>@<envoy yaml>`): a fragment,
+//!   the members of the object at `<path>` (`.` the top level, else a dotted
+//!   path such as `providers`), written as members (`"name": {...}, ...`) or
+//!   as one object; merged into a base configuration (objects member by
+//!   member, anything else replaced), the filter configuration of
+//!   `envoy/gateway.yaml` or of the shipped Envoy YAML named after `@`, and
+//!   the result is parsed.
+//!
+//! Every other code block is checked by `tests/test_docs.py` (which also
+//! refuses a `json` block that says neither `config` nor `wire`).
+
+// Test code: unwrap and indexing are fine here.
+#![allow(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use llm_gateway_core::config::Config;
+use serde_json::{Map, Value};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+/// The service-account key a `credentials: "service_account"` provider's
+/// `api_key_env` reads (a key pair made for the tests, granting nothing).
+const TEST_SERVICE_ACCOUNT: &str = "tests/fixtures/TEST-ONLY-vertex-service-account.json";
+/// What every other `api_key_env` reads.
+const DUMMY_KEY: &str = "docs-test-key";
+
+/// A fenced code block of a page.
+struct Block {
+    file: PathBuf,
+    line: usize,
+    info: String,
+    text: String,
+}
+
+fn pages(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            pages(&path, out);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            out.push(path);
+        }
+    }
+}
+
+/// The fenced blocks of a page, indented ones (in list items) included.
+fn blocks(file: &Path) -> Vec<Block> {
+    let text = fs::read_to_string(file).unwrap();
+    let mut found = Vec::new();
+    let mut open: Option<(usize, usize, String, Vec<&str>)> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        match &mut open {
+            None => {
+                if let Some(info) = trimmed.strip_prefix("```") {
+                    open = Some((i + 1, indent, info.trim().to_string(), Vec::new()));
+                }
+            }
+            Some((start, fence_indent, info, lines)) => {
+                if trimmed == "```" {
+                    found.push(Block {
+                        file: file.to_path_buf(),
+                        line: *start,
+                        info: std::mem::take(info),
+                        text: lines.join("\n"),
+                    });
+                    open = None;
+                } else {
+                    let strip = indent.min(*fence_indent);
+                    lines.push(&line[strip..]);
+                }
+            }
+        }
+    }
+    assert!(
+        open.is_none(),
+        "{}: a code block is never closed",
+        file.display()
+    );
+    found
+}
+
+/// The filter configuration a shipped Envoy YAML carries (the block scalar
+/// after `value: &llm_config |`).
+fn base_config(envoy_yaml: &str) -> Result<Value, String> {
+    let yaml = fs::read_to_string(Path::new(ROOT).join(envoy_yaml))
+        .map_err(|e| format!("{envoy_yaml}: {e}"))?;
+    let mut lines = yaml
+        .lines()
+        .skip_while(|l| !l.contains("value: &llm_config |"));
+    let anchor = lines
+        .next()
+        .ok_or_else(|| format!("{envoy_yaml} has no `value: &llm_config |`"))?;
+    let outer = anchor.len() - anchor.trim_start().len();
+    let json: Vec<&str> = lines
+        .take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() > outer)
+        .collect();
+    serde_json::from_str(&json.join("\n")).map_err(|e| format!("{envoy_yaml}: {e}"))
+}
+
+/// `fragment` merged into `base`: objects member by member, anything else replaced.
+fn merge(base: &mut Value, fragment: Value) {
+    match (base, fragment) {
+        (Value::Object(base), Value::Object(fragment)) => {
+            for (key, value) in fragment {
+                match base.get_mut(&key) {
+                    Some(old) => merge(old, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, fragment) => *base = fragment,
+    }
+}
+
+/// A fragment's members: `"a": {...}, "b": ...` or `{...}`.
+fn fragment_members(block: &Block) -> Result<Map<String, Value>, String> {
+    let text = block.text.trim();
+    let text = if text.starts_with('{') {
+        text.to_string()
+    } else {
+        format!("{{{text}}}")
+    };
+    match serde_json::from_str(&text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err("not an object's members".into()),
+        Err(e) => Err(format!("not JSON: {e}")),
+    }
+}
+
+/// The fragment merged at `path` of the base configuration.
+fn with_fragment(
+    path: &str,
+    envoy_yaml: &str,
+    members: Map<String, Value>,
+) -> Result<Value, String> {
+    let mut config = base_config(envoy_yaml)?;
+    let mut at = &mut config;
+    for key in path.split('.').filter(|k| !k.is_empty()) {
+        at = at
+            .as_object_mut()
+            .ok_or_else(|| format!("`{key}` of `{path}` is inside no object"))?
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    if !at.is_object() {
+        return Err(format!("`{path}` of the base configuration is no object"));
+    }
+    merge(at, Value::Object(members));
+    Ok(config)
+}
+
+/// The environment the parser reads `api_key_env` from: the test
+/// service-account key for the providers that take one, else a dummy key.
+fn environment(config: &Value) -> impl Fn(&str) -> Option<String> {
+    let service_account: Vec<String> = config["providers"]
+        .as_object()
+        .into_iter()
+        .flat_map(|providers| providers.values())
+        .filter(|p| p["credentials"] == "service_account")
+        .filter_map(|p| p["api_key_env"].as_str().map(str::to_string))
+        .collect();
+    let key = fs::read_to_string(Path::new(ROOT).join(TEST_SERVICE_ACCOUNT)).unwrap();
+    move |name| {
+        Some(if service_account.iter().any(|n| n == name) {
+            key.clone()
+        } else {
+            DUMMY_KEY.to_string()
+        })
+    }
+}
+
+fn check(block: &Block) -> Result<(), String> {
+    let config = match block.info.split_once('=') {
+        None => serde_json::from_str(&block.text).map_err(|e| format!("not JSON: {e}"))?,
+        Some((_, at)) => {
+            let (path, envoy_yaml) = at.split_once('@').unwrap_or((at, "envoy/gateway.yaml"));
+            let path = if path == "." { "" } else { path };
+            with_fragment(path, envoy_yaml, fragment_members(block)?)?
+        }
+    };
+    let bytes = serde_json::to_vec(&config).unwrap();
+    Config::parse(&bytes, environment(&config)).map(drop)
+}
+
+fn config_blocks() -> Vec<Block> {
+    let mut files = Vec::new();
+    pages(&Path::new(ROOT).join("docs/src"), &mut files);
+    files
+        .iter()
+        .flat_map(|f| blocks(f))
+        .filter(|b| b.info == "json,config" || b.info.starts_with("json,config="))
+        .collect()
+}
+
+#[test]
+fn every_configuration_example_in_the_book_is_accepted_by_the_parser() {
+    let blocks = config_blocks();
+    // The book has configuration examples on many pages: finding few means
+    // the convention changed under this test, not that all is well.
+    assert!(
+        blocks.len() >= 20,
+        "only {} configuration examples found",
+        blocks.len()
+    );
+    let refused: Vec<String> = blocks
+        .iter()
+        .filter_map(|b| {
+            check(b).err().map(|e| {
+                let file = b.file.strip_prefix(ROOT).unwrap_or(&b.file);
+                format!("{}:{} ({}): {e}", file.display(), b.line, b.info)
+            })
+        })
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "refused examples:\n{}",
+        refused.join("\n")
+    );
+}
+
+#[test]
+fn a_refused_fragment_fails_the_check() {
+    // The check can fail: a provider with a dialect the parser does not know.
+    let block = Block {
+        file: PathBuf::from("example.md"),
+        line: 1,
+        info: "json,config=providers".into(),
+        text: r#""p": {"dialect": "no-such-dialect"}"#.into(),
+    };
+    let err = check(&block).unwrap_err();
+    assert!(err.contains("no-such-dialect"), "{err}");
+    // A fragment merges into the base configuration; `@` names another base.
+    let ok = Block {
+        info: "json,config=.".into(),
+        text: r#""default_model_group": "mock-anthropic""#.into(),
+        ..block
+    };
+    check(&ok).unwrap();
+    let elsewhere = Block {
+        info: "json,config=model_groups@envoy/failover.yaml".into(),
+        text: r#""g": {"candidates": [{"cluster": "c", "provider": "openai"}]}"#.into(),
+        ..ok
+    };
+    check(&elsewhere).unwrap();
+    let unknown_provider = Block {
+        info: "json,config=model_groups".into(),
+        ..elsewhere
+    };
+    assert!(check(&unknown_provider).is_err());
+}
