@@ -14,6 +14,10 @@
 //!
 //! Every other code block is checked by `tests/test_docs.py` (which also
 //! refuses a `json` block that says neither `config` nor `wire`).
+//!
+//! And every repository path a page (or the README) names in backticks,
+//! `envoy/gateway.yaml`, `src/session/edge.rs`, exists: a change that moves
+//! or removes a file fails `cargo test` here until the book follows it.
 
 // Test code: unwrap and indexing are fine here.
 #![allow(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used)]
@@ -262,4 +266,90 @@ fn a_refused_fragment_fails_the_check() {
         ..elsewhere
     };
     assert!(check(&unknown_provider).is_err());
+}
+
+/// Where the repository's own paths start (a path under `target/` or
+/// `dist/` is a build output, not checked).
+const REPO_DIRS: &[&str] = &[
+    "src/",
+    "hosts/",
+    "mock/",
+    "tests/",
+    "scripts/",
+    "envoy/",
+    "benches/",
+    "ratelimit/",
+    "docs/",
+    ".ci/",
+];
+const REPO_FILES: &[&str] = &[
+    "Makefile",
+    "BENCHMARKS.md",
+    "Cargo.toml",
+    "rust-toolchain.toml",
+    "README.md",
+];
+
+/// The repository paths a page names in backticks: tokens of a code span
+/// that start with a top-level directory (placeholders and globs apart).
+fn repo_paths(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (i, span) in text.split('`').enumerate() {
+        if i % 2 == 0 || span.contains('\n') {
+            continue;
+        }
+        for token in span.split_whitespace() {
+            let token = token.trim_end_matches([',', '.', ';', ':', ')']);
+            let placeholder =
+                token.contains(['*', '<', '>', '{', '}', '…', '|']) || token.contains("...");
+            if !placeholder
+                && (REPO_DIRS.iter().any(|d| token.starts_with(d)) || REPO_FILES.contains(&token))
+            {
+                found.push(token.to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn every_repository_path_the_book_names_exists() {
+    let mut files = Vec::new();
+    pages(&Path::new(ROOT).join("docs/src"), &mut files);
+    files.push(Path::new(ROOT).join("README.md"));
+    let named: usize = files
+        .iter()
+        .map(|f| repo_paths(&fs::read_to_string(f).unwrap()).len())
+        .sum();
+    assert!(
+        named >= 100,
+        "only {named} repository paths named: the check checks little"
+    );
+    let mut missing: Vec<String> = files
+        .iter()
+        .flat_map(|file| {
+            let text = fs::read_to_string(file).unwrap();
+            let page = file
+                .strip_prefix(ROOT)
+                .unwrap_or(file)
+                .display()
+                .to_string();
+            repo_paths(&text)
+                .into_iter()
+                .filter(|path| !Path::new(ROOT).join(path).exists())
+                .map(move |path| format!("{page}: {path}"))
+        })
+        .collect();
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "the book names paths that do not exist (moved? update the page):\n{}",
+        missing.join("\n")
+    );
+    // The check can fail.
+    assert_eq!(
+        repo_paths("see `src/no_such_file.rs`, `target/x`"),
+        ["src/no_such_file.rs"]
+    );
 }

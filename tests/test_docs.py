@@ -10,8 +10,9 @@ configuration parser in tests/docs.rs (`cargo test`).
 - `sh,run` / `python,run`: run against a gateway started as `make run` starts
   it (the mock, no keys), on the host of this run (wasm or native);
 - `json,wire` and `yaml`: parsed;
-- links to pages, their headings and files of the repository: resolved;
-  so are the repository paths a page names in backticks (`envoy/gateway.yaml`).
+- links to pages, their headings and files of the repository: resolved
+  (the repository paths a page names in backticks are checked by
+  tests/docs.rs, in `cargo test`, where a change that moves a file runs).
 
 What does not depend on the host is checked on the wasm leg only."""
 
@@ -315,28 +316,6 @@ def test_every_page_is_in_the_summary():
     listed = {(DOCS / p).resolve() for p in LINK.findall(summary)}
     missing = [str(p.relative_to(DOCS)) for p in pages() if p.name != "SUMMARY.md" and p.resolve() not in listed]
     assert not missing, f"pages not in SUMMARY.md: {missing}"
-
-
-# Repository paths a page names in backticks: these must exist.
-REPO_DIRS = ("src/", "hosts/", "mock/", "tests/", "scripts/", "envoy/", "benches/", "ratelimit/", "docs/", ".ci/")
-REPO_FILES = ("Makefile", "BENCHMARKS.md", "Cargo.toml", "rust-toolchain.toml", "README.md")
-
-
-def repo_paths(page):
-    for span in re.findall(r"`([^`\n]+)`", page.read_text()):
-        for token in span.split():
-            token = token.rstrip(",.;:)")
-            if any(c in token for c in "*<>{}…|") or "..." in token:
-                continue
-            if token.startswith(REPO_DIRS) or token in REPO_FILES:
-                yield token
-
-
-@host_independent
-def test_every_repository_path_named_exists():
-    missing = sorted({f"{rel(p)}: {path}" for p in [*pages(), README] for path in repo_paths(p)
-                      if not (ROOT / path).exists()})
-    assert not missing, "paths named that do not exist:\n" + "\n".join(missing)
 
 
 # ---- Measured numbers come from BENCHMARKS.md -------------------------------
