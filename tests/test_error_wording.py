@@ -300,7 +300,11 @@ def anthropic_envelope(status, hdrs, body, want_status, error_type, code):
     return doc
 
 
-@pytest.mark.parametrize("path", ["/v1/messages/batches", "/v1/messages/", "/v1/messages/batches/msgbatch_1/results"])
+@pytest.mark.parametrize("path", [
+    "/v1/messages/batches", "/v1/messages/", "/v1/messages/batches/msgbatch_1/results",
+    # However the Messages prefix is spelled: another case, an escaped slash, a path parameter.
+    "/v1/Messages", "/v1/MESSAGES/count_tokens", "/v1/messages%2Fcount_tokens", "/v1/messages;x",
+])
 def test_unknown_messages_paths_are_anthropic_errors(gw, path):
     status, hdrs, body = gw.request("POST", path, raw=b"{}", headers={"x-request-id": "wording-path"})
     doc = anthropic_envelope(status, hdrs, body, 404, "not_found_error", "MODEL_NOT_FOUND")
@@ -312,9 +316,10 @@ def test_unknown_messages_paths_are_anthropic_errors(gw, path):
     assert e.value.body["error"]["type"] == "not_found_error"
 
 
-def test_codec_refusal_on_messages_is_anthropic_error(gw):
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/Messages", "/v1/messages%2Fcount_tokens", "/v1/messages;x"])
+def test_codec_refusal_on_messages_is_anthropic_error(gw, path):
     """Refused by the HCM before any filter ran (no Host header)."""
-    status, hdrs, body = raw_http(gw, b"POST /v1/messages HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}")
+    status, hdrs, body = raw_http(gw, b"POST " + path.encode() + b" HTTP/1.1\r\ncontent-length: 2\r\n\r\n{}")
     doc = anthropic_envelope(status, hdrs, body, 400, "invalid_request_error", "INVALID_REQUEST")
     assert doc["error"]["message"] == "the gateway refused the HTTP request: missing_host_header"
 

@@ -50,10 +50,18 @@ pub fn surface(api: Api) -> &'static dyn Surface {
     }
 }
 
+/// The first segment of a `/v1/` path that names an API other than
+/// OpenAI's: a path no surface claims is refused in that API's envelope
+/// ([`unclaimed`]).
+const API_SEGMENTS: [(&str, Api); 2] = [
+    ("messages", Api::AnthropicMessages),
+    ("responses", Api::OpenAiResponses),
+];
+
 /// What a request line asks of the gateway: `None` for a path that is
 /// not the gateway's (passed through untouched); else the route of the
 /// surface that claims the path (they are asked in [`ROUTE_ORDER`]),
-/// or a 404 in OpenAI's envelope when none does.
+/// or a 404 in the envelope of the API its prefix names ([`unclaimed`]).
 pub fn route(method: &str, path: &str, query: &str) -> Option<Route> {
     if !API_ROOTS.iter().any(|root| path.starts_with(root)) {
         return None;
@@ -61,7 +69,25 @@ pub fn route(method: &str, path: &str, query: &str) -> Option<Route> {
     let claimed = ROUTE_ORDER
         .into_iter()
         .find_map(|api| surface(api).route(method, path, query));
-    Some(claimed.unwrap_or_else(|| Route::unknown(Api::OpenAiChat, path)))
+    Some(claimed.unwrap_or_else(|| Route::unknown(unclaimed(path), path)))
+}
+
+/// Whose envelope a `/v1/` path no surface claims is refused in: the API
+/// its first segment names however it is spelled (`/v1/Messages`,
+/// `/v1/messages%2Fcount_tokens`, `/v1/messages;x`, `/v1//messages`: the
+/// segment percent-decoded, ended by `/` or `;`, in any case), else
+/// OpenAI's, whose clients call the gateway's other `/v1/` paths; Gemini's
+/// below `/v1beta/`, its API's alone.
+fn unclaimed(path: &str) -> Api {
+    let Some(rest) = path.strip_prefix("/v1/") else {
+        return Api::Gemini;
+    };
+    let decoded = crate::url::decode_segment(rest.trim_start_matches('/'));
+    let segment = decoded.split(['/', ';']).next().unwrap_or_default();
+    API_SEGMENTS
+        .into_iter()
+        .find(|(name, _)| segment.eq_ignore_ascii_case(name))
+        .map_or(Api::OpenAiChat, |(_, api)| api)
 }
 
 /// The surface that renders the model list on `owner`'s route: the one

@@ -260,6 +260,40 @@ mod tests {
     }
 
     #[test]
+    fn an_unclaimed_path_is_refused_in_the_envelope_its_prefix_names_however_spelled() {
+        let not_found = |api| Some((api, false, Err(404)));
+        let messages = Api::AnthropicMessages;
+        for path in [
+            "/v1/Messages",
+            "/v1/MESSAGES/count_tokens",
+            "/v1/messages%2Fcount_tokens",
+            "/v1/messages%2fcount_tokens",
+            "/v1/messages;x",
+            "/v1/messages;x/count_tokens",
+            "/v1//messages",
+            "/v1/%6Dessages",
+        ] {
+            assert_eq!(route("POST", path, ""), not_found(messages), "{path}");
+            assert_eq!(route("GET", path, ""), not_found(messages), "{path}");
+        }
+        let responses = Api::OpenAiResponses;
+        for path in ["/v1/Responses", "/v1/responses;x", "/v1/responses%2Fresp_1"] {
+            assert_eq!(route("GET", path, ""), not_found(responses), "{path}");
+        }
+        let chat = Api::OpenAiChat;
+        for path in [
+            "/v1/Chat/completions",
+            "/v1/chat/completions;x",
+            "/v1/messagesx",
+            "/v1/modelsx",
+        ] {
+            assert_eq!(route("POST", path, ""), not_found(chat), "{path}");
+        }
+        assert_eq!(route("GET", "/v1beta/modelsx", ""), not_found(Api::Gemini));
+        assert_eq!(route("POST", "/v1", ""), None);
+    }
+
+    #[test]
     fn the_model_list_is_rendered_for_the_client_that_asks() {
         use crate::surfaces::lister;
         let anthropic = |name: &str| name == "anthropic-version";

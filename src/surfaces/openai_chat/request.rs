@@ -652,6 +652,11 @@ mod tests {
             })
         );
         assert!(r.extra.is_empty(), "modelled, not kept aside");
+        // OpenAI's newest values, which its SDK sends.
+        for (name, effort) in [("xhigh", Effort::XHigh), ("max", Effort::Max)] {
+            let r = with(&format!(r#""reasoning_effort":"{name}""#)).unwrap();
+            assert_eq!(r.reasoning.and_then(|r| r.effort), Some(effort));
+        }
         let r = with(r#""reasoning":{"max_tokens":2048}"#).unwrap();
         assert_eq!(r.reasoning.unwrap().budget_tokens, Some(2048));
         let r = with(r#""reasoning":{"enabled":false}"#).unwrap();
@@ -664,7 +669,7 @@ mod tests {
             "a null is no value"
         );
         for (fields, param) in [
-            (r#""reasoning_effort":"max""#, "reasoning_effort"),
+            (r#""reasoning_effort":"ultra""#, "reasoning_effort"),
             (r#""reasoning_effort":3"#, "reasoning_effort"),
             (r#""reasoning":{"effort":"huge"}"#, "reasoning.effort"),
             (r#""reasoning":{"exclude":true}"#, "reasoning"),

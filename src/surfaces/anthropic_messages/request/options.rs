@@ -160,12 +160,14 @@ pub(super) fn thinking_config(v: Any<wire::Thinking>) -> Result<Option<Reasoning
     }
 }
 
-/// `output_config.effort` (`xhigh` and `max` are the neutral `high`).
+/// `output_config.effort`.
 pub(super) fn effort_level(name: &str) -> Result<Effort, GatewayError> {
     match name {
         "low" => Ok(Effort::Low),
         "medium" => Ok(Effort::Medium),
-        "high" | "xhigh" | "max" => Ok(Effort::High),
+        "high" => Ok(Effort::High),
+        "xhigh" => Ok(Effort::XHigh),
+        "max" => Ok(Effort::Max),
         _ => Err(invalid(
             "output_config.effort",
             "Input should be 'low', 'medium', 'high', 'xhigh' or 'max'",

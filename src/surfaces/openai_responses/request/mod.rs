@@ -436,12 +436,10 @@ pub fn parse(body: &[u8]) -> Result<Generation> {
             &at,
         )?;
         let effort = match string(&r.effort, &at, "effort")? {
-            // OpenAI's highest effort, where a model has it; others get their highest.
-            Some("xhigh") => Some(Effort::High),
             Some(name) => Some(Effort::parse(name).ok_or_else(|| {
                 invalid(
                     "reasoning.effort",
-                    format!("Invalid value: '{name}'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high' and 'xhigh'."),
+                    format!("Invalid value: '{name}'. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', 'xhigh' and 'max'."),
                 )
             })?),
             None => None,

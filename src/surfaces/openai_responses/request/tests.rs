@@ -331,7 +331,7 @@ fn refuses_what_openai_refuses() {
             "max_output_tokens",
         ),
         (
-            r#"{"model":"g","input":"x","reasoning":{"effort":"max"}}"#,
+            r#"{"model":"g","input":"x","reasoning":{"effort":"huge"}}"#,
             "reasoning.effort",
         ),
         (
