@@ -411,7 +411,7 @@ mod tests {
         .unwrap();
         assert_eq!(out.reasoning.and_then(|r| r.effort), Some(Effort::Low));
         assert!(out.extra.is_empty(), "typed, not an extra field");
-        let e = rule(r#"{"models":"*","default":{"reasoning_effort":"max"}}"#)
+        let e = rule(r#"{"models":"*","default":{"reasoning_effort":"ultra"}}"#)
             .validate("rule")
             .unwrap_err();
         assert!(e.contains("default.reasoning_effort"), "{e}");

@@ -430,6 +430,21 @@ def test_openai_reasoning_effort_passes(gw, client, test_id):
     assert sent["body"]["model"] == "o3"
 
 
+@pytest.mark.parametrize("effort", ["xhigh", "max"])
+def test_openais_newest_efforts_reach_each_vendor_in_its_terms(gw, client, test_id, effort):
+    """The SDK's `xhigh` and `max` (OpenAI documents them for its recent
+    models) reach OpenAI as they came, and Claude as the larger budgets
+    they amount to (the mock refuses any effort name OpenAI does not list)."""
+    client.chat.completions.create(model="m", messages=USER_HI, reasoning_effort=effort,
+                                   extra_headers=headers("reasoning", test_id))
+    client.chat.completions.create(model=CLAUDE_THINKING, messages=USER_HI, reasoning_effort=effort,
+                                   max_tokens=40000, extra_headers=headers("mock-anthropic", test_id))
+    openai_sent, claude_sent = gw.mock_requests(test_id)
+    assert openai_sent["body"]["reasoning_effort"] == effort
+    budget = {"xhigh": 24576, "max": 32000}[effort]
+    assert claude_sent["body"]["thinking"] == {"type": "enabled", "budget_tokens": budget}
+
+
 def test_openai_takes_a_budget_as_the_effort_it_amounts_to(gw, test_id):
     # OpenRouter's budget (or an Anthropic client's thinking budget): OpenAI takes efforts only.
     status, _, body = gw.chat({"model": "m", "messages": USER_HI, "reasoning": {"max_tokens": 6000}},

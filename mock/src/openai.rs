@@ -177,12 +177,12 @@ fn check_rules(
             Some("unsupported_parameter"),
         ));
     }
-    // reasoning_effort's values (Create chat completion: none, minimal, low, medium, high, xhigh).
+    // reasoning_effort's values (Create chat completion: none, minimal, low, medium, high, xhigh, max).
     if let Some(effort) = obj.get("reasoning_effort").filter(|e| !e.is_null()) {
-        let known = ["none", "minimal", "low", "medium", "high", "xhigh"];
+        let known = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
         if !effort.as_str().is_some_and(|e| known.contains(&e)) {
             return Err(param(
-                format!("Invalid value: {effort}. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', and 'xhigh'."),
+                format!("Invalid value: {effort}. Supported values are: 'none', 'minimal', 'low', 'medium', 'high', 'xhigh', and 'max'."),
                 "reasoning_effort",
                 Some("invalid_value"),
             ));

@@ -177,12 +177,17 @@ pub enum Effort {
     Low,
     Medium,
     High,
+    /// OpenAI's `xhigh` (its recent models), Anthropic's `xhigh` effort.
+    XHigh,
+    /// The most a model can reason: OpenAI's and Anthropic's `max`.
+    Max,
 }
 
 impl Effort {
     /// Claude's thinking budget for an effort (Anthropic's API and Claude on
     /// Bedrock take budgets, not efforts): minimal 1024 (the least Claude
-    /// takes), low 2048, medium 8192, high 16384 tokens; `None`: no thinking.
+    /// takes), low 2048, medium 8192, high 16384, xhigh 24576, max 32000
+    /// tokens (beyond which Anthropic asks for batches); `None`: no thinking.
     pub fn claude_budget(self) -> Option<u32> {
         match self {
             Effort::None => None,
@@ -190,6 +195,8 @@ impl Effort {
             Effort::Low => Some(2048),
             Effort::Medium => Some(8192),
             Effort::High => Some(16384),
+            Effort::XHigh => Some(24576),
+            Effort::Max => Some(32000),
         }
     }
 
@@ -211,6 +218,8 @@ impl Effort {
             "low" => Some(Effort::Low),
             "medium" => Some(Effort::Medium),
             "high" => Some(Effort::High),
+            "xhigh" => Some(Effort::XHigh),
+            "max" => Some(Effort::Max),
             _ => None,
         }
     }
@@ -222,6 +231,8 @@ impl Effort {
             Effort::Low => "low",
             Effort::Medium => "medium",
             Effort::High => "high",
+            Effort::XHigh => "xhigh",
+            Effort::Max => "max",
         }
     }
 }

@@ -245,7 +245,8 @@ pub(super) fn thinking(req: &ChatRequest, model: &str) -> Result<Option<u32>, Ga
 /// Amazon Nova 2's extended thinking
 /// (docs.aws.amazon.com/nova/latest/nova2-userguide/extended-thinking.html):
 /// `additionalModelRequestFields.reasoningConfig {type: enabled,
-/// maxReasoningEffort}`, low, medium or high (minimal is low; `none`: off,
+/// maxReasoningEffort}`, low, medium or high (minimal is low, xhigh and max
+/// are high; `none`: off,
 /// Nova's default). Nova takes no token budget: a budget alone becomes the
 /// effort it amounts to ([`Effort::for_budget`]).
 pub(super) fn nova_reasoning(req: &ChatRequest) -> Result<Option<Value>, GatewayError> {
@@ -256,7 +257,7 @@ pub(super) fn nova_reasoning(req: &ChatRequest) -> Result<Option<Value>, Gateway
         Some(Effort::None) => return Ok(None),
         Some(Effort::Minimal | Effort::Low) => "low",
         Some(Effort::Medium) | None => "medium",
-        Some(Effort::High) => "high",
+        Some(Effort::High | Effort::XHigh | Effort::Max) => "high",
     };
     Ok(Some(
         json!({"reasoningConfig": {"type": "enabled", "maxReasoningEffort": effort}}),

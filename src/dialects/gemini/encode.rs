@@ -18,7 +18,8 @@ pub(super) fn combines_tools(model: &str) -> bool {
 /// a model lacks is the next one up); a token budget is sent as
 /// `thinkingBudget`, which Gemini 3 still takes. Gemini 2.5 takes a
 /// `thinkingBudget`: an effort becomes 0 (none; 2.5 Pro cannot stop, so its
-/// minimum 128), 512 (minimal), 1024 (low), 8192 (medium), 24576 (high).
+/// minimum 128), 512 (minimal), 1024 (low), 8192 (medium), 24576 (high,
+/// xhigh; max: the most the model takes, Pro 32768, Flash 24576).
 /// `includeThoughts` is set whenever the model is to think, so the thought
 /// summaries come back as reasoning.
 pub(super) fn thinking_config(ask: ReasoningAsk, model: &str) -> ThinkingConfig<'static> {
@@ -41,7 +42,8 @@ pub(super) fn thinking_config(ask: ReasoningAsk, model: &str) -> ThinkingConfig<
 pub(super) fn thinking_level(effort: Effort, pro: bool) -> &'static str {
     match (effort, pro) {
         (Effort::None | Effort::Minimal | Effort::Low, true) => "low",
-        (Effort::Medium | Effort::High, true) | (Effort::High, false) => "high",
+        (Effort::Medium | Effort::High | Effort::XHigh | Effort::Max, true)
+        | (Effort::High | Effort::XHigh | Effort::Max, false) => "high",
         (Effort::None | Effort::Minimal, false) => "minimal",
         (Effort::Low, false) => "low",
         (Effort::Medium, false) => "medium",
@@ -55,7 +57,8 @@ pub(super) fn thinking_budget(effort: Effort, pro: bool) -> u32 {
         Effort::Minimal => 512,
         Effort::Low => 1024,
         Effort::Medium => 8192,
-        Effort::High => 24576,
+        Effort::Max if pro => 32768,
+        Effort::High | Effort::XHigh | Effort::Max => 24576,
     }
 }
 

@@ -304,6 +304,21 @@ fn thinking_config_by_model_family() {
         ),
         (
             "gemini-2.5-flash",
+            ask(Some(Effort::Max), None),
+            config(true, Some(24576), None),
+        ),
+        (
+            "gemini-2.5-pro",
+            ask(Some(Effort::Max), None),
+            config(true, Some(32768), None),
+        ),
+        (
+            "gemini-3-flash-preview",
+            ask(Some(Effort::XHigh), None),
+            config(true, None, Some("high")),
+        ),
+        (
+            "gemini-2.5-flash",
             ask(Some(Effort::None), None),
             config(false, Some(0), None),
         ),

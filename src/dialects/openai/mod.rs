@@ -395,6 +395,11 @@ pub(super) mod tests {
         ));
         assert_eq!(v["reasoning_effort"], "high");
         assert!(v.get("reasoning").is_none());
+        // OpenAI's newest efforts reach it as they came.
+        for name in ["xhigh", "max"] {
+            let v = encoded(&format!(r#"{{{m},"reasoning_effort":"{name}"}}"#));
+            assert_eq!(v["reasoning_effort"], name);
+        }
     }
 
     #[test]

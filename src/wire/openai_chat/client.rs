@@ -576,7 +576,7 @@ impl<'de> Deserialize<'de> for EffortName {
         let Text(name) = Text::deserialize(d)?;
         Effort::parse(&name).map(EffortName).ok_or_else(|| {
             de::Error::custom(format!(
-                "unknown value '{name}', expected none, minimal, low, medium or high"
+                "unknown value '{name}', expected none, minimal, low, medium, high, xhigh or max"
             ))
         })
     }
