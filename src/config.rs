@@ -50,7 +50,7 @@ pub struct Config {
     #[serde(default)]
     pub span_attributes: bool,
     /// Record every request's series in Envoy's stats (requests, attempts,
-    /// tokens, cost, latencies; README "Metering and observability"). On by
+    /// tokens, cost, latencies; docs/src/features/observability.md). On by
     /// default; off, the access log alone carries those facts, and each
     /// request saves the metric host calls (on the native host about a
     /// tenth of its CPU: Envoy interns every label value on every call).
@@ -60,8 +60,8 @@ pub struct Config {
     /// Off by default: timing costs host calls on every request and chunk.
     #[serde(default)]
     pub overhead_histograms: bool,
-    /// The Responses API's state for translated vendors (README "Responses
-    /// API: stored responses"): bounds, TTL, or off.
+    /// The Responses API's state for translated vendors
+    /// (docs/src/features/responses-store.md): bounds, TTL, or off.
     #[serde(default)]
     pub response_store: crate::responses_store::Bounds,
 }

@@ -63,7 +63,7 @@ impl ErrorCode {
     }
 
     /// OpenAI's `type` for the same condition, so code written against
-    /// api.openai.com classifies it the same (README "Errors"): OpenAI
+    /// api.openai.com classifies it the same (docs/src/apis/errors.md): OpenAI
     /// answers `invalid_request_error` for every 4xx but a refusal
     /// (`request_forbidden`, its 403) and rate limits (`requests`), and
     /// `server_error` for 5xx.
@@ -275,7 +275,7 @@ pub fn retry_delay_in(message: &str) -> Option<u64> {
 
 /// Whose words a client surface's errors are in: its own vendor's, whatever
 /// vendor answered, so that vendor's SDKs and the frameworks on them
-/// classify the error as they would the vendor's own (README "Errors").
+/// classify the error as they would the vendor's own (docs/src/apis/errors.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Wording {
     /// OpenAI's: the Chat Completions and Responses surfaces.

@@ -547,7 +547,7 @@ def test_prompt_caching_counts(agw):
 @pytest.mark.parametrize("group", [g for g in GROUPS if g != "mock-anthropic"])
 def test_thinking_request_to_other_vendors(agw, group):
     """Thinking asked of a vendor without signed thinking still answers
-    (the effort reaches vendors that reason; see the README)."""
+    (the effort reaches vendors that reason; see docs/src/features/reasoning-and-caching.md)."""
     c = client(agw, group)
     m = c.messages.create(model="any", max_tokens=2048, thinking=THINKING, messages=user("think"))
     assert m.stop_reason == "end_turn" and any(b.type == "text" for b in m.content)
@@ -632,7 +632,7 @@ def test_image_input(agw, group):
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}},
         {"type": "text", "text": "what is this"}]}])
     if group == "mock-dashscope":
-        # Its text model takes no images (a vision model must be mapped: README).
+        # Its text model takes no images (a vision model must be mapped: docs/src/features/routing.md).
         with pytest.raises(anthropic.BadRequestError) as info:
             c.messages.create(**ask)
         assert "takes no images" in info.value.body["error"]["message"]

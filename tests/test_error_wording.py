@@ -91,7 +91,7 @@ def classes_for(group):
 
 
 # What a client of each surface sees: status, `type`, `code`, and the words
-# its vendor's frameworks look for (lowercase), as in README "Errors".
+# its vendor's frameworks look for (lowercase), as in docs/src/apis/errors.md.
 OPENAI_SEES = {
     "context": (400, "invalid_request_error", "CONTEXT_LENGTH_EXCEEDED",
                 ["this model's maximum context length is", "context_length_exceeded"]),

@@ -90,7 +90,7 @@ class HotGateway:
 
     def publish(self, role, version, config=None, wasm=None):
         """Writes the role's file next to the watched directory, then renames
-        it into place: the atomic `mv` of the README."""
+        it into place: the atomic `mv` of envoy/hot-reload/README.md."""
         doc = self.read(role)
         doc["version_info"] = version
         if config is not None:
@@ -257,7 +257,7 @@ def test_a_broken_config_is_rejected_and_the_old_one_kept(hot):
         assert hot.stat(role, "update_rejected") == "1"
         # (version_text is no witness: the next rename into the directory
         # re-reads the same rejected file, which Envoy skips as unchanged and
-        # counts as a success; see the README.)
+        # counts as a success; see envoy/hot-reload/README.md.)
     log = (hot.dir.parent / "envoy/envoy.log").read_text()
     assert "model_groups.mock-anthropic.candidates[0].cluster: must not be empty" in log
 
@@ -372,7 +372,7 @@ def test_shipped_roles_carry_one_configuration():
 def test_a_reload_keeps_the_response_store_unless_its_bounds_change(hot):
     """The response store lives in Envoy's shared data (by `vm_id`), not in
     the configuration: a new configuration keeps it; new
-    `response_store.max_entries` clear it (README "Stored responses")."""
+    `response_store.max_entries` clear it (docs/src/features/responses-store.md)."""
     import openai
     c = openai.OpenAI(base_url=hot.gw.base + "/v1", api_key=hot.gw.key, max_retries=0,
                       default_headers={"x-model-group": "mock-anthropic"})
@@ -402,7 +402,7 @@ def test_a_reload_that_changes_vertex_credentials_uses_a_fresh_token(tmp_path):
     """Vertex AI tokens are shared under a fingerprint of the credentials:
     a configuration whose service-account key changed gets a token of the
     new key at once (never the old key's), one that keeps the key keeps
-    the token (README "Vertex AI")."""
+    the token (docs/src/vendors/vertex.md)."""
     key = (gateway.ROOT / "tests/fixtures/TEST-ONLY-vertex-service-account.json").read_text()
     hot = HotGateway(tmp_path, clusters=(
         lambda port: gateway.static_cluster("vertex_hot", port, "vertex-hot"),

@@ -339,7 +339,7 @@ def test_an_anthropic_pause_turn_is_an_incomplete_response(gw, test_id, stream):
     the mock when its web search tool is offered): a Responses client gets
     `status: incomplete` with `incomplete_details.reason: pause_turn` (the
     stream ends with `response.incomplete`), the text so far in its message;
-    the paused search itself is not carried (see README)."""
+    the paused search itself is not carried (see docs/src/apis/responses.md)."""
     c = client(gw, "mock-anthropic", **{"x-test-id": test_id, "x-mock-scenario": "pause-turn"})
     ask = {"model": "any", "input": "any news?", "tools": [{"type": "web_search"}]}
     if stream:

@@ -1,4 +1,4 @@
-"""The gateway's response store (README "Stored responses"), through the
+"""The gateway's response store (docs/src/features/responses-store.md), through the
 official Python SDK: on the groups whose vendors keep no responses, a
 translated response is stored under a gateway id (`resp_gw…`), continued
 with `previous_response_id` or `item_reference` (the vendor gets the whole

@@ -22,7 +22,7 @@ Known limits, asserted as they are today:
   tool loop on the SDK sends the earlier turn's output as `item_reference`s
   (ids of items the server stored), not the items. On a group that
   translates the Responses API the gateway's response store resolves them
-  (README "Stored responses"): `test_responses_store_true_on_a_translated_group`
+  (docs/src/features/responses-store.md): `test_responses_store_true_on_a_translated_group`
   runs the loop, whole and streamed, on Anthropic, Gemini, Bedrock and
   DashScope; every other Responses case sets `store: false`, which sends
   the turns inline.

@@ -10,7 +10,7 @@
 //!   evaluated on its own, as `descriptors[0]` (a map of its entries), so
 //!   a limit of the limits file (limitador's YAML format) matches one
 //!   descriptor shape with its `conditions` and counts apart by its
-//!   `variables` (README "Rate limits and budgets" → "Across a fleet").
+//!   `variables` (docs/src/features/global-limits.md).
 //! - a descriptor with no `hits_addend` of its own, or 0, is an ADMISSION:
 //!   all of the request's admissions are reserved atomically in Redis
 //!   (limitador's reservation script) with the descriptor's hits (the

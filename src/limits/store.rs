@@ -26,7 +26,7 @@ pub enum SetResult {
 }
 
 /// How often one update is retried against other workers' writes before
-/// giving up (the request is then admitted uncounted: see README).
+/// giving up (the request is then admitted uncounted: docs/src/features/limits.md).
 pub const MAX_CAS_ATTEMPTS: usize = 16;
 
 /// A counter's value: the window it counts and what was used in it.

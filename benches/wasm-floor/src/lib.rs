@@ -23,8 +23,9 @@
 //! The gateway itself must never be crashable; this mode exists only so that
 //! tests/test_envoy_hardening.py can prove that the shipped
 //! `failure_policy: FAIL_RELOAD` reloads a dead VM and that the alerting
-//! signal the README documents (`wasm.<plugin name>.vm_reload_success`
-//! and Envoy's log line) really appears.
+//! signal docs/src/operations/vm-failures.md documents
+//! (`wasm.<plugin name>.vm_reload_success` and Envoy's log line) really
+//! appears.
 
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
