@@ -1,7 +1,12 @@
-//! The book's configuration examples, parsed by the configuration parser
-//! itself (`Config::parse`, what `on_configure` runs), so a page cannot show
-//! a configuration the gateway refuses. A code block's info string says what
-//! it is (docs/src/development/docs.md):
+//! The book (docs/src/) checked in `cargo test`, which every change runs:
+//! its configuration examples parsed by the configuration parser itself
+//! (`Config::parse`, what `on_configure` runs), so a page cannot show a
+//! configuration the gateway refuses; every code block marked for what it
+//! is; every page in SUMMARY.md; every link, anchor and repository path
+//! resolved; the performance page quoting only numbers BENCHMARKS.md holds;
+//! the README short. What needs Envoy or a running gateway (Envoy YAML
+//! validated, examples run) is `tests/test_docs.py`'s. A code block's info
+//! string says what it is (docs/src/development/docs.md):
 //!
 //! - ```` ```json,config ````: a whole filter configuration;
 //! - ```` ```json,config=<path> ```` (or `<path>@<envoy yaml>`): a fragment,
@@ -12,15 +17,20 @@
 //!   `envoy/gateway.yaml` or of the shipped Envoy YAML named after `@`, and
 //!   the result is parsed.
 //!
-//! Every other code block is checked by `tests/test_docs.py` (which also
-//! refuses a `json` block that says neither `config` nor `wire`).
+//! - ```` ```json,wire ````: parsed as JSON here; the other kinds in
+//!   `tests/test_docs.py`.
 //!
-//! And every repository path a page (or the README) names in backticks,
-//! `envoy/gateway.yaml`, `src/session/edge.rs`, exists: a change that moves
+//! Every repository path a page (or the README) names in backticks,
+//! `envoy/gateway.yaml`, `scripts/gateway.py`, exists: a change that moves
 //! or removes a file fails `cargo test` here until the book follows it.
 
 // Test code: unwrap and indexing are fine here.
-#![allow(clippy::indexing_slicing, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -351,5 +361,315 @@ fn every_repository_path_the_book_names_exists() {
     assert_eq!(
         repo_paths("see `src/no_such_file.rs`, `target/x`"),
         ["src/no_such_file.rs"]
+    );
+}
+
+// ---- The book's structure ---------------------------------------------------
+
+/// What a code block's info string may say (docs/src/development/docs.md).
+const KINDS: &[&str] = &[
+    "json,config",
+    "json,wire",
+    "yaml",
+    "yaml,envoy",
+    "yaml,envoy=pieces",
+    "sh,run",
+    "python,run",
+    "sh",
+    "python",
+    "text",
+    "toml",
+    "rust",
+    "js",
+    "console",
+];
+
+fn all_pages() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    pages(&Path::new(ROOT).join("docs/src"), &mut files);
+    files
+}
+
+fn shown(file: &Path) -> String {
+    file.strip_prefix(ROOT)
+        .unwrap_or(file)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn every_code_block_says_what_it_is() {
+    let blocks: Vec<Block> = all_pages().iter().flat_map(|f| blocks(f)).collect();
+    let unmarked: Vec<String> = blocks
+        .iter()
+        .filter(|b| !KINDS.contains(&b.info.as_str()) && !b.info.starts_with("json,config="))
+        .map(|b| format!("{}:{}: ```{}", shown(&b.file), b.line, b.info))
+        .collect();
+    assert!(
+        unmarked.is_empty(),
+        "mark each code block as docs/src/development/docs.md says \
+         (json,config / json,config=<path> / json,wire / yaml,envoy=pieces / sh,run / text ...):\n{}",
+        unmarked.join("\n")
+    );
+    let wire: Vec<&Block> = blocks.iter().filter(|b| b.info == "json,wire").collect();
+    assert!(wire.len() >= 3, "only {} json,wire examples", wire.len());
+    for block in wire {
+        let whole = serde_json::from_str::<Value>(&block.text).is_ok();
+        let lines = || {
+            block
+                .text
+                .lines()
+                .all(|l| serde_json::from_str::<Value>(l).is_ok())
+        };
+        assert!(
+            whole || lines(),
+            "{}:{}: not JSON",
+            shown(&block.file),
+            block.line
+        );
+    }
+}
+
+/// A page's text without its fenced blocks and code spans.
+fn prose(text: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.split('`')
+        .enumerate()
+        .filter(|(i, _)| i % 2 == 0)
+        .map(|(_, s)| s)
+        .collect()
+}
+
+/// The targets of a page's Markdown links, `[text](target)`.
+fn links(text: &str) -> Vec<String> {
+    let prose = prose(text);
+    prose
+        .match_indices("](")
+        .filter_map(|(i, _)| {
+            let rest = &prose[i + 2..];
+            let end = rest.find([')', ' ', '\n'])?;
+            (rest.as_bytes().get(end) == Some(&b')')).then(|| rest[..end].to_string())
+        })
+        .collect()
+}
+
+/// `{{#include path}}` and `{{#include path:anchor}}` put in, as mdBook does.
+fn expanded(file: &Path) -> String {
+    let text = fs::read_to_string(file).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let Some(spec) = line
+            .trim()
+            .strip_prefix("{{#include ")
+            .and_then(|l| l.strip_suffix("}}"))
+        else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let (path, anchor) = spec.split_once(':').unwrap_or((spec, ""));
+        let included = fs::read_to_string(file.parent().unwrap().join(path))
+            .unwrap_or_else(|e| panic!("{}: {{{{#include {path}}}}}: {e}", shown(file)));
+        if anchor.is_empty() {
+            out.push_str(&included);
+            continue;
+        }
+        let start = format!("ANCHOR: {anchor} ");
+        let end = format!("ANCHOR_END: {anchor} ");
+        let inside = included
+            .lines()
+            .skip_while(|l| !l.contains(&start))
+            .skip(1)
+            .take_while(|l| !l.contains(&end));
+        for l in inside {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The id mdBook gives a heading: lowercase, markup and punctuation dropped,
+/// spaces as dashes.
+fn heading_id(title: &str) -> String {
+    let mut text = String::new();
+    let mut rest = title;
+    // A link's text stays, its target goes.
+    while let Some(open) = rest.find('[') {
+        text.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find("](").zip(after.find(')')) {
+            Some((mid, close)) if mid < close => {
+                text.push_str(&after[..mid]);
+                rest = &after[close + 1..];
+            }
+            _ => {
+                text.push('[');
+                rest = after;
+            }
+        }
+    }
+    text.push_str(rest);
+    text.to_lowercase()
+        .replace(' ', "-")
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '-' || *c == '_')
+        .collect()
+}
+
+fn anchors(file: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut fenced = false;
+    for line in expanded(file).lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let title = line.trim_start_matches('#');
+        if fenced || title.len() == line.len() || !title.starts_with(' ') {
+            continue;
+        }
+        // A heading's second use of an id gets `-1`, the third `-2`...
+        let base = heading_id(title.trim());
+        let n = seen.entry(base.clone()).or_insert(0);
+        ids.push(if *n == 0 { base } else { format!("{base}-{n}") });
+        *n += 1;
+    }
+    ids
+}
+
+#[test]
+fn every_link_resolves() {
+    let mut files = all_pages();
+    files.push(Path::new(ROOT).join("README.md"));
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in &files {
+        for target in links(&fs::read_to_string(file).unwrap()) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue; // a web page: not reachable from here
+            }
+            checked += 1;
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let resolved = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            if !resolved.exists() {
+                broken.push(format!("{}: {target} (no such file)", shown(file)));
+            } else if !anchor.is_empty() && !anchors(&resolved).iter().any(|id| id == anchor) {
+                broken.push(format!("{}: {target} (no heading '{anchor}')", shown(file)));
+            }
+        }
+    }
+    assert!(checked >= 100, "only {checked} links checked");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    assert_eq!(
+        heading_id("Where the gateway's cost goes (mock-anthropic)"),
+        "where-the-gateways-cost-goes-mock-anthropic"
+    );
+    assert_eq!(heading_id("What `make run` serves"), "what-make-run-serves");
+}
+
+#[test]
+fn every_page_is_in_the_summary_and_the_readme_points_into_the_book() {
+    let docs = Path::new(ROOT).join("docs/src");
+    let summary = fs::read_to_string(docs.join("SUMMARY.md")).unwrap();
+    let listed: Vec<PathBuf> = links(&summary).iter().map(|l| docs.join(l)).collect();
+    let missing: Vec<String> = all_pages()
+        .into_iter()
+        .filter(|p| !p.ends_with("SUMMARY.md") && !listed.contains(p))
+        .map(|p| shown(&p))
+        .collect();
+    assert!(missing.is_empty(), "pages not in SUMMARY.md: {missing:?}");
+    let readme = fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 200,
+        "README.md has {lines} lines: move the detail into a page of the book"
+    );
+    let into_book = links(&readme)
+        .iter()
+        .filter(|l| listed.contains(&Path::new(ROOT).join(l)))
+        .count();
+    assert!(
+        into_book >= 10,
+        "the README links {into_book} pages of the book"
+    );
+}
+
+// ---- Measured numbers come from BENCHMARKS.md -------------------------------
+
+/// The measured-looking numbers of a text: a decimal (`0.81`), or a number
+/// with a unit (`78 µs`, `55%`, `160 MB`, `1.83x`).
+fn measured_numbers(text: &str) -> Vec<String> {
+    const UNITS: &[&str] = &["µs", "ms", "%", "MB", "KB", "x", "req/s"];
+    let chars: Vec<char> = text.chars().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let starts = chars[i].is_ascii_digit() && (i == 0 || !chars[i - 1].is_alphanumeric());
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
+            i += 1;
+        }
+        let number: String = chars[start..i]
+            .iter()
+            .collect::<String>()
+            .trim_end_matches('.')
+            .to_string();
+        let after: String = chars[i..].iter().take(6).collect();
+        let after = after.trim_start();
+        let decimal = number.contains('.');
+        let unit = UNITS.iter().any(|u| {
+            after.starts_with(u) && !after[u.len()..].starts_with(|c: char| c.is_alphanumeric())
+        });
+        if decimal || unit {
+            found.push(number);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_performance_page_quotes_only_numbers_benchmarks_md_holds() {
+    let page = fs::read_to_string(Path::new(ROOT).join("docs/src/performance/README.md")).unwrap();
+    assert!(
+        page.contains("{{#include ../../../BENCHMARKS.md:"),
+        "the page includes BENCHMARKS.md's tables"
+    );
+    let own: String = page
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("{{#include"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let held = fs::read_to_string(Path::new(ROOT).join("BENCHMARKS.md")).unwrap();
+    let stray: Vec<String> = measured_numbers(&prose(&own))
+        .into_iter()
+        .filter(|n| !held.contains(n.as_str()))
+        .collect();
+    assert!(
+        stray.is_empty(),
+        "numbers typed on the performance page that BENCHMARKS.md does not hold: {stray:?}"
+    );
+    assert_eq!(
+        measured_numbers("78 µs, 0.81, c=16, 55%, 3 rounds"),
+        ["78", "0.81", "55"]
     );
 }
