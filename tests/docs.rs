@@ -612,10 +612,15 @@ fn every_page_is_in_the_summary_and_the_readme_points_into_the_book() {
 
 // ---- Measured numbers come from BENCHMARKS.md -------------------------------
 
+/// What a measured number is followed by (`78 µs`, `55%`, `160 MB`, `1.83x`).
+const UNITS: &[&str] = &["µs", "ms", "%", "MB", "x", "req/s"];
+/// The same with sizes in KB, which the performance page's method also
+/// uses for its request bodies (1 KB and 100 KB: parameters, not results).
+const UNITS_AND_KB: &[&str] = &["µs", "ms", "%", "MB", "KB", "x", "req/s"];
+
 /// The measured-looking numbers of a text: a decimal (`0.81`), or a number
-/// with a unit (`78 µs`, `55%`, `160 MB`, `1.83x`).
-fn measured_numbers(text: &str) -> Vec<String> {
-    const UNITS: &[&str] = &["µs", "ms", "%", "MB", "KB", "x", "req/s"];
+/// followed by one of `units`.
+fn measured_numbers(text: &str, units: &[&str]) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut found = Vec::new();
     let mut i = 0;
@@ -637,7 +642,7 @@ fn measured_numbers(text: &str) -> Vec<String> {
         let after: String = chars[i..].iter().take(6).collect();
         let after = after.trim_start();
         let decimal = number.contains('.');
-        let unit = UNITS.iter().any(|u| {
+        let unit = units.iter().any(|u| {
             after.starts_with(u) && !after[u.len()..].starts_with(|c: char| c.is_alphanumeric())
         });
         if decimal || unit {
@@ -645,6 +650,18 @@ fn measured_numbers(text: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// Whether `text` holds `number` as a number of its own, or that number
+/// with more digits a page rounded off: `78` in `(78)` or `78.4`, `3.4` in
+/// `3.42`; not `78` in `1780` or `3.78`.
+fn holds(text: &str, number: &str) -> bool {
+    text.match_indices(number).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + number.len()..].chars().next();
+        let longer_integer = !number.contains('.') && after.is_some_and(|c| c.is_ascii_digit());
+        !before.is_some_and(|c| c.is_ascii_digit() || c == '.') && !longer_integer
+    })
 }
 
 #[test]
@@ -660,16 +677,82 @@ fn the_performance_page_quotes_only_numbers_benchmarks_md_holds() {
         .collect::<Vec<_>>()
         .join("\n");
     let held = fs::read_to_string(Path::new(ROOT).join("BENCHMARKS.md")).unwrap();
-    let stray: Vec<String> = measured_numbers(&prose(&own))
+    let stray: Vec<String> = measured_numbers(&prose(&own), UNITS)
         .into_iter()
-        .filter(|n| !held.contains(n.as_str()))
+        .filter(|n| !holds(&held, n))
         .collect();
     assert!(
         stray.is_empty(),
         "numbers typed on the performance page that BENCHMARKS.md does not hold: {stray:?}"
     );
     assert_eq!(
-        measured_numbers("78 µs, 0.81, c=16, 55%, 3 rounds"),
+        measured_numbers("78 µs, 0.81, c=16, 55%, 3 rounds", UNITS),
         ["78", "0.81", "55"]
+    );
+}
+
+/// Earlier measurements (docs/src/performance/history.md) quote runs as
+/// they were committed: each number there is in some committed version of
+/// BENCHMARKS.md (`git log -p`), so none is typed from memory. Without the
+/// repository's history (no git, a shallow clone) there is nothing to
+/// check against, and the test says so.
+/// How Earlier measurements names the commit of a run whose tables were
+/// not committed.
+const QUOTED_FROM: &str = "quoted from the README of `";
+
+#[test]
+fn earlier_measurements_quote_committed_runs() {
+    let history = std::process::Command::new("git")
+        .args(["log", "-p", "--format=", "--", "BENCHMARKS.md"])
+        .current_dir(ROOT)
+        .output();
+    let shallow = Path::new(ROOT).join(".git/shallow").exists();
+    // Every line any version held was added once: the `+` lines of the
+    // patches (not the hunk headers, whose line numbers are no measurements).
+    let added = |patch: &str| -> String {
+        patch
+            .lines()
+            .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let Ok(history) = history.map(|o| added(&String::from_utf8_lossy(&o.stdout))) else {
+        eprintln!("no git: the earlier measurements are not checked");
+        return;
+    };
+    if shallow || history.is_empty() {
+        eprintln!("no history of BENCHMARKS.md here: the earlier measurements are not checked");
+        return;
+    }
+    let page = fs::read_to_string(Path::new(ROOT).join("docs/src/performance/history.md")).unwrap();
+    let mut checked = 0;
+    let mut stray = Vec::new();
+    for paragraph in page.split("\n\n") {
+        // A run whose tables were never committed names the commit its
+        // numbers were first written in: they are checked against that.
+        let source = match paragraph.split_once(QUOTED_FROM) {
+            Some((_, rest)) => {
+                let commit = rest.split('`').next().unwrap_or_default();
+                let shown = std::process::Command::new("git")
+                    .args(["show", "--format=", commit])
+                    .current_dir(ROOT)
+                    .output()
+                    .unwrap();
+                assert!(shown.status.success(), "no commit {commit} here");
+                added(&String::from_utf8_lossy(&shown.stdout))
+            }
+            None => history.clone(),
+        };
+        for number in measured_numbers(&prose(paragraph), UNITS_AND_KB) {
+            checked += 1;
+            if !holds(&source, &number) {
+                stray.push(number);
+            }
+        }
+    }
+    assert!(checked >= 50, "only {checked} numbers found");
+    assert!(
+        stray.is_empty(),
+        "numbers on Earlier measurements that no committed BENCHMARKS.md holds: {stray:?}"
     );
 }
