@@ -1,7 +1,26 @@
 //! What a request session needs from the proxy it runs in, and nothing
-//! more: headers as bytes, bodies, properties, the clock, stats and a local
-//! reply. `host::WasmHost` implements it with proxy-wasm; tests implement it
+//! more: headers as bytes, bodies, properties, the clock, stats, a local
+//! reply, HTTP callouts and entropy. The wasm host (proxy-wasm) and the
+//! native host (Envoy's dynamic modules) implement it; tests implement it
 //! with a recording fake, so every session runs natively.
+//!
+//! # Callouts
+//! A session may call an Envoy cluster while its request waits
+//! ([`Host::http_call`]): the session pauses the request (returns
+//! [`Flow::Pause`] from its request callback), and the answer comes back to
+//! the same session, on the same worker, under the token the call returned
+//! ([`CalloutAnswer`], `Session::on_callout`). From there the session
+//! either lets the request go on (`Flow::Continue`: the host resumes it once
+//! the session returned, never from inside it) or answers it itself (a
+//! local reply, then `Flow::Pause`). Several callouts may be out at once;
+//! the sessions bound how many (`session::callouts`). When the request ends
+//! first, the proxy cancels what is still out: no answer comes.
+//!
+//! Both roles may call out: the edge role before its request is routed,
+//! and an attempt before its vendor request goes (the upstream role's
+//! request callbacks pause and resume the attempt as they do the request).
+//! A root context's calls (the Google token fetches) are answered to the
+//! root context, not to a session.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,10 +59,12 @@ pub enum HostCall {
     ResetStream,
     /// An HTTP callout to an Envoy cluster.
     HttpCall,
+    /// Entropy from the host.
+    Random,
 }
 
 impl HostCall {
-    const ALL: usize = 12;
+    const ALL: usize = 13;
 
     pub fn name(self) -> &'static str {
         match self {
@@ -59,6 +80,7 @@ impl HostCall {
             Self::SetSharedData => "set_shared_data",
             Self::ResetStream => "reset_stream",
             Self::HttpCall => "http_call",
+            Self::Random => "random",
         }
     }
 }
@@ -160,6 +182,42 @@ pub enum Flow {
     Pause,
 }
 
+/// The largest callout answer a session is given: a longer one is
+/// [`CalloutAnswer::Failed`] (the host copies what it hands over).
+pub const MAX_CALLOUT_BODY: usize = 64 << 20;
+
+/// The answer to an HTTP callout ([`Host::http_call`]), as the session that
+/// made it gets it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CalloutAnswer {
+    /// The cluster answered, or Envoy for it: its timeout is a 504, no
+    /// healthy upstream a 503 (Envoy's local replies).
+    Answered {
+        status: u16,
+        headers: Headers,
+        body: Vec<u8>,
+    },
+    /// No answer: the call was reset, or its answer was unreadable or
+    /// larger than [`MAX_CALLOUT_BODY`].
+    Failed,
+}
+
+impl CalloutAnswer {
+    /// An answer of `status` with these headers and body (hosts build it
+    /// from what the proxy gave); one larger than [`MAX_CALLOUT_BODY`] is
+    /// [`CalloutAnswer::Failed`].
+    pub fn answered(status: Option<u16>, headers: Headers, body: Vec<u8>) -> Self {
+        match status {
+            Some(status) if body.len() <= MAX_CALLOUT_BODY => Self::Answered {
+                status,
+                headers,
+                body,
+            },
+            _ => Self::Failed,
+        }
+    }
+}
+
 /// The proxy as a session sees it. Every method may be a host call: the
 /// sessions call them sparingly, and never in a loop over bytes.
 ///
@@ -237,11 +295,14 @@ pub trait Host {
     fn reset_stream(&self) -> Result<(), HostError>;
 
     /// An HTTP call to Envoy cluster `cluster` (proxy-wasm's
-    /// `dispatch_http_call`; `headers` include `:method`, `:path` and
-    /// `:authority`), made from a root context, whose answer comes back to
-    /// that root context later under the token returned here (the upstream
-    /// role's Google token fetches, `session::google_token`). Fallible: the
-    /// cluster may be unknown, or the host make no such calls (the default).
+    /// `dispatch_http_call`, the dynamic modules' HTTP callout; `headers`
+    /// include `:method`, `:path` and `:authority`), whose answer comes back
+    /// later under the token returned here to whoever made the call: a
+    /// request's session (`Session::on_callout`, see "Callouts" above), or
+    /// a root context (the upstream role's Google token fetches,
+    /// `session::google_token`). It waits at most `timeout_ms` (then
+    /// Envoy's 504). Fallible: the cluster may be unknown, or the host make
+    /// no such calls (the default).
     fn http_call(
         &self,
         cluster: &str,
@@ -251,6 +312,14 @@ pub trait Host {
     ) -> Result<u32, HostError> {
         let _ = (cluster, headers, body, timeout_ms);
         Err(HostError::new(HostCall::HttpCall, status::UNIMPLEMENTED))
+    }
+
+    /// Fills `out` with random bytes from the host's entropy source (WASI
+    /// `random_get` on wasm, the OS natively): the core has no RNG of its
+    /// own. Fallible: the host may have none (the default).
+    fn random(&self, out: &mut [u8]) -> Result<(), HostError> {
+        let _ = out;
+        Err(HostError::new(HostCall::Random, status::UNIMPLEMENTED))
     }
 }
 

@@ -10,6 +10,7 @@ use crate::model::Api;
 use crate::surfaces::surface;
 
 pub mod attempt;
+pub mod callouts;
 mod channel;
 pub mod edge;
 pub mod google_token;
@@ -20,7 +21,7 @@ mod fake;
 #[cfg(test)]
 mod replay_script;
 
-use host::{log_once, Flow, Host};
+use host::{log_once, CalloutAnswer, Flow, Host};
 
 /// A request's state machine as the proxy drives it: its callbacks, in the
 /// order they come. `host::callbacks` hands each proxy-wasm callback to one.
@@ -45,6 +46,15 @@ pub trait Session {
     /// request; with `Flow::Pause` it stays paused (still waiting, or
     /// answered with a local reply).
     fn on_wake(&mut self) -> Flow {
+        Flow::Pause
+    }
+    /// The answer to an HTTP callout this session made (`Host::http_call`
+    /// returned `token`), while its request is paused (see `host`,
+    /// "Callouts"): with `Flow::Continue` the host resumes the request once
+    /// this returned; with `Flow::Pause` it stays paused (more answers to
+    /// come, or answered with a local reply).
+    fn on_callout(&mut self, token: u32, answer: CalloutAnswer) -> Flow {
+        let _ = (token, answer);
         Flow::Pause
     }
 }

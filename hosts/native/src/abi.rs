@@ -137,9 +137,11 @@ pub const ATTRIBUTE_UPSTREAM_REQUEST_ATTEMPT_COUNT: u32 = 53;
 
 /// `envoy_dynamic_module_type_http_callout_init_result`.
 pub const CALLOUT_INIT_SUCCESS: u32 = 0;
+pub const CALLOUT_INIT_MISSING_REQUIRED_HEADERS: u32 = 1;
 pub const CALLOUT_INIT_CLUSTER_NOT_FOUND: u32 = 2;
 /// `envoy_dynamic_module_type_http_callout_result`.
 pub const CALLOUT_SUCCESS: u32 = 0;
+pub const CALLOUT_RESET: u32 = 1;
 
 /// `envoy_dynamic_module_type_http_filter_stream_reset_reason`.
 pub const RESET_LOCAL: u32 = 0;
@@ -319,6 +321,15 @@ extern "C" {
         scheduler: ConfigScheduler,
         event_id: u64,
     );
+    pub fn envoy_dynamic_module_callback_http_filter_http_callout(
+        filter: FilterEnvoy,
+        callout_id: *mut u64,
+        cluster: ModuleBuffer,
+        headers: *const ModuleHeader,
+        headers_size: usize,
+        body: ModuleBuffer,
+        timeout_ms: u64,
+    ) -> u32;
     pub fn envoy_dynamic_module_callback_http_filter_config_http_callout(
         config: FilterConfigEnvoy,
         callout_id: *mut u64,

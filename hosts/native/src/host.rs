@@ -26,6 +26,7 @@ use llm_gateway_core::session::host::{Buffer, Host, HostCall, HostError, Map, Ph
 use llm_gateway_core::session::HANDOFF_PROPERTY;
 
 use crate::abi::{self, EnvoyBuffer, EnvoyHeader, FilterConfigEnvoy, FilterEnvoy, ModuleBuffer};
+use crate::callouts::{self, Caller};
 use crate::metrics::Kind;
 use crate::shared;
 use crate::FilterConfig;
@@ -522,6 +523,26 @@ impl Host for NativeHost {
         self.stream.reset.set(true);
         Ok(())
     }
+
+    fn http_call(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &[u8])],
+        body: &[u8],
+        timeout_ms: u32,
+    ) -> Result<u32, HostError> {
+        callouts::send(
+            Caller::Filter(self.envoy()),
+            cluster,
+            headers,
+            body,
+            timeout_ms,
+        )
+    }
+
+    fn random(&self, out: &mut [u8]) -> Result<(), HostError> {
+        getrandom::getrandom(out).map_err(|_| HostError::new(HostCall::Random, INTERNAL_FAILURE))
+    }
 }
 
 /// The filter config's host on the main thread: shared data, the clock and
@@ -596,34 +617,7 @@ impl Host for RootHost {
         body: &[u8],
         timeout_ms: u32,
     ) -> Result<u32, HostError> {
-        // `:authority` is what Envoy's callout checks as the host.
-        let raw: Vec<abi::ModuleHeader> = headers
-            .iter()
-            .map(|(n, v)| abi::ModuleHeader::of(n.as_bytes(), v))
-            .collect();
-        let mut id = 0u64;
-        // SAFETY: the config is live (this runs in one of its main-thread
-        // hooks); the buffers outlive the call.
-        let result = unsafe {
-            abi::envoy_dynamic_module_callback_http_filter_config_http_callout(
-                self.0,
-                &mut id,
-                ModuleBuffer::of(cluster.as_bytes()),
-                raw.as_ptr(),
-                raw.len(),
-                ModuleBuffer::of(body),
-                u64::from(timeout_ms),
-            )
-        };
-        match result {
-            abi::CALLOUT_INIT_SUCCESS => {
-                u32::try_from(id).map_err(|_| HostError::new(HostCall::HttpCall, INTERNAL_FAILURE))
-            }
-            abi::CALLOUT_INIT_CLUSTER_NOT_FOUND => {
-                Err(HostError::new(HostCall::HttpCall, BAD_ARGUMENT))
-            }
-            _ => Err(HostError::new(HostCall::HttpCall, INTERNAL_FAILURE)),
-        }
+        callouts::send(Caller::Config(self.0), cluster, headers, body, timeout_ms)
     }
 }
 

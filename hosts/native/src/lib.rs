@@ -34,6 +34,7 @@ use llm_gateway_core::session::host::{unix_seconds, Flow};
 use llm_gateway_core::session::Session;
 
 pub mod abi;
+mod callouts;
 pub mod host;
 mod logging;
 pub mod metrics;

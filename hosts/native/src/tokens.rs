@@ -125,43 +125,20 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout
         return;
     };
     let id = config.id;
-    let limit = llm_gateway_core::google_auth::MAX_ANSWER_BYTES + 1;
-    let (mut status, mut body) = (None, Vec::new());
-    if result == abi::CALLOUT_SUCCESS {
-        // SAFETY: as the function's contract says.
-        unsafe {
-            if !headers.is_null() {
-                for h in std::slice::from_raw_parts(headers, headers_size) {
-                    if (EnvoyBuffer {
-                        ptr: h.key_ptr,
-                        length: h.key_length,
-                    })
-                    .to_vec()
-                        == b":status"
-                    {
-                        status = std::str::from_utf8(
-                            &EnvoyBuffer {
-                                ptr: h.value_ptr,
-                                length: h.value_length,
-                            }
-                            .to_vec(),
-                        )
-                        .ok()
-                        .and_then(|s| s.parse::<u16>().ok());
-                    }
-                }
-            }
-            if !body_chunks.is_null() {
-                for chunk in std::slice::from_raw_parts(body_chunks, body_chunks_size) {
-                    body.extend(chunk.to_vec());
-                    if body.len() >= limit {
-                        body.truncate(limit);
-                        break;
-                    }
-                }
-            }
-        }
-    }
+    // Bounded: a token answer is small; a longer one is refused as such.
+    let limit = llm_gateway_core::google_auth::MAX_ANSWER_BYTES;
+    // SAFETY: as the function's contract says.
+    let read = unsafe {
+        callouts::read(
+            result,
+            headers,
+            headers_size,
+            body_chunks,
+            body_chunks_size,
+            limit,
+        )
+    };
+    let (status, body) = read.map_or((None, Vec::new()), |a| (a.status, a.body));
     let _ = catch_unwind(AssertUnwindSafe(|| {
         ROOTS.with(|roots| {
             if let Some(root) = roots.borrow_mut().get_mut(&id) {

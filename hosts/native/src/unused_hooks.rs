@@ -4,19 +4,6 @@
 use super::*;
 
 #[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
-    _filter_envoy: FilterEnvoy,
-    _filter: FilterModule,
-    _callout_id: u64,
-    _result: u32,
-    _headers: *const EnvoyHeader,
-    _headers_size: usize,
-    _body_chunks: *const EnvoyBuffer,
-    _body_chunks_size: usize,
-) {
-}
-
-#[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_headers(
     _filter_envoy: FilterEnvoy,
     _filter: FilterModule,

@@ -116,6 +116,21 @@ extern "C" {
     fn proxy_set_tick_period_milliseconds(period: u32) -> u32;
 }
 
+#[link(wasm_import_module = "wasi_snapshot_preview1")]
+extern "C" {
+    fn random_get(buf: *mut u8, buf_len: usize) -> u16;
+}
+
+/// Fills `out` from the host's entropy (WASI `random_get`, which Envoy
+/// implements for every VM); `Err` carries WASI's errno.
+pub fn random(out: &mut [u8]) -> Result<(), u32> {
+    // SAFETY: the pointer and length describe `out`, which outlives the call.
+    match unsafe { random_get(out.as_mut_ptr(), out.len()) } {
+        0 => Ok(()),
+        errno => Err(u32::from(errno)),
+    }
+}
+
 /// Which header map a call is about.
 #[derive(Clone, Copy)]
 pub enum Map {

@@ -6,6 +6,11 @@
 //! context id; the root context wakes the registered ones ([`wake`]) on its
 //! tick and when a token arrives, acting on each one's stream as its
 //! effective context, and resumes those that go on.
+//!
+//! A session's own HTTP callouts are answered to its context (the SDK's
+//! dispatcher makes it the effective one): the answer is read here and
+//! handed to the session (`Session::on_callout`), and the request resumed
+//! when it goes on.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -13,7 +18,7 @@ use std::rc::Rc;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 
-use llm_gateway_core::session::host::Flow;
+use llm_gateway_core::session::host::{CalloutAnswer, Flow, MAX_CALLOUT_BODY};
 use llm_gateway_core::session::Session;
 
 use crate::abi;
@@ -112,7 +117,51 @@ fn action(flow: Flow) -> Action {
     }
 }
 
+/// The answer of the callout being answered (in `on_http_call_response`):
+/// Envoy gives no headers for a call that failed (reset, refused).
+pub fn callout_answer(num_headers: usize, body_size: usize) -> CalloutAnswer {
+    if num_headers == 0 || body_size > MAX_CALLOUT_BODY {
+        return CalloutAnswer::Failed;
+    }
+    let Ok(headers) = abi::headers(abi::Map::HttpCallResponse) else {
+        return CalloutAnswer::Failed;
+    };
+    let status = headers
+        .text(":status")
+        .ok()
+        .flatten()
+        .and_then(|s| s.parse::<u16>().ok());
+    match abi::body(abi::Buffer::HttpCallResponse, 0, body_size) {
+        Ok(body) => CalloutAnswer::answered(status, headers, body),
+        Err(_) => CalloutAnswer::Failed,
+    }
+}
+
 impl<S: Session + 'static> Context for SessionContext<S> {
+    fn on_http_call_response(
+        &mut self,
+        token_id: u32,
+        num_headers: usize,
+        body_size: usize,
+        _num_trailers: usize,
+    ) {
+        let answer = callout_answer(num_headers, body_size);
+        let flow = match self.session.try_borrow_mut() {
+            Ok(mut session) => session.on_callout(token_id, answer),
+            Err(_) => Flow::Pause,
+        };
+        self.register_if_waiting();
+        // Resumed once the session let go of it (Envoy runs it after this
+        // call returns).
+        if flow == Flow::Continue {
+            if let Err(status) = abi::resume_request() {
+                log::warn!(
+                    "llm gateway: a request paused for a callout not resumed (status {status})"
+                );
+            }
+        }
+    }
+
     fn on_done(&mut self) -> bool {
         forget(self.id);
         if let Ok(mut session) = self.session.try_borrow_mut() {

@@ -254,4 +254,7 @@ impl Host for WasmHost {
         )
         .map_err(|s| HostError::new(HostCall::HttpCall, s))
     }
+    fn random(&self, out: &mut [u8]) -> Result<(), HostError> {
+        abi::random(out).map_err(|s| HostError::new(HostCall::Random, s))
+    }
 }

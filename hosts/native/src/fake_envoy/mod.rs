@@ -97,6 +97,18 @@ struct StreamModel {
     /// Envoy reports an impossible header count (the tests' way to make a
     /// session panic inside the native host).
     absurd_header_count: bool,
+    /// The callouts this stream's filter made, for the test to answer.
+    callouts: Vec<FilterCallout>,
+}
+
+/// A callout a filter made: its id (Envoy's), cluster, headers and body.
+#[derive(Clone, Debug)]
+pub struct FilterCallout {
+    pub id: u64,
+    pub cluster: Vec<u8>,
+    pub headers: HeaderList,
+    pub body: Vec<u8>,
+    pub timeout_ms: u64,
 }
 
 struct MetricDefinition {
@@ -133,6 +145,8 @@ struct World {
     config_schedulers: Vec<usize>,
     /// Cluster and headers of each config callout.
     callouts: Vec<(Vec<u8>, HeaderList)>,
+    /// The last filter callout's id.
+    next_callout: u64,
 }
 
 thread_local! {
@@ -465,6 +479,11 @@ impl Stream {
             }
             (events, alive)
         })
+    }
+
+    /// The callouts this stream's filter made, in order.
+    pub fn callouts(self) -> Vec<FilterCallout> {
+        self.read(|s| s.callouts.clone())
     }
 
     /// How often the module resumed decoding (a paused request).

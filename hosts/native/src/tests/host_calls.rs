@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use llm_gateway_core::session::host::status::BAD_ARGUMENT;
+use llm_gateway_core::session::host::status::{BAD_ARGUMENT, INTERNAL_FAILURE};
 use llm_gateway_core::session::host::{Host, HostCall, HostError};
 
 use super::*;
@@ -128,4 +128,48 @@ fn a_refused_filter_state_write_is_the_sessions_error() {
     edge.complete();
     assert_eq!(log_line(&edge)["status"], 502);
     edge.destroy();
+}
+
+/// A request's callout is the filter's own (answered to it, and cancelled
+/// with it), with the pseudo-headers Envoy requires; one without them is
+/// the session's error.
+#[test]
+fn a_sessions_callout_is_its_filters_own() {
+    let (edge_config, _upstream) = configs();
+    let stream = post("/v1/embeddings", 0);
+    let host = host_of(&edge_config, stream);
+    let headers: &[(&str, &[u8])] = &[
+        (":method", b"POST"),
+        (":path", b"/v1/embeddings"),
+        (":authority", b"gateway"),
+        ("x-part", b"\x01 2"),
+    ];
+    let first = host.http_call("self", headers, b"{}", 1500).unwrap();
+    let second = host.http_call("self", headers, b"", 1500).unwrap();
+    assert_ne!(first, second);
+    let sent = stream.callouts();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(u64::from(first), sent[0].id);
+    assert_eq!(sent[0].cluster, b"self");
+    assert_eq!(sent[0].headers[3], (b"x-part".to_vec(), b"\x01 2".to_vec()));
+    assert_eq!(
+        (sent[0].body.as_slice(), sent[0].timeout_ms),
+        (&b"{}"[..], 1500)
+    );
+    assert_eq!(
+        host.http_call("self", &headers[1..], b"", 1500),
+        Err(HostError::new(HostCall::HttpCall, INTERNAL_FAILURE))
+    );
+    assert_eq!(stream.callouts().len(), 2);
+}
+
+#[test]
+fn entropy_comes_from_the_os() {
+    let (edge_config, _upstream) = configs();
+    let host = host_of(&edge_config, post("/v1/embeddings", 0));
+    let (mut a, mut b) = ([0u8; 32], [0u8; 32]);
+    host.random(&mut a).unwrap();
+    host.random(&mut b).unwrap();
+    assert_ne!(a, b);
+    assert_ne!(a, [0u8; 32]);
 }

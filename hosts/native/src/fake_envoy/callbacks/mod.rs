@@ -361,3 +361,39 @@ callback! {
         abi::CALLOUT_INIT_SUCCESS
     }
 }
+
+callback! {
+    fn envoy_dynamic_module_callback_http_filter_http_callout(
+        filter: FilterEnvoy,
+        callout_id: *mut u64,
+        cluster: ModuleBuffer,
+        headers: *const ModuleHeader,
+        headers_size: usize,
+        body: ModuleBuffer,
+        timeout_ms: u64,
+    ) -> u32 {
+        let headers = unsafe { module_headers(headers, headers_size) };
+        // Envoy refuses a callout without these (`MissingRequiredHeaders`).
+        let has = |name: &[u8]| headers.iter().any(|(n, _)| n == name);
+        if !(has(b":method") && has(b":path") && has(b":authority")) {
+            return abi::CALLOUT_INIT_MISSING_REQUIRED_HEADERS;
+        }
+        let callout = super::FilterCallout {
+            id: 0,
+            cluster: unsafe { bytes(cluster) }.to_vec(),
+            headers,
+            body: unsafe { bytes(body) }.to_vec(),
+            timeout_ms,
+        };
+        let id = with(|w| {
+            w.next_callout += 1;
+            let id = w.next_callout;
+            if let Some(stream) = w.stream(filter) {
+                stream.callouts.push(super::FilterCallout { id, ..callout });
+            }
+            id
+        });
+        unsafe { put(callout_id, id) };
+        abi::CALLOUT_INIT_SUCCESS
+    }
+}
