@@ -40,7 +40,8 @@ class Block:
 
     @property
     def id(self):
-        return f"{self.page.relative_to(DOCS)}:{self.line}"
+        base = DOCS if self.page.is_relative_to(DOCS) else ROOT
+        return f"{self.page.relative_to(base)}:{self.line}"
 
 
 def pages():
@@ -144,6 +145,7 @@ def test_the_book_has_envoy_and_runnable_examples():
     """Enough of each kind that the checks here check something."""
     assert len([b for b in all_blocks() if b.info.startswith("yaml,envoy")]) >= 3
     assert len(all_blocks("sh,run")) + len(all_blocks("python,run")) >= 6
+    assert len(README_RUNNABLE) == 2, "the README's curl and SDK examples"
 
 
 @host_independent
@@ -170,7 +172,12 @@ def make_run_gateway(tmp_path_factory):
         gateway.stop(mock)
 
 
-RUNNABLE = all_blocks("sh,run") + all_blocks("python,run")
+# The README's curl and SDK examples too (plain `sh` and `python` there, as
+# GitHub shows them): those that call the gateway and no CLI.
+README_RUNNABLE = [Block(b.page, b.line, f"{b.info},run", b.text) for b in blocks_of(ROOT / "README.md")
+                   if b.info in ("sh", "python") and MAKE_RUN_BASE in b.text
+                   and not re.search(r"(?m)^(?:[A-Z_]+=\S+ )*(claude|gemini|codex) [^=]", b.text)]
+RUNNABLE = all_blocks("sh,run") + all_blocks("python,run") + README_RUNNABLE
 
 
 @pytest.mark.parametrize("block", RUNNABLE, ids=lambda b: b.id)
