@@ -23,6 +23,7 @@ pub mod redact;
 pub mod responses_store;
 pub mod routing;
 pub mod session;
+pub mod shared_state;
 pub mod sse;
 pub mod surfaces;
 pub mod swar;

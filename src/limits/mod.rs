@@ -20,8 +20,9 @@ pub use admit::*;
 use serde::Deserialize;
 
 use crate::error::{ErrorCode, ErrorType, GatewayError};
+use crate::shared_state::cas::SharedStore;
 use headers::{RateHeaders, Snapshot};
-use store::{Added, Cap, SharedStore};
+use store::{Added, Cap};
 pub use window::Window;
 
 /// Counters one configuration may have (each rule's limits times the keys

@@ -1,5 +1,5 @@
-use super::store::tests::MemoryStore;
 use super::*;
+use crate::shared_state::cas::tests::MemoryStore;
 
 const KEYS: &[&str] = &["search-team", "ads-team"];
 const GROUPS: &[&str] = &["chat", "cheap"];

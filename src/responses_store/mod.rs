@@ -5,7 +5,7 @@
 //!
 //! It lives in proxy-wasm shared data, which every worker of one proxy
 //! shares, with the compare-and-swap of the rate limits
-//! (`crate::limits::store::SharedStore`). Bounded by construction:
+//! (`crate::shared_state::cas::SharedStore`). Bounded by construction:
 //! - `max_entries` slots (`llm_responses:{n}`), reused in a ring: a new
 //!   response takes the oldest slot, so the set of keys never grows;
 //! - one index (`llm_responses:index`): the ring's next slot, the bytes
@@ -29,7 +29,7 @@ use std::hash::BuildHasher;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::limits::store::{SetResult, SharedStore, MAX_CAS_ATTEMPTS};
+use crate::shared_state::cas::{SetResult, SharedStore, MAX_CAS_ATTEMPTS};
 
 pub mod resolve;
 #[cfg(test)]

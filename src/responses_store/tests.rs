@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::limits::store::tests::MemoryStore;
+use crate::shared_state::cas::tests::MemoryStore;
 
 const NOW: u64 = 1_700_000_000;
 

@@ -15,6 +15,7 @@ mod channel;
 pub mod edge;
 pub mod google_token;
 pub mod host;
+mod shared_data;
 
 #[cfg(test)]
 mod fake;

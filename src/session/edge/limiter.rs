@@ -5,40 +5,20 @@
 use crate::config::Config;
 use crate::error::GatewayError;
 use crate::limits::headers::RateHeaders;
-use crate::limits::store::{self, SetResult, SharedStore, Unreadable};
+use crate::limits::store;
 use crate::limits::{self, Counter, Held, Reservation, Scope, Usage};
 use crate::metering::{price_for, Price};
 use crate::model::Api;
-use crate::session::host::{ignore, log_once, status, unix_millis, Host, Map};
+use crate::session::host::{ignore, unix_millis, Host, Map};
 use crate::session::send_error_with;
+use crate::session::shared_data::HostStore;
 
-/// Shared data of this `vm_id`: one store for every worker of the proxy.
-struct HostStore<'h, H>(&'h H);
-
-impl<H: Host> SharedStore for HostStore<'_, H> {
-    fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, Unreadable> {
-        self.0.shared_data(key).map_err(|e| {
-            log_once(
-                &e,
-                "the counter is skipped (the request is admitted uncounted)",
-            );
-            Unreadable
-        })
-    }
-
-    fn set(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
-        match self.0.set_shared_data(key, value, cas) {
-            Ok(()) => SetResult::Done,
-            Err(e) if e.status == status::CAS_MISMATCH => SetResult::CasMismatch,
-            Err(e) => {
-                log_once(
-                    &e,
-                    "the counter is skipped (the request is admitted uncounted)",
-                );
-                SetResult::Failed
-            }
-        }
-    }
+/// Shared data of this `vm_id`: one set of counters for every worker of the proxy.
+fn counter_store<H: Host>(host: &H) -> HostStore<'_, H> {
+    HostStore::new(
+        host,
+        "the counter is skipped (the request is admitted uncounted)",
+    )
 }
 
 /// Creates every counter a configuration uses, as it loads (see `store::ensure`).
@@ -53,7 +33,7 @@ pub fn prepare(host: &impl Host, config: &Config) {
     };
     let groups: Vec<&str> = config.model_groups.keys().map(String::as_str).collect();
     for id in limits::every_counter(&config.limits.rate, &keys, &groups) {
-        store::ensure(&HostStore(host), &id);
+        store::ensure(&counter_store(host), &id);
     }
 }
 
@@ -128,7 +108,7 @@ impl RequestLimits {
         let strict = config.limits.refuse_on_estimate;
         let admitted_ms = unix_millis(host);
         let verdict = limits::admit(
-            &HostStore(host),
+            &counter_store(host),
             &counters,
             admitted_ms,
             reservation,
@@ -224,7 +204,7 @@ impl RequestLimits {
     /// and place in flight are released when it ends, as for any request).
     pub fn refund(&self, host: &impl Host) {
         if self.refused.is_none() {
-            limits::refund(&HostStore(host), &self.counters, self.admitted_ms);
+            limits::refund(&counter_store(host), &self.counters, self.admitted_ms);
         }
     }
 
@@ -237,7 +217,7 @@ impl RequestLimits {
             return alerts;
         }
         let now = unix_millis(host);
-        let store = HostStore(host);
+        let store = counter_store(host);
         for (i, remaining) in limits::settle(&store, &self.counters, &self.held, now, usage) {
             let Some(counter) = self.counters.get(i) else {
                 continue;

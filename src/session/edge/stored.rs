@@ -8,13 +8,13 @@
 use serde_json::Value;
 
 use super::*;
-use crate::limits::store::{SetResult, SharedStore, Unreadable};
 use crate::model::call::StoredOp;
 use crate::model::shared::Shared;
 use crate::model::Echo;
 use crate::responses_store::resolve::{self, Capture, Resolved};
 use crate::responses_store::{self as store, Entry, Put, Usage};
-use crate::session::host::{status, unix_seconds};
+use crate::session::host::unix_seconds;
+use crate::session::shared_data::HostStore;
 
 /// A response to be stored once its answer has passed.
 pub(super) struct Pending {
@@ -25,26 +25,8 @@ pub(super) struct Pending {
 }
 
 /// The store in the proxy's shared data.
-struct HostStore<'h, H>(&'h H);
-
-impl<H: Host> SharedStore for HostStore<'_, H> {
-    fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, Unreadable> {
-        self.0.shared_data(key).map_err(|e| {
-            log_once(&e, "the stored response is not read");
-            Unreadable
-        })
-    }
-
-    fn set(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
-        match self.0.set_shared_data(key, value, cas) {
-            Ok(()) => SetResult::Done,
-            Err(e) if e.status == status::CAS_MISMATCH => SetResult::CasMismatch,
-            Err(e) => {
-                log_once(&e, "the response is not stored");
-                SetResult::Failed
-            }
-        }
-    }
+fn shared<H: Host>(host: &H) -> HostStore<'_, H> {
+    HostStore::new(host, "the response store is skipped")
 }
 
 impl<H: Host> Edge<H> {
@@ -62,7 +44,7 @@ impl<H: Host> Edge<H> {
         }
         let now = unix_seconds(&self.host);
         let owner = self.owner().to_owned();
-        let shared = HostStore(&self.host);
+        let shared = shared(&self.host);
         let resolved = resolve::resolve(body, |id| store::get(&shared, &bounds, &owner, id, now))?;
         if let Some(r) = &resolved {
             self.host
@@ -171,7 +153,7 @@ impl<H: Host> Edge<H> {
         };
         let bounds = self.config.response_store;
         let now = unix_seconds(&self.host);
-        if let Put::Stored(usage) = store::put(&HostStore(&self.host), &bounds, entry, now) {
+        if let Put::Stored(usage) = store::put(&shared(&self.host), &bounds, entry, now) {
             self.store_gauges(usage);
         }
     }
@@ -197,7 +179,7 @@ impl<H: Host> Edge<H> {
         let bounds = self.config.response_store;
         let now = unix_seconds(&self.host);
         let owner = self.owner().to_owned();
-        let shared = HostStore(&self.host);
+        let shared = shared(&self.host);
         if op == StoredOp::Delete {
             let usage = store::delete(&shared, &bounds, &owner, id, now)
                 .ok_or_else(|| resolve::not_found(id))?;
