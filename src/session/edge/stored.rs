@@ -145,15 +145,14 @@ impl<H: Host> Edge<H> {
         }
         let entry = Entry {
             id: pending.id,
-            owner: self.owner().to_owned(),
-            expires: 0,
             prev: pending.previous,
             input: pending.input,
             response,
         };
         let bounds = self.config.response_store;
         let now = unix_seconds(&self.host);
-        if let Put::Stored(usage) = store::put(&shared(&self.host), &bounds, entry, now) {
+        let owner = self.owner();
+        if let Put::Stored(usage) = store::put(&shared(&self.host), &bounds, owner, &entry, now) {
             self.store_gauges(usage);
         }
     }
