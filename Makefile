@@ -25,7 +25,7 @@ NATIVE_AARCH64 := target/envoy-module-aarch64/libllm_gateway.so
 # Which host `make run` starts: wasm (default) or native.
 HOST      ?= wasm
 
-.PHONY: docs docs-tool bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools ratelimit-build ratelimit
+.PHONY: docs docs-tool bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools ratelimit-build ratelimit state-build state
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module)"
@@ -36,6 +36,7 @@ help:
 	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
 	@echo "make soak   - 100k mixed requests through one Envoy, RSS before/during/after, into BENCHMARKS.md"
 	@echo "make ratelimit - the global rate limit service (llm-ratelimit + Redis) on 127.0.0.1:8081 for envoy/ratelimit.yaml"
+	@echo "make state  - the state service (llm-state + its own Redis) on 127.0.0.1:8082: a fleet's shared store"
 
 setup: toolchain venv
 
@@ -221,7 +222,25 @@ ratelimit: ratelimit-build redis-tools
 	  --daemonize yes --pidfile $(REDIS_DIR)/redis.pid --logfile $(REDIS_DIR)/redis.log
 	target/release/llm-ratelimit --limits $(RATELIMIT_LIMITS) --redis unix://$(REDIS_DIR)/redis.sock --listen 127.0.0.1:8081
 
-INTEGRATION_DEPS := build ratelimit-build redis-tools venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS) $(GEMINI_CLI)
+state-build: toolchain
+	cargo build --release -p llm-state
+
+# The state service's own Redis (not the rate limiter's: a memory bound with
+# least-recently-used eviction must never evict counters), on a unix socket
+# in .run/state-redis with an append-only file (the fleet's stored responses
+# survive a Redis restart), bounded by STATE_MAXMEMORY; then the service on
+# 127.0.0.1:8082 (the `llm_state` cluster of `make run REDIS=1`).
+STATE_MAXMEMORY ?= 256mb
+STATE_REDIS_DIR := $(CURDIR)/.run/state-redis
+state: state-build redis-tools
+	mkdir -p $(STATE_REDIS_DIR)
+	redis-cli -s $(STATE_REDIS_DIR)/redis.sock ping >/dev/null 2>&1 || redis-server --port 0 --bind 127.0.0.1 \
+	  --unixsocket $(STATE_REDIS_DIR)/redis.sock --unixsocketperm 700 --dir $(STATE_REDIS_DIR) --appendonly yes \
+	  --maxmemory $(STATE_MAXMEMORY) --maxmemory-policy allkeys-lru \
+	  --daemonize yes --pidfile $(STATE_REDIS_DIR)/redis.pid --logfile $(STATE_REDIS_DIR)/redis.log
+	target/release/llm-state --redis unix://$(STATE_REDIS_DIR)/redis.sock --listen 127.0.0.1:8082
+
+INTEGRATION_DEPS := build ratelimit-build state-build redis-tools venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS) $(GEMINI_CLI)
 test-integration: $(INTEGRATION_DEPS)
 	$(PY) -m pytest -q tests
 

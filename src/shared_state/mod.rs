@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 
 pub mod cas;
 pub mod local;
+pub mod protocol;
 
 /// Whose entries these are: a hash of the caller's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
