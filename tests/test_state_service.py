@@ -49,8 +49,10 @@ def test_entries_chains_and_deletes(state):
     assert headers["content-type"] == "application/x-llm-state-chain"
     assert frames(body) == [b"third", b"second", b"first"]
     assert frames(state.raw("GET", path(KEYS[2]) + "?chain=2")[2]) == [b"third", b"second"]
-    # Another namespace never finds them, nor deletes them.
-    assert state.raw("GET", path(KEYS[1], ns=NS_B))[0] == 404
+    # Another namespace never finds them, nor deletes them: the service's
+    # own 404, which says so (the gateway tells it from any other 404).
+    status, headers, _ = state.raw("GET", path(KEYS[1], ns=NS_B))
+    assert (status, headers["x-llm-state"]) == (404, "missing")
     assert state.raw("DELETE", path(KEYS[1], ns=NS_B))[0] == 404
     # A deleted link ends the chain there.
     assert state.raw("DELETE", path(KEYS[1]))[0] == 204

@@ -12,6 +12,8 @@
 //!   each a 4-byte big-endian length and the entry); it stops at the
 //!   first parent that is not there.
 //! - `DELETE` of the same path: 204, or 404 when there was none.
+//! - the service's own 404 says `x-llm-state: missing` (another server's,
+//!   or a misrouted one's, is not taken for a missing entry).
 //! - any: 503 when the service cannot reach its Redis.
 //!
 //! `store` is a short name (`[a-z0-9_]`, 1-32), `namespace` and `key` 32
@@ -26,6 +28,10 @@ pub const PREFIX: &str = "/v1/entries/";
 pub const TTL_HEADER: &str = "x-llm-ttl";
 /// A `PUT`'s parent: the key (hex) of the entry it continues.
 pub const PARENT_HEADER: &str = "x-llm-parent";
+/// On the service's own 404 (`missing`): told apart from another
+/// server's, or Envoy's.
+pub const STATE_HEADER: &str = "x-llm-state";
+pub const MISSING: &str = "missing";
 /// A chain's content type.
 pub const CHAIN_TYPE: &str = "application/x-llm-state-chain";
 /// The longest store name.

@@ -222,7 +222,7 @@ impl Service {
     async fn get(&self, entry: &EntryPath<'_>) -> Result<Answer, Unavailable> {
         let place = place(entry);
         let Some((head, first)) = self.store.get(place, &entry.key).await? else {
-            return Ok(text(StatusCode::NOT_FOUND, "no such entry"));
+            return Ok(missing());
         };
         let age = self.store.now_ms().saturating_sub(head.stored_ms) / 1000;
         let Some(max) = entry.chain else {
@@ -255,7 +255,7 @@ impl Service {
         Ok(if self.store.delete(place(entry), &entry.key).await? {
             answer(StatusCode::NO_CONTENT, Bytes::new())
         } else {
-            text(StatusCode::NOT_FOUND, "no such entry")
+            missing()
         })
     }
 
@@ -275,6 +275,16 @@ impl Service {
             None => text(StatusCode::BAD_REQUEST, "a number of seconds"),
         }
     }
+}
+
+/// No such entry: the service's own 404, which says so.
+fn missing() -> Answer {
+    let mut response = text(StatusCode::NOT_FOUND, "no such entry");
+    response.headers_mut().insert(
+        protocol::STATE_HEADER,
+        HeaderValue::from_static(protocol::MISSING),
+    );
+    response
 }
 
 fn place<'e>(entry: &EntryPath<'e>) -> Place<'e> {
