@@ -40,10 +40,13 @@ help:
 
 setup: toolchain venv
 
-# The pinned toolchain with the wasm target (rustup installs what is missing).
+# The pinned toolchain with the wasm target (rustup installs what is missing),
+# and clang: `ring` (Vertex AI's RS256 signing) compiles C for wasm32-wasip1
+# with it (Debian's clang and the llvm-ar beside it).
 toolchain:
 	rustup toolchain install $(TOOLCHAIN) --profile minimal --component clippy,rustfmt --target wasm32-wasip1
 	rustup target add wasm32-wasip1 --toolchain $(TOOLCHAIN)
+	@command -v clang >/dev/null && command -v llvm-ar >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y clang llvm; }
 
 $(VENV)/.installed: tests/requirements.txt
 	python3 -m venv $(VENV)

@@ -8,17 +8,14 @@
 //! the workers share in shared data: the token with its expiry, and the
 //! lease that lets one worker fetch at a time.
 //!
-//! The signature is the `rsa` crate's PKCS#1 v1.5 with SHA-256
-//! (deterministic: no random numbers needed inside the VM). Neither the key
-//! nor a token is ever in an error message.
+//! The signature is `ring`'s RSA PKCS#1 v1.5 with SHA-256: constant-time
+//! private-key arithmetic (BoringSSL's), and deterministic padding, so no
+//! random numbers are needed inside the VM. Neither the key nor a token is
+//! ever in an error message.
 
-use rsa::pkcs1::DecodeRsaPrivateKey;
-use rsa::pkcs1v15::SigningKey;
-use rsa::pkcs8::DecodePrivateKey;
-use rsa::signature::{SignatureEncoding, Signer};
-use rsa::RsaPrivateKey;
+use ring::rand::SystemRandom;
+use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
 use serde::Deserialize;
-use sha2::Sha256;
 
 /// The scope Vertex AI needs.
 pub const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
@@ -45,7 +42,7 @@ pub struct ServiceAccount {
     pub client_email: String,
     pub private_key_id: Option<String>,
     pub token_uri: String,
-    key: RsaPrivateKey,
+    key: RsaKeyPair,
 }
 
 impl std::fmt::Debug for ServiceAccount {
@@ -94,12 +91,9 @@ impl ServiceAccount {
         let pem = file.private_key.ok_or("the key file has no private_key")?;
         // Escaped newlines, as the key is pasted into an environment variable.
         let pem = pem.replace("\\n", "\n");
-        let key = RsaPrivateKey::from_pkcs8_pem(&pem)
-            .or_else(|_| RsaPrivateKey::from_pkcs1_pem(&pem))
-            .map_err(|_| {
-                "the key file's private_key is not an RSA private key in PEM (PKCS#8 or PKCS#1)"
-                    .to_owned()
-            })?;
+        let key = private_key(&pem).ok_or(
+            "the key file's private_key is not an RSA private key (2048 to 4096 bits) in PEM (PKCS#8 or PKCS#1)",
+        )?;
         let token_uri = file
             .token_uri
             .unwrap_or_else(|| DEFAULT_TOKEN_URI.to_owned());
@@ -161,12 +155,18 @@ impl ServiceAccount {
         let mut jwt = b64url(&header);
         jwt.push('.');
         jwt.push_str(&b64url(&claims));
-        let signer = SigningKey::<Sha256>::new(self.key.clone());
-        let signature = signer
-            .try_sign(jwt.as_bytes())
+        let mut signature = vec![0; self.key.public().modulus_len()];
+        // PKCS#1 v1.5 padding never asks `rng` for a number.
+        self.key
+            .sign(
+                &RSA_PKCS1_SHA256,
+                &SystemRandom::new(),
+                jwt.as_bytes(),
+                &mut signature,
+            )
             .map_err(|_| "the service-account key could not sign".to_owned())?;
         jwt.push('.');
-        jwt.push_str(&b64url(&signature.to_bytes()));
+        jwt.push_str(&b64url(&signature));
         Ok(jwt)
     }
 
@@ -178,6 +178,27 @@ impl ServiceAccount {
         )
         .into_bytes()
     }
+}
+
+/// An RSA key pair from a PEM private key: PKCS#8 (`BEGIN PRIVATE KEY`,
+/// what Google's key files hold) or PKCS#1 (`BEGIN RSA PRIVATE KEY`).
+fn private_key(pem: &str) -> Option<RsaKeyPair> {
+    if let Some(der) = pem_block(pem, "PRIVATE KEY") {
+        return RsaKeyPair::from_pkcs8(&der).ok();
+    }
+    RsaKeyPair::from_der(&pem_block(pem, "RSA PRIVATE KEY")?).ok()
+}
+
+/// The DER of the PEM block labelled `label` (RFC 7468: base64 between the
+/// BEGIN and END lines, whitespace ignored).
+fn pem_block(pem: &str, label: &str) -> Option<Vec<u8>> {
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let start = pem.find(&begin)? + begin.len();
+    let body = pem.get(start..)?;
+    let body = body.get(..body.find(&end)?)?;
+    let base64: String = body.split_ascii_whitespace().collect();
+    crate::base64::decode(&base64)
 }
 
 fn b64url(bytes: &[u8]) -> String {
@@ -318,14 +339,26 @@ impl Lease {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use rsa::pkcs1v15::{Signature, VerifyingKey};
-    use rsa::pkcs8::DecodePublicKey;
-    use rsa::signature::Verifier;
-    use rsa::RsaPublicKey;
+    use ring::signature::{UnparsedPublicKey, RSA_PKCS1_2048_8192_SHA256};
 
     pub const KEY_FILE: &str =
         include_str!("../tests/fixtures/TEST-ONLY-vertex-service-account.json");
     const PUBLIC: &str = include_str!("../tests/fixtures/TEST-ONLY-vertex-service-account.pub.pem");
+
+    /// This key's RS256 signature of `assertion(1_700_000_000)`'s header and
+    /// claims, made by OpenSSL.
+    const OPENSSL_SIGNATURE: &str = "ACSxqri6wBjXuchbdK8cx8H6pdrkWEZ0iU3Jx6Qfr7kpV9TwZpOmhiN9NQD4CQeCc-BRk0rYdec0wgxRYBYb6UrG-JT7yjr8LAIB1Z-ERDjAZ_3B98nvDdUw9SvmnSdjWHvIaSO0kj41yW4nAEIRV6NE9qeff3N2EXu02p_c6eqm5Dz2XFBLdP38CInIOlBYlYeDuWVo4ZGdoMkqBKxVWJciCw29xFf1uJY3tJrLzAJUl-82zTdnzdz5NCkX83DjQMqyf_do_eVthEOBYQj-gs_E7N8sarz9kmV3qJjghG1tux4W5RTZa0BrHqC-rr-4-5w4mLZXgz_U16Lq3uMHMA";
+
+    /// DER prefixes of a 2048-bit RSA key: a SubjectPublicKeyInfo up to its
+    /// RSAPublicKey, and a PKCS#8 PrivateKeyInfo up to its RSAPrivateKey.
+    const SPKI_PREFIX: &[u8] = b"\x30\x82\x01\x22\x30\x0d\x06\x09\x2a\x86\x48\x86\xf7\x0d\x01\x01\x01\x05\x00\x03\x82\x01\x0f\x00";
+    const PKCS8_PREFIX: &[u8] = b"\x30\x82\x04\xbc\x02\x01\x00\x30\x0d\x06\x09\x2a\x86\x48\x86\xf7\x0d\x01\x01\x01\x05\x00\x04\x82\x04\xa6";
+
+    /// The PKCS#1 RSAPublicKey inside a PEM SubjectPublicKeyInfo.
+    fn rsa_public_key(pem: &str) -> Vec<u8> {
+        let der = pem_block(pem, "PUBLIC KEY").unwrap();
+        der.strip_prefix(SPKI_PREFIX).unwrap().to_vec()
+    }
 
     fn b64url_decode(text: &str) -> Vec<u8> {
         let standard: String = text
@@ -361,15 +394,17 @@ pub(crate) mod tests {
             (Some(1_700_000_000), Some(1_700_003_600))
         );
         // The public half verifies it; a changed claim does not.
-        let public =
-            VerifyingKey::<Sha256>::new(RsaPublicKey::from_public_key_pem(PUBLIC).unwrap());
-        let signature = Signature::try_from(b64url_decode(parts[2]).as_slice()).unwrap();
+        let public = UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, rsa_public_key(PUBLIC));
+        let signature = b64url_decode(parts[2]);
         let signed = format!("{}.{}", parts[0], parts[1]);
         assert!(public.verify(signed.as_bytes(), &signature).is_ok());
         assert!(public
             .verify(format!("{signed}x").as_bytes(), &signature)
             .is_err());
-        // Deterministic: the same claims, the same JWT.
+        // Deterministic, and the very signature another implementation
+        // makes (OpenSSL's, through Python's `cryptography`, over the same
+        // header and claims with this key).
+        assert_eq!(parts[2], OPENSSL_SIGNATURE);
         assert_eq!(sa.assertion(1_700_000_000).unwrap(), jwt);
         let body = String::from_utf8(ServiceAccount::token_request(&jwt)).unwrap();
         assert!(body.starts_with(
@@ -413,6 +448,27 @@ pub(crate) mod tests {
         // Newlines escaped (a key pasted into an environment variable) do.
         let escaped = KEY_FILE.replace("\\n", "\\\\n");
         assert!(ServiceAccount::parse(&escaped).is_ok());
+        // The same key as PKCS#1 (`BEGIN RSA PRIVATE KEY`) signs the same.
+        let der = pem_block(pem, "PRIVATE KEY").unwrap();
+        let pkcs1 = der.strip_prefix(PKCS8_PREFIX).unwrap();
+        let body =
+            String::from_utf8(crate::base64::encode(pkcs1, crate::base64::STANDARD)).unwrap();
+        let mut f = file.clone();
+        f["private_key"] =
+            format!("-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\n")
+                .into();
+        let pkcs1 = ServiceAccount::parse(&f.to_string()).unwrap();
+        let jwt = pkcs1.assertion(1_700_000_000).unwrap();
+        assert!(jwt.ends_with(OPENSSL_SIGNATURE));
+        // A key ring refuses (malformed, or outside 2048 to 4096 bits) says what it takes.
+        let short = b"\x30\x0d\x02\x01\x00\x02\x01\x21\x02\x01\x03\x02\x01\x01";
+        let body =
+            String::from_utf8(crate::base64::encode(short, crate::base64::STANDARD)).unwrap();
+        f["private_key"] =
+            format!("-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\n")
+                .into();
+        let e = ServiceAccount::parse(&f.to_string()).unwrap_err();
+        assert!(e.contains("2048 to 4096 bits"), "{e}");
     }
 
     #[test]

@@ -22,12 +22,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
-use rsa::pkcs1v15::{Signature, VerifyingKey};
-use rsa::pkcs8::DecodePublicKey;
-use rsa::signature::Verifier;
-use rsa::RsaPublicKey;
+use ring::signature::{UnparsedPublicKey, RSA_PKCS1_2048_8192_SHA256};
 use serde_json::{json, Value};
-use sha2::Sha256;
 
 use crate::dialect::{to_json, Reply};
 use crate::google_auth;
@@ -41,8 +37,9 @@ const GRANT: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 pub const METADATA_PATH: &str = "/computeMetadata/v1/instance/service-accounts/default/token";
 
 static TTL: OnceLock<u64> = OnceLock::new();
-/// The public keys whose signatures the token endpoint takes.
-static KEYS: OnceLock<Vec<RsaPublicKey>> = OnceLock::new();
+/// The public keys whose signatures the token endpoint takes (PKCS#1
+/// RSAPublicKey DER).
+static KEYS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
 static ISSUED: AtomicU64 = AtomicU64::new(0);
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 static FAIL_NEXT: AtomicU64 = AtomicU64::new(0);
@@ -53,10 +50,7 @@ pub fn configure(ttl: Option<u64>, public_keys: &[String]) -> Result<(), String>
     let _ = TTL.set(ttl.unwrap_or(3600).max(1));
     let mut keys = Vec::new();
     for pem in std::iter::once(TEST_PUBLIC_KEY).chain(public_keys.iter().map(String::as_str)) {
-        keys.push(
-            RsaPublicKey::from_public_key_pem(pem)
-                .map_err(|e| format!("not an RSA public key (PEM): {e}"))?,
-        );
+        keys.push(rsa_public_key(pem).ok_or("not an RSA public key (PEM, SubjectPublicKeyInfo)")?);
     }
     let _ = KEYS.set(keys);
     Ok(())
@@ -183,6 +177,54 @@ fn b64url(text: &str) -> Option<Vec<u8>> {
     crate::bedrock_invoke::base64_decode(&standard)
 }
 
+/// rsaEncryption (1.2.840.113549.1.1.1), the algorithm of an RSA key.
+const RSA_ENCRYPTION: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+
+/// The PKCS#1 RSAPublicKey inside a PEM SubjectPublicKeyInfo (RFC 5280:
+/// `SEQUENCE { SEQUENCE { rsaEncryption, NULL }, BIT STRING { key } }`).
+fn rsa_public_key(pem: &str) -> Option<Vec<u8>> {
+    let body = pem.split("-----BEGIN PUBLIC KEY-----").nth(1)?;
+    let body = body.split("-----END PUBLIC KEY-----").next()?;
+    let der =
+        crate::bedrock_invoke::base64_decode(&body.split_ascii_whitespace().collect::<String>())?;
+    let (0x30, info, _) = der_element(&der)? else {
+        return None;
+    };
+    let (0x30, algorithm, rest) = der_element(info)? else {
+        return None;
+    };
+    let (0x06, RSA_ENCRYPTION, _) = der_element(algorithm)? else {
+        return None;
+    };
+    let (0x03, bits, _) = der_element(rest)? else {
+        return None;
+    };
+    let (0, key) = bits.split_first()? else {
+        return None;
+    };
+    Some(key.to_vec())
+}
+
+/// The DER element at the start of `der`: its tag, its contents and what
+/// follows it.
+fn der_element(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = der.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = match first {
+        0..=0x7f => (usize::from(first), rest),
+        0x81..=0x84 => {
+            let n = usize::from(first & 0x7f);
+            let len = rest
+                .get(..n)?
+                .iter()
+                .fold(0, |len, b| len << 8 | usize::from(*b));
+            (len, rest.get(n..)?)
+        }
+        _ => return None,
+    };
+    Some((tag, rest.get(..len)?, rest.get(len..)?))
+}
+
 /// The JWT bearer grant checked as Google checks it.
 fn verify(req: &Request) -> Result<(), String> {
     let form = std::str::from_utf8(&req.body).map_err(|_| "Invalid request.".to_owned())?;
@@ -208,13 +250,11 @@ fn verify(req: &Request) -> Result<(), String> {
     if header["alg"] != "RS256" {
         return Err("Invalid JWT: alg must be RS256.".into());
     }
-    let signature = b64url(signature)
-        .and_then(|s| Signature::try_from(s.as_slice()).ok())
-        .ok_or("Invalid JWT Signature.")?;
+    let signature = b64url(signature).ok_or("Invalid JWT Signature.")?;
     let signed = jwt.get(..jwt.rfind('.').unwrap_or(0)).unwrap_or_default();
     let trusted = KEYS.get().map(Vec::as_slice).unwrap_or_default();
     let valid = trusted.iter().any(|key| {
-        VerifyingKey::<Sha256>::new(key.clone())
+        UnparsedPublicKey::new(&RSA_PKCS1_2048_8192_SHA256, key)
             .verify(signed.as_bytes(), &signature)
             .is_ok()
     });
@@ -248,10 +288,8 @@ fn verify(req: &Request) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rsa::pkcs1v15::SigningKey;
-    use rsa::pkcs8::DecodePrivateKey;
-    use rsa::signature::{SignatureEncoding, Signer};
-    use rsa::RsaPrivateKey;
+    use ring::rand::SystemRandom;
+    use ring::signature::{RsaKeyPair, RSA_PKCS1_SHA256};
 
     const KEY_FILE: &str =
         include_str!("../../tests/fixtures/TEST-ONLY-vertex-service-account.json");
@@ -265,14 +303,27 @@ mod tests {
 
     fn jwt(claims: Value) -> String {
         let file: Value = serde_json::from_str(KEY_FILE).unwrap();
-        let key = RsaPrivateKey::from_pkcs8_pem(file["private_key"].as_str().unwrap()).unwrap();
+        let pem = file["private_key"].as_str().unwrap();
+        let body: String = pem
+            .lines()
+            .filter(|line| !line.starts_with("-----"))
+            .collect();
+        let der = crate::bedrock_invoke::base64_decode(&body).unwrap();
+        let key = RsaKeyPair::from_pkcs8(&der).unwrap();
         let signed = format!(
             "{}.{}",
             b64(br#"{"alg":"RS256","typ":"JWT"}"#),
             b64(claims.to_string().as_bytes())
         );
-        let signature = SigningKey::<Sha256>::new(key).sign(signed.as_bytes());
-        format!("{signed}.{}", b64(&signature.to_bytes()))
+        let mut signature = vec![0; key.public().modulus_len()];
+        key.sign(
+            &RSA_PKCS1_SHA256,
+            &SystemRandom::new(),
+            signed.as_bytes(),
+            &mut signature,
+        )
+        .unwrap();
+        format!("{signed}.{}", b64(&signature))
     }
 
     fn post(assertion: &str) -> Reply {
