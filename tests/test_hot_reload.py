@@ -401,12 +401,16 @@ def test_a_reload_keeps_the_response_store_unless_its_bounds_change(hot):
 def test_a_reload_that_changes_vertex_credentials_uses_a_fresh_token(tmp_path):
     """Vertex AI tokens are shared under a fingerprint of the credentials:
     a configuration whose service-account key changed gets a token of the
-    new key at once (never the old key's), one that keeps the key keeps
-    the token (docs/src/vendors/vertex.md)."""
+    new key at once (never the old key's), and the old key's token is
+    dropped (going back to that key fetches a new one); one that keeps the
+    key keeps the token, and another provider's token is kept throughout
+    (docs/src/vendors/vertex.md, docs/src/features/vertex-tokens.md)."""
     key = (gateway.ROOT / "tests/fixtures/TEST-ONLY-vertex-service-account.json").read_text()
     hot = HotGateway(tmp_path, clusters=(
         lambda port: gateway.static_cluster("vertex_hot", port, "vertex-hot"),
-        lambda port: gateway.static_cluster("google_oauth", port, "none")))
+        lambda port: gateway.static_cluster("vertex_md_hot", port, "vertex-md-hot"),
+        lambda port: gateway.static_cluster("google_oauth", port, "none"),
+        lambda port: gateway.static_cluster("gce_metadata", port, "none")))
     try:
         def publish(version, account_key, model="claude-sonnet-4-5@20250929"):
             new = hot.config()
@@ -414,27 +418,46 @@ def test_a_reload_that_changes_vertex_credentials_uses_a_fresh_token(tmp_path):
                 "dialect": "vertex_anthropic", "api_key": account_key, "project": "mock-project",
                 "location": "us-east5", "credentials": "service_account", "token_cluster": "google_oauth",
                 "models": {"*": model}}
+            new["providers"]["vertex-md-hot"] = {
+                "dialect": "vertex_gemini", "project": "mock-project", "location": "global",
+                "credentials": "metadata_server", "token_cluster": "gce_metadata",
+                "models": {"*": "gemini-2.5-flash"}}
             new["model_groups"]["vertex-hot"] = {"cluster": "vertex_hot"}
+            new["model_groups"]["vertex-md-hot"] = {"cluster": "vertex_md_hot"}
             hot.publish("upstream", version, new)
             hot.publish("edge", version, new)
             for role in STATS:
                 hot.wait_stat(role, "version_text", f'"{version}"', timeout=20)
 
-        def token(test_id):
+        def token(test_id, group="vertex-hot"):
             status, _, data = hot.gw.chat({"model": "m", "messages": USER_HI},
-                                          **{"x-model-group": "vertex-hot", "x-test-id": test_id})
+                                          **{"x-model-group": group, "x-test-id": test_id})
             assert status == 200, data
             return hot.gw.mock_requests(test_id)[-1]["headers"]["authorization"]
 
+        other_key = key.replace("gateway-test@", "gateway-other@")
         publish("2", key)
         first = token("vertex-hot-1")
         assert first.startswith("Bearer ya29.mock-sa-")
-        # Another key (another account of the same project): a new token.
-        publish("3", key.replace("gateway-test@", "gateway-other@"))
+        metadata = token("vertex-hot-md-1", "vertex-md-hot")
+        assert metadata.startswith("Bearer ya29.mock-md-")
+        # Another key (another account of the same project): a new token;
+        # the metadata server's provider keeps its own.
+        publish("3", other_key)
         second = token("vertex-hot-2")
         assert second != first, "the old credentials' token was not sent"
+        assert token("vertex-hot-md-2", "vertex-md-hot") == metadata
         # The same key again, something else changed: the token is kept.
-        publish("4", key.replace("gateway-test@", "gateway-other@"), model="claude-opus-4-1@20250805")
+        publish("4", other_key, model="claude-opus-4-1@20250805")
         assert token("vertex-hot-3") == second
+        # The first key back: its token was dropped at the reload away from
+        # it (it has most of its hour left), so a new one is fetched.
+        publish("5", key)
+        third = token("vertex-hot-4")
+        assert third not in (first, second)
+        assert token("vertex-hot-md-3", "vertex-md-hot") == metadata
+        log = (tmp_path / "envoy" / "envoy.log").read_text(errors="replace")
+        assert "provider vertex-hot: its credentials changed" in log
+        assert "provider vertex-md-hot: its credentials changed" not in log
     finally:
         hot.stop()

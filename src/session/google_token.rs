@@ -50,6 +50,12 @@ fn lease_key(id: &str) -> Vec<u8> {
     format!("llm_gateway.google_token_lease.{id}").into_bytes()
 }
 
+/// The shared-data key of the fingerprint of provider `name`'s managed
+/// credentials in the configuration loaded last (empty: none managed).
+fn current_key(name: &str) -> Vec<u8> {
+    format!("llm_gateway.google_token_current.{name}").into_bytes()
+}
+
 /// The settings of a Vertex provider whose tokens the gateway manages.
 fn managed(provider: &Provider) -> Option<&Settings> {
     provider
@@ -61,7 +67,11 @@ fn managed(provider: &Provider) -> Option<&Settings> {
 /// fingerprint), so a reload that changes them does not use the old
 /// credentials' token, and one that does not keeps it.
 fn id(name: &str, settings: &Settings) -> String {
-    format!("{name}.{}", settings.fingerprint)
+    credentials_id(name, &settings.fingerprint)
+}
+
+fn credentials_id(name: &str, fingerprint: &str) -> String {
+    format!("{name}.{fingerprint}")
 }
 
 /// The shared token of credentials `id` and its CAS token.
@@ -131,6 +141,47 @@ pub fn unauthorized(host: &impl Host, name: &str, provider: &Provider, generatio
                 "llm gateway: provider {name}: Vertex AI refused its access token (401); refreshing it"
             );
         }
+    }
+}
+
+/// A configuration was loaded (the upstream role, once per load): a
+/// Vertex AI provider whose managed credentials differ from those the
+/// configuration before had (another key, token cluster or mode, or tokens
+/// from outside now) has the old credentials' token and lease dropped from
+/// shared data at once; unchanged credentials keep their token, and other
+/// providers' tokens are never touched. Workers loading the same
+/// configuration write the same. No host call for other dialects.
+pub fn configured(host: &impl Host, config: &Config) {
+    for (name, provider) in &config.providers {
+        let Some(settings) = provider.settings::<Settings>() else {
+            continue;
+        };
+        let now = if settings.credentials.managed() {
+            settings.fingerprint.as_str()
+        } else {
+            ""
+        };
+        let key = current_key(name);
+        let before = match host.shared_data(&key) {
+            Ok(found) => found.map(|(bytes, _)| bytes).unwrap_or_default(),
+            Err(e) => {
+                log_once(&e, "no Google access token dropped");
+                continue;
+            }
+        };
+        if before == now.as_bytes() {
+            continue;
+        }
+        let _ = host.set_shared_data(&key, now.as_bytes(), 0);
+        let Some(old) = std::str::from_utf8(&before).ok().filter(|f| !f.is_empty()) else {
+            continue;
+        };
+        let gone = credentials_id(name, old);
+        let _ = host.set_shared_data(&token_key(&gone), b"", 0);
+        let _ = host.set_shared_data(&lease_key(&gone), b"", 0);
+        log::info!(
+            "llm gateway: provider {name}: its credentials changed; the old credentials' Google access token is dropped"
+        );
     }
 }
 
@@ -409,6 +460,83 @@ mod tests {
         let vx = id("vx", managed(provider).unwrap());
         let lease = Lease::decode(&host.shared.borrow()[&lease_key(&vx)].0).unwrap();
         assert_eq!(lease.failures, 1);
+    }
+
+    /// vx (a service-account key, its account `account`), md (`md`: its
+    /// credentials) and another vendor's provider.
+    fn two(account: &str, md: &str) -> Config {
+        let key = google_auth::tests::KEY_FILE.replace("gateway-test@", &format!("{account}@"));
+        let key = serde_json::to_string(&key).unwrap();
+        let md = match md {
+            "metadata_server" => r#""credentials":"metadata_server","token_cluster":"gce""#,
+            _ => r#""credentials":"access_token","api_key":"ya29.outside""#,
+        };
+        Config::parse(
+            format!(
+                r#"{{"providers":{{"vx":{{"dialect":"vertex_anthropic","api_key":{key},"project":"p","location":"global","credentials":"service_account","token_cluster":"google_oauth"}},
+                    "md":{{"dialect":"vertex_gemini","project":"p","location":"global",{md}}},
+                    "other":{{"dialect":"anthropic","api_key":"k"}}}},"model_groups":{{"g":{{"cluster":"c"}}}},"auth":{{"enabled":false}}}}"#
+            )
+            .as_bytes(),
+            |_| None,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_reload_drops_the_tokens_of_changed_credentials_and_only_those() {
+        let host = FakeHost::new();
+        let first = two("gateway-test", "metadata_server");
+        configured(&host, &first);
+        let mut fetcher = TokenFetcher::default();
+        fetcher.tick(&host, &first);
+        fetcher.on_response(&host, 1, Some(200), &answer("ya29.md", 3600));
+        fetcher.on_response(&host, 2, Some(200), &answer("ya29.vx-first", 3600));
+        let token = |config: &Config, name: &str| {
+            let id = id(name, managed(&config.providers[name])?);
+            cached(&host, &id).map(|(t, _)| t.token)
+        };
+        assert_eq!(token(&first, "md").as_deref(), Some("ya29.md"));
+        assert_eq!(token(&first, "vx").as_deref(), Some("ya29.vx-first"));
+        // The same configuration loaded again (another worker, or a reload
+        // that changed something else): a read per Vertex provider, no write.
+        host.take_record();
+        configured(&host, &two("gateway-test", "metadata_server"));
+        assert_eq!(
+            host.take_record(),
+            [
+                "shared_data llm_gateway.google_token_current.md",
+                "shared_data llm_gateway.google_token_current.vx"
+            ]
+        );
+        // vx's key changed: its old token is gone from shared data at once,
+        // md's stays, and only the new key's is fetched.
+        let second = two("gateway-other", "metadata_server");
+        configured(&host, &second);
+        assert_eq!(token(&first, "vx"), None, "dropped");
+        assert_eq!(token(&first, "md").as_deref(), Some("ya29.md"), "kept");
+        fetcher.tick(&host, &second);
+        let calls = host.http_calls.borrow().clone();
+        assert_eq!(calls.len(), 3);
+        assert_eq!(calls[2].0, "google_oauth");
+        fetcher.on_response(&host, 3, Some(200), &answer("ya29.vx-second", 3600));
+        assert_eq!(token(&second, "vx").as_deref(), Some("ya29.vx-second"));
+        // Back to the first key: its token was dropped, none is reused.
+        configured(&host, &first);
+        assert_eq!(token(&first, "vx"), None);
+        assert_eq!(token(&second, "vx"), None);
+        // md's tokens from outside now: the one the gateway fetched is dropped.
+        configured(&host, &two("gateway-test", "access_token"));
+        assert_eq!(token(&first, "md"), None);
+        // No Vertex provider: no host call at all.
+        let host = FakeHost::new();
+        let none = Config::parse(
+            br#"{"providers":{"other":{"dialect":"anthropic","api_key":"k"}},"model_groups":{"g":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        configured(&host, &none);
+        assert!(host.take_record().is_empty());
     }
 
     #[test]

@@ -29,7 +29,7 @@ use std::thread::JoinHandle;
 use llm_gateway_core::config::Config;
 use llm_gateway_core::session::attempt::Attempt;
 use llm_gateway_core::session::edge::{limiter, Edge};
-use llm_gateway_core::session::google_token::TokenFetcher;
+use llm_gateway_core::session::google_token::{self, TokenFetcher};
 use llm_gateway_core::session::host::{unix_seconds, Flow};
 use llm_gateway_core::session::Session;
 
@@ -191,6 +191,8 @@ fn config_new(
     );
     if role == Role::Edge {
         limiter::prepare(&root_host, &config);
+    } else {
+        google_token::configured(&root_host, &config);
     }
     static NEXT_ID: AtomicU64 = AtomicU64::new(1);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);

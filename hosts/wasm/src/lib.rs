@@ -22,7 +22,7 @@ use llm_gateway_core::config::Config;
 use llm_gateway_core::headers::Headers;
 use llm_gateway_core::session::attempt::Attempt;
 use llm_gateway_core::session::edge::{limiter, Edge};
-use llm_gateway_core::session::google_token::TokenFetcher;
+use llm_gateway_core::session::google_token::{self, TokenFetcher};
 use llm_gateway_core::session::host::{
     unix_seconds, Buffer, Host, HostCall, HostError, Map, Phase,
 };
@@ -111,6 +111,8 @@ impl RootContext for Root {
                 );
                 if role == Role::Edge {
                     limiter::prepare(&WasmHost, &config);
+                } else {
+                    google_token::configured(&WasmHost, &config);
                 }
                 // Vertex AI providers whose tokens the gateway obtains: the
                 // upstream role fetches them, on a tick.

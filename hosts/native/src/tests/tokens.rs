@@ -113,3 +113,61 @@ fn an_attempt_waiting_for_a_token_is_woken_on_its_worker_and_resumed() {
     drop(upstream_config);
     assert_eq!(config_schedulers_alive(), 0, "the ticker stopped");
 }
+
+/// A reload (a new upstream config) whose provider has other credentials
+/// drops the old credentials' token at once: an attempt still on the old
+/// config (Envoy keeps it for streams in flight) waits rather than send it.
+#[test]
+fn a_config_with_other_credentials_drops_the_old_token() {
+    // A provider of this test's own: the shared store is the process's.
+    let vertex = |cluster: &str| {
+        VERTEX
+            .replace(r#""vx""#, r#""vr""#)
+            .replace(r#""md""#, &format!(r#""{cluster}""#))
+    };
+    let edge_config = FakeConfig::new(crate::EDGE_ROLE, &vertex("md-old"));
+    let old = FakeConfig::new(crate::UPSTREAM_ROLE, &vertex("md-old"));
+    tick(&old);
+    answer_callout(
+        &old,
+        1,
+        br#"{"access_token":"ya29.old","expires_in":3600,"token_type":"Bearer"}"#,
+    );
+    let attempt = |edge: &Filter| {
+        let attempt = Filter::new(
+            &old,
+            Stream::attempt_of(edge.stream, &[("llm", "provider", "vr")]),
+        );
+        assert_eq!(attempt.request_headers(false), abi::STOP);
+        let flow = attempt.request_body(&[CHAT.as_bytes()], true);
+        (attempt, flow)
+    };
+    let edge = routed_chat(&edge_config);
+    let (sent, flow) = attempt(&edge);
+    assert_eq!(flow, abi::CONTINUE);
+    assert_eq!(
+        request_header(&sent, "authorization").as_deref(),
+        Some("Bearer ya29.old")
+    );
+    sent.destroy();
+    edge.destroy();
+
+    // The same credentials loaded again: the token stays.
+    drop(FakeConfig::new(crate::UPSTREAM_ROLE, &vertex("md-old")));
+    let edge = routed_chat(&edge_config);
+    let (kept, flow) = attempt(&edge);
+    assert_eq!(flow, abi::CONTINUE);
+    kept.destroy();
+    edge.destroy();
+
+    // Another token cluster (the credentials' fingerprint changes): gone.
+    let new = FakeConfig::new(crate::UPSTREAM_ROLE, &vertex("md-new"));
+    let edge = routed_chat(&edge_config);
+    let (waiting, flow) = attempt(&edge);
+    assert_eq!(flow, abi::STOP, "no token to send: it waits");
+    assert_eq!(waiting.stream.forwarded_body(0), b"");
+    waiting.destroy();
+    edge.destroy();
+    drop(new);
+    drop(old);
+}
