@@ -344,6 +344,22 @@ def test_the_token_endpoint_down_is_retried_with_backoff(mgw, test_id):
     assert "the token endpoint answered HTTP 503" in (mgw.workdir / "envoy.log").read_text(errors="replace")
 
 
+def test_a_slow_token_endpoint_is_waited_for(mgw, test_id):
+    """The refresh in flight is waited for, not refused: Vertex refuses the
+    token (401), and the retried attempt finds none while the token endpoint
+    takes 2 s (several ticks) to answer the one fetch made for both workers;
+    the attempt goes on with the new token when it lands."""
+    until_ok(mgw, "vertex-sa", test_id)
+    google(mgw, "/slow?ms=2000", "POST")
+    google(mgw, "/revoke", "POST")
+    status, headers, data = ask(mgw, "vertex-sa", test_id)
+    assert status == 200, data
+    assert headers["x-llm-attempts"] == "2"
+    refused, retried = mgw.mock_requests(test_id)[-2:]
+    assert refused["headers"]["authorization"] != retried["headers"]["authorization"]
+    assert "no Google access token" not in json.dumps(data)
+
+
 def test_the_metadata_server(mgw, test_id):
     until_ok(mgw, "vertex-md", test_id)
     # (The tests before revoked every token: this one may have met a 401 first.)

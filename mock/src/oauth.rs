@@ -15,7 +15,8 @@
 //! Both answer `{"access_token","expires_in","token_type":"Bearer"}` with
 //! a token Vertex then accepts until it expires (`--google-token-ttl`
 //! seconds, default 3600). `POST /_mock/google/fail?n=N` makes the next N
-//! token requests fail (503), `POST /_mock/google/revoke` revokes every
+//! token requests fail (503), `POST /_mock/google/slow?ms=N` makes the next
+//! JWT grant (`POST /token`) answer N milliseconds late, `POST /_mock/google/revoke` revokes every
 //! token issued so far (Vertex then answers them 401), and `GET
 //! /_mock/google` counts what was issued and refused.
 
@@ -43,6 +44,7 @@ static KEYS: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
 static ISSUED: AtomicU64 = AtomicU64::new(0);
 static REFUSED: AtomicU64 = AtomicU64::new(0);
 static FAIL_NEXT: AtomicU64 = AtomicU64::new(0);
+static SLOW_NEXT_MS: AtomicU64 = AtomicU64::new(0);
 
 /// Sets the lifetime of the tokens issued and the service accounts' public
 /// keys (PEM, SPKI) trusted besides the test one (once, at start-up).
@@ -110,11 +112,19 @@ pub fn answer(req: &Request) -> Reply {
             FAIL_NEXT.store(n, Ordering::Relaxed);
             reply(200, json!({"failing": n}))
         }
+        ("POST", "/_mock/google/slow") => {
+            let ms = query_param(req.query(), "ms")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1000);
+            SLOW_NEXT_MS.store(ms, Ordering::Relaxed);
+            reply(200, json!({"slow_ms": ms}))
+        }
         ("POST", "/_mock/google/revoke") => {
             google_auth::revoke_issued();
             reply(200, json!({"revoked": true}))
         }
         ("POST", "/token") => {
+            slow_down();
             if failing() {
                 return reply(503, json!({"error": "temporarily_unavailable"}));
             }
@@ -137,6 +147,14 @@ pub fn answer(req: &Request) -> Reply {
             issue("md")
         }
         _ => reply(404, json!({"error": "not_found"})),
+    }
+}
+
+/// The one JWT grant asked to be slow waits (on its connection's thread).
+fn slow_down() {
+    let ms = SLOW_NEXT_MS.swap(0, Ordering::Relaxed);
+    if ms > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(ms.min(60_000)));
     }
 }
 
