@@ -148,10 +148,12 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
     listener = bootstrap["static_resources"]["listeners"][0]
     listener["address"]["socket_address"]["port_value"] = listen_port
     for cluster in bootstrap["static_resources"]["clusters"]:
-        # Aggregate clusters have no endpoints of their own.
+        # Aggregate clusters have no endpoints of their own; llm_self's is
+        # the gateway's internal listener.
         for group in cluster.get("load_assignment", {}).get("endpoints", []):
             for ep in group["lb_endpoints"]:
-                ep["endpoint"]["address"]["socket_address"]["port_value"] = mock_port
+                if "socket_address" in ep["endpoint"]["address"]:
+                    ep["endpoint"]["address"]["socket_address"]["port_value"] = mock_port
     hcm, edge, upstream = _wasm_filters(bootstrap)
     if access_log:
         for log in hcm.get("access_log", []):
@@ -329,10 +331,12 @@ def _read_admin_address(path, proc, timeout):
 
 
 def listener_ports(admin_port):
-    """Listener name -> the port it is bound to, from Envoy's admin API."""
+    """Listener name -> the port it is bound to, from Envoy's admin API
+    (internal listeners, which have none, left out)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}/listeners?format=json", timeout=5) as r:
         statuses = json.loads(r.read())["listener_statuses"]
-    return {s["name"]: s["local_address"]["socket_address"]["port_value"] for s in statuses}
+    return {s["name"]: s["local_address"]["socket_address"]["port_value"] for s in statuses
+            if "socket_address" in s.get("local_address", {})}
 
 
 def start_envoy(bootstrap, workdir, admin_port=None, log_level="warn", concurrency=1, env=None, extra_args=(),

@@ -162,7 +162,8 @@ pub fn query_key(query: &str) -> Option<(String, String)> {
     key.map(|k| (k, rest.join("&")))
 }
 
-fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+/// Whether two digests are equal, in time that does not depend on where they differ.
+pub(crate) fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
     std::hint::black_box(diff) == 0
 }

@@ -64,6 +64,34 @@ pub struct Config {
     /// (docs/src/features/responses-store.md): bounds, TTL, or off.
     #[serde(default)]
     pub response_store: crate::responses_store::Bounds,
+    /// Requests the gateway sends to its own listener (`session::self_call`):
+    /// off unless set. An embeddings batch larger than its vendor takes at
+    /// once is split into such requests (README "Embeddings").
+    #[serde(default)]
+    pub self_calls: Option<SelfCalls>,
+}
+
+/// How the gateway reaches its own listener.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelfCalls {
+    /// The Envoy cluster whose endpoint is this proxy's own listener (an
+    /// internal listener with the gateway's filter chain and routes).
+    pub cluster: String,
+    /// How long one self-call may take, in milliseconds (then Envoy's 504).
+    #[serde(default = "self_call_timeout")]
+    pub timeout_ms: u32,
+    /// How many self-calls one request has out at once.
+    #[serde(default = "self_calls_in_flight")]
+    pub max_in_flight: usize,
+}
+
+fn self_call_timeout() -> u32 {
+    300_000
+}
+
+fn self_calls_in_flight() -> usize {
+    4
 }
 
 /// First-event gating: the client's response headers wait for the vendor's
@@ -183,6 +211,19 @@ impl Config {
             ));
         }
         config.response_store.validate()?;
+        if let Some(calls) = &config.self_calls {
+            if calls.cluster.is_empty() {
+                return Err("self_calls.cluster: must not be empty".into());
+            }
+            for (field, value) in [
+                ("self_calls.timeout_ms", u64::from(calls.timeout_ms)),
+                ("self_calls.max_in_flight", calls.max_in_flight as u64),
+            ] {
+                if value == 0 {
+                    return Err(format!("{field}: must be at least 1"));
+                }
+            }
+        }
         let key_names: Vec<&str> = config.auth.keys.iter().map(|k| k.name.as_str()).collect();
         let group_names: Vec<&str> = config.model_groups.keys().map(String::as_str).collect();
         crate::limits::validate(
@@ -687,6 +728,7 @@ mod reference {
                 "response_store.",
                 fields::<crate::responses_store::Bounds>(),
             ),
+            ("self_calls.", fields::<SelfCalls>()),
         ];
         let mut missing = Vec::new();
         // The dialects' own settings, written at the provider level.

@@ -81,6 +81,10 @@ pub struct Scenario {
     /// `call-shell=<command>`: call the shell tool the client offers
     /// (Codex's `exec_command` or `shell`) with this command.
     pub call_shell: Option<String>,
+    /// `fail-input=WORD`: an embeddings request with WORD in its body fails
+    /// with 503 (one part of a batch the gateway split, on the vendor this
+    /// directive is a base path of).
+    pub fail_input: Option<String>,
 }
 
 /// `cached-usage`: prompt tokens reported as read from the cache (capped at
@@ -141,6 +145,8 @@ impl Scenario {
                             let hi = u8::from_str_radix(hi, 16).ok()?;
                             (lo <= hi).then_some((lo, hi))
                         });
+                    } else if let Some(word) = d.strip_prefix("fail-input=") {
+                        s.fail_input = Some(word.to_owned()).filter(|w| !w.is_empty());
                     } else if let Some(command) = d.strip_prefix("call-shell=") {
                         s.call_shell = Some(command.to_owned()).filter(|c| !c.is_empty());
                     } else if let Some(n) = d.strip_prefix("big-signatures=") {

@@ -56,6 +56,18 @@ impl EmbedInput {
         self.len() == 0
     }
 
+    /// The inputs `from..to` (a part of a batch), clamped to those there are.
+    pub fn slice(&self, from: usize, to: usize) -> EmbedInput {
+        fn part<T: Clone>(items: &[T], from: usize, to: usize) -> Vec<T> {
+            let to = to.min(items.len());
+            items.get(from.min(to)..to).unwrap_or_default().to_vec()
+        }
+        match self {
+            EmbedInput::Texts(texts) => EmbedInput::Texts(part(texts, from, to)),
+            EmbedInput::Tokens(tokens) => EmbedInput::Tokens(part(tokens, from, to)),
+        }
+    }
+
     /// The texts, for a vendor that embeds text only (`vendor` names it in
     /// the refusal of token arrays).
     pub fn texts(&self, vendor: &str) -> Result<&[String], GatewayError> {
@@ -161,7 +173,8 @@ pub struct Embeddings {
 }
 
 /// The refusal of a request with more inputs than `vendor` embeds at once
-/// (the gateway does not split batches: one request is one vendor call).
+/// (one request is one vendor call; the edge role splits a batch by this
+/// limit when self-calls are on: `session::edge::batch`).
 pub fn check_batch(req: &EmbedRequest, vendor: &str, max: usize) -> Result<(), GatewayError> {
     let n = req.input.len();
     if n <= max {

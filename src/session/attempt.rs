@@ -41,6 +41,11 @@ mod request;
 #[cfg(test)]
 mod tests;
 
+/// On the 400 of an embeddings request larger than its vendor embeds at
+/// once: the vendor's batch limit, by which the edge role splits a batch
+/// (`edge/batch.rs`); informative for a client.
+pub const BATCH_LIMIT_HEADER: &str = "x-llm-batch-limit";
+
 /// Client and vendor speak the same API (and this provider serves it).
 const PROVIDER_METADATA: [&str; 5] = [
     "xds",
@@ -122,6 +127,8 @@ pub struct Attempt<H> {
     /// The generation of the Google access token sent (Vertex AI with
     /// managed credentials): a 401 refreshes that token.
     google_token: Cell<Option<u64>>,
+    /// The vendor's batch limit, when the request's embeddings exceed it.
+    batch_limit: Cell<Option<usize>>,
     /// The request fields the client's API repeats in its answer.
     echo: Shared<Echo>,
     /// The id of a Responses answer the gateway stores (the edge role's),
@@ -174,6 +181,7 @@ impl<H: Host> Attempt<H> {
             include_usage: false,
             dropped_web_search: false,
             google_token: Cell::new(None),
+            batch_limit: Cell::new(None),
             echo: Shared::default(),
             response_id: None,
             out: Vec::new(),
@@ -312,8 +320,9 @@ impl<H: Host> Attempt<H> {
 
     fn fail(&mut self, error: GatewayError) -> Flow {
         let error = error.with_provider(&self.provider_name);
-        let attempts = [("x-llm-attempts", self.attempt.to_string())];
-        send_error_with(&self.host, self.api, &error, &self.request_id, &attempts);
+        let mut headers = vec![("x-llm-attempts", self.attempt.to_string())];
+        headers.extend((self.batch_limit.get()).map(|max| (BATCH_LIMIT_HEADER, max.to_string())));
+        send_error_with(&self.host, self.api, &error, &self.request_id, &headers);
         self.mode = Mode::Passthrough;
         Flow::Pause
     }

@@ -14,7 +14,10 @@ use std::rc::Rc;
 
 use super::attempt::report::span_provider_properties;
 use super::channel::AttemptChannel;
-use super::host::{ignore, log_once, micros_since, Buffer, Flow, Host, Map, Phase, PhaseTimer};
+use super::host::{
+    ignore, log_once, micros_since, Buffer, CalloutAnswer, Flow, Host, Map, Phase, PhaseTimer,
+};
+use super::self_call;
 use super::{reply_or_reset, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
 use crate::auth::{presented_key, Caller};
 use crate::config::Config;
@@ -33,11 +36,16 @@ use crate::routing::{Candidate, Needs};
 use crate::surfaces::route::PathFacts;
 use crate::surfaces::{self, parse_call_body, surface, Operation, Surface};
 use limiter::RequestLimits;
+use replies::{error_message, is_unified_error, retry_overflowed, RETRY_OVERFLOW};
 use route::check_counts;
 
+mod batch;
+#[cfg(test)]
+mod batch_tests;
 pub mod global;
 pub mod limiter;
 mod meter;
+mod replies;
 mod route;
 mod stored;
 #[cfg(test)]
@@ -51,8 +59,15 @@ pub const CLUSTER_HEADER: &str = "x-llm-cluster";
 /// A generation's operation name (OpenTelemetry's `gen_ai.operation.name`).
 const GENERATION: &str = "chat";
 
-/// Request headers only the gateway may set: dropped from every client request.
-const INTERNAL_HEADERS: &[&str] = &[CLUSTER_HEADER, "x-llm-provider", "x-llm-model"];
+/// Request headers only the gateway may set: dropped from every request
+/// (a self-call's are read first, `session::self_call`).
+const INTERNAL_HEADERS: &[&str] = &[
+    CLUSTER_HEADER,
+    "x-llm-provider",
+    "x-llm-model",
+    self_call::HEADER,
+    self_call::CANDIDATE_HEADER,
+];
 
 /// Request headers the gateway reads as text on its API paths: a value that
 /// is not UTF-8 is refused (400 naming the header) rather than guessed at.
@@ -72,6 +87,8 @@ enum State {
     Generate(PathFacts),
     /// Buffering a native call's body (`/v1/messages/count_tokens`).
     Call(Call),
+    /// An embeddings batch answered by its parts (`edge/batch.rs`).
+    Splitting,
     /// The response is an Envoy local reply being rewritten into a unified error.
     RewriteLocalReply(ErrorCode),
     /// A vendor's error (from `provider`) that Envoy would have retried but
@@ -115,6 +132,11 @@ pub struct Edge<H: Host> {
     global_refusal: Option<global::GlobalRefusal>,
     /// A Responses answer to store once it has passed (`edge/stored.rs`).
     stored: Option<stored::Pending>,
+    /// A self-call of the gateway's (`session::self_call`): the candidate
+    /// its request was routed to.
+    part: Option<usize>,
+    /// The parts of an embeddings batch split by this request.
+    batch: Option<Box<batch::Batch>>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -152,6 +174,8 @@ impl<H: Host> Edge<H> {
             sent_to: None,
             global_refusal: None,
             stored: None,
+            part: None,
+            batch: None,
         }
     }
 
@@ -171,6 +195,10 @@ impl<H: Host> Edge<H> {
     /// Authenticates the caller and removes its key (and any vendor
     /// credential) from the request, so it never reaches a vendor.
     fn authenticate(&mut self, query_key: Option<&str>) -> Result<(), GatewayError> {
+        // A self-call is its request's, authenticated already.
+        if self.part.is_some() {
+            return Ok(());
+        }
         let headers = &self.request_headers;
         let key = |name: &str| {
             headers.text(name).map_err(|_| {
@@ -322,6 +350,7 @@ impl<H: Host> Session for Edge<H> {
             Ok(headers) => headers,
             Err(e) => return self.reject(e.into()),
         };
+        self.part = self_call::verified(&self.host, &self.request_headers);
         for name in INTERNAL_HEADERS {
             if self.request_headers.has(name) {
                 if let Err(e) = self.host.set_header(Map::Request, name.as_bytes(), None) {
@@ -502,6 +531,9 @@ impl<H: Host> Session for Edge<H> {
         if matches!(self.state, State::Passthrough | State::Replied) {
             return Flow::Continue;
         }
+        if self.part.is_some() {
+            self.report_part();
+        }
         if end_of_stream {
             self.on_response_end();
         }
@@ -630,45 +662,18 @@ impl<H: Host> Session for Edge<H> {
     }
 
     fn on_log(&mut self) {
+        // A self-call is metered by its request.
+        if self.part.is_some() {
+            return;
+        }
         if let Some(chat) = &self.chat {
             let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
             self.meter(chat);
             timer.stop(&self.host, Phase::Log);
         }
     }
-}
 
-/// The edge role's `response.code_details` stand-in for a retry overflow
-/// (Envoy's own details say `via_upstream`): a marker `GatewayError::envoy_reply` knows.
-const RETRY_OVERFLOW: &[u8] = b"upstream_rq_retry_overflow";
-/// Envoy's `UpstreamOverflow` response flag (`UO`), in `response.flags`.
-const UPSTREAM_OVERFLOW: u64 = 0x80;
-
-/// Envoy would have retried the answer but for the circuit breaker's
-/// `max_retries` (the router then flags the response `UO`).
-fn retry_overflowed(host: &impl Host) -> bool {
-    host.property(&["response", "flags"])
-        .ok()
-        .flatten()
-        .and_then(|b| b.get(..8).and_then(|b| b.try_into().ok()))
-        .is_some_and(|b| u64::from_le_bytes(b) & UPSTREAM_OVERFLOW != 0)
-}
-
-/// An error answer's message (`error.message` in every client API's
-/// envelope, else a top-level `message`), or nothing.
-fn error_message(body: &[u8]) -> String {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return String::new();
-    };
-    let message = value
-        .pointer("/error/message")
-        .or_else(|| value.get("message"))
-        .and_then(serde_json::Value::as_str);
-    message.unwrap_or_default().to_owned()
-}
-
-/// A body that is already `{"error": {...}}`.
-fn is_unified_error(body: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(body)
-        .is_ok_and(|v| v.get("error").is_some_and(serde_json::Value::is_object))
+    fn on_callout(&mut self, token: u32, answer: CalloutAnswer) -> Flow {
+        self.on_part(token, answer)
+    }
 }

@@ -34,12 +34,16 @@ pub struct FakeHost {
     pub calls: RefCell<Vec<String>>,
     /// The local reply, if the session sent one: status and body.
     pub reply: RefCell<Option<(u16, Vec<u8>)>>,
+    /// The local reply's headers.
+    pub reply_headers: RefCell<Vec<(String, Vec<u8>)>>,
     /// Shared data: value and CAS token, by key.
     pub shared: RefCell<BTreeMap<Vec<u8>, Versioned>>,
     /// The session reset the stream.
     pub reset: Cell<bool>,
     /// HTTP callouts made: cluster, headers, body; the nth's token is n.
     pub http_calls: RefCell<Vec<HttpCall>>,
+    /// Entropy handed out so far (each call's bytes differ).
+    random_calls: Cell<u8>,
     failures: RefCell<Vec<Failure>>,
 }
 
@@ -262,12 +266,16 @@ impl Host for FakeHost {
     fn send_response(
         &self,
         status: u16,
-        _headers: &[(&str, &[u8])],
+        headers: &[(&str, &[u8])],
         body: &[u8],
         _: &str,
     ) -> Result<(), HostError> {
         self.call(format!("send_response {status}"), HostCall::SendResponse)?;
         *self.reply.borrow_mut() = Some((status, body.to_vec()));
+        *self.reply_headers.borrow_mut() = headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.to_vec()))
+            .collect();
         Ok(())
     }
 
@@ -338,6 +346,16 @@ impl Host for FakeHost {
             body.to_vec(),
         ));
         Ok(calls.len() as u32)
+    }
+
+    fn random(&self, out: &mut [u8]) -> Result<(), HostError> {
+        self.call(format!("random {} bytes", out.len()), HostCall::Random)?;
+        let call = self.random_calls.get().wrapping_add(1);
+        self.random_calls.set(call);
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = call.wrapping_mul(31).wrapping_add(i as u8);
+        }
+        Ok(())
     }
 
     fn overhead(&self, phase: Phase, _micros: u64) -> Result<(), HostError> {

@@ -15,6 +15,7 @@ mod channel;
 pub mod edge;
 pub mod google_token;
 pub mod host;
+pub mod self_call;
 mod shared_data;
 
 #[cfg(test)]

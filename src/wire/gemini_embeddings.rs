@@ -11,6 +11,10 @@ use serde::{Deserialize, Serialize};
 use crate::error::GatewayError;
 use crate::model::embed::{EmbedInput, EmbedRequest, Embeddings, Task};
 
+/// Requests in one `batchEmbedContents` call, at most: Gemini refuses more
+/// ("at most 100 requests can be in one batch").
+pub const MAX_BATCH: usize = 100;
+
 /// One content to embed (`EmbedContentRequest`), on its own or in a batch.
 #[derive(Serialize, Deserialize, Debug, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -114,6 +118,12 @@ pub fn parse(body: &[u8], model: &str, batch: bool) -> Result<EmbedRequest, Gate
             "* BatchEmbedContentsRequest.requests: at least one request is required",
         ));
     };
+    if requests.len() > MAX_BATCH {
+        return Err(invalid(
+            "requests",
+            "* BatchEmbedContentsRequest.requests: at most 100 requests can be in one batch",
+        ));
+    }
     let at = |i: usize, field: &str| {
         if batch {
             format!("requests[{i}].{field}")
@@ -197,6 +207,47 @@ pub fn parse(body: &[u8], model: &str, batch: bool) -> Result<EmbedRequest, Gate
         user: None,
         task,
         title: first.title.as_deref().map(str::to_owned),
+    })
+}
+
+/// `batchEmbedContents`' body: one request for each of `texts`, with
+/// `req`'s options, each naming `model` (`models/{model}`). What the
+/// Gemini dialect sends, and each part of a batch the gateway split for a
+/// Gemini client (`session::edge::batch`).
+pub fn batch_request<'a>(
+    req: &'a EmbedRequest,
+    texts: &'a [String],
+    model: &'a str,
+) -> BatchEmbedContentsRequest<'a> {
+    let requests = texts
+        .iter()
+        .map(|text| EmbedContentRequest {
+            model: Some(Cow::Borrowed(model)),
+            content: Content {
+                role: None,
+                parts: vec![Part {
+                    text: Cow::Borrowed(text),
+                }],
+            },
+            task_type: req.task.map(|t| Cow::Borrowed(task_type(t))),
+            title: req.title.as_deref().map(Cow::Borrowed),
+            output_dimensionality: req.dimensions,
+        })
+        .collect();
+    BatchEmbedContentsRequest { requests }
+}
+
+/// `batchEmbedContents`' answer: its vectors, in order (no token count).
+pub fn decode_batch(body: &[u8]) -> Result<Embeddings, GatewayError> {
+    let answer: BatchEmbedContentsResponse =
+        serde_json::from_slice(body).map_err(|e| crate::error::unparseable("embeddings", e))?;
+    Ok(Embeddings {
+        vectors: answer
+            .embeddings
+            .into_iter()
+            .map(|e| e.values.into_owned())
+            .collect(),
+        prompt_tokens: None,
     })
 }
 

@@ -234,6 +234,26 @@ impl<'a> VendorRequest<'a> {
     }
 }
 
+/// A request of OpenAI's shape with the gateway's `task_type`: a part of a
+/// batch the gateway split for an OpenAI client (`session::edge::batch`),
+/// its vectors asked for in base64 whatever the client asked.
+#[derive(Serialize)]
+pub struct PartRequest<'a> {
+    #[serde(flatten)]
+    pub request: VendorRequest<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_type: Option<&'static str>,
+}
+
+impl<'a> PartRequest<'a> {
+    pub fn of(req: &'a EmbedRequest) -> Self {
+        Self {
+            request: VendorRequest::of(req, Some(&req.model)),
+            task_type: req.task.map(Task::name),
+        }
+    }
+}
+
 /// The vendor's answer (OpenAI's and Azure's).
 #[derive(Deserialize)]
 struct VendorAnswer {

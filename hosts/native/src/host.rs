@@ -619,6 +619,9 @@ impl Host for RootHost {
     ) -> Result<u32, HostError> {
         callouts::send(Caller::Config(self.0), cluster, headers, body, timeout_ms)
     }
+    fn random(&self, out: &mut [u8]) -> Result<(), HostError> {
+        getrandom::getrandom(out).map_err(|_| HostError::new(HostCall::Random, INTERNAL_FAILURE))
+    }
 }
 
 /// How often the upstream role looks at the shared Google tokens.

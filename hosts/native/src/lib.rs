@@ -191,6 +191,9 @@ fn config_new(
     );
     if role == Role::Edge {
         limiter::prepare(&root_host, &config);
+        if config.self_calls.is_some() {
+            llm_gateway_core::session::self_call::prepare(&root_host);
+        }
     } else {
         google_token::configured(&root_host, &config);
     }

@@ -26,6 +26,7 @@ use llm_gateway_core::session::google_token::{self, TokenFetcher};
 use llm_gateway_core::session::host::{
     unix_seconds, Buffer, Host, HostCall, HostError, Map, Phase,
 };
+use llm_gateway_core::session::self_call;
 
 mod abi;
 mod callbacks;
@@ -111,6 +112,9 @@ impl RootContext for Root {
                 );
                 if role == Role::Edge {
                     limiter::prepare(&WasmHost, &config);
+                    if config.self_calls.is_some() {
+                        self_call::prepare(&WasmHost);
+                    }
                 } else {
                     google_token::configured(&WasmHost, &config);
                 }

@@ -150,7 +150,8 @@ pub(crate) fn json_body(d: &dyn Dialect, req: &Request) -> Result<Value, Answer>
 
 /// The scenario's errors, answered to a request the vendor accepted:
 /// `echo-key` as an auth error quoting the credential `req` carried,
-/// `error-400-context` as `context`, `error-NNN` as that status.
+/// `error-400-context` as `context`, `error-NNN` as that status,
+/// `fail-input=WORD` as a 503 when WORD is in the body.
 pub(crate) fn scenario(
     d: &dyn Dialect,
     sc: &Scenario,
@@ -170,6 +171,10 @@ pub(crate) fn scenario(
     }
     if let Some(status) = sc.error {
         return Err(fail(d, &Failure::Status(status)));
+    }
+    let has = |word: &str| req.body.windows(word.len()).any(|w| w == word.as_bytes());
+    if sc.fail_input.as_deref().is_some_and(has) {
+        return Err(fail(d, &Failure::Status(503)));
     }
     Ok(())
 }

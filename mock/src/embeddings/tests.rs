@@ -299,6 +299,17 @@ fn openai_scenarios() {
     assert!(g
         .message()
         .contains("maximum context length is 8192 tokens"));
+    // `fail-input=WORD`: only the request carrying the word fails.
+    let g = call_raw("/v1/embeddings", OPENAI, &body, "fail-input=poison");
+    assert_eq!(g.status, 200);
+    let poisoned = json!({"model": "text-embedding-3-small", "input": ["a", "x poison y"]});
+    let g = call_raw(
+        "/v1/embeddings",
+        OPENAI,
+        &poisoned.to_string(),
+        "fail-input=poison",
+    );
+    assert_eq!(g.status, 503);
 }
 
 // ---- Azure ----

@@ -98,7 +98,11 @@ impl Embedder for Bedrock {
         let texts = req.input.texts("bedrock")?;
         match family(target.model)? {
             Family::Titan { v2 } => {
-                check_batch(req, "bedrock, Titan Text Embeddings", 1)?;
+                check_batch(
+                    req,
+                    "bedrock, Titan Text Embeddings",
+                    self.max_inputs(target.model),
+                )?;
                 match (req.dimensions, v2) {
                     (None, _) | (Some(256 | 512 | 1024), true) => {}
                     (Some(_), true) => {
@@ -116,7 +120,7 @@ impl Embedder for Bedrock {
                 )
             }
             Family::Cohere { v4 } => {
-                check_batch(req, "bedrock, Cohere Embed", COHERE_MAX_BATCH)?;
+                check_batch(req, "bedrock, Cohere Embed", self.max_inputs(target.model))?;
                 if req.dimensions.is_some() && !v4 {
                     return Err(bad_dimensions(target.model, None));
                 }
@@ -151,6 +155,16 @@ impl Embedder for Bedrock {
                     prompt_tokens: None,
                 })
             }
+        }
+    }
+
+    /// Titan takes one `inputText`; Cohere Embed up to 96 `texts`. A model
+    /// Bedrock does not embed with takes none (its encoder refuses it).
+    fn max_inputs(&self, model: &str) -> usize {
+        match family(model) {
+            Ok(Family::Titan { .. }) => 1,
+            Ok(Family::Cohere { .. }) => COHERE_MAX_BATCH,
+            Err(_) => usize::MAX,
         }
     }
 }

@@ -1,57 +1,33 @@
 //! Gemini's embeddings (`models/{model}:batchEmbedContents`, for one input
 //! or many): texts only, at most 100 per call, no token counts.
 
-use std::borrow::Cow;
-
 use super::Embedder;
 use crate::dialects::{Target, UpstreamRequest};
 use crate::error::GatewayError;
 use crate::model::embed::{check_batch, EmbedRequest, Embeddings};
-use crate::wire::gemini_embeddings::{
-    task_type, BatchEmbedContentsRequest, BatchEmbedContentsResponse, Content, EmbedContentRequest,
-    Part,
-};
+use crate::wire::gemini_embeddings::{batch_request, decode_batch};
 
 /// Requests per `batchEmbedContents` call.
-pub const MAX_BATCH: usize = 100;
+pub use crate::wire::gemini_embeddings::MAX_BATCH;
 
 pub struct Gemini;
 
 impl Embedder for Gemini {
     fn encode(&self, req: &EmbedRequest, target: &Target) -> Result<UpstreamRequest, GatewayError> {
         let texts = req.input.texts("gemini")?;
-        check_batch(req, "gemini", MAX_BATCH)?;
+        check_batch(req, "gemini", self.max_inputs(target.model))?;
         // Each request names the model of the URL, as `models/{model}`.
         let bare = target.model.strip_prefix("models/").unwrap_or(target.model);
         let model = format!("models/{bare}");
-        let requests = texts
-            .iter()
-            .map(|text| EmbedContentRequest {
-                model: Some(Cow::Borrowed(&model)),
-                content: Content {
-                    role: None,
-                    parts: vec![Part {
-                        text: Cow::Borrowed(text),
-                    }],
-                },
-                task_type: req.task.map(|t| Cow::Borrowed(task_type(t))),
-                title: req.title.as_deref().map(Cow::Borrowed),
-                output_dimensionality: req.dimensions,
-            })
-            .collect();
-        super::request(target, &BatchEmbedContentsRequest { requests })
+        super::request(target, &batch_request(req, texts, &model))
     }
 
     fn decode(&self, body: &[u8], _model: &str) -> Result<Embeddings, GatewayError> {
-        let answer: BatchEmbedContentsResponse = super::read(body)?;
-        Ok(Embeddings {
-            vectors: answer
-                .embeddings
-                .into_iter()
-                .map(|e| e.values.into_owned())
-                .collect(),
-            prompt_tokens: None,
-        })
+        decode_batch(body)
+    }
+
+    fn max_inputs(&self, _model: &str) -> usize {
+        MAX_BATCH
     }
 }
 

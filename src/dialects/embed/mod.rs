@@ -1,8 +1,9 @@
 //! The embeddings operation of each vendor that embeds: its wire types, an
 //! encoder and a decoder (an [`Embedder`]), one module
 //! per vendor API; a dialect serves embeddings by returning its embedder
-//! from `Dialect::embedder`. The vendor's batch limit is a 400 naming it
-//! (the gateway does not split a request: one request is one vendor call).
+//! from `Dialect::embedder`. One request is one vendor call: a request over
+//! the vendor's batch limit ([`Embedder::max_inputs`]) is a 400 naming it,
+//! which the edge role splits a batch by (`session::edge::batch`).
 
 pub mod bedrock;
 pub mod dashscope;
@@ -15,6 +16,8 @@ use super::{transport, unparseable, Dialect, Target, UpstreamRequest};
 use crate::error::GatewayError;
 use crate::model::embed::{no_embeddings, wrong_count, AnswerShape, EmbedRequest, Embeddings};
 use crate::model::response::Usage;
+use crate::model::Request;
+use crate::provider::Provider;
 
 /// The embeddings operation of a dialect whose vendor embeds.
 pub trait Embedder: Sync {
@@ -24,6 +27,28 @@ pub trait Embedder: Sync {
 
     /// The vendor's 2xx answer, from vendor model `model`.
     fn decode(&self, body: &[u8], model: &str) -> Result<Embeddings, GatewayError>;
+
+    /// The inputs one call of vendor model `model` takes (its documented
+    /// batch limit).
+    fn max_inputs(&self, model: &str) -> usize;
+}
+
+/// The inputs one call of `model` at `provider` takes, when it embeds.
+pub fn max_inputs(provider: &Provider, model: &str) -> Option<usize> {
+    let dialect = super::dialect(provider.dialect);
+    Some(super::embedder(dialect, provider)?.max_inputs(model))
+}
+
+/// The vendor's batch limit, when `request` is embeddings with more inputs
+/// than one call of `target` takes (its encoder refuses it with the 400).
+pub fn over_limit(
+    request: &Request,
+    dialect: &'static dyn Dialect,
+    target: &Target,
+) -> Option<usize> {
+    let inputs = request.embed()?.input.len();
+    let max = super::embedder(dialect, target.provider)?.max_inputs(target.model);
+    (inputs > max).then_some(max)
 }
 
 /// The vendor's request for `req` through `dialect` (or its transport's
@@ -69,15 +94,21 @@ impl WholeAnswer for EmbedAnswer {
         });
         let tokens = answer.prompt_tokens.unwrap_or(self.estimated_tokens);
         Ok(Finished {
-            body: match self.shape {
-                AnswerShape::OpenAi(encoding) => {
-                    crate::wire::openai_embeddings::render(&answer, model, encoding, tokens)
-                }
-                AnswerShape::GeminiOne => crate::wire::gemini_embeddings::render(&answer, false),
-                AnswerShape::GeminiBatch => crate::wire::gemini_embeddings::render(&answer, true),
-            },
+            body: render(self.shape, &answer, model, tokens),
             usage,
         })
+    }
+}
+
+/// Embeddings of vendor model `model` in the client's API's shape (OpenAI's
+/// with `tokens` as its usage).
+pub fn render(shape: AnswerShape, answer: &Embeddings, model: &str, tokens: u64) -> Vec<u8> {
+    match shape {
+        AnswerShape::OpenAi(encoding) => {
+            crate::wire::openai_embeddings::render(answer, model, encoding, tokens)
+        }
+        AnswerShape::GeminiOne => crate::wire::gemini_embeddings::render(answer, false),
+        AnswerShape::GeminiBatch => crate::wire::gemini_embeddings::render(answer, true),
     }
 }
 

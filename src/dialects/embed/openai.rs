@@ -24,4 +24,9 @@ impl Embedder for OpenAi {
     fn decode(&self, body: &[u8], _model: &str) -> Result<Embeddings, GatewayError> {
         wire::decode(body)
     }
+
+    /// OpenAI's, and Azure OpenAI's for its current embedding models.
+    fn max_inputs(&self, _model: &str) -> usize {
+        wire::MAX_INPUTS
+    }
 }

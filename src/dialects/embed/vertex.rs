@@ -79,7 +79,7 @@ fn max_batch(model: &str) -> usize {
 impl Embedder for Vertex {
     fn encode(&self, req: &EmbedRequest, target: &Target) -> Result<UpstreamRequest, GatewayError> {
         let texts = req.input.texts("vertex_gemini")?;
-        check_batch(req, "vertex_gemini", max_batch(target.model))?;
+        check_batch(req, "vertex_gemini", self.max_inputs(target.model))?;
         let instances = texts
             .iter()
             .map(|text| Instance {
@@ -115,6 +115,10 @@ impl Embedder for Vertex {
             vectors,
             prompt_tokens: tokens,
         })
+    }
+
+    fn max_inputs(&self, model: &str) -> usize {
+        max_batch(model)
     }
 }
 

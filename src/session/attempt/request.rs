@@ -124,6 +124,8 @@ impl<H: Host> Attempt<H> {
             provider,
             model: &model,
         };
+        self.batch_limit
+            .set(request.and_then(|r| crate::dialects::embed::over_limit(r, dialect, &target)));
         // An operation answered whole (embeddings).
         if let Some(whole) = request.and_then(|r| encode_whole(r, dialect, &target)) {
             let whole = whole?;

@@ -282,7 +282,8 @@ fn a_held_stream_is_released_after_max_hold_ms_without_content() {
 fn native_config() -> Rc<Config> {
     let json = r#"{"providers":{"an":{"dialect":"anthropic","api_key":"sk-ant-secret"},
           "oa":{"dialect":"openai","api_key":"sk-oa-secret"},
-          "az":{"dialect":"azure","api_key":"az-secret","api_version":"v1","models":{"gpt":"gpt-deploy"}}},
+          "az":{"dialect":"azure","api_key":"az-secret","api_version":"v1","models":{"gpt":"gpt-deploy"}},
+          "br":{"dialect":"bedrock","models":{"*":"cohere.embed-v4:0"}}},
          "model_groups":{"chat":{"candidates":[{"provider":"an","model":"claude-x","cluster":"c"}]},
            "gpt":{"candidates":[{"provider":"oa","model":"gpt-x","cluster":"c"}]}},
          "auth":{"enabled":false}}"#;
@@ -787,6 +788,30 @@ fn an_embeddings_attempt_on_a_vendor_that_does_not_embed_is_refused_before_sendi
         Some("/v1/messages"),
         "nothing was addressed to the vendor"
     );
+}
+
+/// Cohere Embed on Bedrock takes 96 texts a call: a batch of 97 is
+/// refused before any vendor call, naming the limit the edge splits by.
+#[test]
+fn an_embeddings_batch_over_the_vendors_limit_is_refused_with_the_limit() {
+    for (inputs, refused) in [(97, true), (96, false)] {
+        let texts: Vec<String> = (0..inputs).map(|i| format!("t{i}")).collect();
+        let body = serde_json::json!({"model": "gpt", "input": texts}).to_string();
+        let mut a = call_attempt("br", "gpt", Call::Embed, &body);
+        a.on_request_headers(false);
+        let size = a.host.request_body.borrow().len();
+        let flow = a.on_request_body(size, true);
+        assert_eq!(flow == Flow::Pause, refused, "{inputs}");
+        if !refused {
+            continue;
+        }
+        let (status, body) = a.host.reply.borrow().clone().expect("a local reply");
+        assert_eq!(status, 400);
+        assert!(String::from_utf8_lossy(&body).contains("at most 96"));
+        let headers = a.host.reply_headers.borrow();
+        let limit = headers.iter().find(|(n, _)| n == "x-llm-batch-limit");
+        assert_eq!(limit.map(|(_, v)| v.as_slice()), Some(&b"96"[..]));
+    }
 }
 
 #[test]

@@ -18,13 +18,18 @@ impl<H: Host> Edge<H> {
         let no_attempt = AttemptRecord::default();
         let record = records.last().unwrap_or(&no_attempt);
         let reached_vendor = !record.provider.is_empty();
-        // Every attempt a vendor answered is billed, not only the last.
-        let mut bill = Bill::of(records, chat.estimated_prompt_tokens, |r| {
+        // Every attempt a vendor answered is billed, not only the last;
+        // a split batch's, part by part.
+        let price = |r: &AttemptRecord| {
             self.config
                 .providers
                 .get(&r.provider)
                 .and_then(|p| price_for(&p.prices, &r.model))
-        });
+        };
+        let mut bill = match &self.batch {
+            Some(batch) => batch.bill(price),
+            None => Bill::of(records, chat.estimated_prompt_tokens, price),
+        };
         let unanswered = bill.attempts.is_empty()
             && !self.response_complete
             && matches!(self.state, State::Forwarded);
@@ -241,9 +246,12 @@ impl<H: Host> Edge<H> {
         Some((provider, model))
     }
 
-    /// Every attempt's record and route entry.
+    /// Every attempt's record and route entry (a split batch's: its parts').
     fn attempts(&self) -> (Vec<AttemptRecord>, Vec<String>) {
-        self.channel.attempts(&self.host)
+        match &self.batch {
+            Some(batch) => batch.attempts(),
+            None => self.channel.attempts(&self.host),
+        }
     }
 
     /// Filter state for tracing custom tags (envoy/tracing.yaml), when the

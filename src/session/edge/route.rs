@@ -244,9 +244,12 @@ impl<H: Host> Edge<H> {
             return Ok(self.reply_json(&body, &[("x-llm-estimated", b"true")]));
         }
         let model = request_model.unwrap_or_default();
-        self.admit(group, |config| {
-            limiter::reservation(config, group, &model, input_tokens, Some(0))
-        })?;
+        // A self-call's request was admitted for it (`session::self_call`).
+        if self.part.is_none() {
+            self.admit(group, |config| {
+                limiter::reservation(config, group, &model, input_tokens, Some(0))
+            })?;
+        }
         let bucket_key = match self.text("x-user-id").map(str::to_owned).or(user) {
             Some(user) => user.into_bytes(),
             None => next_spread_key(&self.request_id),
@@ -256,8 +259,22 @@ impl<H: Host> Edge<H> {
             ..NO_NEEDS
         };
         let pin = self.provider_pin.as_deref();
-        let index = model_group.choose_among(group, &needs, &bucket_key, pin, has_it)?;
+        let index = match self.part {
+            // A self-call goes to the candidate its request chose.
+            Some(index) if index < model_group.candidates.len() => index,
+            Some(_) => {
+                return Err(GatewayError::invalid(
+                    "x-llm-candidate",
+                    "no such candidate",
+                ))
+            }
+            None => model_group.choose_among(group, &needs, &bucket_key, pin, has_it)?,
+        };
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
+        let request = match self.split_batch(&call, request, &group, index)? {
+            batch::Sent::Split(flow) => return Ok(flow),
+            batch::Sent::Whole(request) => request,
+        };
         self.hand_off(group, cluster, index, Some(call), request, None)?;
         self.state = State::Forwarded;
         Ok(Flow::Continue)
