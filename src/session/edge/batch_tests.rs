@@ -66,8 +66,11 @@ fn embeddings(group: &str, inputs: usize) -> String {
     serde_json::json!({"model": group, "input": input}).to_string()
 }
 
-/// The self-calls made so far: path, headers, body (JSON).
-fn calls(e: &Edge<FakeHost>) -> Vec<(String, Vec<(String, String)>, serde_json::Value)> {
+/// A self-call made: its path, headers and body (JSON).
+type Sent = (String, Vec<(String, String)>, serde_json::Value);
+
+/// The self-calls made so far.
+fn calls(e: &Edge<FakeHost>) -> Vec<Sent> {
     e.host
         .http_calls
         .borrow()
