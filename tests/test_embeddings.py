@@ -113,14 +113,23 @@ def test_base64_is_the_little_endian_floats_of_the_float_answer(gw):
 
 
 @pytest.mark.parametrize("group", ["mock-gemini", "mock-bedrock", "mock-dashscope"])
-def test_over_a_vendors_batch_limit_is_a_400_naming_it(gw, group, test_id):
+def test_over_a_vendors_batch_limit_is_split_into_calls_of_its_size(gw, group, test_id):
+    """The shipped config has self-calls (envoy/gateway.yaml): the batch is
+    sent whole once (its group names no provider), the attempt answers the
+    vendor's limit without calling it, and the parts of that size go on."""
     n = BATCH[group] + 1
-    status, headers, body = embed(gw, {"model": MODEL, "input": [f"text {i}" for i in range(n)]}, group,
-                                  **{"x-test-id": test_id})
-    err = assert_unified_error(status, headers, body, 400, "INVALID_REQUEST")
-    assert err["param"] == "input"
-    assert f"at most {BATCH[group]} input" in err["message"]
-    assert gw.mock_requests(test_id) == [], "refused before any vendor call"
+    texts = [f"text {i}" for i in range(n)]
+    status, headers, body = embed(gw, {"model": MODEL, "input": texts}, group, **{"x-test-id": test_id})
+    assert status == 200, body
+    assert [d["index"] for d in body["data"]] == list(range(n))
+    parts = -(-n // BATCH[group])
+    assert headers["x-llm-parts"] == str(parts)
+    sent = gw.mock_requests(test_id)
+    assert len(sent) == parts, "no vendor call for the whole batch"
+    # Each text embedded once, by exactly one part.
+    one, _, single = embed(gw, {"model": MODEL, "input": texts[-1]}, group)
+    assert one == 200
+    assert body["data"][-1]["embedding"] == pytest.approx(single["data"][0]["embedding"], abs=1e-6)
 
 
 @pytest.mark.parametrize("group,accepted", [("mock-openai", True), ("mock-gemini", False)])
@@ -197,7 +206,7 @@ def test_vendor_errors_are_openais_envelope(gw, group, scenario, status, code):
 def test_the_sdk_raises_its_own_classes(gw):
     c = client(gw, "mock-bedrock")
     with pytest.raises(openai.BadRequestError) as e:
-        c.embeddings.create(model=MODEL, input=["a", "b"])
+        c.embeddings.create(model=MODEL, input=[[1, 2], [3]])
     assert e.value.body["param"] == "input"
     with pytest.raises(openai.RateLimitError):
         c.embeddings.create(model=MODEL, input="a", extra_headers={"x-mock-scenario": "error-429"})

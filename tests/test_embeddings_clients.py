@@ -10,7 +10,8 @@ what reached the vendor.
   the gateway refuses them (400, "text only"), asserted as it is today. Its
   documented setting for other vendors, `check_embedding_ctx_length=False`,
   sends text and works on every group; `chunk_size` splits a large list into
-  batches a vendor with a small batch limit takes (DashScope: 10).
+  batches a vendor with a small batch limit takes (DashScope: 10), and
+  without it the gateway splits them.
   tiktoken downloads its encodings at first use; there is no internet here,
   so the module points `TIKTOKEN_CACHE_DIR` at the copy of cl100k_base that
   LiteLLM (pinned in tests/requirements.txt) ships.
@@ -21,8 +22,8 @@ what reached the vendor.
   `createOpenAI(...).embedding(model)` (tests/node/vercel_ai.mjs api
   `embedding`). `embedMany` splits values by the model's
   `maxEmbeddingsPerCall`, 2048 for OpenAI's embedding models, with no
-  setting to lower it: a list over a small vendor limit is the gateway's
-  400 naming that limit.
+  setting to lower it: the gateway splits a list over a small vendor limit
+  (self-calls, envoy/gateway.yaml), as it does LangChain's default 1000.
 - A per-key input-token limit (`limits.rate`) charged by embeddings.
 """
 
@@ -156,14 +157,15 @@ def test_langchain_chunk_size_fits_a_small_batch_limit(gw, test_id):
     check_vectors(docs, sdk_vectors(gw, "mock-dashscope", MANY), "mock-dashscope")
 
 
-def test_langchain_without_chunk_size_hits_the_limit(gw, test_id):
+def test_langchain_without_chunk_size_is_split_by_the_gateway(gw, test_id):
     """LangChain's default chunk_size (1000) is over DashScope's 10: the
-    gateway's 400 names the limit (`chunk_size` is the fix)."""
+    gateway splits the batch into vendor calls of 10, 10 and 5 (self-calls,
+    envoy/gateway.yaml) and answers in the texts' order."""
     emb = langchain(gw, "mock-dashscope", test_id, check_embedding_ctx_length=False)
-    with pytest.raises(openai.BadRequestError) as e:
-        emb.embed_documents(MANY)
-    assert e.value.body["param"] == "input" and "at most 10 input" in e.value.body["message"]
-    assert gw.mock_requests(test_id) == []
+    docs = emb.embed_documents(MANY)
+    sent = sorted((r["body"]["input"]["texts"] for r in gw.mock_requests(test_id)), key=lambda texts: MANY.index(texts[0]))
+    assert sent == [MANY[:10], MANY[10:20], MANY[20:]]
+    check_vectors(docs, sdk_vectors(gw, "mock-dashscope", MANY), "mock-dashscope")
 
 
 # ---------------------------------------------------------------- LiteLLM
@@ -189,8 +191,8 @@ def test_litellm_embeds_with_usage(gw, group, test_id):
 @pytest.mark.parametrize("group", ["mock-gemini", "mock-dashscope"])
 def test_litellm_error_classes(gw, group, test_id):
     with pytest.raises(litellm.BadRequestError) as e:
-        litellm_embedding(gw, group, [f"text {i}" for i in range(BATCH[group] + 1)])
-    assert f"at most {BATCH[group]} input" in str(e.value)
+        litellm_embedding(gw, group, [[1, 2], [3]])
+    assert "text only" in str(e.value)
     with pytest.raises(litellm.RateLimitError) as e:
         litellm_embedding(gw, group, ["x"], **{"x-mock-scenario": "error-429"})
     assert e.value.status_code == 429
@@ -212,12 +214,13 @@ def node_embedding_plan():
         vercel[f"vercel:{group}:many"] = {"op": "embed_many", "values": texts}
     openai_node["openai-node:mock-gemini:dimensions"] = {
         "op": "embed", "body": {"model": MODEL, "input": TEXTS, "dimensions": 256, "encoding_format": "float"}}
-    openai_node["openai-node:mock-dashscope:over-limit"] = {"op": "embed", "body": {"model": MODEL, "input": MANY}}
+    openai_node["openai-node:mock-dashscope:split"] = {"op": "embed", "body": {"model": MODEL, "input": MANY}}
+    openai_node["openai-node:mock-dashscope:tokens"] = {"op": "embed", "body": {"model": MODEL, "input": [[1, 2]]}}
     openai_node["openai-node:mock-gemini:error-429"] = {"op": "embed", "body": {"model": MODEL, "input": "x"},
                                                         "scenario": "error-429"}
     vercel["vercel:mock-gemini:dimensions"] = {"op": "embed", "values": TEXTS[:1], "dimensions": 256}
-    vercel["vercel:mock-dashscope:over-limit"] = {"op": "embed_many", "values": MANY}
-    vercel["vercel:mock-bedrock:over-limit"] = {"op": "embed_many", "values": TEXTS[:2]}
+    vercel["vercel:mock-dashscope:split"] = {"op": "embed_many", "values": MANY}
+    vercel["vercel:mock-bedrock:split"] = {"op": "embed_many", "values": TEXTS[:2]}
     vercel["vercel:mock-openai:error-429"] = {"op": "embed", "values": ["x"], "scenario": "error-429"}
     for case in vercel.values():
         case.update(api="embedding", model=MODEL)
@@ -271,10 +274,17 @@ def test_openai_node_sdk_dimensions_reach_gemini(gw, node_seen):
     assert [q["content"]["parts"][0]["text"] for q in sent["body"]["requests"]] == TEXTS
 
 
+def test_openai_node_sdk_batch_over_the_vendors_limit_is_split(gw, node_seen):
+    cid = "openai-node:mock-dashscope:split"
+    r = node_ok(node_seen, cid)
+    check_vectors([d["embedding"] for d in r["data"]], sdk_vectors(gw, "mock-dashscope", MANY), "mock-dashscope")
+    assert len(sent_for(gw, cid)) == 3
+
+
 def test_openai_node_sdk_errors(node_seen):
-    e = node_seen["openai-node:mock-dashscope:over-limit"]["error"]
+    e = node_seen["openai-node:mock-dashscope:tokens"]["error"]
     assert (e["class"], e["status"]) == ("BadRequestError", 400), e
-    assert e["body"]["param"] == "input" and "at most 10 input" in e["body"]["message"], e
+    assert e["body"]["param"] == "input" and "text only" in e["body"]["message"], e
     e = node_seen["openai-node:mock-gemini:error-429"]["error"]
     assert (e["class"], e["status"]) == ("RateLimitError", 429), e
     assert e["body"]["code"] == "UPSTREAM_RATE_LIMIT", e
@@ -303,18 +313,15 @@ def test_vercel_ai_dimensions(gw, node_seen):
     assert sent["body"]["requests"][0]["outputDimensionality"] == 256
 
 
-@pytest.mark.parametrize("cid,limit", [("vercel:mock-dashscope:over-limit", 10),
-                                       ("vercel:mock-bedrock:over-limit", 1)])
-def test_vercel_ai_embed_many_over_a_small_vendor_limit(gw, node_seen, cid, limit):
-    """embedMany batches by the OpenAI model's 2048: the gateway's 400,
-    an APICallError that is not retried, naming the vendor's limit."""
-    obs = node_seen[cid]
-    assert not obs["ok"], obs
-    e = obs["error"]
-    assert e["api_call_error"] and e["statusCode"] == 400 and e["isRetryable"] is False, e
-    assert f"at most {limit} input" in e["message"], e
-    assert json.loads(e["responseBody"])["error"]["param"] == "input"
-    assert sent_for(gw, cid) == []
+@pytest.mark.parametrize("cid,texts,limit", [("vercel:mock-dashscope:split", MANY, 10),
+                                             ("vercel:mock-bedrock:split", TEXTS[:2], 1)])
+def test_vercel_ai_embed_many_over_a_small_vendor_limit_is_split(gw, node_seen, cid, texts, limit):
+    """embedMany batches by the OpenAI model's 2048; the gateway splits that
+    by the vendor's limit."""
+    group = cid.split(":")[1]
+    many = node_ok(node_seen, cid)
+    check_vectors(many["embeddings"], sdk_vectors(gw, group, texts), group)
+    assert len(sent_for(gw, cid)) == -(-len(texts) // limit)
 
 
 def test_vercel_ai_rate_limit_is_retryable(node_seen):
