@@ -232,16 +232,18 @@ DEAD_PORT_PROVIDER = "mock-anthropic"
 
 
 @contextlib.contextmanager
-def own_gateway(workdir, edit=None):
+def own_gateway(workdir, edit=None, extra_clusters=None):
     """A gateway of a test module's own: the mock and an Envoy serving the
     test configuration (as `edit` leaves it; `configure_test_gateway` by
-    default), its access log in `workdir`, flushed every 50 ms (Envoy's
-    default is 10 s) so metering can be read back at once."""
+    default; `extra_clusters(mock_port)` more clusters), its access log in
+    `workdir`, flushed every 50 ms (Envoy's default is 10 s) so metering
+    can be read back at once."""
     mock, mock_port = gateway.start_mock()
     envoy = None
     try:
         bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=edit or configure_test_gateway,
-                                            access_log=workdir / "access.log")
+                                            access_log=workdir / "access.log",
+                                            extra_clusters=extra_clusters(mock_port) if extra_clusters else None)
         envoy = gateway.start_envoy(bootstrap, workdir, extra_args=["--file-flush-interval-msec", "50"])
         yield Gateway(envoy.port, envoy.admin_port, mock_port, workdir)
     finally:
