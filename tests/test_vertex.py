@@ -437,12 +437,13 @@ def test_embeddings_within_vertexs_batch_limits(vgw, test_id):
     assert len(one.data[0].embedding) == 768
     [req] = seen(vgw, test_id)
     assert req["body"]["instances"] == [{"content": "just one", "task_type": "RETRIEVAL_QUERY"}]
-    # gemini-embedding-001 takes one instance a request: the gateway says so
-    # and calls nobody.
-    with pytest.raises(openai.BadRequestError) as e:
-        client.embeddings.create(model="gemini-embedding-001", input=["a", "b"])
-    assert "at most 1 input per request" in e.value.message
-    assert len(seen(vgw, test_id)) == 1
+    # gemini-embedding-001 takes one instance a request: the gateway splits
+    # a batch into a call per input (self-calls) and answers it whole.
+    two = client.embeddings.create(model="gemini-embedding-001", input=["a", "b"])
+    assert [d.index for d in two.data] == [0, 1]
+    parts = seen(vgw, test_id)[1:]
+    assert sorted(r["body"]["instances"][0]["content"] for r in parts) == ["a", "b"]
+    assert all(len(r["body"]["instances"]) == 1 for r in parts)
     # What the mock's Vertex refuses (a size over the model's) is Vertex's 400, unified.
     with pytest.raises(openai.BadRequestError) as e:
         client.embeddings.create(model="text-embedding-005", input="x", dimensions=1024)
