@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod base64;
+pub mod cache;
 pub mod config;
 pub mod date;
 pub mod dialects;

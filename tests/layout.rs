@@ -178,6 +178,14 @@ fn test_module_files(file: &Path, code: &str) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for (at, _) in code.match_indices(TEST_ATTR) {
         let decl = code[at + TEST_ATTR.len()..].trim_start();
+        // A file named by `#[path = "x_tests.rs"]` (beside this file's).
+        if let Some(named) = decl
+            .strip_prefix("#[path = \"")
+            .and_then(|d| d.split_once('"'))
+        {
+            files.push(file.with_file_name(named.0));
+            continue;
+        }
         // Past a visibility (`pub(super) mod tests;`).
         let decl = match decl.strip_prefix("pub") {
             Some(rest) if rest.starts_with('(') => rest.split_once(')').map_or(rest, |r| r.1),
@@ -287,6 +295,11 @@ struct S { #[cfg(test)] probe: crate::g::P }
         "#[cfg(test)]\npub(super) mod tests;",
     );
     assert!(files.contains(&PathBuf::from("/s/d/tests.rs")));
+    let files = test_module_files(
+        Path::new("/s/c/capture.rs"),
+        "#[cfg(test)]\n#[path = \"capture_tests.rs\"]\nmod tests;",
+    );
+    assert!(files.contains(&PathBuf::from("/s/c/capture_tests.rs")));
 }
 
 #[test]

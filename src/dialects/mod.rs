@@ -276,20 +276,40 @@ pub fn encode_generation(
     let native = pass_through(target.provider, dialect, api)
         .then(|| dialect.encode_native(api, client, request, target))
         .flatten();
-    let dropped_web_search = native.is_none()
-        && request.web_search.is_some()
-        && !dialect.web_search(request, target.model);
-    let (request, native) = match native {
-        Some(encoded) => (encoded?, true),
-        None => match &request.native_only {
-            Some(native_only) => return Err(native_only.error()),
-            None => (dialect.encode_request(request, target)?, false),
-        },
-    };
+    match native {
+        Some(encoded) => Ok(Encoded {
+            request: encoded?,
+            native: true,
+            dropped_web_search: false,
+        }),
+        None => translate(dialect, request, target),
+    }
+}
+
+/// [`encode_generation`] translated even where the vendor speaks the
+/// client's API: the response cache's misses, whose answers it reads
+/// through the neutral model (src/cache).
+pub fn encode_translated(request: &ChatRequest, target: &Target) -> Result<Encoded, GatewayError> {
+    let adapted = target.provider.apply_policy(target.model, request);
+    let request = adapted.as_ref().unwrap_or(request);
+    translate(dialect(target.provider.dialect), request, target)
+}
+
+/// The dialect's encoding of the neutral request (after the request
+/// policy), or the refusal of what only the client API's own vendors serve.
+fn translate(
+    dialect: &dyn Dialect,
+    request: &ChatRequest,
+    target: &Target,
+) -> Result<Encoded, GatewayError> {
+    if let Some(native_only) = &request.native_only {
+        return Err(native_only.error());
+    }
     Ok(Encoded {
-        request,
-        native,
-        dropped_web_search,
+        request: dialect.encode_request(request, target)?,
+        native: false,
+        dropped_web_search: request.web_search.is_some()
+            && !dialect.web_search(request, target.model),
     })
 }
 

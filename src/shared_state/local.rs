@@ -198,12 +198,12 @@ impl Index {
 /// One store in the proxy's shared data, named by the prefix of its keys.
 pub struct Store<'s, S> {
     shared: &'s S,
-    name: &'static str,
+    name: &'s str,
     bounds: Bounds,
 }
 
 impl<'s, S: SharedStore> Store<'s, S> {
-    pub fn new(shared: &'s S, name: &'static str, bounds: Bounds) -> Self {
+    pub fn new(shared: &'s S, name: &'s str, bounds: Bounds) -> Self {
         Self {
             shared,
             name,

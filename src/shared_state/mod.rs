@@ -39,6 +39,12 @@ impl Namespace {
         Self(digest(&[b"key", name.as_bytes()]))
     }
 
+    /// The entries every caller of model group `group` shares (the
+    /// response cache's `scope: group`).
+    pub fn of_group(group: &str) -> Self {
+        Self(digest(&[b"group", group.as_bytes()]))
+    }
+
     /// Its hex form (the state service's paths).
     pub fn hex(&self) -> String {
         hex(&self.0)
