@@ -326,6 +326,9 @@ impl Config {
                     "{field}.candidates: at least one candidate is required"
                 ));
             }
+            if let Some(cache) = &group.cache {
+                cache.validate(&format!("{field}.cache"))?;
+            }
             if group.candidates.iter().all(|c| c.weight == 0) {
                 return Err(format!(
                     "{field}.candidates: at least one candidate needs a weight above 0"
@@ -713,6 +716,7 @@ mod reference {
             ("providers.*.prices.*.", fields::<crate::metering::Price>()),
             ("model_groups.*.", fields::<ModelGroup>()),
             ("model_groups.*.candidates[].", fields::<Candidate>()),
+            ("model_groups.*.cache.", fields::<crate::cache::Settings>()),
             (
                 "model_groups.*.candidates[].capabilities.",
                 fields::<Capabilities>(),

@@ -43,6 +43,8 @@ pub struct Exchange {
     pub route: Vec<String>,
     /// Every attempt's record, by attempt number (index 0: attempt 1).
     pub records: Vec<AttemptRecord>,
+    /// The response cache's order and what was captured for it.
+    pub cache: crate::cache::capture::Order,
 }
 
 impl Exchange {
@@ -141,6 +143,7 @@ pub fn open(request: Option<Request>) -> Option<(Token, Shared)> {
             attempts: 0,
             route: Vec::new(),
             records: Vec::new(),
+            cache: Default::default(),
         }));
         table.open.insert(token.id, Rc::clone(&exchange));
         Some((token, exchange))

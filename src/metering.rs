@@ -283,6 +283,14 @@ pub struct RequestLog<'a> {
     /// The budgets past their `alert_at` once this request was settled.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub budget_alerts: &'a [String],
+    /// What the response cache did, on a cached group: `hit`,
+    /// `semantic-hit`, `miss` or `bypass` (`crate::cache::Status`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache: Option<&'a str>,
+    /// A hit: what its answer cost when a vendor made it (USD, its stored
+    /// usage at today's price), which this request did not spend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cache_saved_usd: Option<f64>,
 }
 
 /// A metric name carrying its labels, for Envoy `stats_tags` to extract:

@@ -23,6 +23,8 @@ pub struct ModelGroup {
     /// candidate fails (Envoy's retries over the aggregate cluster
     /// [`ladder_cluster`] of this group; `scripts/ladder_config.py` writes it).
     pub fallback: Vec<String>,
+    /// The group's response cache, when it has one (`crate::cache`).
+    pub cache: Option<crate::cache::Settings>,
 }
 
 /// As written in the configuration: a list of candidates, or one cluster.
@@ -35,6 +37,8 @@ struct RawGroup {
     candidates: Option<Vec<Candidate>>,
     #[serde(default)]
     fallback: Vec<String>,
+    #[serde(default)]
+    cache: Option<crate::cache::Settings>,
 }
 
 /// The Envoy cluster a group with a fallback routes to: an aggregate whose
@@ -63,6 +67,7 @@ impl<'de> Deserialize<'de> for ModelGroup {
         Ok(ModelGroup {
             candidates,
             fallback: raw.fallback,
+            cache: raw.cache,
         })
     }
 }

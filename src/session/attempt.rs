@@ -36,6 +36,7 @@ use crate::surfaces::{parse_call_body, stream_writer_echoing, surface, Echo};
 use report::WAIT_HEADERS;
 
 mod answer;
+mod cache;
 pub mod report;
 mod request;
 #[cfg(test)]
@@ -153,6 +154,11 @@ pub struct Attempt<H> {
     record: AttemptRecord,
     /// How this attempt and the edge role share the request and records.
     channel: AttemptChannel,
+    /// The response cache keeps this request's answer, up to this many
+    /// bytes: it is captured (`attempt/cache.rs`).
+    cache_limit: Option<usize>,
+    /// The stream's capture, while it flows.
+    capture: Option<crate::cache::capture::Shared>,
 }
 
 /// Stream progress reaches filter state every this many chunks (and at the
@@ -195,6 +201,8 @@ impl<H: Host> Attempt<H> {
             stream_ended: false,
             record: AttemptRecord::default(),
             channel: AttemptChannel::FilterState,
+            cache_limit: None,
+            capture: None,
         }
     }
 
@@ -274,6 +282,7 @@ impl<H: Host> Attempt<H> {
             }
             self.record.finish_reason = finish.map(|f| f.as_str().to_owned());
             self.record.code = failure.map(|c| c.as_str().to_owned());
+            self.capture_stream_end();
             self.record_time_per_output_token();
             self.publish_span_attributes(failure.is_none());
         }
@@ -442,6 +451,7 @@ impl<H: Host> Session for Attempt<H> {
         self.response_id = handoff.response_id;
         self.channel = AttemptChannel::find(handoff.token);
         self.attempt = self.channel.begin_attempt(&self.host);
+        self.cache_limit = self.channel.cache_limit();
         self.provider_name = self
             .host
             .property(&PROVIDER_METADATA)

@@ -63,6 +63,39 @@ impl AttemptChannel {
         }
     }
 
+    /// How many bytes of the answer the response cache wants captured,
+    /// when it keeps this request's (only with the roles in one VM).
+    pub fn cache_limit(&self) -> Option<usize> {
+        match self {
+            Self::InVm(shared) => shared.borrow().cache.limit,
+            Self::FilterState => None,
+        }
+    }
+
+    /// Asks the attempts to capture their answer for the response cache,
+    /// up to `limit` bytes of it.
+    pub fn order_capture(&self, limit: usize) {
+        if let Self::InVm(shared) = self {
+            shared.borrow_mut().cache.limit = Some(limit);
+        }
+    }
+
+    /// What an attempt captured for the response cache, once.
+    pub fn take_captured(&self) -> Option<Vec<u8>> {
+        match self {
+            Self::InVm(shared) => shared.borrow_mut().cache.captured.take(),
+            Self::FilterState => None,
+        }
+    }
+
+    /// The response cache's entry of the answer the client got (the edge
+    /// role stores it once the answer has passed).
+    pub fn keep_captured(&self, entry: Vec<u8>) {
+        if let Self::InVm(shared) = self {
+            shared.borrow_mut().cache.captured = Some(entry);
+        }
+    }
+
     /// Hands attempt number `attempt`'s record to the edge role.
     pub fn save_record(&self, host: &impl Host, attempt: u64, record: &AttemptRecord) {
         match self {

@@ -42,6 +42,7 @@ use route::check_counts;
 mod batch;
 #[cfg(test)]
 mod batch_tests;
+mod cache;
 pub mod global;
 pub mod limiter;
 mod meter;
@@ -137,6 +138,8 @@ pub struct Edge<H: Host> {
     part: Option<usize>,
     /// The parts of an embeddings batch split by this request.
     batch: Option<Box<batch::Batch>>,
+    /// The response cache's part, on a cached group (`edge/cache.rs`).
+    cache: Option<cache::Caching>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -176,6 +179,7 @@ impl<H: Host> Edge<H> {
             stored: None,
             part: None,
             batch: None,
+            cache: None,
         }
     }
 
@@ -519,6 +523,8 @@ impl<H: Host> Session for Edge<H> {
         let result = self.on_generate_body(&facts, &body);
         timer.stop(&self.host, Phase::Admit);
         match result {
+            // Answered from the response cache.
+            Ok(()) if matches!(self.state, State::Replied) => Flow::Pause,
             Ok(()) => {
                 self.state = State::Forwarded;
                 Flow::Continue
@@ -547,6 +553,7 @@ impl<H: Host> Session for Edge<H> {
         if let Some(limits) = &self.limits {
             limits.set_response_headers(&self.host);
         }
+        self.cache_header();
         let status = self
             .host
             .header(Map::Response, ":status")
@@ -619,6 +626,9 @@ impl<H: Host> Session for Edge<H> {
         }
         if end_of_stream && !self.response_complete {
             self.on_response_end();
+            if self.cache.is_some() {
+                self.store_answer();
+            }
         }
         let code = match &self.state {
             State::RewriteLocalReply(code) | State::NameRetryOverflow { code, .. } => *code,

@@ -86,6 +86,23 @@ pub const CATALOGUE: &[(Kind, &str, &[&str])] = &[
         "llm_gateway.rate_limit_remaining",
         &["key", "group", "scope", "limit"],
     ),
+    (
+        Kind::Counter,
+        "llm_gateway.cache_requests",
+        &["group", "status"],
+    ),
+    (
+        Kind::Counter,
+        "llm_gateway.cache_saved_micro_usd",
+        &["group"],
+    ),
+    (
+        Kind::Gauge,
+        "llm_gateway.cache_hit_ratio_permille",
+        &["group"],
+    ),
+    (Kind::Gauge, "llm_gateway.cache_bytes", &["group"]),
+    (Kind::Gauge, "llm_gateway.cache_entries", &["group"]),
     (Kind::Gauge, "llm_gateway.response_store_bytes", &[]),
     (Kind::Gauge, "llm_gateway.response_store_entries", &[]),
     (

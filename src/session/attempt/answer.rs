@@ -29,7 +29,7 @@ impl<H: Host> Attempt<H> {
 
     /// Masks this provider's key in bytes made from its answer: every
     /// body, chunk and error we pass on goes through here.
-    fn scrub(&self, bytes: &mut Vec<u8>) {
+    pub(super) fn scrub(&self, bytes: &mut Vec<u8>) {
         if let Some((provider, _)) = self.provider() {
             provider.redactor.scrub(bytes);
         }
@@ -104,12 +104,15 @@ impl<H: Host> Attempt<H> {
             }
             (None, Some((provider, dialect)), None) => {
                 let mut origin = self.origin();
-                let decoded = if pass_through(provider, dialect, self.api) {
+                let decoded = if self.passes_through(provider, dialect) {
                     dialect.decode_native(self.api, body, &mut origin)
                 } else {
                     dialect.decode_response(body, &mut origin)
                 };
                 decoded.map(|d| {
+                    if let crate::model::response::Answer::Decoded(completion) = &d.answer {
+                        self.capture_whole(completion, &origin);
+                    }
                     if let Some(usage) = &d.usage {
                         self.record.set_usage(usage);
                         self.record.delivered_tokens = usage.completion_tokens;
@@ -269,17 +272,10 @@ impl<H: Host> Attempt<H> {
         let Some((provider, dialect)) = self.provider() else {
             return Ok(self.fail(no_provider(&self.provider_name)));
         };
-        let native = pass_through(provider, dialect, self.api);
+        let native = self.passes_through(provider, dialect);
         self.vendor_json = content_type.starts_with("application/json");
         if self.stream && dialect.is_stream_content_type(content_type) {
-            let writer = stream_writer_echoing(
-                self.api,
-                native,
-                self.origin(),
-                self.request_id.clone(),
-                self.include_usage,
-                &self.echo,
-            );
+            let writer = self.client_writer(native);
             let decoder = dialect.stream_decoder(writer);
             self.host
                 .set_header(Map::Response, b"content-type", Some(b"text/event-stream"))?;

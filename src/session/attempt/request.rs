@@ -69,7 +69,11 @@ impl<H: Host> Attempt<H> {
             body: &body,
             header: &|name| self.host.header(Map::Request, name),
         };
-        let encoded = encode_generation(self.api, &client, request, &target);
+        let encoded = match self.cache_limit {
+            // The response cache reads the answer: translated (`attempt/cache.rs`).
+            Some(_) => crate::dialects::encode_translated(request, &target),
+            None => encode_generation(self.api, &client, request, &target),
+        };
         // A client body the proxy could not give is the host's failure,
         // whatever the encoder made of the empty read.
         if let Some(e) = unread.get() {

@@ -191,6 +191,9 @@ impl<H: Host> Edge<H> {
                 &who[..1],
                 client_disconnected,
             );
+            if let Some(caching) = &self.cache {
+                self.meter_cache(group, caching);
+            }
         }
 
         let log = RequestLog {
@@ -219,6 +222,8 @@ impl<H: Host> Edge<H> {
                 .map(|(name, _)| name.as_str())
                 .or(self.global_refusal.as_ref().map(|r| r.log_name.as_str())),
             budget_alerts: &budget_alerts,
+            cache: self.cache.as_ref().map(|c| c.status.as_str()),
+            cache_saved_usd: self.cache.as_ref().and_then(|c| c.saved_usd),
         };
         if let Ok(line) = serde_json::to_vec(&log) {
             ignore(self.host.set_property(&[LOG_PROPERTY], Some(&line)));

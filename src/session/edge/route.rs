@@ -70,6 +70,13 @@ impl<H: Host> Edge<H> {
             stream: request.stream,
             estimated_prompt_tokens: needs.prompt_tokens,
         });
+        // The response cache: a hit is answered here (`edge/cache.rs`).
+        if let Some(settings) = &model_group.cache {
+            let control = crate::cache::Control::parse(text("cache-control"));
+            if self.consult_cache(group, settings, (&request, &echo), control)? {
+                return Ok(());
+            }
+        }
         self.admit(group, |config| {
             limiter::reservation(
                 config,
@@ -84,6 +91,7 @@ impl<H: Host> Edge<H> {
             limiter::expose_descriptors(&self.host, key, group, &request.model);
         }
         let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
+        let capture_limit = model_group.cache.as_ref().map(|c| c.max_entry_bytes);
         self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
         let response_id = self.plan_store(body, &mut echo, resolved);
@@ -94,12 +102,16 @@ impl<H: Host> Edge<H> {
             None,
             Some(Request::Chat(Box::new(Generation { request, echo }))),
             response_id,
-        )
+        )?;
+        if let Some(limit) = capture_limit {
+            self.order_capture(limit);
+        }
+        Ok(())
     }
 
     /// Admits the request by its rate limits (when there are any), with
     /// what `reserve` says it may use (computed only then).
-    fn admit(
+    pub(super) fn admit(
         &mut self,
         group: &str,
         reserve: impl FnOnce(&Config) -> Reservation,

@@ -1,0 +1,395 @@
+//! The response cache through both roles, natively: a miss whose answer
+//! an attempt captures and the edge stores, then a hit answered by the
+//! edge alone in each client's API; what a key, a group, `cache-control`,
+//! an error or a time to live change; and the host calls a group without
+//! a cache makes for it (none).
+
+use std::rc::Rc;
+
+use sha2::{Digest, Sha256};
+
+use super::Edge;
+use crate::config::Config;
+use crate::session::attempt::Attempt;
+use crate::session::fake::FakeHost;
+use crate::session::host::{Flow, Map};
+use crate::session::Session;
+
+const KEY: &str = "team-a-secret";
+const OTHER: &str = "team-b-secret";
+const PROVIDER: &str = "xds.upstream_host_metadata.filter_metadata.llm.provider";
+
+/// Groups `cached` (on Anthropic), `native` (cached, on OpenAI: a
+/// pass-through pair for chat clients), `shared` (cached, scope group) and
+/// `plain` (no cache); keys team-a and team-b.
+fn config() -> Rc<Config> {
+    let hash = |k: &str| format!("{:x}", Sha256::digest(k.as_bytes()));
+    let json = format!(
+        r#"{{"providers":{{"an":{{"dialect":"anthropic","api_key":"sk-ant-secret","default_max_tokens":100,
+                                 "prices":{{"*":{{"input":1.0,"output":2.0}}}}}},
+                           "oa":{{"dialect":"openai","api_key":"sk-oa-secret"}}}},
+             "model_groups":{{
+               "cached":{{"candidates":[{{"provider":"an","model":"claude-x","cluster":"c"}}],"cache":{{"ttl_seconds":60}}}},
+               "native":{{"candidates":[{{"provider":"oa","model":"gpt-x","cluster":"c"}}],"cache":{{}}}},
+               "shared":{{"candidates":[{{"provider":"an","model":"claude-x","cluster":"c"}}],"cache":{{"scope":"group"}}}},
+               "plain":{{"candidates":[{{"provider":"an","model":"claude-x","cluster":"c"}}]}}}},
+             "auth":{{"enabled":true,"keys":[{{"name":"team-a","sha256":"{}","groups":["*"]}},
+                                             {{"name":"team-b","sha256":"{}","groups":["*"]}}]}}}}"#,
+        hash(KEY),
+        hash(OTHER)
+    );
+    Rc::new(Config::parse(json.as_bytes(), |_| None).unwrap())
+}
+
+/// One request as the edge role sees it, on a proxy whose shared data is `proxy`'s.
+struct Request<'a> {
+    key: &'a str,
+    path: &'a str,
+    body: String,
+    headers: Vec<(&'a str, &'a str)>,
+}
+
+fn chat(group: &str, stream: bool) -> Request<'static> {
+    Request {
+        key: KEY,
+        path: "/v1/chat/completions",
+        body: format!(
+            r#"{{"model":"{group}","stream":{stream},"messages":[{{"role":"user","content":"hi"}}]}}"#
+        ),
+        headers: Vec::new(),
+    }
+}
+
+fn edge(r: &Request, proxy: &FakeHost) -> Edge<FakeHost> {
+    let host = FakeHost::new();
+    host.clock.set(proxy.clock.get());
+    *host.shared.borrow_mut() = proxy.shared.borrow().clone();
+    host.set(Map::Request, ":method", "POST");
+    host.set(Map::Request, ":path", r.path);
+    host.set(Map::Request, "authorization", &format!("Bearer {}", r.key));
+    host.set(Map::Request, "content-type", "application/json");
+    for (name, value) in &r.headers {
+        host.set(Map::Request, name, value);
+    }
+    *host.request_body.borrow_mut() = r.body.as_bytes().to_vec();
+    Edge::new(host, config())
+}
+
+fn send(e: &mut Edge<FakeHost>) -> Flow {
+    assert_eq!(e.on_request_headers(false), Flow::Pause);
+    let size = e.host.request_body.borrow().len();
+    e.on_request_body(size, true)
+}
+
+/// The vendor's answer to the attempt the edge handed `e`'s request to
+/// (on provider `provider`), through the attempt and back through the
+/// edge; then the request's log. The proxy's shared data is `e`'s after.
+fn answer_through(e: &mut Edge<FakeHost>, provider: &str, status: &str, vendor: &str) {
+    let host = FakeHost::new();
+    host.set_prop(
+        &["llm_handoff"],
+        e.host.prop("llm_handoff").unwrap().as_bytes(),
+    );
+    host.set_prop(&[PROVIDER], provider.as_bytes());
+    for (name, value) in e.host.request_headers.borrow().iter() {
+        host.request_headers
+            .borrow_mut()
+            .push((name.clone(), value.clone()));
+    }
+    *host.request_body.borrow_mut() = e.host.request_body.borrow().clone();
+    let mut a = Attempt::new(host, config());
+    assert_eq!(a.on_request_headers(false), Flow::Pause);
+    let size = a.host.request_body.borrow().len();
+    assert_eq!(a.on_request_body(size, true), Flow::Continue);
+    let stream = vendor.starts_with("event:") || vendor.starts_with("data:");
+    let content_type = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    a.host.set(Map::Response, ":status", status);
+    a.host.set(Map::Response, "content-type", content_type);
+    a.on_response_headers(false);
+    *a.host.response_body.borrow_mut() = vendor.as_bytes().to_vec();
+    a.on_response_body(vendor.len(), true);
+    // The client's answer passes the edge.
+    for (name, value) in a.host.response_headers.borrow().iter() {
+        e.host
+            .response_headers
+            .borrow_mut()
+            .push((name.clone(), value.clone()));
+    }
+    let client = a.host.response_body.borrow().clone();
+    a.on_done();
+    e.on_response_headers(false);
+    *e.host.response_body.borrow_mut() = client.clone();
+    e.on_response_body(client.len(), true);
+    e.on_log();
+}
+
+fn sent_header(e: &Edge<FakeHost>, name: &str) -> Option<String> {
+    e.host.get(Map::Response, name)
+}
+
+fn reply_header(e: &Edge<FakeHost>, name: &str) -> Option<String> {
+    (e.host.reply_headers.borrow().iter())
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+}
+
+fn log(e: &Edge<FakeHost>) -> serde_json::Value {
+    serde_json::from_str(&e.host.prop("llm_log").unwrap()).unwrap()
+}
+
+const ANTHROPIC: &str = r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-x-1","content":[{"type":"text","text":"Hello from the vendor"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1000,"output_tokens":500}}"#;
+
+/// A miss on `r`, answered by the vendor; the proxy that stored it.
+fn miss(r: &Request, proxy: &FakeHost) -> Edge<FakeHost> {
+    let mut e = edge(r, proxy);
+    assert_eq!(send(&mut e), Flow::Continue);
+    answer_through(&mut e, "an", "200", ANTHROPIC);
+    assert_eq!(sent_header(&e, "x-llm-cache").as_deref(), Some("miss"));
+    e
+}
+
+#[test]
+fn a_repeated_request_is_answered_from_the_cache_in_each_clients_api() {
+    let proxy = FakeHost::new();
+    let first = miss(&chat("cached", false), &proxy);
+    assert_eq!(log(&first)["cache"], "miss");
+    assert_eq!(log(&first)["prompt_tokens"], 1000);
+
+    // The same prompt, asked again: no attempt, the edge answers.
+    let mut hit = edge(&chat("cached", false), &first.host);
+    hit.host.advance(7.0);
+    assert_eq!(send(&mut hit), Flow::Pause);
+    let (status, body) = hit.host.reply.borrow().clone().unwrap();
+    assert_eq!(status, 200);
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "Hello from the vendor"
+    );
+    assert_eq!(answer["usage"]["prompt_tokens"], 1000);
+    assert_eq!(reply_header(&hit, "x-llm-cache").as_deref(), Some("hit"));
+    assert_eq!(reply_header(&hit, "age").as_deref(), Some("7"));
+    assert_eq!(reply_header(&hit, "x-llm-attempts").as_deref(), Some("0"));
+    assert!(
+        hit.host.prop("llm_handoff").is_none(),
+        "nothing handed to an attempt"
+    );
+    hit.on_log();
+    let line = log(&hit);
+    assert_eq!(line["cache"], "hit");
+    assert_eq!(
+        (line["prompt_tokens"].as_u64(), line["cost_usd"].as_f64()),
+        (Some(0), None),
+        "a hit is billed nothing"
+    );
+    // 1000 in at $1/M, 500 out at $2/M.
+    assert_eq!(line["cache_saved_usd"], 0.002);
+    let calls = hit.host.take_record();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c == "count llm_gateway.cache_requests;group=cached;status=hit 1"),
+        "{calls:?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| c == "count llm_gateway.cache_saved_micro_usd;group=cached 2000"),
+        "{calls:?}"
+    );
+
+    // The same prompt through Anthropic's Messages API, streamed.
+    let messages = Request {
+        key: KEY,
+        path: "/v1/messages",
+        body: r#"{"model":"cached","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#.into(),
+        headers: Vec::new(),
+    };
+    // max_tokens is part of the key: Chat's request had the provider's default.
+    let mut other = edge(&messages, &first.host);
+    assert_eq!(
+        send(&mut other),
+        Flow::Continue,
+        "another output limit, another key"
+    );
+    let chat_limited = Request {
+        body: r#"{"model":"cached","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#
+            .into(),
+        ..chat("cached", false)
+    };
+    let stored = miss(&chat_limited, &first.host);
+    let mut streamed = edge(&messages, &stored.host);
+    assert_eq!(send(&mut streamed), Flow::Pause);
+    let (_, body) = streamed.host.reply.borrow().clone().unwrap();
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.starts_with("event: message_start\n"), "{text}");
+    assert!(text.contains("Hello from the vendor"), "{text}");
+    assert!(
+        text.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"),
+        "{text}"
+    );
+    assert_eq!(
+        reply_header(&streamed, "content-type").as_deref(),
+        Some("text/event-stream")
+    );
+}
+
+#[test]
+fn entries_are_the_keys_own_unless_the_group_shares_them_and_never_cross_groups() {
+    let proxy = FakeHost::new();
+    let stored = miss(&chat("cached", false), &proxy);
+    let other_key = Request {
+        key: OTHER,
+        ..chat("cached", false)
+    };
+    let mut e = edge(&other_key, &stored.host);
+    assert_eq!(
+        send(&mut e),
+        Flow::Continue,
+        "team-b never gets team-a's entry"
+    );
+    let mut e = edge(&chat("shared", false), &stored.host);
+    assert_eq!(send(&mut e), Flow::Continue, "another group, another entry");
+
+    let stored = miss(&chat("shared", false), &proxy);
+    let mut e = edge(
+        &Request {
+            key: OTHER,
+            ..chat("shared", false)
+        },
+        &stored.host,
+    );
+    assert_eq!(send(&mut e), Flow::Pause, "scope group: every key's");
+    assert_eq!(reply_header(&e, "x-llm-cache").as_deref(), Some("hit"));
+}
+
+#[test]
+fn cache_control_skips_the_lookup_or_the_cache() {
+    let proxy = FakeHost::new();
+    let stored = miss(&chat("cached", false), &proxy);
+    let with = |value| Request {
+        headers: vec![("cache-control", value)],
+        ..chat("cached", false)
+    };
+    // no-cache: not answered from the cache, its answer stored again.
+    let mut e = edge(&with("no-cache"), &stored.host);
+    assert_eq!(send(&mut e), Flow::Continue);
+    answer_through(&mut e, "an", "200", ANTHROPIC);
+    assert_eq!(sent_header(&e, "x-llm-cache").as_deref(), Some("miss"));
+    // no-store: neither.
+    let mut e = edge(&with("No-Store"), &stored.host);
+    assert_eq!(send(&mut e), Flow::Continue);
+    assert_eq!(
+        e.host.prop("llm_handoff").map(|h| h.is_empty()),
+        Some(false)
+    );
+    answer_through(&mut e, "an", "200", ANTHROPIC);
+    assert_eq!(sent_header(&e, "x-llm-cache").as_deref(), Some("bypass"));
+    assert_eq!(log(&e)["cache"], "bypass");
+}
+
+#[test]
+fn only_a_normal_200_answer_is_stored() {
+    let proxy = FakeHost::new();
+    for (status, vendor) in [
+        (
+            "529",
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"busy"}}"#,
+        ),
+        ("200", &ANTHROPIC.replace("end_turn", "refusal")),
+        ("200", &ANTHROPIC.replace("end_turn", "pause_turn")),
+    ] {
+        let mut e = edge(&chat("cached", false), &proxy);
+        assert_eq!(send(&mut e), Flow::Continue);
+        answer_through(&mut e, "an", status, vendor);
+        let mut again = edge(&chat("cached", false), &e.host);
+        assert_eq!(send(&mut again), Flow::Continue, "{status} {vendor}");
+    }
+}
+
+#[test]
+fn an_entry_expires_after_the_groups_time_to_live() {
+    let proxy = FakeHost::new();
+    let stored = miss(&chat("cached", false), &proxy);
+    let mut e = edge(&chat("cached", false), &stored.host);
+    e.host.advance(59.0);
+    assert_eq!(send(&mut e), Flow::Pause);
+    let mut e = edge(&chat("cached", false), &stored.host);
+    e.host.advance(60.0);
+    assert_eq!(send(&mut e), Flow::Continue);
+}
+
+#[test]
+fn a_pass_through_pair_is_translated_while_its_answer_is_captured() {
+    let openai = r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-x-1","choices":[{"index":0,"message":{"role":"assistant","content":"From OpenAI"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}"#;
+    let proxy = FakeHost::new();
+    let mut e = edge(&chat("native", false), &proxy);
+    assert_eq!(send(&mut e), Flow::Continue);
+    answer_through(&mut e, "oa", "200", openai);
+    let mut hit = edge(&chat("native", false), &e.host);
+    assert_eq!(send(&mut hit), Flow::Pause);
+    let (_, body) = hit.host.reply.borrow().clone().unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "From OpenAI");
+    assert_eq!(answer["model"], "gpt-x-1");
+}
+
+#[test]
+fn a_stream_is_captured_as_it_passes_and_replayed_as_a_stream() {
+    let vendor = "event: message_start\n\
+data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-x-1\",\"content\":[],\"usage\":{\"input_tokens\":4,\"output_tokens\":1}}}\n\n\
+event: content_block_start\n\
+data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+event: content_block_delta\n\
+data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Streamed \"}}\n\n\
+event: content_block_delta\n\
+data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"answer\"}}\n\n\
+event: content_block_stop\n\
+data: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: message_delta\n\
+data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n\
+event: message_stop\n\
+data: {\"type\":\"message_stop\"}\n\n";
+    let proxy = FakeHost::new();
+    let mut e = edge(&chat("cached", true), &proxy);
+    assert_eq!(send(&mut e), Flow::Continue);
+    answer_through(&mut e, "an", "200", vendor);
+    assert_eq!(sent_header(&e, "x-llm-cache").as_deref(), Some("miss"));
+    // Asked again, not streamed: the same answer, whole.
+    let mut hit = edge(&chat("cached", false), &e.host);
+    assert_eq!(send(&mut hit), Flow::Pause);
+    let (_, body) = hit.host.reply.borrow().clone().unwrap();
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "Streamed answer"
+    );
+    // And streamed.
+    let mut hit = edge(&chat("cached", true), &e.host);
+    assert_eq!(send(&mut hit), Flow::Pause);
+    let (_, body) = hit.host.reply.borrow().clone().unwrap();
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.contains("\"content\":\"Streamed answer\""), "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+}
+
+#[test]
+fn a_group_without_a_cache_makes_no_call_for_it() {
+    let proxy = FakeHost::new();
+    let mut e = edge(&chat("plain", false), &proxy);
+    assert_eq!(send(&mut e), Flow::Continue);
+    answer_through(&mut e, "an", "200", ANTHROPIC);
+    let calls = e.host.take_calls();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.contains("cache") || c.contains("shared_data")),
+        "{calls:?}"
+    );
+    assert_eq!(sent_header(&e, "x-llm-cache"), None);
+    assert!(log(&e).get("cache").is_none());
+}
