@@ -138,10 +138,13 @@ def _wasm_filters(bootstrap):
 
 def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
                     extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None,
-                    access_log=None, edit_bootstrap=None):
+                    access_log=None, edit_bootstrap=None, cache=False):
     """The Envoy bootstrap as a dict. Ports of 0 let Envoy choose (start_envoy
     reads them back). `edit(config_dict)` may change the filter config; `extra_routes(template_route)` returns routes to put first;
-    `edit_bootstrap(bootstrap)` may change the rest (e.g. a cluster's filters)."""
+    `edit_bootstrap(bootstrap)` may change the rest (e.g. a cluster's filters).
+    The mock groups' response caches (envoy/gateway.yaml) are kept only with
+    `cache` (`make run` keeps them): tests that repeat a request expect a
+    vendor to answer each time, unless they turn a cache on themselves."""
     env = os.environ if env is None else env
     bootstrap = yaml.safe_load(TEMPLATE.read_text())
     bootstrap["admin"]["address"]["socket_address"]["port_value"] = admin_port
@@ -162,6 +165,9 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
         routes = hcm["route_config"]["virtual_hosts"][0]["routes"]
         routes[:0] = extra_routes(routes[-1])
     config = json.loads(edge["configuration"]["value"])
+    if not cache:
+        for group in config["model_groups"].values():
+            group.pop("cache", None)
     for var, vendor in VENDORS.items():
         if env.get(var):
             config["providers"][vendor["provider"]] = {"dialect": vendor["dialect"], "host": vendor["host"], "api_key_env": var}
@@ -400,7 +406,7 @@ def run(args):
     mock_args, vertex = vertex_groups.for_run(ROOT / ".run", os.environ)
     mock, mock_port = start_mock(args.mock_port, args=("--aws-credentials", MOCK_AWS_CREDENTIALS, *mock_args))
     try:
-        bootstrap = build_bootstrap(args.port, args.admin_port, mock_port, **vertex(mock_port))
+        bootstrap = build_bootstrap(args.port, args.admin_port, mock_port, cache=True, **vertex(mock_port))
         envoy = start_envoy(bootstrap, ROOT / ".run", args.admin_port, log_level=args.log_level)
     except Exception as e:
         stop(mock)
