@@ -31,7 +31,7 @@ TIME_TOOL = {"type": "function", "function": {"name": "get_time"}}
 
 def test_bedrock_non_stream(gw, test_id):
     status, headers, body = gw.chat(
-        {"model": "any", "max_tokens": 50, "stop": ["STOPHERE"], "temperature": 0.3,
+        {"model": "any", "max_tokens": 50, "stop": ["STOPHERE"], "temperature": 0.3, "top_k": 5,
          "messages": [{"role": "system", "content": "be brief"}] + USER_HI},
         **{"x-model-group": BEDROCK, "x-test-id": test_id})
     assert status == 200, body
@@ -47,6 +47,8 @@ def test_bedrock_non_stream(gw, test_id):
         "messages": [{"role": "user", "content": [{"text": "hi there"}]}],
         "system": [{"text": "be brief"}],
         "inferenceConfig": {"maxTokens": 50, "temperature": 0.3, "stopSequences": ["STOPHERE"]},
+        # Claude's top_k, which Converse has no field for.
+        "additionalModelRequestFields": {"top_k": 5},
         # Claude says which stop sequence matched when asked.
         "additionalModelResponseFieldPaths": ["/stop_sequence"],
     }
@@ -55,6 +57,7 @@ def test_bedrock_non_stream(gw, test_id):
 def test_dashscope_non_stream(gw, test_id):
     status, headers, body = gw.chat(
         {"model": "any", "max_tokens": 2, "seed": 7, "response_format": {"type": "json_object"},
+         "top_k": 20, "presence_penalty": 0.5,
          "messages": [{"role": "system", "content": "be brief"}] + USER_HI},
         **{"x-model-group": DASHSCOPE, "x-test-id": test_id, "x-api-key": "client-key"})
     assert status == 200, body
@@ -71,8 +74,8 @@ def test_dashscope_non_stream(gw, test_id):
     assert sent["body"] == {
         "model": "qwen-plus",
         "input": {"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi there"}]},
-        "parameters": {"result_format": "message", "max_tokens": 2, "seed": 7,
-                       "response_format": {"type": "json_object"}},
+        "parameters": {"result_format": "message", "top_k": 20, "max_tokens": 2, "seed": 7,
+                       "presence_penalty": 0.5, "response_format": {"type": "json_object"}},
     }
 
 

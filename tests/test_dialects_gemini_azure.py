@@ -27,7 +27,8 @@ TIME_TOOL = {"type": "function", "function": {"name": "get_time"}}
 def test_gemini_non_stream(gw, test_id):
     status, headers, body = gw.chat(
         {"model": "m", "max_tokens": 50, "stop": ["STOPHERE"], "temperature": 0.3, "seed": 7, "user": "u1",
-         "presence_penalty": 0.5, "messages": [{"role": "system", "content": "be brief"}] + USER_HI},
+         "presence_penalty": 0.5, "frequency_penalty": 0.25, "top_k": 40,
+         "messages": [{"role": "system", "content": "be brief"}] + USER_HI},
         **{"x-model-group": GEMINI, "x-test-id": test_id})
     assert status == 200, body
     assert body["provider"] == GEMINI and body["model"] == "mock-gemini-flash"
@@ -41,11 +42,13 @@ def test_gemini_non_stream(gw, test_id):
     assert sent["path"] == "/v1beta/models/mock-gemini-flash:generateContent"
     assert sent["headers"]["x-goog-api-key"] == "mock-gemini-key"
     assert "authorization" not in sent["headers"], "other vendors' auth headers are removed"
-    # The mock rejects unknown fields as Gemini does; this is the exact body.
+    # The mock rejects unknown fields as Gemini does; this is the exact body
+    # (OpenAI's penalties and top_k as Gemini's own members).
     assert sent["body"] == {
         "contents": [{"role": "user", "parts": [{"text": "hi there"}]}],
         "systemInstruction": {"parts": [{"text": "be brief"}]},
-        "generationConfig": {"stopSequences": ["STOPHERE"], "temperature": 0.3, "maxOutputTokens": 50, "seed": 7},
+        "generationConfig": {"stopSequences": ["STOPHERE"], "temperature": 0.3, "topK": 40, "maxOutputTokens": 50,
+                             "seed": 7, "presencePenalty": 0.5, "frequencyPenalty": 0.25},
     }
 
 

@@ -102,6 +102,34 @@ def test_what_each_vendor_is_sent(gw, test_id):
     assert cohere["body"] == {"texts": ["a", "b"], "input_type": "clustering"}
 
 
+def test_a_fixed_size_models_own_size_is_no_refusal(gw, test_id):
+    """Cohere Embed v3 embeds in 1024 dimensions and takes no
+    `output_dimension` (the mock refuses it, as Bedrock does): asking for
+    1024 is asking for what it does, sent without the member; another
+    size is the gateway's 400 naming `dimensions`."""
+    ask = {"model": "embed-english-v3", "input": ["a", "b"], "dimensions": 1024}
+    status, _, body = embed(gw, ask, "mock-bedrock", **{"x-test-id": test_id})
+    assert status == 200, body
+    assert [len(d["embedding"]) for d in body["data"]] == [1024, 1024]
+    [sent] = gw.mock_requests(test_id)
+    assert sent["path"] == "/model/cohere.embed-english-v3/invoke"
+    assert sent["body"] == {"texts": ["a", "b"], "input_type": "search_document"}
+    status, _, body = embed(gw, dict(ask, dimensions=512), "mock-bedrock")
+    assert status == 400 and body["error"]["param"] == "dimensions", body
+
+
+def test_an_answer_without_indexes_is_in_the_order_listed(gw):
+    """Some OpenAI-compatible servers leave each item's `index` out (the
+    mock's `unindexed`): the vectors are taken as listed, not a 502."""
+    ask = {"model": MODEL, "input": ["one", "two", "three"], "encoding_format": "float"}
+    status, _, indexed = embed(gw, ask, "mock-openai")
+    assert status == 200, indexed
+    status, _, unindexed = embed(gw, ask, "mock-openai", **{"x-mock-scenario": "unindexed"})
+    assert status == 200, unindexed
+    assert [d["index"] for d in unindexed["data"]] == [0, 1, 2]
+    assert [d["embedding"] for d in unindexed["data"]] == [d["embedding"] for d in indexed["data"]]
+
+
 def test_base64_is_the_little_endian_floats_of_the_float_answer(gw):
     status, _, floats = embed(gw, {"model": MODEL, "input": ["x y"]}, "mock-gemini")
     assert status == 200

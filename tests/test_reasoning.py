@@ -2,11 +2,14 @@
 Python SDK: `reasoning_effort` (and OpenRouter's `reasoning` object) to
 each vendor's controls, the model's reasoning back as `reasoning_content`
 and `reasoning_details` (signed blocks), those sent back in a multi-turn
-tool conversation (the mock accepts only the signatures it issued), and
-`cache_control` to Bedrock's `cachePoint`s."""
+tool conversation (the mock accepts only the signatures it issued),
+`cache_control` to Bedrock's `cachePoint`s, and OpenAI's
+`prompt_cache_breakpoint` both ways."""
 
 import copy
+import json
 
+import anthropic
 import openai
 import pytest
 
@@ -464,3 +467,166 @@ def test_openai_reasoning_refusals_name_the_field(gw, fields, param):
     status, _, body = gw.chat({"model": "m", "messages": USER_HI, **fields}, **{"x-model-group": "reasoning"})
     assert status == 400, body
     assert body["error"]["param"] == param, body
+
+
+# --- OpenAI's explicit cache breakpoints -------------------------------------------
+
+BREAKPOINT_12H = {"mode": "explicit", "ttl": "12h"}
+
+
+def cached_prompt(test_id):
+    return [{"role": "system", "content": [{"type": "text", "text": "you are terse",
+                                            "prompt_cache_breakpoint": BREAKPOINT_12H}]},
+            {"role": "user", "content": [{"type": "text", "text": f"{test_id} hi there"}]}]
+
+
+def test_openai_breakpoints_reach_the_models_that_take_them(gw, client, test_id):
+    """OpenAI's `prompt_cache_breakpoint` (GPT-5.6 and later; the mock
+    refuses it on other models, as OpenAI does) is the request's breakpoint:
+    sent on to GPT-5.6, left out for GPT-4o (which caches by itself), and
+    Claude's `cache_control` at Anthropic (its longest TTL, an hour)."""
+    messages = cached_prompt(test_id)
+    client.chat.completions.create(model="gpt-5.6", messages=messages,
+                                   extra_headers=headers("mock-openai", test_id))
+    client.chat.completions.create(model="m", messages=messages, extra_headers=headers("mock-openai", test_id))
+    client.chat.completions.create(model="any", messages=messages, extra_headers=headers(ANTHROPIC, test_id))
+    gpt56, gpt4o, claude = gw.mock_requests(test_id)
+    assert gpt56["body"]["messages"][0]["content"] == [
+        {"type": "text", "text": "you are terse", "prompt_cache_breakpoint": BREAKPOINT_12H}]
+    assert "prompt_cache_breakpoint" not in json.dumps(gpt4o["body"])
+    assert claude["body"]["system"] == [{"type": "text", "text": "you are terse",
+                                         "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+
+
+def test_a_messages_clients_cache_control_is_openais_breakpoint(gw, test_id):
+    """An Anthropic client's `cache_control` to GPT-5.6: OpenAI's breakpoint
+    (5 minutes is within OpenAI's default, so no TTL; an hour is 12)."""
+    client = anthropic.Anthropic(api_key=ALL_GROUPS_KEY, base_url=gw.base, max_retries=0,
+                                 default_headers=headers("mock-openai", test_id))
+    client.messages.create(model="gpt-5.6", max_tokens=64, system=[
+        {"type": "text", "text": "you are terse", "cache_control": {"type": "ephemeral"}}],
+        messages=[{"role": "user", "content": [
+            {"type": "text", "text": "long context", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+            {"type": "text", "text": "hi there"}]}])
+    [sent] = gw.mock_requests(test_id)
+    system, user = sent["body"]["messages"]
+    assert system["content"] == [{"type": "text", "text": "you are terse",
+                                  "prompt_cache_breakpoint": {"mode": "explicit"}}]
+    assert user["content"] == [
+        {"type": "text", "text": "long context", "prompt_cache_breakpoint": BREAKPOINT_12H},
+        {"type": "text", "text": "hi there"}]
+
+
+def test_a_responses_input_breakpoint_is_read_and_passed(gw, client, test_id):
+    """The Responses API's `prompt_cache_breakpoint` on an input part (a 400
+    "Unknown parameter" before): as it came to OpenAI (a pass-through),
+    Claude's `cache_control` elsewhere."""
+    ask = {"input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "long context", "prompt_cache_breakpoint": {"mode": "explicit"}},
+        {"type": "input_text", "text": "hi there"}]}], "store": False}
+    client.responses.create(model="gpt-5.6", **ask, extra_headers=headers("mock-openai", test_id))
+    client.responses.create(model="any", **ask, extra_headers=headers(ANTHROPIC, test_id))
+    to_openai, to_claude = gw.mock_requests(test_id)
+    assert to_openai["body"]["input"] == ask["input"]
+    assert to_claude["body"]["messages"][0]["content"][0] == {
+        "type": "text", "text": "long context", "cache_control": {"type": "ephemeral"}}
+    # A malformed one is the gateway's 400, in OpenAI's words.
+    bad = copy.deepcopy(ask)
+    bad["input"][0]["content"][0]["prompt_cache_breakpoint"] = {"mode": "implicit"}
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="any", **bad, extra_headers=headers(ANTHROPIC, test_id))
+    assert e.value.body["param"] == "input[0].content[0].prompt_cache_breakpoint.mode"
+
+
+# --- Reasoning beside tools, adaptive thinking, room for the answer ------------------
+
+CALC_TOOL_ANTHROPIC = {"name": "calc", "description": "Add numbers",
+                       "input_schema": {"type": "object", "properties": {"a": {"type": "number"}}}}
+
+
+def messages_client(gw, group, test_id):
+    return anthropic.Anthropic(api_key=ALL_GROUPS_KEY, base_url=gw.base, max_retries=0,
+                               default_headers=headers(group, test_id))
+
+
+def test_adaptive_thinking_on_an_earlier_claude_fits_or_goes_without(gw, test_id):
+    """Adaptive thinking lets Claude decide, so it is never refused for a
+    small limit: a Claude before 4.6 (no adaptive mode; the mock refuses it
+    there) thinks with the budget that fits below `max_tokens`, and without
+    thinking when none does (the 1024 minimum is `enabled`'s)."""
+    client = messages_client(gw, BEDROCK, test_id)
+    for limit in (1000, 5000):
+        client.messages.create(model=CLAUDE_THINKING, max_tokens=limit, thinking={"type": "adaptive"},
+                               messages=[{"role": "user", "content": "hi"}])
+    small, large = gw.mock_requests(test_id)
+    assert "additionalModelRequestFields" not in small["body"]
+    assert small["body"]["inferenceConfig"]["maxTokens"] == 1000
+    assert large["body"]["additionalModelRequestFields"] == {
+        "thinking": {"type": "enabled", "budget_tokens": 4999}}
+
+
+@pytest.mark.parametrize("group", [BEDROCK, "mock-anthropic"])
+def test_claude_4_6_and_later_think_adaptively(gw, test_id, group):
+    """Claude 4.6 takes adaptive thinking with an effort; 4.7 takes nothing
+    else (the mocks refuse `enabled` there, and `adaptive` before 4.6): an
+    effort (a chat client's, an Anthropic client's `output_config.effort`)
+    is adaptive thinking at that effort; a named budget stays `enabled`
+    where the model still takes it."""
+    model = "claude-opus-4-7"
+    status, _, body = gw.chat({"model": model, "messages": USER_HI, "reasoning_effort": "high",
+                               "max_tokens": 2000}, **headers(group, test_id))
+    assert status == 200, body
+    status, _, body = gw.chat({"model": "claude-opus-4-6", "messages": USER_HI,
+                               "reasoning": {"max_tokens": 2048}, "max_tokens": 4000}, **headers(group, test_id))
+    assert status == 200, body
+    effort, budget = gw.mock_requests(test_id)
+    if group == BEDROCK:
+        assert effort["body"]["additionalModelRequestFields"] == {
+            "thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}}
+        assert budget["body"]["additionalModelRequestFields"] == {
+            "thinking": {"type": "enabled", "budget_tokens": 2048}}
+    else:
+        assert effort["body"]["thinking"] == {"type": "adaptive"}
+        assert effort["body"]["output_config"] == {"effort": "high"}
+        assert budget["body"]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+@pytest.mark.parametrize("group", [BEDROCK, "mock-anthropic"])
+def test_an_effort_without_a_limit_leaves_room_for_the_answer(gw, test_id, group):
+    """No `max_tokens`: the effort's whole budget, and the provider's
+    default output limit (4096) on top of it for the answer, on Anthropic
+    as on Bedrock (before: 4096 with a budget of 4095 on Anthropic)."""
+    status, _, body = gw.chat({"model": CLAUDE_THINKING, "messages": USER_HI, "reasoning_effort": "medium"},
+                              **headers(group, test_id))
+    assert status == 200, body
+    [sent] = gw.mock_requests(test_id)
+    if group == BEDROCK:
+        assert sent["body"]["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 8192
+        assert sent["body"]["inferenceConfig"]["maxTokens"] == 8192 + 4096
+    else:
+        assert sent["body"]["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+        assert sent["body"]["max_tokens"] == 8192 + 4096
+
+
+def test_openai_reasoning_beside_function_tools(gw, client, test_id):
+    """OpenAI's recent models refuse function tools with a reasoning effort
+    on Chat Completions ("set reasoning_effort to 'none'"; the mock does
+    too): a request that asked for no effort, or adaptive thinking (the
+    model decides), gets `none` there; an effort the client named is sent,
+    and OpenAI's refusal reaches it in its own envelope."""
+    messages_client(gw, "mock-openai", test_id).messages.create(
+        model="gpt-5.6", max_tokens=256, thinking={"type": "adaptive"}, tools=[CALC_TOOL_ANTHROPIC],
+        messages=[{"role": "user", "content": "add 1 and 2"}])
+    client.chat.completions.create(model="gpt-5.6", messages=USER_HI, tools=[WEATHER_TOOL],
+                                   extra_headers=headers("mock-openai", test_id))
+    client.chat.completions.create(model="gpt-5.6", messages=USER_HI, reasoning_effort="high",
+                                   extra_headers=headers("mock-openai", test_id))
+    adaptive, no_effort, no_tools = gw.mock_requests(test_id)
+    assert adaptive["body"]["reasoning_effort"] == "none"
+    assert no_effort["body"]["reasoning_effort"] == "none"
+    assert no_tools["body"]["reasoning_effort"] == "high"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="gpt-5.6", messages=USER_HI, tools=[WEATHER_TOOL],
+                                       reasoning_effort="high", extra_headers=headers("mock-openai", test_id))
+    assert e.value.body["param"] == "reasoning_effort"
+    assert "set reasoning_effort to 'none'" in e.value.body["message"]

@@ -83,6 +83,7 @@ const ARGUMENTS: &[&str] = &[
     "prediction",
     "presence_penalty",
     "prompt_cache_key",
+    "prompt_cache_options",
     "prompt_cache_retention",
     "reasoning_effort",
     "response_format",
@@ -188,6 +189,8 @@ fn check_rules(
             ));
         }
     }
+    crate::openai_parts::check_chat_parts(messages, model)?;
+    crate::openai_parts::check_reasoning_with_tools(obj, model)?;
     // A tool message answers a tool call of a preceding assistant message.
     let mut call_ids: Vec<&str> = Vec::new();
     for (i, m) in messages.iter().enumerate() {

@@ -61,6 +61,9 @@ pub struct Scenario {
     /// `cached-usage`: usage reports cached prompt tokens and reasoning
     /// tokens where the dialect has them ([`CACHED_TOKENS`], [`REASONING_TOKENS`]).
     pub cached_usage: bool,
+    /// `unindexed`: OpenAI's embeddings answered without each item's
+    /// `index`, as some OpenAI-compatible servers answer.
+    pub unindexed: bool,
     /// `retry-after=N`: every error answer states this many seconds as its
     /// `retry-after` (instead of the 7 of the dialects whose vendors send one
     /// on a 429; on other statuses too, a wait that means nothing there).
@@ -129,6 +132,7 @@ impl Scenario {
                 "stream-error-first" => s.stream_error_first = true,
                 "stream-error-after-start" => s.stream_error_after_start = true,
                 "cached-usage" => s.cached_usage = true,
+                "unindexed" => s.unindexed = true,
                 "empty-200" => s.empty_200 = true,
                 "tool" => s.tool = true,
                 "two-tools" => s.two_tools = true,

@@ -155,9 +155,16 @@ impl Dialect for DashScope {
                 result_format: "message",
                 temperature: req.temperature,
                 top_p: req.top_p,
+                top_k: req.top_k,
                 max_tokens: req.max_output_tokens(),
                 stop: &req.stop,
                 seed: req.seed,
+                // Qwen has a presence penalty; its `repetition_penalty` is
+                // another scale, not OpenAI's frequency penalty.
+                presence_penalty: req
+                    .extra
+                    .get("presence_penalty")
+                    .and_then(serde_json::Value::as_f64),
                 tools: OutTools(&req.tools),
                 tool_choice,
                 parallel_tool_calls: req.parallel_tool_calls.filter(|_| !req.tools.is_empty()),

@@ -238,11 +238,35 @@ impl Effort {
 }
 
 /// A prompt-cache breakpoint: the prefix up to here may be cached
-/// (Anthropic's `cache_control`, Bedrock's `cachePoint`).
+/// (Anthropic's `cache_control`, Bedrock's `cachePoint`, OpenAI's
+/// `prompt_cache_breakpoint`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CacheControl {
-    /// `"5m"` or `"1h"`; the vendor's default when absent.
+    /// How long the prefix should stay cached, as the client's API says it:
+    /// Anthropic's `"5m"` or `"1h"`, OpenAI's `"30m"` or `"12h"` (a least
+    /// lifetime); the vendor's default when absent.
     pub ttl: Option<String>,
+}
+
+impl CacheControl {
+    /// The TTL as Anthropic and Bedrock take it (`5m`, `1h`): OpenAI's
+    /// lifetimes are longer than 5 minutes, so the hour.
+    pub fn claude_ttl(&self) -> Option<&'static str> {
+        match self.ttl.as_deref()? {
+            "5m" => Some("5m"),
+            _ => Some("1h"),
+        }
+    }
+
+    /// The TTL as OpenAI takes it (`30m`, `12h`, least lifetimes): none for
+    /// 5 minutes (OpenAI's default, 30, is longer), 12 hours for an hour.
+    pub fn openai_ttl(&self) -> Option<&'static str> {
+        match self.ttl.as_deref()? {
+            "5m" => None,
+            "30m" => Some("30m"),
+            _ => Some("12h"),
+        }
+    }
 }
 
 /// Message content: a plain string or a list of typed parts.
@@ -265,6 +289,24 @@ impl Content {
                     }
                 }
                 out
+            }
+        }
+    }
+
+    /// All text parts, one per line: a tool result's text as one string
+    /// for a vendor that takes it so (its parts are separate pieces).
+    pub fn text_lines(&self) -> String {
+        match self {
+            Content::Text(t) => t.clone(),
+            Content::Parts(parts) => {
+                let texts: Vec<&str> = parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        ContentPart::Text { text, .. } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                texts.join("\n")
             }
         }
     }
@@ -351,6 +393,13 @@ impl ImageUrl {
             if !media_type.starts_with("image/") {
                 return Err(format!("unsupported media type '{media_type}'"));
             }
+            // `image/jpg` is no registered type: vendors that check the
+            // type (Anthropic, Gemini) refuse it; JPEG's is `image/jpeg`.
+            let media_type = if media_type.eq_ignore_ascii_case("image/jpg") {
+                "image/jpeg"
+            } else {
+                media_type
+            };
             Ok(Image::Base64 { media_type, data })
         } else if self.url.starts_with("https://") || self.url.starts_with("http://") {
             Ok(Image::Url(&self.url))

@@ -68,7 +68,8 @@ pub enum Block<'a> {
     #[serde(rename_all = "camelCase")]
     ToolResult {
         tool_use_id: &'a str,
-        content: [ToolResultText; 1],
+        /// ToolResultContentBlocks: the result's text and image blocks.
+        content: Vec<Block<'a>>,
         /// `error` for a failed tool (ToolResultBlock `status`).
         #[serde(skip_serializing_if = "Option::is_none")]
         status: Option<&'static str>,
@@ -103,12 +104,6 @@ pub struct CachePoint<'a> {
 #[derive(Serialize)]
 pub struct ImageSource<'a> {
     pub bytes: &'a str,
-}
-
-#[derive(Serialize)]
-pub struct ToolResultText {
-    #[serde(serialize_with = "crate::json_text::serialize")]
-    pub text: String,
 }
 
 #[derive(Deserialize)]

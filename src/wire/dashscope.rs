@@ -61,11 +61,15 @@ pub struct Parameters<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
     #[serde(skip_serializing_if = "OutTools::is_empty")]
     pub tools: OutTools<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -264,7 +264,8 @@ struct VendorAnswer {
 
 #[derive(Deserialize)]
 struct VendorEmbedding {
-    index: usize,
+    #[serde(default)]
+    index: Option<usize>,
     embedding: Vector,
 }
 
@@ -280,15 +281,22 @@ struct VendorUsage {
     prompt_tokens: u64,
 }
 
-/// Decodes OpenAI's answer (vectors in floats or base64), in input order.
+/// Decodes OpenAI's answer (vectors in floats or base64), in input order:
+/// by `index`, or, from an OpenAI-compatible server that leaves it out, as
+/// listed.
 pub fn decode(body: &[u8]) -> Result<Embeddings, GatewayError> {
     let answer: VendorAnswer =
         serde_json::from_slice(body).map_err(|e| crate::error::unparseable("embeddings", e))?;
-    let mut data = answer.data;
-    data.sort_by_key(|d| d.index);
+    let mut data: Vec<(usize, VendorEmbedding)> = answer
+        .data
+        .into_iter()
+        .enumerate()
+        .map(|(at, d)| (d.index.unwrap_or(at), d))
+        .collect();
+    data.sort_by_key(|(index, _)| *index);
     let vectors = data
         .into_iter()
-        .map(|d| match d.embedding {
+        .map(|(_, d)| match d.embedding {
             Vector::Floats(v) => Ok(v),
             Vector::Base64(text) => from_base64(&text)
                 .ok_or_else(|| crate::error::unparseable("embeddings", "bad base64 vector")),
@@ -449,6 +457,9 @@ mod tests {
         assert_eq!(decoded.prompt_tokens, Some(4));
         assert!(decode(br#"{"data":[{"index":0,"embedding":"QQ=="}]}"#).is_err());
         assert!(decode(b"{}").is_err());
+        // An OpenAI-compatible server that leaves `index` out: as listed.
+        let unindexed = decode(br#"{"data":[{"embedding":[1.0]},{"embedding":[2.0]}]}"#).unwrap();
+        assert_eq!(unindexed.vectors, vec![vec![1.0], vec![2.0]]);
     }
 
     #[test]

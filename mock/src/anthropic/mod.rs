@@ -156,7 +156,7 @@ impl Dialect for Anthropic {
             ));
         }
 
-        let thinking = check_thinking(obj, max_tokens)?;
+        let thinking = check_thinking(obj, max_tokens, &model)?;
         let found = breakpoints(obj.get("tools"))
             + breakpoints(obj.get("system"))
             + messages

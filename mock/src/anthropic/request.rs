@@ -119,10 +119,25 @@ pub(super) fn cache() -> &'static crate::scenario::SeenIds {
 /// (docs.claude.com, "Extended thinking": `budget_tokens` >= 1024 and below
 /// `max_tokens`; "Feature compatibility": no `temperature` but 1, no
 /// `top_k`, `top_p` >= 0.95, no forced tool use).
-pub(super) fn check_thinking(obj: &Map<String, Value>, max_tokens: u64) -> Result<bool, Failure> {
+pub(super) fn check_thinking(
+    obj: &Map<String, Value>,
+    max_tokens: u64,
+    model: &str,
+) -> Result<bool, Failure> {
+    let effort = obj.get("output_config").and_then(|c| c.get("effort"));
+    if let Some(effort) = effort.and_then(Value::as_str) {
+        if !crate::claude_modes::EFFORTS.contains(&effort) {
+            return Err(invalid(
+                "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'",
+            ));
+        }
+    }
     let Some(t) = obj.get("thinking").filter(|t| !t.is_null()) else {
         return Ok(false);
     };
+    if let Some(kind) = t.get("type").and_then(Value::as_str) {
+        crate::claude_modes::check_mode(kind, model).map_err(invalid)?;
+    }
     let on = match t.get("type").and_then(Value::as_str) {
         Some("enabled") => {
             let budget = match t.get("budget_tokens") {

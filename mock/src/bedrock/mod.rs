@@ -24,7 +24,7 @@ pub use render::encode_message;
 use render::{delta_event, event, response_fields, stop_reason, usage};
 use request::{
     block_member, check_cache_point, check_inference, check_reasoning_block, check_response_paths,
-    check_thinking, check_thinking_history, invalid, parse_tools, MODEL_ERRORS,
+    check_result_block, check_thinking, check_thinking_history, invalid, parse_tools, MODEL_ERRORS,
 };
 pub(crate) use request::{claude_thinks, path_model};
 
@@ -272,6 +272,15 @@ impl Dialect for Bedrock {
                         }
                         let id = v.get("toolUseId").and_then(Value::as_str).unwrap_or("");
                         answered.push(id.to_owned());
+                        for (k, block) in v
+                            .get("content")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                            .enumerate()
+                        {
+                            check_result_block(block, &format!("{at}.toolResult.content.{k}"))?;
+                        }
                         let text: Vec<&str> = v
                             .get("content")
                             .and_then(Value::as_array)

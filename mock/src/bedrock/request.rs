@@ -169,34 +169,48 @@ pub(super) fn check_thinking(
             "{MODEL_ERRORS}thinking: Extra inputs are not permitted"
         )));
     }
-    match thinking.get("type").and_then(Value::as_str) {
+    let kind = thinking.get("type").and_then(Value::as_str);
+    match kind {
         Some("disabled") => return Ok(false),
-        Some("enabled") => {}
+        Some("enabled" | "adaptive") => {}
         _ => {
             return Err(invalid(format!(
-                "{MODEL_ERRORS}thinking.type: Input tag does not match the expected tags: 'enabled', 'disabled'"
+                "{MODEL_ERRORS}thinking.type: Input tag does not match the expected tags: 'adaptive', 'enabled', 'disabled'"
             )))
         }
     }
-    let budget = thinking.get("budget_tokens").and_then(Value::as_u64);
-    let budget = match budget {
-        Some(b) if b >= 1024 => b,
-        _ => {
-            return Err(invalid(format!(
-                "{MODEL_ERRORS}thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
-            )))
-        }
-    };
-    let inference = body.get("inferenceConfig");
-    // Without maxTokens, Bedrock's default for Claude (4096).
-    let max_tokens = inference
-        .and_then(|i| i.get("maxTokens"))
-        .and_then(Value::as_u64)
-        .unwrap_or(4096);
-    if budget >= max_tokens {
+    crate::claude_modes::check_mode(kind.unwrap_or(""), model)
+        .map_err(|e| invalid(format!("{MODEL_ERRORS}{e}")))?;
+    let effort = body.pointer("/additionalModelRequestFields/output_config/effort");
+    if effort.is_some_and(|e| {
+        !e.as_str()
+            .is_some_and(|e| crate::claude_modes::EFFORTS.contains(&e))
+    }) {
         return Err(invalid(format!(
-            "{MODEL_ERRORS}`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+            "{MODEL_ERRORS}output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'"
         )));
+    }
+    let inference = body.get("inferenceConfig");
+    if kind == Some("enabled") {
+        let budget = thinking.get("budget_tokens").and_then(Value::as_u64);
+        let budget = match budget {
+            Some(b) if b >= 1024 => b,
+            _ => {
+                return Err(invalid(format!(
+                    "{MODEL_ERRORS}thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+                )))
+            }
+        };
+        // Without maxTokens, Bedrock's default for Claude (4096).
+        let max_tokens = inference
+            .and_then(|i| i.get("maxTokens"))
+            .and_then(Value::as_u64)
+            .unwrap_or(4096);
+        if budget >= max_tokens {
+            return Err(invalid(format!(
+                "{MODEL_ERRORS}`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+            )));
+        }
     }
     if inference
         .and_then(|i| i.get("temperature"))
@@ -384,4 +398,32 @@ pub(super) fn check_response_paths(body: &Value, model: &str) -> Result<bool, Fa
         stop_sequence |= pointer == "/stop_sequence";
     }
     Ok(stop_sequence && model.contains("anthropic.claude"))
+}
+
+/// A ToolResultContentBlock (API_runtime_ToolResultContentBlock.html): one
+/// of text, image, json, document, video; an image in a format Converse
+/// reads.
+pub(super) fn check_result_block(block: &Value, at: &str) -> Result<(), Failure> {
+    const KINDS: [&str; 5] = ["text", "image", "json", "document", "video"];
+    let keys: Vec<&String> = block
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    let [kind] = keys.as_slice() else {
+        return Err(invalid(format!(
+            "Malformed input request: {at} must have exactly one of text, image, json, document, video"
+        )));
+    };
+    if !KINDS.contains(&kind.as_str()) {
+        return Err(invalid(format!(
+            "Malformed input request: {at}: extraneous key [{kind}] is not permitted"
+        )));
+    }
+    let format = block.pointer("/image/format").and_then(Value::as_str);
+    if kind.as_str() == "image" && !format.is_some_and(|f| super::IMAGE_FORMATS.contains(&f)) {
+        return Err(invalid(format!(
+            "Malformed input request: {at}.image.format must be one of png, jpeg, gif, webp"
+        )));
+    }
+    Ok(())
 }

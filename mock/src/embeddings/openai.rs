@@ -243,8 +243,9 @@ fn check(
     })
 }
 
-/// The `list` of embeddings, in input order.
-fn answer(plan: &Plan) -> Answer {
+/// The `list` of embeddings, in input order (`unindexed`: without their
+/// `index`, as some OpenAI-compatible servers list them).
+fn answer(plan: &Plan, unindexed: bool) -> Answer {
     let data: Vec<Value> = plan
         .inputs
         .iter()
@@ -257,7 +258,11 @@ fn answer(plan: &Plan) -> Answer {
             } else {
                 floats(&v)
             };
-            json!({"object": "embedding", "index": i, "embedding": embedding})
+            let mut item = json!({"object": "embedding", "index": i, "embedding": embedding});
+            if unindexed {
+                item.as_object_mut().map(|o| o.remove("index"));
+            }
+            item
         })
         .collect();
     let n: u64 = plan.inputs.iter().map(Input::tokens).sum();
@@ -292,7 +297,7 @@ fn serve(
     if let Err(a) = scenario(d, sc, req, too_long(10_000)) {
         return a;
     }
-    answer(&plan)
+    answer(&plan, sc.unindexed)
 }
 
 /// `POST /v1/embeddings`.

@@ -25,9 +25,10 @@ use crate::scenario::Filter;
 use render::{call_parts, candidate, safety_ratings, server_invocations, usage};
 pub(crate) use request::{check_fields, invalid};
 use request::{
-    check_generation_types, check_part, check_thinking, check_tool_combination, json_names,
-    response_text, CALLING_CONFIG_FIELDS, CONTENT_FIELDS, DECLARATION_FIELDS, GENERATION_FIELDS,
-    GOOGLE_SEARCH_FIELDS, REQUEST_FIELDS, TOOL_CONFIG_FIELDS, TOOL_FIELDS,
+    check_generation_types, check_part, check_response_media, check_thinking,
+    check_tool_combination, json_names, response_text, CALLING_CONFIG_FIELDS, CONTENT_FIELDS,
+    DECLARATION_FIELDS, GENERATION_FIELDS, GOOGLE_SEARCH_FIELDS, REQUEST_FIELDS,
+    TOOL_CONFIG_FIELDS, TOOL_FIELDS,
 };
 
 pub struct Gemini;
@@ -58,6 +59,13 @@ impl Gemini {
         let named = json_names(body);
         if let Some(thinking) = named.pointer("/generationConfig/thinkingConfig") {
             p.reasoning = check_thinking(thinking, &p.model)?;
+        }
+        let contents = named.get("contents").and_then(Value::as_array);
+        for (i, c) in contents.into_iter().flatten().enumerate() {
+            let parts = c.get("parts").and_then(Value::as_array);
+            for (j, part) in parts.into_iter().flatten().enumerate() {
+                check_response_media(part, model, &format!("contents[{i}].parts[{j}]"))?;
+            }
         }
         Ok(p)
     }

@@ -395,6 +395,56 @@ pub(super) fn check_thinking(config: &Value, model: &str) -> Result<bool, Failur
     Ok(thinks && config.get("includeThoughts") == Some(&Value::Bool(true)))
 }
 
+/// The image types Gemini reads (ai.google.dev/gemini-api/docs/image-understanding,
+/// "Supported image formats"): another `image/` type, `image/jpg` among
+/// them, is refused.
+const IMAGE_TYPES: [&str; 5] = [
+    "image/png",
+    "image/jpeg",
+    "image/webp",
+    "image/heic",
+    "image/heif",
+];
+
+fn check_image_type(blob: &Value) -> Result<(), Failure> {
+    match blob.get("mimeType").and_then(Value::as_str) {
+        Some(t) if t.starts_with("image/") && !IMAGE_TYPES.contains(&t) => {
+            Err(invalid(format!("Unsupported MIME type: {t}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A function response's media (`functionResponse.parts`, inline data):
+/// Gemini 3's multimodal function responses
+/// (ai.google.dev/gemini-api/docs/function-calling, "Multimodal function
+/// responses"), not earlier models'.
+pub(super) fn check_response_media(part: &Value, model: &str, at: &str) -> Result<(), Failure> {
+    let Some(media) = part
+        .pointer("/functionResponse/parts")
+        .and_then(Value::as_array)
+    else {
+        return Ok(());
+    };
+    if !media.is_empty() && !model.contains("gemini-3") {
+        return Err(invalid(format!(
+            "* GenerateContentRequest.{at}.function_response.parts: multimodal function \
+             responses are not supported for this model."
+        )));
+    }
+    for (k, m) in media.iter().enumerate() {
+        check_fields(
+            m,
+            &["inlineData", "fileData"],
+            &format!("{at}.function_response.parts[{k}]"),
+        )?;
+        if let Some(blob) = m.get("inlineData") {
+            check_image_type(blob)?;
+        }
+    }
+    Ok(())
+}
+
 /// camelCase to the snake_case Google's messages use.
 fn snake(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 4);
@@ -424,6 +474,7 @@ pub(super) fn check_part(part: &Value, at: &str) -> Result<(), Failure> {
     }
     if let Some(blob) = part.get("inlineData") {
         check_fields(blob, &["mimeType", "data"], &format!("{at}.inline_data"))?;
+        check_image_type(blob)?;
     }
     if let Some(call) = part.get("functionCall") {
         check_fields(

@@ -268,7 +268,10 @@ impl Dialect for Responses {
                 p.prompt_words += count_words(text);
                 p.last_user_text = text.clone();
             }
-            Some(Value::Array(items)) => read_items(items, &mut p)?,
+            Some(Value::Array(items)) => {
+                read_items(items, &mut p)?;
+                crate::openai_parts::check_input_parts(items, model)?;
+            }
             Some(_) => {
                 return Err(param(
                     "Invalid type for 'input': expected a string or an array of input items.",

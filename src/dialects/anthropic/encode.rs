@@ -10,7 +10,7 @@ pub(super) type Turn<'a> = crate::wire::Turn<Block<'a>>;
 pub(super) fn cache(cc: Option<&CacheControl>) -> Option<Cache<'_>> {
     cc.map(|cc| Cache {
         kind: "ephemeral",
-        ttl: cc.ttl.as_deref(),
+        ttl: cc.claude_ttl(),
     })
 }
 
@@ -157,14 +157,94 @@ pub fn history_allows_thinking(req: &ChatRequest) -> bool {
     })
 }
 
-/// Claude's extended thinking budget for the request's reasoning controls,
-/// one rule wherever Claude runs (Anthropic, Bedrock's Converse and
-/// InvokeModel). The budget stays below the output limit `max_tokens` as
-/// Claude requires (an effort's budget is lowered to fit; a budget the
-/// client named that does not fit, or a limit too small for any thinking,
-/// is refused; no limit: the caller makes room on top of the budget).
-/// Claude refuses thinking with a forced tool call (400 naming
-/// `tool_choice`), and with a history it cannot verify
+/// How Claude is to think: with a token budget (`thinking: {type:
+/// enabled, budget_tokens}`), or adaptively (`thinking: {type: adaptive}`,
+/// Claude 4.6 and later), at an effort (`output_config.effort`) or its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaudeThinking {
+    Budget(u32),
+    Adaptive(Option<Effort>),
+}
+
+impl ClaudeThinking {
+    /// `thinking` as Claude takes it.
+    pub fn config(self) -> ThinkingConfig {
+        match self {
+            ClaudeThinking::Budget(budget) => ThinkingConfig {
+                kind: "enabled",
+                budget_tokens: Some(budget),
+            },
+            ClaudeThinking::Adaptive(_) => ThinkingConfig {
+                kind: "adaptive",
+                budget_tokens: None,
+            },
+        }
+    }
+
+    /// `output_config.effort`: adaptive thinking's effort, as Claude names
+    /// it (minimal is its `low`).
+    pub fn effort(self) -> Option<&'static str> {
+        match self {
+            ClaudeThinking::Adaptive(Some(effort)) => Some(match effort {
+                Effort::None | Effort::Minimal | Effort::Low => "low",
+                Effort::Medium => "medium",
+                Effort::High => "high",
+                Effort::XHigh => "xhigh",
+                Effort::Max => "max",
+            }),
+            _ => None,
+        }
+    }
+
+    /// The output tokens thinking may take, which a request without an
+    /// output limit gets on top of the answer's: the budget, or the
+    /// effort's (medium's for Claude's own choice).
+    pub fn tokens(self) -> u32 {
+        match self {
+            ClaudeThinking::Budget(budget) => budget,
+            ClaudeThinking::Adaptive(effort) => effort
+                .unwrap_or(Effort::Medium)
+                .claude_budget()
+                .unwrap_or(MIN_THINKING_BUDGET),
+        }
+    }
+}
+
+/// A Claude model's version (`claude-opus-4-6`, `claude-3-7-sonnet-…`,
+/// `anthropic.claude-sonnet-4-20250514-v1:0`): the first two short numbers
+/// after `claude-` (a date is no version number).
+fn claude_version(model: &str) -> Option<(u32, u32)> {
+    let rest = model.get(model.find("claude-")? + "claude-".len()..)?;
+    let mut numbers = rest
+        .split(['-', '.', ':', '@'])
+        .filter(|t| !t.is_empty() && t.len() <= 2 && t.bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|t| t.parse::<u32>().ok());
+    let major = numbers.next()?;
+    Some((major, numbers.next().unwrap_or(0)))
+}
+
+/// Claude thinks adaptively from 4.6 on ("Adaptive thinking"), and from
+/// 4.7 only so (`enabled` is refused: "Use thinking.type.adaptive and
+/// output_config.effort").
+fn claude_adapts(model: &str) -> (bool, bool) {
+    match claude_version(model) {
+        Some(version) => (version >= (4, 6), version >= (4, 7)),
+        None => (false, false),
+    }
+}
+
+/// Claude's thinking for the request's reasoning controls, one rule
+/// wherever Claude runs (Anthropic, Bedrock's Converse and InvokeModel).
+/// From Claude 4.6 on, an effort, or none (a Messages client's adaptive
+/// thinking, a chat client's `reasoning: {enabled: true}`), is adaptive
+/// thinking at that effort, and a named budget too where the model takes
+/// no other ([`claude_adapts`]). Otherwise a budget below the output limit
+/// `max_tokens`, as Claude requires: an effort's lowered to fit, a named one
+/// that does not fit refused; Claude's own choice (no effort, no budget)
+/// thinks with what fits, or not at all when nothing does (only `enabled`
+/// has a minimum); no limit: the caller makes room on top
+/// ([`ClaudeThinking::tokens`]). Claude refuses thinking with a forced tool
+/// call (400 naming `tool_choice`), and with a history it cannot verify
 /// ([`history_allows_thinking`]): that one is answered without thinking,
 /// as is a model from before extended thinking (`claude_thinks`). What
 /// thinking refuses among the sampling controls is dropped
@@ -173,25 +253,30 @@ pub fn claude_thinking(
     req: &ChatRequest,
     model: &str,
     max_tokens: Option<u32>,
-) -> Result<Option<u32>, GatewayError> {
+) -> Result<Option<ClaudeThinking>, GatewayError> {
     let Some(reasoning) = req.reasoning.filter(|_| super::super::claude_thinks(model)) else {
         return Ok(None);
     };
     if !history_allows_thinking(req) {
         return Ok(None);
     }
-    let on =
-        reasoning.budget_tokens.is_some() || reasoning.effort.is_some_and(|e| e != Effort::None);
-    if on
-        && matches!(
-            req.tool_choice,
-            Some(ToolChoice::Required | ToolChoice::Function(_))
-        )
-    {
+    let named = reasoning.budget_tokens;
+    if named.is_none() && reasoning.effort == Some(Effort::None) {
+        return Ok(None);
+    }
+    if matches!(
+        req.tool_choice,
+        Some(ToolChoice::Required | ToolChoice::Function(_))
+    ) {
         return Err(GatewayError::invalid(
             "tool_choice",
             "this provider cannot think and be forced to call a tool: use tool_choice auto, or no reasoning",
         ));
+    }
+    let (adapts, only_adapts) = claude_adapts(model);
+    if adapts && (named.is_none() || only_adapts) {
+        let effort = reasoning.effort.or(named.map(Effort::for_budget));
+        return Ok(Some(ClaudeThinking::Adaptive(effort)));
     }
     let Some(budget) = reasoning.claude_budget() else {
         return Ok(None);
@@ -201,14 +286,14 @@ pub fn claude_thinking(
     } else {
         "max_tokens"
     };
-    if reasoning.budget_tokens.is_some() && budget < MIN_THINKING_BUDGET {
+    if named.is_some() && budget < MIN_THINKING_BUDGET {
         return Err(GatewayError::invalid(
             "reasoning.max_tokens",
             format!("this provider thinks with at least {MIN_THINKING_BUDGET} tokens"),
         ));
     }
     // A budget the client named must fit; an effort's is lowered to fit.
-    let budget = match (reasoning.budget_tokens, max_tokens) {
+    let budget = match (named, max_tokens) {
         (Some(_), Some(max)) if budget >= max => {
             return Err(GatewayError::invalid(
                 limit_field,
@@ -219,6 +304,10 @@ pub fn claude_thinking(
         _ => budget,
     };
     if budget < MIN_THINKING_BUDGET {
+        // Claude's own choice may be not to think.
+        if reasoning.effort.is_none() {
+            return Ok(None);
+        }
         return Err(GatewayError::invalid(
             limit_field,
             format!(
@@ -226,7 +315,23 @@ pub fn claude_thinking(
             ),
         ));
     }
-    Ok(Some(budget))
+    Ok(Some(ClaudeThinking::Budget(budget)))
+}
+
+/// `max_tokens` for Claude, the same wherever it runs: the client's limit;
+/// without one, the provider's `default_max_tokens` for the answer, on top
+/// of what thinking may take ([`ClaudeThinking::tokens`]).
+pub fn claude_max_tokens(
+    client_max: Option<u32>,
+    thinking: Option<ClaudeThinking>,
+    target: &Target,
+) -> u32 {
+    let answer = target.provider.default_max_tokens;
+    match (client_max, thinking) {
+        (Some(max), _) => max,
+        (None, Some(thinking)) => thinking.tokens().saturating_add(answer),
+        (None, None) => answer,
+    }
 }
 
 /// Claude's sampling controls as it takes them, thinking or not. With

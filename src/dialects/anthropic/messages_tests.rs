@@ -21,10 +21,14 @@ fn config() -> crate::config::Config {
 
 /// The neutral encoding of a request (as for a client of another API).
 fn encode(req: &ChatRequest) -> Result<Value, GatewayError> {
+    encode_on(req, "claude-x")
+}
+
+fn encode_on(req: &ChatRequest, model: &str) -> Result<Value, GatewayError> {
     let config = config();
     let target = Target {
         provider: &config.providers["p"],
-        model: "claude-x",
+        model,
     };
     let up = Anthropic.encode_request(req, &target)?;
     Ok(serde_json::from_slice(&up.body).unwrap())
@@ -332,6 +336,71 @@ fn efforts_become_budgets_below_max_tokens() {
             Some("max_tokens")
         );
     }
+}
+
+#[test]
+fn claude_4_6_and_later_think_adaptively_and_earlier_ones_within_their_limit() {
+    let with = |model: &str, effort: Option<Effort>, budget: Option<u32>, max: Option<u32>| {
+        let mut req =
+            messages(r#"{"model":"g","max_tokens":1,"messages":[{"role":"user","content":"x"}]}"#);
+        req.max_tokens = max;
+        req.reasoning = Some(ReasoningControl {
+            effort,
+            budget_tokens: budget,
+        });
+        encode_on(&req, model).map(|v| {
+            (
+                v["thinking"].clone(),
+                v.get("output_config").cloned(),
+                v["max_tokens"].clone(),
+            )
+        })
+    };
+    let json = |s: &str| serde_json::from_str::<Value>(s).unwrap();
+    let adaptive = json(r#"{"type":"adaptive"}"#);
+    // 4.6: an effort is adaptive thinking at it; the model's own choice
+    // is adaptive thinking alone; a named budget is still `enabled`.
+    assert_eq!(
+        with("claude-opus-4-6", Some(Effort::High), None, Some(900)).unwrap(),
+        (
+            adaptive.clone(),
+            Some(json(r#"{"effort":"high"}"#)),
+            json("900")
+        )
+    );
+    assert_eq!(
+        with("claude-sonnet-4-6", None, None, None).unwrap(),
+        (adaptive.clone(), None, json(&(8192 + 1000).to_string()))
+    );
+    assert_eq!(
+        with("claude-opus-4-6", None, Some(2048), Some(4000))
+            .unwrap()
+            .0,
+        json(r#"{"type":"enabled","budget_tokens":2048}"#)
+    );
+    // 4.7 takes adaptive thinking only: a budget is the effort it amounts to.
+    assert_eq!(
+        with("claude-opus-4-7", None, Some(2048), Some(4000)).unwrap(),
+        (adaptive, Some(json(r#"{"effort":"low"}"#)), json("4000"))
+    );
+    // Before 4.6, Claude's own choice thinks with what fits, or not at all.
+    assert_eq!(
+        with("claude-sonnet-4-5", None, None, Some(1000)).unwrap().0,
+        Value::Null
+    );
+    assert_eq!(
+        with("claude-sonnet-4-5", None, None, Some(5000)).unwrap().0,
+        json(r#"{"type":"enabled","budget_tokens":4999}"#)
+    );
+    // No limit: the whole budget, and the answer's default tokens on top.
+    assert_eq!(
+        with("claude-x", Some(Effort::Medium), None, None).unwrap(),
+        (
+            json(r#"{"type":"enabled","budget_tokens":8192}"#),
+            None,
+            json(&(8192 + 1000).to_string())
+        )
+    );
 }
 
 #[test]

@@ -48,7 +48,10 @@ mod passthrough;
 mod stream;
 
 use encode::*;
-pub use encode::{claude_sampling, claude_thinking, history_allows_thinking, Sampling};
+pub use encode::{
+    claude_max_tokens, claude_sampling, claude_thinking, history_allows_thinking, ClaudeThinking,
+    Sampling,
+};
 pub use passthrough::Unverifiable;
 use passthrough::*;
 pub(super) use stream::AnthropicEvents;
@@ -295,20 +298,9 @@ impl Dialect for Anthropic {
                 }),
             }
         };
-        // A thinking budget the client named without an output limit (a
-        // Gemini client's `thinkingBudget`): the answer's tokens come on top
-        // of it, as on Bedrock; otherwise the limit holds the budget.
         let client_max = req.max_output_tokens();
-        let named_budget =
-            client_max.is_none() && req.reasoning.is_some_and(|r| r.budget_tokens.is_some());
-        let default_max = target.provider.default_max_tokens;
-        let limit = (!named_budget).then_some(client_max.unwrap_or(default_max));
-        let thinking = claude_thinking(req, target.model, limit)?;
-        let max_tokens = match (limit, thinking) {
-            (Some(max), _) => max,
-            (None, Some(budget)) => budget.saturating_add(default_max),
-            (None, None) => default_max,
-        };
+        let thinking = claude_thinking(req, target.model, client_max)?;
+        let max_tokens = claude_max_tokens(client_max, thinking, target);
         let sampling = claude_sampling(req, thinking.is_some());
         let request = wire::Request {
             model: target.model,
@@ -321,10 +313,10 @@ impl Dialect for Anthropic {
             top_k: sampling.top_k,
             tools,
             tool_choice,
-            thinking: thinking.map(|budget_tokens| ThinkingConfig {
-                kind: "enabled",
-                budget_tokens,
-            }),
+            thinking: thinking.map(ClaudeThinking::config),
+            output_config: thinking
+                .and_then(ClaudeThinking::effort)
+                .map(|effort| wire::OutputConfig { effort }),
             metadata: req.user.as_deref().map(|user_id| Metadata { user_id }),
             stream: req.stream,
         };

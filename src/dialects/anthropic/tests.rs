@@ -457,3 +457,15 @@ fn stream_translates_to_unified_chunks() {
     );
     assert_eq!(ev.len(), 9);
 }
+
+#[test]
+fn jpg_images_are_sent_as_jpegs() {
+    // `image/jpg` is no registered type (Claude refuses it); JPEG's is image/jpeg.
+    let v = encode(
+        r#"{"model":"g","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/jpg;base64,QUJD"}}]}]}"#,
+    );
+    assert_eq!(
+        v["messages"][0]["content"][0]["source"],
+        serde_json::json!({"type":"base64","media_type":"image/jpeg","data":"QUJD"})
+    );
+}

@@ -8,7 +8,7 @@ impl<'a> Block<'a> {
     pub(super) fn cache_point(cache: &'a CacheControl) -> Self {
         Block::CachePoint(CachePoint {
             kind: "default",
-            ttl: cache.ttl.as_deref(),
+            ttl: cache.claude_ttl(),
         })
     }
 
@@ -210,10 +210,6 @@ pub(super) fn tool_config(
     Some(config)
 }
 
-/// `maxTokens` when the client set none but Claude is to think: its
-/// budget plus this much for the answer (the budget must stay below it).
-pub(super) const ANSWER_TOKENS_AFTER_THINKING: u32 = 4096;
-
 /// Claude's extended thinking (`additionalModelRequestFields.thinking`,
 /// docs.aws.amazon.com/bedrock/latest/userguide/claude-messages-extended-thinking.html):
 /// Claude's one rule wherever it runs ([`anthropic::claude_thinking`]), its
@@ -222,7 +218,10 @@ pub(super) const ANSWER_TOKENS_AFTER_THINKING: u32 = 4096;
 /// Other Bedrock models (but Nova 2, see [`nova_reasoning`]) take no
 /// reasoning controls through Converse's common fields: asking for
 /// reasoning is a 400.
-pub(super) fn thinking(req: &ChatRequest, model: &str) -> Result<Option<u32>, GatewayError> {
+pub(super) fn thinking(
+    req: &ChatRequest,
+    model: &str,
+) -> Result<Option<anthropic::ClaudeThinking>, GatewayError> {
     let Some(ask) = req.reasoning else {
         return Ok(None);
     };
@@ -268,4 +267,26 @@ pub(super) fn nova_reasoning(req: &ChatRequest) -> Result<Option<Value>, Gateway
 /// with or without a region prefix).
 pub(super) fn is_nova_2(model: &str) -> bool {
     model.contains("amazon.nova-2-")
+}
+
+/// Claude's own request members that Converse has no field for, in
+/// `additionalModelRequestFields`: `thinking` (and adaptive thinking's
+/// `output_config.effort`), and `top_k` (AWS's Claude parameters page;
+/// [`anthropic::claude_sampling`] leaves it out with thinking on, as Claude
+/// requires).
+pub(super) fn claude_fields(
+    thinking: Option<anthropic::ClaudeThinking>,
+    top_k: Option<u32>,
+) -> Option<Value> {
+    let mut fields = Map::new();
+    if let Some(thinking) = thinking {
+        fields.extend(serde_json::to_value(thinking.config()).map(|c| ("thinking".into(), c)));
+        if let Some(effort) = thinking.effort() {
+            fields.insert("output_config".into(), json!({ "effort": effort }));
+        }
+    }
+    if let Some(k) = top_k {
+        fields.insert("top_k".into(), k.into());
+    }
+    (!fields.is_empty()).then_some(Value::Object(fields))
 }

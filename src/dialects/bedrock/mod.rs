@@ -27,7 +27,7 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use super::anthropic::{self, Anthropic};
 use super::bedrock_invoke::{self, Chunks};
@@ -258,11 +258,19 @@ impl Dialect for Bedrock {
                     is_error,
                 } => {
                     history_has_tools = true;
+                    // Its text and images as blocks of their own (cache
+                    // points go after the result, not inside it).
+                    let no_cache = Abilities {
+                        cache: false,
+                        ..can
+                    };
+                    let mut result = user_blocks(content, i, no_cache)?;
+                    if result.is_empty() {
+                        result.push(Block::Text(Cow::Borrowed("")));
+                    }
                     let mut blocks = vec![Block::ToolResult {
                         tool_use_id: tool_call_id,
-                        content: [ToolResultText {
-                            text: content.text(),
-                        }],
+                        content: result,
                         status: is_error.then_some("error"),
                     }];
                     push_cache_point(&mut blocks, cache_control.as_ref(), can);
@@ -323,20 +331,21 @@ impl Dialect for Bedrock {
             messages: turns,
             system,
             inference_config: InferenceConfig {
+                // Thinking's tokens and the answer's, as for Claude anywhere.
                 max_tokens: match thinking {
-                    // The answer's tokens come on top of the budget.
-                    Some(budget) if req.max_output_tokens().is_none() => {
-                        Some(budget.saturating_add(ANSWER_TOKENS_AFTER_THINKING))
-                    }
-                    _ => req.max_output_tokens(),
+                    Some(_) => Some(anthropic::claude_max_tokens(
+                        req.max_output_tokens(),
+                        thinking,
+                        target,
+                    )),
+                    None => req.max_output_tokens(),
                 },
                 temperature: sampling.temperature,
                 top_p: sampling.top_p,
                 stop_sequences: &req.stop,
             },
             tool_config: tool_config(req, history_has_tools, can),
-            additional_model_request_fields: thinking
-                .map(|budget| json!({"thinking": {"type": "enabled", "budget_tokens": budget}}))
+            additional_model_request_fields: claude_fields(thinking, sampling.top_k)
                 .or(nova_reasoning),
             additional_model_response_field_paths: if claude && !req.stop.is_empty() {
                 &["/stop_sequence"]
@@ -567,6 +576,19 @@ pub(super) mod tests {
     }
 
     #[test]
+    fn a_tool_results_text_and_images_are_blocks_of_their_own() {
+        let v = encode(
+            r#"{"model":"g","messages":[{"role":"user","content":"look"},
+            {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"shot","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"one"},{"type":"image_url","image_url":{"url":"data:image/jpg;base64,QUJD"}},{"type":"text","text":"two"}]}]}"#,
+        );
+        assert_eq!(
+            v["messages"][2]["content"][0]["toolResult"]["content"],
+            json!([{"text": "one"}, {"image": {"format": "jpeg", "source": {"bytes": "QUJD"}}}, {"text": "two"}])
+        );
+    }
+
+    #[test]
     fn encodes_path_headers_and_inference_config() {
         let (up, v) = encode_with(
             r#"{"model":"g","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},
@@ -761,6 +783,30 @@ pub(super) mod tests {
         let v = thinking(r#""reasoning_effort":"none","temperature":0.2"#).unwrap();
         assert!(v.get("additionalModelRequestFields").is_none());
         assert_eq!(v["inferenceConfig"]["temperature"], 0.2);
+        // Claude 4.6 thinks adaptively, at the effort asked for.
+        let body = format!(r#"{{"model":"g",{user},"reasoning_effort":"max"}}"#);
+        let v = crate::dialects::encode_for(
+            &Bedrock,
+            r#"{"dialect":"bedrock"}"#,
+            "anthropic.claude-opus-4-6-v1",
+            &body,
+        )
+        .unwrap()
+        .1;
+        assert_eq!(
+            v["additionalModelRequestFields"],
+            json!({"thinking": {"type": "adaptive"}, "output_config": {"effort": "max"}})
+        );
+        assert_eq!(v["inferenceConfig"]["maxTokens"], 32000 + 4096);
+        // Claude's top_k has no Converse field: it goes beside thinking's
+        // place, and not with thinking on (Claude refuses it then).
+        let v = thinking(r#""top_k":20"#).unwrap();
+        assert_eq!(v["additionalModelRequestFields"], json!({"top_k": 20}));
+        let v = thinking(r#""top_k":20,"reasoning_effort":"low""#).unwrap();
+        assert_eq!(
+            v["additionalModelRequestFields"],
+            json!({"thinking": {"type": "enabled", "budget_tokens": 2048}})
+        );
         let v =
             thinking(r#""reasoning":{"max_tokens":2000},"max_tokens":3000,"top_p":0.97"#).unwrap();
         assert_eq!(

@@ -93,17 +93,39 @@ fn input_type(task: Option<Task>) -> &'static str {
     }
 }
 
+/// The one size a model that takes no `dimensions` embeds in (Titan Text
+/// Embeddings v1 1536, Cohere Embed v3 1024, its light models 384): a
+/// request asking for it asks for what the model does anyway, so it is
+/// sent without the member.
+fn native_size(model: &str) -> Option<u32> {
+    if model.contains("cohere.embed") && model.contains("light") {
+        Some(384)
+    } else if model.contains("cohere.embed") {
+        Some(1024)
+    } else {
+        Some(1536).filter(|_| model.contains("titan-embed"))
+    }
+}
+
 impl Embedder for Bedrock {
     fn encode(&self, req: &EmbedRequest, target: &Target) -> Result<UpstreamRequest, GatewayError> {
         let texts = req.input.texts("bedrock")?;
-        match family(target.model)? {
+        let family = family(target.model)?;
+        let fixed = matches!(
+            family,
+            Family::Titan { v2: false } | Family::Cohere { v4: false }
+        );
+        let dimensions = req
+            .dimensions
+            .filter(|&d| !fixed || Some(d) != native_size(target.model));
+        match family {
             Family::Titan { v2 } => {
                 check_batch(
                     req,
                     "bedrock, Titan Text Embeddings",
                     self.max_inputs(target.model),
                 )?;
-                match (req.dimensions, v2) {
+                match (dimensions, v2) {
                     (None, _) | (Some(256 | 512 | 1024), true) => {}
                     (Some(_), true) => {
                         return Err(bad_dimensions(target.model, Some("256, 512 or 1024")))
@@ -115,13 +137,13 @@ impl Embedder for Bedrock {
                     target,
                     &TitanRequest {
                         input_text: text,
-                        dimensions: req.dimensions,
+                        dimensions,
                     },
                 )
             }
             Family::Cohere { v4 } => {
                 check_batch(req, "bedrock, Cohere Embed", self.max_inputs(target.model))?;
-                if req.dimensions.is_some() && !v4 {
+                if dimensions.is_some() && !v4 {
                     return Err(bad_dimensions(target.model, None));
                 }
                 super::request(
@@ -129,7 +151,7 @@ impl Embedder for Bedrock {
                     &CohereRequest {
                         texts,
                         input_type: input_type(req.task),
-                        output_dimension: req.dimensions,
+                        output_dimension: dimensions,
                     },
                 )
             }
@@ -166,5 +188,51 @@ impl Embedder for Bedrock {
             Ok(Family::Cohere { .. }) => COHERE_MAX_BATCH,
             Err(_) => usize::MAX,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_models_own_size_asked_for_is_sent_without_the_member() {
+        let config = crate::config::Config::parse(
+            br#"{"providers":{"b":{"dialect":"bedrock"}},"model_groups":{"x":{"cluster":"c"}},"auth":{"enabled":false}}"#,
+            |_| None,
+        )
+        .unwrap();
+        let encode = |model: &str, dimensions: u32| {
+            let target = Target {
+                provider: &config.providers["b"],
+                model,
+            };
+            let body = format!(r#"{{"model":"m","input":["a"],"dimensions":{dimensions}}}"#);
+            let req = crate::wire::openai_embeddings::parse(body.as_bytes()).unwrap();
+            Bedrock
+                .encode(&req, &target)
+                .map(|up| serde_json::from_slice::<serde_json::Value>(&up.body).unwrap())
+        };
+        for (model, native) in [
+            ("cohere.embed-english-v3", 1024),
+            ("us.cohere.embed-multilingual-v3", 1024),
+            ("amazon.titan-embed-text-v1", 1536),
+        ] {
+            let body = encode(model, native).unwrap();
+            assert!(body.get("output_dimension").is_none(), "{model}: {body}");
+            assert!(body.get("dimensions").is_none(), "{model}: {body}");
+            let e = encode(model, 512).unwrap_err();
+            assert_eq!(e.param.as_deref(), Some("dimensions"), "{model}");
+        }
+        // A model that takes sizes gets the one asked for, its own too.
+        assert_eq!(
+            encode("cohere.embed-v4:0", 1536).unwrap()["output_dimension"],
+            1536
+        );
+        assert_eq!(
+            encode("amazon.titan-embed-text-v2:0", 1024).unwrap()["dimensions"],
+            1024
+        );
     }
 }

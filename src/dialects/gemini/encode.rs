@@ -117,6 +117,17 @@ pub(super) fn user_parts(content: &Content, i: usize) -> Result<Vec<Part<'_>>, G
     Ok(out)
 }
 
+/// The images of a tool result, as inline data (URLs refused as in user
+/// turns).
+pub(super) fn result_images(content: &Content, i: usize) -> Result<Vec<Blob<'_>>, GatewayError> {
+    if !content.has_image() {
+        return Ok(Vec::new());
+    }
+    // Read as a user turn's parts are (the same refusals, by position).
+    let parts = user_parts(content, i)?;
+    Ok(parts.into_iter().filter_map(|p| p.inline_data).collect())
+}
+
 /// Appends parts, merging consecutive turns of one role (Gemini wants all
 /// function responses to one model turn in one user turn).
 pub(super) fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, parts: Vec<Part<'a>>) {
@@ -136,7 +147,7 @@ pub(super) fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, parts
 /// is, anything else under `result`; a failed tool's output under `error`
 /// (Gemini's key for "error details", FunctionResponse in the API reference).
 pub(super) fn function_response(content: &Content, is_error: bool) -> Value {
-    let text = content.text();
+    let text = content.text_lines();
     let key = match serde_json::from_str::<Value>(&text) {
         Ok(v @ Value::Object(_)) if !is_error => return v,
         _ if is_error => "error",
@@ -145,4 +156,15 @@ pub(super) fn function_response(content: &Content, is_error: bool) -> Value {
     let mut wrapped = Map::new();
     wrapped.insert(key.into(), Value::String(text));
     Value::Object(wrapped)
+}
+
+/// A penalty the client set (OpenAI's `presence_penalty` and
+/// `frequency_penalty`, carried in `extra`) as Gemini's `presencePenalty`
+/// and `frequencyPenalty`; 0, the default of both APIs, is left out (some
+/// Gemini models refuse any penalty: "Penalty is not enabled for models/…").
+pub(super) fn penalty(req: &ChatRequest, name: &str) -> Option<f64> {
+    req.extra
+        .get(name)
+        .and_then(Value::as_f64)
+        .filter(|&p| p != 0.0)
 }

@@ -57,7 +57,7 @@ use crate::model::Api;
 use crate::sse::SseParser;
 use crate::wire::gemini::{
     Blob, Content as Turn, CountTokensResponse, ErrorBody, FunctionCall, FunctionCallingConfig,
-    FunctionDeclaration, FunctionResponse, GenerateContentRequest as Request,
+    FunctionDeclaration, FunctionResponse, FunctionResponsePart, GenerateContentRequest as Request,
     GenerateContentResponse as GenerateResponse, GenerationConfig, Part, Status, Text,
     ThinkingConfig, Tool as Tools, ToolConfig, UsageMetadata,
 };
@@ -198,15 +198,37 @@ impl Dialect for Gemini {
                                 "no earlier assistant tool call has this id",
                             )
                         })?;
+                    // The images it returned: inside the response on
+                    // Gemini 3, beside it in the turn before.
+                    let images = result_images(content, i)?;
+                    let inside = combines_tools(target.model);
                     let part = Part {
                         function_response: Some(FunctionResponse {
                             id: None,
                             name: name.into(),
                             response: function_response(content, *is_error),
+                            parts: if inside {
+                                images
+                                    .iter()
+                                    .cloned()
+                                    .map(|blob| FunctionResponsePart {
+                                        inline_data: Some(blob),
+                                    })
+                                    .collect()
+                            } else {
+                                Vec::new()
+                            },
                         }),
                         ..Part::default()
                     };
-                    push_turn(&mut turns, "user", vec![part]);
+                    let mut parts = vec![part];
+                    if !inside {
+                        parts.extend(images.into_iter().map(|blob| Part {
+                            inline_data: Some(blob),
+                            ..Part::default()
+                        }));
+                    }
+                    push_turn(&mut turns, "user", parts);
                 }
                 Message::Assistant {
                     content,
@@ -304,8 +326,11 @@ impl Dialect for Gemini {
                 stop_sequences: Cow::Borrowed(&req.stop),
                 temperature: req.temperature,
                 top_p: req.top_p,
+                top_k: req.top_k.map(f64::from),
                 max_output_tokens: req.max_output_tokens(),
                 seed: req.seed,
+                presence_penalty: penalty(req, "presence_penalty"),
+                frequency_penalty: penalty(req, "frequency_penalty"),
                 response_mime_type,
                 response_json_schema,
                 thinking_config: req.reasoning.map(|r| thinking_config(r, target.model)),

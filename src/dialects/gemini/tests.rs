@@ -79,8 +79,11 @@ fn assert_only_gemini_fields(v: &Value) {
         "stopSequences",
         "temperature",
         "topP",
+        "topK",
         "maxOutputTokens",
         "seed",
+        "presencePenalty",
+        "frequencyPenalty",
         "responseMimeType",
         "responseJsonSchema",
     ];
@@ -133,7 +136,7 @@ fn encodes_text_system_sampling_without_openai_fields() {
                 {"role":"user","parts":[{"text":"again"}]}],
             "systemInstruction":{"parts":[{"text":"be brief"},{"text":"really"}]},
             "generationConfig":{"stopSequences":["X"],"temperature":0.5,"topP":0.9,
-                                "maxOutputTokens":20,"seed":3}
+                                "maxOutputTokens":20,"seed":3,"presencePenalty":0.1}
         })
     );
     let up =
@@ -723,4 +726,57 @@ fn stream_content_filter() {
     let (ev, text) = run(&[filtered.as_bytes()], false);
     assert_eq!(ev[3]["choices"][0]["finish_reason"], "content_filter");
     assert!(text.ends_with("data: [DONE]\n\n"));
+}
+
+#[test]
+fn sampling_controls_gemini_has_are_sent_as_its_own() {
+    let v = encode(
+        r#"{"model":"g","messages":[{"role":"user","content":"x"}],"top_k":40,
+            "presence_penalty":0.5,"frequency_penalty":-0.25,"temperature":0.3}"#,
+    );
+    assert_eq!(
+        v["generationConfig"],
+        serde_json::json!({"temperature":0.3,"topK":40,"presencePenalty":0.5,"frequencyPenalty":-0.25})
+    );
+    // topK is an int32 to Gemini: written without a fraction.
+    assert!(String::from_utf8(
+        encode_request(r#"{"model":"g","messages":[{"role":"user","content":"x"}],"top_k":40}"#)
+            .unwrap()
+            .body
+    )
+    .unwrap()
+    .contains(r#""topK":40}"#));
+    // A zero penalty is both APIs' default: left out.
+    let v = encode(
+        r#"{"model":"g","messages":[{"role":"user","content":"x"}],"presence_penalty":0,"frequency_penalty":0.0}"#,
+    );
+    assert!(v.get("generationConfig").is_none(), "{v}");
+}
+
+#[test]
+fn a_tool_results_images_go_with_it() {
+    let body = r#"{"model":"g","messages":[{"role":"user","content":"look"},
+        {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"shot","arguments":"{}"}}]},
+        {"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"one"},{"type":"image_url","image_url":{"url":"data:image/jpg;base64,QUJD"}},{"type":"text","text":"two"}]}]}"#;
+    let provider = r#"{"dialect":"gemini","api_key":"g-key"}"#;
+    let sent = |model: &str| {
+        crate::dialects::encode_for(&Gemini, provider, model, body)
+            .unwrap()
+            .1
+    };
+    // Gemini 3: inside the function response (its multimodal responses);
+    // the text parts one per line; `image/jpg` as JPEG's registered type.
+    let v = sent("gemini-3-pro-preview");
+    assert_eq!(
+        v["contents"][2]["parts"],
+        serde_json::json!([{"functionResponse":{"name":"shot","response":{"result":"one\ntwo"},
+            "parts":[{"inlineData":{"mimeType":"image/jpeg","data":"QUJD"}}]}}])
+    );
+    // Before Gemini 3: beside it, in the same turn.
+    let v = sent("gemini-2.5-flash");
+    assert_eq!(
+        v["contents"][2]["parts"],
+        serde_json::json!([{"functionResponse":{"name":"shot","response":{"result":"one\ntwo"}}},
+            {"inlineData":{"mimeType":"image/jpeg","data":"QUJD"}}])
+    );
 }

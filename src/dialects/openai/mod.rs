@@ -245,18 +245,58 @@ pub(super) fn encode_body(req: &ChatRequest, model: &str) -> Result<Vec<u8>, Gat
         stream_options: req.stream.then_some(chat::StreamOptions {
             include_usage: true,
         }),
-        extra: extra_members(&req.extra, reasoning_effort(req)),
+        extra: extra_members(&req.extra, reasoning_effort(req, model)),
+        breakpoints: takes_breakpoints(model),
     };
     encode_json(req, &outgoing)
 }
 
+/// A GPT model's version from its name (`gpt-5.6-mini` → 5.6, `gpt-6`
+/// → 6.0, a provider prefix `openai/` allowed).
+fn gpt_version(model: &str) -> Option<(u32, u32)> {
+    let name = model.rsplit('/').next().unwrap_or(model);
+    let version = name.strip_prefix("gpt-")?;
+    let number = |s: &str| -> Option<u32> {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    let mut parts = version.splitn(2, '.');
+    let major = parts.next().and_then(number)?;
+    Some((major, parts.next().and_then(number).unwrap_or(0)))
+}
+
+/// Whether an OpenAI model takes `prompt_cache_breakpoint` on content
+/// parts: GPT-5.6 and later (OpenAI's prompt caching guide; earlier models
+/// refuse the member, and cache prefixes by themselves, so a breakpoint is
+/// left out for them).
+pub(super) fn takes_breakpoints(model: &str) -> bool {
+    gpt_version(model).is_some_and(|v| v >= (5, 6))
+}
+
+/// Whether an OpenAI model refuses function tools beside a reasoning
+/// effort on Chat Completions: GPT-5.2 and later ("Function tools with
+/// reasoning_effort are not supported for gpt-5.4 in /v1/chat/completions.
+/// To use function tools, use /v1/responses or set reasoning_effort to
+/// 'none'"), their `-chat` models (which do not reason) apart.
+fn refuses_reasoning_with_tools(model: &str) -> bool {
+    gpt_version(model).is_some_and(|v| v >= (5, 2)) && !model.contains("-chat")
+}
+
 /// OpenAI takes an effort, never a token budget: a budget alone is sent as
 /// the effort it amounts to (`Effort::for_budget`; with an effort too, the
-/// effort is sent and the budget dropped).
-fn reasoning_effort(req: &ChatRequest) -> Option<&'static str> {
-    req.reasoning
-        .and_then(|r| r.effort_or_from_budget())
-        .map(Effort::as_str)
+/// effort is sent and the budget dropped). A request that named no effort
+/// (no reasoning asked, or the model's own choice: a Messages client's
+/// adaptive thinking) with function tools, to a model that refuses
+/// reasoning beside them ([`refuses_reasoning_with_tools`]), gets `none`,
+/// which those models take; a named effort is sent, OpenAI's to refuse.
+fn reasoning_effort(req: &ChatRequest, model: &str) -> Option<&'static str> {
+    match req.reasoning.and_then(|r| r.effort_or_from_budget()) {
+        Some(effort) => Some(effort.as_str()),
+        None if !req.tools.is_empty() && refuses_reasoning_with_tools(model) => {
+            Some(Effort::None.as_str())
+        }
+        None => None,
+    }
 }
 
 /// A `chat.completion` decoded into the neutral answer (first choice).
@@ -352,6 +392,7 @@ pub(super) mod tests {
     use super::*;
     use crate::error::ErrorCode;
     use crate::model::response::Usage;
+    use serde_json::json;
 
     const PROVIDER: &str = r#"{"dialect":"openai","api_key":"sk-test","base_path":"/proxy"}"#;
 
@@ -400,6 +441,110 @@ pub(super) mod tests {
             let v = encoded(&format!(r#"{{{m},"reasoning_effort":"{name}"}}"#));
             assert_eq!(v["reasoning_effort"], name);
         }
+    }
+
+    #[test]
+    fn recent_models_get_no_reasoning_beside_function_tools_unless_asked() {
+        let sent = |model: &str, fields: &str| {
+            let body = format!(
+                r#"{{"model":"g","messages":[{{"role":"user","content":"x"}}],"tools":[{{"type":"function","function":{{"name":"f"}}}}]{fields}}}"#
+            );
+            crate::dialects::encode_for(&OpenAi, PROVIDER, model, &body)
+                .unwrap()
+                .1
+                .get("reasoning_effort")
+                .cloned()
+        };
+        assert_eq!(sent("gpt-5.4", ""), Some(json!("none")));
+        assert_eq!(
+            sent("gpt-5.6-mini", r#","reasoning":{"enabled":true}"#),
+            Some(json!("none"))
+        );
+        assert_eq!(
+            sent("gpt-5.4", r#","reasoning_effort":"high""#),
+            Some(json!("high"))
+        );
+        for model in ["gpt-5.1", "gpt-5", "o3", "gpt-5.2-chat-latest", "gpt-4o"] {
+            assert_eq!(sent(model, ""), None, "{model}");
+        }
+    }
+
+    #[test]
+    fn a_tool_results_images_follow_in_a_user_message() {
+        let v = encoded(
+            r#"{"model":"g","messages":[{"role":"user","content":"look"},
+            {"role":"assistant","content":null,"tool_calls":[
+                {"id":"c1","type":"function","function":{"name":"shot","arguments":"{}"}},
+                {"id":"c2","type":"function","function":{"name":"shot","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"one"},{"type":"image_url","image_url":{"url":"data:image/png;base64,QUJD"}}]},
+            {"role":"tool","tool_call_id":"c2","content":"no image"},
+            {"role":"user","content":"and?"}]}"#,
+        );
+        let m = v["messages"].as_array().unwrap();
+        assert_eq!(
+            m[2],
+            json!({"role":"tool","content":[{"type":"text","text":"one"}],"tool_call_id":"c1"})
+        );
+        assert_eq!(
+            m[3],
+            json!({"role":"tool","content":"no image","tool_call_id":"c2"})
+        );
+        assert_eq!(
+            m[4],
+            json!({"role":"user","content":[
+                {"type":"text","text":"Images returned by tool call c1:"},
+                {"type":"image_url","image_url":{"url":"data:image/png;base64,QUJD"}}]})
+        );
+        assert_eq!(m[5]["content"], "and?");
+        assert_eq!(m.len(), 6);
+    }
+
+    #[test]
+    fn cache_breakpoints_reach_the_models_that_take_them() {
+        for (model, takes) in [
+            ("gpt-5.6", true),
+            ("gpt-5.6-mini", true),
+            ("openai/gpt-5.10", true),
+            ("gpt-6", true),
+            ("gpt-5.5", false),
+            ("gpt-5", false),
+            ("gpt-5-mini", false),
+            ("gpt-4o", false),
+            ("o3", false),
+            ("my-deployment", false),
+        ] {
+            assert_eq!(takes_breakpoints(model), takes, "{model}");
+        }
+        // Anthropic's breakpoints (a Messages client's `cache_control`) and
+        // OpenAI's own, on the parts and on a whole tool result.
+        let body = r#"{"model":"g","messages":[
+            {"role":"system","content":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}]},
+            {"role":"user","content":[{"type":"text","text":"u","prompt_cache_breakpoint":{"mode":"explicit","ttl":"30m"}},{"type":"text","text":"v"}]},
+            {"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c","content":[{"type":"text","text":"r","cache_control":{"type":"ephemeral"}}]}]}"#;
+        let sent = |model: &str| {
+            crate::dialects::encode_for(&OpenAi, PROVIDER, model, body)
+                .unwrap()
+                .1
+        };
+        let v = sent("gpt-5.6");
+        let m = &v["messages"];
+        assert_eq!(
+            m[0]["content"][0],
+            json!({"type":"text","text":"s","prompt_cache_breakpoint":{"mode":"explicit","ttl":"12h"}})
+        );
+        assert_eq!(
+            m[1]["content"][0]["prompt_cache_breakpoint"],
+            json!({"mode":"explicit","ttl":"30m"})
+        );
+        assert!(m[1]["content"][1].get("prompt_cache_breakpoint").is_none());
+        assert_eq!(
+            m[3]["content"][0]["prompt_cache_breakpoint"],
+            json!({"mode":"explicit"})
+        );
+        // Earlier models refuse the member and cache by themselves.
+        let v = sent("gpt-4o");
+        assert!(!v.to_string().contains("prompt_cache_breakpoint"), "{v}");
     }
 
     #[test]

@@ -438,9 +438,10 @@ impl Parser {
                 }
                 Some(Reasoning { effort, ..t })
             }
-            // Adaptive thinking: the effort asked for, else Anthropic's default (high).
+            // Adaptive thinking: the effort asked for, else none named
+            // (the model decides: each vendor's own amount).
             (Some(_), effort) => Some(Reasoning {
-                effort: Some(effort.unwrap_or(Effort::High)),
+                effort,
                 budget_tokens: None,
             }),
             (None, Some(effort)) => Some(Reasoning {
@@ -827,7 +828,7 @@ mod tests {
         assert_eq!(
             reasoning(r#""thinking":{"type":"adaptive"}"#),
             Some(Reasoning {
-                effort: Some(Effort::High),
+                effort: None,
                 budget_tokens: None
             })
         );

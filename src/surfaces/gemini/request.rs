@@ -228,8 +228,34 @@ fn user_turn(
                     .unwrap_or_else(|| response.response.to_string()),
                 other => other.to_string(),
             };
+            // The images it returned (Gemini 3's multimodal responses)
+            // go with its text; other media only to Gemini.
+            let mut images = Vec::new();
+            for (k, media) in response.parts.iter().enumerate() {
+                match &media.inline_data {
+                    Some(blob) if blob.mime_type.0.starts_with("image/") => {
+                        images.push(ContentPart::ImageUrl {
+                            image_url: ImageUrl {
+                                url: format!("data:{};base64,{}", &*blob.mime_type, &*blob.data),
+                                detail: None,
+                            },
+                            cache_control: None,
+                        })
+                    }
+                    _ => reader.gemini_only(
+                        format!("{at}.functionResponse.parts[{k}]"),
+                        "media other than inline images in a function response",
+                    ),
+                }
+            }
+            let content = if images.is_empty() {
+                Content::Text(text)
+            } else {
+                images.insert(0, ContentPart::text(text));
+                Content::Parts(images)
+            };
             messages.push(Message::Tool {
-                content: Content::Text(text),
+                content,
                 tool_call_id: id,
                 is_error,
                 cache_control: None,

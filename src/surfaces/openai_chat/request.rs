@@ -66,6 +66,12 @@ impl ChatRequest {
                 ));
             }
         }
+        if self.top_k.is_none() && self.extra.get("top_k").is_some_and(|k| !k.is_null()) {
+            return Err(GatewayError::invalid(
+                "top_k",
+                "top_k must be a non-negative integer",
+            ));
+        }
         for (field, value) in [
             ("max_tokens", self.max_tokens),
             ("max_completion_tokens", self.max_completion_tokens),
@@ -209,7 +215,12 @@ fn neutral(r: client::Request, source_len: usize) -> ChatRequest {
         max_completion_tokens: r.max_completion_tokens,
         stop: r.stop,
         seed: r.seed,
-        top_k: None,
+        // Not OpenAI's (OpenAI-compatible servers take it, so it stays in
+        // `extra` for them), but the other vendors' `top_k`.
+        top_k: extra
+            .get("top_k")
+            .and_then(Value::as_u64)
+            .and_then(|k| u32::try_from(k).ok()),
         reasoning,
         user: r.user.map(Cow::into_owned),
         n: r.n,
@@ -471,6 +482,26 @@ mod tests {
     }
 
     #[test]
+    fn top_k_is_the_other_vendors_and_kept_for_openai_compatible_servers() {
+        let with = |k: &str| {
+            parse(&format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}}],"top_k":{k}}}"#
+            ))
+        };
+        let r = with("40").unwrap();
+        assert_eq!(r.top_k, Some(40));
+        assert_eq!(r.extra["top_k"], 40);
+        assert_eq!(with("null").unwrap().top_k, None);
+        for bad in ["-1", "1.5", r#""40""#] {
+            assert_eq!(
+                with(bad).unwrap_err().param.as_deref(),
+                Some("top_k"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
     fn errors_name_the_field() {
         let cases = [
             (
@@ -623,6 +654,7 @@ mod tests {
         let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"logprobs":true}"#;
         let r = parse(body).unwrap();
         let wire = crate::wire::openai_chat::Request {
+            breakpoints: false,
             model: "m",
             request: &r,
             stream_options: None,
@@ -793,6 +825,47 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn openais_prompt_cache_breakpoint_is_a_breakpoint() {
+        let r = parse(
+            r#"{"model":"m","messages":[
+                {"role":"system","content":[{"type":"text","text":"s","prompt_cache_breakpoint":{"mode":"explicit"}}]},
+                {"role":"user","content":[{"type":"text","text":"u","prompt_cache_breakpoint":{"mode":"explicit","ttl":"12h"}}]}]}"#,
+        )
+        .unwrap();
+        let part = |m: &Message| match m {
+            Message::System { content, .. } | Message::User { content, .. } => match content {
+                Content::Parts(p) => p[0].cache_control().cloned(),
+                Content::Text(_) => None,
+            },
+            _ => None,
+        };
+        assert_eq!(part(&r.messages[0]), Some(CacheControl { ttl: None }));
+        assert_eq!(
+            part(&r.messages[1]),
+            Some(CacheControl {
+                ttl: Some("12h".into())
+            })
+        );
+        let refused = |breakpoint: &str| {
+            let body = format!(
+                r#"{{"model":"m","messages":[{{"role":"user","content":[{{"type":"text","text":"x","prompt_cache_breakpoint":{breakpoint}}}]}}]}}"#
+            );
+            parse(&body).unwrap_err().param
+        };
+        let at = "messages[0].content[0].prompt_cache_breakpoint";
+        assert_eq!(
+            refused(r#"{"mode":"implicit"}"#),
+            Some(format!("{at}.mode"))
+        );
+        assert_eq!(
+            refused(r#"{"mode":"explicit","ttl":"1h"}"#),
+            Some(format!("{at}.ttl"))
+        );
+        assert_eq!(refused(r#"{"ttl":"30m"}"#), Some(at.to_owned()));
+        assert_eq!(refused(r#"{"mode":"explicit","x":1}"#), Some(at.to_owned()));
     }
 
     #[test]

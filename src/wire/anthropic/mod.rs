@@ -378,18 +378,27 @@ pub struct Request<'a, T> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thinking: Option<ThinkingConfig>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_config: Option<OutputConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
 }
 
-/// `thinking`: extended thinking on, with its budget.
+/// `thinking`: extended thinking on with its budget (`enabled`), or
+/// `adaptive` (Claude 4.6 and later decide how much to think).
 #[derive(Serialize, Debug)]
 pub struct ThinkingConfig {
-    /// `"enabled"`.
     #[serde(rename = "type")]
     pub kind: &'static str,
-    pub budget_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u32>,
+}
+
+/// `output_config`: how much effort Claude spends (`low` ... `max`).
+#[derive(Serialize, Debug)]
+pub struct OutputConfig {
+    pub effort: &'static str,
 }
 
 /// `cache_control`.

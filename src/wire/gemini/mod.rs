@@ -18,7 +18,9 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
+mod functions;
 mod status;
+pub use functions::{FunctionCall, FunctionResponse, FunctionResponsePart};
 pub use status::{Detail, ErrorBody, ErrorEnvelope, Status};
 
 /// A string of the wire, borrowed from its bytes unless an escape forces a
@@ -247,28 +249,6 @@ pub struct FileData<'a> {
     pub file_uri: Text<'a>,
 }
 
-/// A call the model asks for. Its arguments stay a `Value`.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct FunctionCall<'a> {
-    #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
-    pub id: Option<Text<'a>>,
-    #[serde(borrow)]
-    pub name: Text<'a>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub args: Option<Value>,
-}
-
-/// A call's result (`response` an object).
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct FunctionResponse<'a> {
-    #[serde(default, skip_serializing_if = "Option::is_none", borrow)]
-    pub id: Option<Text<'a>>,
-    #[serde(borrow)]
-    pub name: Text<'a>,
-    #[serde(default)]
-    pub response: Value,
-}
-
 #[derive(Serialize, Deserialize, Debug, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Tool<'a> {
@@ -434,7 +414,13 @@ pub struct GenerationConfig<'a> {
     pub temperature: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none", alias = "top_p")]
     pub top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none", alias = "top_k")]
+    /// An int32 to Gemini: written as an integer when it is one.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "whole_number",
+        alias = "top_k"
+    )]
     pub top_k: Option<f64>,
     #[serde(
         default,
@@ -676,4 +662,14 @@ pub struct Model<'a> {
 pub struct ModelList<'a> {
     #[serde(borrow)]
     pub models: Vec<Model<'a>>,
+}
+
+/// A number Gemini's proto decoder reads as an integer (`topK`): written
+/// without a fraction when it has none.
+fn whole_number<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(n) if n.fract() == 0.0 && n.abs() < 9.0e15 => s.serialize_i64(*n as i64),
+        Some(n) => s.serialize_f64(*n),
+        None => s.serialize_none(),
+    }
 }

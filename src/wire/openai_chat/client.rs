@@ -419,6 +419,7 @@ named_fields!(
     max_tokens_field => "max_tokens",
     enabled_field => "enabled",
     ttl_field => "ttl",
+    mode_field => "mode",
     cache_control_field => "cache_control",
     function_field => "function",
     json_schema_field => "json_schema",
@@ -557,6 +558,11 @@ pub enum CacheTtl {
     FiveMinutes,
     #[serde(rename = "1h")]
     OneHour,
+    /// OpenAI's breakpoint lifetimes ([`Breakpoint`]), not `cache_control`'s.
+    #[serde(skip)]
+    ThirtyMinutes,
+    #[serde(skip)]
+    TwelveHours,
 }
 
 impl CacheTtl {
@@ -564,6 +570,47 @@ impl CacheTtl {
         match self {
             CacheTtl::FiveMinutes => "5m",
             CacheTtl::OneHour => "1h",
+            CacheTtl::ThirtyMinutes => "30m",
+            CacheTtl::TwelveHours => "12h",
+        }
+    }
+}
+
+/// OpenAI's `prompt_cache_breakpoint` on a content part (GPT-5.6 and
+/// later): `{"mode": "explicit", "ttl"?: "30m" | "12h"}`, the prefix up to
+/// the part's end reusable; read as the breakpoint `cache_control` is.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Breakpoint {
+    #[serde(deserialize_with = "mode_field")]
+    mode: Explicit,
+    #[serde(default, deserialize_with = "ttl_field")]
+    ttl: Option<BreakpointTtl>,
+}
+
+#[derive(Deserialize)]
+enum Explicit {
+    #[serde(rename = "explicit")]
+    Explicit,
+}
+
+#[derive(Deserialize)]
+enum BreakpointTtl {
+    #[serde(rename = "30m")]
+    ThirtyMinutes,
+    #[serde(rename = "12h")]
+    TwelveHours,
+}
+
+impl From<Breakpoint> for CacheControlIn {
+    fn from(b: Breakpoint) -> Self {
+        let Explicit::Explicit = b.mode;
+        CacheControlIn {
+            _kind: Ephemeral::Ephemeral,
+            ttl: b.ttl.map(|ttl| match ttl {
+                BreakpointTtl::ThirtyMinutes => CacheTtl::ThirtyMinutes,
+                BreakpointTtl::TwelveHours => CacheTtl::TwelveHours,
+            }),
         }
     }
 }

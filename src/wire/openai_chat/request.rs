@@ -3,6 +3,8 @@
 //! order; also the tools, tool calls and output formats DashScope takes in
 //! OpenAI's shape.
 
+use serde::ser::SerializeSeq;
+
 use super::*;
 
 /// The Chat Completions request the openai and azure dialects send: the
@@ -14,6 +16,9 @@ pub struct Request<'a> {
     pub request: &'a ChatRequest,
     pub stream_options: Option<StreamOptions>,
     pub extra: Vec<(&'a str, Cow<'a, Value>)>,
+    /// The model takes `prompt_cache_breakpoint` on content parts (GPT-5.6
+    /// and later): the request's cache breakpoints are written as such.
+    pub breakpoints: bool,
 }
 
 #[derive(Serialize)]
@@ -26,7 +31,7 @@ impl Serialize for Request<'_> {
         let r = self.request;
         let mut map = s.serialize_map(None)?;
         map.serialize_entry("model", self.model)?;
-        map.serialize_entry("messages", &Messages(&r.messages))?;
+        map.serialize_entry("messages", &Messages(&r.messages, self.breakpoints))?;
         if !r.tools.is_empty() {
             map.serialize_entry("tools", &OutTools(&r.tools))?;
         }
@@ -71,16 +76,69 @@ fn optional<M: SerializeMap, T: Serialize>(
     }
 }
 
-struct Messages<'a>(&'a [neutral::Message]);
+/// The messages, and whether breakpoints are written. OpenAI takes images
+/// only in user messages ("Image URLs are only allowed for messages with
+/// role 'user'"): a tool result's images follow the run of tool messages
+/// they came in, in one user message, each tool call's named.
+struct Messages<'a>(&'a [neutral::Message], bool);
 
 impl Serialize for Messages<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.0.iter().map(OutMessage))
+        let mut seq = s.serialize_seq(None)?;
+        let mut images: Vec<&neutral::Message> = Vec::new();
+        for message in self.0 {
+            let tool = matches!(message, neutral::Message::Tool { .. });
+            if !tool && !images.is_empty() {
+                seq.serialize_element(&ToolImages(&images))?;
+                images.clear();
+            }
+            seq.serialize_element(&OutMessage(message, self.1))?;
+            if let neutral::Message::Tool { content, .. } = message {
+                if content.has_image() {
+                    images.push(message);
+                }
+            }
+        }
+        if !images.is_empty() {
+            seq.serialize_element(&ToolImages(&images))?;
+        }
+        seq.end()
+    }
+}
+
+/// The user message carrying the images of tool results (tool messages).
+struct ToolImages<'a>(&'a [&'a neutral::Message]);
+
+impl Serialize for ToolImages<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut parts: Vec<ContentPart> = Vec::new();
+        for message in self.0 {
+            if let neutral::Message::Tool {
+                content: Content::Parts(result),
+                tool_call_id,
+                ..
+            } = message
+            {
+                parts.push(ContentPart::text(format!(
+                    "Images returned by tool call {tool_call_id}:"
+                )));
+                parts.extend(
+                    result
+                        .iter()
+                        .filter(|p| matches!(p, ContentPart::ImageUrl { .. }))
+                        .cloned(),
+                );
+            }
+        }
+        let mut map = s.serialize_map(Some(2))?;
+        map.serialize_entry("role", "user")?;
+        map.serialize_entry("content", &OutContent(&Content::Parts(parts), false))?;
+        map.end()
     }
 }
 
 /// A message as OpenAI takes it: `role` first, then its members.
-struct OutMessage<'a>(&'a neutral::Message);
+struct OutMessage<'a>(&'a neutral::Message, bool);
 
 impl Serialize for OutMessage<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -95,7 +153,7 @@ impl Serialize for OutMessage<'_> {
                     _ => "user",
                 };
                 map.serialize_entry("role", role)?;
-                map.serialize_entry("content", &OutContent(content))?;
+                map.serialize_entry("content", &OutContent(content, self.1))?;
                 optional(&mut map, "name", name)?;
             }
             neutral::Message::Assistant {
@@ -106,7 +164,8 @@ impl Serialize for OutMessage<'_> {
                 ..
             } => {
                 map.serialize_entry("role", "assistant")?;
-                map.serialize_entry("content", &content.as_ref().map(OutContent))?;
+                // OpenAI takes no breakpoint on assistant output.
+                map.serialize_entry("content", &content.as_ref().map(|c| OutContent(c, false)))?;
                 if !tool_calls.is_empty() {
                     map.serialize_entry("tool_calls", &OutToolCalls(tool_calls))?;
                 }
@@ -116,10 +175,31 @@ impl Serialize for OutMessage<'_> {
             neutral::Message::Tool {
                 content,
                 tool_call_id,
+                cache_control,
                 ..
             } => {
                 map.serialize_entry("role", "tool")?;
-                map.serialize_entry("content", &OutContent(content))?;
+                match (content, cache_control) {
+                    // A breakpoint after the whole result: on its text.
+                    (Content::Text(text), Some(cache)) if self.1 => {
+                        let part = ContentPart::Text {
+                            text: text.clone(),
+                            cache_control: Some(cache.clone()),
+                        };
+                        map.serialize_entry("content", &[OutPart(&part, true)])?;
+                    }
+                    // OpenAI takes text only here: the images follow the
+                    // results in a user message ([`Messages`]).
+                    (Content::Parts(parts), _) if content.has_image() => {
+                        let texts: Vec<OutPart> = parts
+                            .iter()
+                            .filter(|p| matches!(p, ContentPart::Text { .. }))
+                            .map(|p| OutPart(p, self.1))
+                            .collect();
+                        map.serialize_entry("content", &texts)?;
+                    }
+                    _ => map.serialize_entry("content", &OutContent(content, self.1))?,
+                }
                 map.serialize_entry("tool_call_id", tool_call_id)?;
             }
         }
@@ -127,23 +207,24 @@ impl Serialize for OutMessage<'_> {
     }
 }
 
-/// A string, or the parts as OpenAI's content parts.
-struct OutContent<'a>(&'a Content);
+/// A string, or the parts as OpenAI's content parts (with their
+/// breakpoints when the model takes them).
+struct OutContent<'a>(&'a Content, bool);
 
 impl Serialize for OutContent<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self.0 {
             Content::Text(text) => crate::json_text::serialize(text, s),
-            Content::Parts(parts) => s.collect_seq(parts.iter().map(OutPart)),
+            Content::Parts(parts) => s.collect_seq(parts.iter().map(|p| OutPart(p, self.1))),
         }
     }
 }
 
-struct OutPart<'a>(&'a ContentPart);
+struct OutPart<'a>(&'a ContentPart, bool);
 
 impl Serialize for OutPart<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(2))?;
+        let mut map = s.serialize_map(None)?;
         match self.0 {
             ContentPart::Text { text, .. } => {
                 map.serialize_entry("type", "text")?;
@@ -160,6 +241,21 @@ impl Serialize for OutPart<'_> {
                 ))
             }
         }
+        if let Some(cache) = self.0.cache_control().filter(|_| self.1) {
+            map.serialize_entry("prompt_cache_breakpoint", &OutBreakpoint(cache))?;
+        }
+        map.end()
+    }
+}
+
+/// `{"mode": "explicit", "ttl"?}`: OpenAI's breakpoint.
+struct OutBreakpoint<'a>(&'a neutral::CacheControl);
+
+impl Serialize for OutBreakpoint<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("mode", "explicit")?;
+        optional(&mut map, "ttl", &self.0.openai_ttl())?;
         map.end()
     }
 }

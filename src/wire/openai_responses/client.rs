@@ -98,6 +98,15 @@ members! {
         annotations "annotations": Skip,
         logprobs "logprobs": Skip,
         refusal "refusal": Loose<'a>,
+        prompt_cache_breakpoint "prompt_cache_breakpoint": Loose<'a, Breakpoint<'a>>,
+    }
+}
+
+members! {
+    /// An input part's `prompt_cache_breakpoint` (GPT-5.6 and later).
+    pub struct Breakpoint<'a> {
+        mode "mode": Loose<'a>,
+        ttl "ttl": Loose<'a>,
     }
 }
 

@@ -264,12 +264,24 @@ fn input_part(b: &mut Builder, part: &Loose<Part>, param: &Path) -> Result<Conte
     let m = object(part, param)?;
     match required_string(&m.kind, param, "type")? {
         "input_text" => {
-            known(m.first_unknown(&["type", "text"]), param)?;
-            Ok(ContentPart::text(required_string(&m.text, param, "text")?))
+            known(
+                m.first_unknown(&["type", "text", "prompt_cache_breakpoint"]),
+                param,
+            )?;
+            Ok(ContentPart::Text {
+                text: required_string(&m.text, param, "text")?.to_owned(),
+                cache_control: breakpoint(&m.prompt_cache_breakpoint, param)?,
+            })
         }
         "input_image" => {
             known(
-                m.first_unknown(&["type", "image_url", "file_id", "detail"]),
+                m.first_unknown(&[
+                    "type",
+                    "image_url",
+                    "file_id",
+                    "detail",
+                    "prompt_cache_breakpoint",
+                ]),
                 param,
             )?;
             let detail = string(&m.detail, param, "detail")?.map(str::to_owned);
@@ -283,7 +295,7 @@ fn input_part(b: &mut Builder, part: &Loose<Part>, param: &Path) -> Result<Conte
                     .map_err(|e| invalid(format!("{param}.image_url"), e))?;
                 return Ok(ContentPart::ImageUrl {
                     image_url,
-                    cache_control: None,
+                    cache_control: breakpoint(&m.prompt_cache_breakpoint, param)?,
                 });
             }
             if string(&m.file_id, param, "file_id")?.is_some() {
@@ -297,7 +309,14 @@ fn input_part(b: &mut Builder, part: &Loose<Part>, param: &Path) -> Result<Conte
         }
         "input_file" => {
             known(
-                m.first_unknown(&["type", "file_data", "file_id", "file_url", "filename"]),
+                m.first_unknown(&[
+                    "type",
+                    "file_data",
+                    "file_id",
+                    "file_url",
+                    "filename",
+                    "prompt_cache_breakpoint",
+                ]),
                 param,
             )?;
             let title = string(&m.filename, param, "filename")?.map(str::to_owned);
@@ -330,7 +349,7 @@ fn input_part(b: &mut Builder, part: &Loose<Part>, param: &Path) -> Result<Conte
             Ok(ContentPart::Document(Document {
                 source,
                 title,
-                cache_control: None,
+                cache_control: breakpoint(&m.prompt_cache_breakpoint, param)?,
             }))
         }
         other => Err(invalid(
@@ -338,4 +357,36 @@ fn input_part(b: &mut Builder, part: &Loose<Part>, param: &Path) -> Result<Conte
             format!("Invalid value: '{other}'. Supported values are: 'input_text', 'input_image' and 'input_file'."),
         )),
     }
+}
+
+/// An input part's `prompt_cache_breakpoint`, `{"mode": "explicit",
+/// "ttl"?: "30m" | "12h"}`: the neutral cache breakpoint after the part.
+fn breakpoint(
+    value: &Option<Loose<client::Breakpoint>>,
+    param: &Path,
+) -> Result<Option<CacheControl>> {
+    let Some(value) = value.as_ref().filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let at = Path::Member(param, "prompt_cache_breakpoint");
+    let b = object(value, &at)?;
+    known(b.first_unknown(&["mode", "ttl"]), &at)?;
+    let mode = required_string(&b.mode, &at, "mode")?;
+    if mode != "explicit" {
+        return Err(invalid(
+            format!("{at}.mode"),
+            format!("Invalid value: '{mode}'. Supported values are: 'explicit'."),
+        ));
+    }
+    let ttl = match string(&b.ttl, &at, "ttl")? {
+        None => None,
+        Some(ttl @ ("30m" | "12h")) => Some(ttl.to_owned()),
+        Some(other) => {
+            return Err(invalid(
+                format!("{at}.ttl"),
+                format!("Invalid value: '{other}'. Supported values are: '30m' and '12h'."),
+            ))
+        }
+    };
+    Ok(Some(CacheControl { ttl }))
 }

@@ -360,3 +360,40 @@ fn refuses_what_openai_refuses() {
         .contains("Unknown parameter: 'x'"));
     assert_eq!(err("  ").param.as_deref(), Some("body"));
 }
+
+#[test]
+fn an_input_parts_cache_breakpoint_is_a_breakpoint() {
+    let r = ok(json!({"model": "g", "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "long", "prompt_cache_breakpoint": {"mode": "explicit", "ttl": "12h"}},
+        {"type": "input_image", "image_url": "https://x/y.png", "prompt_cache_breakpoint": {"mode": "explicit"}},
+        {"type": "input_text", "text": "q"}]}]}));
+    let Message::User {
+        content: Content::Parts(parts),
+        ..
+    } = &r.messages[0]
+    else {
+        panic!("{:?}", r.messages[0]);
+    };
+    let ttl = |t: Option<&str>| {
+        Some(CacheControl {
+            ttl: t.map(Into::into),
+        })
+    };
+    assert_eq!(parts[0].cache_control().cloned(), ttl(Some("12h")));
+    assert_eq!(parts[1].cache_control().cloned(), ttl(None));
+    assert_eq!(parts[2].cache_control(), None);
+    let at = "input[0].content[0].prompt_cache_breakpoint";
+    for (breakpoint, param) in [
+        (json!({"mode": "implicit"}), format!("{at}.mode")),
+        (
+            json!({"mode": "explicit", "ttl": "5m"}),
+            format!("{at}.ttl"),
+        ),
+        (json!({"ttl": "30m"}), format!("{at}.mode")),
+        (json!({"mode": "explicit", "x": 1}), format!("{at}.x")),
+    ] {
+        let body = json!({"model": "g", "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": "x", "prompt_cache_breakpoint": breakpoint}]}]});
+        assert_eq!(err(&body.to_string()).param, Some(param));
+    }
+}

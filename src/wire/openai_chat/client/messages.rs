@@ -315,6 +315,7 @@ enum PartField {
     Text,
     ImageUrl,
     CacheControl,
+    PromptCacheBreakpoint,
     #[serde(other)]
     Other,
 }
@@ -335,6 +336,7 @@ impl<'de> Deserialize<'de> for ContentPart<'de> {
                 let mut text: Option<Text> = None;
                 let mut image_url: Option<ImageUrl> = None;
                 let mut cache: Option<Option<CacheControlIn>> = None;
+                let mut breakpoint: Option<Option<Breakpoint>> = None;
                 while let Some(field) = map.next_key::<PartField>()? {
                     match field {
                         PartField::Type => once(&mut kind, "type", map.next_value::<PartKind>())?,
@@ -343,12 +345,19 @@ impl<'de> Deserialize<'de> for ContentPart<'de> {
                         PartField::CacheControl => {
                             once(&mut cache, "cache_control", map.next_value())?
                         }
+                        PartField::PromptCacheBreakpoint => {
+                            once(&mut breakpoint, "prompt_cache_breakpoint", map.next_value())?
+                        }
                         PartField::Other => {
                             map.next_value::<de::IgnoredAny>()?;
                         }
                     }
                 }
-                let cache_control = cache.flatten();
+                // Anthropic's breakpoint or OpenAI's: one breakpoint either way.
+                let cache_control = breakpoint
+                    .flatten()
+                    .map(CacheControlIn::from)
+                    .or(cache.flatten());
                 Ok(match kind.ok_or_else(|| missing("type"))? {
                     PartKind::Text => ContentPart::Text {
                         text: text.ok_or_else(|| missing("text"))?.0,
