@@ -112,7 +112,16 @@ pub struct GatewayError {
     pub allow: Option<&'static str>,
     /// OpenAI's `type` when it is not the code's own.
     pub error_type: Option<ErrorType>,
+    /// The vendor's own error details, for a client whose API's envelope
+    /// carries them as they came: Google's `google.rpc.Status` details,
+    /// from Gemini to a Gemini client (a pass-through pair). Boxed: errors
+    /// stay small.
+    pub details: Option<Box<VendorDetails>>,
 }
+
+/// A vendor's error details as it sent them (see [`GatewayError::details`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VendorDetails(pub Vec<serde_json::Value>);
 
 /// OpenAI `type`s other than a code's own (one byte, so errors stay small).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +151,7 @@ impl GatewayError {
             retry_after: None,
             allow: None,
             error_type: None,
+            details: None,
         }
     }
 

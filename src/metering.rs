@@ -66,6 +66,8 @@ pub struct AttemptRecord {
     pub cached_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
     /// Completion tokens sent to the client (estimated from the text).
     pub delivered_tokens: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,6 +97,7 @@ impl AttemptRecord {
         self.completion_tokens = Some(usage.completion_tokens);
         self.cached_tokens = usage.cached_tokens;
         self.reasoning_tokens = usage.reasoning_tokens;
+        self.cache_write_tokens = usage.cache_write_tokens;
     }
 
     /// The vendor's usage, or an estimate (`true`) from the prompt estimate
@@ -113,6 +116,7 @@ impl AttemptRecord {
                     },
                     cached_tokens: self.cached_tokens,
                     reasoning_tokens: self.reasoning_tokens,
+                    cache_write_tokens: self.cache_write_tokens,
                 },
                 false,
             ),
@@ -408,6 +412,7 @@ mod tests {
             completion_tokens: 20,
             cached_tokens: Some(4),
             reasoning_tokens: None,
+            cache_write_tokens: None,
         });
         let records = [refused, cut, answered];
         let bill = Bill::of(&records, 5, |r| (r.provider != "b").then_some(&price));
@@ -468,6 +473,7 @@ mod tests {
             completion_tokens: 100_000,
             cached_tokens: Some(400_000),
             reasoning_tokens: None,
+            cache_write_tokens: None,
         };
         // 600k * 3 + 400k * 0.3 + 100k * 15, per million
         let cost = price.cost(&usage);
@@ -532,6 +538,7 @@ mod tests {
             completion_tokens: 20,
             cached_tokens: Some(2),
             reasoning_tokens: None,
+            cache_write_tokens: None,
         });
         assert_eq!(r.usage_or_estimate(40).0.completion_tokens, 20);
         assert!(!r.usage_or_estimate(40).1);

@@ -41,7 +41,7 @@ MODEL = {
     "mock-openai": "mock-gpt-4o",
     "mock-anthropic": "mock-claude-sonnet",
     "mock-gemini": "mock-gemini-flash",
-    "mock-azure": "mock-gpt4o-deployment",
+    "mock-azure": "gpt-4o-2024-08-06",  # the deployment's model, as Azure names it
     "mock-bedrock": "anthropic.claude-3-haiku-20240307-v1:0",
     "mock-dashscope": "qwen-plus",
     # The primary always answers 529: the OpenAI mock answers.

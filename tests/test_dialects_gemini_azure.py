@@ -8,6 +8,7 @@ import json
 import openai
 import pytest
 
+from conftest import ALL_GROUPS_KEY
 from sse_client import chunks, content_of, finishes, stream, tool_calls_of
 from test_gateway import USER_HI, WEATHER_TOOL, assert_unified_error
 
@@ -16,6 +17,8 @@ AZURE = "mock-azure"
 # The same deployment through Azure's v1 API (tests/conftest.py).
 AZURE_V1 = "mock-azure-v1"
 TIME_TOOL = {"type": "function", "function": {"name": "get_time"}}
+# What the mock's Azure deployment runs, as Azure names it in its answers.
+AZURE_MODEL = "gpt-4o-2024-08-06"
 
 
 
@@ -65,6 +68,8 @@ def test_azure_v1_api_non_stream(gw, test_id):
         **{"x-model-group": AZURE_V1, "x-test-id": test_id})
     assert status == 200, body
     assert body["provider"] == AZURE_V1
+    # The model Azure says answered, not the deployment's name.
+    assert body["model"] == AZURE_MODEL
     assert body["choices"][0]["message"]["content"] == "Hello from the mock azure provider. You said: hi there"
     [sent] = gw.mock_requests(test_id)
     assert (sent["path"], sent["query"]) == ("/openai/v1/chat/completions", "")
@@ -79,6 +84,7 @@ def test_azure_non_stream(gw, test_id):
         **{"x-model-group": AZURE, "x-test-id": test_id})
     assert status == 200, body
     assert body["provider"] == AZURE
+    assert body["model"] == AZURE_MODEL
     assert body["choices"][0]["message"]["content"] == "Hello from the mock azure provider. You said: hi there"
     assert body["choices"][0]["finish_reason"] == "stop"
     [sent] = gw.mock_requests(test_id)
@@ -103,6 +109,8 @@ def test_stream(gw, group, include_usage):
     assert events[-1][1] == "[DONE]"
     cs = chunks(events)
     assert len({c["id"] for c in cs}) == 1, "one id per response"
+    if group != GEMINI:
+        assert {c["model"] for c in cs} == {AZURE_MODEL}, "the model Azure names, in every chunk"
     assert cs[0]["choices"][0]["delta"]["role"] == "assistant"
     assert content_of(events).endswith("You said: hi there")
     assert finishes(events) == ["stop"]
@@ -331,3 +339,18 @@ def test_sdk_streamed_tool_call_and_result(gw, group):
         client.chat.completions.create(model="any", messages=[{"role": "user", "content": "x"}],
                                        extra_headers={"x-mock-scenario": "blocked-prompt"})
     assert e.value.body["code"] == "CONTENT_FILTERED"
+
+
+@pytest.mark.parametrize("group", [AZURE, AZURE_V1])
+@pytest.mark.parametrize("streamed", [False, True])
+def test_azure_responses_name_the_model_azure_names(gw, group, streamed):
+    """The Responses API on Azure (translated on the classic API, passed
+    through on v1): `model` is the deployment's model as Azure says it."""
+    client = openai.OpenAI(base_url=gw.base + "/v1", api_key=ALL_GROUPS_KEY, max_retries=0,
+                           default_headers={"x-model-group": group})
+    if streamed:
+        events = list(client.responses.create(model="m", input="hi", stream=True, store=False))
+        models = {e.response.model for e in events if hasattr(e, "response")}
+        assert models == {AZURE_MODEL}, models
+    else:
+        assert client.responses.create(model="m", input="hi", store=False).model == AZURE_MODEL

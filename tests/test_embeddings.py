@@ -18,12 +18,13 @@ from test_metering import prometheus, sample
 
 MODEL = "text-embedding-3-small"
 
-# group -> (path the vendor gets, vendor model, default dimension)
+# group -> (path the vendor gets, the model the answer names, default dimension);
+# Azure's answers name the deployment's model, not the deployment.
 VENDORS = {
     "mock-openai": ("/v1/embeddings", "text-embedding-3-small", 1536),
     "mock-azure": ("/openai/deployments/mock-embedding-deployment/embeddings",
-                   "mock-embedding-deployment", 1536),
-    "mock-azure-v1": ("/openai/v1/embeddings", "mock-embedding-deployment", 1536),
+                   "text-embedding-3-small", 1536),
+    "mock-azure-v1": ("/openai/v1/embeddings", "text-embedding-3-small", 1536),
     "mock-gemini": ("/v1beta/models/gemini-embedding-001:batchEmbedContents", "gemini-embedding-001", 3072),
     "mock-bedrock": ("/model/amazon.titan-embed-text-v2%3A0/invoke", "amazon.titan-embed-text-v2:0", 1024),
     "mock-dashscope": ("/api/v1/services/embeddings/text-embedding/text-embedding", "text-embedding-v4", 1024),

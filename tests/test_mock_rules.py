@@ -122,7 +122,8 @@ def test_another_vendors_auth_header(gw):
 
 def test_azure_v1_needs_no_api_version_and_classic_does(gw):
     status, _, data = direct(gw, "/openai/v1/chat/completions", {"model": "d", "messages": USER}, AZURE_H)
-    assert status == 200 and data["model"] == "d"
+    # Azure's answer names the deployment's model, not the deployment.
+    assert status == 200 and data["model"] == "gpt-4o-2024-08-06"
     err = openai_error(gw, {"messages": USER}, AZURE_H, "/openai/v1/chat/completions")
     assert err["message"] == "you must provide a model parameter"
     status, _, data = direct(gw, "/openai/deployments/d/chat/completions", {"model": "d", "messages": USER}, AZURE_H)

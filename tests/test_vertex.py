@@ -179,6 +179,17 @@ def test_quota_is_a_rate_limit(vgw, group, test_id):
     assert "Quota exceeded" in data["error"]["message"]
 
 
+def test_a_gemini_clients_error_from_vertex_keeps_googles_details(vgw, test_id):
+    """The Gemini pass-through on Vertex AI: Vertex's status as it came
+    (its 429 carries no details), none of the gateway's added."""
+    status, _, data = vgw.request(
+        "POST", f"/v1beta/models/{GEMINI}:generateContent", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        {"x-test-id": test_id, "x-mock-scenario": "error-429"})
+    error = json.loads(data)["error"]
+    assert status == 429 and error["status"] == "RESOURCE_EXHAUSTED", error
+    assert "details" not in error, error
+
+
 # --- credentials the gateway obtains: a service-account key, the metadata server ---
 
 import time

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::dialect::{count_words, Prompt, Tool, ToolChoice};
-use crate::scenario::{Filter, Scenario, CACHED_TOKENS, REASONING_TOKENS};
+use crate::scenario::{Filter, Scenario, CACHED_TOKENS, CACHE_WRITE_TOKENS, REASONING_TOKENS};
 
 /// Prepended to the answer under the `split` directive so that tiny writes
 /// cut through multibyte UTF-8 characters.
@@ -47,6 +47,8 @@ pub struct Answer {
     pub completion_tokens: u64,
     /// Of `prompt_tokens`, read from the prompt cache (`cached-usage`).
     pub cached_tokens: u64,
+    /// Of `prompt_tokens`, written to the prompt cache (`cached-usage`).
+    pub cache_write_tokens: u64,
     /// Reasoning ("thinking") tokens (`cached-usage`); dialects count them
     /// into or beside the completion tokens as their vendor does.
     pub reasoning_tokens: u64,
@@ -64,6 +66,7 @@ impl Answer {
             finish: Finish::Stop,
             prompt_tokens,
             cached_tokens: 0,
+            cache_write_tokens: 0,
             reasoning_tokens: 0,
         }
     }
@@ -81,6 +84,7 @@ pub fn plan(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>) -> 
     };
     if sc.cached_usage {
         a.cached_tokens = CACHED_TOKENS.min(a.prompt_tokens);
+        a.cache_write_tokens = CACHE_WRITE_TOKENS.min(a.prompt_tokens - a.cached_tokens);
         a.reasoning_tokens = REASONING_TOKENS;
     }
     if p.reasoning {
@@ -194,6 +198,7 @@ fn plan_content(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>)
             finish: Finish::ContentFilter,
             prompt_tokens,
             cached_tokens: 0,
+            cache_write_tokens: 0,
             reasoning_tokens: 0,
         };
     }
@@ -245,6 +250,7 @@ fn plan_content(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>)
             prompt_tokens,
             completion_tokens,
             cached_tokens: 0,
+            cache_write_tokens: 0,
             reasoning_tokens: 0,
         };
     }
@@ -333,6 +339,7 @@ fn text_answer(full: &str, p: &Prompt, prompt_tokens: u64) -> Answer {
         finish,
         prompt_tokens,
         cached_tokens: 0,
+        cache_write_tokens: 0,
         reasoning_tokens: 0,
     }
 }

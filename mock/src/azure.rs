@@ -16,6 +16,9 @@ use crate::scenario::Filter;
 pub struct Azure;
 
 const DEPLOYMENTS: &str = "/openai/deployments/";
+/// The model behind every chat deployment of the mock: Azure's answers
+/// name it (with its version), not the deployment.
+pub(crate) const DEPLOYED_MODEL: &str = "gpt-4o-2024-08-06";
 /// The v1 API (learn.microsoft.com/azure/ai-foundry/openai/api-version-lifecycle,
 /// "API evolution"): no api-version, the deployment is the body's `model`.
 const V1_PATH: &str = "/openai/v1/chat/completions";
@@ -164,6 +167,7 @@ impl Dialect for Azure {
 
     fn response(&self, p: &Prompt, a: &Answer, meta: Meta) -> Value {
         let mut body = OpenAi.response(p, a, meta);
+        body["model"] = json!(DEPLOYED_MODEL);
         body["prompt_filter_results"] = prompt_filter_results();
         annotate_choices(&mut body, a.finish == Finish::ContentFilter);
         body
@@ -184,6 +188,7 @@ impl Dialect for Azure {
                 let filtered =
                     chunk.pointer("/choices/0/finish_reason") == Some(&json!("content_filter"));
                 annotate_choices(&mut chunk, filtered);
+                chunk["model"] = json!(DEPLOYED_MODEL);
                 e.data = to_json(&chunk);
             }
             events.push(e);

@@ -254,7 +254,8 @@ fn usage(a: &Answer) -> Value {
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": completion,
         "total_tokens": a.prompt_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": a.cached_tokens, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": a.cached_tokens,
+                                  "cache_write_tokens": a.cache_write_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": a.reasoning_tokens, "audio_tokens": 0,
             "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0

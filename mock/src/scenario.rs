@@ -58,8 +58,9 @@ pub struct Scenario {
     /// the stream's opening events (Anthropic: `message_start`, `ping`),
     /// before any content, as real overloads arrive.
     pub stream_error_after_start: bool,
-    /// `cached-usage`: usage reports cached prompt tokens and reasoning
-    /// tokens where the dialect has them ([`CACHED_TOKENS`], [`REASONING_TOKENS`]).
+    /// `cached-usage`: usage reports cached prompt tokens, prompt tokens
+    /// written to the cache and reasoning tokens where the dialect has them
+    /// ([`CACHED_TOKENS`], [`CACHE_WRITE_TOKENS`], [`REASONING_TOKENS`]).
     pub cached_usage: bool,
     /// `unindexed`: OpenAI's embeddings answered without each item's
     /// `index`, as some OpenAI-compatible servers answer.
@@ -93,6 +94,9 @@ pub struct Scenario {
 /// `cached-usage`: prompt tokens reported as read from the cache (capped at
 /// the prompt's tokens).
 pub const CACHED_TOKENS: u64 = 2;
+/// `cached-usage`: prompt tokens reported as written to the cache (capped
+/// at the prompt's tokens not read from it).
+pub const CACHE_WRITE_TOKENS: u64 = 3;
 /// `cached-usage`: reasoning tokens, part of the completion tokens where the
 /// vendor counts them so (OpenAI), on top of them where it does not (Gemini).
 pub const REASONING_TOKENS: u64 = 3;

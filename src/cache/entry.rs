@@ -86,6 +86,8 @@ pub struct StoredUsage {
     pub cached: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<u64>,
 }
 
 impl From<Usage> for StoredUsage {
@@ -95,6 +97,7 @@ impl From<Usage> for StoredUsage {
             completion: u.completion_tokens,
             cached: u.cached_tokens,
             reasoning: u.reasoning_tokens,
+            cache_write: u.cache_write_tokens,
         }
     }
 }
@@ -106,6 +109,7 @@ impl From<StoredUsage> for Usage {
             completion_tokens: u.completion,
             cached_tokens: u.cached,
             reasoning_tokens: u.reasoning,
+            cache_write_tokens: u.cache_write,
         }
     }
 }
@@ -238,6 +242,7 @@ mod tests {
                 completion_tokens: 4,
                 cached_tokens: Some(1),
                 reasoning_tokens: None,
+                cache_write_tokens: Some(2),
             }),
         }
     }

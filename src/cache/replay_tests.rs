@@ -35,6 +35,7 @@ fn entry() -> Entry {
             completion_tokens: 22,
             cached_tokens: None,
             reasoning_tokens: Some(5),
+            cache_write_tokens: None,
         }),
     )
     .unwrap();

@@ -54,10 +54,15 @@ impl Serialize for FinishReason {
 /// Token usage; the details only when the vendor reports them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Every prompt token: cached, written to the cache and the rest.
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens read from the vendor's cache.
     pub cached_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
+    /// Prompt tokens written to the vendor's cache (Anthropic's
+    /// `cache_creation_input_tokens`, OpenAI's `cache_write_tokens`).
+    pub cache_write_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -72,6 +77,7 @@ impl Usage {
             completion_tokens: self.completion_tokens + other.completion_tokens,
             cached_tokens: sum(self.cached_tokens, other.cached_tokens),
             reasoning_tokens: sum(self.reasoning_tokens, other.reasoning_tokens),
+            cache_write_tokens: sum(self.cache_write_tokens, other.cache_write_tokens),
         }
     }
 }

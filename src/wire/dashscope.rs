@@ -202,6 +202,7 @@ impl DashScopeUsage {
             completion_tokens: self.output_tokens,
             cached_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
             reasoning_tokens: self.output_tokens_details.and_then(|d| d.reasoning_tokens),
+            cache_write_tokens: None,
         }
     }
 }

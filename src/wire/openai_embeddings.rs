@@ -308,6 +308,19 @@ pub fn decode(body: &[u8]) -> Result<Embeddings, GatewayError> {
     })
 }
 
+/// The `model` an answer names, read apart from its vectors.
+pub fn answered_model(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Named {
+        #[serde(default)]
+        model: Option<String>,
+    }
+    serde_json::from_slice::<Named>(body)
+        .ok()?
+        .model
+        .filter(|m| !m.is_empty())
+}
+
 /// A base64 vector: little-endian `f32`s.
 fn from_base64(text: &str) -> Option<Vec<f32>> {
     let bytes = crate::base64::decode(text)?;
@@ -457,6 +470,11 @@ mod tests {
         assert_eq!(decoded.prompt_tokens, Some(4));
         assert!(decode(br#"{"data":[{"index":0,"embedding":"QQ=="}]}"#).is_err());
         assert!(decode(b"{}").is_err());
+        assert_eq!(
+            answered_model(br#"{"object":"list","data":[],"model":"text-embedding-3-small"}"#),
+            Some("text-embedding-3-small".to_owned())
+        );
+        assert_eq!(answered_model(br#"{"data":[]}"#), None);
         // An OpenAI-compatible server that leaves `index` out: as listed.
         let unindexed = decode(br#"{"data":[{"embedding":[1.0]},{"embedding":[2.0]}]}"#).unwrap();
         assert_eq!(unindexed.vectors, vec![vec![1.0], vec![2.0]]);

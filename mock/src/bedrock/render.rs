@@ -31,13 +31,14 @@ pub(super) fn usage(p: &Prompt, a: &Answer) -> Value {
     // inputTokens excludes what was read from the cache; the total has all.
     // Claude's thinking counts as output.
     let cached = a.cached_tokens.max(p.cached_words).min(a.prompt_tokens);
+    let written = a.cache_write_tokens.min(a.prompt_tokens - cached);
     let output = a.completion_tokens + if p.reasoning { a.reasoning_tokens } else { 0 };
-    let mut u = json!({"inputTokens": a.prompt_tokens - cached,
+    let mut u = json!({"inputTokens": a.prompt_tokens - cached - written,
                        "outputTokens": output,
                        "totalTokens": a.prompt_tokens + output});
-    if cached > 0 {
+    if cached + written > 0 {
         u["cacheReadInputTokens"] = json!(cached);
-        u["cacheWriteInputTokens"] = json!(0);
+        u["cacheWriteInputTokens"] = json!(written);
     }
     u
 }

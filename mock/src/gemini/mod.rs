@@ -444,7 +444,20 @@ impl Dialect for Gemini {
                     "You exceeded your current quota, please check your plan and billing details."
                         .into(),
                     "RESOURCE_EXHAUSTED",
-                    json!([{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}]),
+                    // As Gemini details a quota it ran out of: which one
+                    // (clients tell a per-day from a per-minute quota by
+                    // it), where to read about it, when to retry.
+                    json!([
+                        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{
+                            "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                            "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                            "quotaDimensions": {"location": "global", "model": "mock-gemini-flash"},
+                            "quotaValue": "15"}]},
+                        {"@type": "type.googleapis.com/google.rpc.Help", "links": [{
+                            "description": "Learn more about Gemini API quotas",
+                            "url": "https://ai.google.dev/gemini-api/docs/rate-limits"}]},
+                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"},
+                    ]),
                 ),
                 500 => (
                     500,

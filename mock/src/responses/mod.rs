@@ -302,7 +302,8 @@ impl Dialect for Responses {
             "incomplete_details": incomplete,
             "instructions": null,
             "max_output_tokens": p.max_tokens,
-            "model": p.model,
+            // Azure names the deployment's model, not the deployment.
+            "model": if p.azure { crate::azure::DEPLOYED_MODEL } else { p.model.as_str() },
             "output": output(p, a, meta, status),
             "parallel_tool_calls": true,
             "previous_response_id": null,

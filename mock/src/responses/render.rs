@@ -24,7 +24,8 @@ pub(super) fn usage(a: &Answer) -> Value {
     let output = a.completion_tokens + a.reasoning_tokens;
     json!({
         "input_tokens": a.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": a.cached_tokens},
+        "input_tokens_details": {"cache_write_tokens": a.cache_write_tokens,
+                                 "cached_tokens": a.cached_tokens},
         "output_tokens": output,
         "output_tokens_details": {"reasoning_tokens": a.reasoning_tokens},
         "total_tokens": a.prompt_tokens + output,

@@ -207,6 +207,7 @@ fn native_stream_passes_every_event_through_and_meters_it() {
             completion_tokens: 9,
             cached_tokens: Some(0),
             reasoning_tokens: None,
+            cache_write_tokens: None,
         })
     );
     assert!(facts.content_started && facts.finished && !facts.failed);

@@ -433,6 +433,7 @@ fn unified(usage: wire::Usage) -> Usage {
         completion_tokens: usage.output_tokens.unwrap_or(0),
         cached_tokens: Some(cached),
         reasoning_tokens: None,
+        cache_write_tokens: usage.cache_creation_input_tokens,
     }
 }
 

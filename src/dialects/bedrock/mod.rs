@@ -552,6 +552,7 @@ impl BedrockUsage {
             completion_tokens: self.output_tokens,
             cached_tokens: cached,
             reasoning_tokens: None,
+            cache_write_tokens: self.cache_write_input_tokens,
         }
     }
 }
@@ -965,7 +966,7 @@ pub(super) mod tests {
         assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
         assert_eq!(
             v["usage"],
-            json!({"prompt_tokens":15,"completion_tokens":5,"total_tokens":20,"prompt_tokens_details":{"cached_tokens":4}})
+            json!({"prompt_tokens":15,"completion_tokens":5,"total_tokens":20,"prompt_tokens_details":{"cached_tokens":4,"cache_write_tokens":1}})
         );
     }
 

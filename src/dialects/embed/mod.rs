@@ -31,6 +31,13 @@ pub trait Embedder: Sync {
     /// The inputs one call of vendor model `model` takes (its documented
     /// batch limit).
     fn max_inputs(&self, model: &str) -> usize;
+
+    /// The model the vendor's 2xx answer says embedded (Azure names the
+    /// deployment's model, where the request named the deployment); `None`
+    /// for an answer that names none.
+    fn answered_model(&self, _body: &[u8]) -> Option<String> {
+        None
+    }
 }
 
 /// The inputs one call of `model` at `provider` takes, when it embeds.
@@ -94,7 +101,15 @@ impl WholeAnswer for EmbedAnswer {
         });
         let tokens = answer.prompt_tokens.unwrap_or(self.estimated_tokens);
         Ok(Finished {
-            body: render(self.shape, &answer, model, tokens),
+            body: {
+                let named = self.embedder.answered_model(body);
+                render(
+                    self.shape,
+                    &answer,
+                    named.as_deref().unwrap_or(model),
+                    tokens,
+                )
+            },
             usage,
         })
     }

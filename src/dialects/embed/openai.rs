@@ -29,4 +29,9 @@ impl Embedder for OpenAi {
     fn max_inputs(&self, _model: &str) -> usize {
         wire::MAX_INPUTS
     }
+
+    /// OpenAI's and Azure's answers name the model (Azure: the deployment's).
+    fn answered_model(&self, body: &[u8]) -> Option<String> {
+        wire::answered_model(body)
+    }
 }

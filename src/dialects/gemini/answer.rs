@@ -36,6 +36,8 @@ pub fn unified_usage(u: UsageMetadata) -> Usage {
             + u.thoughts_token_count.unwrap_or(0),
         cached_tokens: u.cached_content_token_count,
         reasoning_tokens: u.thoughts_token_count,
+        // Gemini caches by itself and counts no writes.
+        cache_write_tokens: None,
     }
 }
 
@@ -85,6 +87,7 @@ pub(super) fn unified_error(error: Status, status: u16) -> GatewayError {
             .and_then(retry_seconds);
         GatewayError {
             retry_after,
+            details: Some(Box::new(crate::error::VendorDetails(error.details))),
             ..GatewayError::new(code, error.message)
         }
     }

@@ -610,6 +610,12 @@ fn maps_errors() {
         err(429, "RESOURCE_EXHAUSTED", "quota", retry).as_bytes(),
     );
     assert_eq!(e.retry_after, Some(7), "RetryInfo, rounded up");
+    let kept: Value = serde_json::from_str(retry).unwrap();
+    assert_eq!(
+        e.details.map(|d| d.0),
+        Some(vec![kept]),
+        "the details as they came"
+    );
     assert_eq!(retry_seconds("0s"), Some(0));
     assert_eq!(retry_seconds("7"), None);
     assert_eq!(retry_seconds("-1s"), None);

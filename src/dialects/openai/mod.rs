@@ -607,7 +607,8 @@ pub(super) mod tests {
                 prompt_tokens: 5,
                 completion_tokens: 2,
                 cached_tokens: Some(3),
-                reasoning_tokens: None
+                reasoning_tokens: None,
+                cache_write_tokens: None,
             })
         );
         assert_eq!(origin.model, "gpt-4o-2024");

@@ -100,6 +100,10 @@ fn usage(facts: &ResponseFacts) -> Option<Usage> {
             .output_tokens_details
             .as_ref()
             .and_then(|d| d.reasoning_tokens),
+        cache_write_tokens: u
+            .input_tokens_details
+            .as_ref()
+            .and_then(|d| d.cache_write_tokens),
     })
 }
 
@@ -264,7 +268,8 @@ mod tests {
                 prompt_tokens: 5,
                 completion_tokens: 16,
                 cached_tokens: Some(2),
-                reasoning_tokens: Some(4)
+                reasoning_tokens: Some(4),
+                cache_write_tokens: None,
             })
         );
         assert_eq!(d.finish_reason, Some(FinishReason::Length));

@@ -87,6 +87,9 @@ pub(super) struct Batch {
     tokens: u64,
     /// The vendor model of the first part answered; every part's must be it.
     model: Option<String>,
+    /// The model the first part's answer names (Azure's: the deployment's
+    /// model, where `model` is the deployment), for the whole answer.
+    named: Option<String>,
     /// What each answered part's attempts were, with its estimated tokens.
     reports: Vec<(PartReport, u64)>,
     /// The parts whose vectors the answer is made of.
@@ -161,6 +164,7 @@ impl<H: Host> Edge<H> {
             vectors: vec![Vec::new(); embed.input.len()],
             tokens: 0,
             model: None,
+            named: None,
             reports: Vec::new(),
             parts: 0,
             request: embed,
@@ -306,6 +310,9 @@ impl<H: Host> Edge<H> {
             }
             Some(_) => {}
         }
+        if batch.named.is_none() {
+            batch.named = crate::wire::openai_embeddings::answered_model(&body);
+        }
         match batch.keep(part, &body) {
             Ok(()) => self.send_parts(),
             Err(e) => self.reject(e),
@@ -348,7 +355,8 @@ impl<H: Host> Edge<H> {
             vectors: std::mem::take(&mut batch.vectors),
             prompt_tokens: None,
         };
-        let body = render(batch.request.answer, &answer, &model, batch.tokens);
+        let named = batch.named.as_deref().unwrap_or(&model);
+        let body = render(batch.request.answer, &answer, named, batch.tokens);
         let (parts, attempts) = (
             batch.parts.to_string(),
             batch.attempts().0.len().to_string(),

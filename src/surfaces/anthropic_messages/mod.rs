@@ -182,15 +182,16 @@ fn message_id(id: &str) -> String {
 }
 
 /// Usage as Anthropic counts it, every count written: `input_tokens`
-/// without the tokens read from the cache (the neutral `prompt_tokens`
-/// includes them).
+/// without the tokens read from or written to the cache (the neutral
+/// `prompt_tokens` includes both).
 fn message_usage(usage: Option<&Usage>) -> MessageUsage {
     let usage = usage.copied().unwrap_or_default();
     let cached = usage.cached_tokens.unwrap_or(0);
+    let written = usage.cache_write_tokens.unwrap_or(0);
     MessageUsage {
-        input_tokens: Some(usage.prompt_tokens.saturating_sub(cached)),
+        input_tokens: Some(usage.prompt_tokens.saturating_sub(cached + written)),
         output_tokens: Some(usage.completion_tokens),
-        cache_creation_input_tokens: Some(0),
+        cache_creation_input_tokens: Some(written),
         cache_read_input_tokens: Some(cached),
     }
 }
@@ -534,6 +535,7 @@ mod tests {
                 completion_tokens: 3,
                 cached_tokens: Some(4),
                 reasoning_tokens: None,
+                cache_write_tokens: None,
             }),
         };
         let v: Value = serde_json::from_slice(
@@ -601,6 +603,7 @@ mod tests {
             completion_tokens: 7,
             cached_tokens: None,
             reasoning_tokens: None,
+            cache_write_tokens: None,
         };
         e.done(&o, &mut out, Some(&usage));
         let ev = events(&out);

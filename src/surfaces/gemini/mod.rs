@@ -244,9 +244,36 @@ pub fn status_name(code: ErrorCode) -> &'static str {
 }
 
 /// `google.rpc.Status`: `code` the HTTP status, `status` Google's name,
-/// `details` an `ErrorInfo` (reason: the gateway's code; metadata: param,
-/// provider, request id) and, with a wait, a `RetryInfo`.
-pub fn status_of(error: &GatewayError, request_id: Option<&str>) -> Status<Detail> {
+/// `details` Gemini's own as they came (an error of a Gemini vendor,
+/// `GatewayError::details`), else an `ErrorInfo` (reason: the gateway's
+/// code; metadata: param, provider, request id) and, with a wait, a
+/// `RetryInfo`.
+pub fn status_of(error: &GatewayError, request_id: Option<&str>) -> Status<Details> {
+    let details = match &error.details {
+        Some(vendors) => vendors.0.iter().cloned().map(Details::Vendors).collect(),
+        None => gateway_details(error, request_id)
+            .into_iter()
+            .map(Details::Ours)
+            .collect(),
+    };
+    Status {
+        code: Some(Gemini.status(error.code)),
+        message: error.worded(Wording::Gemini).into_owned(),
+        status: status_name(error.code).into(),
+        details,
+    }
+}
+
+/// An error detail: the gateway's own, or a vendor's as it came.
+#[derive(serde::Serialize, Debug)]
+#[serde(untagged)]
+pub enum Details {
+    Ours(Detail),
+    Vendors(Value),
+}
+
+/// The gateway's own details of an error: why, and when to try again.
+fn gateway_details(error: &GatewayError, request_id: Option<&str>) -> Vec<Detail> {
     let mut metadata = Map::new();
     for (key, value) in [
         ("param", error.param.as_deref()),
@@ -267,12 +294,7 @@ pub fn status_of(error: &GatewayError, request_id: Option<&str>) -> Status<Detai
             retry_delay: format!("{seconds}s"),
         });
     }
-    Status {
-        code: Some(Gemini.status(error.code)),
-        message: error.worded(Wording::Gemini).into_owned(),
-        status: status_name(error.code).into(),
-        details,
-    }
+    details
 }
 
 fn error_json(error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {

@@ -242,6 +242,7 @@ fn renders_an_answer_with_thoughts_calls_and_usage() {
             completion_tokens: 7,
             cached_tokens: Some(2),
             reasoning_tokens: Some(3),
+            cache_write_tokens: None,
         }),
     };
     let v: Value =
@@ -375,6 +376,14 @@ fn errors_are_google_rpc_status_with_the_gateways_code_and_the_wait() {
     assert_eq!(v["error"]["details"][1]["retryDelay"], "7s");
     assert_eq!(Gemini.status(ErrorCode::UpstreamError), 500);
     assert_eq!(Gemini.status(ErrorCode::UpstreamBusy), 503);
+    // A Gemini vendor's own details go on as they came, and alone.
+    let vendors = [
+        json!({"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaId": "PerDay"}]}),
+        json!({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "6.2s"}),
+    ];
+    e.details = Some(Box::new(crate::error::VendorDetails(vendors.to_vec())));
+    let v: Value = serde_json::from_slice(&Gemini.render_error(&e, Some("rid"))).unwrap();
+    assert_eq!(v["error"]["details"], json!(vendors));
 }
 
 #[test]

@@ -704,6 +704,7 @@ mod tests {
                 completion_tokens: 2,
                 cached_tokens: Some(1),
                 reasoning_tokens: None,
+                cache_write_tokens: None,
             }),
         };
         let v: Value = serde_json::from_slice(&render_completion(&c, &origin())).unwrap();

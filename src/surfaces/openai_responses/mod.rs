@@ -139,6 +139,7 @@ fn wire_usage(usage: &Usage) -> WireUsage {
     WireUsage {
         input_tokens: usage.prompt_tokens,
         input_tokens_details: InputTokensDetails {
+            cache_write_tokens: usage.cache_write_tokens.unwrap_or(0),
             cached_tokens: usage.cached_tokens.unwrap_or(0),
         },
         output_tokens: usage.completion_tokens,

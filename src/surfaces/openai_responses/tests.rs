@@ -67,6 +67,7 @@ fn response_object_has_what_the_sdk_reads() {
             completion_tokens: 4,
             cached_tokens: Some(1),
             reasoning_tokens: None,
+            cache_write_tokens: None,
         }),
     };
     let v: Value = serde_json::from_slice(&render_completion(&c, &origin(), &echo())).unwrap();
@@ -98,7 +99,7 @@ fn response_object_has_what_the_sdk_reads() {
     assert!(output[2]["id"].as_str().unwrap().starts_with("fc_"));
     assert_eq!(
         v["usage"],
-        json!({"input_tokens": 3, "input_tokens_details": {"cached_tokens": 1},
+        json!({"input_tokens": 3, "input_tokens_details": {"cache_write_tokens": 0, "cached_tokens": 1},
                "output_tokens": 4, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 7})
     );
     // Cut short: incomplete, with the reason.

@@ -179,27 +179,36 @@ pub struct Usage {
     pub completion_tokens_details: Option<TokensDetails>,
 }
 
-/// `prompt_tokens_details` (cached) or `completion_tokens_details` (reasoning).
+/// `prompt_tokens_details` (cached, written to the cache) or
+/// `completion_tokens_details` (reasoning).
 #[derive(Serialize, Deserialize, Debug, Default)]
 pub struct TokensDetails {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
 }
 
 impl From<&response::Usage> for Usage {
     fn from(u: &response::Usage) -> Self {
-        let details = |cached_tokens, reasoning_tokens| TokensDetails {
-            cached_tokens,
-            reasoning_tokens,
-        };
+        // Writes only when there were some (most answers have none).
+        let written = u.cache_write_tokens.filter(|&n| n > 0);
+        let prompt = (u.cached_tokens.is_some() || written.is_some()).then(|| TokensDetails {
+            cached_tokens: Some(u.cached_tokens.unwrap_or(0)),
+            cache_write_tokens: written,
+            reasoning_tokens: None,
+        });
         Usage {
             prompt_tokens: u.prompt_tokens,
             completion_tokens: u.completion_tokens,
             total_tokens: u.prompt_tokens + u.completion_tokens,
-            prompt_tokens_details: u.cached_tokens.map(|n| details(Some(n), None)),
-            completion_tokens_details: u.reasoning_tokens.map(|n| details(None, Some(n))),
+            prompt_tokens_details: prompt,
+            completion_tokens_details: u.reasoning_tokens.map(|n| TokensDetails {
+                reasoning_tokens: Some(n),
+                ..TokensDetails::default()
+            }),
         }
     }
 }
@@ -217,6 +226,10 @@ impl From<&Usage> for response::Usage {
                 .completion_tokens_details
                 .as_ref()
                 .and_then(|d| d.reasoning_tokens),
+            cache_write_tokens: u
+                .prompt_tokens_details
+                .as_ref()
+                .and_then(|d| d.cache_write_tokens),
         }
     }
 }

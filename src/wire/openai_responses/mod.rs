@@ -84,8 +84,10 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+/// Both members always (the SDK's type requires `cache_write_tokens`).
 #[derive(Serialize, Debug)]
 pub struct InputTokensDetails {
+    pub cache_write_tokens: u64,
     pub cached_tokens: u64,
 }
 
@@ -387,6 +389,8 @@ pub struct UsageFacts {
 pub struct DetailsFacts {
     #[serde(default)]
     pub cached_tokens: Option<u64>,
+    #[serde(default)]
+    pub cache_write_tokens: Option<u64>,
     #[serde(default)]
     pub reasoning_tokens: Option<u64>,
 }
