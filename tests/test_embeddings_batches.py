@@ -6,6 +6,9 @@ with the clients users batch with.
 - LangChain's `embed_documents` with its default `chunk_size` (1000 texts in
   one request) on every embedding group: Titan's 1 a call, DashScope's 10,
   Gemini's 100, Cohere on Bedrock's 96, OpenAI's and Azure's 2048.
+- LlamaIndex's `OpenAIEmbedding`, which batches by its `embed_batch_size`
+  (200 here: over Titan's, DashScope's, Cohere's and Gemini's limits), on
+  every embedding group.
 - The google-genai SDK's batch `embed_content` (Gemini's own
   `:batchEmbedContents`, at most 100 contents) on every embedding group.
 - A candidate that names its provider: parts of its limit at once, no
@@ -14,6 +17,8 @@ with the clients users batch with.
   over to the same model elsewhere keeps the batch whole; one that fails
   over to another model fails it (503), vectors never mixed.
 - The parent's access-log line: every part's attempts, the usage summed.
+- A client's 400 never carries the vendor's batch limit (an internal header
+  for the request that splits).
 
 One gateway of this module's own (extra providers, clusters and groups),
 shared by its tests."""
@@ -29,6 +34,7 @@ from google import genai
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from langchain_openai import OpenAIEmbeddings  # noqa: E402
+from llama_index.embeddings.openai import OpenAIEmbedding  # noqa: E402
 
 import gateway  # noqa: E402
 from conftest import ALL_GROUPS_KEY, configure_test_gateway, log_for, own_gateway  # noqa: E402
@@ -60,6 +66,10 @@ def edit(config):
     config["providers"]["ds-flaky"] = {"dialect": "dashscope", "api_key": "sk-mock-dashscope",
                                        "base_path": f"/scenario/fail-input={POISON}",
                                        "models": {"*": "text-embedding-v4"}}
+    # Gemini, always busy.
+    config["providers"]["gemini-down"] = {"dialect": "gemini", "api_key": "mock-gemini-key",
+                                          "base_path": "/scenario/error-503",
+                                          "models": {"*": "gemini-embedding-001"}}
     config["model_groups"].update({
         # Cohere Embed on Bedrock (96 texts a call).
         "cohere": {"candidates": [{"cluster": "mock_bedrock", "provider": "mock-bedrock",
@@ -68,6 +78,8 @@ def edit(config):
         "ds-failover": {"candidates": [{"cluster": "ds_failover", "provider": "ds-flaky"}]},
         # ...or to Gemini (another model).
         "ds-to-gemini": {"candidates": [{"cluster": "ds_to_gemini", "provider": "ds-flaky"}]},
+        # Gemini (100 a call) failing over to DashScope (10 a call).
+        "gemini-to-ds": {"candidates": [{"cluster": "gemini_to_ds", "provider": "gemini-down"}]},
     })
 
 
@@ -75,9 +87,11 @@ def edit(config):
 def gw(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("envoy-batches")
     clusters = [aggregate("ds_failover", ["ds_flaky", "mock_dashscope"]),
-                aggregate("ds_to_gemini", ["ds_flaky", "mock_gemini"])]
+                aggregate("ds_to_gemini", ["ds_flaky", "mock_gemini"]),
+                aggregate("gemini_to_ds", ["gemini_down", "mock_dashscope"])]
     with own_gateway(workdir, edit=edit, extra_clusters=lambda port: clusters + [
-            gateway.static_cluster("ds_flaky", port, "ds-flaky")]) as g:
+            gateway.static_cluster("ds_flaky", port, "ds-flaky"),
+            gateway.static_cluster("gemini_down", port, "gemini-down")]) as g:
         yield g
 
 
@@ -116,6 +130,21 @@ def test_langchain_embeds_1000_documents_on_every_group(gw, group, test_id):
     check(vectors, gw, group, TEXTS)
     sent = gw.mock_requests(test_id)
     assert len(sent) == -(-len(TEXTS) // limit), "vendor calls of the vendor's limit, none for the whole"
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_llamaindex_embeds_in_batches_of_its_embed_batch_size_on_every_group(gw, group, test_id):
+    """LlamaIndex sends 250 texts as requests of 200 and 50 (its
+    `embed_batch_size`), each split into vendor calls of the vendor's limit."""
+    texts = TEXTS[:250]
+    emb = OpenAIEmbedding(model=MODEL, api_base=gw.base + "/v1", api_key=ALL_GROUPS_KEY, embed_batch_size=200,
+                          max_retries=0, timeout=300,
+                          default_headers={"x-model-group": group, "x-test-id": test_id})
+    vectors = emb.get_text_embedding_batch(texts)
+    check(vectors, gw, group, texts, sample=(0, 199, 200, -1))
+    limit = GROUPS[group][0]
+    sent = gw.mock_requests(test_id)
+    assert len(sent) == -(-200 // limit) + -(-50 // limit), "each request in vendor calls of the vendor's limit"
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
@@ -185,3 +214,19 @@ def test_a_part_failing_over_to_another_model_fails_the_batch(gw, test_id):
     error = json.loads(body)["error"]
     assert status == 503 and error["code"] == "UPSTREAM_BUSY", body
     assert "different models" in error["message"] and headers["retry-after"] == "1"
+
+
+def test_a_clients_400_never_carries_the_batch_limit(gw, test_id):
+    """A batch sent whole to Gemini (it takes 100) that fails over to
+    DashScope (10 a call) meets DashScope's limit: the client gets the 400
+    naming it in its message, without the internal header that the request
+    splitting a batch reads."""
+    texts = TEXTS[:30]
+    status, headers, body = gw.request("POST", "/v1/embeddings", {"model": MODEL, "input": texts},
+                                       {"x-model-group": "gemini-to-ds", "x-test-id": test_id})
+    error = json.loads(body)["error"]
+    assert status == 400 and error["param"] == "input", body
+    assert "at most 10 inputs" in error["message"]
+    assert "x-llm-batch-limit" not in headers
+    assert headers["x-llm-provider"] == "mock-dashscope"
+    assert "x-llm-part" not in headers and "x-llm-parts" not in headers

@@ -1,8 +1,9 @@
 """Embeddings on the Gemini surface (`:embedContent`, `:batchEmbedContents`)
 through a real Envoy: the google-genai SDK's `embed_content` and raw bodies,
 translated to every vendor that embeds (the embeddings operation of
-`POST /v1/embeddings`), Gemini's answer shapes back, Gemini's refusals for
-what the gateway cannot send as one vendor call."""
+`POST /v1/embeddings`), Gemini's answer shapes back, Gemini's refusals, and
+a batch whose requests differ in task or size sent as a vendor call per
+kind (one vendor call has one task and size), answered in its order."""
 
 import json
 import math
@@ -99,8 +100,6 @@ def test_what_gemini_refuses_is_refused(gw, body, where):
 @pytest.mark.parametrize("requests, message", [
     ([], "at least one request"),
     ([{"model": "models/other", "content": {"parts": [{"text": "a"}]}}], "does not match the model"),
-    ([{"content": {"parts": [{"text": "a"}]}, "taskType": "RETRIEVAL_QUERY"},
-      {"content": {"parts": [{"text": "b"}]}, "taskType": "CLUSTERING"}], "same taskType"),
 ])
 def test_a_batch_the_gateway_cannot_send_as_one_call_is_refused(gw, requests, message):
     status, answer = post(gw, "batchEmbedContents", {"requests": requests})
@@ -112,3 +111,36 @@ def test_a_batch_over_the_vendors_limit_names_it(gw):
     requests = [{"content": {"parts": [{"text": "a"}]}}] * (BATCH["mock-gemini"] + 1)
     status, answer = post(gw, "batchEmbedContents", {"requests": requests}, "mock-gemini")
     assert status == 400 and "at most 100" in answer["error"]["message"], answer
+
+
+MIXED = [
+    {"content": {"parts": [{"text": "doc a"}]}, "taskType": "RETRIEVAL_DOCUMENT", "title": "A"},
+    {"content": {"parts": [{"text": "a query"}]}, "taskType": "RETRIEVAL_QUERY"},
+    {"content": {"parts": [{"text": "doc b"}]}, "taskType": "RETRIEVAL_DOCUMENT", "title": "B"},
+    {"content": {"parts": [{"text": "short"}]}, "taskType": "RETRIEVAL_QUERY", "outputDimensionality": 256},
+]
+
+
+@pytest.mark.parametrize("group", ["mock-gemini", "mock-dashscope"])
+def test_a_batch_of_differing_tasks_and_sizes_goes_as_a_vendor_call_per_kind(gw, group, test_id):
+    """Gemini lets each request of a batch have its own task, title and size;
+    a vendor call has one task and size, so the gateway sends a call per kind
+    (the documents, the queries, the short query) and answers in the batch's
+    order, each vector the one its request alone gets."""
+    status, answer = post(gw, "batchEmbedContents", {"requests": MIXED}, group, **{"x-test-id": test_id})
+    assert status == 200, answer
+    dims = VENDORS[group][2]
+    assert [len(e["values"]) for e in answer["embeddings"]] == [dims, dims, dims, 256]
+    sent = gw.mock_requests(test_id)
+    assert len(sent) == 3, "a vendor call per task and size"
+    if group == "mock-gemini":
+        calls = sorted(([(r["content"]["parts"][0]["text"], r["taskType"], r.get("title"),
+                          r.get("outputDimensionality")) for r in s["body"]["requests"]] for s in sent),
+                       key=len, reverse=True)
+        assert calls[0] == [("doc a", "RETRIEVAL_DOCUMENT", "A", None), ("doc b", "RETRIEVAL_DOCUMENT", "B", None)]
+        assert sorted(calls[1:]) == [[("a query", "RETRIEVAL_QUERY", None, None)],
+                                     [("short", "RETRIEVAL_QUERY", None, 256)]]
+    for request, embedding in zip(MIXED, answer["embeddings"]):
+        status, alone = post(gw, "embedContent", request, group)
+        assert status == 200, alone
+        assert alone["embedding"]["values"] == pytest.approx(embedding["values"], abs=1e-6), request

@@ -3,7 +3,9 @@
 limitador over Redis, tests/ratelimit_service.py starts both). One budget
 held by several Envoys and services sharing one Redis, exactly; the spend
 outlives restarts of Envoy, of the service and of Redis; Redis down fails
-open (envoy/ratelimit.yaml's failure_mode_deny: false)."""
+open (envoy/ratelimit.yaml's failure_mode_deny: false); an embeddings batch
+split into self-calls counts once (one request, its parts' tokens), and a
+batch the limits refuse calls no vendor."""
 
 import json
 import math
@@ -27,6 +29,11 @@ KEY = "example-team"
 REQUESTS = (("llm_key", KEY), ("llm_group", "mock-openai"))
 TOKENS = (("llm_budget", "tokens"), ("llm_key", KEY))
 MICRO_USD = (("llm_budget", "micro_usd"), ("llm_key", KEY))
+# DashScope's text-embedding-v4 embeds 10 texts a call: named by the
+# `dashscope` group's candidate, left to the cluster's endpoint by `any-dashscope`'s.
+DASHSCOPE = {"dialect": "dashscope", "api_key": "sk-mock-dashscope", "models": {"*": "text-embedding-v4"}}
+DASHSCOPE_GROUPS = {"dashscope": {"candidates": [{"cluster": "mock_dashscope", "provider": "mock-dashscope"}]},
+                    "any-dashscope": {"cluster": "mock_dashscope"}}
 
 
 def limits(requests=1000, tokens=10**6, micro_usd=10**9):
@@ -44,17 +51,23 @@ def start_envoy(workdir, mock_port, service_port, limits_rate=None):
     bootstrap = yaml.safe_load(RATELIMIT_YAML.read_text())
     bootstrap["admin"]["address"]["socket_address"]["port_value"] = 0
     bootstrap["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = 0
-    ports = {"mock_openai": mock_port, "ratelimit": service_port}
+    bootstrap["static_resources"]["clusters"].append(
+        gateway.static_cluster("mock_dashscope", mock_port, "mock-dashscope"))
+    ports = {"mock_openai": mock_port, "mock_dashscope": mock_port, "ratelimit": service_port}
     for cluster in bootstrap["static_resources"]["clusters"]:
         for ep in cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]:
-            ep["endpoint"]["address"]["socket_address"]["port_value"] = ports[cluster["name"]]
+            # llm_self's endpoint is the internal listener.
+            if "socket_address" in ep["endpoint"]["address"]:
+                ep["endpoint"]["address"]["socket_address"]["port_value"] = ports[cluster["name"]]
     _, edge, upstream = gateway._wasm_filters(bootstrap)
     for role in (edge, upstream):
         role["vm_config"] = dict(role["vm_config"], code={"local": {"filename": str(gateway.WASM)}})
+        config = json.loads(role["configuration"]["value"])
+        config["providers"]["mock-dashscope"] = DASHSCOPE
+        config["model_groups"].update(DASHSCOPE_GROUPS)
         if limits_rate:
-            config = json.loads(role["configuration"]["value"])
             config["limits"]["rate"] = limits_rate
-            role["configuration"] = dict(role["configuration"], value=json.dumps(config))
+        role["configuration"] = dict(role["configuration"], value=json.dumps(config))
     envoy = gateway.start_envoy(bootstrap, workdir, log_level="info", concurrency=2,
                                 extra_args=["--file-flush-interval-msec", "50"])
     return envoy, Gateway(envoy.port, envoy.admin_port, mock_port, workdir, key="example-gateway-key")
@@ -225,3 +238,63 @@ def test_a_global_refusal_is_not_counted_by_the_local_limits(fleet):
         status, headers, body = gw.chat({"model": "m", "messages": HI})
         assert status == 429 and body["error"]["type"] == "tokens", body
         assert headers["x-ratelimit-remaining-requests"] == "97"
+
+
+def embed(gw, group, texts, test_id):
+    status, headers, body = gw.request("POST", "/v1/embeddings", {"model": "text-embedding-3-small", "input": texts},
+                                       {"x-model-group": group, "x-test-id": test_id})
+    return status, headers, json.loads(body)
+
+
+@pytest.mark.parametrize("group", ["dashscope", "any-dashscope"])
+def test_a_split_batch_counts_once_and_is_charged_its_parts_tokens(fleet, group):
+    """25 texts to DashScope (10 a call): three self-calls through the rate
+    limit filter, counted as one request; the tokens charged are the sum of
+    the parts' (the access log's prompt_tokens). `any-dashscope` first sends
+    the batch whole to one self-call, which its vendor's limit splits."""
+    _, gw = fleet.envoy(fleet.engine.start_service())
+    requests = (("llm_key", KEY), ("llm_group", group))
+    texts = [f"text {i} of a batch" for i in range(25)]
+    status, headers, body = embed(gw, group, texts, f"batch-{group}")
+    assert status == 200, body
+    assert len(body["data"]) == 25 and headers["x-llm-parts"] == "3"
+    line = log_for(gw, headers["x-request-id"])
+    assert line["prompt_tokens"] > 25
+    wait_for(lambda: fleet.engine.used(TOKENS, 10**6) == line["prompt_tokens"],
+             f"the parts' tokens charged: {fleet.engine.check(TOKENS)} for {line['prompt_tokens']}")
+    assert fleet.engine.used(requests, 1000) == 1, "one request for the whole batch"
+    assert len(gw.mock_requests(f"batch-{group}")) == 3
+    # A batch within the vendor's limit is one request, one vendor call (as
+    # any request where the candidate names its vendor; else as one self-call
+    # on a worker that has not yet learned the vendor's limit).
+    status, headers, body = embed(gw, group, texts[:5], f"small-{group}")
+    assert status == 200 and len(body["data"]) == 5, body
+    if group == "dashscope":
+        assert "x-llm-parts" not in headers
+    assert len(gw.mock_requests(f"small-{group}")) == 1
+    assert fleet.engine.used(requests, 1000) == 2
+
+
+@pytest.mark.parametrize("fleet", [{"tokens": 30}], indirect=True)
+def test_a_batch_the_global_limits_refuse_calls_no_vendor(fleet, test_id):
+    """The token budget spent, a batch is refused as one request: its first
+    part is Envoy's 429, answered in OpenAI's envelope naming the limit, and
+    no part reaches DashScope."""
+    _, gw = fleet.envoy(fleet.engine.start_service())
+    texts = [f"text {i} of a batch" for i in range(25)]
+    assert embed(gw, "dashscope", texts, "spend")[0] == 200
+    wait_for(lambda: fleet.engine.check(TOKENS)[0] == ratelimit_service.OVER_LIMIT, "the budget spent")
+    status, headers, body = embed(gw, "dashscope", texts, test_id)
+    assert status == 429, body
+    assert (body["error"]["code"], body["error"]["type"]) == ("RATE_LIMITED", "tokens"), body
+    assert 'global limit "tokens"' in body["error"]["message"]
+    assert headers["x-llm-ratelimit-name"] == "tokens" and int(headers["retry-after"]) >= 1
+    assert headers["x-ratelimit-remaining-tokens"] == "0"
+    assert gw.mock_requests(test_id) == [], "no part reached the vendor"
+    line = log_for(gw, headers["x-request-id"])
+    assert (line["status"], line["code"], line["rate_limit"], line["key"]) == (
+        429, "RATE_LIMITED", "global.tokens", KEY)
+    limited = f"wasmcustom.llm_gateway.rate_limit;key={KEY};group=dashscope;scope=global;limit=tokens;decision=limited"
+    assert gw.stat(limited) == "1"
+    # The batch that was refused counted nothing.
+    assert fleet.engine.used((("llm_key", KEY), ("llm_group", "dashscope")), 1000) == 1

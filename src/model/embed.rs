@@ -19,9 +19,88 @@ pub struct EmbedRequest {
     /// `taskType`), for vendors whose models embed differently by use
     /// (Gemini, Cohere, DashScope).
     pub task: Option<Task>,
-    /// The title of the documents embedded (Gemini's, for
-    /// `RETRIEVAL_DOCUMENT`): sent to the vendors that take one.
-    pub title: Option<String>,
+    /// Each input's title, in input order (Gemini's, for
+    /// `RETRIEVAL_DOCUMENT`), sent to the vendors that take one per input
+    /// (Gemini, Vertex AI); empty when none has one.
+    pub titles: Vec<Option<String>>,
+    /// Each input's own task and size, in input order, when a batch's
+    /// differ (Gemini's `batchEmbedContents` lets each request have its
+    /// own); empty when every input has `task` and `dimensions`. One vendor
+    /// call has one of each, so such a batch goes as a vendor call (or
+    /// more) per group of inputs that agree ([`EmbedRequest::groups`],
+    /// `session::edge::batch`), never whole.
+    pub mixed: Vec<InputOptions>,
+}
+
+/// What one vendor call embeds its inputs for and at what size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InputOptions {
+    pub task: Option<Task>,
+    pub dimensions: Option<u32>,
+}
+
+impl EmbedRequest {
+    /// Input `i`'s title.
+    pub fn title(&self, i: usize) -> Option<&str> {
+        self.titles.get(i)?.as_deref()
+    }
+
+    /// The inputs that share their task and size, group by group in the
+    /// order each first appears, each group's inputs in input order.
+    pub fn groups(&self) -> Vec<(InputOptions, Vec<usize>)> {
+        let whole = InputOptions {
+            task: self.task,
+            dimensions: self.dimensions,
+        };
+        if self.mixed.is_empty() {
+            return vec![(whole, (0..self.input.len()).collect())];
+        }
+        let mut groups: Vec<(InputOptions, Vec<usize>)> = Vec::new();
+        for (i, options) in self.mixed.iter().enumerate() {
+            match groups.iter_mut().find(|(o, _)| o == options) {
+                Some((_, inputs)) => inputs.push(i),
+                None => groups.push((*options, vec![i])),
+            }
+        }
+        groups
+    }
+
+    /// The inputs `indices` (in that order) as a request of their own, all
+    /// with `options`.
+    pub fn part(&self, indices: &[usize], options: InputOptions) -> EmbedRequest {
+        let input = match &self.input {
+            EmbedInput::Texts(texts) => EmbedInput::Texts(
+                indices
+                    .iter()
+                    .filter_map(|&i| texts.get(i).cloned())
+                    .collect(),
+            ),
+            EmbedInput::Tokens(tokens) => EmbedInput::Tokens(
+                indices
+                    .iter()
+                    .filter_map(|&i| tokens.get(i).cloned())
+                    .collect(),
+            ),
+        };
+        let titles = if self.titles.is_empty() {
+            Vec::new()
+        } else {
+            indices
+                .iter()
+                .map(|&i| self.title(i).map(str::to_owned))
+                .collect()
+        };
+        EmbedRequest {
+            model: self.model.clone(),
+            input,
+            dimensions: options.dimensions,
+            answer: self.answer,
+            user: self.user.clone(),
+            task: options.task,
+            titles,
+            mixed: Vec::new(),
+        }
+    }
 }
 
 /// The answer's shape: the client's API's.
@@ -54,18 +133,6 @@ impl EmbedInput {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// The inputs `from..to` (a part of a batch), clamped to those there are.
-    pub fn slice(&self, from: usize, to: usize) -> EmbedInput {
-        fn part<T: Clone>(items: &[T], from: usize, to: usize) -> Vec<T> {
-            let to = to.min(items.len());
-            items.get(from.min(to)..to).unwrap_or_default().to_vec()
-        }
-        match self {
-            EmbedInput::Texts(texts) => EmbedInput::Texts(part(texts, from, to)),
-            EmbedInput::Tokens(tokens) => EmbedInput::Tokens(part(tokens, from, to)),
-        }
     }
 
     /// The texts, for a vendor that embeds text only (`vendor` names it in
@@ -208,6 +275,19 @@ pub fn no_embeddings() -> GatewayError {
         "model",
         "no provider of this model group embeds (Anthropic has no embeddings API): send \
          embeddings to a model group whose providers have one",
+    )
+}
+
+/// The refusal of a batch whose inputs differ in task or size where it
+/// cannot be sent as a vendor call per group (the gateway has no
+/// `self_calls`).
+pub fn mixed_batch() -> GatewayError {
+    GatewayError::invalid(
+        "requests",
+        "the requests of this batch differ in taskType or outputDimensionality, and one vendor \
+         call has one of each: this gateway sends such a batch only with self-calls on (its \
+         `self_calls` configuration); send the requests of each taskType and \
+         outputDimensionality as a batch of their own",
     )
 }
 

@@ -42,9 +42,10 @@ mod request;
 #[cfg(test)]
 mod tests;
 
-/// On the 400 of an embeddings request larger than its vendor embeds at
-/// once: the vendor's batch limit, by which the edge role splits a batch
-/// (`edge/batch.rs`); informative for a client.
+/// On an embeddings answer, with self-calls on: the vendor's batch limit,
+/// by which the edge role splits a batch (`edge/batch.rs`; a request over
+/// it is a 400 calling no vendor). Internal: the edge role removes it from
+/// a client's answer (only a self-call's request reads it).
 pub const BATCH_LIMIT_HEADER: &str = "x-llm-batch-limit";
 
 /// Client and vendor speak the same API (and this provider serves it).

@@ -48,6 +48,7 @@ pub mod limiter;
 mod meter;
 mod replies;
 mod route;
+mod seen_limits;
 mod stored;
 #[cfg(test)]
 mod stored_tests;
@@ -68,6 +69,8 @@ const INTERNAL_HEADERS: &[&str] = &[
     "x-llm-model",
     self_call::HEADER,
     self_call::CANDIDATE_HEADER,
+    self_call::KEY_HEADER,
+    self_call::ADMITS_HEADER,
 ];
 
 /// Request headers the gateway reads as text on its API paths: a value that
@@ -133,9 +136,9 @@ pub struct Edge<H: Host> {
     global_refusal: Option<global::GlobalRefusal>,
     /// A Responses answer to store once it has passed (`edge/stored.rs`).
     stored: Option<stored::Pending>,
-    /// A self-call of the gateway's (`session::self_call`): the candidate
-    /// its request was routed to.
-    part: Option<usize>,
+    /// A self-call of the gateway's (`session::self_call`): what it says of
+    /// its request.
+    part: Option<self_call::Part>,
     /// The parts of an embeddings batch split by this request.
     batch: Option<Box<batch::Batch>>,
     /// The response cache's part, on a cached group (`edge/cache.rs`).
@@ -329,9 +332,8 @@ impl<H: Host> Edge<H> {
         if let Some(limits) = &self.limits {
             limits.refund(&self.host);
         }
-        let key = self.config.auth.caller_name(self.caller);
         let group = self.chat.as_ref().map_or("", |c| c.group.as_str());
-        refusal.count(&self.host, key, group);
+        refusal.count(&self.host, self.key_name(), group);
         self.global_refusal = Some(refusal);
         ErrorCode::RateLimited
     }
@@ -537,9 +539,6 @@ impl<H: Host> Session for Edge<H> {
         if matches!(self.state, State::Passthrough | State::Replied) {
             return Flow::Continue;
         }
-        if self.part.is_some() {
-            self.report_part();
-        }
         if end_of_stream {
             self.on_response_end();
         }
@@ -566,6 +565,9 @@ impl<H: Host> Session for Edge<H> {
         self.status = status;
         if self.stored.is_some() {
             self.capture_answer(if end_of_stream { 0 } else { status });
+        }
+        if self.part.is_none() {
+            self.withhold_batch_limit();
         }
         let provider = (status >= 400)
             .then(|| self.host.header(Map::Response, "x-llm-provider"))
@@ -616,6 +618,9 @@ impl<H: Host> Session for Edge<H> {
                 self.state = State::NameRetryOverflow { code, provider };
                 ignore(self.host.set_header(Map::Response, b"content-length", None));
             }
+        }
+        if self.part.is_some() {
+            self.report_part();
         }
         Flow::Continue
     }
@@ -674,6 +679,7 @@ impl<H: Host> Session for Edge<H> {
     fn on_log(&mut self) {
         // A self-call is metered by its request.
         if self.part.is_some() {
+            self.settle_part();
             return;
         }
         if let Some(chat) = &self.chat {

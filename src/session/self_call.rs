@@ -35,6 +35,13 @@ use crate::metering::AttemptRecord;
 pub const HEADER: &str = "x-llm-self-call";
 /// The candidate (index in the model group) a self-call is routed to.
 pub const CANDIDATE_HEADER: &str = "x-llm-candidate";
+/// The name of the gateway key its request was made with (on the global
+/// rate limit path, `limits.descriptors`: its descriptors are its request's).
+pub const KEY_HEADER: &str = "x-llm-key";
+/// On the one self-call that admits its request by the global rate limits
+/// (its descriptors go to Envoy's rate limit filter on arrival; the other
+/// self-calls' only when they end, to be charged what they used).
+pub const ADMITS_HEADER: &str = "x-llm-admits";
 /// On a self-call's answer, to the session that made it: the part's
 /// attempt records and route, JSON ([`PartReport`]).
 pub const PART_HEADER: &str = "x-llm-part";
@@ -89,18 +96,34 @@ pub fn verify(host: &impl Host, presented: &[u8]) -> bool {
         && crate::auth::constant_time_eq(&digest(presented), &digest(&secret))
 }
 
-/// The candidate a request is routed to when it is a self-call of this
-/// proxy's (its [`HEADER`] verified); `None` for any other request (no host
-/// call when it has no such header).
-pub fn verified(host: &impl Host, headers: &crate::headers::Headers) -> Option<usize> {
+/// What a self-call's headers say of its request.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Part {
+    /// The candidate its request was routed to.
+    pub candidate: usize,
+    /// Its request's gateway key's name ([`KEY_HEADER`]; empty without).
+    pub key: String,
+    /// It admits its request by the global rate limits ([`ADMITS_HEADER`]).
+    pub admits: bool,
+}
+
+/// What a request is when it is a self-call of this proxy's (its [`HEADER`]
+/// verified); `None` for any other request (no host call when it has no
+/// such header).
+pub fn verified(host: &impl Host, headers: &crate::headers::Headers) -> Option<Part> {
     let presented = headers.get(HEADER)?;
     if !verify(host, presented) {
         return None;
     }
-    std::str::from_utf8(headers.get(CANDIDATE_HEADER)?)
+    let candidate = std::str::from_utf8(headers.get(CANDIDATE_HEADER)?)
         .ok()?
         .parse()
-        .ok()
+        .ok()?;
+    Some(Part {
+        candidate,
+        key: String::from_utf8_lossy(headers.get(KEY_HEADER).unwrap_or_default()).into_owned(),
+        admits: headers.has(ADMITS_HEADER),
+    })
 }
 
 /// What a self-call's answer tells the session that made it about the
@@ -109,6 +132,10 @@ pub fn verified(host: &impl Host, headers: &crate::headers::Headers) -> Option<u
 pub struct PartReport {
     pub records: Vec<AttemptRecord>,
     pub route: Vec<String>,
+    /// The global rate limits refused it (its answer is Envoy's 429,
+    /// rewritten in its client's API).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rate_limited: bool,
 }
 
 /// A report this long or longer is left out (a header of a few hundred
@@ -177,6 +204,7 @@ mod tests {
                 ..AttemptRecord::default()
             }],
             route: vec!["p/m:200".into()],
+            rate_limited: false,
         };
         let encoded = report.encode().unwrap();
         assert_eq!(PartReport::decode(&encoded), Some(report));

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use crate::error::GatewayError;
-use crate::model::embed::{EmbedInput, EmbedRequest, Embeddings, Task};
+use crate::model::embed::{EmbedInput, EmbedRequest, Embeddings, InputOptions, Task};
 
 /// Requests in one `batchEmbedContents` call, at most: Gemini refuses more
 /// ("at most 100 requests can be in one batch").
@@ -96,9 +96,9 @@ fn invalid(param: &str, message: impl Into<String>) -> GatewayError {
 }
 
 /// A client's `embedContent` (`batch` false) or `batchEmbedContents` body
-/// as the neutral request for `model` (the URL's). The requests of a batch
-/// must agree on their task, title and size (one vendor call has one of
-/// each); each content's text parts are one input.
+/// as the neutral request for `model` (the URL's). Each content's text
+/// parts are one input, each request's title that input's; requests that
+/// differ in task or size make a mixed request (`EmbedRequest::mixed`).
 pub fn parse(body: &[u8], model: &str, batch: bool) -> Result<EmbedRequest, GatewayError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(invalid("body", "request body is empty"));
@@ -112,12 +112,12 @@ pub fn parse(body: &[u8], model: &str, batch: bool) -> Result<EmbedRequest, Gate
     } else {
         vec![serde_json::from_slice::<EmbedContentRequest>(body).map_err(read)?]
     };
-    let Some(first) = requests.first() else {
+    if requests.is_empty() {
         return Err(invalid(
             "requests",
             "* BatchEmbedContentsRequest.requests: at least one request is required",
         ));
-    };
+    }
     if requests.len() > MAX_BATCH {
         return Err(invalid(
             "requests",
@@ -132,6 +132,8 @@ pub fn parse(body: &[u8], model: &str, batch: bool) -> Result<EmbedRequest, Gate
         }
     };
     let mut texts = Vec::with_capacity(requests.len());
+    let mut titles = Vec::with_capacity(requests.len());
+    let mut options = Vec::with_capacity(requests.len());
     for (i, request) in requests.iter().enumerate() {
         if batch {
             let named = request
@@ -148,21 +150,6 @@ pub fn parse(body: &[u8], model: &str, batch: bool) -> Result<EmbedRequest, Gate
                 ));
             }
         }
-        if (
-            request.task_type.as_deref(),
-            request.title.as_deref(),
-            request.output_dimensionality,
-        ) != (
-            first.task_type.as_deref(),
-            first.title.as_deref(),
-            first.output_dimensionality,
-        ) {
-            return Err(invalid(
-                &at(i, "taskType"),
-                "the gateway sends a batch as one vendor call: every request of a batch \
-                 must have the same taskType, title and outputDimensionality",
-            ));
-        }
         let text: Vec<&str> = request
             .content
             .parts
@@ -176,12 +163,49 @@ pub fn parse(body: &[u8], model: &str, batch: bool) -> Result<EmbedRequest, Gate
             ));
         }
         texts.push(text.join("\n"));
+        titles.push(request.title.as_deref().map(str::to_owned));
+        options.push(input_options(
+            request,
+            &at(i, "taskType"),
+            &at(i, "outputDimensionality"),
+        )?);
     }
-    let task = match first.task_type.as_deref() {
+    let first = options.first().copied().unwrap_or_default();
+    let mixed = if options.iter().all(|o| *o == first) {
+        Vec::new()
+    } else {
+        options
+    };
+    if titles.iter().all(Option::is_none) {
+        titles.clear();
+    }
+    Ok(EmbedRequest {
+        model: model.to_owned(),
+        input: EmbedInput::Texts(texts),
+        dimensions: first.dimensions,
+        answer: if batch {
+            crate::model::embed::AnswerShape::GeminiBatch
+        } else {
+            crate::model::embed::AnswerShape::GeminiOne
+        },
+        user: None,
+        task: first.task,
+        titles,
+        mixed,
+    })
+}
+
+/// One request's task and size (`task_at`, `size_at`: their names in an error).
+fn input_options(
+    request: &EmbedContentRequest,
+    task_at: &str,
+    size_at: &str,
+) -> Result<InputOptions, GatewayError> {
+    let task = match request.task_type.as_deref() {
         None | Some("TASK_TYPE_UNSPECIFIED") => None,
         Some(name) => Some(Task::parse(name).ok_or_else(|| {
             invalid(
-                &at(0, "taskType"),
+                task_at,
                 format!(
                     "Invalid value at 'taskType' (type.googleapis.com/google.ai.generativelanguage.v1beta.TaskType), \"{}\"",
                     name.escape_debug()
@@ -189,29 +213,18 @@ pub fn parse(body: &[u8], model: &str, batch: bool) -> Result<EmbedRequest, Gate
             )
         })?),
     };
-    if first.output_dimensionality == Some(0) {
-        return Err(invalid(
-            &at(0, "outputDimensionality"),
-            "outputDimensionality must be positive",
-        ));
+    if request.output_dimensionality == Some(0) {
+        return Err(invalid(size_at, "outputDimensionality must be positive"));
     }
-    Ok(EmbedRequest {
-        model: model.to_owned(),
-        input: EmbedInput::Texts(texts),
-        dimensions: first.output_dimensionality,
-        answer: if batch {
-            crate::model::embed::AnswerShape::GeminiBatch
-        } else {
-            crate::model::embed::AnswerShape::GeminiOne
-        },
-        user: None,
+    Ok(InputOptions {
         task,
-        title: first.title.as_deref().map(str::to_owned),
+        dimensions: request.output_dimensionality,
     })
 }
 
 /// `batchEmbedContents`' body: one request for each of `texts`, with
-/// `req`'s options, each naming `model` (`models/{model}`). What the
+/// `req`'s task and size and each text's title, each naming `model`
+/// (`models/{model}`). What the
 /// Gemini dialect sends, and each part of a batch the gateway split for a
 /// Gemini client (`session::edge::batch`).
 pub fn batch_request<'a>(
@@ -221,7 +234,8 @@ pub fn batch_request<'a>(
 ) -> BatchEmbedContentsRequest<'a> {
     let requests = texts
         .iter()
-        .map(|text| EmbedContentRequest {
+        .enumerate()
+        .map(|(i, text)| EmbedContentRequest {
             model: Some(Cow::Borrowed(model)),
             content: Content {
                 role: None,
@@ -230,7 +244,7 @@ pub fn batch_request<'a>(
                 }],
             },
             task_type: req.task.map(|t| Cow::Borrowed(task_type(t))),
-            title: req.title.as_deref().map(Cow::Borrowed),
+            title: req.title(i).map(Cow::Borrowed),
             output_dimensionality: req.dimensions,
         })
         .collect();
@@ -291,6 +305,7 @@ mod tests {
             (r.task, r.answer),
             (Some(Task::Clustering), AnswerShape::GeminiBatch)
         );
+        assert!(r.mixed.is_empty() && r.titles.is_empty());
         let one = parse(br#"{"content":{"parts":[{"text":"a"}]}}"#, "m", false).unwrap();
         assert_eq!((one.task, one.answer), (None, AnswerShape::GeminiOne));
         for (body, batch, param) in [
@@ -301,9 +316,14 @@ mod tests {
                 "requests[0].model",
             ),
             (
-                r#"{"requests":[{"content":{"parts":[{"text":"a"}]}},{"content":{"parts":[{"text":"b"}]},"title":"t"}]}"#,
+                r#"{"requests":[{"content":{"parts":[{"text":"a"}]}},{"content":{"parts":[{"text":"b"}]},"taskType":"NOPE"}]}"#,
                 true,
                 "requests[1].taskType",
+            ),
+            (
+                r#"{"requests":[{"content":{"parts":[{"text":"a"}]}},{"content":{"parts":[{"text":"b"}]},"outputDimensionality":0}]}"#,
+                true,
+                "requests[1].outputDimensionality",
             ),
             (
                 r#"{"content":{"parts":[{"text":""}]}}"#,
@@ -329,6 +349,61 @@ mod tests {
                 "{body}"
             );
         }
+    }
+
+    #[test]
+    fn titles_are_each_inputs_and_differing_tasks_or_sizes_make_a_mixed_batch() {
+        let r = parse(
+            br#"{"requests":[
+                {"content":{"parts":[{"text":"a"}]},"taskType":"RETRIEVAL_DOCUMENT","title":"A"},
+                {"content":{"parts":[{"text":"q"}]},"taskType":"RETRIEVAL_QUERY"},
+                {"content":{"parts":[{"text":"b"}]},"taskType":"RETRIEVAL_DOCUMENT","title":"B"},
+                {"content":{"parts":[{"text":"s"}]},"taskType":"RETRIEVAL_QUERY","outputDimensionality":8}]}"#,
+            "m",
+            true,
+        )
+        .unwrap();
+        assert_eq!(r.titles, [Some("A".into()), None, Some("B".into()), None]);
+        let document = InputOptions {
+            task: Some(Task::RetrievalDocument),
+            dimensions: None,
+        };
+        let query = InputOptions {
+            task: Some(Task::RetrievalQuery),
+            dimensions: None,
+        };
+        let small = InputOptions {
+            dimensions: Some(8),
+            ..query
+        };
+        assert_eq!(r.mixed, [document, query, document, small]);
+        assert_eq!(
+            r.groups(),
+            [(document, vec![0, 2]), (query, vec![1]), (small, vec![3])]
+        );
+        // A group as a request of its own: its texts, titles and options.
+        let part = r.part(&[0, 2], document);
+        assert_eq!(part.input, EmbedInput::Texts(vec!["a".into(), "b".into()]));
+        assert_eq!(part.titles, [Some("A".into()), Some("B".into())]);
+        assert_eq!((part.task, part.dimensions), (document.task, None));
+        assert!(part.mixed.is_empty() && part.groups().len() == 1);
+        let body = serde_json::to_value(batch_request(
+            &part,
+            part.input.texts("gemini").unwrap(),
+            "models/m",
+        ))
+        .unwrap();
+        assert_eq!(body["requests"][1]["title"], "B");
+        assert_eq!(body["requests"][1]["taskType"], "RETRIEVAL_DOCUMENT");
+        // Titles alone never make a batch mixed: each input keeps its own.
+        let titled = parse(
+            br#"{"requests":[{"content":{"parts":[{"text":"a"}]},"title":"A"},{"content":{"parts":[{"text":"b"}]}}]}"#,
+            "m",
+            true,
+        )
+        .unwrap();
+        assert!(titled.mixed.is_empty());
+        assert_eq!((titled.title(0), titled.title(1)), (Some("A"), None));
     }
 
     #[test]

@@ -124,7 +124,8 @@ pub fn parse(body: &[u8]) -> Result<EmbedRequest, GatewayError> {
         answer: AnswerShape::OpenAi(encoding),
         user,
         task,
-        title: None,
+        titles: Vec::new(),
+        mixed: Vec::new(),
     })
 }
 

@@ -46,16 +46,15 @@ pub fn max_inputs(provider: &Provider, model: &str) -> Option<usize> {
     Some(super::embedder(dialect, provider)?.max_inputs(model))
 }
 
-/// The vendor's batch limit, when `request` is embeddings with more inputs
-/// than one call of `target` takes (its encoder refuses it with the 400).
-pub fn over_limit(
+/// The vendor's batch limit for `request`, when it is embeddings and
+/// `target` embeds.
+pub fn vendor_limit(
     request: &Request,
     dialect: &'static dyn Dialect,
     target: &Target,
 ) -> Option<usize> {
-    let inputs = request.embed()?.input.len();
-    let max = super::embedder(dialect, target.provider)?.max_inputs(target.model);
-    (inputs > max).then_some(max)
+    request.embed()?;
+    Some(super::embedder(dialect, target.provider)?.max_inputs(target.model))
 }
 
 /// The vendor's request for `req` through `dialect` (or its transport's
@@ -67,6 +66,9 @@ pub(super) fn encode(
     target: &Target,
 ) -> Result<WholeRequest, GatewayError> {
     let embedder = super::embedder(dialect, target.provider).ok_or_else(no_embeddings)?;
+    if !req.mixed.is_empty() {
+        return Err(crate::model::embed::mixed_batch());
+    }
     Ok(WholeRequest {
         request: embedder.encode(req, target)?,
         answer: Box::new(EmbedAnswer {

@@ -1,6 +1,6 @@
 //! Vertex AI's text embeddings (`publishers/google/models/{model}:predict`,
 //! the Text embeddings API of `text-embedding-005`, `gemini-embedding-001`
-//! ...): `instances[{content, task_type}]` and `parameters
+//! ...): `instances[{content, task_type, title}]` and `parameters
 //! {outputDimensionality}`, answered `predictions[].embeddings.{values,
 //! statistics.token_count}`. Texts only; at most 250 instances a call, and
 //! one for `gemini-embedding-001` (Vertex: "supports one instance per
@@ -82,10 +82,11 @@ impl Embedder for Vertex {
         check_batch(req, "vertex_gemini", self.max_inputs(target.model))?;
         let instances = texts
             .iter()
-            .map(|text| Instance {
+            .enumerate()
+            .map(|(i, text)| Instance {
                 content: text,
                 task_type: req.task.map(task_type),
-                title: req.title.as_deref(),
+                title: req.title(i),
             })
             .collect();
         let parameters = req.dimensions.map(|output_dimensionality| Parameters {

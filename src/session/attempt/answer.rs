@@ -233,6 +233,13 @@ impl<H: Host> Attempt<H> {
             self.host
                 .set_header(Map::Response, b"x-llm-dropped-tools", Some(b"web_search"))?;
         }
+        if let Some(max) = self.batch_limit.get() {
+            self.host.set_header(
+                Map::Response,
+                BATCH_LIMIT_HEADER.as_bytes(),
+                Some(max.to_string().as_bytes()),
+            )?;
+        }
         self.host
             .set_header(Map::Response, b"content-length", None)?;
         let entry = self.route_entry();

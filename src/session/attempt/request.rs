@@ -128,8 +128,13 @@ impl<H: Host> Attempt<H> {
             provider,
             model: &model,
         };
-        self.batch_limit
-            .set(request.and_then(|r| crate::dialects::embed::over_limit(r, dialect, &target)));
+        // With self-calls on, every embeddings answer tells the edge role
+        // its vendor's batch limit (it splits batches by it).
+        self.batch_limit.set(
+            (self.config.self_calls.as_ref())
+                .and(request)
+                .and_then(|r| crate::dialects::embed::vendor_limit(r, dialect, &target)),
+        );
         // An operation answered whole (embeddings).
         if let Some(whole) = request.and_then(|r| encode_whole(r, dialect, &target)) {
             let whole = whole?;

@@ -794,10 +794,19 @@ fn an_embeddings_attempt_on_a_vendor_that_does_not_embed_is_refused_before_sendi
 /// refused before any vendor call, naming the limit the edge splits by.
 #[test]
 fn an_embeddings_batch_over_the_vendors_limit_is_refused_with_the_limit() {
-    for (inputs, refused) in [(97, true), (96, false)] {
+    // The limit's header is for the edge role's batches (self-calls on).
+    for (inputs, refused, self_calls) in [(97, true, true), (96, false, true), (97, true, false)] {
         let texts: Vec<String> = (0..inputs).map(|i| format!("t{i}")).collect();
         let body = serde_json::json!({"model": "gpt", "input": texts}).to_string();
         let mut a = call_attempt("br", "gpt", Call::Embed, &body);
+        if self_calls {
+            let config = Rc::get_mut(&mut a.config).expect("the attempt's own configuration");
+            config.self_calls = Some(crate::config::SelfCalls {
+                cluster: "self".into(),
+                timeout_ms: 1000,
+                max_in_flight: 2,
+            });
+        }
         a.on_request_headers(false);
         let size = a.host.request_body.borrow().len();
         let flow = a.on_request_body(size, true);
@@ -810,7 +819,8 @@ fn an_embeddings_batch_over_the_vendors_limit_is_refused_with_the_limit() {
         assert!(String::from_utf8_lossy(&body).contains("at most 96"));
         let headers = a.host.reply_headers.borrow();
         let limit = headers.iter().find(|(n, _)| n == "x-llm-batch-limit");
-        assert_eq!(limit.map(|(_, v)| v.as_slice()), Some(&b"96"[..]));
+        let want = self_calls.then_some(&b"96"[..]);
+        assert_eq!(limit.map(|(_, v)| v.as_slice()), want);
     }
 }
 

@@ -14,8 +14,15 @@
 //!   cluster's endpoints, a batch of two or more inputs goes as one part;
 //!   the attempt that reaches a vendor with a smaller limit calls no one
 //!   and answers the 400 naming it (`x-llm-batch-limit`), and the parent
-//!   splits that part by it. So does a part that failed over to a vendor
+//!   splits that part by it. Every part's answer says its vendor's limit,
+//!   which the edge keeps (`edge/seen_limits.rs`): later batches to that
+//!   candidate split at once, or go as any request when they fit. So does a part that failed over to a vendor
 //!   with a smaller limit. Parts never split themselves (no recursion).
+//! - **Mixed tasks or sizes.** A Gemini client's batch whose requests
+//!   differ in `taskType` or `outputDimensionality` (Gemini takes that in
+//!   one call; no other vendor does) goes as parts of one task and size
+//!   each (`EmbedRequest::groups`), even within the vendor's limit, and is
+//!   answered in its own order. Without self-calls it is refused.
 //! - **One vendor.** Every part is routed to the parent's candidate
 //!   (`x-llm-candidate`), so weights and stickiness pick once per batch.
 //!   Envoy may still fail a part over inside the candidate's cluster (an
@@ -38,18 +45,22 @@ use std::collections::VecDeque;
 use super::*;
 use crate::dialects::embed::{max_inputs, render};
 use crate::metering::Price;
-use crate::model::embed::{EmbedInput, EmbedRequest, Embeddings};
+use crate::model::embed::{
+    mixed_batch, AnswerShape, EmbedInput, EmbedRequest, Embeddings, InputOptions,
+};
 use crate::session::attempt::BATCH_LIMIT_HEADER;
 use crate::session::callouts::{Callout, Callouts};
 use crate::session::host::CalloutAnswer;
 use crate::session::self_call::{self, PartReport, CANDIDATE_HEADER, PART_HEADER};
 use crate::wire::{gemini_embeddings, openai_embeddings};
 
-/// The inputs `from..to` of the batch.
+/// The inputs at `from..to` of the batch's order, all of group `group`
+/// (one task and size).
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Part {
     from: usize,
     to: usize,
+    group: usize,
 }
 
 impl Part {
@@ -64,7 +75,8 @@ impl Part {
             .step_by(size)
             .map(move |from| Part {
                 from,
-                to: (from + size).min(self.to),
+                to: from.saturating_add(size).min(self.to),
+                group: self.group,
             })
             .collect::<Vec<_>>()
             .into_iter()
@@ -74,11 +86,19 @@ impl Part {
 /// A batch being answered by its parts.
 pub(super) struct Batch {
     call: Call,
+    /// The model group and candidate every part goes to.
+    group: String,
+    candidate: usize,
     request: EmbedRequest,
     /// What each part's request carries: the client's headers (not its
     /// credentials, not the gateway's own), and the self-call's.
     headers: Vec<(String, Vec<u8>)>,
     authority: String,
+    /// The inputs, group by group (`EmbedRequest::groups`): a part's
+    /// inputs are `order[part.from..part.to]`.
+    order: Vec<usize>,
+    /// Each group's task and size.
+    groups: Vec<InputOptions>,
     waiting: VecDeque<Part>,
     out: Callouts<Part>,
     /// The vectors, by input (a part fills its own).
@@ -94,6 +114,9 @@ pub(super) struct Batch {
     reports: Vec<(PartReport, u64)>,
     /// The parts whose vectors the answer is made of.
     parts: usize,
+    /// The global rate limits admitted the request: its first part passed
+    /// them (the others wait for it), or there are none to pass.
+    admitted: bool,
 }
 
 /// What the client's request becomes, once routed.
@@ -115,18 +138,25 @@ impl<H: Host> Edge<H> {
         group: &str,
         index: usize,
     ) -> Result<Sent, GatewayError> {
-        let size = match (&request, &self.config.self_calls) {
-            (Some(Request::Embed(embed)), Some(_)) if self.part.is_none() => {
-                self.part_size(embed, group, index)
-            }
-            _ => None,
+        // A self-call's request is one part: never split again.
+        let embed = match &request {
+            Some(Request::Embed(embed)) if self.part.is_none() => embed,
+            _ => return Ok(Sent::Whole(request)),
         };
-        let Some(size) = size else {
-            return Ok(Sent::Whole(request));
+        // Without self-calls (or a secret: no shared data or entropy), sent
+        // whole; a batch of mixed tasks or sizes cannot be.
+        let whole = |request| match request {
+            Some(Request::Embed(e)) if !e.mixed.is_empty() => Err(mixed_batch()),
+            request => Ok(Sent::Whole(request)),
         };
-        // No secret (no shared data or entropy): sent whole, as without self-calls.
+        if self.config.self_calls.is_none() {
+            return whole(request);
+        }
+        let Some(size) = self.part_size(embed, group, index) else {
+            return whole(request);
+        };
         let Some(secret) = self_call::secret(&self.host) else {
-            return Ok(Sent::Whole(request));
+            return whole(request);
         };
         let Some(Request::Embed(embed)) = request else {
             return Ok(Sent::Whole(request));
@@ -136,10 +166,19 @@ impl<H: Host> Edge<H> {
             .self_calls
             .as_ref()
             .map_or(1, |s| s.max_in_flight);
-        let whole = Part {
-            from: 0,
-            to: embed.input.len(),
-        };
+        // Each group's parts, in the order its inputs come.
+        let (mut order, mut groups) = (Vec::with_capacity(embed.input.len()), Vec::new());
+        let mut waiting = VecDeque::new();
+        for (options, inputs) in embed.groups() {
+            let group = Part {
+                from: order.len(),
+                to: order.len() + inputs.len(),
+                group: groups.len(),
+            };
+            waiting.extend(group.split(size));
+            order.extend(inputs);
+            groups.push(options);
+        }
         let mut headers = part_headers(&self.request_headers);
         headers.extend([
             ("content-type".to_owned(), b"application/json".to_vec()),
@@ -151,15 +190,24 @@ impl<H: Host> Edge<H> {
             (self_call::HEADER.to_owned(), secret.into_bytes()),
             (CANDIDATE_HEADER.to_owned(), index.to_string().into_bytes()),
         ]);
+        let global = self.config.limits.descriptors;
+        if global {
+            let key = self.key_name().as_bytes().to_vec();
+            headers.push((self_call::KEY_HEADER.to_owned(), key));
+        }
         let authority = self
             .request_headers
             .get(":authority")
             .unwrap_or(b"llm-gateway");
         self.batch = Some(Box::new(Batch {
             call: call.clone(),
+            group: group.to_owned(),
+            candidate: index,
             authority: String::from_utf8_lossy(authority).into_owned(),
             headers,
-            waiting: whole.split(size).collect(),
+            order,
+            groups,
+            waiting,
             out: Callouts::new(limit),
             vectors: vec![Vec::new(); embed.input.len()],
             tokens: 0,
@@ -167,6 +215,7 @@ impl<H: Host> Edge<H> {
             named: None,
             reports: Vec::new(),
             parts: 0,
+            admitted: !global,
             request: embed,
         }));
         self.state = State::Splitting;
@@ -174,24 +223,35 @@ impl<H: Host> Edge<H> {
     }
 
     /// The parts' size for `request` on candidate `index` of `group`: its
-    /// vendor's limit when the candidate names it and the batch exceeds it,
-    /// the whole batch (to be split by the answer) when it names none;
-    /// `None`: sent whole, as any request.
+    /// vendor's limit when the candidate names it and the batch exceeds it
+    /// (or mixes tasks or sizes), each group whole (to be split by the
+    /// answer) when it names none; `None`: sent whole, as any request.
     fn part_size(&self, request: &EmbedRequest, group: &str, index: usize) -> Option<usize> {
         let inputs = request.input.len();
-        if inputs < 2 || request.answer == crate::model::embed::AnswerShape::GeminiOne {
+        let mixed = !request.mixed.is_empty();
+        if !mixed && (inputs < 2 || request.answer == AnswerShape::GeminiOne) {
             return None;
         }
         let candidate = self.config.model_groups.get(group)?.candidates.get(index)?;
         let Some(name) = candidate.provider.as_deref() else {
-            return Some(inputs);
+            // Its vendor's limit as an earlier batch's parts said it, if one did.
+            let seen = seen_limits::config_id(&self.config);
+            return match seen_limits::learned(seen, group, index, &request.model) {
+                Some(max) if !mixed && inputs <= max => None,
+                Some(max) => Some(max),
+                None => Some(inputs),
+            };
         };
         let provider = self.config.providers.get(name)?;
         let model = candidate
             .model
             .as_deref()
             .unwrap_or_else(|| provider.vendor_model(group, &request.model));
-        max_inputs(provider, model).filter(|max| inputs > *max)
+        match max_inputs(provider, model) {
+            Some(max) if mixed || inputs > max => Some(max),
+            // Within its limit, or no embeddings there (its attempt says so).
+            _ => mixed.then_some(inputs),
+        }
     }
 
     /// Sends waiting parts while there is room; the batch's answer once
@@ -205,13 +265,20 @@ impl<H: Host> Edge<H> {
             settings.map_or(("", 1), |s| (s.cluster.as_str(), s.timeout_ms));
         let mut refused = None;
         while batch.out.has_room() {
+            // The part admitting the request is out: the others wait for it.
+            if !batch.admitted && !batch.out.is_empty() {
+                break;
+            }
             let Some(part) = batch.waiting.pop_front() else {
                 break;
             };
             let (path, body) = batch.part_request(part);
-            let headers: Vec<(&str, &[u8])> = (batch.headers.iter())
+            let mut headers: Vec<(&str, &[u8])> = (batch.headers.iter())
                 .map(|(n, v)| (n.as_str(), v.as_slice()))
                 .collect();
+            if !batch.admitted {
+                headers.push((self_call::ADMITS_HEADER, b"1"));
+            }
             let call = Callout {
                 cluster,
                 method: "POST",
@@ -248,6 +315,8 @@ impl<H: Host> Edge<H> {
         let Some(part) = batch.out.answered(token) else {
             return Flow::Pause;
         };
+        // It passed the global rate limits, or its answer fails the batch.
+        batch.admitted = true;
         if !matches!(self.state, State::Splitting) {
             return Flow::Pause;
         }
@@ -270,6 +339,11 @@ impl<H: Host> Edge<H> {
             .ok()
             .flatten()
             .and_then(|v| v.parse::<usize>().ok());
+        if let Some(max) = limit {
+            let seen = seen_limits::config_id(&self.config);
+            let model = &batch.request.model;
+            seen_limits::learn(seen, &batch.group, batch.candidate, model, max);
+        }
         match limit {
             // Its vendor embeds fewer at once: sent again in parts of that size.
             Some(max) if status == 400 && max >= 1 && max < part.len() => {
@@ -280,16 +354,17 @@ impl<H: Host> Edge<H> {
             }
             _ => {}
         }
-        let estimate = batch
-            .request
-            .input
-            .slice(part.from, part.to)
-            .estimated_tokens();
+        let estimate = batch.part_of(part).input.estimated_tokens();
         let report = headers
             .get(PART_HEADER)
             .and_then(PartReport::decode)
             .unwrap_or_default();
+        let rate_limited = report.rate_limited;
         batch.reports.push((report, estimate));
+        if rate_limited {
+            self.refused_globally(&headers);
+            return self.fail_batch(status, &headers, &body);
+        }
         if !(200..300).contains(&status) {
             return self.fail_batch(status, &headers, &body);
         }
@@ -325,20 +400,28 @@ impl<H: Host> Edge<H> {
     fn fail_batch(&mut self, status: u16, headers: &Headers, body: &[u8]) -> Flow {
         self.status = status;
         let mut reply: Vec<(&str, &[u8])> = vec![("x-request-id", self.request_id.as_bytes())];
-        for name in [
-            "content-type",
-            "retry-after",
-            "retry-after-ms",
-            "x-llm-provider",
-            "x-llm-attempts",
-        ] {
-            if let Some(value) = headers.get(name) {
+        for (name, value) in &headers.0 {
+            let passed = matches!(
+                name.as_slice(),
+                b"content-type"
+                    | b"retry-after"
+                    | b"retry-after-ms"
+                    | b"x-llm-provider"
+                    | b"x-llm-attempts"
+            ) || name.starts_with(b"x-ratelimit-")
+                || name.starts_with(b"x-llm-ratelimit-");
+            if let (true, Ok(name)) = (passed, std::str::from_utf8(name)) {
                 reply.push((name, value));
             }
         }
+        // The local limits' headers, but where a global limit's said it.
         let limits = self.limits.as_ref().map(RequestLimits::header_pairs);
         let limits = limits.unwrap_or_default();
-        reply.extend(limits.iter().map(|(n, v)| (*n, v.as_bytes())));
+        for (name, value) in &limits {
+            if !reply.iter().any(|(n, _)| n == name) {
+                reply.push((name, value.as_bytes()));
+            }
+        }
         reply_or_reset(&self.host, status, &reply, body);
         self.state = State::Replied;
         Flow::Pause
@@ -384,24 +467,91 @@ impl<H: Host> Edge<H> {
         Flow::Pause
     }
 
+    /// The global rate limits refused the part admitting the request: so
+    /// they refused the request (named in its log line; its local limits'
+    /// admission taken back, as for a request they refuse).
+    fn refused_globally(&mut self, headers: &Headers) {
+        self.code = Some(ErrorCode::RateLimited);
+        self.global_refusal = Some(global::GlobalRefusal::of_answer(headers));
+        if let Some(limits) = &self.limits {
+            limits.refund(&self.host);
+        }
+    }
+
+    /// The gateway key's name: a self-call's is its request's.
+    pub(super) fn key_name(&self) -> &str {
+        match &self.part {
+            Some(part) => &part.key,
+            None => self.config.auth.caller_name(self.caller),
+        }
+    }
+
+    /// A self-call's end, on the global path (`limits.descriptors`): what
+    /// its attempts used, for Envoy's rate limit filter to charge when its
+    /// stream is done, under its request's descriptors (set on arrival by
+    /// the part that admitted the request, by the others only now, so their
+    /// arrival counted nothing). A batch is charged the sum of its parts.
+    pub(super) fn settle_part(&self) {
+        let (Some(part), Some(chat)) = (&self.part, &self.chat) else {
+            return;
+        };
+        if !self.config.limits.descriptors {
+            return;
+        }
+        if !part.admits {
+            limiter::expose_descriptors(&self.host, &part.key, &chat.group, &chat.request_model);
+        }
+        let (records, _) = self.channel.attempts(&self.host);
+        let bill = Bill::of(&records, chat.estimated_prompt_tokens, |r| self.price(r));
+        limiter::expose_usage(&self.host, meter::budget_usage(&bill));
+    }
+
     /// A self-call's edge: what its attempts were, for the request that
     /// made it (on its answer's headers).
     pub(super) fn report_part(&self) {
         let (records, route) = self.channel.attempts(&self.host);
-        if let Some(value) = (PartReport { records, route }).encode() {
+        let rate_limited = self.global_refusal.is_some();
+        let report = PartReport {
+            records,
+            route,
+            rate_limited,
+        };
+        if let Some(value) = report.encode() {
             ignore(
                 self.host
                     .set_header(Map::Response, PART_HEADER.as_bytes(), Some(&value)),
             );
         }
     }
+
+    /// A client's answer: the vendor's batch limit its attempt named is for
+    /// a request splitting a batch, never for a client (an internal header;
+    /// a 400 for a batch over it says the limit in its message).
+    pub(super) fn withhold_batch_limit(&self) {
+        if self
+            .chat
+            .as_ref()
+            .is_some_and(|c| c.operation == "embeddings")
+        {
+            ignore(
+                self.host
+                    .set_header(Map::Response, BATCH_LIMIT_HEADER.as_bytes(), None),
+            );
+        }
+    }
 }
 
 impl Batch {
+    /// The client's request for a part's inputs alone.
+    fn part_of(&self, part: Part) -> EmbedRequest {
+        let inputs = self.order.get(part.from..part.to).unwrap_or_default();
+        let options = self.groups.get(part.group).copied().unwrap_or_default();
+        self.request.part(inputs, options)
+    }
+
     /// A part's request: the client's API's, for its inputs.
     fn part_request(&self, part: Part) -> (String, Vec<u8>) {
-        let mut request = self.request.clone();
-        request.input = self.request.input.slice(part.from, part.to);
+        let request = self.part_of(part);
         let body = match (&self.call, &request.input) {
             (Call::GeminiEmbed { model, .. }, EmbedInput::Texts(texts)) => {
                 let named = format!("models/{model}");
@@ -434,9 +584,11 @@ impl Batch {
         }
         self.tokens += answer.prompt_tokens.unwrap_or_default();
         self.parts += 1;
-        let slots = self.vectors.get_mut(part.from..part.to).unwrap_or_default();
-        for (slot, vector) in slots.iter_mut().zip(answer.vectors) {
-            *slot = vector;
+        let inputs = self.order.get(part.from..part.to).unwrap_or_default();
+        for (&input, vector) in inputs.iter().zip(answer.vectors) {
+            if let Some(slot) = self.vectors.get_mut(input) {
+                *slot = vector;
+            }
         }
         Ok(())
     }

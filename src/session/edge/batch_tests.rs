@@ -121,6 +121,7 @@ fn part_answer(status: u16, model: &str, tokens: u64, body: Vec<u8>) -> CalloutA
             ..AttemptRecord::default()
         }],
         route: vec![format!("br/{model}:{status}")],
+        rate_limited: false,
     };
     CalloutAnswer::Answered {
         status,
@@ -240,6 +241,25 @@ fn a_batch_its_vendor_takes_whole_and_a_batch_without_self_calls_go_as_any_reque
         assert_eq!(send(&mut e), Flow::Continue, "{group} {inputs}");
         assert!(e.host.http_calls.borrow().is_empty());
         assert!(e.host.prop("llm_handoff").is_some());
+    }
+}
+
+#[test]
+fn a_clients_400_never_carries_the_batch_limit() {
+    for self_calls in ["", SELF_CALLS] {
+        let mut e = edge(
+            config(self_calls),
+            "/v1/embeddings",
+            &embeddings("openai", 3),
+        );
+        assert_eq!(send(&mut e), Flow::Continue);
+        // Its attempt reached a vendor embedding 2 at once (a failover).
+        e.host.set(Map::Response, ":status", "400");
+        e.host.set(Map::Response, "x-llm-provider", "oa");
+        e.host.set(Map::Response, "x-llm-batch-limit", "2");
+        e.on_response_headers(false);
+        assert_eq!(e.host.get(Map::Response, "x-llm-batch-limit"), None);
+        assert_eq!(e.host.get(Map::Response, ":status").as_deref(), Some("400"));
     }
 }
 
@@ -405,7 +425,13 @@ fn a_self_call_is_routed_to_its_candidate_unauthenticated_unadmitted_unmetered_a
     // Its answer reports its attempts; no log line or metric of its own.
     e.host.set(Map::Response, ":status", "400");
     e.host.set(Map::Response, "x-llm-provider", "br");
+    e.host.set(Map::Response, "x-llm-batch-limit", "1");
     e.on_response_headers(false);
+    assert_eq!(
+        e.host.get(Map::Response, "x-llm-batch-limit").as_deref(),
+        Some("1"),
+        "for its request to split by"
+    );
     let report = e.host.get(Map::Response, "x-llm-part").unwrap();
     assert!(PartReport::decode(report.as_bytes()).is_some());
     e.on_log();
@@ -422,4 +448,103 @@ fn a_self_call_is_routed_to_its_candidate_unauthenticated_unadmitted_unmetered_a
         assert_eq!(reply(&e).0, 401, "{forged}");
         assert_eq!(e.host.get(Map::Request, "x-llm-self-call"), None);
     }
+}
+
+#[test]
+fn a_gemini_batch_of_mixed_tasks_and_sizes_goes_as_a_part_per_group_answered_in_order() {
+    let entry = |i: usize, task: &str, size: Option<u32>| {
+        let mut e = serde_json::json!({"content": {"parts": [{"text": format!("text {i}")}]},
+                                       "taskType": task, "title": format!("t{i}")});
+        if let Some(size) = size {
+            e["outputDimensionality"] = size.into();
+        }
+        e
+    };
+    let body = serde_json::json!({"requests": [
+        entry(0, "RETRIEVAL_DOCUMENT", None), entry(1, "RETRIEVAL_QUERY", None),
+        entry(2, "RETRIEVAL_DOCUMENT", None), entry(3, "RETRIEVAL_QUERY", Some(8))]});
+    let path = "/v1beta/models/openai:batchEmbedContents";
+    let gemini_edge = |self_calls| {
+        let e = edge(config(self_calls), path, &body.to_string());
+        e.host.set(Map::Request, "authorization", "");
+        e.host.set(Map::Request, "x-goog-api-key", KEY);
+        e
+    };
+    // Without self-calls: refused, naming why (OpenAI takes 2048 at once, one task a call).
+    let mut e = gemini_edge("");
+    send(&mut e);
+    let (status, error) = reply(&e);
+    assert_eq!(status, 400);
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("self_calls"),
+        "{error}"
+    );
+    // With them: a part per group (at most 2 out), each of one task and size.
+    let mut e = gemini_edge(SELF_CALLS);
+    assert_eq!(send(&mut e), Flow::Pause);
+    let sent = calls(&e);
+    assert_eq!(sent.len(), 2);
+    let entries = |e: &Edge<FakeHost>, i: usize| {
+        let sent = calls(e);
+        let requests = sent[i].2["requests"].as_array().unwrap().clone();
+        requests
+            .iter()
+            .map(|r| {
+                let text = r["content"]["parts"][0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+                (
+                    text,
+                    r["taskType"].clone(),
+                    r["title"].clone(),
+                    r["outputDimensionality"].clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let doc = serde_json::Value::from("RETRIEVAL_DOCUMENT");
+    let query = serde_json::Value::from("RETRIEVAL_QUERY");
+    let none = serde_json::Value::Null;
+    assert_eq!(
+        entries(&e, 0),
+        [
+            ("text 0".into(), doc.clone(), "t0".into(), none.clone()),
+            ("text 2".into(), doc.clone(), "t2".into(), none.clone())
+        ]
+    );
+    assert_eq!(
+        entries(&e, 1),
+        [("text 1".into(), query.clone(), "t1".into(), none.clone())]
+    );
+    let gemini = |values: &[f32]| {
+        let embeddings: Vec<_> = values
+            .iter()
+            .map(|v| serde_json::json!({"values": [v, 0.5]}))
+            .collect();
+        part_answer(
+            200,
+            "text-embedding-3-small",
+            1,
+            serde_json::json!({"embeddings": embeddings})
+                .to_string()
+                .into_bytes(),
+        )
+    };
+    assert_eq!(e.on_callout(2, gemini(&[1.0])), Flow::Pause);
+    assert_eq!(
+        entries(&e, 2),
+        [("text 3".into(), query, "t3".into(), 8.into())]
+    );
+    e.on_callout(3, gemini(&[3.0]));
+    e.on_callout(1, gemini(&[0.0, 2.0]));
+    let (status, body) = reply(&e);
+    assert_eq!(status, 200);
+    let firsts: Vec<f64> = (0..4)
+        .map(|i| body["embeddings"][i]["values"][0].as_f64().unwrap())
+        .collect();
+    assert_eq!(firsts, [0.0, 1.0, 2.0, 3.0], "in the client's order");
 }

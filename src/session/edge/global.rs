@@ -9,6 +9,7 @@
 //! access log's `rate_limit`.
 
 use crate::error::{ErrorCode, ErrorType, GatewayError};
+use crate::headers::Headers;
 use crate::limits::headers::{go_duration, RateHeaders, Snapshot};
 use crate::session::host::{ignore, Host, Map};
 
@@ -41,10 +42,20 @@ impl GlobalRefusal {
         if details != b"request_rate_limited" {
             return None;
         }
-        let text = |name: &str| {
+        Some(Self::of(|name| {
             host.header(Map::Response, name)
                 .and_then(|v| String::from_utf8(v).ok())
-        };
+        }))
+    }
+
+    /// The refusal a self-call's answer carries (its own edge read it, and
+    /// passed Envoy's headers on).
+    pub fn of_answer(headers: &Headers) -> Self {
+        Self::of(|name| headers.text(name).ok().flatten().map(str::to_owned))
+    }
+
+    /// The refusal its response headers (`text`) describe.
+    fn of(text: impl Fn(&str) -> Option<String>) -> Self {
         let number = |s: &str| s.trim().parse::<u64>().ok();
         // Envoy's draft-03 `x-ratelimit-limit`: `25, 25;w=3600` (the tightest first).
         let limit_header = text("x-ratelimit-limit").unwrap_or_default();
@@ -60,14 +71,14 @@ impl GlobalRefusal {
             Some("micro_usd") => Budget::Spend,
             _ => Budget::Requests,
         };
-        Some(Self {
+        Self {
             log_name: format!("global.{name}"),
             budget,
             limit,
             window_secs,
             remaining: text("x-ratelimit-remaining").as_deref().and_then(number),
             reset_secs: text("x-ratelimit-reset").as_deref().and_then(number),
-        })
+        }
     }
 
     fn name(&self) -> &str {

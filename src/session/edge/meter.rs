@@ -20,12 +20,7 @@ impl<H: Host> Edge<H> {
         let reached_vendor = !record.provider.is_empty();
         // Every attempt a vendor answered is billed, not only the last;
         // a split batch's, part by part.
-        let price = |r: &AttemptRecord| {
-            self.config
-                .providers
-                .get(&r.provider)
-                .and_then(|p| price_for(&p.prices, &r.model))
-        };
+        let price = |r: &AttemptRecord| self.price(r);
         let mut bill = match &self.batch {
             Some(batch) => batch.bill(price),
             None => Bill::of(records, chat.estimated_prompt_tokens, price),
@@ -46,12 +41,8 @@ impl<H: Host> Edge<H> {
             };
             bill.charge_unanswered(provider, model, chat.estimated_prompt_tokens, price);
         }
+        let used = budget_usage(&bill);
         let (usage, estimated, cost) = (bill.usage, bill.usage_estimated, bill.cost_usd);
-        let used = LimitUsage {
-            input: usage.prompt_tokens,
-            output: usage.completion_tokens,
-            micro_usd: cost.map_or(0, |c| (c * 1e6).round() as u64),
-        };
         let budget_alerts = match &self.limits {
             Some(limits) => limits.settle(&self.host, used),
             None => Vec::new(),
@@ -238,6 +229,12 @@ impl<H: Host> Edge<H> {
 impl<H: Host> Edge<H> {
     /// The provider (empty when the cluster's endpoints name it) and the
     /// vendor model of the candidate a generation was handed to.
+    /// What an attempt's vendor charges, from its provider's prices.
+    pub(super) fn price(&self, record: &AttemptRecord) -> Option<&crate::metering::Price> {
+        (self.config.providers.get(&record.provider))
+            .and_then(|p| price_for(&p.prices, &record.model))
+    }
+
     fn candidate_sent_to(&self, chat: &ChatFacts) -> Option<(String, String)> {
         let group = self.config.model_groups.get(&chat.group)?;
         let candidate = group.candidates.get(self.sent_to?)?;
@@ -298,5 +295,14 @@ impl<H: Host> Edge<H> {
             self.publish_span_attributes(chat, record, &route, &usage);
             self.final_attempts = Some((records, route));
         }
+    }
+}
+
+/// What a bill uses of the rate limits' budgets.
+pub(super) fn budget_usage(bill: &Bill) -> LimitUsage {
+    LimitUsage {
+        input: bill.usage.prompt_tokens,
+        output: bill.usage.completion_tokens,
+        micro_usd: bill.cost_usd.map_or(0, |c| (c * 1e6).round() as u64),
     }
 }

@@ -262,6 +262,9 @@ impl<H: Host> Edge<H> {
                 limiter::reservation(config, group, &model, input_tokens, Some(0))
             })?;
         }
+        if config.limits.descriptors && self.part.as_ref().is_none_or(|p| p.admits) {
+            limiter::expose_descriptors(&self.host, self.key_name(), group, &model);
+        }
         let bucket_key = match self.text("x-user-id").map(str::to_owned).or(user) {
             Some(user) => user.into_bytes(),
             None => next_spread_key(&self.request_id),
@@ -271,7 +274,7 @@ impl<H: Host> Edge<H> {
             ..NO_NEEDS
         };
         let pin = self.provider_pin.as_deref();
-        let index = match self.part {
+        let index = match self.part.as_ref().map(|p| p.candidate) {
             // A self-call goes to the candidate its request chose.
             Some(index) if index < model_group.candidates.len() => index,
             Some(_) => {
