@@ -7,7 +7,7 @@
 //! - in-process ([`local`], the default): the proxy's shared data, bounded
 //!   in entries and bytes, with least-recently-used (CLOCK) and
 //!   time-to-live eviction; it survives a reload, not a restart;
-//! - fleet-wide (`remote`): the state service (`state/`, the `llm-state`
+//! - fleet-wide ([`remote`]): the state service (`state/`, the `llm-state`
 //!   binary) over Redis, reached through an Envoy cluster with HTTP
 //!   callouts, durable across restarts (its protocol:
 //!   `docs/src/architecture/state-service.md`).
@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 pub mod cas;
 pub mod local;
 pub mod protocol;
+pub mod remote;
 
 /// Whose entries these are: a hash of the caller's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
