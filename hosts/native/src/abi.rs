@@ -311,6 +311,7 @@ extern "C" {
         event_id: u64,
     );
     pub fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: FilterEnvoy);
+    pub fn envoy_dynamic_module_callback_http_filter_continue_encoding(filter: FilterEnvoy);
     pub fn envoy_dynamic_module_callback_http_filter_config_scheduler_new(
         config: FilterConfigEnvoy,
     ) -> ConfigScheduler;

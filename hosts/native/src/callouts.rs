@@ -144,8 +144,9 @@ pub(crate) unsafe fn read(
     Some(answer)
 }
 
-/// A request's callout answered: its session gets the answer, and the
-/// request goes on when the session says so (once the hook let go of it).
+/// A request's callout answered: its session gets the answer, and what it
+/// paused goes on when the session says so (once the hook let go of it):
+/// the response once its headers came, else the request.
 ///
 /// # Safety
 /// Envoy's contract: `filter` is live; the arrays hold the given counts.
@@ -183,8 +184,24 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
         flow
     });
     // Not when the session answered or reset the request instead.
-    if goes_on && status == abi::CONTINUE {
-        // SAFETY: the filter is live (Envoy called its hook).
-        unsafe { abi::envoy_dynamic_module_callback_http_filter_continue_decoding(filter_envoy) };
+    if !goes_on || status != abi::CONTINUE {
+        return;
+    }
+    match stream_of(filter).filter(|stream| stream.responding.get()) {
+        // The response goes on with what Envoy buffered of it meanwhile,
+        // which this filter no longer holds.
+        Some(stream) => {
+            if let Some(buffering) = stream.buffering.get(1) {
+                buffering.set(false);
+            }
+            // SAFETY: the filter is live (Envoy called its hook).
+            unsafe {
+                abi::envoy_dynamic_module_callback_http_filter_continue_encoding(filter_envoy)
+            };
+        }
+        // SAFETY: as above.
+        None => unsafe {
+            abi::envoy_dynamic_module_callback_http_filter_continue_decoding(filter_envoy)
+        },
     }
 }

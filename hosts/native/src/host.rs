@@ -60,6 +60,9 @@ pub struct Stream {
     /// The request's handoff (the edge wrote it, an attempt read it): what
     /// ties a request's attempts to its edge filter (`lib.rs`, `ATTEMPTS`).
     pub handoff: RefCell<Option<Vec<u8>>>,
+    /// The response's headers came: a callout answered now resumes the
+    /// response (encoding), not the request.
+    pub responding: Cell<bool>,
 }
 
 impl Stream {
@@ -74,6 +77,7 @@ impl Stream {
             reset: Cell::new(false),
             local_reply_details: RefCell::new(None),
             handoff: RefCell::new(None),
+            responding: Cell::new(false),
         }
     }
 }

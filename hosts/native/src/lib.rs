@@ -534,6 +534,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
     filter: FilterModule,
     end_of_stream: bool,
 ) -> u32 {
+    responding(filter);
     if end_of_stream {
         response_ends(filter);
     }
@@ -567,6 +568,21 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
 /// that answered has seen its response's end already (upstream filters
 /// see a response before the router passes it on), so ending it records
 /// nothing more; any other one was reset by Envoy.
+/// The response's headers reached the filter: a callout answered from now
+/// on resumes the response (`callouts.rs`).
+fn responding(ptr: FilterModule) {
+    // SAFETY: as in `run`.
+    if let Some(filter) = unsafe { filter(ptr) } {
+        filter.stream.responding.set(true);
+    }
+}
+
+/// The stream a filter pointer names, while the filter lives.
+pub(crate) fn stream_of(ptr: FilterModule) -> Option<Rc<Stream>> {
+    // SAFETY: as in `run`.
+    unsafe { filter(ptr) }.map(|filter| filter.stream.clone())
+}
+
 fn response_ends(ptr: FilterModule) {
     // SAFETY: as in `run`.
     if let Some(filter) = unsafe { filter(ptr) } {

@@ -341,6 +341,14 @@ pub fn resume_request() -> Result<(), u32> {
     checked(unsafe { proxy_continue_stream(HTTP_REQUEST) })
 }
 
+/// Resumes the effective context's paused response, with what Envoy
+/// buffered of it meanwhile.
+pub fn resume_response() -> Result<(), u32> {
+    const HTTP_RESPONSE: u32 = 1;
+    // SAFETY: a plain value.
+    checked(unsafe { proxy_continue_stream(HTTP_RESPONSE) })
+}
+
 pub fn define_metric(kind: MetricKind, name: &str) -> Result<u32, u32> {
     let mut id = 0;
     // SAFETY: the pointer and length describe `name`; `id` outlives the call.

@@ -9,8 +9,9 @@
 //!
 //! A session's own HTTP callouts are answered to its context (the SDK's
 //! dispatcher makes it the effective one): the answer is read here and
-//! handed to the session (`Session::on_callout`), and the request resumed
-//! when it goes on.
+//! handed to the session (`Session::on_callout`), and what it paused
+//! resumed when it goes on: the response once its headers came, else the
+//! request.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -28,6 +29,9 @@ use crate::abi;
 pub struct SessionContext<S> {
     id: u32,
     session: Rc<RefCell<S>>,
+    /// The response's headers came: a callout answered now resumes the
+    /// response, not the request.
+    responding: bool,
 }
 
 impl<S: Session + 'static> SessionContext<S> {
@@ -35,6 +39,7 @@ impl<S: Session + 'static> SessionContext<S> {
         Self {
             id,
             session: Rc::new(RefCell::new(session)),
+            responding: false,
         }
     }
 
@@ -154,9 +159,14 @@ impl<S: Session + 'static> Context for SessionContext<S> {
         // Resumed once the session let go of it (Envoy runs it after this
         // call returns).
         if flow == Flow::Continue {
-            if let Err(status) = abi::resume_request() {
+            let resumed = if self.responding {
+                abi::resume_response()
+            } else {
+                abi::resume_request()
+            };
+            if let Err(status) = resumed {
                 log::warn!(
-                    "llm gateway: a request paused for a callout not resumed (status {status})"
+                    "llm gateway: a stream paused for a callout not resumed (status {status})"
                 );
             }
         }
@@ -185,6 +195,7 @@ impl<S: Session + 'static> HttpContext for SessionContext<S> {
     }
 
     fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        self.responding = true;
         self.with(|s| s.on_response_headers(end_of_stream))
     }
 

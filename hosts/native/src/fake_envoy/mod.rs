@@ -91,6 +91,7 @@ struct StreamModel {
     resets: Vec<(u32, Vec<u8>)>,
     route_cache_clears: usize,
     decoding_continued: usize,
+    encoding_continued: usize,
     /// The module's filter on this stream and its config (Envoy's pointer).
     module: Option<FilterModule>,
     config: Option<usize>,
@@ -489,6 +490,11 @@ impl Stream {
     /// How often the module resumed decoding (a paused request).
     pub fn decoding_continued(self) -> usize {
         self.read(|s| s.decoding_continued)
+    }
+
+    /// How often the module resumed encoding (a paused response).
+    pub fn encoding_continued(self) -> usize {
+        self.read(|s| s.encoding_continued)
     }
 
     pub fn replies(self) -> Vec<LocalReply> {

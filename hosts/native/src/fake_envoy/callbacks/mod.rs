@@ -296,6 +296,20 @@ callback! {
 }
 
 callback! {
+    fn envoy_dynamic_module_callback_http_filter_continue_encoding(filter: FilterEnvoy) {
+        // The paused response goes on with the body Envoy buffered.
+        with(|w| {
+            if let Some(stream) = w.stream(filter) {
+                stream.encoding_continued += 1;
+                let body = &mut stream.bodies[1];
+                let buffered = std::mem::take(&mut body.buffered);
+                body.forwarded.extend(buffered.into_iter().flatten());
+            }
+        });
+    }
+}
+
+callback! {
     fn envoy_dynamic_module_callback_http_filter_continue_decoding(filter: FilterEnvoy) {
         // The paused request goes on with the body Envoy buffered.
         with(|w| {
