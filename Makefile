@@ -28,7 +28,7 @@ HOST      ?= wasm
 .PHONY: docs docs-tool bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools ratelimit-build ratelimit state-build state
 
 help:
-	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module)"
+	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module; REDIS=1 for the fleet-wide store)"
 	@echo "make test   - install everything needed and run all tests"
 	@echo "make docs   - the book (docs/) into target/book/index.html"
 	@echo "make dist   - the release artifacts: dist/llm_gateway.wasm, the .so for x86_64 and aarch64 (+ .sha256, .ENVOY, VERSION, versioned copies)"
@@ -146,8 +146,10 @@ endif
 	@cd $(DIST) && cat VERSION llm_gateway.wasm.sha256 libllm_gateway.so.ENVOY libllm_gateway.so.sha256 \
 	  $(call native_dist_name,$(AARCH64_TARGET)).ENVOY $(call native_dist_name,$(AARCH64_TARGET)).sha256
 
-run: build venv
-	LLM_GATEWAY_HOST=$(HOST) $(PY) scripts/gateway.py run
+# REDIS=1: the fleet-wide store too (Redis and the state service, started
+# and stopped with it; its data kept in .run/state-redis across runs).
+run: build venv $(if $(REDIS),state-build redis-tools)
+	LLM_GATEWAY_HOST=$(HOST) $(PY) scripts/gateway.py run $(if $(REDIS),--redis)
 
 # The hash to put in the filter config's auth.keys[].sha256 for a new key.
 key-hash:

@@ -219,6 +219,67 @@ def start_mock(port=0, args=("--aws-credentials", MOCK_AWS_CREDENTIALS), log=Non
     return proc, int(line.rsplit(":", 1)[1])
 
 
+STATE = ROOT / "target/release/llm-state"
+
+
+def redis_pong(sock):
+    """Whether the Redis on unix socket `sock` answers."""
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(2)
+            s.connect(str(sock))
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def start_redis(directory, maxmemory=None):
+    """Debian's redis-server on `directory`/redis.sock, with an append-only
+    file there (what it holds survives its restart) and, when asked, a
+    memory bound with least-recently-used eviction; returns the process."""
+    if shutil.which("redis-server") is None:
+        raise RuntimeError("redis-server not found: run `make redis-tools` (apt-get install redis-server)")
+    sock = Path(directory) / "redis.sock"
+    args = ["redis-server", "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+            "--dir", str(directory), "--appendonly", "yes", "--save", ""]
+    if maxmemory:
+        args += ["--maxmemory", str(maxmemory), "--maxmemory-policy", "allkeys-lru"]
+    log = open(Path(directory) / "redis.log", "ab")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    deadline = time.monotonic() + 10
+    while not redis_pong(sock):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            raise RuntimeError("redis did not start: " + (Path(directory) / "redis.log").read_text()[-2000:])
+        time.sleep(0.02)
+    return proc
+
+
+def start_state_service(redis_socket, log, *args):
+    """The state service (llm-state) over the Redis on `redis_socket`, on a
+    loopback port of its own choosing; returns the process (`.port`)."""
+    proc = subprocess.Popen([str(STATE), "--redis", f"unix://{redis_socket}", "--listen", "127.0.0.1:0", *args],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    line = proc.stdout.readline()
+    if not line.startswith("llm-state listening on "):
+        stop(proc)
+        raise RuntimeError(f"llm-state did not start: {line!r}")
+    proc.port = int(line.split()[3].rsplit(":", 1)[1])
+    return proc
+
+
+def state_cluster(port):
+    """The `llm_state` cluster: the state service on 127.0.0.1:`port`."""
+    return static_cluster("llm_state", port, "none")
+
+
+def with_shared_state(config, timeout_ms=25):
+    """A filter configuration whose stores are the fleet's (`shared_state`)."""
+    config["shared_state"] = {"service": {"cluster": "llm_state", "timeout_ms": timeout_ms}}
+
+
 def gateway_host():
     host = os.environ.get("LLM_GATEWAY_HOST", "wasm") or "wasm"
     if host not in HOSTS:
@@ -405,11 +466,23 @@ def run(args):
     import vertex_groups
     mock_args, vertex = vertex_groups.for_run(ROOT / ".run", os.environ)
     mock, mock_port = start_mock(args.mock_port, args=("--aws-credentials", MOCK_AWS_CREDENTIALS, *mock_args))
+    redis = service = None
     try:
-        bootstrap = build_bootstrap(args.port, args.admin_port, mock_port, cache=True, **vertex(mock_port))
+        bootstrap_args = vertex(mock_port)
+        if args.redis:
+            # The fleet-wide store: Redis (its data kept in .run/state-redis
+            # across runs) and the state service, the `llm_state` cluster.
+            directory = ROOT / ".run/state-redis"
+            directory.mkdir(parents=True, exist_ok=True)
+            redis = start_redis(directory, maxmemory="256mb")
+            service = start_state_service(directory / "redis.sock", open(ROOT / ".run/state.log", "ab"))
+            bootstrap_args["extra_clusters"] = [*bootstrap_args.get("extra_clusters", []), state_cluster(service.port)]
+            bootstrap_args["edit"] = with_shared_state
+        bootstrap = build_bootstrap(args.port, args.admin_port, mock_port, cache=True, **bootstrap_args)
         envoy = start_envoy(bootstrap, ROOT / ".run", args.admin_port, log_level=args.log_level)
     except Exception as e:
-        stop(mock)
+        for proc in (service, redis, mock):
+            stop(proc)
         sys.exit(str(e))
     _, edge, _ = _wasm_filters(bootstrap)
     groups = sorted(json.loads(edge["configuration"]["value"])["model_groups"])
@@ -418,6 +491,9 @@ def run(args):
     auth = json.loads(edge["configuration"]["value"])["auth"]
     print("gateway keys: " + ("on (GATEWAY_API_KEYS)" if auth.get("enabled", True) else
                               "off (set GATEWAY_API_KEYS=key1,key2 to require them)"))
+    if service:
+        print(f"shared state: the state service on 127.0.0.1:{service.port} over Redis in "
+              f"{ROOT / '.run/state-redis'} (stored responses outlive a restart)")
     print(f"Envoy log: {ROOT / '.run/envoy.log'}; access log: {ROOT / '.run/access.log'}; Ctrl-C to stop")
     print(f"""try: curl -s http://127.0.0.1:{args.port}/v1/chat/completions -H 'content-type: application/json' \\
        -H 'x-model-group: mock-anthropic' -d '{{"model":"any","messages":[{{"role":"user","content":"hi"}}]}}'""")
@@ -429,8 +505,8 @@ def run(args):
     except KeyboardInterrupt:
         pass
     finally:
-        stop(envoy)
-        stop(mock)
+        for proc in (envoy, mock, service, redis):
+            stop(proc)
 
 
 def main():
@@ -441,6 +517,8 @@ def main():
     r.add_argument("--admin-port", type=int, default=9901)
     r.add_argument("--mock-port", type=int, default=18000)
     r.add_argument("--log-level", default="info")
+    r.add_argument("--redis", action="store_true",
+                   help="the fleet-wide store: Redis and the state service (make run REDIS=1)")
     h = sub.add_parser("key-hash", help="print the SHA-256 to put in auth.keys[].sha256 for a new key")
     h.add_argument("key")
     args = parser.parse_args()

@@ -69,6 +69,10 @@ pub struct Config {
     /// once is split into such requests (README "Embeddings").
     #[serde(default)]
     pub self_calls: Option<SelfCalls>,
+    /// Where state shared beyond one proxy lives: the state service, when
+    /// a fleet shares it (docs/src/features/shared-state.md).
+    #[serde(default)]
+    pub shared_state: crate::shared_state::Settings,
 }
 
 /// How the gateway reaches its own listener.
@@ -224,6 +228,7 @@ impl Config {
                 }
             }
         }
+        config.shared_state.validate()?;
         let key_names: Vec<&str> = config.auth.keys.iter().map(|k| k.name.as_str()).collect();
         let group_names: Vec<&str> = config.model_groups.keys().map(String::as_str).collect();
         crate::limits::validate(
@@ -733,6 +738,11 @@ mod reference {
                 fields::<crate::responses_store::Bounds>(),
             ),
             ("self_calls.", fields::<SelfCalls>()),
+            ("shared_state.", fields::<crate::shared_state::Settings>()),
+            (
+                "shared_state.service.",
+                fields::<crate::shared_state::remote::Service>(),
+            ),
         ];
         let mut missing = Vec::new();
         // The dialects' own settings, written at the provider level.

@@ -1,7 +1,8 @@
 """The shared store for the tests: Debian's redis-server on a unix socket of a
 fresh directory (no port to race for) and the project's state service
 (target/release/llm-state, over that Redis) on a loopback port it picks
-itself. `raw` asks the service the way the gateway does (its protocol:
+itself, both started as `make run REDIS=1` starts them (scripts/gateway.py).
+`raw` asks the service the way the gateway does (its protocol:
 docs/src/architecture/state-service.md); `move_clock` moves the service's
 clock ahead (it runs with `--test-clock`), so a time to live is tested
 without waiting for it."""
@@ -9,22 +10,16 @@ without waiting for it."""
 import http.client
 import shutil
 import socket
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import gateway
-
-BINARY = gateway.ROOT / "target/release/llm-state"
 
 
 class StateStore:
     """Redis and any number of state services sharing it."""
 
     def __init__(self, maxmemory=None):
-        if shutil.which("redis-server") is None:
-            raise RuntimeError("redis-server not found: run `make redis-tools` (apt-get install redis-server)")
         # Short: a unix socket path has at most 107 bytes.
         self.dir = Path(tempfile.mkdtemp(prefix="llm-st-"))
         self.socket = self.dir / "redis.sock"
@@ -35,18 +30,7 @@ class StateStore:
     def start_redis(self):
         """Redis with an append-only file (what it holds survives its restart),
         and when asked a memory bound with least-recently-used eviction."""
-        args = ["redis-server", "--port", "0", "--unixsocket", str(self.socket), "--unixsocketperm", "700",
-                "--dir", str(self.dir), "--appendonly", "yes", "--save", ""]
-        if self.maxmemory:
-            args += ["--maxmemory", str(self.maxmemory), "--maxmemory-policy", "allkeys-lru"]
-        log = open(self.dir / "redis.log", "ab")
-        self.redis = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        deadline = time.monotonic() + 10
-        while not self.redis_says(b"PING").startswith(b"+PONG"):
-            if self.redis.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("redis did not start: " + (self.dir / "redis.log").read_text()[-2000:])
-            time.sleep(0.02)
+        self.redis = gateway.start_redis(self.dir, self.maxmemory)
 
     def redis_says(self, command):
         """Redis's answer to one inline command (b"" when it does not answer)."""
@@ -64,18 +48,9 @@ class StateStore:
         self.redis = None
 
     def start_service(self, *args):
-        """A service on a loopback port of its own choosing; returns its process (`.port`)."""
-        log = open(self.dir / "service.log", "ab")
-        proc = subprocess.Popen(
-            [str(BINARY), "--redis", f"unix://{self.socket}", "--listen", "127.0.0.1:0", "--test-clock",
-             "--redis-timeout-ms", "1000", *args],
-            stdout=subprocess.PIPE, stderr=log, text=True)
-        log.close()
-        line = proc.stdout.readline()
-        if not line.startswith("llm-state listening on "):
-            gateway.stop(proc)
-            raise RuntimeError(f"llm-state did not start: {line!r} " + (self.dir / "service.log").read_text()[-2000:])
-        proc.port = int(line.split()[3].rsplit(":", 1)[1])
+        """A service with the test clock; returns its process (`.port`)."""
+        with open(self.dir / "service.log", "ab") as log:
+            proc = gateway.start_state_service(self.socket, log, "--test-clock", "--redis-timeout-ms", "1000", *args)
         self.services.append(proc)
         return proc
 

@@ -96,7 +96,7 @@ def test_redis_down_is_a_prompt_503_and_back_it_has_kept_everything(state):
     assert "llm-state: " in (state.dir / "service.log").read_text()
 
 
-def test_redis_memory_bound_evicts_the_least_recently_used():
+def test_redis_memory_bound_evicts_entries():
     s = StateStore(maxmemory=2 << 20)
     try:
         s.start_redis()
@@ -106,7 +106,10 @@ def test_redis_memory_bound_evicts_the_least_recently_used():
             assert s.raw("PUT", path(f"{n:032x}"), entry, {"x-llm-ttl": "600"})[0] == 204
         held = s.entries()
         assert 0 < held < 300, held
-        assert s.raw("GET", path(f"{0:032x}"))[0] == 404
+        # Redis's least-recently-used is approximate (sampled, a clock of
+        # seconds): most of the oldest went, not necessarily the very first.
+        oldest = [s.raw("GET", path(f"{n:032x}"))[0] for n in range(20)]
+        assert oldest.count(404) >= 10, oldest
         assert s.raw("GET", path(f"{999:032x}"))[0] == 200
     finally:
         s.stop()

@@ -52,12 +52,15 @@ impl Place {
 
     /// The stored entry's bytes, unless it expired or is not there.
     pub fn get(&self, shared: &impl SharedStore, now: u64) -> Option<Vec<u8>> {
-        Store::new(shared, &self.name, self.bounds).get(&self.key, now)
+        Store::new(shared, &self.name, self.bounds)
+            .get(&self.key, now)
+            .map(|held| held.value)
     }
 
     /// Stores an entry's bytes (evicting as the bounds need).
     pub fn put(&self, shared: &impl SharedStore, entry: &[u8], now: u64) -> Put {
-        Store::new(shared, &self.name, self.bounds).put(&self.key, entry, now)
+        // Not mirrored: the cache is the proxy's own (no fleet store yet).
+        Store::new(shared, &self.name, self.bounds).put(&self.key, entry, false, now)
     }
 }
 

@@ -32,7 +32,7 @@ mod tests;
 pub const ID_PREFIX: &str = "resp_gw";
 
 /// The store's name: the prefix of its shared-data keys, and of its keys' hashes.
-const STORE: &str = "llm_responses";
+pub const STORE: &str = "llm_responses";
 
 /// The store's bounds (configuration `response_store`).
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -149,9 +149,14 @@ impl Bounds {
     }
 }
 
-/// Response `id` of the gateway key named `owner`.
-fn key(owner: &str, id: &str) -> Key {
-    Key::new(STORE, &Namespace::of_key(owner), id.as_bytes())
+/// The namespace of the gateway key named `owner`.
+pub fn namespace(owner: &str) -> Namespace {
+    Namespace::of_key(owner)
+}
+
+/// Response `id` of `namespace`.
+pub fn key(namespace: &Namespace, id: &str) -> Key {
+    Key::new(STORE, namespace, id.as_bytes())
 }
 
 /// The in-process store, when it is on.
@@ -161,46 +166,57 @@ fn store<'s, S: SharedStore>(shared: &'s S, bounds: &Bounds) -> Option<Store<'s,
         .then(|| Store::new(shared, STORE, bounds.local()))
 }
 
-/// Stores `owner`'s `entry`, evicting the least recently used entries as
-/// the bounds need.
+/// An entry as a store keeps it.
+pub fn encode(entry: &Entry) -> Vec<u8> {
+    serde_json::to_vec(entry).unwrap_or_default()
+}
+
+/// A stored entry, if it is response `id`'s.
+pub fn decode(bytes: &[u8], id: &str) -> Option<Entry> {
+    serde_json::from_slice::<Entry>(bytes)
+        .ok()
+        .filter(|entry| entry.id == id)
+}
+
+/// Stores `owner`'s `entry` in the proxy's store (`mirrored`: the fleet's
+/// store has it too), evicting the least recently used entries as the
+/// bounds need.
 pub fn put(
     shared: &impl SharedStore,
     bounds: &Bounds,
-    owner: &str,
+    owner: &Namespace,
     entry: &Entry,
+    mirrored: bool,
     now: u64,
 ) -> Put {
     let Some(store) = store(shared, bounds) else {
         return Put::Failed;
     };
-    let Ok(value) = serde_json::to_vec(entry) else {
-        return Put::Failed;
-    };
-    store.put(&key(owner, &entry.id), &value, now)
+    store.put(&key(owner, &entry.id), &encode(entry), mirrored, now)
 }
 
-/// The entry `id` of `owner`, unless it expired or is not there.
+/// The entry `id` of `owner` in the proxy's store, unless it expired or is
+/// not there, and whether the fleet's store has it too.
 pub fn get(
     shared: &impl SharedStore,
     bounds: &Bounds,
-    owner: &str,
+    owner: &Namespace,
     id: &str,
     now: u64,
-) -> Option<Entry> {
+) -> Option<(Entry, bool)> {
     if !is_gateway_id(id) {
         return None;
     }
-    let value = store(shared, bounds)?.get(&key(owner, id), now)?;
-    serde_json::from_slice::<Entry>(&value)
-        .ok()
-        .filter(|entry| entry.id == id)
+    let held = store(shared, bounds)?.get(&key(owner, id), now)?;
+    decode(&held.value, id).map(|entry| (entry, held.mirrored))
 }
 
-/// Deletes `owner`'s `id`: `None` when there was none to delete.
+/// Deletes `owner`'s `id` from the proxy's store: `None` when there was
+/// none to delete.
 pub fn delete(
     shared: &impl SharedStore,
     bounds: &Bounds,
-    owner: &str,
+    owner: &Namespace,
     id: &str,
     now: u64,
 ) -> Option<Usage> {

@@ -30,6 +30,79 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     })
 }
 
+/// The stored responses a Responses body refers to: the one it continues
+/// (`previous_response_id`, and so its chain) and those whose items it
+/// references (`item_reference`), gateway ids only; read over the body
+/// without building it (what is not read is skipped). `None` for a body
+/// that refers to none, or that the parser will refuse.
+pub fn references(body: &[u8]) -> Option<References> {
+    #[derive(serde::Deserialize)]
+    struct Body<'a> {
+        #[serde(borrow, default)]
+        previous_response_id: Option<std::borrow::Cow<'a, str>>,
+        #[serde(default)]
+        input: Option<Input>,
+    }
+    /// `input`: a string (no references) or items, of which only gateway
+    /// item references are kept (their responses' ids).
+    struct Input(Vec<String>);
+    impl<'de> serde::Deserialize<'de> for Input {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl<'de> serde::de::Visitor<'de> for Visit {
+                type Value = Input;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a string or an array of input items")
+                }
+                fn visit_str<E>(self, _: &str) -> Result<Input, E> {
+                    Ok(Input(Vec::new()))
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut seq: A,
+                ) -> Result<Input, A::Error> {
+                    let mut found = Vec::new();
+                    while let Some(item) = seq.next_element::<Item>()? {
+                        let response = (item.kind.as_deref() == Some("item_reference"))
+                            .then(|| item.id.as_deref().and_then(response_of_item))
+                            .flatten();
+                        if let Some(id) = response.filter(|id| !found.contains(id)) {
+                            found.push(id);
+                        }
+                    }
+                    Ok(Input(found))
+                }
+            }
+            d.deserialize_any(Visit)
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Item<'a> {
+        #[serde(borrow, default, rename = "type")]
+        kind: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        id: Option<std::borrow::Cow<'a, str>>,
+    }
+    if !references_state(body) {
+        return None;
+    }
+    let read: Body = serde_json::from_slice(body).ok()?;
+    let previous = read
+        .previous_response_id
+        .filter(|id| is_gateway_id(id))
+        .map(|id| id.into_owned());
+    let items = read.input.map(|i| i.0).unwrap_or_default();
+    (previous.is_some() || !items.is_empty()).then_some(References { previous, items })
+}
+
+/// What [`references`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct References {
+    pub previous: Option<String>,
+    /// The responses of referenced items, each once.
+    pub items: Vec<String>,
+}
+
 /// OpenAI's 404 for a response that is not there (unknown, expired,
 /// evicted, deleted, or another key's).
 pub fn not_found(id: &str) -> GatewayError {

@@ -22,6 +22,10 @@ fn bounds(max_entries: u32, max_bytes: u64) -> Bounds {
     }
 }
 
+fn ns(owner: &str) -> Namespace {
+    namespace(owner)
+}
+
 fn stored(put: Put) -> Usage {
     match put {
         Put::Stored(usage) => usage,
@@ -51,23 +55,33 @@ fn an_entry_is_found_by_its_owner_only_until_it_expires_or_is_deleted() {
     let store = MemoryStore::default();
     let b = bounds(8, 1 << 20);
     let id = new_id(0);
-    let usage = stored(put(&store, &b, "team-a", &entry(&id, "hi"), NOW));
+    let usage = stored(put(
+        &store,
+        &b,
+        &ns("team-a"),
+        &entry(&id, "hi"),
+        false,
+        NOW,
+    ));
     assert_eq!(usage.entries, 1);
     assert!(usage.bytes > 0);
-    let found = get(&store, &b, "team-a", &id, NOW + 1).unwrap();
-    assert_eq!(found, entry(&id, "hi"));
+    let found = get(&store, &b, &ns("team-a"), &id, NOW + 1).unwrap();
+    assert_eq!(found, (entry(&id, "hi"), false));
     // Another key, an id never stored, an expired entry: not there.
-    assert_eq!(get(&store, &b, "team-b", &id, NOW + 1), None);
-    assert_eq!(get(&store, &b, "team-a", &new_id(0), NOW + 1), None);
-    assert_eq!(get(&store, &b, "team-a", &id, NOW + b.ttl_seconds), None);
-    // Another key cannot delete it; its owner can, once.
-    assert_eq!(delete(&store, &b, "team-b", &id, NOW), None);
+    assert_eq!(get(&store, &b, &ns("team-b"), &id, NOW + 1), None);
+    assert_eq!(get(&store, &b, &ns("team-a"), &new_id(0), NOW + 1), None);
     assert_eq!(
-        delete(&store, &b, "team-a", &id, NOW),
+        get(&store, &b, &ns("team-a"), &id, NOW + b.ttl_seconds),
+        None
+    );
+    // Another key cannot delete it; its owner can, once.
+    assert_eq!(delete(&store, &b, &ns("team-b"), &id, NOW), None);
+    assert_eq!(
+        delete(&store, &b, &ns("team-a"), &id, NOW),
         Some(Usage::default())
     );
-    assert_eq!(get(&store, &b, "team-a", &id, NOW), None);
-    assert_eq!(delete(&store, &b, "team-a", &id, NOW), None);
+    assert_eq!(get(&store, &b, &ns("team-a"), &id, NOW), None);
+    assert_eq!(delete(&store, &b, &ns("team-a"), &id, NOW), None);
 }
 
 #[test]
@@ -76,12 +90,12 @@ fn a_full_store_evicts_and_never_grows_its_keys() {
     let b = bounds(3, 1 << 20);
     let ids: Vec<String> = (0..4).map(new_id).collect();
     for id in &ids {
-        stored(put(&store, &b, "k", &entry(id, "x"), NOW));
+        stored(put(&store, &b, &ns("k"), &entry(id, "x"), false, NOW));
     }
     // None was read: the oldest went first.
-    assert_eq!(get(&store, &b, "k", &ids[0], NOW), None);
+    assert_eq!(get(&store, &b, &ns("k"), &ids[0], NOW), None);
     for id in &ids[1..] {
-        assert!(get(&store, &b, "k", id, NOW).is_some());
+        assert!(get(&store, &b, &ns("k"), id, NOW).is_some());
     }
     // Never more keys than slots and the index.
     assert_eq!(store.entries.borrow().len(), 4);
@@ -95,14 +109,21 @@ fn an_entry_over_its_bound_is_not_stored_and_nothing_is_evicted_for_it() {
         ..bounds(4, 1 << 20)
     };
     let small = new_id(0);
-    stored(put(&store, &b, "k", &entry(&small, "x"), NOW));
+    stored(put(&store, &b, &ns("k"), &entry(&small, "x"), false, NOW));
     let big = new_id(0);
     assert_eq!(
-        put(&store, &b, "k", &entry(&big, &"y".repeat(400)), NOW),
+        put(
+            &store,
+            &b,
+            &ns("k"),
+            &entry(&big, &"y".repeat(400)),
+            false,
+            NOW
+        ),
         Put::TooLarge
     );
-    assert!(get(&store, &b, "k", &small, NOW).is_some());
-    assert!(get(&store, &b, "k", &big, NOW).is_none());
+    assert!(get(&store, &b, &ns("k"), &small, NOW).is_some());
+    assert!(get(&store, &b, &ns("k"), &big, NOW).is_none());
 }
 
 #[test]
@@ -113,9 +134,12 @@ fn a_disabled_store_keeps_nothing() {
         ..Bounds::default()
     };
     let id = new_id(0);
-    assert_eq!(put(&store, &b, "k", &entry(&id, "x"), NOW), Put::Failed);
+    assert_eq!(
+        put(&store, &b, &ns("k"), &entry(&id, "x"), false, NOW),
+        Put::Failed
+    );
     assert_eq!(store.calls.get(), 0);
-    assert!(get(&store, &b, "k", &id, NOW).is_none());
+    assert!(get(&store, &b, &ns("k"), &id, NOW).is_none());
 }
 
 mod resolving {

@@ -43,6 +43,7 @@ mod batch;
 #[cfg(test)]
 mod batch_tests;
 mod cache;
+mod fleet;
 pub mod global;
 pub mod limiter;
 mod meter;
@@ -134,8 +135,6 @@ pub struct Edge<H: Host> {
     sent_to: Option<usize>,
     /// The global rate limit service's refusal (Envoy's 429), when it refused.
     global_refusal: Option<global::GlobalRefusal>,
-    /// A Responses answer to store once it has passed (`edge/stored.rs`).
-    stored: Option<stored::Pending>,
     /// A self-call of the gateway's (`session::self_call`): what it says of
     /// its request.
     part: Option<self_call::Part>,
@@ -143,6 +142,9 @@ pub struct Edge<H: Host> {
     batch: Option<Box<batch::Batch>>,
     /// The response cache's part, on a cached group (`edge/cache.rs`).
     cache: Option<cache::Caching>,
+    /// The response store's part: a Responses answer to store once it has
+    /// passed, a call to the state service out (`edge/stored.rs`).
+    responses: stored::Responses,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -179,10 +181,10 @@ impl<H: Host> Edge<H> {
             limits: None,
             sent_to: None,
             global_refusal: None,
-            stored: None,
             part: None,
             batch: None,
             cache: None,
+            responses: stored::Responses::default(),
         }
     }
 
@@ -522,17 +524,13 @@ impl<H: Host> Session for Edge<H> {
             State::Generate(facts) => facts.clone(),
             _ => PathFacts::default(),
         };
-        let result = self.on_generate_body(&facts, &body);
+        // The fleet's stored state it refers to, fetched first (it waits).
+        let flow = match self.fetch_state(&facts, &body) {
+            Some(flow) => flow,
+            None => self.generate(&facts, &body),
+        };
         timer.stop(&self.host, Phase::Admit);
-        match result {
-            // Answered from the response cache.
-            Ok(()) if matches!(self.state, State::Replied) => Flow::Pause,
-            Ok(()) => {
-                self.state = State::Forwarded;
-                Flow::Continue
-            }
-            Err(e) => self.reject(e),
-        }
+        flow
     }
 
     fn on_response_headers(&mut self, end_of_stream: bool) -> Flow {
@@ -563,7 +561,7 @@ impl<H: Host> Session for Edge<H> {
         // (Two single lookups: the second only for errors, and each is
         // cheaper than listing every header.)
         self.status = status;
-        if self.stored.is_some() {
+        if self.responses.storing() {
             self.capture_answer(if end_of_stream { 0 } else { status });
         }
         if self.part.is_none() {
@@ -626,14 +624,19 @@ impl<H: Host> Session for Edge<H> {
     }
 
     fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
-        if self.stored.is_some() {
-            self.capture_body(size, end_of_stream);
+        // Held while the fleet's store takes the answer's entry.
+        let mut held = self.responses.waiting.is_some();
+        if !held && self.responses.storing() {
+            held = self.capture_body(size, end_of_stream) == Flow::Pause;
         }
         if end_of_stream && !self.response_complete {
             self.on_response_end();
             if self.cache.is_some() {
                 self.store_answer();
             }
+        }
+        if held {
+            return Flow::Pause;
         }
         let code = match &self.state {
             State::RewriteLocalReply(code) | State::NameRetryOverflow { code, .. } => *code,
@@ -689,7 +692,11 @@ impl<H: Host> Session for Edge<H> {
         }
     }
 
+    /// The state service's answer (`edge/fleet.rs`), else a batch part's.
     fn on_callout(&mut self, token: u32, answer: CalloutAnswer) -> Flow {
+        if self.responses.waits_for(token) {
+            return self.on_state_answer(token, answer);
+        }
         self.on_part(token, answer)
     }
 }

@@ -47,10 +47,19 @@ pub const MAX_ENTRIES: u32 = 1 << 20;
 const INDEX_MAGIC: &[u8; 4] = b"SSI1";
 const INDEX_HEAD: usize = 20;
 const SLOT_META: usize = 12;
-/// A slot's value: the entry's key and expiry, then the entry.
-const SLOT_HEAD: usize = Key::LEN + 8;
+/// A slot's value: the entry's key, expiry and [`Held::mirrored`], then the entry.
+const SLOT_HEAD: usize = Key::LEN + 8 + 1;
 /// The read mark in a slot's tag word.
 const READ: u32 = 1 << 31;
+
+/// An entry as the store holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    pub value: Vec<u8>,
+    /// The fleet-wide store holds it too (it was stored there when this
+    /// one was): where the fleet's store says it is gone, this copy is too.
+    pub mirrored: bool,
+}
 
 /// What the store holds (for the gauges).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -235,10 +244,11 @@ impl<'s, S: SharedStore> Store<'s, S> {
         }
     }
 
-    /// Stores `value` under `key` for the store's time to live from `now`,
-    /// evicting as the bounds need. A key stored twice is found once (the
-    /// later one, while the earlier one waits for the hand).
-    pub fn put(&self, key: &Key, value: &[u8], now: u64) -> Put {
+    /// Stores `value` under `key` for the store's time to live from `now`
+    /// (`mirrored`: the fleet's store has it too), evicting as the bounds
+    /// need. A key stored twice is found once (the later one, while the
+    /// earlier one waits for the hand).
+    pub fn put(&self, key: &Key, value: &[u8], mirrored: bool, now: u64) -> Put {
         if self.bounds.max_entries == 0 {
             return Put::Failed;
         }
@@ -294,6 +304,7 @@ impl<'s, S: SharedStore> Store<'s, S> {
             let mut stored = Vec::with_capacity(len);
             stored.extend_from_slice(key.as_bytes());
             stored.extend_from_slice(&expires.to_le_bytes());
+            stored.push(u8::from(mirrored));
             stored.extend_from_slice(value);
             if self.shared.set(&self.slot_key(slot), &stored, 0) != SetResult::Done {
                 return Put::Failed;
@@ -308,8 +319,8 @@ impl<'s, S: SharedStore> Store<'s, S> {
 
     /// The entry `key`, unless it expired or is not there. A first read
     /// since the clock hand passed marks it read (one index write).
-    pub fn get(&self, key: &Key, now: u64) -> Option<Vec<u8>> {
-        let (slot, value, (mut index, cas)) = self.find(key, now)?;
+    pub fn get(&self, key: &Key, now: u64) -> Option<Held> {
+        let (slot, held, (mut index, cas)) = self.find(key, now)?;
         if let Some(meta) = index.slots.get_mut(slot) {
             if meta.tag & READ == 0 {
                 meta.tag |= READ;
@@ -317,11 +328,11 @@ impl<'s, S: SharedStore> Store<'s, S> {
                 self.shared.set(&self.index_key(), &index.encode(), cas);
             }
         }
-        Some(value)
+        Some(held)
     }
 
-    /// The slot holding `key`, its value, and the index it was found in.
-    fn find(&self, key: &Key, now: u64) -> Option<(usize, Vec<u8>, (Index, u32))> {
+    /// The slot holding `key`, its entry, and the index it was found in.
+    fn find(&self, key: &Key, now: u64) -> Option<(usize, Held, (Index, u32))> {
         let (bytes, cas) = self.shared.get(&self.index_key()).ok()??;
         // An index of other bounds is a store that new bounds cleared.
         let index =
@@ -335,12 +346,16 @@ impl<'s, S: SharedStore> Store<'s, S> {
             let Some((mut stored, _)) = self.shared.get(&self.slot_key(slot)).ok().flatten() else {
                 continue;
             };
-            let head = stored.get(..SLOT_HEAD);
-            let (held, expires) = head.map_or((&[][..], &[][..]), |h| h.split_at(Key::LEN));
-            let expires = <[u8; 8]>::try_from(expires).map_or(0, u64::from_le_bytes);
-            if held == key.as_bytes() && expires > now {
+            let Some((held, rest)) = stored.split_first_chunk::<{ Key::LEN }>() else {
+                continue;
+            };
+            let Some((expires, [mirrored, ..])) = rest.split_first_chunk::<8>() else {
+                continue;
+            };
+            if held == key.as_bytes() && u64::from_le_bytes(*expires) > now {
+                let mirrored = *mirrored == 1;
                 let value = stored.split_off(SLOT_HEAD);
-                return Some((slot, value, (index, cas)));
+                return Some((slot, Held { value, mirrored }, (index, cas)));
             }
         }
         None

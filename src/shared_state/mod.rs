@@ -22,12 +22,32 @@
 //! - [`cas`]: the proxy's shared memory with compare-and-swap, what the
 //!   in-process stores and the rate limit counters are made of.
 
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 pub mod cas;
 pub mod local;
 pub mod protocol;
 pub mod remote;
+
+/// Where shared state lives (configuration `shared_state`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The state service a fleet shares; without it, every store is the
+    /// proxy's own.
+    #[serde(default)]
+    pub service: Option<remote::Service>,
+}
+
+impl Settings {
+    /// The configuration's check (`shared_state.*`).
+    pub fn validate(&self) -> Result<(), String> {
+        self.service
+            .as_ref()
+            .map_or(Ok(()), remote::Service::validate)
+    }
+}
 
 /// Whose entries these are: a hash of the caller's identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -106,6 +106,11 @@ pub const CATALOGUE: &[(Kind, &str, &[&str])] = &[
     (Kind::Gauge, "llm_gateway.response_store_bytes", &[]),
     (Kind::Gauge, "llm_gateway.response_store_entries", &[]),
     (
+        Kind::Counter,
+        "llm_gateway.shared_state",
+        &["op", "outcome"],
+    ),
+    (
         Kind::Histogram,
         "gen_ai.server.request.duration_ms",
         &["provider", "model", "group"],

@@ -6,24 +6,32 @@
 use super::*;
 
 impl<H: Host> Edge<H> {
-    pub(super) fn on_generate_body(
-        &mut self,
-        facts: &PathFacts,
-        body: &[u8],
-    ) -> Result<(), GatewayError> {
+    /// A generation's body, read (and its stored state fetched): parsed,
+    /// admitted and routed, or refused.
+    pub(super) fn generate(&mut self, facts: &PathFacts, body: &[u8]) -> Flow {
+        match self.on_generate_body(facts, body) {
+            // Answered from the response cache.
+            Ok(()) if matches!(self.state, State::Replied) => Flow::Pause,
+            Ok(()) => {
+                self.state = State::Forwarded;
+                Flow::Continue
+            }
+            Err(e) => self.reject(e),
+        }
+    }
+
+    fn on_generate_body(&mut self, facts: &PathFacts, body: &[u8]) -> Result<(), GatewayError> {
         let headers = std::mem::take(&mut self.request_headers);
-        let limits = &self.config.limits;
-        if body.len() as u64 > limits.max_body_bytes {
+        let max_body_bytes = self.config.limits.max_body_bytes;
+        if body.len() as u64 > max_body_bytes {
             return Err(GatewayError::new(
                 ErrorCode::PayloadTooLarge,
-                format!(
-                    "request body is larger than {} bytes",
-                    limits.max_body_bytes
-                ),
+                format!("request body is larger than {max_body_bytes} bytes"),
             ));
         }
         // The gateway's stored state, resolved into the whole conversation.
         let mut resolved = self.resolve_state(body)?;
+        let limits = &self.config.limits;
         let rewritten = resolved.as_mut().map(|r| std::mem::take(&mut r.body));
         let body = rewritten.as_deref().unwrap_or(body);
         let Generation { request, mut echo } = surface(self.api).parse_generation(facts, body)?;

@@ -4,6 +4,15 @@
 //! stored-response calls on the gateway's ids answered here. Requests of
 //! other APIs, and Responses requests with `store: false` that refer to
 //! nothing stored, make no host call for it.
+//!
+//! Where the entries are: the proxy's own store always, and the fleet's
+//! (the state service, `shared_state.service`) when it is configured,
+//! reached with callouts (`edge/fleet.rs`). Then the fleet's store is the
+//! one that answers, and the proxy's is what a request falls back on when
+//! the fleet's does not answer (a copy the fleet's store says is gone is
+//! gone: see [`Found`]).
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -15,13 +24,67 @@ use crate::responses_store::resolve::{self, Capture, Resolved};
 use crate::responses_store::{self as store, Entry, Put, Usage};
 use crate::session::host::unix_seconds;
 use crate::session::shared_data::HostStore;
+use crate::shared_state::remote::Reply;
+use crate::shared_state::Namespace;
+use fleet::{Fetch, Why};
+
+/// The edge's part in the response store, for one request.
+#[derive(Default)]
+pub(super) struct Responses {
+    /// A response to store once its answer has passed.
+    pending: Option<Pending>,
+    /// A call to the state service out (`edge/fleet.rs`).
+    pub(super) waiting: Option<fleet::Waiting>,
+    /// What the state service said of the entries this request refers to.
+    fetched: Option<Fetched>,
+}
+
+impl Responses {
+    /// There is a response to capture and store.
+    pub(super) fn storing(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Callout `token` is the state service's.
+    pub(super) fn waits_for(&self, token: u32) -> bool {
+        self.waiting.as_ref().is_some_and(|w| w.token() == token)
+    }
+}
 
 /// A response to be stored once its answer has passed.
-pub(super) struct Pending {
+struct Pending {
     id: String,
     previous: Option<String>,
     input: Vec<Value>,
     capture: Option<Capture>,
+}
+
+/// Entries as the fleet's store gave them, by id.
+pub(super) type Fetched = HashMap<String, Found>;
+
+/// What the fleet's store said of one entry.
+#[derive(Debug, Clone)]
+pub(super) enum Found {
+    Entry(Box<Entry>),
+    /// Not there: the proxy's copy counts only if the fleet never had it
+    /// (stored while the fleet's store was unreachable).
+    Missing,
+    /// No answer: the proxy's copy counts.
+    Unavailable,
+}
+
+impl Found {
+    /// What the fleet's store answered for an entry, read.
+    pub(super) fn of(reply: Reply, id: &str) -> Self {
+        match reply {
+            Reply::Found(entries) => entries
+                .first()
+                .and_then(|bytes| store::decode(bytes, id))
+                .map_or(Found::Unavailable, |e| Found::Entry(Box::new(e))),
+            Reply::Missing => Found::Missing,
+            Reply::Done | Reply::Unavailable => Found::Unavailable,
+        }
+    }
 }
 
 /// The store in the proxy's shared data.
@@ -30,22 +93,57 @@ fn shared<H: Host>(host: &H) -> HostStore<'_, H> {
 }
 
 impl<H: Host> Edge<H> {
-    fn owner(&self) -> &str {
-        self.config.auth.caller_name(self.caller)
+    /// Whose entries this request's are.
+    pub(super) fn namespace(&self) -> Namespace {
+        store::namespace(self.config.auth.caller_name(self.caller))
+    }
+
+    /// Entry `id` as this request sees it: the fleet's answer (`found`),
+    /// else the proxy's own copy as the rule of [`Found`] says.
+    pub(super) fn entry(&self, id: &str, found: Option<&Found>) -> Option<Entry> {
+        let local = || {
+            let bounds = self.config.response_store;
+            let now = unix_seconds(&self.host);
+            store::get(&shared(&self.host), &bounds, &self.namespace(), id, now)
+        };
+        match found {
+            Some(Found::Entry(entry)) => Some((**entry).clone()),
+            Some(Found::Missing) => local().filter(|(_, mirrored)| !mirrored).map(|(e, _)| e),
+            Some(Found::Unavailable) | None => local().map(|(e, _)| e),
+        }
+    }
+
+    /// Fetches what a Responses body refers to from the fleet's store
+    /// before the request is parsed: `Some`, how the request went on (it
+    /// waits for a callout, or it was parsed and routed already); `None`
+    /// when there is nothing to fetch.
+    pub(super) fn fetch_state(&mut self, facts: &PathFacts, body: &[u8]) -> Option<Flow> {
+        if self.api != Api::OpenAiResponses || !self.config.response_store.enabled {
+            return None;
+        }
+        self.config.shared_state.service.as_ref()?;
+        let references = resolve::references(body)?;
+        let fetch = Fetch::new(facts.clone(), body.to_vec(), &references);
+        Some(self.fetch_next(Box::new(fetch)).unwrap_or(Flow::Pause))
+    }
+
+    /// The fetch is done: the request goes on, resolved with what it found.
+    pub(super) fn fetched(&mut self, fetch: Fetch) -> Flow {
+        let (facts, body, found) = fetch.into_parts();
+        self.responses.fetched = Some(found);
+        self.generate(&facts, &body)
     }
 
     /// A Responses body's `previous_response_id` and `item_reference`s of
     /// the gateway's, resolved: the vendor gets (and an attempt parses)
     /// the whole conversation instead.
-    pub(super) fn resolve_state(&self, body: &[u8]) -> Result<Option<Resolved>, GatewayError> {
+    pub(super) fn resolve_state(&mut self, body: &[u8]) -> Result<Option<Resolved>, GatewayError> {
         let bounds = self.config.response_store;
         if self.api != Api::OpenAiResponses || !bounds.enabled || !resolve::references_state(body) {
             return Ok(None);
         }
-        let now = unix_seconds(&self.host);
-        let owner = self.owner().to_owned();
-        let shared = shared(&self.host);
-        let resolved = resolve::resolve(body, |id| store::get(&shared, &bounds, &owner, id, now))?;
+        let fetched = self.responses.fetched.take().unwrap_or_default();
+        let resolved = resolve::resolve(body, |id| self.entry(id, fetched.get(id)))?;
         if let Some(r) = &resolved {
             self.host
                 .set_body(Buffer::Request, 0, body.len(), &r.body)?;
@@ -81,7 +179,7 @@ impl<H: Host> Edge<H> {
             Some(r) => r.input,
             None => resolve::request_input(body),
         };
-        self.stored = Some(Pending {
+        self.responses.pending = Some(Pending {
             input: resolve::input_items(input, &id),
             id: id.clone(),
             previous,
@@ -96,12 +194,12 @@ impl<H: Host> Edge<H> {
         let stream = self.chat.as_ref().is_some_and(|c| c.stream);
         let limit = self.config.response_store.max_entry_bytes;
         let kept_by_vendor = status == 200 && self.answered_by_a_keeper();
-        match &mut self.stored {
+        match &mut self.responses.pending {
             Some(pending) if status == 200 && !kept_by_vendor => {
                 let limit = usize::try_from(limit).unwrap_or(usize::MAX);
                 pending.capture = Some(Capture::new(stream, limit));
             }
-            _ => self.stored = None,
+            _ => self.responses.pending = None,
         }
     }
 
@@ -117,31 +215,34 @@ impl<H: Host> Edge<H> {
         })
     }
 
-    /// A piece of the answer; at its end, the response is stored.
-    pub(super) fn capture_body(&mut self, size: usize, end_of_stream: bool) {
-        let Some(capture) = self.stored.as_mut().and_then(|p| p.capture.as_mut()) else {
-            return;
+    /// A piece of the answer; at its end, the response is stored, before
+    /// the end goes on to the client (`Flow::Pause`: held until the
+    /// fleet's store has it).
+    pub(super) fn capture_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
+        let pending = &mut self.responses.pending;
+        let Some(capture) = pending.as_mut().and_then(|p| p.capture.as_mut()) else {
+            return Flow::Continue;
         };
         match self.host.body(Buffer::Response, 0, size) {
             Ok(chunk) => capture.feed(&chunk),
             Err(e) => {
                 log_once(&e, "the response is not stored");
-                self.stored = None;
-                return;
+                *pending = None;
+                return Flow::Continue;
             }
         }
         if !end_of_stream && !capture.complete() {
-            return;
+            return Flow::Continue;
         }
-        let Some(pending) = self.stored.take() else {
-            return;
+        let Some(pending) = pending.take() else {
+            return Flow::Continue;
         };
         let Some(response) = pending.capture.and_then(Capture::finish) else {
-            return;
+            return Flow::Continue;
         };
         // Not ours (a vendor that keeps its own responses answered).
         if response.get("id").and_then(Value::as_str) != Some(pending.id.as_str()) {
-            return;
+            return Flow::Continue;
         }
         let entry = Entry {
             id: pending.id,
@@ -149,10 +250,20 @@ impl<H: Host> Edge<H> {
             input: pending.input,
             response,
         };
+        if self.put_remote(&entry) {
+            return Flow::Pause;
+        }
+        self.put_local(&entry, false);
+        Flow::Continue
+    }
+
+    /// Stores `entry` in the proxy's store (`mirrored`: the fleet's has it).
+    pub(super) fn put_local(&self, entry: &Entry, mirrored: bool) {
         let bounds = self.config.response_store;
         let now = unix_seconds(&self.host);
-        let owner = self.owner();
-        if let Put::Stored(usage) = store::put(&shared(&self.host), &bounds, owner, &entry, now) {
+        let owner = self.namespace();
+        let shared = shared(&self.host);
+        if let Put::Stored(usage) = store::put(&shared, &bounds, &owner, entry, mirrored, now) {
             self.store_gauges(usage);
         }
     }
@@ -168,25 +279,54 @@ impl<H: Host> Edge<H> {
         );
     }
 
-    /// A call on a response the gateway stored, answered from the store.
+    /// A call on a response the gateway stored, answered from the store:
+    /// the fleet's, when there is one (the answer then comes later, in
+    /// [`Self::answer_stored_with`]).
     pub(super) fn answer_stored(
         &mut self,
         op: StoredOp,
         id: &str,
         query: &str,
     ) -> Result<Flow, GatewayError> {
-        let bounds = self.config.response_store;
-        let now = unix_seconds(&self.host);
-        let owner = self.owner().to_owned();
-        let shared = shared(&self.host);
+        let why = Why::Call {
+            op,
+            id: id.to_owned(),
+            query: query.to_owned(),
+        };
+        if self.call_remote(op, id, why) {
+            return Ok(Flow::Pause);
+        }
+        self.answer_stored_with(op, id, query, Reply::Unavailable)
+    }
+
+    /// A call on a stored response answered, with what the fleet's store
+    /// said (`Reply::Unavailable` when there is none).
+    pub(super) fn answer_stored_with(
+        &mut self,
+        op: StoredOp,
+        id: &str,
+        query: &str,
+        reply: Reply,
+    ) -> Result<Flow, GatewayError> {
         if op == StoredOp::Delete {
-            let usage = store::delete(&shared, &bounds, &owner, id, now)
-                .ok_or_else(|| resolve::not_found(id))?;
-            self.store_gauges(usage);
+            let bounds = self.config.response_store;
+            let now = unix_seconds(&self.host);
+            let found = Found::of(reply.clone(), id);
+            // The proxy's copy counts as the lookup's rule says; it goes anyway.
+            let here = self.entry(id, Some(&found)).is_some();
+            let usage = store::delete(&shared(&self.host), &bounds, &self.namespace(), id, now);
+            if let Some(usage) = usage {
+                self.store_gauges(usage);
+            }
+            if reply != Reply::Done && !here {
+                return Err(resolve::not_found(id));
+            }
             return Ok(self.reply_json(&resolve::deleted(id), &[]));
         }
-        let entry =
-            store::get(&shared, &bounds, &owner, id, now).ok_or_else(|| resolve::not_found(id))?;
+        let found = Found::of(reply, id);
+        let entry = self
+            .entry(id, Some(&found))
+            .ok_or_else(|| resolve::not_found(id))?;
         let body = match op {
             StoredOp::Retrieve => serde_json::to_vec(&entry.response).unwrap_or_default(),
             StoredOp::InputItems => resolve::input_items_page(&entry, query)?,

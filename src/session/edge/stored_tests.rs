@@ -228,3 +228,269 @@ fn a_request_that_uses_no_state_makes_no_shared_data_call() {
         "{calls:?}"
     );
 }
+
+/// The fleet's store (the state service), as the edge reaches it: the
+/// service is a map of what was put, answering as `llm-state` does.
+mod fleet {
+    use std::collections::HashMap;
+
+    use super::*;
+    use crate::headers::Headers;
+    use crate::session::host::CalloutAnswer;
+    use crate::shared_state::protocol;
+
+    fn fleet_config() -> Rc<Config> {
+        let json = config_json(r#""an":{"dialect":"anthropic","api_key":"sk-ant"}"#, "an");
+        let mut json: serde_json::Value = serde_json::from_str(&json).unwrap();
+        json["shared_state"] =
+            serde_json::json!({"service": {"cluster": "llm_state", "timeout_ms": 50}});
+        Rc::new(Config::parse(json.to_string().as_bytes(), |_| None).unwrap())
+    }
+
+    fn fleet_edge(
+        key: &str,
+        method: &str,
+        path: &str,
+        body: &str,
+        shared: &FakeHost,
+    ) -> Edge<FakeHost> {
+        let mut e = edge(key, method, path, body, shared);
+        e.config = fleet_config();
+        e
+    }
+
+    /// The state service: entries by path, with their parents.
+    #[derive(Default)]
+    struct Service(HashMap<String, (Vec<u8>, Option<String>)>);
+
+    impl Service {
+        /// Answers the edge's last callout as the service would.
+        fn answer(&mut self, e: &mut Edge<FakeHost>) -> Flow {
+            let (token, answer) = {
+                let calls = e.host.http_calls.borrow();
+                let (cluster, headers, body) = calls.last().expect("a callout");
+                assert_eq!(cluster, "llm_state");
+                let header = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+                let method = header(":method").unwrap();
+                let path = header(":path").unwrap();
+                let (entry, query) = path.split_once('?').unwrap_or((&path, ""));
+                let (base, _) = entry.rsplit_once('/').unwrap();
+                let answer = match method.as_str() {
+                    "PUT" => {
+                        let parent = header("x-llm-parent").map(|p| format!("{base}/{p}"));
+                        assert!(header("x-llm-ttl").is_some());
+                        self.0.insert(entry.to_owned(), (body.clone(), parent));
+                        answered(204, &[], Vec::new())
+                    }
+                    "DELETE" => match self.0.remove(entry) {
+                        Some(_) => answered(204, &[], Vec::new()),
+                        None => missing(),
+                    },
+                    _ if query.starts_with("chain=") => {
+                        let mut frames = Vec::new();
+                        let mut at = Some(entry.to_owned());
+                        while let Some((bytes, parent)) = at.and_then(|p| self.0.get(&p)) {
+                            protocol::write_frame(&mut frames, bytes);
+                            at = parent.clone();
+                        }
+                        if frames.is_empty() {
+                            missing()
+                        } else {
+                            answered(200, &[("content-type", protocol::CHAIN_TYPE)], frames)
+                        }
+                    }
+                    _ => match self.0.get(entry) {
+                        Some((bytes, _)) => answered(200, &[], bytes.clone()),
+                        None => missing(),
+                    },
+                };
+                (calls.len() as u32, answer)
+            };
+            e.on_callout(token, answer)
+        }
+    }
+
+    fn answered(status: u16, headers: &[(&str, &str)], body: Vec<u8>) -> CalloutAnswer {
+        let headers = headers
+            .iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect();
+        CalloutAnswer::Answered {
+            status,
+            headers: Headers(headers),
+            body,
+        }
+    }
+
+    fn missing() -> CalloutAnswer {
+        answered(
+            404,
+            &[(protocol::STATE_HEADER, protocol::MISSING)],
+            Vec::new(),
+        )
+    }
+
+    /// The whole answer in one chunk: held until the fleet's store has it.
+    fn answer_held(e: &mut Edge<FakeHost>, body: &str) -> Flow {
+        e.host.set(Map::Response, ":status", "200");
+        e.host.set(Map::Response, "x-llm-provider", "an");
+        assert_eq!(e.on_response_headers(false), Flow::Continue);
+        *e.host.response_body.borrow_mut() = body.as_bytes().to_vec();
+        e.on_response_body(body.len(), true)
+    }
+
+    fn vendor_texts(e: &Edge<FakeHost>) -> Vec<String> {
+        let sent: serde_json::Value =
+            serde_json::from_slice(&e.host.request_body.borrow()).unwrap();
+        sent["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                i["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    /// A response stored through proxy A is continued and read on proxy B,
+    /// which never held it: each from the fleet's store, in one call each.
+    #[test]
+    fn a_conversation_started_on_one_proxy_continues_on_another() {
+        let mut service = Service::default();
+        let a_store = FakeHost::new();
+        let first = r#"{"model":"chat","input":"one"}"#;
+        let mut a = fleet_edge(KEY, "POST", "/v1/responses", first, &a_store);
+        assert_eq!(send(&mut a, true), Flow::Continue);
+        let handoff = Handoff::decode(a.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
+        let id = handoff.response_id.unwrap();
+        // The answer's end waits for the fleet's store, then goes on.
+        assert_eq!(answer_held(&mut a, &response(&id, "two")), Flow::Pause);
+        assert_eq!(a.on_response_body(0, true), Flow::Pause, "still held");
+        assert_eq!(service.answer(&mut a), Flow::Continue);
+        assert!(a
+            .host
+            .take_record()
+            .iter()
+            .any(|c| c == "count llm_gateway.shared_state;op=put;outcome=done 1"));
+        // A's own copy, marked as the fleet's too.
+        let a_store = shared_of(&a);
+        let (_, mirrored) = crate::responses_store::get(
+            &crate::session::shared_data::HostStore::new(&a_store, ""),
+            &a.config.response_store,
+            &crate::responses_store::namespace("team-a"),
+            &id,
+            1_733_000_001,
+        )
+        .unwrap();
+        assert!(mirrored);
+
+        // Proxy B: nothing of its own.
+        let b_store = FakeHost::new();
+        let next = format!(r#"{{"model":"chat","input":"three","previous_response_id":"{id}"}}"#);
+        let mut b = fleet_edge(KEY, "POST", "/v1/responses", &next, &b_store);
+        assert_eq!(
+            send(&mut b, true),
+            Flow::Pause,
+            "waits for the fleet's store"
+        );
+        assert_eq!(service.answer(&mut b), Flow::Continue);
+        assert_eq!(vendor_texts(&b), ["one", "two", "three"]);
+        let second = Handoff::decode(b.host.prop("llm_handoff").unwrap().as_bytes())
+            .unwrap()
+            .response_id
+            .unwrap();
+        assert_eq!(answer_held(&mut b, &response(&second, "four")), Flow::Pause);
+        assert_eq!(service.answer(&mut b), Flow::Continue);
+
+        // A third turn on a third proxy: the whole chain in one call.
+        let third =
+            format!(r#"{{"model":"chat","input":"five","previous_response_id":"{second}"}}"#);
+        let mut c = fleet_edge(KEY, "POST", "/v1/responses", &third, &FakeHost::new());
+        assert_eq!(send(&mut c, true), Flow::Pause);
+        assert_eq!(service.answer(&mut c), Flow::Continue);
+        assert_eq!(vendor_texts(&c), ["one", "two", "three", "four", "five"]);
+        assert_eq!(c.host.http_calls.borrow().len(), 1);
+
+        // Read back on B; another key finds nothing, without asking.
+        let path = format!("/v1/responses/{id}");
+        let mut b = fleet_edge(KEY, "GET", &path, "", &FakeHost::new());
+        send(&mut b, false);
+        assert!(
+            b.host.reply.borrow().is_none(),
+            "waits for the fleet's store"
+        );
+        service.answer(&mut b);
+        assert_eq!(reply(&b).1["output"][0]["content"][0]["text"], "two");
+        let mut other = fleet_edge(OTHER, "GET", &path, "", &FakeHost::new());
+        send(&mut other, false);
+        service.answer(&mut other);
+        assert_eq!(reply(&other).0, 404);
+
+        // Deleted on B: A's own copy (the fleet's too) is gone for A as well.
+        let mut b = fleet_edge(KEY, "DELETE", &path, "", &FakeHost::new());
+        send(&mut b, false);
+        service.answer(&mut b);
+        assert_eq!(reply(&b).1["deleted"], true);
+        let mut a = fleet_edge(KEY, "GET", &path, "", &a_store);
+        send(&mut a, false);
+        service.answer(&mut a);
+        assert_eq!(reply(&a).0, 404);
+    }
+
+    /// The fleet's store down: the answer still goes (stored here only),
+    /// and a continuation on this proxy finds it here; on another it is
+    /// the 400 of a response that is not there.
+    #[test]
+    fn without_the_fleets_store_the_proxys_own_answers() {
+        let store = FakeHost::new();
+        let mut e = fleet_edge(
+            KEY,
+            "POST",
+            "/v1/responses",
+            r#"{"model":"chat","input":"one"}"#,
+            &store,
+        );
+        assert_eq!(send(&mut e, true), Flow::Continue);
+        let id = Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes())
+            .unwrap()
+            .response_id
+            .unwrap();
+        assert_eq!(answer_held(&mut e, &response(&id, "two")), Flow::Pause);
+        assert_eq!(e.on_callout(1, CalloutAnswer::Failed), Flow::Continue);
+        let record = e.host.take_record();
+        assert!(record
+            .iter()
+            .any(|c| c == "count llm_gateway.shared_state;op=put;outcome=unavailable 1"));
+        let store = shared_of(&e);
+
+        let next = format!(r#"{{"model":"chat","input":"three","previous_response_id":"{id}"}}"#);
+        let mut e = fleet_edge(KEY, "POST", "/v1/responses", &next, &store);
+        assert_eq!(send(&mut e, true), Flow::Pause);
+        // Envoy's own 503 (no healthy host): not the service's answer.
+        assert_eq!(
+            e.on_callout(1, answered(503, &[], Vec::new())),
+            Flow::Continue
+        );
+        assert_eq!(vendor_texts(&e), ["one", "two", "three"]);
+
+        // The fleet's store back, and never told of it: this proxy's copy
+        // (stored while it was down) still counts.
+        let mut e = fleet_edge(KEY, "POST", "/v1/responses", &next, &store);
+        assert_eq!(send(&mut e, true), Flow::Pause);
+        assert_eq!(e.on_callout(1, missing()), Flow::Continue);
+        assert_eq!(vendor_texts(&e), ["one", "two", "three"]);
+
+        // Another proxy, the fleet's store down: not there.
+        let mut e = fleet_edge(KEY, "POST", "/v1/responses", &next, &FakeHost::new());
+        assert_eq!(send(&mut e, true), Flow::Pause);
+        assert_eq!(e.on_callout(1, CalloutAnswer::Failed), Flow::Pause);
+        let (status, body) = reply(&e);
+        assert_eq!(
+            (status, body["error"]["param"].as_str()),
+            (400, Some("previous_response_id"))
+        );
+    }
+}

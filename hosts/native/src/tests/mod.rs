@@ -5,9 +5,11 @@
 //! - `host_calls.rs`: `NativeHost` over the ABI (headers as bytes, filter
 //!   state written once, span attributes as dynamic metadata);
 //! - `failures.rs`: a panic in a session, local replies;
-//! - `tokens.rs`: an attempt paused for a Google access token, woken.
+//! - `tokens.rs`: an attempt paused for a Google access token, woken;
+//! - `fleet.rs`: a response held for a callout, resumed.
 
 mod failures;
+mod fleet;
 mod host_calls;
 mod requests;
 mod tokens;
