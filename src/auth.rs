@@ -37,6 +37,11 @@ pub struct GatewayKey {
 }
 
 impl GatewayKey {
+    /// The key's SHA-256, as configured.
+    pub(crate) fn digest(&self) -> &[u8; 32] {
+        &self.digest
+    }
+
     pub fn allows(&self, group: &str) -> bool {
         self.groups.iter().any(|g| g == "*" || g == group)
     }
@@ -168,7 +173,7 @@ pub(crate) fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-fn parse_hex_digest(hex: &str) -> Option<[u8; 32]> {
+pub(crate) fn parse_hex_digest(hex: &str) -> Option<[u8; 32]> {
     let bytes = hex.as_bytes();
     if bytes.len() != 64 {
         return None;

@@ -13,6 +13,9 @@ use crate::auth::Auth;
 use crate::error::{ErrorCode, GatewayError};
 use crate::provider::{DialectKind, Provider, Secret, Settings};
 pub use crate::routing::{Candidate, ModelGroup, Rule};
+pub use diagnostics::Diagnostics;
+
+pub mod diagnostics;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,6 +76,10 @@ pub struct Config {
     /// a fleet shares it (docs/src/features/shared-state.md).
     #[serde(default)]
     pub shared_state: crate::shared_state::Settings,
+    /// The diagnostics view (`/llm-gateway/`) and its recording; `None`
+    /// when off (the default: see `config::diagnostics`).
+    #[serde(default)]
+    pub diagnostics: Option<Diagnostics>,
 }
 
 /// How the gateway reaches its own listener.
@@ -229,6 +236,13 @@ impl Config {
             }
         }
         config.shared_state.validate()?;
+        if let Some(diagnostics) = &mut config.diagnostics {
+            let digests: Vec<[u8; 32]> = config.auth.keys.iter().map(|k| *k.digest()).collect();
+            diagnostics.validate(&digests)?;
+        }
+        if config.diagnostics.as_ref().is_some_and(|d| !d.enabled) {
+            config.diagnostics = None;
+        }
         let key_names: Vec<&str> = config.auth.keys.iter().map(|k| k.name.as_str()).collect();
         let group_names: Vec<&str> = config.model_groups.keys().map(String::as_str).collect();
         crate::limits::validate(
@@ -742,6 +756,11 @@ mod reference {
             (
                 "shared_state.service.",
                 fields::<crate::shared_state::remote::Service>(),
+            ),
+            ("diagnostics.", fields::<Diagnostics>()),
+            (
+                "diagnostics.admin_keys[].",
+                fields::<diagnostics::AdminKey>(),
             ),
         ];
         let mut missing = Vec::new();

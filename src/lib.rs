@@ -8,6 +8,7 @@ pub mod base64;
 pub mod cache;
 pub mod config;
 pub mod date;
+pub mod diagnostics;
 pub mod dialects;
 pub mod error;
 pub mod eventstream;

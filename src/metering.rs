@@ -79,6 +79,12 @@ pub struct AttemptRecord {
     /// the vendor had answered by then (0: nothing).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reset: bool,
+    /// When the attempt started (Unix ms) and how long it took to its
+    /// answer's end or its reset: recorded only for the diagnostics view.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
 }
 
 impl AttemptRecord {

@@ -383,3 +383,102 @@ fn native_calls_never_panic() {
         }
     }
 }
+
+/// Shared values by key, each with its CAS token.
+type Entries = std::collections::HashMap<Vec<u8>, (Vec<u8>, u32)>;
+
+/// A shared store in memory (Envoy's shared-data semantics: a CAS token per
+/// write), for the diagnostics view.
+#[derive(Default)]
+struct Store {
+    entries: std::cell::RefCell<Entries>,
+    cas: std::cell::Cell<u32>,
+}
+
+impl llm_gateway_core::shared_state::cas::SharedStore for Store {
+    fn get(
+        &self,
+        key: &[u8],
+    ) -> Result<Option<(Vec<u8>, u32)>, llm_gateway_core::shared_state::cas::Unreadable> {
+        Ok(self.entries.borrow().get(key).cloned())
+    }
+    fn set(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        cas: u32,
+    ) -> llm_gateway_core::shared_state::cas::SetResult {
+        use llm_gateway_core::shared_state::cas::SetResult;
+        let mut entries = self.entries.borrow_mut();
+        if cas != 0 && entries.get(key).is_some_and(|(_, c)| *c != cas) {
+            return SetResult::CasMismatch;
+        }
+        self.cas.set(self.cas.get() + 1);
+        entries.insert(key.to_vec(), (value.to_vec(), self.cas.get()));
+        SetResult::Done
+    }
+}
+
+/// The diagnostics view: mutated request lines, keys and queries, over a
+/// ring whose slots hold mutated traces (and garbage), on every path.
+#[test]
+fn diagnostics_never_panic() {
+    use llm_gateway_core::diagnostics::{self, ring, trace::Trace, Ask};
+    use llm_gateway_core::shared_state::cas::SharedStore;
+    let doc = r#"{"providers":{"a":{"dialect":"anthropic","api_key":"k"}},
+        "model_groups":{"g":{"candidates":[{"provider":"a","model":"m","cluster":"c"}]}},
+        "auth":{"enabled":true,"keys":[{"name":"k","sha256":"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08","groups":["*"]}]},
+        "limits":{"rate":[{"key":"*","group":"*","tokens_per_minute":100,"usd_per_day":1}]},
+        "diagnostics":{"loopback_open":true,"recent_requests":16,"api_requests_per_second":10000}}"#;
+    let config = Config::parse(doc.as_bytes(), |_| None).expect("diagnostics config");
+    let store = Store::default();
+    diagnostics::prepare(&store, &config);
+    let seed = r#"{"seq":1,"at_ms":1733000000000,"request_id":"r","surface":"openai_chat","operation":"chat","group":"g","key":"k","cluster":"c","status":503,"attempts":[{"n":1,"provider":"a","status":503,"outcome":"503","start_ms":1,"latency_ms":3,"ttft_ms":2},{"n":2,"provider":"a","status":0,"outcome":"reset","retry_on":"5xx"}],"envoy_flags":["UO"],"cost_usd":0.1}"#;
+    let lines: &[(&str, &str)] = &[
+        ("/llm-gateway/api/view", "group=g&key=k&status=5xx&limit=3"),
+        ("/llm-gateway/api/requests/r", ""),
+        ("/llm-gateway/api/health", "status=error"),
+        ("/llm-gateway/api/limits", "key=k"),
+        ("/llm-gateway/api/routes", "group=g"),
+        ("/llm-gateway/", ""),
+    ];
+    let mut rng = Rng(0xd1a9_0571_c5ee_d001);
+    let mut answered = 0;
+    for i in 0..iterations() / 4 {
+        // A slot written as a worker would, mutated, or garbage.
+        let slot = format!("llm_gateway.diag.slot.{}", i % 16);
+        let bytes = mutate(&mut rng, seed.as_bytes());
+        store.set(slot.as_bytes(), &bytes, 0);
+        if let Some(mut trace) = Trace::decode(&bytes) {
+            ring::record(&store, 16, &mut trace);
+        }
+        let (path, query) = lines[i % lines.len()];
+        // Mostly whole paths, so that the bodies of the answers are made.
+        let mut line = |part: &str, mutated: bool| match mutated {
+            true => String::from_utf8_lossy(&mutate(&mut rng, part.as_bytes())).into_owned(),
+            false => part.to_owned(),
+        };
+        let (path, query) = (line(path, i % 4 == 0), line(query, i % 4 == 1));
+        let key =
+            (i % 3 == 0).then(|| String::from_utf8_lossy(&mutate(&mut rng, b"test")).into_owned());
+        if !diagnostics::owns(&path) {
+            continue;
+        }
+        let ask = Ask {
+            method: if i % 7 == 0 { "POST" } else { "GET" },
+            path: &path,
+            query: &query,
+            key: key.as_deref(),
+            request_id: "fuzz",
+        };
+        let reply = diagnostics::serve(&config, &store, 1_733_000_000_000 + i as u64, &ask, || {
+            i % 2 == 0
+        });
+        assert!((200..600).contains(&reply.status));
+        answered += usize::from(reply.status == 200);
+    }
+    assert!(
+        answered > iterations() / 16,
+        "the pass reached the view's answers"
+    );
+}

@@ -153,6 +153,9 @@ pub struct Attempt<H> {
     stream_ended: bool,
     /// What this attempt did; handed back to the edge role.
     record: AttemptRecord,
+    /// When it started, with the diagnostics view on (its record's
+    /// `started_ms` and `latency_ms`).
+    timed: Option<SystemTime>,
     /// How this attempt and the edge role share the request and records.
     channel: AttemptChannel,
     /// The response cache keeps this request's answer, up to this many
@@ -201,14 +204,23 @@ impl<H: Host> Attempt<H> {
             chunks: 0,
             stream_ended: false,
             record: AttemptRecord::default(),
+            timed: None,
             channel: AttemptChannel::FilterState,
             cache_limit: None,
             capture: None,
         }
     }
 
-    /// Hands this attempt's record to the edge role.
-    fn save_record(&self) {
+    /// Hands this attempt's record to the edge role (timed so far, for
+    /// the diagnostics view).
+    fn save_record(&mut self) {
+        if let Some(started) = self.timed {
+            let ms = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+            let now = self.host.now();
+            self.record.started_ms = Some(ms(started).as_millis() as u64);
+            self.record.latency_ms =
+                Some(now.duration_since(started).unwrap_or_default().as_millis() as u64);
+        }
         self.channel
             .save_record(&self.host, self.attempt, &self.record);
     }
@@ -453,6 +465,9 @@ impl<H: Host> Session for Attempt<H> {
         self.channel = AttemptChannel::find(handoff.token);
         self.attempt = self.channel.begin_attempt(&self.host);
         self.cache_limit = self.channel.cache_limit();
+        if self.config.diagnostics.is_some() {
+            self.timed = Some(self.host.now());
+        }
         self.provider_name = self
             .host
             .property(&PROVIDER_METADATA)

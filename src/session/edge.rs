@@ -35,6 +35,7 @@ use crate::model::{Api, Generation, Request};
 use crate::routing::{Candidate, Needs};
 use crate::surfaces::route::PathFacts;
 use crate::surfaces::{self, parse_call_body, surface, Operation, Surface};
+pub use diagnostics::prepare;
 use limiter::RequestLimits;
 use replies::{error_message, is_unified_error, retry_overflowed, RETRY_OVERFLOW};
 use route::check_counts;
@@ -43,6 +44,9 @@ mod batch;
 #[cfg(test)]
 mod batch_tests;
 mod cache;
+mod diagnostics;
+#[cfg(test)]
+mod diagnostics_tests;
 mod fleet;
 pub mod global;
 pub mod limiter;
@@ -145,6 +149,8 @@ pub struct Edge<H: Host> {
     /// The response store's part: a Responses answer to store once it has
     /// passed, a call to the state service out (`edge/stored.rs`).
     responses: stored::Responses,
+    /// The prompt and answer, when the diagnostics view captures content.
+    capture: Option<Box<diagnostics::Capture>>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -185,6 +191,7 @@ impl<H: Host> Edge<H> {
             batch: None,
             cache: None,
             responses: stored::Responses::default(),
+            capture: None,
         }
     }
 
@@ -406,6 +413,11 @@ impl<H: Host> Session for Edge<H> {
             .flatten()
             .unwrap_or_default();
         let Some(route) = surfaces::route(method, &path, &query) else {
+            if crate::diagnostics::owns(&path) {
+                let (method, path, query) =
+                    (method.to_owned(), path.to_string(), query.to_string());
+                return self.serve_diagnostics(&method, &path, &query);
+            }
             self.request_headers = Headers::default();
             return Flow::Continue;
         };
@@ -505,6 +517,7 @@ impl<H: Host> Session for Edge<H> {
             Ok(body) => body,
             Err(e) => return self.reject(e.into()),
         };
+        self.capture_prompt(&body);
         if let State::Call(call) = &self.state {
             let call = call.clone();
             let limits = &self.config.limits;
@@ -628,6 +641,9 @@ impl<H: Host> Session for Edge<H> {
         let mut held = self.responses.waiting.is_some();
         if !held && self.responses.storing() {
             held = self.capture_body(size, end_of_stream) == Flow::Pause;
+        }
+        if self.chat.is_some() {
+            self.capture_answer_chunk(size);
         }
         if end_of_stream && !self.response_complete {
             self.on_response_end();

@@ -133,6 +133,7 @@ pub const METADATA_HOST: u32 = 3;
 /// `envoy_dynamic_module_type_attribute_id` (the ones read here).
 pub const ATTRIBUTE_RESPONSE_CODE_DETAILS: u32 = 16;
 pub const ATTRIBUTE_RESPONSE_FLAGS: u32 = 17;
+pub const ATTRIBUTE_SOURCE_ADDRESS: u32 = 24;
 pub const ATTRIBUTE_UPSTREAM_REQUEST_ATTEMPT_COUNT: u32 = 53;
 
 /// `envoy_dynamic_module_type_http_callout_init_result`.

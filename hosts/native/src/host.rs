@@ -390,6 +390,7 @@ impl Host for NativeHost {
             ["response", "flags"] => self
                 .attribute_int(abi::ATTRIBUTE_RESPONSE_FLAGS)
                 .map(|v| v.to_le_bytes().to_vec()),
+            ["source", "address"] => self.attribute_string(abi::ATTRIBUTE_SOURCE_ADDRESS),
             ["upstream", "request_attempt_count"] => self
                 .attribute_int(abi::ATTRIBUTE_UPSTREAM_REQUEST_ATTEMPT_COUNT)
                 .map(|v| v.to_le_bytes().to_vec()),

@@ -28,7 +28,7 @@ use std::thread::JoinHandle;
 
 use llm_gateway_core::config::Config;
 use llm_gateway_core::session::attempt::Attempt;
-use llm_gateway_core::session::edge::{limiter, Edge};
+use llm_gateway_core::session::edge::{self, Edge};
 use llm_gateway_core::session::google_token::{self, TokenFetcher};
 use llm_gateway_core::session::host::{unix_seconds, Flow};
 use llm_gateway_core::session::Session;
@@ -190,7 +190,7 @@ fn config_new(
         config.model_groups.len()
     );
     if role == Role::Edge {
-        limiter::prepare(&root_host, &config);
+        edge::prepare(&root_host, &config);
         if config.self_calls.is_some() {
             llm_gateway_core::session::self_call::prepare(&root_host);
         }

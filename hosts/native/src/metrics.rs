@@ -103,6 +103,11 @@ pub const CATALOGUE: &[(Kind, &str, &[&str])] = &[
     ),
     (Kind::Gauge, "llm_gateway.cache_bytes", &["group"]),
     (Kind::Gauge, "llm_gateway.cache_entries", &["group"]),
+    (
+        Kind::Counter,
+        "llm_gateway.diagnostics_requests",
+        &["outcome"],
+    ),
     (Kind::Gauge, "llm_gateway.response_store_bytes", &[]),
     (Kind::Gauge, "llm_gateway.response_store_entries", &[]),
     (

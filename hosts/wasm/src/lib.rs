@@ -21,7 +21,7 @@ use proxy_wasm::types::ContextType;
 use llm_gateway_core::config::Config;
 use llm_gateway_core::headers::Headers;
 use llm_gateway_core::session::attempt::Attempt;
-use llm_gateway_core::session::edge::{limiter, Edge};
+use llm_gateway_core::session::edge::{self, Edge};
 use llm_gateway_core::session::google_token::{self, TokenFetcher};
 use llm_gateway_core::session::host::{
     unix_seconds, Buffer, Host, HostCall, HostError, Map, Phase,
@@ -111,7 +111,7 @@ impl RootContext for Root {
                     config.model_groups.len()
                 );
                 if role == Role::Edge {
-                    limiter::prepare(&WasmHost, &config);
+                    edge::prepare(&WasmHost, &config);
                     if config.self_calls.is_some() {
                         self_call::prepare(&WasmHost);
                     }

@@ -3,6 +3,7 @@
 //! and the descriptor values Envoy's rate limit filter reads.
 
 use crate::config::Config;
+use crate::diagnostics::inflight;
 use crate::error::GatewayError;
 use crate::limits::headers::RateHeaders;
 use crate::limits::store;
@@ -19,6 +20,11 @@ fn counter_store<H: Host>(host: &H) -> HostStore<'_, H> {
         host,
         "the counter is skipped (the request is admitted uncounted)",
     )
+}
+
+/// Shared data for the diagnostics view's account of what requests in flight hold.
+fn inflight_store<H: Host>(host: &H) -> HostStore<'_, H> {
+    HostStore::new(host, "the diagnostics view misses what this request holds")
 }
 
 /// Creates every counter a configuration uses, as it loads (see `store::ensure`).
@@ -92,6 +98,8 @@ pub struct RequestLimits {
     pub refused: Option<(String, u64)>,
     /// When the request was admitted (its request counters' windows).
     admitted_ms: u64,
+    /// What it holds is shown in the diagnostics view (`diagnostics::inflight`).
+    shown: bool,
 }
 
 impl RequestLimits {
@@ -122,6 +130,7 @@ impl RequestLimits {
             refused: None,
             admitted_ms,
             counters,
+            shown: config.diagnostics.is_some(),
         };
         let refused_counter = verdict.refused.map(|r| r.counter);
         for (i, counter) in this.counters.iter().enumerate() {
@@ -137,6 +146,9 @@ impl RequestLimits {
                 this.gauge(host, counter, *remaining);
             }
         }
+        if this.shown && verdict.refused.is_none() {
+            inflight::hold(&inflight_store(host), &this.holdings());
+        }
         let error = verdict.refused.and_then(|refusal| {
             let counter = this.counters.get(refusal.counter)?;
             let name = format!("{}.{}", counter.scope.name(), counter.budget.field);
@@ -144,6 +156,20 @@ impl RequestLimits {
             Some(limits::refusal_error(counter, &refusal, group))
         });
         (this, error)
+    }
+
+    /// What the request holds, by counter.
+    fn holdings(&self) -> Vec<inflight::Holding<'_>> {
+        self.held
+            .iter()
+            .filter_map(|h| {
+                Some(inflight::Holding {
+                    counter: &self.counters.get(h.counter)?.id,
+                    window_start: h.window_start,
+                    amount: h.amount,
+                })
+            })
+            .collect()
     }
 
     /// Counts one request in `name`, labelled with the request's key and
@@ -218,6 +244,9 @@ impl RequestLimits {
         }
         let now = unix_millis(host);
         let store = counter_store(host);
+        if self.shown {
+            inflight::release(&inflight_store(host), &self.holdings());
+        }
         for (i, remaining) in limits::settle(&store, &self.counters, &self.held, now, usage) {
             let Some(counter) = self.counters.get(i) else {
                 continue;

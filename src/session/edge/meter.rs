@@ -219,6 +219,9 @@ impl<H: Host> Edge<H> {
         if let Ok(line) = serde_json::to_vec(&log) {
             ignore(self.host.set_property(&[LOG_PROPERTY], Some(&line)));
         }
+        if let Some(settings) = &self.config.diagnostics {
+            self.record_trace(settings, chat, records, &log);
+        }
         // Published already when the response ended; not so for a client that left.
         if self.final_attempts.is_none() {
             self.publish_span_attributes(chat, record, route, &usage);
