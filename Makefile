@@ -25,7 +25,7 @@ NATIVE_AARCH64 := target/envoy-module-aarch64/libllm_gateway.so
 # Which host `make run` starts: wasm (default) or native.
 HOST      ?= wasm
 
-.PHONY: docs docs-tool bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools ratelimit-build ratelimit state-build state
+.PHONY: docs docs-tool bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools browser-tools prometheus-tools ratelimit-build ratelimit state-build state
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module; REDIS=1 for the fleet-wide store)"
@@ -212,6 +212,15 @@ $(GEMINI_CLI): tests/gemini-cli/package.json tests/gemini-cli/package-lock.json
 redis-tools:
 	@command -v redis-server >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; }
 
+# A real browser for the diagnostics page's tests (Debian's chromium, driven
+# headless through chromium-driver by Selenium; never a browser download) and
+# a real Prometheus for the fleet dashboard's, installed when missing.
+browser-tools:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver; }
+
+prometheus-tools:
+	@command -v prometheus >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y prometheus; }
+
 ratelimit-build: toolchain
 	cargo build --release -p llm-ratelimit
 
@@ -245,7 +254,7 @@ state: state-build redis-tools
 	  --daemonize yes --pidfile $(STATE_REDIS_DIR)/redis.pid --logfile $(STATE_REDIS_DIR)/redis.log
 	target/release/llm-state --redis unix://$(STATE_REDIS_DIR)/redis.sock --listen 127.0.0.1:8082
 
-INTEGRATION_DEPS := build ratelimit-build state-build redis-tools venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS) $(GEMINI_CLI)
+INTEGRATION_DEPS := build ratelimit-build state-build redis-tools browser-tools prometheus-tools venv compose-tools $(NODE_DEPS) $(CLAUDE_CODE) $(CODEX_DEPS) $(GEMINI_CLI)
 test-integration: $(INTEGRATION_DEPS)
 	$(PY) -m pytest -q tests
 

@@ -136,12 +136,23 @@ def _wasm_filters(bootstrap):
     return hcm, edge, upstream
 
 
+def diagnostics_config(env):
+    """The diagnostics view as `make run` serves it: GATEWAY_ADMIN_KEYS
+    (comma-separated) are its admin keys when set; otherwise a peer on this
+    host needs none (`loopback_open`)."""
+    admin_keys = [k.strip() for k in env.get("GATEWAY_ADMIN_KEYS", "").split(",") if k.strip()]
+    if admin_keys:
+        return {"admin_keys": [{"name": f"admin-{i + 1}", "sha256": key_hash(k)} for i, k in enumerate(admin_keys)]}
+    return {"loopback_open": True}
+
+
 def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
                     extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None,
-                    access_log=None, edit_bootstrap=None, cache=False):
+                    access_log=None, edit_bootstrap=None, cache=False, diagnostics=False):
     """The Envoy bootstrap as a dict. Ports of 0 let Envoy choose (start_envoy
     reads them back). `edit(config_dict)` may change the filter config; `extra_routes(template_route)` returns routes to put first;
-    `edit_bootstrap(bootstrap)` may change the rest (e.g. a cluster's filters).
+    `edit_bootstrap(bootstrap)` may change the rest (e.g. a cluster's filters);
+    `diagnostics` turns the diagnostics view on as `make run` has it (`diagnostics_config`).
     The mock groups' response caches (envoy/gateway.yaml) are kept only with
     `cache` (`make run` keeps them): tests that repeat a request expect a
     vendor to answer each time, unless they turn a cache on themselves."""
@@ -182,6 +193,8 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
     bootstrap["static_resources"]["clusters"].extend(extra_clusters or [])
     if edit:
         edit(config)
+    if diagnostics:
+        config["diagnostics"] = diagnostics_config(env)
     for role in (edge, upstream):
         # Each role gets its own copy: the YAML anchors resolved to one shared object.
         # (The Bedrock cluster's upstream filter is the alias *llm_upstream_filter,
@@ -478,7 +491,7 @@ def run(args):
             service = start_state_service(directory / "redis.sock", open(ROOT / ".run/state.log", "ab"))
             bootstrap_args["extra_clusters"] = [*bootstrap_args.get("extra_clusters", []), state_cluster(service.port)]
             bootstrap_args["edit"] = with_shared_state
-        bootstrap = build_bootstrap(args.port, args.admin_port, mock_port, cache=True, **bootstrap_args)
+        bootstrap = build_bootstrap(args.port, args.admin_port, mock_port, cache=True, diagnostics=True, **bootstrap_args)
         envoy = start_envoy(bootstrap, ROOT / ".run", args.admin_port, log_level=args.log_level)
     except Exception as e:
         for proc in (service, redis, mock):
@@ -494,6 +507,7 @@ def run(args):
     if service:
         print(f"shared state: the state service on 127.0.0.1:{service.port} over Redis in "
               f"{ROOT / '.run/state-redis'} (stored responses outlive a restart)")
+    print(diagnostics_line(args.port, json.loads(edge["configuration"]["value"]).get("diagnostics", {})))
     print(f"Envoy log: {ROOT / '.run/envoy.log'}; access log: {ROOT / '.run/access.log'}; Ctrl-C to stop")
     print(f"""try: curl -s http://127.0.0.1:{args.port}/v1/chat/completions -H 'content-type: application/json' \\
        -H 'x-model-group: mock-anthropic' -d '{{"model":"any","messages":[{{"role":"user","content":"hi"}}]}}'""")
@@ -507,6 +521,13 @@ def run(args):
     finally:
         for proc in (envoy, mock, service, redis):
             stop(proc)
+
+
+def diagnostics_line(port, diagnostics):
+    """The start-up line that says where the diagnostics view is."""
+    who = ("admin keys from GATEWAY_ADMIN_KEYS" if diagnostics.get("admin_keys") else
+           "no admin key from this host; set GATEWAY_ADMIN_KEYS=key1,key2 to require one")
+    return f"diagnostics view on http://127.0.0.1:{port}/llm-gateway/ ({who}; JSON under /llm-gateway/api/)"
 
 
 def main():

@@ -36,6 +36,8 @@ def prometheus_names(base):
 # Gateway keys of the test gateway (auth is on, as in production).
 ALL_GROUPS_KEY = "gw-test-key-all-groups"
 OPENAI_ONLY_KEY = "gw-test-key-openai-only"
+# The test gateway's diagnostics view (on, so every test's requests are recorded): its admin key.
+DIAGNOSTICS_ADMIN_KEY = "gw-test-diagnostics-admin"
 
 
 def _aws_secrets(node):
@@ -65,12 +67,14 @@ MAX_BODY_BYTES = 64 << 20
 
 
 def configure_test_gateway(config):
-    """Auth on (as in production) and a body limit above Envoy's buffer limit."""
+    """Auth on (as in production), a body limit above Envoy's buffer limit,
+    and the diagnostics view on (every request of the suite is recorded)."""
     config["limits"]["max_body_bytes"] = MAX_BODY_BYTES
     config["auth"] = {"enabled": True, "keys": [
         {"name": "tester", "sha256": gateway.key_hash(ALL_GROUPS_KEY), "groups": ["*"]},
         {"name": "openai-only", "sha256": gateway.key_hash(OPENAI_ONLY_KEY), "groups": ["mock-openai"]},
     ]}
+    config["diagnostics"] = {"admin_keys": [{"name": "test-admin", "sha256": gateway.key_hash(DIAGNOSTICS_ADMIN_KEY)}]}
 
 
 # Every response any test saw through any Gateway, for the secrets scan.

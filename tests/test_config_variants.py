@@ -169,3 +169,16 @@ def test_without_a_default_group_an_unknown_model_is_404(variants):
     # Control: the shipped default (mock-openai) serves it.
     status, headers, _ = variants["shipped"].chat(body)
     assert status == 200 and headers["x-llm-provider"] == "mock-openai"
+
+
+# --- diagnostics: off unless configured ---------------------------------------
+
+def test_the_shipped_config_has_no_diagnostics_view_and_routes_nothing_under_it(variants):
+    gw = variants["shipped"]
+    for method, path in (("GET", "/llm-gateway/"), ("GET", "/llm-gateway/api/view"),
+                         ("POST", "/llm-gateway/v1/chat/completions")):
+        body = {"model": "mock-openai", "messages": OK_MSG} if method == "POST" else None
+        status, _, data = gw.request(method, path, body, {"x-test-id": "variants-diagnostics-off"})
+        assert status == 404, data
+        assert json.loads(data)["error"]["code"] == "MODEL_NOT_FOUND"
+    assert gw.mock_requests("variants-diagnostics-off") == []

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import gateway
-from conftest import ALL_GROUPS_KEY, NATIVE, OPENAI_ONLY_KEY, VENDOR_KEYS, Gateway
+from conftest import ALL_GROUPS_KEY, DIAGNOSTICS_ADMIN_KEY, NATIVE, OPENAI_ONLY_KEY, VENDOR_KEYS, Gateway
 from sse_client import stream
 
 OK_MSG = [{"role": "user", "content": "hi"}]
@@ -128,6 +128,17 @@ CORPUS = [
     ("empty-bearer", "POST", "/v1/chat/completions", req(), {"authorization": "Bearer "}, 401, "AUTH_FAILED", None),
     ("wrong-x-api-key", "POST", "/v1/chat/completions", req(), {"authorization": None, "x-api-key": "nope"}, 401, "AUTH_FAILED", None),
     ("models-without-key", "GET", "/v1/models", None, {"authorization": None}, 401, "AUTH_FAILED", None),
+    # the diagnostics view (/llm-gateway/): admin keys, never routed
+    ("diagnostics-without-key", "GET", "/llm-gateway/api/view", None, {"authorization": None}, 401, "AUTH_FAILED", None),
+    ("diagnostics-gateway-key", "GET", "/llm-gateway/api/view", None, {}, 401, "AUTH_FAILED", None),
+    ("diagnostics-wrong-key", "GET", "/llm-gateway/api/requests", None, {"authorization": "Bearer gw-test-diagnostics-admiN"}, 401, "AUTH_FAILED", None),
+    ("diagnostics-post", "POST", "/llm-gateway/api/view", req(), {"authorization": f"Bearer {DIAGNOSTICS_ADMIN_KEY}"}, 405, "METHOD_NOT_ALLOWED", "method"),
+    ("diagnostics-chat-under-prefix", "POST", "/llm-gateway/v1/chat/completions", req(), {}, 405, "METHOD_NOT_ALLOWED", "method"),
+    ("diagnostics-unknown-path", "GET", "/llm-gateway/api/secrets", None, {"authorization": f"Bearer {DIAGNOSTICS_ADMIN_KEY}"}, 404, "MODEL_NOT_FOUND", "path"),
+    ("diagnostics-bad-status", "GET", "/llm-gateway/api/requests?status=teapot", None, {"authorization": f"Bearer {DIAGNOSTICS_ADMIN_KEY}"}, 400, "INVALID_REQUEST", "status"),
+    ("diagnostics-bad-limit", "GET", "/llm-gateway/api/requests?limit=-1", None, {"authorization": f"Bearer {DIAGNOSTICS_ADMIN_KEY}"}, 400, "INVALID_REQUEST", "limit"),
+    ("diagnostics-unknown-filter", "GET", "/llm-gateway/api/view?colour=red", None, {"authorization": f"Bearer {DIAGNOSTICS_ADMIN_KEY}"}, 400, "INVALID_REQUEST", "colour"),
+    ("diagnostics-no-such-request", "GET", "/llm-gateway/api/requests/never-seen", None, {"authorization": f"Bearer {DIAGNOSTICS_ADMIN_KEY}"}, 404, "MODEL_NOT_FOUND", "request_id"),
 ]
 
 
