@@ -115,6 +115,18 @@ LIMITS_RULES = [{"group": "*", "requests_per_minute": 10**12, "tokens_per_hour":
                 {"requests_per_second": 10**12, "usd_per_day": 10**9}]
 
 
+# Diagnostics recording on vs off (same run): the gateway again, on both
+# hosts, with the diagnostics view on (every request recorded in the ring
+# when it ends: one shared-data write, an attempt's timing), for this group
+# and these scenarios.
+DIAGNOSTICS_GROUP = "mock-openai"
+DIAGNOSTICS_SCENARIOS = ("c=1", "c=16")
+
+
+def with_diagnostics(config):
+    config["diagnostics"] = {"loopback_open": True}
+
+
 def unmetered(config):
     config["request_metrics"] = False
 
@@ -697,6 +709,13 @@ def bench(args):
             bl_port, bl_admin = free_ports(2)
             baseline = Envoy(stack, "gateway-baseline", gateway.build_bootstrap(
                 bl_port, bl_admin, mock_port, wasm=Path(BASELINE_WASM), env={}), bl_port, bl_admin, workdir)
+        # Diagnostics recording on, on both hosts.
+        gd_port, gd_admin, nd_port, nd_admin = free_ports(4)
+        gw_diag = Envoy(stack, "gateway-diagnostics", gateway.build_bootstrap(
+            gd_port, gd_admin, mock_port, wasm=WASM, env={}, edit=with_diagnostics), gd_port, gd_admin, workdir)
+        native_diag = Envoy(stack, "gateway-native-diagnostics", gateway.to_native(gateway.build_bootstrap(
+            nd_port, nd_admin, mock_port, env={}, edit=with_diagnostics)), nd_port, nd_admin, workdir,
+            env=gateway.native_env())
         gl_port, gl_admin = free_ports(2)
         gw_limits = Envoy(stack, "gateway-limits", gateway.build_bootstrap(
             gl_port, gl_admin, mock_port, wasm=WASM, env={}, edit=with_limits), gl_port, gl_admin, workdir)
@@ -747,6 +766,11 @@ def bench(args):
                     measured.append((native_unmetered, Request(
                         workdir, f"nu-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{nu_port}/v1/chat/completions",
                         gw_req.headers, gw_req.body)))
+                if not client and group == DIAGNOSTICS_GROUP and name in DIAGNOSTICS_SCENARIOS:
+                    for envoy, port, who in ((gw_diag, gd_port, "gd"), (native_diag, nd_port, "nd")):
+                        measured.append((envoy, Request(
+                            workdir, f"{who}-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{port}/v1/chat/completions",
+                            gw_req.headers, gw_req.body)))
                 if limits_here:
                     gl_req = Request(workdir, f"gl-{group}-{int(stream)}-{size}",
                                      f"http://127.0.0.1:{gl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
@@ -797,7 +821,8 @@ def summarise(group, name, stream, runs):
     f, g = runs["floor"], runs["gateway"]
     row = {"group": group, "scenario": name, "stream": stream}
     for who, name in (("nt", "gateway-native"), ("nu", "gateway-native-unmetered"), ("wf", "wasm-floor"), ("hf", "host-call-floor"), ("gl", "gateway-limits"),
-                      ("bl", "gateway-baseline"), ("bll", "gateway-baseline-limits")):
+                      ("bl", "gateway-baseline"), ("bll", "gateway-baseline-limits"), ("gd", "gateway-diagnostics"),
+                      ("nd", "gateway-native-diagnostics")):
         w = runs.get(name)
         if w:
             row[f"{who}_rps"] = mean([r["rps"] for r in w])
@@ -951,6 +976,23 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
                 out.append(f"| {r['group']} | {r['scenario']} | {r['bl_cpu_us']:.1f} | {r['bll_cpu_us']:.1f} "
                            f"| {r['bll_cpu_us'] - r['bl_cpu_us']:+.1f} | {r['gw_cpu_us']:.1f} | {r['gl_cpu_us']:.1f} "
                            f"| {r['gl_cpu_us'] - r['gw_cpu_us']:+.1f} | {r['bll_failed']} |")
+    out.append("\n### Diagnostics recording on vs off\n")
+    recorded = [r for r in rows if "gd_rps" in r]
+    if not recorded:
+        out.append("(not measured)")
+    else:
+        out.append("The gateway again, in the same runs, with the diagnostics view on (`\"diagnostics\": "
+                   "{\"loopback_open\": true}`): each request recorded in the ring when it ends (a shared-data "
+                   "write of its trace; an eighth of them also claim the next ring slots, a read and a CAS write) "
+                   "and its attempt timed. Off is the gateway of the other tables.\n")
+        out.append("| group | scenario | wasm CPU µs/req off | on | added | native CPU µs/req off | on | added "
+                   "| wasm req/s off / on | native req/s off / on | failed |")
+        out.append("|" + "---|" * 11)
+        for r in recorded:
+            out.append(f"| {r['group']} | {r['scenario']} | {r['gw_cpu_us']:.1f} | {r['gd_cpu_us']:.1f} "
+                       f"| {r['gd_cpu_us'] - r['gw_cpu_us']:+.1f} | {r['nt_cpu_us']:.1f} | {r['nd_cpu_us']:.1f} "
+                       f"| {r['nd_cpu_us'] - r['nt_cpu_us']:+.1f} | {r['gw_rps']:.0f} / {r['gd_rps']:.0f} "
+                       f"| {r['nt_rps']:.0f} / {r['nd_rps']:.0f} | {r['gd_failed'] + r['nd_failed']} |")
     out.append("\n### Streams (c=16, 20 chunks)\n")
     out.append("| group | floor streams/s | gateway streams/s | floor TTFB p50/p99 ms | gateway TTFB p50/p99 ms "
                "| floor total p50/p99 ms | gateway total p50/p99 ms | gateway CPU µs/stream (floor) | gateway CPU µs/chunk (added) |")
