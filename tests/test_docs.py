@@ -160,12 +160,14 @@ def test_a_bad_envoy_piece_fails_validation(tmp_path):
 @pytest.fixture(scope="module")
 def make_run_gateway(tmp_path_factory):
     """A gateway as `make run` starts it (envoy/gateway.yaml, the mock, no
-    keys, the mock groups' caches), on ports of its own; yields its base URL."""
+    keys, the mock groups' caches, the diagnostics view open to this host), on
+    ports of its own; yields its base URL."""
     workdir = tmp_path_factory.mktemp("docs-gateway")
     mock, mock_port = gateway.start_mock()
     envoy = None
     try:
-        envoy = gateway.start_envoy(gateway.build_bootstrap(0, 0, mock_port, env={}, cache=True), workdir, timeout=60)
+        envoy = gateway.start_envoy(gateway.build_bootstrap(0, 0, mock_port, env={}, cache=True, diagnostics=True),
+                                    workdir, timeout=60)
         yield f"http://127.0.0.1:{envoy.port}"
     finally:
         gateway.stop(envoy)
