@@ -360,6 +360,60 @@ fn warm_up_the_allocator() {
     }
 }
 
+/// What model discovery adds to a request that uses it: a known-limits
+/// lookup per candidate (`model_facts.check_limits`), the discovered-route
+/// decision for a model no group is named for (`discovery.route`), and a
+/// retired check per candidate (`discovery.avoid_retired`), over a list of
+/// a thousand models.
+fn discovery_lookups() {
+    use llm_gateway_core::catalog;
+    use llm_gateway_core::discovery::{store::ListRecord, Discovered};
+    use llm_gateway_core::model::listing::Listed;
+    let config = Config::parse(
+        br#"{"providers":{"p":{"dialect":"openai","api_key":"k"}},
+             "model_groups":{"g":{"cluster":"c"},"h":{"cluster":"d"}},"auth":{"enabled":false},
+             "discovery":{"providers":{"p":{"cluster":"c"}},"route":true}}"#,
+        |_| None,
+    )
+    .unwrap();
+    let settings = config.discovery.as_ref().unwrap();
+    let models: Vec<Listed> = (0..1000)
+        .map(|i| Listed::named(format!("model-{i:04}")))
+        .collect();
+    let seen = Discovered::build(
+        settings,
+        1,
+        |_| Some(1),
+        |_| (Some(ListRecord::new(1, 1, models.clone())), None),
+    );
+    let t = time(|| {
+        catalog::facts(
+            &config.model_facts,
+            "p",
+            config.providers.get("p"),
+            black_box("claude-sonnet-4-5-20250929"),
+            seen.lists("p", "claude-sonnet-4-5-20250929"),
+        )
+    });
+    row(
+        "model facts: one lookup (configuration, list, table)",
+        t,
+        "",
+    );
+    let t = time(|| {
+        settings.route(
+            &config.model_groups,
+            None,
+            &seen,
+            |_| true,
+            black_box("model-0999"),
+        )
+    });
+    row("discovery: route a discovered model, 1000 listed", t, "");
+    let t = time(|| seen.retired("p", black_box("model-0500")));
+    row("discovery: retired check, one candidate", t, "");
+}
+
 fn row(name: &str, t: Duration, note: &str) {
     println!("| {name} | {:.2} | {note} |", t.as_secs_f64() * 1e6);
 }
@@ -411,6 +465,7 @@ fn main() {
             "",
         );
     }
+    discovery_lookups();
     warm_up_the_allocator();
     for (kind, provider, response, events) in dialects() {
         let name = serde_json::to_value(kind)

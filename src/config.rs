@@ -80,6 +80,13 @@ pub struct Config {
     /// when off (the default: see `config::diagnostics`).
     #[serde(default)]
     pub diagnostics: Option<Diagnostics>,
+    /// Model discovery (`crate::discovery`): off when absent.
+    #[serde(default)]
+    pub discovery: Option<crate::discovery::Settings>,
+    /// What is known of vendor models beyond the vendors' lists and the
+    /// shipped table (`crate::catalog`).
+    #[serde(default)]
+    pub model_facts: crate::catalog::Settings,
 }
 
 /// How the gateway reaches its own listener.
@@ -384,6 +391,21 @@ impl Config {
                 ));
             }
         }
+        if let Some(discovery) = config.discovery.as_mut() {
+            discovery.validate(&config.providers, &config.model_groups)?;
+        }
+        config.model_facts.validate()?;
+        for group in config.model_groups.values() {
+            for c in &group.candidates {
+                if let (Some(provider), Some(model)) = (&c.provider, &c.model) {
+                    let said = crate::catalog::Configured {
+                        context_window: c.capabilities.context_window,
+                        max_output_tokens: c.capabilities.max_output_tokens.map(u64::from),
+                    };
+                    config.model_facts.note_candidate(provider, model, said);
+                }
+            }
+        }
         // Highest priority first; the sort is stable, so ties keep their order.
         config.rules.sort_by_key(|r| std::cmp::Reverse(r.priority));
         if let Some(default) = &config.default_model_group {
@@ -406,6 +428,19 @@ impl Config {
         request_header: &dyn Fn(&str) -> Option<String>,
         task_type: Option<&str>,
     ) -> Result<(&'a str, &'a ModelGroup), GatewayError> {
+        self.resolve_group_or(header, model, request_header, task_type, |_| None)
+    }
+
+    /// [`Self::resolve_group`], asking `discovered` (model discovery's
+    /// routing) after the rules and before the default group.
+    pub fn resolve_group_or<'a>(
+        &'a self,
+        header: Option<&'a str>,
+        model: &'a str,
+        request_header: &dyn Fn(&str) -> Option<String>,
+        task_type: Option<&str>,
+        discovered: impl FnOnce(&str) -> Option<&'a str>,
+    ) -> Result<(&'a str, &'a ModelGroup), GatewayError> {
         let name = match header {
             Some(h) => h,
             None if self.model_groups.contains_key(model) => model,
@@ -414,6 +449,7 @@ impl Config {
                 .iter()
                 .find(|r| r.matches(model, request_header, task_type))
                 .map(|r| r.group.as_str())
+                .or_else(|| discovered(model))
                 .or(self.default_model_group.as_deref())
                 .unwrap_or(model),
         };
@@ -761,6 +797,16 @@ mod reference {
             (
                 "diagnostics.admin_keys[].",
                 fields::<diagnostics::AdminKey>(),
+            ),
+            ("discovery.", fields::<crate::discovery::Settings>()),
+            (
+                "discovery.providers.*.",
+                fields::<crate::discovery::Source>(),
+            ),
+            ("model_facts.", fields::<crate::catalog::Settings>()),
+            (
+                "model_facts.models.*.",
+                fields::<crate::catalog::Configured>(),
             ),
         ];
         let mut missing = Vec::new();

@@ -187,6 +187,9 @@ pub struct Handoff {
     /// The id a translated Responses answer gets when the gateway stores
     /// it (`crate::responses_store`).
     pub response_id: Option<String>,
+    /// The vendor model a request routed to a discovered model asks for
+    /// (`crate::discovery`), at the provider that lists it.
+    pub model: Option<String>,
 }
 
 impl Handoff {
@@ -201,6 +204,11 @@ impl Handoff {
         if let Some(id) = &self.response_id {
             candidate.push('/');
             candidate.push_str(id);
+        }
+        // Only a discovered model's request adds it, escaped (`...!model`).
+        if let Some(model) = &self.model {
+            candidate.push('!');
+            candidate.push_str(&crate::url::encode_segment(model));
         }
         format!(
             "{};{call};{token};{candidate};{};{}",
@@ -220,6 +228,10 @@ impl Handoff {
         };
         let token = parts.next()?;
         let part = parts.next()?;
+        let (part, model) = match part.split_once('!') {
+            Some((part, model)) => (part, Some(crate::url::decode_segment(model))),
+            None => (part, None),
+        };
         let (candidate, response_id) = match part.split_once('/') {
             Some((candidate, id)) if crate::model::call::valid_id(id) => {
                 (candidate, Some(id.to_owned()))
@@ -237,6 +249,7 @@ impl Handoff {
             request_id: request_id.to_owned(),
             group: group.to_owned(),
             response_id,
+            model,
         })
     }
 }
@@ -309,6 +322,7 @@ mod tests {
                 request_id: "req-1".into(),
                 group: "chat;with;semicolons".into(),
                 response_id: Some("resp_gw0123".into()),
+                model: Some("claude-x@1;a!b/c".into()),
             },
             Handoff {
                 api: Api::OpenAiChat,
@@ -318,6 +332,7 @@ mod tests {
                 request_id: "r".into(),
                 group: String::new(),
                 response_id: None,
+                model: None,
             },
             Handoff {
                 api: Api::OpenAiResponses,
@@ -331,6 +346,7 @@ mod tests {
                 request_id: "r".into(),
                 group: "g;h".into(),
                 response_id: None,
+                model: Some("gpt-4o".into()),
             },
         ] {
             assert_eq!(Handoff::decode(handoff.encode().as_bytes()), Some(handoff));

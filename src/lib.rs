@@ -6,10 +6,12 @@
 pub mod auth;
 pub mod base64;
 pub mod cache;
+pub mod catalog;
 pub mod config;
 pub mod date;
 pub mod diagnostics;
 pub mod dialects;
+pub mod discovery;
 pub mod error;
 pub mod eventstream;
 pub mod exchange;

@@ -190,8 +190,16 @@ enum Unfit {
     ContextWindow,
 }
 
+/// What is known of a candidate's vendor model beyond its `capabilities`
+/// (`catalog`): used where the candidate sets no limit of its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Known {
+    pub context_window: Option<u64>,
+    pub max_output_tokens: Option<u64>,
+}
+
 impl Capabilities {
-    fn unfit_for(&self, needs: &Needs) -> Option<Unfit> {
+    fn unfit_knowing(&self, needs: &Needs, known: Known) -> Option<Unfit> {
         if needs.tools && !self.tools {
             return Some(Unfit::Tools);
         }
@@ -201,12 +209,16 @@ impl Capabilities {
         if needs.json && !self.json {
             return Some(Unfit::Json);
         }
-        if let (Some(want), Some(max)) = (needs.output_tokens, self.max_output_tokens) {
-            if want > max {
+        let max_output = self
+            .max_output_tokens
+            .map(u64::from)
+            .or(known.max_output_tokens);
+        if let (Some(want), Some(max)) = (needs.output_tokens, max_output) {
+            if u64::from(want) > max {
                 return Some(Unfit::OutputTokens);
             }
         }
-        if let Some(window) = self.context_window {
+        if let Some(window) = self.context_window.or(known.context_window) {
             let output = u64::from(needs.output_tokens.unwrap_or(0));
             if needs.prompt_tokens + output > window {
                 return Some(Unfit::ContextWindow);
@@ -333,13 +345,27 @@ impl ModelGroup {
         pin: Option<&str>,
         has_it: impl Fn(&Candidate) -> bool,
     ) -> Result<usize, GatewayError> {
+        self.choose_knowing(name, needs, bucket_key, pin, has_it, |_| Known::default())
+    }
+
+    /// [`Self::choose_among`], with what `known` knows of each candidate's
+    /// limits where it sets none of its own.
+    pub fn choose_knowing(
+        &self,
+        name: &str,
+        needs: &Needs,
+        bucket_key: &[u8],
+        pin: Option<&str>,
+        has_it: impl Fn(&Candidate) -> bool,
+        known: impl Fn(&Candidate) -> Known,
+    ) -> Result<usize, GatewayError> {
         let mut eligible: Vec<(usize, u64)> = Vec::with_capacity(self.candidates.len());
         let mut first_reason: Option<Unfit> = None;
         for (i, c) in self.candidates.iter().enumerate() {
             if (pin.is_some() && c.provider.as_deref() != pin) || !has_it(c) {
                 continue;
             }
-            match c.capabilities.unfit_for(needs) {
+            match c.capabilities.unfit_knowing(needs, known(c)) {
                 None if c.weight > 0 || pin.is_some() => {
                     eligible.push((i, u64::from(c.weight.max(1))))
                 }

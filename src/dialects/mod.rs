@@ -33,6 +33,7 @@ pub mod bedrock_invoke;
 pub mod dashscope;
 pub mod embed;
 pub mod gemini;
+pub mod list;
 pub mod openai;
 pub mod settings;
 #[cfg(test)]

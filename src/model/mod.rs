@@ -9,6 +9,7 @@ pub mod call;
 pub mod embed;
 pub mod estimate;
 pub mod json;
+pub mod listing;
 pub mod request;
 pub mod response;
 pub mod shared;

@@ -117,6 +117,9 @@ pub struct Attempt<H> {
     /// The ladder rung this attempt landed on (a group of the ladder's
     /// fallback), when its endpoint names one.
     rung: Option<String>,
+    /// The vendor model of a request routed to a discovered model (the
+    /// edge role's), for attempts on the provider that lists it.
+    discovered_model: Option<String>,
     provider_name: String,
     /// Vendor model this attempt asked for.
     model: String,
@@ -184,6 +187,7 @@ impl<H: Host> Attempt<H> {
             group: String::new(),
             candidate: None,
             rung: None,
+            discovered_model: None,
             provider_name: String::new(),
             model: String::new(),
             attempt: 1,
@@ -462,6 +466,7 @@ impl<H: Host> Session for Attempt<H> {
         self.candidate = handoff.candidate;
         self.request_id = handoff.request_id;
         self.response_id = handoff.response_id;
+        self.discovered_model = handoff.model;
         self.channel = AttemptChannel::find(handoff.token);
         self.attempt = self.channel.begin_attempt(&self.host);
         self.cache_limit = self.channel.cache_limit();

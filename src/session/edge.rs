@@ -15,7 +15,8 @@ use std::rc::Rc;
 use super::attempt::report::span_provider_properties;
 use super::channel::AttemptChannel;
 use super::host::{
-    ignore, log_once, micros_since, Buffer, CalloutAnswer, Flow, Host, Map, Phase, PhaseTimer,
+    ignore, log_once, micros_since, unix_millis, Buffer, CalloutAnswer, Flow, Host, Map, Phase,
+    PhaseTimer,
 };
 use super::self_call;
 use super::{reply_or_reset, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
@@ -47,6 +48,7 @@ mod cache;
 mod diagnostics;
 #[cfg(test)]
 mod diagnostics_tests;
+mod discovered;
 mod fleet;
 pub mod global;
 pub mod limiter;
@@ -151,6 +153,9 @@ pub struct Edge<H: Host> {
     responses: stored::Responses,
     /// The prompt and answer, when the diagnostics view captures content.
     capture: Option<Box<diagnostics::Capture>>,
+    /// A request routed to a discovered model: the provider that lists it
+    /// and the vendor model (`edge/discovered.rs`).
+    discovered: Option<(String, String)>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -192,6 +197,7 @@ impl<H: Host> Edge<H> {
             cache: None,
             responses: stored::Responses::default(),
             capture: None,
+            discovered: None,
         }
     }
 
@@ -258,30 +264,34 @@ impl<H: Host> Edge<H> {
         self.request_headers.text(name).ok().flatten()
     }
 
-    /// `GET /v1/models`: the groups this caller may use, rendered by the
+    /// `GET /v1/models`: the models this caller may use, rendered by the
     /// surface whose clients ask (`surfaces::lister`).
     fn models_list(&self) -> Vec<u8> {
-        let names: Vec<&str> = (self.config.model_groups.keys())
-            .map(String::as_str)
-            .filter(|name| self.config.auth.allows(self.caller, name))
-            .collect();
-        self.lister().render_models(&names, self.config.loaded_at)
+        self.lister()
+            .render_models(&self.models(), self.config.loaded_at)
     }
 
-    /// `GET /v1/models/{id}`: one group this caller may use (404 otherwise,
+    /// `GET /v1/models/{id}`: one model this caller may use (404 otherwise,
     /// also for a group it may not use: its existence is not revealed).
     fn model_retrieve(&self, id: &str) -> Result<Vec<u8>, GatewayError> {
-        let known =
+        let group =
             self.config.model_groups.contains_key(id) && self.config.auth.allows(self.caller, id);
-        if !known {
+        let found = match group {
+            true => Some(crate::model::listing::Listed::named(id)),
+            false if self.config.discovery.is_some() => {
+                self.models().into_iter().find(|m| m.id == id)
+            }
+            false => None,
+        };
+        let Some(model) = found else {
             let mut e = GatewayError::new(
                 ErrorCode::ModelNotFound,
                 format!("The model '{}' does not exist", id.escape_debug()),
             );
             e.param = Some("model".into());
             return Err(e);
-        }
-        Ok(self.lister().render_model(id, self.config.loaded_at))
+        };
+        Ok(self.lister().render_model(&model, self.config.loaded_at))
     }
 
     /// The surface the model list answers in, for this request's client.

@@ -607,6 +607,7 @@ mod attempt_tests {
             request_id: "req-1".into(),
             group: "chat".into(),
             response_id: None,
+            model: None,
         };
         host.set_prop(&["llm_handoff"], handoff.encode().as_bytes());
         host.set_prop(

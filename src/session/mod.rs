@@ -12,6 +12,7 @@ use crate::surfaces::surface;
 pub mod attempt;
 pub mod callouts;
 mod channel;
+pub mod discovery;
 pub mod edge;
 pub mod google_token;
 pub mod host;

@@ -14,6 +14,7 @@
 
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::call::Call;
+use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::{EventWriter, StreamEncoder};
@@ -116,12 +117,13 @@ pub trait Surface: Sync {
     /// What a request line on this surface's paths asks (`None`: not its
     /// path). `method`, `path` and `query` are the client's, untrusted.
     fn route(&self, method: &str, path: &str, query: &str) -> Option<Route>;
-    /// The model list in this API's shape: `names`, the model groups the
-    /// caller may use, created when the configuration was loaded
+    /// The model list in this API's shape: `models`, those the caller may
+    /// use (its model groups, then the discovered models they reach),
+    /// created, unless they say, when the configuration was loaded
     /// (`loaded_at`, Unix seconds).
-    fn render_models(&self, names: &[&str], loaded_at: u64) -> Vec<u8>;
-    /// One model (`name`, which the caller may use) in this API's shape.
-    fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8>;
+    fn render_models(&self, models: &[Listed], loaded_at: u64) -> Vec<u8>;
+    /// One model (which the caller may use) in this API's shape.
+    fn render_model(&self, model: &Listed, loaded_at: u64) -> Vec<u8>;
     /// The body of one of this surface's native calls (`Operation::Call`),
     /// parsed and checked as its API's vendors would; `None` for a call
     /// that takes none.

@@ -297,7 +297,8 @@ mod tests {
     fn the_model_list_is_rendered_for_the_client_that_asks() {
         use crate::surfaces::lister;
         let anthropic = |name: &str| name == "anthropic-version";
-        let list = |s: &dyn crate::surfaces::Surface| s.render_models(&["m"], 0);
+        let m = [crate::model::listing::Listed::named("m")];
+        let list = |s: &dyn crate::surfaces::Surface| s.render_models(&m, 0);
         let openai = list(crate::surfaces::surface(Api::OpenAiChat));
         assert_eq!(list(lister(Api::OpenAiChat, |_| false)), openai);
         assert_ne!(list(lister(Api::OpenAiChat, anthropic)), openai);

@@ -280,3 +280,73 @@ pub struct ExceptionBody {
     #[serde(default, alias = "Message")]
     pub message: String,
 }
+
+// --- the control plane's model lists (bedrock.{region}.amazonaws.com) -----------
+
+/// One foundation model of `GET /foundation-models` (ListFoundationModels)
+/// and of `GET /foundation-models/{id}` (GetFoundationModel's `modelDetails`).
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct FoundationModel<'a> {
+    #[serde(borrow)]
+    pub model_id: Cow<'a, str>,
+    #[serde(default)]
+    pub model_name: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub provider_name: Option<Cow<'a, str>>,
+    /// `TEXT`, `IMAGE`, `EMBEDDING`.
+    #[serde(default)]
+    pub input_modalities: Vec<Cow<'a, str>>,
+    #[serde(default)]
+    pub output_modalities: Vec<Cow<'a, str>>,
+    #[serde(default)]
+    pub model_lifecycle: Option<Lifecycle<'a>>,
+}
+
+/// `ACTIVE` or `LEGACY` (still served, to those who used it).
+#[derive(Deserialize, Debug)]
+pub struct Lifecycle<'a> {
+    #[serde(borrow, default)]
+    pub status: Cow<'a, str>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct FoundationModels<'a> {
+    #[serde(borrow, default)]
+    pub model_summaries: Vec<FoundationModel<'a>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct FoundationModelDetails<'a> {
+    #[serde(borrow)]
+    pub model_details: FoundationModel<'a>,
+}
+
+/// One inference profile of `GET /inference-profiles` (ListInferenceProfiles)
+/// and of `GET /inference-profiles/{id}` (GetInferenceProfile): a model id
+/// requests use (`us.anthropic.claude-...`) across regions.
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceProfile<'a> {
+    #[serde(borrow)]
+    pub inference_profile_id: Cow<'a, str>,
+    #[serde(default)]
+    pub inference_profile_name: Option<Cow<'a, str>>,
+    /// `ACTIVE`.
+    #[serde(default)]
+    pub status: Option<Cow<'a, str>>,
+    /// RFC 3339.
+    #[serde(default)]
+    pub created_at: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct InferenceProfiles<'a> {
+    #[serde(borrow, default)]
+    pub inference_profile_summaries: Vec<InferenceProfile<'a>>,
+    #[serde(default)]
+    pub next_token: Option<Cow<'a, str>>,
+}

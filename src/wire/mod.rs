@@ -11,6 +11,7 @@ pub mod gemini_embeddings;
 pub mod loose;
 pub mod openai_chat;
 pub mod openai_embeddings;
+pub mod openai_models;
 pub mod openai_responses;
 pub mod syntax;
 

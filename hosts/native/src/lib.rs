@@ -28,6 +28,7 @@ use std::thread::JoinHandle;
 
 use llm_gateway_core::config::Config;
 use llm_gateway_core::session::attempt::Attempt;
+use llm_gateway_core::session::discovery;
 use llm_gateway_core::session::edge::{self, Edge};
 use llm_gateway_core::session::google_token::{self, TokenFetcher};
 use llm_gateway_core::session::host::{unix_seconds, Flow};
@@ -199,18 +200,20 @@ fn config_new(
     }
     static NEXT_ID: AtomicU64 = AtomicU64::new(1);
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-    // Vertex AI providers whose tokens the gateway obtains: the upstream
-    // role fetches them on the main thread, on a tick.
+    // Vertex AI providers whose tokens the gateway obtains, and the model
+    // lists model discovery reads: the upstream role fetches them on the
+    // main thread, on a tick.
     let fetches = role == Role::Upstream
-        && config.providers.values().any(|p| {
-            p.settings::<llm_gateway_core::dialects::transport::vertex::Settings>()
-                .is_some_and(|s| s.credentials.managed())
-        });
+        && (config.discovery.is_some()
+            || config.providers.values().any(|p| {
+                p.settings::<llm_gateway_core::dialects::transport::vertex::Settings>()
+                    .is_some_and(|s| s.credentials.managed())
+            }));
     if fetches {
         let ticker = Ticker::start(config_envoy);
         if ticker.is_none() {
             log::error!(
-                "llm gateway ({name}): no scheduler: Google access tokens will not be fetched"
+                "llm gateway ({name}): no scheduler: Google access tokens and model lists will not be fetched"
             );
         }
         ROOTS.with(|roots| {
@@ -219,6 +222,7 @@ fn config_new(
                 Root {
                     config: Rc::new(config),
                     tokens: TokenFetcher::default(),
+                    discovery: discovery::Fetcher::default(),
                     ticker,
                 },
             )

@@ -109,6 +109,13 @@ pub const CATALOGUE: &[(Kind, &str, &[&str])] = &[
         &["outcome"],
     ),
     (Kind::Gauge, "llm_gateway.response_store_bytes", &[]),
+    (Kind::Gauge, "llm_gateway.discovery_models", &["provider"]),
+    (Kind::Gauge, "llm_gateway.discovery_failures", &["provider"]),
+    (
+        Kind::Gauge,
+        "llm_gateway.discovery_retired",
+        &["provider", "model"],
+    ),
     (Kind::Gauge, "llm_gateway.response_store_entries", &[]),
     (
         Kind::Counter,

@@ -1,13 +1,15 @@
-//! Google access tokens (Vertex AI): an upstream config's fetches on the
-//! main thread, woken by a ticker thread through Envoy's config scheduler,
-//! their callouts answered to the core's `TokenFetcher`.
+//! Google access tokens (Vertex AI) and model lists (model discovery): an
+//! upstream config's fetches on the main thread, woken by a ticker thread
+//! through Envoy's config scheduler, their callouts answered to the core's
+//! `TokenFetcher` and `discovery::Fetcher`.
 
 use super::*;
 
-/// An upstream config's token fetches (main thread).
+/// An upstream config's token and model-list fetches (main thread).
 pub(crate) struct Root {
     pub(crate) config: Rc<Config>,
     pub(crate) tokens: TokenFetcher,
+    pub(crate) discovery: discovery::Fetcher,
     pub(crate) ticker: Option<Ticker>,
 }
 
@@ -98,6 +100,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
             if let Some(root) = roots.borrow_mut().get_mut(&id) {
                 let config = root.config.clone();
                 root.tokens.tick(&RootHost(config_envoy), &config);
+                root.discovery.tick(&RootHost(config_envoy), &config);
             }
         })
     }));
@@ -125,8 +128,20 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout
         return;
     };
     let id = config.id;
-    // Bounded: a token answer is small; a longer one is refused as such.
-    let limit = llm_gateway_core::google_auth::MAX_ANSWER_BYTES;
+    let token = u32::try_from(callout_id).unwrap_or(u32::MAX);
+    // Bounded: a token answer is small, a model list's page larger; a
+    // longer one is refused as such.
+    let owned = ROOTS.with(|roots| {
+        roots
+            .borrow()
+            .get(&id)
+            .is_some_and(|root| root.discovery.owns(token))
+    });
+    let limit = if owned {
+        discovery::MAX_ANSWER_BYTES
+    } else {
+        llm_gateway_core::google_auth::MAX_ANSWER_BYTES
+    };
     // SAFETY: as the function's contract says.
     let read = unsafe {
         callouts::read(
@@ -142,9 +157,14 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout
     let _ = catch_unwind(AssertUnwindSafe(|| {
         ROOTS.with(|roots| {
             if let Some(root) = roots.borrow_mut().get_mut(&id) {
-                let token = u32::try_from(callout_id).unwrap_or(u32::MAX);
-                root.tokens
-                    .on_response(&RootHost(config_envoy), token, status, &body);
+                let host = RootHost(config_envoy);
+                let config = root.config.clone();
+                if !root
+                    .discovery
+                    .on_response(&host, &config, token, status, &body)
+                {
+                    root.tokens.on_response(&host, token, status, &body);
+                }
             }
         })
     }));

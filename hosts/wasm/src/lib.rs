@@ -21,6 +21,7 @@ use proxy_wasm::types::ContextType;
 use llm_gateway_core::config::Config;
 use llm_gateway_core::headers::Headers;
 use llm_gateway_core::session::attempt::Attempt;
+use llm_gateway_core::session::discovery;
 use llm_gateway_core::session::edge::{self, Edge};
 use llm_gateway_core::session::google_token::{self, TokenFetcher};
 use llm_gateway_core::session::host::{
@@ -59,9 +60,12 @@ struct Root {
     config: Option<Rc<Config>>,
     /// The upstream role's Google access-token fetches (Vertex AI).
     tokens: TokenFetcher,
+    /// The upstream role's model-list reads (model discovery).
+    discovery: discovery::Fetcher,
 }
 
-/// How often the upstream role looks at the shared Google tokens.
+/// How often the upstream role looks at the shared Google tokens and the
+/// model lists due.
 const TOKEN_TICK: Duration = Duration::from_millis(500);
 
 impl Context for Root {
@@ -74,9 +78,23 @@ impl Context for Root {
     ) {
         let status = abi::header(abi::Map::HttpCallResponse, ":status")
             .and_then(|s| std::str::from_utf8(&s).ok()?.parse::<u16>().ok());
-        // Bounded: a token answer is small; a longer one is refused as such.
-        let size = body_size.min(llm_gateway_core::google_auth::MAX_ANSWER_BYTES + 1);
-        let body = abi::body(abi::Buffer::HttpCallResponse, 0, size).unwrap_or_default();
+        // Bounded: a token answer is small, a model list's page larger; a
+        // longer one is refused as such.
+        let limit = if self.discovery.owns(token_id) {
+            discovery::MAX_ANSWER_BYTES
+        } else {
+            llm_gateway_core::google_auth::MAX_ANSWER_BYTES
+        };
+        let body = abi::body(abi::Buffer::HttpCallResponse, 0, body_size.min(limit + 1))
+            .unwrap_or_default();
+        if let Some(config) = &self.config {
+            if self
+                .discovery
+                .on_response(&WasmHost, config, token_id, status, &body)
+            {
+                return;
+            }
+        }
         self.tokens.on_response(&WasmHost, token_id, status, &body);
         // A token arrived: the requests waiting for one go on at once (those
         // of other workers at their next tick).
@@ -120,14 +138,16 @@ impl RootContext for Root {
                 }
                 // Vertex AI providers whose tokens the gateway obtains: the
                 // upstream role fetches them, on a tick.
+                // And the model lists model discovery reads.
                 let fetches = role == Role::Upstream
-                    && config.providers.values().any(|p| {
-                        p.settings::<llm_gateway_core::dialects::transport::vertex::Settings>()
-                            .is_some_and(|s| s.credentials.managed())
-                    });
+                    && (config.discovery.is_some()
+                        || config.providers.values().any(|p| {
+                            p.settings::<llm_gateway_core::dialects::transport::vertex::Settings>()
+                                .is_some_and(|s| s.credentials.managed())
+                        }));
                 let period = if fetches { TOKEN_TICK } else { Duration::ZERO };
                 if let Err(status) = abi::set_tick_period(period) {
-                    log::error!("llm gateway ({root_id}): no tick (status {status}): Google access tokens will not be fetched");
+                    log::error!("llm gateway ({root_id}): no tick (status {status}): Google access tokens and model lists will not be fetched");
                 }
                 self.role = Some(role);
                 self.config = Some(Rc::new(config));
@@ -143,6 +163,7 @@ impl RootContext for Root {
     fn on_tick(&mut self) {
         if let Some(config) = &self.config {
             self.tokens.tick(&WasmHost, config);
+            self.discovery.tick(&WasmHost, config);
         }
         // Last: it changes the effective context. Requests waiting for a
         // token go on when another worker's fetch was answered, or at the

@@ -9,6 +9,10 @@ use crate::error::GatewayError;
 pub struct Anthropic;
 
 impl Transport for Anthropic {
+    fn lister(&self) -> Option<&'static dyn crate::dialects::list::Lister> {
+        Some(&crate::dialects::list::Anthropic)
+    }
+
     fn path(&self, op: Operation, _target: &Target) -> Result<String, GatewayError> {
         match op {
             Operation::Generate { .. } => Ok("/v1/messages".to_owned()),

@@ -11,6 +11,10 @@ use crate::url::encode_segment;
 pub struct Azure;
 
 impl Transport for Azure {
+    fn lister(&self) -> Option<&'static dyn crate::dialects::list::Lister> {
+        Some(&crate::dialects::list::Azure)
+    }
+
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
         let operation = match op {
             Operation::Generate { .. } => "chat/completions",

@@ -12,6 +12,12 @@ use crate::url::encode_segment;
 pub struct Bedrock;
 
 impl Transport for Bedrock {
+    /// The control plane's lists (a cluster of their own: the runtime's
+    /// endpoint has none).
+    fn lister(&self) -> Option<&'static dyn crate::dialects::list::Lister> {
+        Some(&crate::dialects::list::Bedrock)
+    }
+
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
         let operation = match op {
             Operation::Generate { stream: true } => "converse-stream",

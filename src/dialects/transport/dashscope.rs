@@ -9,6 +9,14 @@ use crate::error::GatewayError;
 pub struct DashScope;
 
 impl Transport for DashScope {
+    /// The compatible mode's OpenAI-shaped list (the native API has none).
+    fn lister(&self) -> Option<&'static dyn crate::dialects::list::Lister> {
+        Some(&crate::dialects::list::OpenAi {
+            root: "/compatible-mode/v1/models",
+            one: false,
+        })
+    }
+
     fn path(&self, op: Operation, _target: &Target) -> Result<String, GatewayError> {
         match op {
             Operation::Generate { .. } => Ok(TEXT_PATH.to_owned()),

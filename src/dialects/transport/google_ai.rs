@@ -9,6 +9,10 @@ use crate::url::encode_segment;
 pub struct GoogleAi;
 
 impl Transport for GoogleAi {
+    fn lister(&self) -> Option<&'static dyn crate::dialects::list::Lister> {
+        Some(&crate::dialects::list::GoogleAi)
+    }
+
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
         let method = match op {
             Operation::Generate { stream: true } => "streamGenerateContent?alt=sse",

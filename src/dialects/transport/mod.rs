@@ -45,6 +45,9 @@ pub enum Operation<'a> {
     /// A native call of the client's API, by its path below the API's root
     /// (stored responses, Anthropic's count_tokens).
     Call(&'a Call),
+    /// A read of the vendor's model list (its path is the list's,
+    /// `dialects::list`; the transport gives the auth).
+    ListModels,
 }
 
 impl Operation<'_> {
@@ -60,6 +63,7 @@ impl Operation<'_> {
     fn has_body(self) -> bool {
         match self {
             Operation::Call(call) => call.has_body(),
+            Operation::ListModels => false,
             _ => true,
         }
     }
@@ -79,6 +83,11 @@ pub trait Transport: Sync {
     /// (Vertex AI's Gemini embeds with `:predict` and a body of its own);
     /// `None`: the body format's, if it has any.
     fn embedder(&self) -> Option<&'static dyn super::embed::Embedder> {
+        None
+    }
+
+    /// The vendor API's model list (`None`: it has none the gateway reads).
+    fn lister(&self) -> Option<&'static dyn super::list::Lister> {
         None
     }
 
@@ -204,6 +213,7 @@ mod tests {
                 Operation::Embed,
                 Operation::Call(&Call::CountTokens),
                 Operation::Call(&stored),
+                Operation::ListModels,
             ] {
                 if let Ok(up) = request(op, &target, b"{}".to_vec()) {
                     assert!(up.path.starts_with('/'), "{kind:?} {op:?}: {}", up.path);

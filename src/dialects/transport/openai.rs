@@ -8,6 +8,13 @@ use crate::error::GatewayError;
 pub struct OpenAi;
 
 impl Transport for OpenAi {
+    fn lister(&self) -> Option<&'static dyn crate::dialects::list::Lister> {
+        Some(&crate::dialects::list::OpenAi {
+            root: "/v1/models",
+            one: true,
+        })
+    }
+
     fn path(&self, op: Operation, _target: &Target) -> Result<String, GatewayError> {
         match op {
             Operation::Generate { .. } => Ok("/v1/chat/completions".to_owned()),

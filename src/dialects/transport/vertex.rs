@@ -64,6 +64,9 @@ pub trait Publisher: Sync {
     fn embedder(&self) -> Option<&'static dyn crate::dialects::embed::Embedder> {
         None
     }
+
+    /// The Model Garden publisher whose models this one lists.
+    fn publisher(&self) -> &'static crate::dialects::list::Vertex;
 }
 
 impl<P: Publisher> Transport for Vertex<P> {
@@ -86,6 +89,10 @@ impl<P: Publisher> Transport for Vertex<P> {
 
     fn embedder(&self) -> Option<&'static dyn crate::dialects::embed::Embedder> {
         self.0.embedder()
+    }
+
+    fn lister(&self) -> Option<&'static dyn crate::dialects::list::Lister> {
+        Some(self.0.publisher())
     }
 
     fn body(&self, op: Operation, target: &Target, body: Vec<u8>) -> Result<Vec<u8>, GatewayError> {
@@ -406,6 +413,12 @@ fn model_path(
 }
 
 impl Publisher for VertexGemini {
+    fn publisher(&self) -> &'static crate::dialects::list::Vertex {
+        &crate::dialects::list::Vertex {
+            publisher: "google",
+        }
+    }
+
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
         let method = match op {
             Operation::Generate { stream: true } => "streamGenerateContent?alt=sse",
@@ -460,6 +473,12 @@ impl Publisher for VertexGemini {
 }
 
 impl Publisher for VertexAnthropic {
+    fn publisher(&self) -> &'static crate::dialects::list::Vertex {
+        &crate::dialects::list::Vertex {
+            publisher: "anthropic",
+        }
+    }
+
     fn path(&self, op: Operation, target: &Target) -> Result<String, GatewayError> {
         match op {
             Operation::Generate { stream: true } => {

@@ -6,10 +6,11 @@ use super::*;
 use crate::dialects::whole::encode_whole;
 
 impl<H: Host> Attempt<H> {
-    /// The vendor model for this attempt: the candidate's model when the
-    /// attempt reached that candidate's provider, else this provider's own
-    /// mapping for the group (a failover to another vendor). The candidate
-    /// is the one the edge role chose, or on a ladder rung that rung group's.
+    /// The vendor model for this attempt: the discovered model a request
+    /// was routed to, or the candidate's model, when the attempt reached
+    /// that candidate's provider, else this provider's own mapping for the
+    /// group (a failover to another vendor). The candidate is the one the
+    /// edge role chose, or on a ladder rung that rung group's.
     fn vendor_model(&self, provider: &Provider, client_model: &str) -> String {
         let (group, candidate) = match &self.rung {
             Some(rung) => (rung.as_str(), Some(0)),
@@ -20,6 +21,15 @@ impl<H: Host> Attempt<H> {
             .model_groups
             .get(group)
             .and_then(|g| g.candidates.get(candidate?));
+        if let (Some(model), Some(c)) = (&self.discovered_model, candidate) {
+            let discovery = self.config.discovery.as_ref();
+            let on = discovery
+                .and_then(|d| d.provider_of(c))
+                .or(c.provider.as_deref());
+            if on == Some(self.provider_name.as_str()) {
+                return model.clone();
+            }
+        }
         match candidate {
             Some(c)
                 if c.provider.as_deref() == Some(self.provider_name.as_str())

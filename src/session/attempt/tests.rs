@@ -34,6 +34,7 @@ fn attempt(extra: &str, body: &str) -> Attempt<FakeHost> {
         request_id: "req-1".into(),
         group: "chat".into(),
         response_id: None,
+        model: None,
     };
     host.set_prop(&["llm_handoff"], handoff.encode().as_bytes());
     host.set_prop(&[PROVIDER], b"an");
@@ -301,6 +302,7 @@ fn call_attempt(provider: &str, group: &str, call: Call, body: &str) -> Attempt<
         request_id: "req-1".into(),
         group: group.into(),
         response_id: None,
+        model: None,
     };
     host.set_prop(&["llm_handoff"], handoff.encode().as_bytes());
     host.set_prop(&[PROVIDER], provider.as_bytes());

@@ -55,12 +55,14 @@ impl<H: Host> Edge<H> {
         let config = Rc::clone(&self.config);
         let text = |name: &str| headers.text(name).ok().flatten();
         let request_header = |name: &str| text(name).map(str::to_owned);
-        let (group, model_group) = config.resolve_group(
+        let (group, model_group, discovered) = self.resolve_group(
+            &config,
             text("x-model-group"),
             &request.model,
             &request_header,
             task_type,
         )?;
+        self.discovered = discovered;
         config.auth.check_group(self.caller, group)?;
         // Sticky by user when the request names one; otherwise spread by request id.
         let user = text("x-user-id")
@@ -98,7 +100,15 @@ impl<H: Host> Edge<H> {
             let key = config.auth.caller_name(self.caller);
             limiter::expose_descriptors(&self.host, key, group, &request.model);
         }
-        let index = model_group.choose(group, &needs, &bucket_key, self.provider_pin.as_deref())?;
+        let index = self.choose(
+            &config,
+            group,
+            model_group,
+            &needs,
+            &bucket_key,
+            &request.model,
+            |_| true,
+        )?;
         let capture_limit = model_group.cache.as_ref().map(|c| c.max_entry_bytes);
         self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
@@ -166,6 +176,7 @@ impl<H: Host> Edge<H> {
             request_id: self.request_id.clone(),
             group,
             response_id,
+            model: self.discovered.as_ref().map(|(_, model)| model.clone()),
         };
         self.host
             .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()))?;
@@ -216,16 +227,15 @@ impl<H: Host> Edge<H> {
         let config = Rc::clone(&self.config);
         let header = self.text("x-model-group").map(str::to_owned);
         let header = header.as_deref();
-        let (group, model_group) = match &request {
-            Some(request) => config.resolve_group(
-                header,
-                request.model(),
-                &|name: &str| self.text(name).map(str::to_owned),
-                None,
-            )?,
+        let text = |name: &str| self.text(name).map(str::to_owned);
+        let (group, model_group, discovered) = match &request {
+            Some(request) => self.resolve_group(&config, header, request.model(), &text, None)?,
             // Nothing names a model: the header does, or the default group.
             None => match header.or(config.default_model_group.as_deref()) {
-                Some(name) => config.resolve_group(Some(name), "", &|_| None, None)?,
+                Some(name) => {
+                    let (name, group) = config.resolve_group(Some(name), "", &|_| None, None)?;
+                    (name, group, None)
+                }
                 None => {
                     return Err(GatewayError::invalid(
                         "x-model-group",
@@ -236,6 +246,7 @@ impl<H: Host> Edge<H> {
             },
         };
         config.auth.check_group(self.caller, group)?;
+        self.discovered = discovered;
         // Embeddings are billed and limited by their input tokens.
         let input_tokens = request.as_ref().map_or(0, Request::call_input_tokens);
         let request_model = request.as_ref().map(|r| r.model().to_owned());
@@ -281,7 +292,7 @@ impl<H: Host> Edge<H> {
             prompt_tokens: input_tokens,
             ..NO_NEEDS
         };
-        let pin = self.provider_pin.as_deref();
+        let client_model = request.as_ref().map_or("", Request::model);
         let index = match self.part.as_ref().map(|p| p.candidate) {
             // A self-call goes to the candidate its request chose.
             Some(index) if index < model_group.candidates.len() => index,
@@ -291,7 +302,15 @@ impl<H: Host> Edge<H> {
                     "no such candidate",
                 ))
             }
-            None => model_group.choose_among(group, &needs, &bucket_key, pin, has_it)?,
+            None => self.choose(
+                &config,
+                group,
+                model_group,
+                &needs,
+                &bucket_key,
+                client_model,
+                has_it,
+            )?,
         };
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
         let request = match self.split_batch(&call, request, &group, index)? {

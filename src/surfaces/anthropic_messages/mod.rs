@@ -17,6 +17,7 @@ use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::Call;
+use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::{Passed, Reasoning, StreamEncoder};
@@ -56,12 +57,12 @@ impl Surface for AnthropicMessages {
         }
     }
 
-    fn render_models(&self, names: &[&str], loaded_at: u64) -> Vec<u8> {
-        models::render_list(names, loaded_at)
+    fn render_models(&self, models: &[Listed], loaded_at: u64) -> Vec<u8> {
+        models::render_list(models, loaded_at)
     }
 
-    fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8> {
-        models::render_one(name, loaded_at)
+    fn render_model(&self, model: &Listed, loaded_at: u64) -> Vec<u8> {
+        models::render_one(model, loaded_at)
     }
 
     /// count_tokens: a Messages request, `max_tokens` optional.

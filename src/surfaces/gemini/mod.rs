@@ -18,6 +18,7 @@ use super::route::{only, Operation, PathFacts, Route};
 use super::Surface;
 use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::Call;
+use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
@@ -116,15 +117,16 @@ impl Surface for Gemini {
         })
     }
 
-    fn render_models(&self, names: &[&str], _loaded_at: u64) -> Vec<u8> {
+    fn render_models(&self, models: &[Listed], _loaded_at: u64) -> Vec<u8> {
         let list = ModelList {
-            models: names.iter().map(|name| model(name)).collect(),
+            models: models.iter().map(model).collect(),
+            next_page_token: None,
         };
         serde_json::to_vec(&list).unwrap_or_default()
     }
 
-    fn render_model(&self, name: &str, _loaded_at: u64) -> Vec<u8> {
-        serde_json::to_vec(&model(name)).unwrap_or_default()
+    fn render_model(&self, listed: &Listed, _loaded_at: u64) -> Vec<u8> {
+        serde_json::to_vec(&model(listed)).unwrap_or_default()
     }
 
     /// `:countTokens`: `contents` or a `generateContentRequest`, for the
@@ -207,21 +209,39 @@ fn query_has(query: &str, name: &str, value: &str) -> bool {
     })
 }
 
-/// One model group as a Gemini model.
-fn model(name: &str) -> Model<'_> {
+/// A model as a Gemini model: a model group (nothing known of it, owned
+/// by no provider) with Gemini's limits and methods; a discovered model
+/// with what its vendor said (a limit nobody said is left out).
+fn model(listed: &Listed) -> Model<'_> {
+    let group = listed.owned_by.is_none();
+    let caps = listed.capabilities;
+    let mut methods: Vec<Cow<'_, str>> = Vec::new();
+    if caps.generate.unwrap_or(caps.embed != Some(true)) {
+        methods.extend(["generateContent".into(), "streamGenerateContent".into()]);
+    }
+    if caps.count_tokens.unwrap_or(true) && !methods.is_empty() {
+        methods.push("countTokens".into());
+    }
+    if caps.embed == Some(true) {
+        methods.extend(["embedContent".into(), "batchEmbedContents".into()]);
+    }
+    let description = match &listed.owned_by {
+        None => Cow::Borrowed("a model group of the gateway"),
+        Some(provider) => Cow::Owned(format!("a model of provider {provider}")),
+    };
     Model {
-        name: format!("models/{name}").into(),
+        name: format!("models/{}", listed.id).into(),
         version: "001".into(),
-        display_name: name.into(),
-        description: "a model group of the gateway".into(),
-        input_token_limit: 1_048_576,
-        output_token_limit: 65_536,
-        supported_generation_methods: vec![
-            "generateContent".into(),
-            "streamGenerateContent".into(),
-            "countTokens".into(),
-        ],
-        thinking: true,
+        display_name: listed.display_name.as_deref().unwrap_or(&listed.id).into(),
+        description,
+        input_token_limit: listed
+            .context_window
+            .unwrap_or(if group { 1_048_576 } else { 0 }),
+        output_token_limit: listed
+            .max_output_tokens
+            .unwrap_or(if group { 65_536 } else { 0 }),
+        supported_generation_methods: methods,
+        thinking: group,
     }
 }
 

@@ -388,13 +388,32 @@ fn errors_are_google_rpc_status_with_the_gateways_code_and_the_wait() {
 
 #[test]
 fn models_are_the_keys_groups() {
-    let v: Value = serde_json::from_slice(&Gemini.render_models(&["a", "b"], 0)).unwrap();
+    use crate::model::listing::{Capabilities, Listed};
+    let groups = [Listed::named("a"), Listed::named("b")];
+    let v: Value = serde_json::from_slice(&Gemini.render_models(&groups, 0)).unwrap();
     assert_eq!(v["models"][1]["name"], "models/b");
-    let one: Value = serde_json::from_slice(&Gemini.render_model("a", 0)).unwrap();
+    let one: Value = serde_json::from_slice(&Gemini.render_model(&groups[0], 0)).unwrap();
     assert!(one["supportedGenerationMethods"]
         .as_array()
         .unwrap()
         .contains(&json!("countTokens")));
+    // A discovered embedding model: its vendor's limits, its methods.
+    let embedder = Listed {
+        owned_by: Some("p".into()),
+        context_window: Some(2048),
+        capabilities: Capabilities {
+            embed: Some(true),
+            ..Capabilities::default()
+        },
+        ..Listed::named("gemini-embedding-001")
+    };
+    let one: Value = serde_json::from_slice(&Gemini.render_model(&embedder, 0)).unwrap();
+    assert_eq!(one["inputTokenLimit"], 2048);
+    assert!(one.get("outputTokenLimit").is_none());
+    assert_eq!(
+        one["supportedGenerationMethods"],
+        json!(["embedContent", "batchEmbedContents"])
+    );
 }
 
 #[test]

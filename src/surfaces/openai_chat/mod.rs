@@ -11,6 +11,7 @@ use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::GatewayError;
 use crate::model::call::Call;
+use crate::model::listing::Listed;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{Passed, Reasoning, StreamEncoder};
@@ -61,12 +62,12 @@ impl Surface for OpenAiChat {
         })
     }
 
-    fn render_models(&self, names: &[&str], loaded_at: u64) -> Vec<u8> {
-        models::render_list(names, loaded_at)
+    fn render_models(&self, models: &[Listed], loaded_at: u64) -> Vec<u8> {
+        models::render_list(models, loaded_at)
     }
 
-    fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8> {
-        models::render_one(name, loaded_at)
+    fn render_model(&self, model: &Listed, loaded_at: u64) -> Vec<u8> {
+        models::render_one(model, loaded_at)
     }
 
     fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {

@@ -18,6 +18,7 @@ use super::route::{Operation, PathFacts, Route};
 use super::Surface;
 use crate::error::GatewayError;
 use crate::model::call::Call;
+use crate::model::listing::Listed;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
@@ -62,12 +63,12 @@ impl Surface for OpenAiResponses {
     }
 
     /// OpenAI's model list, which its Responses clients call too.
-    fn render_models(&self, names: &[&str], loaded_at: u64) -> Vec<u8> {
-        super::openai_chat::models::render_list(names, loaded_at)
+    fn render_models(&self, models: &[Listed], loaded_at: u64) -> Vec<u8> {
+        super::openai_chat::models::render_list(models, loaded_at)
     }
 
-    fn render_model(&self, name: &str, loaded_at: u64) -> Vec<u8> {
-        super::openai_chat::models::render_one(name, loaded_at)
+    fn render_model(&self, model: &Listed, loaded_at: u64) -> Vec<u8> {
+        super::openai_chat::models::render_one(model, loaded_at)
     }
 
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {

@@ -509,25 +509,59 @@ pub struct Metadata<'a> {
 
 // --- models -----------------------------------------------------------------------
 
-/// A model of `GET /v1/models`, in Anthropic's order (`type` first).
-#[derive(Serialize, Debug)]
+/// A model of `GET /v1/models` (and `GET /v1/models/{model_id}`), in
+/// Anthropic's order (`type` first): what the Messages surface lists and
+/// the anthropic dialect's lister reads (`max_input_tokens`, `max_tokens`
+/// and `lifecycle` where Anthropic says them).
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct Model<'a> {
     /// `"model"`.
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub id: &'a str,
-    pub display_name: &'a str,
+    #[serde(rename = "type", default)]
+    pub kind: Cow<'a, str>,
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(default)]
+    pub display_name: Cow<'a, str>,
     /// RFC 3339.
-    pub created_at: &'a str,
+    #[serde(default)]
+    pub created_at: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// `active`, `deprecated` (still served) or `retired` (listed, never served).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<Cow<'a, str>>,
+    /// Only what the gateway reads of Anthropic's capability map.
+    #[serde(default, skip_serializing)]
+    pub capabilities: Option<ModelCapabilities>,
+}
+
+/// Of a model's `capabilities`, what the gateway reads.
+#[derive(Deserialize, Debug, Default, Clone, Copy)]
+pub struct ModelCapabilities {
+    #[serde(default)]
+    pub image_input: Option<Supported>,
+}
+
+/// `{"supported": bool}`.
+#[derive(Deserialize, Debug, Default, Clone, Copy)]
+pub struct Supported {
+    #[serde(default)]
+    pub supported: bool,
 }
 
 /// `GET /v1/models`: one page, in Anthropic's order.
-#[derive(Serialize, Debug)]
+#[derive(Serialize, Deserialize, Debug, Default)]
 pub struct ModelList<'a> {
+    #[serde(borrow, default)]
     pub data: Vec<Model<'a>>,
+    #[serde(default)]
     pub has_more: bool,
-    pub first_id: Option<&'a str>,
-    pub last_id: Option<&'a str>,
+    #[serde(default)]
+    pub first_id: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub last_id: Option<Cow<'a, str>>,
 }
 
 #[cfg(test)]
