@@ -365,7 +365,7 @@ pub fn query_param(query: &str, key: &str) -> Option<String> {
     })
 }
 
-fn percent_decode(s: &str) -> String {
+pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

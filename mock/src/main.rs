@@ -40,6 +40,7 @@ mod google_auth;
 mod gzip;
 mod http;
 mod keys;
+mod models;
 mod oauth;
 mod openai;
 mod openai_parts;

@@ -21,6 +21,7 @@ use crate::embeddings::Embeddings;
 use crate::fast::{FastAnswers, FastRequest};
 use crate::gemini::Gemini;
 use crate::gzip;
+use crate::models::Models;
 use crate::http::{
     push_chunk, query_param, read_request, stream_head, write_response, ReadError, Request,
     LAST_CHUNK,
@@ -66,6 +67,8 @@ pub struct State {
     dialects: Vec<Box<dyn Dialect>>,
     /// The embeddings endpoints (asked before the dialects).
     embeddings: Embeddings,
+    /// Each vendor's model list (`models/`).
+    models: Models,
     /// Pre-rendered `--fast` answers, same order as `dialects`.
     fast_answers: Vec<FastAnswers>,
     recorder: Recorder,
@@ -76,6 +79,7 @@ pub struct State {
 impl State {
     pub fn new(fast: bool, verbose: bool, aws: Option<Verifier>) -> State {
         let embeddings = Embeddings { aws: aws.clone() };
+        let models = Models::new(aws.clone());
         let dialects = dialects(aws);
         let fast_answers = dialects
             .iter()
@@ -86,6 +90,7 @@ impl State {
             verbose,
             dialects,
             embeddings,
+            models,
             fast_answers,
             recorder: Recorder::default(),
             fail_first: SeenIds::new(100_000),
@@ -263,6 +268,12 @@ fn handle(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
         Some((directives, vendor_path)) => (Some(directives), vendor_path),
         None => (None, path),
     };
+    // Model lists (not recorded: the gateway reads them on its own schedule).
+    if method == "GET" {
+        if let Some(route) = st.models.route(req, path) {
+            return c.reply(&st.models.answer(&route, req), None);
+        }
+    }
     // Embeddings first: Bedrock's `/model/{id}/invoke` is Claude's otherwise.
     if let Some(endpoint) = st.embeddings.route(path) {
         st.recorder.record(req);
@@ -318,6 +329,11 @@ fn control(req: &Request, c: &mut Conn, st: &State) -> io::Result<bool> {
             let n = st.recorder.clear();
             c.send(200, JSON, &[], format!("{{\"deleted\":{n}}}").as_bytes())
         }
+        ("GET", "/_mock/models") => c.send(200, JSON, &[], st.models.show().as_bytes()),
+        ("POST", "/_mock/models") => match st.models.change(&req.body) {
+            Ok(()) => c.send(200, JSON, &[], st.models.show().as_bytes()),
+            Err(e) => c.send(400, TEXT, &[], e.as_bytes()),
+        },
         _ => c.send(404, TEXT, &[], b"not found"),
     }
 }
@@ -369,6 +385,12 @@ fn completion(
         Ok(p) => p,
         Err(f) => return c.fail(d, &f),
     };
+    // A model removed from the vendor's list at run time is gone: its 404.
+    if let Some((catalog, model)) = crate::models::named(req.path(), &prompt.model) {
+        if st.models.removed(catalog, &model) {
+            return c.fail(d, &Failure::Status(404));
+        }
+    }
     let stream = d.is_stream(req, &body);
     prompt.stream = stream;
     if let (false, Some(pause)) = (stream, sc.slow) {
