@@ -148,11 +148,12 @@ def diagnostics_config(env):
 
 def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
                     extra_providers=None, extra_groups=None, extra_clusters=None, edit=None, extra_routes=None,
-                    access_log=None, edit_bootstrap=None, cache=False, diagnostics=False):
+                    access_log=None, edit_bootstrap=None, cache=False, diagnostics=False, extra_discovery=None):
     """The Envoy bootstrap as a dict. Ports of 0 let Envoy choose (start_envoy
     reads them back). `edit(config_dict)` may change the filter config; `extra_routes(template_route)` returns routes to put first;
     `edit_bootstrap(bootstrap)` may change the rest (e.g. a cluster's filters);
-    `diagnostics` turns the diagnostics view on as `make run` has it (`diagnostics_config`).
+    `diagnostics` turns the diagnostics view on as `make run` has it (`diagnostics_config`);
+    `extra_discovery` (provider -> list source) joins the config's model discovery.
     The mock groups' response caches (envoy/gateway.yaml) are kept only with
     `cache` (`make run` keeps them): tests that repeat a request expect a
     vendor to answer each time, unless they turn a cache on themselves."""
@@ -190,6 +191,12 @@ def build_bootstrap(listen_port, admin_port, mock_port, wasm=WASM, env=None,
             {"name": f"key-{i + 1}", "sha256": key_hash(k), "groups": ["*"]} for i, k in enumerate(gateway_keys)]}
     config["providers"].update(extra_providers or {})
     config["model_groups"].update(extra_groups or {})
+    # Model discovery reads the real vendors' lists too, and what the caller adds.
+    if "discovery" in config:
+        for var, vendor in VENDORS.items():
+            if env.get(var):
+                config["discovery"]["providers"][vendor["provider"]] = {"cluster": vendor["cluster"]}
+        config["discovery"]["providers"].update(extra_discovery or {})
     bootstrap["static_resources"]["clusters"].extend(extra_clusters or [])
     if edit:
         edit(config)

@@ -135,6 +135,9 @@ def for_run(workdir, env):
             providers, groups = {**providers, **real[0]}, {**groups, **real[1]}
             clusters = clusters + real[2]
             vm_env.update(real[3])
+        # Their Model Garden lists too, through the groups' own clusters.
+        discovery = {name: {"cluster": name.replace("-", "_")} for name in providers}
         return {"extra_providers": providers, "extra_groups": groups, "extra_clusters": clusters,
+                "extra_discovery": discovery,
                 "edit_bootstrap": lambda bootstrap: set_vm_env(bootstrap, vm_env)}
     return ("--google-public-key", str(pem)), bootstrap_args
