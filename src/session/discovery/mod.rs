@@ -36,10 +36,31 @@ pub use fetch::Fetcher;
 
 /// Moved whenever this VM (or process) may see other records: by its own
 /// writes, and by [`sync`] when another's moved the shared generation.
-/// 0: this VM has seen no discovery yet (nothing to look at).
+/// 0: this VM has seen no discovery yet (nothing to look at). Its tests'
+/// are their thread's (they run side by side in one process).
+#[cfg(not(test))]
 static EPOCH: AtomicU64 = AtomicU64::new(0);
 /// The shared generation [`sync`] saw last.
+#[cfg(not(test))]
 static SEEN: AtomicU64 = AtomicU64::new(0);
+#[cfg(test)]
+thread_local! {
+    static EPOCH: AtomicU64 = const { AtomicU64::new(0) };
+    static SEEN: AtomicU64 = const { AtomicU64::new(0) };
+}
+
+#[cfg(not(test))]
+fn with<T>(cell: &'static AtomicU64, f: impl FnOnce(&AtomicU64) -> T) -> T {
+    f(cell)
+}
+
+#[cfg(test)]
+fn with<T>(
+    cell: &'static std::thread::LocalKey<AtomicU64>,
+    f: impl FnOnce(&AtomicU64) -> T,
+) -> T {
+    cell.with(f)
+}
 
 /// A worker's view, and what it was built from.
 struct Cached {
@@ -88,18 +109,18 @@ fn bump(host: &impl Host) {
             .set_shared_data(GENERATION_KEY, &next.to_le_bytes(), cas)
             .is_ok()
         {
-            SEEN.store(next, Ordering::Relaxed);
+            with(&SEEN, |s| s.store(next, Ordering::Relaxed));
             break;
         }
     }
-    EPOCH.fetch_add(1, Ordering::Relaxed);
+    with(&EPOCH, |e| e.fetch_add(1, Ordering::Relaxed));
 }
 
 /// A root context's tick: whether another VM moved the shared records.
 pub fn sync(host: &impl Host) {
     let shared = generation(host);
-    if shared != 0 && SEEN.swap(shared, Ordering::Relaxed) != shared {
-        EPOCH.fetch_add(1, Ordering::Relaxed);
+    if shared != 0 && with(&SEEN, |s| s.swap(shared, Ordering::Relaxed)) != shared {
+        with(&EPOCH, |e| e.fetch_add(1, Ordering::Relaxed));
     }
 }
 
@@ -112,7 +133,7 @@ fn config_id(config: &Config) -> (usize, u64) {
 /// reads the records again (and sets the discovery gauges).
 pub fn view(host: &impl Host, config: &Config) -> Option<Rc<Discovered>> {
     let settings = config.discovery.as_ref()?;
-    let epoch = EPOCH.load(Ordering::Relaxed);
+    let epoch = with(&EPOCH, |e| e.load(Ordering::Relaxed));
     if epoch == 0 {
         return None;
     }
