@@ -246,6 +246,33 @@ def test_lists_are_read_page_by_page(dgw):
         mock(dgw, {"vendor": "gemini", "page_size": None, "remove": ["gemini-paged"]})
 
 
+def test_an_idle_configured_model_is_rechecked_between_reads(tmp_path):
+    """An hour between reads, a re-check after a second idle: a configured
+    model removed at the vendor is flagged by its own check (`GET
+    /v1/models/{id}`), long before the next read."""
+    mock_proc, mock_port = gateway.start_mock()
+    envoy = None
+    try:
+        def rechecked(config):
+            edit(config)
+            config["discovery"].update(interval_seconds=3600, recheck_after_seconds=1)
+        bootstrap = gateway.build_bootstrap(0, 0, mock_port, env={}, edit=rechecked)
+        envoy = gateway.start_envoy(bootstrap, tmp_path)
+        g = Gateway(envoy.port, envoy.admin_port, mock_port, tmp_path)
+        wait_for(lambda: "gpt-4o-mini" in listed(g), "the first read")
+        reads = mock(g)["openai"]["calls"]
+        mock(g, {"vendor": "openai", "remove": ["gpt-4o-mini"]})
+        wait_for(lambda: retired(g, "mock-openai", "gpt-4o-mini") == "1", "flagged by its check", timeout=20)
+        assert "gpt-4o-mini" not in listed(g)
+        # The checks are calls for one model each, not whole reads: the
+        # openai catalog's other models are still listed.
+        assert "mock-gpt-4o" in listed(g)
+        assert mock(g)["openai"]["calls"] > reads
+    finally:
+        gateway.stop(envoy)
+        gateway.stop(mock_proc)
+
+
 # ------------------------------------------------------ one read a proxy
 
 def test_one_read_per_proxy_whatever_its_workers(tmp_path):
