@@ -83,6 +83,11 @@ pub struct Source {
     /// `bedrock.{region}.amazonaws.com`.
     #[serde(default)]
     pub host: Option<String>,
+    /// The Envoy clusters requests reach this provider through, when they
+    /// are not the list cluster (Bedrock's runtime): a group's candidate on
+    /// one that names no provider counts as on this one.
+    #[serde(default)]
+    pub clusters: Vec<String>,
 }
 
 fn hourly() -> u64 {
@@ -121,7 +126,7 @@ impl Settings {
             if crate::dialects::list::of(provider.dialect).is_none() {
                 return Err(format!("{field}: this provider's API has no model list"));
             }
-            if source.cluster.is_empty() {
+            if source.cluster.is_empty() || source.clusters.iter().any(String::is_empty) {
                 return Err(format!("{field}.cluster: must not be empty"));
             }
             if source.host.as_deref().is_some_and(|h| {
@@ -134,11 +139,14 @@ impl Settings {
         }
         let mut clusters = BTreeMap::new();
         for (name, source) in &self.providers {
-            if let Some(other) = clusters.insert(source.cluster.as_str(), name) {
-                return Err(format!(
-                    "discovery.providers.{name}.cluster: '{}' is provider {other}'s list cluster already (a list cluster reaches one provider)",
-                    source.cluster
-                ));
+            for cluster in std::iter::once(&source.cluster).chain(&source.clusters) {
+                if let Some(other) = clusters.insert(cluster.as_str(), name) {
+                    if other != name {
+                        return Err(format!(
+                            "discovery.providers.{name}: cluster '{cluster}' is provider {other}'s already (a cluster reaches one provider)"
+                        ));
+                    }
+                }
             }
         }
         if self.interval_seconds == 0 || self.interval_seconds > 7 * 86_400 {
@@ -214,14 +222,16 @@ impl Settings {
     }
 
     /// The discovered provider a candidate is on: the one it names, else
-    /// the one whose list cluster it routes to.
+    /// the one whose list cluster (or one of its `clusters`) it routes to.
     pub fn provider_of<'a>(&'a self, candidate: &'a Candidate) -> Option<&'a str> {
         match &candidate.provider {
             Some(p) => self.providers.contains_key(p).then_some(p.as_str()),
             None => self
                 .providers
                 .iter()
-                .find(|(_, s)| s.cluster == candidate.cluster)
+                .find(|(_, s)| {
+                    s.cluster == candidate.cluster || s.clusters.contains(&candidate.cluster)
+                })
                 .map(|(name, _)| name.as_str()),
         }
     }

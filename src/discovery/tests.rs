@@ -41,6 +41,10 @@ fn the_section_is_checked_and_notes_the_configured_models() {
         d.provider_of(&config.model_groups["other"].candidates[0]),
         None
     );
+    // A provider whose requests go through another cluster than its list's.
+    let moved = parse(r#"{"providers":{"oa":{"cluster":"oa_list","clusters":["oa_c"]}}}"#).unwrap();
+    let fast = &moved.model_groups["fast"].candidates[0];
+    assert_eq!(moved.discovery.as_ref().unwrap().provider_of(fast), Some("oa"));
     for (section, error) in [
         (r#"{"providers":{}}"#, "discovery.providers: 1 to 64"),
         (
@@ -57,7 +61,11 @@ fn the_section_is_checked_and_notes_the_configured_models() {
         ),
         (
             r#"{"providers":{"oa":{"cluster":"c"},"an":{"cluster":"c"}}}"#,
-            "discovery.providers.oa.cluster: 'c' is provider an's",
+            "discovery.providers.oa: cluster 'c' is provider an's",
+        ),
+        (
+            r#"{"providers":{"oa":{"cluster":"c"},"an":{"cluster":"d","clusters":["c"]}}}"#,
+            "discovery.providers.oa: cluster 'c' is provider an's",
         ),
         (
             r#"{"providers":{"oa":{"cluster":"c"}},"interval_seconds":0}"#,
