@@ -141,6 +141,13 @@ def with_limits(config):
     config["providers"][LIMITS_GROUP]["prices"] = {"*": {"input": 2.5, "output": 10}}
 
 
+# Model discovery (on in envoy/gateway.yaml, as every row above has it) off
+# instead, in the same runs, for the limits' group and scenarios: what
+# discovery costs a request that does not name a discovered model.
+def without_discovery(config):
+    config.pop("discovery", None)
+
+
 # Headers the floor must not replay: hop-by-hop, or Envoy's and ours.
 NOT_REPLAYED = re.compile(r"^(host|content-length|connection|transfer-encoding|x-forwarded-.*|x-envoy-.*"
                           r"|x-request-id|x-test-id|x-llm-.*|x-model-group)$")
@@ -719,6 +726,9 @@ def bench(args):
         gl_port, gl_admin = free_ports(2)
         gw_limits = Envoy(stack, "gateway-limits", gateway.build_bootstrap(
             gl_port, gl_admin, mock_port, wasm=WASM, env={}, edit=with_limits), gl_port, gl_admin, workdir)
+        gx_port, gx_admin = free_ports(2)
+        gw_plain = Envoy(stack, "gateway-no-discovery", gateway.build_bootstrap(
+            gx_port, gx_admin, mock_port, wasm=WASM, env={}, edit=without_discovery), gx_port, gx_admin, workdir)
         # The baseline build with the same limits: limits' cost before and after, in one run.
         bl_limits = None
         if BASELINE_WASM:
@@ -775,6 +785,9 @@ def bench(args):
                     gl_req = Request(workdir, f"gl-{group}-{int(stream)}-{size}",
                                      f"http://127.0.0.1:{gl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
                     measured.append((gw_limits, gl_req))
+                    measured.append((gw_plain, Request(
+                        workdir, f"gx-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{gx_port}/v1/chat/completions",
+                        gw_req.headers, gw_req.body)))
                     if bl_limits:
                         bll_req = Request(workdir, f"bll-{group}-{int(stream)}-{size}",
                                           f"http://127.0.0.1:{bll_port}/v1/chat/completions", gw_req.headers,
@@ -821,6 +834,7 @@ def summarise(group, name, stream, runs):
     f, g = runs["floor"], runs["gateway"]
     row = {"group": group, "scenario": name, "stream": stream}
     for who, name in (("nt", "gateway-native"), ("nu", "gateway-native-unmetered"), ("wf", "wasm-floor"), ("hf", "host-call-floor"), ("gl", "gateway-limits"),
+                      ("gx", "gateway-no-discovery"),
                       ("bl", "gateway-baseline"), ("bll", "gateway-baseline-limits"), ("gd", "gateway-diagnostics"),
                       ("nd", "gateway-native-diagnostics")):
         w = runs.get(name)
@@ -993,6 +1007,21 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
                        f"| {r['gd_cpu_us'] - r['gw_cpu_us']:+.1f} | {r['nt_cpu_us']:.1f} | {r['nd_cpu_us']:.1f} "
                        f"| {r['nd_cpu_us'] - r['nt_cpu_us']:+.1f} | {r['gw_rps']:.0f} / {r['gd_rps']:.0f} "
                        f"| {r['nt_rps']:.0f} / {r['nd_rps']:.0f} | {r['gd_failed'] + r['nd_failed']} |")
+    out.append("\n### Model discovery on vs off\n")
+    plain = [r for r in rows if "gx_rps" in r]
+    if not plain:
+        out.append("(not measured)")
+    else:
+        out.append("The gateway (envoy/gateway.yaml: model discovery on, its lists read every hour, `route` on) "
+                   "and the same configuration without `discovery`, in the same runs; the requests name a group "
+                   "(no discovered route is taken).\n")
+        out.append("| group | scenario | without discovery req/s | with discovery req/s | ratio "
+                   "| without CPU µs/req | with CPU µs/req | added CPU µs/req | failed |")
+        out.append("|" + "---|" * 9)
+        for r in plain:
+            out.append(f"| {r['group']} | {r['scenario']} | {r['gx_rps']:.0f} | {r['gw_rps']:.0f} "
+                       f"| {r['gw_rps'] / r['gx_rps'] if r['gx_rps'] else 0:.2f} | {r['gx_cpu_us']:.1f} "
+                       f"| {r['gw_cpu_us']:.1f} | {r['gw_cpu_us'] - r['gx_cpu_us']:+.1f} | {r['gx_failed']} |")
     out.append("\n### Streams (c=16, 20 chunks)\n")
     out.append("| group | floor streams/s | gateway streams/s | floor TTFB p50/p99 ms | gateway TTFB p50/p99 ms "
                "| floor total p50/p99 ms | gateway total p50/p99 ms | gateway CPU µs/stream (floor) | gateway CPU µs/chunk (added) |")
