@@ -21,11 +21,11 @@ use crate::embeddings::Embeddings;
 use crate::fast::{FastAnswers, FastRequest};
 use crate::gemini::Gemini;
 use crate::gzip;
-use crate::models::Models;
 use crate::http::{
     push_chunk, query_param, read_request, stream_head, write_response, ReadError, Request,
     LAST_CHUNK,
 };
+use crate::models::Models;
 use crate::openai::OpenAi;
 use crate::record::Recorder;
 use crate::responses::Responses;

@@ -44,7 +44,10 @@ fn the_section_is_checked_and_notes_the_configured_models() {
     // A provider whose requests go through another cluster than its list's.
     let moved = parse(r#"{"providers":{"oa":{"cluster":"oa_list","clusters":["oa_c"]}}}"#).unwrap();
     let fast = &moved.model_groups["fast"].candidates[0];
-    assert_eq!(moved.discovery.as_ref().unwrap().provider_of(fast), Some("oa"));
+    assert_eq!(
+        moved.discovery.as_ref().unwrap().provider_of(fast),
+        Some("oa")
+    );
     for (section, error) in [
         (r#"{"providers":{}}"#, "discovery.providers: 1 to 64"),
         (

@@ -156,7 +156,12 @@ fn defaults(vendor: &str) -> Vec<Model> {
         ],
         "bedrock" => vec![
             m("anthropic.claude-3-haiku-20240307-v1:0", T, 200_000, 4096),
-            m("anthropic.claude-sonnet-4-20250514-v1:0", T, 200_000, 64_000),
+            m(
+                "anthropic.claude-sonnet-4-20250514-v1:0",
+                T,
+                200_000,
+                64_000,
+            ),
             e("amazon.titan-embed-text-v2:0", T, 8192),
             e("cohere.embed-v4:0", T, 128_000),
         ],
@@ -273,8 +278,7 @@ impl Models {
         }
         // The classic deployments list is one API version's.
         if route.vendor == "azure-deployments"
-            && crate::http::query_param(req.query(), "api-version").as_deref()
-                != Some("2022-12-01")
+            && crate::http::query_param(req.query(), "api-version").as_deref() != Some("2022-12-01")
         {
             return dialect.error(&Failure::Status(404));
         }
@@ -352,7 +356,12 @@ impl Models {
         let catalog = catalogs
             .get_mut(vendor)
             .ok_or_else(|| format!("vendor must be one of {VENDORS:?}"))?;
-        for id in v.get("remove").and_then(Value::as_array).into_iter().flatten() {
+        for id in v
+            .get("remove")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let id = id.as_str().ok_or("remove: model ids")?;
             catalog.models.retain(|m| m.id != id);
             if !catalog.removed.iter().any(|r| r == id) {
@@ -365,7 +374,11 @@ impl Models {
                 Value::Object(o) => {
                     let num = |k: &str| o.get(k).and_then(Value::as_u64);
                     Model {
-                        id: o.get("id").and_then(Value::as_str).ok_or("add: an id")?.to_owned(),
+                        id: o
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .ok_or("add: an id")?
+                            .to_owned(),
                         created: num("created").unwrap_or(1_750_000_000),
                         context_window: num("context_window"),
                         max_output_tokens: num("max_output_tokens"),

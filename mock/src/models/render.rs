@@ -68,9 +68,19 @@ fn anthropic(m: &Model) -> Value {
 
 fn gemini(m: &Model) -> Value {
     let methods = if m.embeds {
-        json!(["embedContent", "countTextTokens", "countTokens", "asyncBatchEmbedContent"])
+        json!([
+            "embedContent",
+            "countTextTokens",
+            "countTokens",
+            "asyncBatchEmbedContent"
+        ])
     } else {
-        json!(["generateContent", "countTokens", "createCachedContent", "batchGenerateContent"])
+        json!([
+            "generateContent",
+            "countTokens",
+            "createCachedContent",
+            "batchGenerateContent"
+        ])
     };
     json!({
         "name": format!("models/{}", m.id), "version": "001", "displayName": m.id,
@@ -133,7 +143,11 @@ fn size(query: &str, name: &str, default: usize, cap: Option<usize>) -> Result<u
         None => default,
         Some(n) => match n.parse::<usize>() {
             Ok(n) if (1..=1000).contains(&n) => n,
-            _ => return Err(format!("{name}: must be an integer from 1 to 1000, not '{n}'")),
+            _ => {
+                return Err(format!(
+                    "{name}: must be an integer from 1 to 1000, not '{n}'"
+                ))
+            }
         },
     };
     Ok(cap.map_or(asked, |cap| asked.min(cap)))
@@ -168,12 +182,22 @@ pub fn list(vendor: &str, all: &[Model], query: &str, cap: Option<usize>) -> Res
             // Newest first.
             models.sort_by(|a, b| b.created.cmp(&a.created).then(a.id.cmp(&b.id)));
             let size = size(query, "limit", 20, cap)?;
-            let start = match (query_param(query, "after_id"), query_param(query, "before_id")) {
+            let start = match (
+                query_param(query, "after_id"),
+                query_param(query, "before_id"),
+            ) {
                 (Some(after), _) => {
-                    models.iter().position(|m| m.id == after).ok_or("after_id: no such model")? + 1
+                    models
+                        .iter()
+                        .position(|m| m.id == after)
+                        .ok_or("after_id: no such model")?
+                        + 1
                 }
                 (None, Some(before)) => {
-                    let end = models.iter().position(|m| m.id == before).ok_or("before_id: no such model")?;
+                    let end = models
+                        .iter()
+                        .position(|m| m.id == before)
+                        .ok_or("before_id: no such model")?;
                     end.saturating_sub(size)
                 }
                 (None, None) => 0,
@@ -192,8 +216,14 @@ pub fn list(vendor: &str, all: &[Model], query: &str, cap: Option<usize>) -> Res
             let (data, next) = page(&models, from_token(query, "pageToken")?, size);
             let (key, items): (&str, Vec<Value>) = match vendor {
                 "gemini" => ("models", data.iter().map(gemini).collect()),
-                "vertex-google" => ("publisherModels", data.iter().map(|m| publisher("google", m)).collect()),
-                _ => ("publisherModels", data.iter().map(|m| publisher("anthropic", m)).collect()),
+                "vertex-google" => (
+                    "publisherModels",
+                    data.iter().map(|m| publisher("google", m)).collect(),
+                ),
+                _ => (
+                    "publisherModels",
+                    data.iter().map(|m| publisher("anthropic", m)).collect(),
+                ),
             };
             let mut body = json!({ key: items });
             if let Some(next) = next {
@@ -205,7 +235,8 @@ pub fn list(vendor: &str, all: &[Model], query: &str, cap: Option<usize>) -> Res
         "bedrock-profiles" => {
             let size = size(query, "maxResults", 1000, cap)?;
             let (data, next) = page(&models, from_token(query, "nextToken")?, size);
-            let mut body = json!({"inferenceProfileSummaries": data.iter().map(profile).collect::<Vec<_>>()});
+            let mut body =
+                json!({"inferenceProfileSummaries": data.iter().map(profile).collect::<Vec<_>>()});
             if let Some(next) = next {
                 body["nextToken"] = json!(token(next));
             }

@@ -55,10 +55,7 @@ fn with<T>(cell: &'static AtomicU64, f: impl FnOnce(&AtomicU64) -> T) -> T {
 }
 
 #[cfg(test)]
-fn with<T>(
-    cell: &'static std::thread::LocalKey<AtomicU64>,
-    f: impl FnOnce(&AtomicU64) -> T,
-) -> T {
+fn with<T>(cell: &'static std::thread::LocalKey<AtomicU64>, f: impl FnOnce(&AtomicU64) -> T) -> T {
     cell.with(f)
 }
 
