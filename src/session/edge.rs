@@ -53,6 +53,7 @@ mod fleet;
 pub mod global;
 pub mod limiter;
 mod meter;
+mod models;
 mod replies;
 mod route;
 mod seen_limits;
@@ -262,41 +263,6 @@ impl<H: Host> Edge<H> {
     /// A header checked by `check_text_headers` (so never `Err` by then).
     fn text(&self, name: &str) -> Option<&str> {
         self.request_headers.text(name).ok().flatten()
-    }
-
-    /// `GET /v1/models`: the models this caller may use, rendered by the
-    /// surface whose clients ask (`surfaces::lister`).
-    fn models_list(&self) -> Vec<u8> {
-        self.lister()
-            .render_models(&self.models(), self.config.loaded_at)
-    }
-
-    /// `GET /v1/models/{id}`: one model this caller may use (404 otherwise,
-    /// also for a group it may not use: its existence is not revealed).
-    fn model_retrieve(&self, id: &str) -> Result<Vec<u8>, GatewayError> {
-        let group =
-            self.config.model_groups.contains_key(id) && self.config.auth.allows(self.caller, id);
-        let found = match group {
-            true => Some(crate::model::listing::Listed::named(id)),
-            false if self.config.discovery.is_some() => {
-                self.models().into_iter().find(|m| m.id == id)
-            }
-            false => None,
-        };
-        let Some(model) = found else {
-            let mut e = GatewayError::new(
-                ErrorCode::ModelNotFound,
-                format!("The model '{}' does not exist", id.escape_debug()),
-            );
-            e.param = Some("model".into());
-            return Err(e);
-        };
-        Ok(self.lister().render_model(&model, self.config.loaded_at))
-    }
-
-    /// The surface the model list answers in, for this request's client.
-    fn lister(&self) -> &'static dyn Surface {
-        surfaces::lister(self.api, |name| self.request_headers.has(name))
     }
 
     fn reply_json(&mut self, body: &[u8], extra: &[(&str, &[u8])]) -> Flow {
