@@ -427,7 +427,7 @@ def listener_ports(admin_port):
 
 
 def start_envoy(bootstrap, workdir, admin_port=None, log_level="warn", concurrency=1, env=None, extra_args=(),
-                timeout=20.0):
+                timeout=60.0):
     """Starts Envoy on `bootstrap` and waits until it is ready. Ports may be 0:
     the process returned carries the real ones, `admin_port`, `ports`
     (listener name -> port) and `port` (the first listener's). `admin_port`
