@@ -25,7 +25,7 @@ NATIVE_AARCH64 := target/envoy-module-aarch64/libllm_gateway.so
 # Which host `make run` starts: wasm (default) or native.
 HOST      ?= wasm
 
-.PHONY: docs docs-tool bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native lint clean dist compose-tools redis-tools browser-tools prometheus-tools ratelimit-build ratelimit state-build state
+.PHONY: docs docs-tool bench soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native test-legs lint clean dist compose-tools redis-tools browser-tools prometheus-tools ratelimit-build ratelimit state-build state
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module; REDIS=1 for the fleet-wide store)"
@@ -264,9 +264,16 @@ test-integration: $(INTEGRATION_DEPS)
 test-native: $(INTEGRATION_DEPS)
 	LLM_GATEWAY_HOST=native $(PY) -m pytest -q tests
 
+# Both legs at once (scripts/integration_legs.py): each pytest has its own
+# temporary directory and every Envoy, mock and service its own ports, and on
+# 2 cores the legs wait on Envoy and the clients more than they compute, so
+# together they take well under the two one after the other.
+test-legs: $(INTEGRATION_DEPS)
+	PY=$(PY) $(PY) scripts/integration_legs.py tests
+
 # The aarch64 build is checked too (cross-built, loaded in both roles by the
 # aarch64 Envoy under qemu-user): a few minutes on a fresh machine.
-test: lint test-unit test-wasm docs test-integration test-native check-aarch64
+test: lint test-unit test-wasm docs test-legs check-aarch64
 
 # The book (docs/): mdBook, pinned and built from crates.io into a
 # project-local root on first use (no serve/watch features: their web server
