@@ -6,6 +6,7 @@ every Envoy any test started are scanned for vendor keys and filter panics
 
 import contextlib
 import json
+import re
 import sys
 import time
 import urllib.error
@@ -93,8 +94,41 @@ def leaks(seen, logs, keys=VENDOR_KEYS):
         # Envoy at debug level echoes its own configuration (inline keys
         # included: what the operator wrote, not what a request leaked).
         text = "\n".join(line for line in text.splitlines() if "][debug][config] " not in line)
+        text = without_list_call_dumps(text)
         found.extend((name, key) for key in keys if key in text)
     return found
+
+
+# The paths of the vendors' model lists (model discovery's calls).
+LIST_PATH = re.compile(r"^(/v1|/v1beta|/v1beta1|/openai|/openai/v1|/compatible-mode/v1)"
+                       r"(/publishers/[^/]+)?/(models|deployments)(/[^/?]+)?(\?.*)?$"
+                       r"|^/(foundation-models|inference-profiles)(\?.*)?$")
+
+
+def without_list_call_dumps(text):
+    """`text` without the header dumps Envoy's router writes at debug level
+    for model discovery's list calls: HTTP callouts (`x-envoy-internal`)
+    that carry the provider's credentials, as documented
+    (docs/src/features/model-discovery.md, "Credentials and Envoy's debug
+    log"). Every other dump stays scanned: a vendor request gets its
+    credentials from the attempt role, after the router's dump."""
+    out, block = [], None
+    for line in text.splitlines():
+        if block is not None:
+            if line.strip():
+                block.append(line)
+                continue
+            path = next((l.split("', '", 1)[1].rstrip("'") for l in block if l.startswith("':path', '")), "")
+            internal = "'x-envoy-internal', 'true'" in block
+            if not (internal and LIST_PATH.match(path)):
+                out.extend(block)
+            block = None
+        if line.endswith("router decoding headers:"):
+            block = []
+        out.append(line)
+    if block:
+        out.extend(block)
+    return "\n".join(out)
 
 
 def filter_panics(logs):

@@ -19,6 +19,30 @@ def test_the_scan_finds_a_key_anywhere():
     assert len(leaks([], {"envoy.log": config_echo + "\n[2026][1][debug][router] authorization: " + key})) == 1
 
 
+def dump(path, key, internal=True):
+    """Envoy's router's debug dump of a request's headers."""
+    lines = ["[2026][1][debug][router] [router.cc:894] router decoding headers:",
+             "':method', 'GET'", f"':path', '{path}'", f"'authorization', 'Bearer {key}'"]
+    return "\n".join(lines + (["'x-envoy-internal', 'true'"] if internal else []) + ["", "[2026][1][debug][pool] next"])
+
+
+def test_only_model_discovery_list_calls_dumped_at_debug_level_are_not_leaks():
+    """Documented (model-discovery.md): a list call carries its provider's
+    credentials, and Envoy's router prints a callout's headers at debug
+    level. Any other dump with a key is a leak."""
+    key = VENDOR_KEYS[0]
+    for path in ("/v1/models", "/v1/models?limit=1000&after_id=x", "/v1beta/models?pageSize=1000",
+                 "/openai/deployments?api-version=2022-12-01", "/compatible-mode/v1/models",
+                 "/v1beta1/publishers/google/models?pageSize=1000", "/v1/models/claude-x"):
+        assert leaks([], {"envoy.log": dump(path, key)}) == [], path
+    for path in ("/v1/chat/completions", "/v1/models/x/y", "/v1/messages?x=/v1/models"):
+        assert len(leaks([], {"envoy.log": dump(path, key)})) == 1, path
+    # A client's request (not a callout) is scanned whatever its path.
+    assert len(leaks([], {"envoy.log": dump("/v1/models", key, internal=False)})) == 1
+    # What follows a dump is scanned again.
+    assert len(leaks([], {"envoy.log": dump("/v1/models", key) + " " + key})) == 1
+
+
 def test_the_scan_finds_a_panic_but_not_the_deliberate_one():
     ours = "[wasm log llm_gateway] panicked at src/session/edge.rs:12:5"
     trap = "Function: proxy_on_request_headers failed: Uncaught RuntimeError: unreachable"
