@@ -22,9 +22,11 @@ from conftest import (ALL_GROUPS_KEY, OPENAI_ONLY_KEY, Gateway, configure_test_g
 
 # Every mock provider's list, as the mock serves it at start (mock/src/models/mod.rs).
 DISCOVERED = {
-    "mock-openai": ["gpt-4o-mini", "mock-gpt-4o", "text-embedding-3-small", "text-embedding-3-large"],
-    "mock-anthropic": ["claude-haiku-4-5-20251001", "mock-claude-sonnet"],
-    "mock-gemini": ["gemini-2.5-flash", "gemini-2.5-pro", "mock-gemini-flash", "gemini-embedding-001"],
+    "mock-openai": ["gpt-4o-mini", "mock-gpt-4o", "mock-gpt-small", "text-embedding-3-small",
+                    "text-embedding-3-large"],
+    "mock-anthropic": ["claude-haiku-4-5-20251001", "mock-claude-sonnet", "mock-claude-small"],
+    "mock-gemini": ["gemini-2.5-flash", "gemini-2.5-pro", "mock-gemini-flash", "mock-gemini-small",
+                    "gemini-embedding-001"],
     "mock-azure": ["mock-gpt4o-deployment"],
     "mock-bedrock": ["anthropic.claude-3-haiku-20240307-v1:0", "us.anthropic.claude-sonnet-4-20250514-v1:0"],
     "mock-dashscope": ["qwen-plus", "qwen3-32b"],

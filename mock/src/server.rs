@@ -390,6 +390,12 @@ fn completion(
         if st.models.removed(catalog, &model) {
             return c.fail(d, &Failure::Status(404));
         }
+        // A prompt over the model's window (its words are its tokens here).
+        if let Some(window) = st.models.window(catalog, &model) {
+            if let Some(failure) = over_window(d.name(), &prompt, window) {
+                return c.fail(d, &failure);
+            }
+        }
     }
     let stream = d.is_stream(req, &body);
     prompt.stream = stream;
@@ -609,4 +615,44 @@ pub(crate) fn base64(input: &[u8]) -> String {
         }
     }
     out
+}
+
+/// The vendor's refusal of a prompt longer than the model's `window`:
+/// OpenAI counts the completion's `max_tokens` too, Anthropic and Gemini
+/// the input only; each in its own words.
+fn over_window(vendor: &str, p: &crate::dialect::Prompt, window: u64) -> Option<Failure> {
+    let prompt = p.prompt_words;
+    let (total, message, code) = match vendor {
+        "openai" | "azure" => {
+            let completion = p.max_tokens.unwrap_or(0);
+            let total = prompt + completion;
+            (
+                total,
+                format!(
+                    "This model's maximum context length is {window} tokens. However, you requested \
+                     {total} tokens ({prompt} in the messages, {completion} in the completion). \
+                     Please reduce the length of the messages or completion."
+                ),
+                Some("context_length_exceeded"),
+            )
+        }
+        "anthropic" => (
+            prompt,
+            format!("prompt is too long: {prompt} tokens > {window} maximum"),
+            None,
+        ),
+        "gemini" => (
+            prompt,
+            format!(
+                "The input token count ({prompt}) exceeds the maximum number of tokens allowed ({window})."
+            ),
+            None,
+        ),
+        _ => (prompt, "Input is too long for requested model.".to_owned(), None),
+    };
+    (total > window).then(|| Failure::Param {
+        message,
+        param: "messages".to_owned(),
+        code,
+    })
 }

@@ -116,12 +116,15 @@ fn defaults(vendor: &str) -> Vec<Model> {
         "openai" => vec![
             m("mock-gpt-4o", T, 128_000, 16_384),
             m("gpt-4o-mini", T + 2, 128_000, 16_384),
+            // A small window, for context fitting (`mock-small` in envoy/gateway.yaml).
+            m("mock-gpt-small", T + 3, 4096, 1024),
             e("text-embedding-3-small", T, 8191),
             e("text-embedding-3-large", T, 8191),
         ],
         "anthropic" => vec![
             m("mock-claude-sonnet", T, 200_000, 64_000),
             m("claude-haiku-4-5-20251001", 1_760_486_400, 200_000, 64_000),
+            m("mock-claude-small", T - 1, 4096, 1024),
         ],
         "azure" => vec![
             m("gpt-4o", T, 128_000, 16_384),
@@ -143,6 +146,7 @@ fn defaults(vendor: &str) -> Vec<Model> {
             m("gemini-2.5-pro", T + 1, 1_048_576, 65_536),
             m("gemini-2.5-flash", T + 2, 1_048_576, 65_536),
             m("gemini-3-pro-preview", T + 3, 1_048_576, 65_536),
+            m("mock-gemini-small", T + 4, 4096, 1024),
             e("gemini-embedding-001", T, 2048),
         ],
         "vertex-google" => vec![
@@ -321,6 +325,17 @@ impl Models {
         self.catalogs()
             .get(vendor)
             .is_some_and(|c| c.removed.iter().any(|r| r == model))
+    }
+
+    /// The context window `vendor` lists for `model` (a removed model keeps
+    /// it: its 404 comes first).
+    pub fn window(&self, vendor: &str, model: &str) -> Option<u64> {
+        self.catalogs()
+            .get(vendor)?
+            .models
+            .iter()
+            .find(|m| m.id == model && !m.embeds)?
+            .context_window
     }
 
     /// `GET /_mock/models`.

@@ -39,13 +39,13 @@ fn each_vendor_lists_in_its_shape_with_its_credentials() {
     let (status, _) = get(&models, "/v1/models/gpt-9", OPENAI);
     assert_eq!(status, 404);
     // Anthropic's: the same path, its headers, its paging, newest first.
-    let (status, v) = get(&models, "/v1/models?limit=2", ANTHROPIC);
+    let (status, v) = get(&models, "/v1/models?limit=3", ANTHROPIC);
     assert_eq!(status, 200);
     assert_eq!(v["data"][0]["id"], "claude-haiku-4-5-20251001");
     assert_eq!(v["data"][0]["max_input_tokens"], 200_000);
     assert_eq!(
         (v["has_more"].as_bool(), v["last_id"].as_str()),
-        (Some(false), Some("mock-claude-sonnet"))
+        (Some(false), Some("mock-claude-small"))
     );
     let (_, first) = get(&models, "/v1/models?limit=1", ANTHROPIC);
     assert_eq!(
@@ -58,7 +58,7 @@ fn each_vendor_lists_in_its_shape_with_its_credentials() {
         ANTHROPIC,
     );
     assert_eq!(next["data"][0]["id"], "mock-claude-sonnet");
-    assert_eq!(next["has_more"], false);
+    assert_eq!(next["has_more"], true);
     let (status, v) = get(&models, "/v1/models?limit=0", ANTHROPIC);
     assert_eq!(
         (status, v["error"]["type"].as_str()),
@@ -76,7 +76,7 @@ fn each_vendor_lists_in_its_shape_with_its_credentials() {
         &format!("/v1beta/models?pageSize=1000&pageToken={token}"),
         GEMINI,
     );
-    assert_eq!(rest["models"].as_array().unwrap().len(), 3);
+    assert_eq!(rest["models"].as_array().unwrap().len(), 4);
     assert!(rest.get("nextPageToken").is_none());
     assert!(rest["models"]
         .as_array()
