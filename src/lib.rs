@@ -15,6 +15,7 @@ pub mod discovery;
 pub mod error;
 pub mod eventstream;
 pub mod exchange;
+pub mod fitting;
 pub mod google_auth;
 pub mod headers;
 pub mod json_text;

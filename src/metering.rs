@@ -85,6 +85,9 @@ pub struct AttemptRecord {
     pub started_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,
+    /// What context fitting did to its request (`x-llm-context`'s value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
 }
 
 impl AttemptRecord {
@@ -301,6 +304,10 @@ pub struct RequestLog<'a> {
     /// usage at today's price), which this request did not spend.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cache_saved_usd: Option<f64>,
+    /// What context fitting did to the answered attempt's request
+    /// (`x-llm-context`'s value), on a group with a fitting policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<&'a str>,
 }
 
 /// A metric name carrying its labels, for Envoy `stats_tags` to extract:

@@ -25,6 +25,9 @@ pub struct ModelGroup {
     pub fallback: Vec<String>,
     /// The group's response cache, when it has one (`crate::cache`).
     pub cache: Option<crate::cache::Settings>,
+    /// How a request is fitted to each attempt's context window
+    /// (`crate::fitting`); none: the window only filters candidates.
+    pub fitting: Option<crate::fitting::Policy>,
 }
 
 /// As written in the configuration: a list of candidates, or one cluster.
@@ -39,6 +42,8 @@ struct RawGroup {
     fallback: Vec<String>,
     #[serde(default)]
     cache: Option<crate::cache::Settings>,
+    #[serde(default)]
+    fitting: Option<crate::fitting::Policy>,
 }
 
 /// The Envoy cluster a group with a fallback routes to: an aggregate whose
@@ -68,6 +73,7 @@ impl<'de> Deserialize<'de> for ModelGroup {
             candidates,
             fallback: raw.fallback,
             cache: raw.cache,
+            fitting: raw.fitting,
         })
     }
 }
@@ -176,6 +182,26 @@ impl Needs {
             ),
             prompt_tokens: estimate::prompt_tokens(request),
             output_tokens: request.max_output_tokens(),
+        }
+    }
+}
+
+impl Needs {
+    /// What a group with fitting `policy` routes by (`crate::fitting`):
+    /// these needs, then, when no candidate's window fits and the policy
+    /// shrinks the request, the needs without the prompt (the attempt fits).
+    pub fn fitted_by(&self, policy: Option<&crate::fitting::Policy>) -> (Needs, Option<Needs>) {
+        let windowless = Needs {
+            prompt_tokens: 0,
+            ..*self
+        };
+        match (
+            crate::fitting::routes(policy),
+            crate::fitting::shrinks(policy),
+        ) {
+            (false, _) => (windowless, None),
+            (true, true) => (*self, Some(windowless)),
+            (true, false) => (*self, None),
         }
     }
 }

@@ -66,34 +66,35 @@ fn content_tokens(content: &Content) -> u64 {
 
 /// Estimated prompt tokens of a request: messages, tool calls and tool schemas.
 pub fn prompt_tokens(request: &ChatRequest) -> u64 {
-    let messages: u64 = request
-        .messages
-        .iter()
-        .map(|m| {
-            TOKENS_PER_MESSAGE
-                + match m {
-                    Message::System { content, .. }
-                    | Message::Developer { content, .. }
-                    | Message::User { content, .. }
-                    | Message::Tool { content, .. } => content_tokens(content),
-                    Message::Assistant {
-                        content,
-                        tool_calls,
-                        ..
-                    } => {
-                        content.as_ref().map_or(0, content_tokens)
-                            + tool_calls
-                                .iter()
-                                .map(|c| {
-                                    text_tokens(&c.function.name)
-                                        + text_tokens(&c.function.arguments)
-                                })
-                                .sum::<u64>()
-                    }
-                }
-        })
-        .sum();
-    let tools: u64 = request
+    request.messages.iter().map(message_tokens).sum::<u64>() + tools_tokens(request)
+}
+
+/// One message's share of [`prompt_tokens`] (context fitting drops messages
+/// and subtracts theirs).
+pub fn message_tokens(message: &Message) -> u64 {
+    TOKENS_PER_MESSAGE
+        + match message {
+            Message::System { content, .. }
+            | Message::Developer { content, .. }
+            | Message::User { content, .. }
+            | Message::Tool { content, .. } => content_tokens(content),
+            Message::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                content.as_ref().map_or(0, content_tokens)
+                    + tool_calls
+                        .iter()
+                        .map(|c| text_tokens(&c.function.name) + text_tokens(&c.function.arguments))
+                        .sum::<u64>()
+            }
+        }
+}
+
+/// The tool schemas' share of [`prompt_tokens`].
+fn tools_tokens(request: &ChatRequest) -> u64 {
+    request
         .tools
         .iter()
         .map(|t| {
@@ -104,8 +105,7 @@ pub fn prompt_tokens(request: &ChatRequest) -> u64 {
                     .as_ref()
                     .map_or(0, |p| text_tokens(&p.to_string()))
         })
-        .sum();
-    messages + tools
+        .sum()
 }
 
 #[cfg(test)]

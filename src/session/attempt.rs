@@ -37,6 +37,7 @@ use report::WAIT_HEADERS;
 
 mod answer;
 mod cache;
+mod fit;
 pub mod report;
 mod request;
 #[cfg(test)]
@@ -134,6 +135,10 @@ pub struct Attempt<H> {
     google_token: Cell<Option<u64>>,
     /// The vendor's batch limit, when the request's embeddings exceed it.
     batch_limit: Cell<Option<usize>>,
+    /// What context fitting did to this attempt's request (`attempt/fit.rs`).
+    context: Cell<Option<crate::fitting::Report>>,
+    /// Context fitting changed the request: it was translated, not passed.
+    refitted: bool,
     /// The request fields the client's API repeats in its answer.
     echo: Shared<Echo>,
     /// The id of a Responses answer the gateway stores (the edge role's),
@@ -196,6 +201,8 @@ impl<H: Host> Attempt<H> {
             dropped_web_search: false,
             google_token: Cell::new(None),
             batch_limit: Cell::new(None),
+            context: Cell::new(None),
+            refitted: false,
             echo: Shared::default(),
             response_id: None,
             out: Vec::new(),
@@ -348,6 +355,7 @@ impl<H: Host> Attempt<H> {
         let error = error.with_provider(&self.provider_name);
         let mut headers = vec![("x-llm-attempts", self.attempt.to_string())];
         headers.extend((self.batch_limit.get()).map(|max| (BATCH_LIMIT_HEADER, max.to_string())));
+        headers.extend(self.context_header().map(|c| (crate::fitting::HEADER, c)));
         send_error_with(&self.host, self.api, &error, &self.request_id, &headers);
         self.mode = Mode::Passthrough;
         Flow::Pause

@@ -123,6 +123,11 @@ pub const CATALOGUE: &[(Kind, &str, &[&str])] = &[
         &["op", "outcome"],
     ),
     (
+        Kind::Counter,
+        "llm_gateway.context_fitting",
+        &["group", "outcome"],
+    ),
+    (
         Kind::Histogram,
         "gen_ai.server.request.duration_ms",
         &["provider", "model", "group"],

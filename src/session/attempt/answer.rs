@@ -233,6 +233,14 @@ impl<H: Host> Attempt<H> {
             self.host
                 .set_header(Map::Response, b"x-llm-dropped-tools", Some(b"web_search"))?;
         }
+        if let Some(context) = self.context_header() {
+            self.host.set_header(
+                Map::Response,
+                crate::fitting::HEADER.as_bytes(),
+                Some(context.as_bytes()),
+            )?;
+            self.record.context = Some(context);
+        }
         if let Some(max) = self.batch_limit.get() {
             self.host.set_header(
                 Map::Response,

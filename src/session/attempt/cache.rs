@@ -18,9 +18,10 @@ use crate::model::stream::EventWriter;
 
 impl<H: Host> Attempt<H> {
     /// Whether the client's API and this provider's pass the vendor's
-    /// request and answer through (never while capturing).
+    /// request and answer through (never while capturing, nor for a
+    /// request context fitting changed: both are translated).
     pub(super) fn passes_through(&self, provider: &Provider, dialect: &dyn Dialect) -> bool {
-        self.cache_limit.is_none() && pass_through(provider, dialect, self.api)
+        self.cache_limit.is_none() && !self.refitted && pass_through(provider, dialect, self.api)
     }
 
     /// The stream writer for the client's encoder; while capturing, the

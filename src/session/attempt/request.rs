@@ -79,10 +79,14 @@ impl<H: Host> Attempt<H> {
             body: &body,
             header: &|name| self.host.header(Map::Request, name),
         };
-        let encoded = match self.cache_limit {
+        // Fitted to this model's window (`attempt/fit.rs`): a changed
+        // request is encoded from the neutral model.
+        let fitted = self.fit(request, &model)?;
+        let request = fitted.as_ref().unwrap_or(request);
+        let encoded = match (self.cache_limit, &fitted) {
+            (None, None) => encode_generation(self.api, &client, request, &target),
             // The response cache reads the answer: translated (`attempt/cache.rs`).
-            Some(_) => crate::dialects::encode_translated(request, &target),
-            None => encode_generation(self.api, &client, request, &target),
+            _ => crate::dialects::encode_translated(request, &target),
         };
         // A client body the proxy could not give is the host's failure,
         // whatever the encoder made of the empty read.
@@ -93,7 +97,9 @@ impl<H: Host> Attempt<H> {
         let dropped_web_search = encoded.dropped_web_search;
         let encoded = encoded.request;
         let (stream, include_usage) = (request.stream, request.include_usage);
+        let refitted = fitted.is_some();
         self.send_upstream(provider, dialect, &encoded, Some(size))?;
+        self.refitted = refitted;
         self.model = model;
         self.stream = stream;
         self.include_usage = include_usage;
@@ -156,9 +162,16 @@ impl<H: Host> Attempt<H> {
             return Ok(Flow::Continue);
         }
         let request = request.and_then(Request::chat);
+        // A count of the request as fitted for this model, when asked
+        // (`attempt/fit.rs`): counted from the neutral request.
+        let fitted = match request {
+            Some(r) if call.is_count() && self.asks_fitted_count() => self.fit(r, &model)?,
+            _ => None,
+        };
+        let request = fitted.as_ref().or(request);
         let unread = Cell::new(None);
         let raw = || self.read_client_body(size, &unread);
-        let native = pass_through(provider, dialect, call.api())
+        let native = (fitted.is_none() && pass_through(provider, dialect, call.api()))
             .then(|| dialect.encode_call(call, &raw, &target))
             .flatten();
         if let Some(e) = unread.get() {
@@ -176,17 +189,19 @@ impl<H: Host> Attempt<H> {
             // This vendor lacks the call (a failover onto another API's vendor).
             let body = call.local_answer(request)?;
             let attempt = self.attempt.to_string();
-            reply_or_reset(
-                &self.host,
-                200,
-                &[
-                    ("content-type", b"application/json"),
-                    ("x-request-id", self.request_id.as_bytes()),
-                    ("x-llm-estimated", b"true"),
-                    ("x-llm-attempts", attempt.as_bytes()),
-                ],
-                &body,
+            let context = self.context_header();
+            let mut headers: Vec<(&str, &[u8])> = vec![
+                ("content-type", b"application/json"),
+                ("x-request-id", self.request_id.as_bytes()),
+                ("x-llm-estimated", b"true"),
+                ("x-llm-attempts", attempt.as_bytes()),
+            ];
+            headers.extend(
+                context
+                    .as_deref()
+                    .map(|c| (crate::fitting::HEADER, c.as_bytes())),
             );
+            reply_or_reset(&self.host, 200, &headers, &body);
             self.mode = Mode::Passthrough;
             return Ok(Flow::Pause);
         };

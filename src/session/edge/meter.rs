@@ -215,6 +215,7 @@ impl<H: Host> Edge<H> {
             budget_alerts: &budget_alerts,
             cache: self.cache.as_ref().map(|c| c.status.as_str()),
             cache_saved_usd: self.cache.as_ref().and_then(|c| c.saved_usd),
+            context: record.context.as_deref(),
         };
         if let Ok(line) = serde_json::to_vec(&log) {
             ignore(self.host.set_property(&[LOG_PROPERTY], Some(&line)));

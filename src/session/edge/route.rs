@@ -100,15 +100,23 @@ impl<H: Host> Edge<H> {
             let key = config.auth.caller_name(self.caller);
             limiter::expose_descriptors(&self.host, key, group, &request.model);
         }
-        let index = self.choose(
-            &config,
-            group,
-            model_group,
-            &needs,
-            &bucket_key,
-            &request.model,
-            |_| true,
-        )?;
+        // Context fitting: which window the candidates are routed by.
+        let (first, then) = needs.fitted_by(model_group.fitting.as_ref());
+        let choose = |needs: &Needs| {
+            self.choose(
+                &config,
+                group,
+                model_group,
+                needs,
+                &bucket_key,
+                &request.model,
+                |_| true,
+            )
+        };
+        let index = match (choose(&first), then) {
+            (Err(e), Some(then)) if e.code == ErrorCode::ContextLengthExceeded => choose(&then)?,
+            (chosen, _) => chosen?,
+        };
         let capture_limit = model_group.cache.as_ref().map(|c| c.max_entry_bytes);
         self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
