@@ -414,6 +414,45 @@ fn discovery_lookups() {
     row("discovery: retired check, one candidate", t, "");
 }
 
+/// Context fitting's own cost per attempt (`crate::fitting`) on a long
+/// agent history (200 messages, tool calls and results, ~100 KB): the
+/// estimate when it fits, and estimate plus trim to a 4096-token window.
+/// A group without a policy pays nothing of it.
+fn context_fitting() {
+    use llm_gateway_core::fitting::{fit, Policy};
+    let mut messages = Vec::new();
+    for i in 0..40 {
+        let text = "the gateway fits every request to the window of its model ".repeat(8);
+        messages.push(serde_json::json!({"role": "user", "content": format!("{i}: {text}")}));
+        messages.push(
+            serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": format!("call_{i}"), "type": "function",
+             "function": {"name": "read_file", "arguments": "{\"path\":\"src/main.rs\"}"}}]}),
+        );
+        messages.push(serde_json::json!({"role": "tool", "tool_call_id": format!("call_{i}"),
+                                         "content": "fn main() { println!(\"hello\"); }\n".repeat(40)}));
+        messages.push(serde_json::json!({"role": "assistant", "content": text}));
+        messages.push(serde_json::json!({"role": "user", "content": "go on"}));
+    }
+    let body =
+        serde_json::to_vec(&serde_json::json!({"model": "m", "messages": messages})).unwrap();
+    let request = ChatRequest::parse(&body).unwrap();
+    let policy: Policy = serde_json::from_str(r#"{"strategies":["trim","reject"]}"#).unwrap();
+    let kb = body.len() / 1024;
+    let t = time(|| fit(&policy, black_box(&request), "m", Some(1_000_000)).is_ok());
+    row(
+        &format!("context fitting: {kb} KB, 200 messages, fits (estimate)"),
+        t,
+        "",
+    );
+    let t = time(|| fit(&policy, black_box(&request), "m", Some(4096)).is_ok());
+    row(
+        &format!("context fitting: {kb} KB, 200 messages, trimmed to 4096 tokens"),
+        t,
+        "",
+    );
+}
+
 fn row(name: &str, t: Duration, note: &str) {
     println!("| {name} | {:.2} | {note} |", t.as_secs_f64() * 1e6);
 }
@@ -466,6 +505,7 @@ fn main() {
         );
     }
     discovery_lookups();
+    context_fitting();
     warm_up_the_allocator();
     for (kind, provider, response, events) in dialects() {
         let name = serde_json::to_value(kind)

@@ -9,12 +9,13 @@ fitting does not fit or trims badly."""
 
 import json
 import re
+import time
 
 import anthropic
 import openai
 import pytest
 
-from conftest import ALL_GROUPS_KEY, configure_test_gateway, log_for, own_gateway
+from conftest import ALL_GROUPS_KEY, DIAGNOSTICS_ADMIN_KEY, configure_test_gateway, log_for, own_gateway
 
 # The mock counts a prompt's words as its tokens; the gateway estimates
 # about 4 bytes a token, so these words (5 to 8 bytes with their space)
@@ -88,6 +89,19 @@ def fitted(headers, window=SMALL_WINDOW):
     return dropped, tokens
 
 
+def diagnostics_trace(g, request_id):
+    """The diagnostics view's trace of a request (a bounded poll: it is
+    recorded when the request ends)."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        status, _, body = g.request("GET", f"/llm-gateway/api/requests/{request_id}",
+                                    headers={"authorization": f"Bearer {DIAGNOSTICS_ADMIN_KEY}", "content-type": None})
+        if status == 200:
+            return json.loads(body)
+        time.sleep(0.1)
+    raise AssertionError(f"{request_id} was not recorded")
+
+
 def sent_bodies(g, test_id):
     return [r["body"] for r in g.mock_requests(test_id)]
 
@@ -114,6 +128,9 @@ def test_a_long_chat_is_trimmed_for_the_small_model_and_says_so(fgw, test_id):
     line = log_for(fgw, f"req-{test_id}")
     assert line["context"] == raw.headers["x-llm-context"]
     assert int(fgw.stat("wasmcustom.llm_gateway.context_fitting;group=mock-small;outcome=trimmed") or 0) >= 1
+    # The diagnostics view's trace of the request shows it per attempt.
+    [attempt] = diagnostics_trace(fgw, f"req-{test_id}")["attempts"]
+    assert attempt["context"] == raw.headers["x-llm-context"]
 
 
 def test_a_short_chat_goes_whole(fgw, test_id):

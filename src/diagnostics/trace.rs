@@ -86,6 +86,8 @@ pub struct AttemptTrace {
     /// condition the previous attempt met (`5xx`, `reset`,
     /// `retriable-headers` for a 429 whose `retry-after` was short).
     pub retry_on: Option<String>,
+    /// What context fitting did to its request (`x-llm-context`'s value).
+    pub context: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -47,6 +47,7 @@ LLMGW.section("requests", function (data, el, ctx) {
       { title: "latency", value: (a) => fmt.ms(a.latency_ms), num: true },
       { title: "TTFT", value: (a) => fmt.ms(a.ttft_ms), num: true },
       { title: "tokens in / out", value: (a) => `${fmt.num(a.input_tokens)} / ${fmt.num(a.output_tokens)}`, num: true },
+      { title: "context fitting", value: (a) => a.context || "–" },
     ], r.attempts, (a) => ({ "data-attempt": a.n, "data-outcome": a.outcome })));
     const facts = [
       r.envoy_flags.length ? `Envoy flags: ${r.envoy_flags.join(", ")}` : null,

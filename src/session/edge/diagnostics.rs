@@ -126,6 +126,7 @@ impl<H: Host> Edge<H> {
                 ttft_ms: r.ttft_ms,
                 input_tokens: r.prompt_tokens,
                 output_tokens: r.completion_tokens,
+                context: r.context.clone(),
                 retry_on: retried_on,
             });
         }
