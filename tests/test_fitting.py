@@ -263,3 +263,36 @@ def test_count_tokens_counts_the_fitted_request_when_asked(fgw, test_id):
              for m in second["messages"]]
     assert texts == [m["content"] for m in messages[dropped:]]
     assert counted == sum(len(t.split()) for t in texts)
+
+
+def test_a_chain_rebuilt_from_previous_response_id_is_fitted(fgw, test_id):
+    # The gateway stores translated responses (Anthropic keeps none): the
+    # follow-up's chain is rebuilt into the whole conversation, then fitted.
+    c = openai.OpenAI(api_key=ALL_GROUPS_KEY, base_url=f"{fgw.base}/v1", max_retries=0,
+                      default_headers={"x-model-group": "fit-claude", "x-test-id": test_id})
+    first = c.responses.create(model="any", input=history(3), max_output_tokens=256)
+    assert first.id.startswith("resp_gw")
+    raw = c.responses.with_raw_response.create(model="any", previous_response_id=first.id,
+                                               input=[*history(3), {"role": "user", "content": "and now?"}],
+                                               max_output_tokens=256)
+    assert raw.parse().status == "completed"
+    dropped, _ = fitted(raw.headers)
+    whole, trimmed = sent_bodies(fgw, test_id)
+    assert len(whole["messages"]) == 6, "the first went whole"
+    # The chain: the first request's 6 items, its answer, then 7 more;
+    # its oldest dropped (Anthropic's wire joins the two assistant turns).
+    chain = [m["content"] for m in history(3)] + [first.output_text] + [m["content"] for m in history(3)] + ["and now?"]
+    texts = [b["text"] for m in trimmed["messages"] for b in m["content"] if b["type"] == "text"]
+    assert texts == chain[dropped:]
+    assert trimmed["messages"][0]["role"] == "user"
+    assert "previous_response_id" not in json.dumps(trimmed)
+
+
+def test_a_fitted_stream_says_so_in_its_headers(fgw, test_id):
+    status, headers, data = fgw.request(
+        "POST", "/v1/chat/completions",
+        {"model": "mock-small", "stream": True, "messages": [*history(8), {"role": "user", "content": "and now?"}]},
+        {"x-test-id": test_id})
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    fitted(headers)
+    assert data.rstrip().endswith(b"data: [DONE]")

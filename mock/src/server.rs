@@ -620,7 +620,11 @@ pub(crate) fn base64(input: &[u8]) -> String {
 /// The vendor's refusal of a prompt longer than the model's `window`:
 /// OpenAI counts the completion's `max_tokens` too, Anthropic and Gemini
 /// the input only; each in its own words.
-fn over_window(vendor: &str, p: &crate::dialect::Prompt, window: u64) -> Option<Failure> {
+pub(crate) fn over_window(
+    vendor: &str,
+    p: &crate::dialect::Prompt,
+    window: u64,
+) -> Option<Failure> {
     let prompt = p.prompt_words;
     let (total, message, code) = match vendor {
         "openai" | "azure" => {

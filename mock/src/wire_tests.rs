@@ -1185,3 +1185,40 @@ fn anthropic_pauses_a_server_tool_turn_and_answers_its_continuation() {
         "end_turn"
     );
 }
+
+#[test]
+fn a_prompt_over_the_window_gets_each_vendors_own_error() {
+    let prompt = |words, max_tokens| Prompt {
+        prompt_words: words,
+        max_tokens,
+        ..Prompt::default()
+    };
+    let over = |vendor, p: &Prompt| crate::server::over_window(vendor, p, 4096);
+    assert_eq!(over("openai", &prompt(4096, None)), None);
+    // OpenAI counts the completion too; Anthropic and Gemini the input only.
+    let openai = over("openai", &prompt(4000, Some(100))).unwrap();
+    let r = OpenAi.error(&openai);
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        (r.status, v["error"]["code"].as_str()),
+        (400, Some("context_length_exceeded"))
+    );
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("maximum context length is 4096 tokens"));
+    assert_eq!(over("anthropic", &prompt(4000, Some(100))), None);
+    let r = Anthropic.error(&over("anthropic", &prompt(5000, None)).unwrap());
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        v["error"]["message"],
+        "prompt is too long: 5000 tokens > 4096 maximum"
+    );
+    let r = crate::gemini::Gemini.error(&over("gemini", &prompt(5000, None)).unwrap());
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["error"]["status"], "INVALID_ARGUMENT");
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("The input token count (5000) exceeds"));
+}
