@@ -57,6 +57,11 @@ impl Place {
             .map(|held| held.value)
     }
 
+    /// How long its entry is given again after it was stored.
+    pub fn ttl_seconds(&self) -> u64 {
+        self.bounds.ttl_seconds
+    }
+
     /// Stores an entry's bytes (evicting as the bounds need).
     pub fn put(&self, shared: &impl SharedStore, entry: &[u8], now: u64) -> Put {
         // Not mirrored: the cache is the proxy's own (no fleet store yet).

@@ -623,9 +623,8 @@ impl<H: Host> Session for Edge<H> {
         }
         if end_of_stream && !self.response_complete {
             self.on_response_end();
-            if self.cache.is_some() {
-                self.store_answer();
-            }
+            // The fleet's store taking the cache's entry holds it too.
+            held |= self.cache.is_some() && self.store_answer();
         }
         if held {
             return Flow::Pause;
@@ -684,10 +683,14 @@ impl<H: Host> Session for Edge<H> {
         }
     }
 
-    /// The state service's answer (`edge/fleet.rs`), else a batch part's.
+    /// The state service's answer (`edge/fleet.rs`, `edge/cache.rs`), else
+    /// a batch part's.
     fn on_callout(&mut self, token: u32, answer: CalloutAnswer) -> Flow {
         if self.responses.waits_for(token) {
             return self.on_state_answer(token, answer);
+        }
+        if self.cache_waits_for(token) {
+            return self.on_cache_answer(answer);
         }
         self.on_part(token, answer)
     }

@@ -10,17 +10,26 @@
 //! - every answer says `x-llm-cache`, a hit its `age`; the request's
 //!   metrics and log line say what the cache did and what a hit saved.
 //!
+//! With the fleet's store (`shared_state.service`), a lookup the proxy's
+//! own store misses asks the state service (a callout, bounded by its
+//! `timeout_ms`; the request waits): an entry it has is copied into the
+//! proxy's store and the request is run again, to find it there. A stored
+//! answer is put there too, its end held until the service took it. A
+//! service that does not answer is counted (`llm_gateway.shared_state`)
+//! and the request goes on uncached.
+//!
 //! Groups without a cache make no call here at all.
 
 use super::*;
 use crate::cache::entry::Entry;
 use crate::cache::key::RequestKey;
-use crate::cache::store::{Place, Tally};
+use crate::cache::store::{Place, Tally, STORE};
 use crate::cache::{replay, Control, Plan, Settings, Status};
 use crate::limits::Reservation;
-use crate::session::host::unix_seconds;
+use crate::session::host::{unix_seconds, CalloutAnswer};
 use crate::session::shared_data::HostStore;
 use crate::shared_state::local::Put;
+use crate::shared_state::remote::{self, Call as StateCall, Reply};
 use crate::surfaces::Echo;
 
 /// The response cache's part of one request.
@@ -30,6 +39,35 @@ pub(super) struct Caching {
     place: Option<Place>,
     /// A hit: what its answer cost when a vendor made it, in USD.
     pub(super) saved_usd: Option<f64>,
+    /// The fleet's store was asked for this request's entry already.
+    asked: bool,
+    /// A call to the state service out: its token, and what waits for it.
+    waiting: Option<(u32, Waiting)>,
+}
+
+/// What waits for the state service's answer.
+enum Waiting {
+    /// The request (its path's facts and body), run again once the entry
+    /// is known.
+    Lookup(Box<(PathFacts, Vec<u8>)>),
+    /// The answer's end, held until its entry is stored.
+    Store,
+}
+
+/// What the cache made of a generation.
+pub(super) enum Consulted {
+    /// Not answered from the cache: the request goes on to a vendor.
+    Go,
+    /// Answered from the cache: the request is over.
+    Answered,
+    /// The fleet's store is asked: the request waits for its answer.
+    Waiting,
+}
+
+/// Whether `entry` is within the group's time to live (a copy the
+/// fleet's store gave lives in the proxy's store from when it was copied).
+fn fresh(entry: &Entry, ttl_seconds: u64, now: u64) -> bool {
+    now < entry.stored_at.saturating_add(ttl_seconds)
 }
 
 /// The proxy's shared data, for the cache.
@@ -39,40 +77,121 @@ fn shared<H: Host>(host: &H) -> HostStore<'_, H> {
 
 impl<H: Host> Edge<H> {
     /// A generation on a group cached as `settings`: answered from the
-    /// cache (`Ok(true)`: the request is over), or planned (`Ok(false)`).
+    /// cache, planned (it goes on to a vendor), or waiting for the fleet's
+    /// store, with `resume` (the request's path facts and body) to run it
+    /// again once it answered (`None`: the proxy's store only).
     pub(super) fn consult_cache(
         &mut self,
         group: &str,
         settings: &Settings,
         (request, echo): (&ChatRequest, &Echo),
         control: Control,
-    ) -> Result<bool, GatewayError> {
+        resume: Option<(&PathFacts, &[u8])>,
+    ) -> Result<Consulted, GatewayError> {
         let mut plan = Plan::of(settings, request, control);
         // A Responses answer the gateway stores gets an id of its own, and
         // its input items, as it passes (`edge/stored.rs`): not yet a hit.
         if plan == Plan::LookUp && self.stores_response(echo) {
             plan = Plan::StoreOnly;
         }
+        let asked = self.cache.as_ref().is_some_and(|c| c.asked);
         let caller = self.config.auth.caller_name(self.caller);
         let place = (plan != Plan::Bypass)
             .then(|| Place::new(group, settings, caller, &RequestKey::of(group, request)));
-        if plan == Plan::LookUp {
-            let now = unix_seconds(&self.host);
-            let found = (place.as_ref())
-                .and_then(|p| p.get(&shared(&self.host), now))
-                .and_then(|bytes| Entry::decode(&bytes));
-            self.tally(group, found.is_some());
-            if let Some(entry) = found {
-                self.answer_hit(group, (request, echo), &entry, now)?;
-                return Ok(true);
-            }
-        }
-        self.cache = Some(Caching {
+        let mut caching = Caching {
             status: plan.status(),
             place,
             saved_usd: None,
-        });
-        Ok(false)
+            asked,
+            waiting: None,
+        };
+        if plan == Plan::LookUp {
+            let now = unix_seconds(&self.host);
+            let found = (caching.place.as_ref())
+                .and_then(|p| p.get(&shared(&self.host), now))
+                .and_then(|bytes| Entry::decode(&bytes))
+                .filter(|entry| fresh(entry, settings.ttl_seconds, now));
+            if let Some(entry) = found {
+                self.tally(group, true);
+                self.answer_hit(group, (request, echo), &entry, now)?;
+                return Ok(Consulted::Answered);
+            }
+            if let (false, Some((facts, body)), Some(place)) = (asked, resume, &caching.place) {
+                let call = StateCall::get(STORE, &place.namespace, &place.key);
+                if let Some(token) = self.send_state(&call) {
+                    caching.asked = true;
+                    let resume = Box::new((facts.clone(), body.to_vec()));
+                    caching.waiting = Some((token, Waiting::Lookup(resume)));
+                    self.cache = Some(caching);
+                    return Ok(Consulted::Waiting);
+                }
+            }
+            self.tally(group, false);
+        }
+        self.cache = Some(caching);
+        Ok(Consulted::Go)
+    }
+
+    /// The request waits for the fleet's store.
+    pub(super) fn cache_waits(&self) -> bool {
+        (self.cache.as_ref()).is_some_and(|c| c.waiting.is_some())
+    }
+
+    /// Callout `token` is the cache's call to the state service.
+    pub(super) fn cache_waits_for(&self, token: u32) -> bool {
+        (self.cache.as_ref()).is_some_and(|c| c.waiting.as_ref().is_some_and(|w| w.0 == token))
+    }
+
+    /// The state service answered the cache's call (or did not): a
+    /// lookup's request runs again (an entry found is in the proxy's store
+    /// now), a stored answer's end goes on.
+    pub(super) fn on_cache_answer(&mut self, answer: CalloutAnswer) -> Flow {
+        let Some(caching) = self.cache.as_mut() else {
+            return Flow::Pause;
+        };
+        let Some((_, waiting)) = caching.waiting.take() else {
+            return Flow::Pause;
+        };
+        let op = match waiting {
+            Waiting::Lookup(_) => remote::Op::Get,
+            Waiting::Store => remote::Op::Put,
+        };
+        let reply = match answer {
+            CalloutAnswer::Answered {
+                status,
+                headers,
+                body,
+            } => remote::reply(op, Some((status, &headers, body))),
+            CalloutAnswer::Failed => remote::reply(op, None),
+        };
+        self.count_state(op, &reply);
+        match waiting {
+            Waiting::Lookup(resume) => {
+                if let Reply::Found(entries) = &reply {
+                    self.mirror(entries.first());
+                }
+                let (facts, body) = *resume;
+                self.generate(&facts, &body)
+            }
+            // The response store's own call may still hold the answer.
+            Waiting::Store if self.responses.waiting.is_some() => Flow::Pause,
+            Waiting::Store => Flow::Continue,
+        }
+    }
+
+    /// An entry the fleet's store gave, copied into the proxy's store
+    /// (when it is one, and fresh), where the request run again finds it.
+    fn mirror(&self, bytes: Option<&Vec<u8>>) {
+        let (Some(bytes), Some(caching)) = (bytes, self.cache.as_ref()) else {
+            return;
+        };
+        let Some(place) = caching.place.as_ref() else {
+            return;
+        };
+        let now = unix_seconds(&self.host);
+        if Entry::decode(bytes).is_some_and(|e| fresh(&e, place.ttl_seconds(), now)) {
+            place.put(&shared(&self.host), bytes, now);
+        }
     }
 
     /// Whether the gateway's response store keeps this request's answer.
@@ -154,6 +273,8 @@ impl<H: Host> Edge<H> {
             status: Status::Hit,
             place: None,
             saved_usd,
+            asked: true,
+            waiting: None,
         });
         Ok(())
     }
@@ -179,16 +300,17 @@ impl<H: Host> Edge<H> {
     }
 
     /// The answer has passed: stored, when an attempt captured it and the
-    /// client got it with a 200.
-    pub(super) fn store_answer(&mut self) {
+    /// client got it with a 200; `true` when the fleet's store is taking it
+    /// (the answer's end waits).
+    pub(super) fn store_answer(&mut self) -> bool {
         let Some(place) = self.cache.as_mut().and_then(|c| c.place.take()) else {
-            return;
+            return false;
         };
         let Some(entry) = self.channel.take_captured() else {
-            return;
+            return false;
         };
         if self.status != 200 {
-            return;
+            return false;
         }
         let now = unix_seconds(&self.host);
         if let Put::Stored(usage) = place.put(&shared(&self.host), &entry, now) {
@@ -203,6 +325,24 @@ impl<H: Host> Edge<H> {
                     .gauge("llm_gateway.cache_entries", &labels, usage.entries),
             );
         }
+        if self.config.shared_state.service.is_none() {
+            return false;
+        }
+        let call = StateCall::put(
+            STORE,
+            &place.namespace,
+            &place.key,
+            None,
+            place.ttl_seconds(),
+            entry,
+        );
+        let Some(token) = self.send_state(&call) else {
+            return false;
+        };
+        if let Some(caching) = self.cache.as_mut() {
+            caching.waiting = Some((token, Waiting::Store));
+        }
+        true
     }
 
     /// The request's cache metrics: what the cache did, what a hit saved.

@@ -10,9 +10,10 @@ use sha2::{Digest, Sha256};
 
 use super::Edge;
 use crate::config::Config;
+use crate::headers::Headers;
 use crate::session::attempt::Attempt;
 use crate::session::fake::FakeHost;
-use crate::session::host::{Flow, Map};
+use crate::session::host::{CalloutAnswer, Flow, Map};
 use crate::session::Session;
 
 const KEY: &str = "team-a-secret";
@@ -23,8 +24,12 @@ const PROVIDER: &str = "xds.upstream_host_metadata.filter_metadata.llm.provider"
 /// pass-through pair for chat clients), `shared` (cached, scope group) and
 /// `plain` (no cache); keys team-a and team-b.
 fn config() -> Rc<Config> {
+    Rc::new(Config::parse(config_json().as_bytes(), |_| None).unwrap())
+}
+
+fn config_json() -> String {
     let hash = |k: &str| format!("{:x}", Sha256::digest(k.as_bytes()));
-    let json = format!(
+    format!(
         r#"{{"providers":{{"an":{{"dialect":"anthropic","api_key":"sk-ant-secret","default_max_tokens":100,
                                  "prices":{{"*":{{"input":1.0,"output":2.0}}}}}},
                            "oa":{{"dialect":"openai","api_key":"sk-oa-secret"}}}},
@@ -37,8 +42,7 @@ fn config() -> Rc<Config> {
                                              {{"name":"team-b","sha256":"{}","groups":["*"]}}]}}}}"#,
         hash(KEY),
         hash(OTHER)
-    );
-    Rc::new(Config::parse(json.as_bytes(), |_| None).unwrap())
+    )
 }
 
 /// One request as the edge role sees it, on a proxy whose shared data is `proxy`'s.
@@ -61,6 +65,17 @@ fn chat(group: &str, stream: bool) -> Request<'static> {
 }
 
 fn edge(r: &Request, proxy: &FakeHost) -> Edge<FakeHost> {
+    edge_with(r, proxy, config())
+}
+
+/// [`config`] with the fleet's store: the state service's cluster `llm_state`.
+fn fleet_config() -> Rc<Config> {
+    let mut json: serde_json::Value = serde_json::from_str(&config_json()).unwrap();
+    json["shared_state"] = serde_json::json!({"service": {"cluster": "llm_state"}});
+    Rc::new(Config::parse(json.to_string().as_bytes(), |_| None).unwrap())
+}
+
+fn edge_with(r: &Request, proxy: &FakeHost, config: Rc<Config>) -> Edge<FakeHost> {
     let host = FakeHost::new();
     host.clock.set(proxy.clock.get());
     *host.shared.borrow_mut() = proxy.shared.borrow().clone();
@@ -72,7 +87,7 @@ fn edge(r: &Request, proxy: &FakeHost) -> Edge<FakeHost> {
         host.set(Map::Request, name, value);
     }
     *host.request_body.borrow_mut() = r.body.as_bytes().to_vec();
-    Edge::new(host, config())
+    Edge::new(host, config)
 }
 
 fn send(e: &mut Edge<FakeHost>) -> Flow {
@@ -392,4 +407,79 @@ fn a_group_without_a_cache_makes_no_call_for_it() {
     );
     assert_eq!(sent_header(&e, "x-llm-cache"), None);
     assert!(log(&e).get("cache").is_none());
+}
+
+/// The state service's answer: `status`, its own header on a 404.
+fn service_answer(status: u16, body: &[u8]) -> CalloutAnswer {
+    let mut headers = Vec::new();
+    if status == 404 {
+        headers.push((b"x-llm-state".to_vec(), b"missing".to_vec()));
+    }
+    CalloutAnswer::Answered {
+        status,
+        headers: Headers(headers),
+        body: body.to_vec(),
+    }
+}
+
+#[test]
+fn with_the_fleets_store_an_answer_stored_through_one_proxy_is_a_hit_on_another() {
+    let r = chat("cached", false);
+    // Proxy A misses, asks the service (it has nothing), and goes on.
+    let a = FakeHost::new();
+    let mut e = edge_with(&r, &a, fleet_config());
+    assert_eq!(send(&mut e), Flow::Pause);
+    let (cluster, headers, _) = e.host.http_calls.borrow()[0].clone();
+    assert_eq!(cluster, "llm_state");
+    assert!(headers.contains(&(":method".into(), "GET".into())));
+    assert_eq!(e.on_callout(1, service_answer(404, b"")), Flow::Continue);
+    // Its answer is stored there too: the answer's end waits for it.
+    answer_through(&mut e, "an", "200", ANTHROPIC);
+    assert_eq!(sent_header(&e, "x-llm-cache").as_deref(), Some("miss"));
+    let (_, headers, entry) = e.host.http_calls.borrow()[1].clone();
+    assert!(headers.contains(&(":method".into(), "PUT".into())));
+    assert!(
+        headers.contains(&("x-llm-ttl".into(), "60".into())),
+        "{headers:?}"
+    );
+    assert!(String::from_utf8_lossy(&entry).contains("Hello from the vendor"));
+    assert_eq!(e.on_callout(2, service_answer(204, b"")), Flow::Continue);
+
+    // Proxy B never saw it: the service's entry is its hit.
+    let b = FakeHost::new();
+    let mut e = edge_with(&r, &b, fleet_config());
+    assert_eq!(send(&mut e), Flow::Pause);
+    let asked = path(&e.host.http_calls.borrow()[0].1);
+    assert_eq!(e.on_callout(1, service_answer(200, &entry)), Flow::Pause);
+    let (status, body) = e.host.reply.borrow().clone().unwrap();
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&body).contains("Hello from the vendor"));
+    assert_eq!(reply_header(&e, "x-llm-cache").as_deref(), Some("hit"));
+    e.on_log();
+    assert_eq!(log(&e)["cache"], "hit");
+
+    // Proxy C, the service down: a miss, counted, the request goes on.
+    let c = FakeHost::new();
+    let mut e = edge_with(&r, &c, fleet_config());
+    assert_eq!(send(&mut e), Flow::Pause);
+    assert_eq!(e.on_callout(1, CalloutAnswer::Failed), Flow::Continue);
+    assert!(e
+        .host
+        .take_record()
+        .iter()
+        .any(|c| c.contains("llm_gateway.shared_state") && c.contains("unavailable")));
+    answer_through(&mut e, "an", "200", ANTHROPIC);
+    assert_eq!(sent_header(&e, "x-llm-cache").as_deref(), Some("miss"));
+
+    // Another key on B: its own namespace, asked of the service again.
+    let mut other = chat("cached", false);
+    other.key = OTHER;
+    let mut e = edge_with(&other, &b, fleet_config());
+    assert_eq!(send(&mut e), Flow::Pause);
+    assert_ne!(path(&e.host.http_calls.borrow()[0].1), asked);
+}
+
+fn path(headers: &[(String, String)]) -> String {
+    let found = headers.iter().find(|(n, _)| n == ":path");
+    found.map(|(_, v)| v.clone()).unwrap_or_default()
 }

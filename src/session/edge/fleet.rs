@@ -158,9 +158,22 @@ impl<H: Host> Edge<H> {
     /// when there is no service or the host refused the call (counted as
     /// unavailable).
     fn send(&mut self, call: StateCall, why: Why) -> Result<(), Why> {
-        let Some(service) = self.service() else {
+        let Some(token) = self.send_state(&call) else {
             return Err(why);
         };
+        self.responses.waiting = Some(Waiting {
+            token,
+            op: call.op,
+            why,
+        });
+        Ok(())
+    }
+
+    /// Sends `call` to the state service: its callout's token, or `None`
+    /// when there is no service or the host refused the call (counted as
+    /// unavailable).
+    pub(super) fn send_state(&self, call: &StateCall) -> Option<u32> {
+        let service = self.service()?;
         let mut headers: Vec<(&str, &[u8])> = vec![
             (":method", call.method.as_bytes()),
             (":path", call.path.as_bytes()),
@@ -171,18 +184,11 @@ impl<H: Host> Edge<H> {
             .host
             .http_call(&service.cluster, &headers, &call.body, service.timeout_ms);
         match sent {
-            Ok(token) => {
-                self.responses.waiting = Some(Waiting {
-                    token,
-                    op: call.op,
-                    why,
-                });
-                Ok(())
-            }
+            Ok(token) => Some(token),
             Err(e) => {
                 log_once(&e, "the state service is skipped");
                 self.count_state(call.op, &Reply::Unavailable);
-                Err(why)
+                None
             }
         }
     }
@@ -274,7 +280,7 @@ impl<H: Host> Edge<H> {
 
     /// Counts a call's outcome; a service that did not answer is logged
     /// at most once per interval.
-    fn count_state(&self, op: Op, reply: &Reply) {
+    pub(super) fn count_state(&self, op: Op, reply: &Reply) {
         let outcome = match reply {
             Reply::Found(_) => "found",
             Reply::Missing => "missing",

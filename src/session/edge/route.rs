@@ -10,8 +10,8 @@ impl<H: Host> Edge<H> {
     /// admitted and routed, or refused.
     pub(super) fn generate(&mut self, facts: &PathFacts, body: &[u8]) -> Flow {
         match self.on_generate_body(facts, body) {
-            // Answered from the response cache.
-            Ok(()) if matches!(self.state, State::Replied) => Flow::Pause,
+            // Answered from the response cache, or waiting for the fleet's.
+            Ok(()) if matches!(self.state, State::Replied) || self.cache_waits() => Flow::Pause,
             Ok(()) => {
                 self.state = State::Forwarded;
                 Flow::Continue
@@ -83,8 +83,16 @@ impl<H: Host> Edge<H> {
         // The response cache: a hit is answered here (`edge/cache.rs`).
         if let Some(settings) = &model_group.cache {
             let control = crate::cache::Control::parse(text("cache-control"));
-            if self.consult_cache(group, settings, (&request, &echo), control)? {
-                return Ok(());
+            // Run again once the fleet's store answered (unless its body
+            // is the stored state's rewrite).
+            let resume = resolved.is_none().then_some((facts, body));
+            match self.consult_cache(group, settings, (&request, &echo), control, resume)? {
+                cache::Consulted::Go => {}
+                cache::Consulted::Answered => return Ok(()),
+                cache::Consulted::Waiting => {
+                    self.request_headers = headers;
+                    return Ok(());
+                }
             }
         }
         self.admit(group, |config| {
