@@ -12,7 +12,7 @@
 use super::key::RequestKey;
 use super::{Scope, Settings};
 use crate::shared_state::cas::{SetResult, SharedStore, MAX_CAS_ATTEMPTS};
-use crate::shared_state::local::{Bounds, Put, Store};
+use crate::shared_state::local::{Bounds, Put, Store, Usage};
 use crate::shared_state::{Key, Namespace};
 
 /// The name cache keys are hashed under.
@@ -38,15 +38,10 @@ impl Place {
             Scope::Group => Namespace::of_group(group),
         };
         Self {
-            name: format!("{STORE}:{group}"),
+            name: store_name(group),
             key: Key::new(STORE, &namespace, request.as_bytes()),
             namespace,
-            bounds: Bounds {
-                max_entries: settings.max_entries,
-                max_bytes: settings.max_bytes,
-                max_entry_bytes: settings.max_entry_bytes,
-                ttl_seconds: settings.ttl_seconds,
-            },
+            bounds: bounds(settings),
         }
     }
 
@@ -69,12 +64,44 @@ impl Place {
     }
 }
 
-/// A group's lookups and hits since the proxy started, every worker's: its
-/// hit ratio.
+/// The in-process store of `group`'s entries.
+fn store_name(group: &str) -> String {
+    format!("{STORE}:{group}")
+}
+
+fn bounds(settings: &Settings) -> Bounds {
+    Bounds {
+        max_entries: settings.max_entries,
+        max_bytes: settings.max_bytes,
+        max_entry_bytes: settings.max_entry_bytes,
+        ttl_seconds: settings.ttl_seconds,
+    }
+}
+
+/// What `group`'s in-process store holds now (`None`: unreadable).
+pub fn usage(shared: &impl SharedStore, group: &str, settings: &Settings) -> Option<Usage> {
+    Store::new(shared, &store_name(group), bounds(settings)).usage()
+}
+
+/// A group's lookups, hits and what the hits saved since the proxy
+/// started, every worker's: its hit ratio.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tally {
     pub lookups: u64,
     pub hits: u64,
+    /// What the hits' answers cost when a vendor made them (micro-USD).
+    pub saved_micro_usd: u64,
+}
+
+fn tally_key(group: &str) -> Vec<u8> {
+    format!("{STORE}_tally:{group}").into_bytes()
+}
+
+fn word(bytes: &[u8], at: usize) -> u64 {
+    bytes
+        .get(at..at + 8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map_or(0, u64::from_le_bytes)
 }
 
 impl Tally {
@@ -86,24 +113,21 @@ impl Tally {
             .unwrap_or(0)
     }
 
-    /// Counts one more lookup (a hit or not) of `group`; the tally after
-    /// it, or `None` when the proxy failed or other workers kept winning.
-    pub fn count(shared: &impl SharedStore, group: &str, hit: bool) -> Option<Tally> {
-        let key = format!("{STORE}_tally:{group}").into_bytes();
+    /// Counts one more lookup of `group`: a hit, with what it saved
+    /// (micro-USD), or a miss (`None`). The tally after it, or `None` when
+    /// the proxy failed or other workers kept winning.
+    pub fn count(shared: &impl SharedStore, group: &str, hit: Option<u64>) -> Option<Tally> {
+        let key = tally_key(group);
         for _ in 0..MAX_CAS_ATTEMPTS {
             let (bytes, cas) = shared.get(&key).ok()?.unwrap_or_default();
-            let word = |at: usize| {
-                bytes
-                    .get(at..at + 8)
-                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                    .map_or(0, u64::from_le_bytes)
-            };
             let tally = Tally {
-                lookups: word(0).saturating_add(1),
-                hits: word(8).saturating_add(u64::from(hit)),
+                lookups: word(&bytes, 0).saturating_add(1),
+                hits: word(&bytes, 8).saturating_add(u64::from(hit.is_some())),
+                saved_micro_usd: word(&bytes, 16).saturating_add(hit.unwrap_or(0)),
             };
             let mut value = tally.lookups.to_le_bytes().to_vec();
             value.extend_from_slice(&tally.hits.to_le_bytes());
+            value.extend_from_slice(&tally.saved_micro_usd.to_le_bytes());
             match shared.set(&key, &value, cas) {
                 SetResult::Done => return Some(tally),
                 SetResult::CasMismatch => continue,
@@ -111,6 +135,21 @@ impl Tally {
             }
         }
         None
+    }
+
+    /// `group`'s tally as it is now (none counted yet: zeros; `None`:
+    /// unreadable).
+    pub fn read(shared: &impl SharedStore, group: &str) -> Option<Tally> {
+        let bytes = shared
+            .get(&tally_key(group))
+            .ok()?
+            .map(|(b, _)| b)
+            .unwrap_or_default();
+        Some(Tally {
+            lookups: word(&bytes, 0),
+            hits: word(&bytes, 8),
+            saved_micro_usd: word(&bytes, 16),
+        })
     }
 }
 
@@ -149,16 +188,29 @@ mod tests {
         // Expired after the group's time to live.
         let ttl = Settings::default().ttl_seconds;
         assert_eq!(mine.get(&shared, 100 + ttl), None);
+        // What the group's store holds: alice's entry and the shared one.
+        let held = usage(&shared, "g", &Settings::default()).unwrap();
+        assert_eq!(held.entries, 2);
+        assert!(held.bytes > 9, "{held:?}");
+        assert_eq!(
+            usage(&shared, "none", &Settings::default())
+                .unwrap()
+                .entries,
+            0
+        );
     }
 
     #[test]
     fn the_tally_adds_up_every_lookup() {
         let shared = MemoryStore::default();
         assert_eq!(Tally::default().permille(), 0);
-        Tally::count(&shared, "g", true).unwrap();
-        Tally::count(&shared, "g", false).unwrap();
-        let tally = Tally::count(&shared, "g", true).unwrap();
+        assert_eq!(Tally::read(&shared, "g"), Some(Tally::default()));
+        Tally::count(&shared, "g", Some(5)).unwrap();
+        Tally::count(&shared, "g", None).unwrap();
+        let tally = Tally::count(&shared, "g", Some(7)).unwrap();
         assert_eq!((tally.lookups, tally.hits, tally.permille()), (3, 2, 666));
-        assert_eq!(Tally::count(&shared, "h", false).unwrap().lookups, 1);
+        assert_eq!(tally.saved_micro_usd, 12);
+        assert_eq!(Tally::read(&shared, "g"), Some(tally));
+        assert_eq!(Tally::count(&shared, "h", None).unwrap().lookups, 1);
     }
 }

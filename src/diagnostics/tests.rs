@@ -243,7 +243,7 @@ fn the_view_shows_the_recorded_requests_and_their_health() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["health", "requests", "routes", "limits"]);
+    assert_eq!(names, ["health", "requests", "routes", "limits", "cache", "discovery"]);
     assert_eq!(
         view["filters"]["groups"],
         serde_json::json!(["chat", "other"])
@@ -428,4 +428,131 @@ fn other_methods_and_paths_are_refused_in_the_gateways_envelope() {
     }
     let index = json(&get(&config, &store, "/llm-gateway/api", "", Some(ADMIN)));
     assert_eq!(index["sections"][0]["path"], "/llm-gateway/api/health");
+}
+
+#[test]
+fn the_cache_and_discovery_sections_show_what_they_share() {
+    use crate::cache::key::RequestKey;
+    use crate::cache::store::{Place, Tally};
+    use crate::discovery::store::{self, ListRecord, Schedule};
+    use crate::model::listing::Listed;
+    use crate::model::request::ChatRequest;
+    let hash = format!("{:x}", Sha256::digest(ADMIN.as_bytes()));
+    let text = format!(
+        r#"{{"providers":{{"an":{{"dialect":"anthropic","api_key":"sk-ant-vendor-secret"}},
+                         "oa":{{"dialect":"openai","api_key":"sk-oa"}}}},
+             "model_groups":{{"chat":{{"candidates":[{{"provider":"an","model":"claude-x","cluster":"an"}},
+                                                     {{"provider":"an","model":"claude-old","cluster":"an"}}],
+                                       "cache":{{"max_entries":8,"scope":"group"}}}},
+                              "other":{{"candidates":[{{"provider":"oa","model":"gpt-x","cluster":"oa"}}]}}}},
+             "discovery":{{"providers":{{"an":{{"cluster":"an"}},"oa":{{"cluster":"oa"}}}}}},
+             "auth":{{"enabled":false}},
+             "diagnostics":{{"admin_keys":[{{"name":"oncall","sha256":"{hash}"}}]}}}}"#
+    );
+    let config = Config::parse(text.as_bytes(), |_| None).unwrap();
+    let shared = MemoryStore::default();
+    prepare(&shared, &config);
+    // Two lookups of the cached group, one hit that saved 250 micro-USD,
+    // one entry stored.
+    Tally::count(&shared, "chat", None).unwrap();
+    Tally::count(&shared, "chat", Some(250)).unwrap();
+    let settings = config.model_groups["chat"].cache.clone().unwrap();
+    let place = Place::new(
+        "chat",
+        &settings,
+        "",
+        &RequestKey::of("chat", &ChatRequest::default()),
+    );
+    place.put(&shared, b"an entry", NOW / 1000);
+    // Provider an listed claude-x (not claude-old); oa's reads fail.
+    let discovery = config.discovery.as_ref().unwrap();
+    let identity =
+        |name: &str| store::identity(&config.providers[name], &discovery.providers[name]);
+    let list = ListRecord::new(identity("an"), NOW - 5_000, vec![Listed::named("claude-x")]);
+    shared.set(&store::list_key("an"), &list.encode(), 0);
+    let mut schedule = Schedule {
+        identity: identity("oa"),
+        ..Schedule::default()
+    };
+    schedule.failed(NOW - 1_000, "HTTP 500 from the list", 10, 3600);
+    shared.set(&store::schedule_key("oa"), &schedule.encode(), 0);
+
+    let view = json(&get(
+        &config,
+        &shared,
+        "/llm-gateway/api/view",
+        "",
+        Some(ADMIN),
+    ));
+    let section = |name: &str| {
+        view["sections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["data"].clone())
+            .unwrap()
+    };
+    let cache = section("cache");
+    let groups = cache["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "only the cached group: {cache}");
+    let chat = &groups[0];
+    assert_eq!(
+        (chat["group"].as_str(), chat["scope"].as_str()),
+        (Some("chat"), Some("group"))
+    );
+    assert_eq!(
+        (chat["lookups"].as_u64(), chat["hits"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(chat["hit_ratio"].as_f64(), Some(0.5));
+    assert_eq!(chat["saved_usd"].as_f64(), Some(0.00025));
+    assert_eq!(
+        (chat["entries"].as_u64(), chat["max_entries"].as_u64()),
+        (Some(1), Some(8))
+    );
+    assert!(chat["bytes"].as_u64().unwrap() > 8, "{chat}");
+
+    let discovered = section("discovery");
+    assert_eq!(discovered["enabled"], true);
+    let providers = discovered["providers"].as_array().unwrap();
+    let an = providers.iter().find(|p| p["provider"] == "an").unwrap();
+    assert_eq!(an["models"].as_u64(), Some(1));
+    assert_eq!(an["last_verified"].as_u64(), Some(NOW - 5_000));
+    assert_eq!(an["retired"], serde_json::json!(["claude-old"]));
+    let oa = providers.iter().find(|p| p["provider"] == "oa").unwrap();
+    assert_eq!(
+        (oa["models"].is_null(), oa["failures"].as_u64()),
+        (true, Some(1))
+    );
+    assert_eq!(oa["last_error"], "HTTP 500 from the list");
+
+    let routes = section("routes");
+    let candidates = routes["groups"][0]["candidates"].as_array().unwrap();
+    assert_eq!(routes["groups"][0]["name"], "chat");
+    assert_eq!(candidates[0]["discovered"], true);
+    assert_eq!(candidates[0]["last_verified"].as_u64(), Some(NOW - 5_000));
+    assert_eq!(candidates[1]["discovered"], false);
+    assert!(candidates[1]["last_verified"].is_null());
+    let other = routes["groups"][1]["candidates"][0].clone();
+    assert!(other["discovered"].is_null(), "oa has no list yet: {other}");
+    let text = String::from_utf8_lossy(
+        &get(&config, &shared, "/llm-gateway/api/view", "", Some(ADMIN)).body,
+    )
+    .into_owned();
+    assert!(!text.contains("sk-ant-vendor-secret") && !text.contains("sk-oa"));
+
+    // Discovery off, no cached group: the sections say so.
+    let off = on();
+    let view = json(&get(
+        &off,
+        &store_with(&off, vec![]),
+        "/llm-gateway/api/view",
+        "",
+        Some(ADMIN),
+    ));
+    let parts = view["sections"].as_array().unwrap();
+    let data = |name: &str| parts.iter().find(|s| s["name"] == name).unwrap()["data"].clone();
+    assert_eq!(data("cache")["groups"], serde_json::json!([]));
+    assert_eq!(data("discovery")["enabled"], false);
 }

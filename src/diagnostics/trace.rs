@@ -45,7 +45,7 @@ pub struct Trace {
     pub rate_limit: Option<String>,
     pub client_disconnected: bool,
     /// The response cache's verdict (`hit`, `semantic-hit`, `miss`,
-    /// `bypass`): none until the gateway has a cache.
+    /// `bypass`); none for a group without a cache.
     pub cache: Option<String>,
     /// What context fitting did (`trimmed=4; compressed=1`): none until the
     /// gateway fits contexts.

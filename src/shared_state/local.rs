@@ -244,6 +244,11 @@ impl<'s, S: SharedStore> Store<'s, S> {
         }
     }
 
+    /// What the store holds now (`None`: the proxy failed the read).
+    pub fn usage(&self) -> Option<Usage> {
+        self.read_index().map(|(index, _, _)| index.usage())
+    }
+
     /// Stores `value` under `key` for the store's time to live from `now`
     /// (`mirrored`: the fleet's store has it too), evicting as the bounds
     /// need. A key stored twice is found once (the later one, while the

@@ -3,7 +3,7 @@
 //! them: it polls `/llm-gateway/api/view` and hands each section's data to
 //! the renderer registered under its name.
 //!
-//! Adding a panel (the response cache, context fitting, model discovery):
+//! Adding a panel (context fitting, say):
 //! a file here with its `SECTION`, its renderer beside it
 //! (`LLMGW.section(name, render)`, see `assets/app.js`), and one line in
 //! [`SECTIONS`].
@@ -15,8 +15,11 @@ use serde_json::Value;
 use super::ring;
 use super::trace::Trace;
 use crate::config::{Config, Diagnostics};
+use crate::discovery::Discovered;
 use crate::shared_state::cas::{SetResult, SharedStore, Unreadable};
 
+mod cache;
+mod discovery;
 mod health;
 mod limits;
 mod requests;
@@ -41,6 +44,8 @@ pub const SECTIONS: &[Section] = &[
     requests::SECTION,
     routes::SECTION,
     limits::SECTION,
+    cache::SECTION,
+    discovery::SECTION,
 ];
 
 pub fn find(name: &str) -> Option<&'static Section> {
@@ -57,6 +62,7 @@ pub struct View<'a> {
     pub filter: Filter,
     store: &'a dyn SharedStore,
     traces: OnceCell<Vec<Trace>>,
+    discovered: OnceCell<Option<Discovered>>,
 }
 
 impl<'a> View<'a> {
@@ -74,6 +80,7 @@ impl<'a> View<'a> {
             filter,
             store,
             traces: OnceCell::new(),
+            discovered: OnceCell::new(),
         }
     }
 
@@ -86,6 +93,14 @@ impl<'a> View<'a> {
     pub fn traces(&self) -> &[Trace] {
         self.traces
             .get_or_init(|| ring::read(&self.store(), self.settings.recent_requests))
+    }
+
+    /// What model discovery shares (read once, when a section first asks;
+    /// `None`: the configuration discovers nothing).
+    pub fn discovered(&self) -> Option<&Discovered> {
+        self.discovered
+            .get_or_init(|| discovery::read(self))
+            .as_ref()
     }
 }
 

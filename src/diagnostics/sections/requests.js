@@ -24,11 +24,11 @@ LLMGW.section("requests", function (data, el, ctx) {
     { title: "TTFT", value: (r) => fmt.ms(r.ttft_ms), num: true },
     { title: "tokens in / out", value: (r) => `${r.input_tokens} / ${r.output_tokens}${r.usage_estimated ? " ~" : ""}`, num: true },
     { title: "cost", value: (r) => fmt.usd(r.cost_usd), num: true },
-    { title: "cache", value: (r) => r.cache || "–" },
+    { title: "cache", value: (r) => r.cache || h("span", { class: "muted" }, "none") },
     { title: "fitting", value: (r) => r.fitting || "–" },
   ], data.requests, (r) => ({
     class: `selectable${ctx.state.selected === r.request_id ? " selected" : ""}`,
-    "data-request-id": r.request_id, "data-status": r.status, onclick: () => select(r),
+    "data-request-id": r.request_id, "data-status": r.status, "data-cache": r.cache || "none", onclick: () => select(r),
   })));
   const chosen = data.requests.find((r) => r.request_id === ctx.state.selected);
   if (chosen) el.append(detail(chosen));

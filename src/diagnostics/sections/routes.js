@@ -12,8 +12,9 @@ LLMGW.section("routes", function (data, el) {
     { title: "weight", value: (r) => `${r.c.weight} (${fmt.pct(r.c.share)})`, num: true },
     { title: "capabilities", value: (r) => capabilities(r.c.capabilities) },
     { title: "fallback", value: (r) => (r.first && r.group.fallback.length ? `${r.group.fallback.join(" → ")} via ${r.group.ladder_cluster}` : "") },
-    { title: "discovered", value: (r) => (r.c.discovered === null ? "–" : r.c.discovered ? "listed" : h("span", { class: "bad" }, "not listed")) },
-  ], rows, (r) => ({ "data-group": r.group.name, "data-cluster": r.c.cluster })));
+    { title: "discovered", value: (r) => (r.c.discovered === null ? "–" : r.c.discovered ? "listed" : h("span", { class: "bad" }, "not listed (retired)")) },
+    { title: "last verified", value: (r) => (r.c.last_verified ? fmt.time(r.c.last_verified) : "–") },
+  ], rows, (r) => ({ "data-group": r.group.name, "data-cluster": r.c.cluster, "data-discovered": r.c.discovered === null ? "" : String(r.c.discovered) })));
   if (data.rules.length) {
     el.append(h("h3", {}, "rules (highest priority first)"));
     el.append(table([

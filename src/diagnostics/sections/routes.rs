@@ -1,8 +1,9 @@
 //! The routing table: where each model group's requests go (candidates
 //! with their cluster, provider, vendor model, weight and capabilities),
 //! the rules that pick a group, and the providers. Read from the
-//! configuration; never a key (nor a rule's header values, which may be
-//! shared secrets of the callers').
+//! configuration (and, with model discovery, whether each candidate's
+//! vendor model is listed and when it was last verified); never a key (nor
+//! a rule's header values, which may be shared secrets of the callers').
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,7 @@ use serde_json::Value;
 
 use super::{Section, View};
 use crate::provider::DialectKind;
-use crate::routing::{ladder_cluster, Capabilities};
+use crate::routing::{ladder_cluster, Candidate, Capabilities};
 
 pub const SECTION: Section = Section {
     name: "routes",
@@ -97,6 +98,22 @@ struct ProviderRow<'a> {
     priced: Vec<&'a str>,
 }
 
+/// Whether a candidate's vendor model is in its discovered provider's
+/// last good list (or a targeted check since confirmed it), and when it
+/// was last seen so (Unix ms): none for a provider not discovered or not
+/// read yet, or a candidate that sends the client's own model.
+fn verified(view: &View<'_>, c: &Candidate, model: Option<&str>) -> (Option<bool>, Option<u64>) {
+    let found = || {
+        let settings = view.config.discovery.as_ref()?;
+        let known = view.discovered()?.providers.get(settings.provider_of(c)?)?;
+        let (list, model) = (known.list.as_ref()?, model?);
+        let checked = list.checked.get(model).copied();
+        let listed = known.lists(model).map(|_| list.fetched_at);
+        Some((listed.is_some() || checked.is_some(), listed.max(checked)))
+    };
+    found().map_or((None, None), |(yes, at)| (Some(yes), at))
+}
+
 fn data(view: &View<'_>) -> Value {
     let config = view.config;
     let wanted = |group: &str| view.filter.group.as_deref().is_none_or(|g| g == group);
@@ -118,11 +135,13 @@ fn data(view: &View<'_>) -> Value {
                             .or_else(|| p.models.get("*"))
                             .map(String::as_str)
                     });
+                    let model = c.model.as_deref().or(mapped);
+                    let (discovered, last_verified) = verified(view, c, model);
                     CandidateRow {
                         cluster: &c.cluster,
                         provider,
                         dialect: settings.map(|p| p.dialect),
-                        model: c.model.as_deref().or(mapped),
+                        model,
                         weight: c.weight,
                         share: if total == 0 {
                             0.0
@@ -130,8 +149,8 @@ fn data(view: &View<'_>) -> Value {
                             f64::from(c.weight) / total as f64
                         },
                         capabilities: (&c.capabilities).into(),
-                        discovered: None,
-                        last_verified: None,
+                        discovered,
+                        last_verified,
                     }
                 })
                 .collect();

@@ -112,7 +112,8 @@ impl<H: Host> Edge<H> {
                 .and_then(|bytes| Entry::decode(&bytes))
                 .filter(|entry| fresh(entry, settings.ttl_seconds, now));
             if let Some(entry) = found {
-                self.tally(group, true);
+                let saved = self.saved_usd(&entry);
+                self.tally(group, Some((saved.unwrap_or(0.0) * 1e6).round() as u64));
                 self.answer_hit(group, (request, echo), &entry, now)?;
                 return Ok(Consulted::Answered);
             }
@@ -126,7 +127,7 @@ impl<H: Host> Edge<H> {
                     return Ok(Consulted::Waiting);
                 }
             }
-            self.tally(group, false);
+            self.tally(group, None);
         }
         self.cache = Some(caching);
         Ok(Consulted::Go)
@@ -201,12 +202,15 @@ impl<H: Host> Edge<H> {
             && echo.get("store") != Some(&serde_json::Value::Bool(false))
     }
 
-    /// Counts a lookup in the group's hit ratio (every worker's).
-    fn tally(&self, group: &str, hit: bool) {
-        if !self.config.request_metrics {
+    /// Counts a lookup in the group's hit ratio (every worker's): a hit
+    /// with what it saved (micro-USD), or a miss. For the metrics, and for
+    /// the diagnostics view's cache section; neither on, nothing counted.
+    fn tally(&self, group: &str, hit: Option<u64>) {
+        if !self.config.request_metrics && self.config.diagnostics.is_none() {
             return;
         }
-        if let Some(tally) = Tally::count(&shared(&self.host), group, hit) {
+        let tally = Tally::count(&shared(&self.host), group, hit);
+        if let Some(tally) = tally.filter(|_| self.config.request_metrics) {
             ignore(self.host.gauge(
                 "llm_gateway.cache_hit_ratio_permille",
                 &[("group", group)],
@@ -264,19 +268,23 @@ impl<H: Host> Edge<H> {
         self.status = 200;
         self.response_complete = true;
         self.state = State::Replied;
-        let saved_usd = entry.usage.and_then(|usage| {
-            let provider = self.config.providers.get(&entry.provider)?;
-            let price = price_for(&provider.prices, &entry.model)?;
-            Some(price.cost(&usage.into()))
-        });
         self.cache = Some(Caching {
             status: Status::Hit,
             place: None,
-            saved_usd,
+            saved_usd: self.saved_usd(entry),
             asked: true,
             waiting: None,
         });
         Ok(())
+    }
+
+    /// What `entry`'s answer cost when a vendor made it, in USD (priced
+    /// from its stored usage; `None`: unpriced).
+    fn saved_usd(&self, entry: &Entry) -> Option<f64> {
+        let usage = entry.usage?;
+        let provider = self.config.providers.get(&entry.provider)?;
+        let price = price_for(&provider.prices, &entry.model)?;
+        Some(price.cost(&usage.into()))
     }
 
     /// The request was handed off: its attempts capture the answer, when

@@ -172,7 +172,7 @@ impl<H: Host> Edge<H> {
             envoy_flags,
             rate_limit: log.rate_limit.map(str::to_owned),
             client_disconnected: log.client_disconnected,
-            cache: None,
+            cache: log.cache.map(str::to_owned),
             fitting: None,
             attempts,
             attempts_dropped: 0,
