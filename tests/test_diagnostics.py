@@ -2,7 +2,10 @@
 the run: traffic that fails over, then what the JSON says of it (every
 attempt, backend health, limits with what requests in flight reserve), who
 may read it, what it never shows, its paths never routed, and the page in
-a real browser (Debian's chromium, headless, driven by Selenium)."""
+a real browser (Debian's chromium, headless, driven by Selenium). The
+gateway also caches one group and discovers the mock's models (the shipped
+configuration's discovery): the cache and discovery sections, the routing
+table's discovered state and each request's cache status."""
 
 import json
 import os
@@ -21,6 +24,7 @@ ADMIN_KEY = "diagnostics-admin-test-key"
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts" / "diagnostics"
 CAPTURE_BYTES = 64
 OK_MSG = [{"role": "user", "content": "tell me about failover"}]
+RETIRED = "gpt-retired-by-its-vendor"
 
 
 def configure(config):
@@ -34,6 +38,11 @@ def configure(config):
         "capture_bytes": CAPTURE_BYTES,
         "api_requests_per_second": 50,
     }
+    # A cached group, and one naming a model the mock does not list (retired).
+    config["model_groups"]["diag-cached"] = {"candidates": [{"cluster": "mock_openai", "provider": "mock-openai"}],
+                                             "cache": {"max_entries": 16}}
+    config["model_groups"]["diag-retired"] = {"candidates": [
+        {"cluster": "mock_openai", "provider": "mock-openai", "model": RETIRED}]}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +100,66 @@ def failover(gw, request_id, stream=False):
                                     {"x-model-group": "mock-failover", "x-request-id": request_id})
     assert status == 200, data[:300]
     return data
+
+
+def cached(gw, request_id, headers=None):
+    """A request on the cached group (the same each time); its `x-llm-cache`."""
+    status, hdrs, data = gw.request("POST", "/v1/chat/completions",
+                                    {"model": "diag-cached", "messages": OK_MSG},
+                                    {"x-request-id": request_id, **(headers or {})})
+    assert status == 200, data[:300]
+    return hdrs["x-llm-cache"]
+
+
+def section(gw, name):
+    status, _, data = view(gw, name)
+    assert status == 200, data
+    return data
+
+
+def test_a_cache_hit_shows_in_the_cache_section_and_in_its_request(diag):
+    before = next((g for g in section(diag, "cache")["groups"] if g["group"] == "diag-cached"), None)
+    assert before is not None and before["scope"] == "key" and before["max_entries"] == 16
+    cached(diag, "diag-cache-1")
+    assert cached(diag, "diag-cache-2") == "hit"
+    assert cached(diag, "diag-cache-3", {"cache-control": "no-store"}) == "bypass"
+    assert recorded(diag, "diag-cache-2")["cache"] == "hit"
+    assert recorded(diag, "diag-cache-3")["cache"] == "bypass"
+    first = recorded(diag, "diag-cache-1")
+    assert first["cache"] in ("miss", "hit"), first  # a hit if another test stored it first
+    # A group without a cache: no status.
+    failover(diag, "diag-cache-none")
+    assert recorded(diag, "diag-cache-none")["cache"] is None
+    after = next(g for g in section(diag, "cache")["groups"] if g["group"] == "diag-cached")
+    assert after["lookups"] >= before["lookups"] + 2 and after["hits"] >= before["hits"] + 1, after
+    assert 0 < after["hit_ratio"] <= 1
+    # Priced from the stored usage (mock-openai's prices), held in the store.
+    assert after["saved_usd"] > before["saved_usd"], after
+    assert after["entries"] >= 1 and 0 < after["bytes"] <= after["max_bytes"], after
+    # Filtered to another group, the section shows none.
+    status, _, other = view(diag, "cache", "group=mock-failover")
+    assert status == 200 and other["groups"] == []
+
+
+def test_discovery_shows_each_providers_list_and_the_retired_model(diag):
+    def read():
+        data = section(diag, "discovery")
+        mock = next((p for p in data["providers"] if p["provider"] == "mock-openai"), None)
+        return (data, mock) if mock and mock["models"] else None
+    found = poll(read, timeout=30)
+    assert found, section(diag, "discovery")
+    data, mock = found
+    assert data["enabled"] and data["route"]
+    assert mock["models"] >= 2 and mock["failures"] == 0 and mock["last_error"] is None
+    assert mock["last_verified"] > 0 and mock["calls"] >= 1
+    assert mock["retired"] == [RETIRED]
+    # The routing table: the listed model and the retired one, candidate by candidate.
+    groups = {g["name"]: g for g in section(diag, "routes")["groups"]}
+    listed = groups["diag-cached"]["candidates"][0]
+    assert (listed["model"], listed["discovered"]) == ("mock-gpt-4o", True), listed
+    assert listed["last_verified"] >= mock["last_verified"]
+    gone = groups["diag-retired"]["candidates"][0]
+    assert (gone["discovered"], gone["last_verified"]) == (False, None), gone
 
 
 def test_a_failover_is_recorded_attempt_by_attempt(diag):
@@ -261,7 +330,12 @@ def test_the_page_shows_the_failover_in_a_real_browser(diag, tmp_path):
         failover(diag, f"diag-page-{i}")
     diag.request("POST", "/v1/chat/completions", {"model": "mock-openai", "messages": OK_MSG},
                  {"x-request-id": "diag-page-bad", "x-mock-scenario": "error-500"})
+    cached(diag, "diag-page-miss")
+    assert cached(diag, "diag-page-hit") == "hit"
     recorded(diag, "diag-page-bad")
+    recorded(diag, "diag-page-hit")
+    # The page is paused below: discovery has read the mock's lists by then.
+    assert poll(lambda: any(p["models"] for p in section(diag, "discovery")["providers"]), timeout=30)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser = chrome(tmp_path)
     # The page re-renders as it polls: an element found may be replaced
@@ -306,6 +380,16 @@ def test_the_page_shows_the_failover_in_a_real_browser(diag, tmp_path):
             By.CSS_SELECTOR, 'section[data-section="routes"] tr[data-group="mock-failover"]'))
         assert wait.until(lambda b: b.find_element(
             By.CSS_SELECTOR, 'section[data-section="limits"] tr[data-key="tester"]'))
+        # The cache and discovery sections, and a request's cache status.
+        assert wait.until(lambda b: b.find_element(
+            By.CSS_SELECTOR, 'section[data-section="cache"] tr[data-group="diag-cached"]').get_attribute("data-hits")) != "0"
+        assert wait.until(lambda b: b.find_element(
+            By.CSS_SELECTOR, 'section[data-section="discovery"] tr[data-provider="mock-openai"]')
+            .get_attribute("data-retired")) == RETIRED
+        assert browser.find_element(By.CSS_SELECTOR, 'tr[data-request-id="diag-page-hit"]').get_attribute("data-cache") == "hit"
+        assert browser.find_element(By.CSS_SELECTOR, 'tr[data-request-id="diag-page-2"]').get_attribute("data-cache") == "none"
+        assert browser.find_element(By.CSS_SELECTOR,
+                                    'section[data-section="routes"] tr[data-group="diag-retired"]').get_attribute("data-discovered") == "false"
         # Filtered to 5xx: the failed request stays, the failovers (answered 200) go.
         Select(browser.find_element(By.ID, "filter-status")).select_by_value("5xx")
         wait.until(lambda b: not b.find_elements(By.CSS_SELECTOR, 'tr[data-request-id="diag-page-2"]')

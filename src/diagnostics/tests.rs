@@ -243,7 +243,17 @@ fn the_view_shows_the_recorded_requests_and_their_health() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["health", "requests", "routes", "limits", "cache", "discovery"]);
+    assert_eq!(
+        names,
+        [
+            "health",
+            "requests",
+            "routes",
+            "limits",
+            "cache",
+            "discovery"
+        ]
+    );
     assert_eq!(
         view["filters"]["groups"],
         serde_json::json!(["chat", "other"])
