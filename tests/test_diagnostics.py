@@ -390,6 +390,8 @@ def test_the_page_shows_the_failover_in_a_real_browser(diag, tmp_path):
         assert browser.find_element(By.CSS_SELECTOR, 'tr[data-request-id="diag-page-2"]').get_attribute("data-cache") == "none"
         assert browser.find_element(By.CSS_SELECTOR,
                                     'section[data-section="routes"] tr[data-group="diag-retired"]').get_attribute("data-discovered") == "false"
+        browser.execute_script('document.querySelector(\'section[data-section="cache"]\').scrollIntoView()')
+        browser.save_screenshot(str(ARTIFACTS / f"{HOST}-cache-discovery.png"))
         # Filtered to 5xx: the failed request stays, the failovers (answered 200) go.
         Select(browser.find_element(By.ID, "filter-status")).select_by_value("5xx")
         wait.until(lambda b: not b.find_elements(By.CSS_SELECTOR, 'tr[data-request-id="diag-page-2"]')
