@@ -118,6 +118,7 @@ fn defaults(vendor: &str) -> Vec<Model> {
             m("gpt-4o-mini", T + 2, 128_000, 16_384),
             // A small window, for context fitting (`mock-small` in envoy/gateway.yaml).
             m("mock-gpt-small", T + 3, 4096, 1024),
+            m("gpt-5.6", T + 4, 400_000, 128_000),
             e("text-embedding-3-small", T, 8191),
             e("text-embedding-3-large", T, 8191),
         ],
