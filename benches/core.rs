@@ -15,11 +15,16 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use llm_gateway_core::cache::key::RequestKey;
+use llm_gateway_core::cache::semantic::{Index, Settings as SemanticSettings};
+use llm_gateway_core::cache::semantic_index::{Quantized, REC_HEAD};
 use llm_gateway_core::config::Config;
 use llm_gateway_core::dialects::{dialect, DialectKind, Target};
 use llm_gateway_core::model::request::ChatRequest;
 use llm_gateway_core::model::response::Origin;
 use llm_gateway_core::redact::Redactor;
+use llm_gateway_core::shared_state::cas::{SetResult, SharedStore, Unreadable};
+use llm_gateway_core::shared_state::{Key, Namespace};
 use llm_gateway_core::sse::{SseError, SseParser};
 use llm_gateway_core::surfaces::anthropic_messages::request as messages;
 
@@ -453,6 +458,104 @@ fn context_fitting() {
     );
 }
 
+/// Shared data as a map (the bench's proxy): a read copies the value out,
+/// a write copies it in, as the hosts' shared data do.
+#[derive(Default)]
+struct BenchStore(std::cell::RefCell<std::collections::HashMap<Vec<u8>, Held>>);
+
+/// A value and its CAS token.
+type Held = (Vec<u8>, u32);
+
+impl SharedStore for BenchStore {
+    fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u32)>, Unreadable> {
+        Ok(self.0.borrow().get(key).cloned())
+    }
+
+    fn set(&self, key: &[u8], value: &[u8], cas: u32) -> SetResult {
+        let mut map = self.0.borrow_mut();
+        let next = map.get(key).map_or(0, |(_, c)| *c);
+        if cas != 0 && cas != next {
+            return SetResult::CasMismatch;
+        }
+        map.insert(key.to_vec(), (value.to_vec(), next + 1));
+        SetResult::Done
+    }
+}
+
+/// The semantic cache's index of one group at 10,000 vectors of 1,536
+/// dimensions (OpenAI's text-embedding-3-small), all in the lookup's own
+/// partition (the worst case: every record compared): a lookup that finds
+/// one (and marks it given: the index written back) and one that finds
+/// none close enough.
+fn semantic_index_lookups() {
+    const DIMENSIONS: usize = 1536;
+    const ENTRIES: usize = 10_000;
+    let settings: SemanticSettings = serde_json::from_value(serde_json::json!({
+        "embedding_group": "embed", "max_entries": ENTRIES, "max_bytes": 64u64 << 20,
+    }))
+    .unwrap();
+    // The index as 10,000 inserts would leave it, written at once in the
+    // layout src/cache/semantic_index.rs describes (10,000 inserts, each
+    // copying the whole index in and out, would take minutes).
+    let partition = Key::new("bench", &Namespace::of_key("k"), b"rest");
+    let vector = |seed: usize| -> Vec<f32> {
+        (0..DIMENSIONS)
+            .map(|i| (((seed * 7919 + i * 104_729) % 2001) as f32 - 1000.0) / 1000.0)
+            .collect()
+    };
+    let mut bytes = b"SEM1".to_vec();
+    bytes.extend_from_slice(&(DIMENSIONS as u32).to_le_bytes());
+    bytes.extend_from_slice(&(ENTRIES as u32).to_le_bytes());
+    for n in 0..ENTRIES {
+        let v = vector(n);
+        let length = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        let q: Vec<i8> = v
+            .iter()
+            .map(|x| (x / length * 127.0).round() as i8)
+            .collect();
+        let norm = (q.iter().map(|&c| i32::from(c).pow(2)).sum::<i32>() as f32).sqrt();
+        bytes.extend_from_slice(partition.as_bytes());
+        bytes.extend_from_slice(&[0; 24]);
+        bytes.extend_from_slice(&(n as u64).to_le_bytes());
+        bytes.extend_from_slice(&u64::MAX.to_le_bytes());
+        bytes.extend_from_slice(&1u64.to_le_bytes());
+        bytes.extend_from_slice(&norm.to_le_bytes());
+        bytes.extend(q.iter().map(|&c| c as u8));
+    }
+    assert_eq!(bytes.len(), 12 + ENTRIES * (REC_HEAD + DIMENSIONS));
+    let store = BenchStore::default();
+    store.set(b"llm_semantic:g", &bytes, 0);
+    let index = Index::new(&store, "g", &settings);
+    assert_eq!(index.usage().unwrap().0, ENTRIES);
+    let near = Quantized::of(&vector(ENTRIES / 2)).unwrap();
+    let t = time(|| index.lookup(&partition, black_box(&near), 0.95, 2).unwrap());
+    row(
+        "semantic index lookup, 10,000 vectors of 1,536, a hit",
+        t,
+        "read, scan, written back (last use)",
+    );
+    let far = Quantized::of(&vec![1.0; DIMENSIONS]).unwrap();
+    let t = time(|| index.lookup(&partition, black_box(&far), 0.999, 2));
+    row(
+        "semantic index lookup, 10,000 vectors of 1,536, a miss",
+        t,
+        "read and scan",
+    );
+    // A miss's vector stored: the least recently given record replaced.
+    let mut n = 0u64;
+    let t = time(|| {
+        n += 1;
+        let mut key = [1u8; 32];
+        key[..8].copy_from_slice(&n.to_le_bytes());
+        assert!(index.insert(&partition, &RequestKey(key), black_box(&far), (3, u64::MAX)));
+    });
+    row(
+        "semantic index insert, 10,000 vectors of 1,536",
+        t,
+        "read, one record replaced, written back",
+    );
+}
+
 fn row(name: &str, t: Duration, note: &str) {
     println!("| {name} | {:.2} | {note} |", t.as_secs_f64() * 1e6);
 }
@@ -506,6 +609,7 @@ fn main() {
     }
     discovery_lookups();
     context_fitting();
+    semantic_index_lookups();
     warm_up_the_allocator();
     for (kind, provider, response, events) in dialects() {
         let name = serde_json::to_value(kind)

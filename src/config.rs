@@ -354,6 +354,10 @@ impl Config {
             }
             if let Some(cache) = &group.cache {
                 cache.validate(&format!("{field}.cache"))?;
+                if let Some(semantic) = &cache.semantic {
+                    let groups = |g: &str| config.model_groups.contains_key(g);
+                    semantic.check_in(&field, groups, config.self_calls.is_some())?;
+                }
             }
             if group.candidates.iter().all(|c| c.weight == 0) {
                 return Err(format!(
@@ -772,6 +776,10 @@ mod reference {
             ("model_groups.*.", fields::<ModelGroup>()),
             ("model_groups.*.candidates[].", fields::<Candidate>()),
             ("model_groups.*.cache.", fields::<crate::cache::Settings>()),
+            (
+                "model_groups.*.cache.semantic.",
+                fields::<crate::cache::semantic::Settings>(),
+            ),
             (
                 "model_groups.*.candidates[].capabilities.",
                 fields::<Capabilities>(),

@@ -10,6 +10,8 @@
 //!   to the client's stream encoder, or from a decoded whole answer;
 //! - [`replay`]: an entry rendered by the asking surface, whole or as a
 //!   stream;
+//! - [`semantic`], [`semantic_index`]: the semantic cache, a prompt close
+//!   in meaning to a cached one answered with its entry;
 //! - [`store`]: where entries live (the proxy's shared data, or the fleet's
 //!   state service: `crate::shared_state`).
 //!
@@ -24,6 +26,8 @@ pub mod capture;
 pub mod entry;
 pub mod key;
 pub mod replay;
+pub mod semantic;
+pub mod semantic_index;
 pub mod store;
 
 /// A model group's cache (configuration `model_groups.<name>.cache`).
@@ -43,6 +47,8 @@ pub struct Settings {
     pub scope: Scope,
     /// Which requests are cached.
     pub when: When,
+    /// The semantic cache (`semantic.rs`): off unless set.
+    pub semantic: Option<semantic::Settings>,
 }
 
 impl Default for Settings {
@@ -54,6 +60,7 @@ impl Default for Settings {
             max_entry_bytes: 1 << 20,
             scope: Scope::Key,
             when: When::Always,
+            semantic: None,
         }
     }
 }
@@ -106,6 +113,9 @@ impl Settings {
             return Err(format!(
                 "{field}.max_entry_bytes: must not exceed max_bytes"
             ));
+        }
+        if let Some(semantic) = &self.semantic {
+            semantic.validate(&format!("{field}.semantic"))?;
         }
         Ok(())
     }

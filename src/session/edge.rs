@@ -57,6 +57,7 @@ mod models;
 mod replies;
 mod route;
 mod seen_limits;
+mod semantic;
 mod stored;
 #[cfg(test)]
 mod stored_tests;

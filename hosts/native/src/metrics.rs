@@ -101,6 +101,11 @@ pub const CATALOGUE: &[(Kind, &str, &[&str])] = &[
         "llm_gateway.cache_hit_ratio_permille",
         &["group"],
     ),
+    (
+        Kind::Counter,
+        "llm_gateway.cache_semantic",
+        &["group", "outcome"],
+    ),
     (Kind::Gauge, "llm_gateway.cache_bytes", &["group"]),
     (Kind::Gauge, "llm_gateway.cache_entries", &["group"]),
     (

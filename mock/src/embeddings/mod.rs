@@ -3,9 +3,14 @@
 //! Gemini `:embedContent` / `:batchEmbedContents`, Bedrock InvokeModel for
 //! Titan and Cohere embedding models, DashScope's native text embedding.
 //!
-//! Vectors are deterministic: a hash of the text seeds pseudo-random
-//! components in [-1, 1] (component `i` depends only on the text and `i`,
-//! so a shorter vector is a prefix of a longer one), L2-normalised. Token
+//! Vectors are deterministic bags of words: each word (a run of letters or
+//! digits, lowercased) seeds pseudo-random components in [-1, 1], and a
+//! text's vector is its words' mean (component `i` depends only on the
+//! words and `i`, so a shorter vector is a prefix of a longer one),
+//! L2-normalised. Texts that share words are close (cosine about the
+//! shared words' share), unrelated texts nearly orthogonal, so a semantic
+//! cache's test can tell a paraphrase from another question. A text
+//! without words is seeded by its whole bytes. Token
 //! counts are the mock's words (`count_words`), at least 1 per input.
 //!
 //! The server asks [`Embeddings::route`] before any dialect (Bedrock's
@@ -197,13 +202,30 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// `dims` pseudo-random components in [-1, 1] for `text`, not normalised.
+/// `dims` components in [-1, 1] for `text`, not normalised: the mean of
+/// its words' pseudo-random vectors (see the module's comment).
 pub(crate) fn raw_vector(text: &str, dims: usize) -> Vec<f32> {
-    let seed = fnv1a(text.as_bytes());
+    let lower = text.to_lowercase();
+    let mut seeds: Vec<u64> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| fnv1a(w.as_bytes()))
+        .collect();
+    if seeds.is_empty() {
+        seeds.push(fnv1a(text.as_bytes()));
+    }
+    let count = seeds.len() as f64;
     (0..dims as u64)
         .map(|i| {
-            let x = splitmix(seed ^ splitmix(i));
-            ((x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0) as f32
+            let mix = splitmix(i);
+            let sum: f64 = seeds
+                .iter()
+                .map(|seed| {
+                    let x = splitmix(seed ^ mix);
+                    (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+                })
+                .sum();
+            (sum / count) as f32
         })
         .collect()
 }

@@ -153,6 +153,31 @@ fn vectors_are_deterministic_unit_and_prefix_stable() {
     );
 }
 
+#[test]
+fn texts_that_share_words_are_close_and_others_far() {
+    let cos = |a: &str, b: &str| -> f32 {
+        let (a, b) = (super::vector(a, 1536), super::vector(b, 1536));
+        a.iter().zip(&b).map(|(x, y)| x * y).sum()
+    };
+    // Case and punctuation do not count; word order neither.
+    assert!(
+        cos(
+            "What is the capital of France?",
+            "what is the capital of france"
+        ) > 0.99
+    );
+    let paraphrase = cos(
+        "What is the capital city of France?",
+        "Tell me what the capital of France is",
+    );
+    assert!(paraphrase > 0.6, "{paraphrase}");
+    let unrelated = cos(
+        "What is the capital city of France?",
+        "Write a haiku about autumn leaves",
+    );
+    assert!(unrelated.abs() < 0.15, "{unrelated}");
+}
+
 // ---- OpenAI ----
 
 #[test]

@@ -618,7 +618,7 @@ impl Batch {
 
 /// The client's request headers a part carries: not the pseudo-headers, the
 /// body's and connection's own, its credentials, Envoy's nor the gateway's.
-fn part_headers(client: &Headers) -> Vec<(String, Vec<u8>)> {
+pub(super) fn part_headers(client: &Headers) -> Vec<(String, Vec<u8>)> {
     const LEFT_OUT: [&str; 12] = [
         "content-length",
         "content-type",

@@ -43,6 +43,8 @@ pub(super) struct Caching {
     asked: bool,
     /// A call to the state service out: its token, and what waits for it.
     waiting: Option<(u32, Waiting)>,
+    /// The semantic cache's part (`edge/semantic.rs`), once asked.
+    semantic: Option<super::semantic::Semantic>,
 }
 
 /// What waits for the state service's answer.
@@ -52,6 +54,8 @@ enum Waiting {
     Lookup(Box<(PathFacts, Vec<u8>)>),
     /// The answer's end, held until its entry is stored.
     Store,
+    /// The request, run again once its prompt is embedded (`edge/semantic.rs`).
+    Embed(Box<(PathFacts, Vec<u8>)>),
 }
 
 /// What the cache made of a generation.
@@ -85,7 +89,7 @@ impl<H: Host> Edge<H> {
         group: &str,
         settings: &Settings,
         (request, echo): (&ChatRequest, &Echo),
-        control: Control,
+        (control, client): (Control, &Headers),
         resume: Option<(&PathFacts, &[u8])>,
     ) -> Result<Consulted, GatewayError> {
         let mut plan = Plan::of(settings, request, control);
@@ -94,7 +98,9 @@ impl<H: Host> Edge<H> {
         if plan == Plan::LookUp && self.stores_response(echo) {
             plan = Plan::StoreOnly;
         }
-        let asked = self.cache.as_ref().is_some_and(|c| c.asked);
+        let previous = self.cache.take();
+        let asked = previous.as_ref().is_some_and(|c| c.asked);
+        let semantic = previous.and_then(|c| c.semantic);
         let caller = self.config.auth.caller_name(self.caller);
         let place = (plan != Plan::Bypass)
             .then(|| Place::new(group, settings, caller, &RequestKey::of(group, request)));
@@ -104,6 +110,7 @@ impl<H: Host> Edge<H> {
             saved_usd: None,
             asked,
             waiting: None,
+            semantic: None,
         };
         if plan == Plan::LookUp {
             let now = unix_seconds(&self.host);
@@ -114,8 +121,24 @@ impl<H: Host> Edge<H> {
             if let Some(entry) = found {
                 let saved = self.saved_usd(&entry);
                 self.tally(group, Some((saved.unwrap_or(0.0) * 1e6).round() as u64));
-                self.answer_hit(group, (request, echo), &entry, now)?;
+                self.answer_hit(group, (request, echo), &entry, (now, Status::Hit))?;
                 return Ok(Consulted::Answered);
+            }
+            // The semantic cache's entry, once the prompt was embedded.
+            if let Some(semantic) = &semantic {
+                let found = Self::semantic_found(Some(semantic))
+                    .map(|key| Place::new(group, settings, caller, &key))
+                    .and_then(|p| p.get(&shared(&self.host), now))
+                    .and_then(|bytes| Entry::decode(&bytes))
+                    .filter(|entry| fresh(entry, settings.ttl_seconds, now));
+                self.count_lookup(group, semantic, found.is_some());
+                if let Some(entry) = found {
+                    let saved = self.saved_usd(&entry);
+                    self.tally(group, Some((saved.unwrap_or(0.0) * 1e6).round() as u64));
+                    let status = (now, Status::SemanticHit);
+                    self.answer_hit(group, (request, echo), &entry, status)?;
+                    return Ok(Consulted::Answered);
+                }
             }
             if let (false, Some((facts, body)), Some(place)) = (asked, resume, &caching.place) {
                 let call = StateCall::get(STORE, &place.namespace, &place.key);
@@ -127,8 +150,24 @@ impl<H: Host> Edge<H> {
                     return Ok(Consulted::Waiting);
                 }
             }
+            // Not asked by meaning yet: the prompt is embedded (it waits).
+            let semantic_settings = settings.semantic.as_ref().filter(|_| semantic.is_none());
+            if let (Some(s), Some((facts, body)), Some(place)) =
+                (semantic_settings, resume, &caching.place)
+            {
+                if let Some((token, asking)) = self.embed_prompt((group, s), request, place, client)
+                {
+                    caching.asked = true;
+                    caching.semantic = Some(asking);
+                    let resume = Box::new((facts.clone(), body.to_vec()));
+                    caching.waiting = Some((token, Waiting::Embed(resume)));
+                    self.cache = Some(caching);
+                    return Ok(Consulted::Waiting);
+                }
+            }
             self.tally(group, None);
         }
+        caching.semantic = semantic;
         self.cache = Some(caching);
         Ok(Consulted::Go)
     }
@@ -156,6 +195,17 @@ impl<H: Host> Edge<H> {
         let op = match waiting {
             Waiting::Lookup(_) => remote::Op::Get,
             Waiting::Store => remote::Op::Put,
+            Waiting::Embed(resume) => {
+                let mut semantic = caching.semantic.take();
+                if let Some(semantic) = semantic.as_mut() {
+                    self.on_embedding(semantic, answer);
+                }
+                if let Some(caching) = self.cache.as_mut() {
+                    caching.semantic = semantic;
+                }
+                let (facts, body) = *resume;
+                return self.generate(&facts, &body);
+            }
         };
         let reply = match answer {
             CalloutAnswer::Answered {
@@ -177,6 +227,8 @@ impl<H: Host> Edge<H> {
             // The response store's own call may still hold the answer.
             Waiting::Store if self.responses.waiting.is_some() => Flow::Pause,
             Waiting::Store => Flow::Continue,
+            // Answered above.
+            Waiting::Embed(_) => Flow::Pause,
         }
     }
 
@@ -226,7 +278,7 @@ impl<H: Host> Edge<H> {
         group: &str,
         (request, echo): (&ChatRequest, &Echo),
         entry: &Entry,
-        now: u64,
+        (now, status): (u64, Status),
     ) -> Result<(), GatewayError> {
         self.admit(group, |_| Reservation::default())?;
         let origin = replay::origin(entry, &self.request_id, now);
@@ -254,7 +306,7 @@ impl<H: Host> Edge<H> {
         let mut headers: Vec<(&str, &[u8])> = vec![
             ("content-type", content_type),
             ("x-request-id", self.request_id.as_bytes()),
-            ("x-llm-cache", Status::Hit.as_str().as_bytes()),
+            ("x-llm-cache", status.as_str().as_bytes()),
             ("age", age.as_bytes()),
             ("x-llm-attempts", b"0"),
             ("x-llm-provider", entry.provider.as_bytes()),
@@ -269,11 +321,12 @@ impl<H: Host> Edge<H> {
         self.response_complete = true;
         self.state = State::Replied;
         self.cache = Some(Caching {
-            status: Status::Hit,
+            status,
             place: None,
             saved_usd: self.saved_usd(entry),
             asked: true,
             waiting: None,
+            semantic: None,
         });
         Ok(())
     }
@@ -322,6 +375,10 @@ impl<H: Host> Edge<H> {
         }
         let now = unix_seconds(&self.host);
         if let Put::Stored(usage) = place.put(&shared(&self.host), &entry, now) {
+            if let Some(semantic) = self.cache.as_ref().and_then(|c| c.semantic.as_ref()) {
+                let expires = now.saturating_add(place.ttl_seconds());
+                self.index_answer(semantic, now, expires);
+            }
             let group = self.chat.as_ref().map_or("", |c| c.group.as_str());
             let labels = [("group", group)];
             ignore(

@@ -86,7 +86,8 @@ impl<H: Host> Edge<H> {
             // Run again once the fleet's store answered (unless its body
             // is the stored state's rewrite).
             let resume = resolved.is_none().then_some((facts, body));
-            match self.consult_cache(group, settings, (&request, &echo), control, resume)? {
+            let asked = (&request, &*echo);
+            match self.consult_cache(group, settings, asked, (control, &headers), resume)? {
                 cache::Consulted::Go => {}
                 cache::Consulted::Answered => return Ok(()),
                 cache::Consulted::Waiting => {
