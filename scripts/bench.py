@@ -17,6 +17,9 @@ and the floor replays the vendor request the mock received (path, headers,
 body). A new dialect in gateway.yaml is therefore benchmarked with no change
 here.
 
+micro: the micro benchmarks alone (benches/core.rs, natively and as wasm
+in Node's V8), a section of their own in BENCHMARKS.md: no Envoy, no load.
+
 soak: 100k mixed requests (streams, non-streams, cut streams) through one
 gateway Envoy, sampling its RSS; appends the result to BENCHMARKS.md.
 
@@ -151,7 +154,8 @@ def without_discovery(config):
 # Headers the floor must not replay: hop-by-hop, or Envoy's and ours.
 NOT_REPLAYED = re.compile(r"^(host|content-length|connection|transfer-encoding|x-forwarded-.*|x-envoy-.*"
                           r"|x-request-id|x-test-id|x-llm-.*|x-model-group)$")
-SECTION = {"bench": "<!-- section: bench -->", "soak": "<!-- section: soak -->"}
+SECTION = {"bench": "<!-- section: bench -->", "micro": "<!-- section: micro -->",
+           "soak": "<!-- section: soak -->"}
 
 
 # ---------------------------------------------------------------- processes
@@ -1212,6 +1216,17 @@ def soak(args):
     print(f"appended the soak to {REPORT}")
 
 
+def micro(args):
+    """`make bench-micro`: the micro benchmarks alone, as their own section."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    table = micro_benchmarks()
+    replace_section("micro", f"## `make bench-micro`, {now}\n\n"
+                    "### Micro benchmarks alone (pure core; `cargo bench --bench core`, natively and as wasm "
+                    "in Node's V8; the faster of two runs)\n\n"
+                    "The same table `make bench` writes, run without Envoy or load (the core pinned to one CPU).\n\n"
+                    + table)
+
+
 def render_soak(samples, requests, cut, failed, elapsed):
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     warm = next(s for s in samples if s["label"] == "after warm-up")
@@ -1238,18 +1253,20 @@ def render_soak(samples, requests, cut, failed, elapsed):
 
 
 def main():
-    for tool in ("wrk", "taskset"):
-        if not shutil.which(tool):
-            sys.exit(f"{tool} is missing: `make bench` installs wrk (apt-get install wrk)")
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("bench")
     b.add_argument("--skip-micro", action="store_true", help="leave out the native micro benchmarks")
+    sub.add_parser("micro")
     sub.add_parser("soak")
     args = parser.parse_args()
+    # The micro benchmarks need no load generator.
+    for tool in ("taskset",) if args.cmd == "micro" else ("wrk", "taskset"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is missing: `make bench` installs wrk (apt-get install wrk)")
     if os.cpu_count() < 2:
         sys.exit("the benchmark pins the gateway and the load to two different cores: needs 2 CPUs")
-    {"bench": bench, "soak": soak}[args.cmd](args)
+    {"bench": bench, "micro": micro, "soak": soak}[args.cmd](args)
 
 
 if __name__ == "__main__":

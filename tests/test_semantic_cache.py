@@ -16,7 +16,7 @@ import openai
 import pytest
 
 import gateway
-from conftest import ALL_GROUPS_KEY, configure_test_gateway, own_gateway
+from conftest import ALL_GROUPS_KEY, configure_test_gateway, log_for, own_gateway
 
 OTHER_KEY = "gw-test-key-semantic-other"
 # A group with a semantic cache, one whose embedding group is down.
@@ -88,6 +88,8 @@ def test_a_paraphrase_is_a_semantic_hit_and_an_unrelated_prompt_misses(sgw, test
     assert again == first and "age" in headers and headers["x-llm-attempts"] == "0"
     # Embedded, not generated: no second generation call reached the vendor.
     assert calls(sgw, test_id) == (1, 2)
+    line = log_for(sgw, headers["x-request-id"])
+    assert line["cache"] == "semantic-hit" and line["attempts"] == 0 and line["completion_tokens"] == 0
     headers, _ = ask(c, f"{t} Write a haiku about autumn leaves")
     assert headers["x-llm-cache"] == "miss"
     assert calls(sgw, test_id) == (2, 3)

@@ -483,3 +483,130 @@ fn path(headers: &[(String, String)]) -> String {
     let found = headers.iter().find(|(n, _)| n == ":path");
     found.map(|(_, v)| v.clone()).unwrap_or_default()
 }
+
+/// [`config`] with a semantic cache on group `cached`, embedding with
+/// group `embed` through the self-call cluster `llm_self`.
+fn semantic_config() -> Rc<Config> {
+    let mut json: serde_json::Value = serde_json::from_str(&config_json()).unwrap();
+    json["self_calls"] = serde_json::json!({"cluster": "llm_self"});
+    json["model_groups"]["embed"] =
+        serde_json::json!({"candidates": [{"provider": "oa", "model": "e", "cluster": "c"}]});
+    json["model_groups"]["cached"]["cache"]["semantic"] = serde_json::json!({"embedding_group": "embed", "embedding_model": "e-small", "threshold": 0.9});
+    Rc::new(Config::parse(json.to_string().as_bytes(), |_| None).unwrap())
+}
+
+fn asking(key: &'static str, text: &str) -> Request<'static> {
+    Request {
+        key,
+        path: "/v1/chat/completions",
+        body: format!(r#"{{"model":"m","messages":[{{"role":"user","content":"{text}"}}]}}"#),
+        headers: Vec::new(),
+    }
+}
+
+fn embedding(vector: &[f32]) -> CalloutAnswer {
+    let body = serde_json::json!({"object": "list", "model": "e",
+        "data": [{"object": "embedding", "index": 0, "embedding": vector}]});
+    CalloutAnswer::Answered {
+        status: 200,
+        headers: Headers::default(),
+        body: body.to_string().into_bytes(),
+    }
+}
+
+/// `r` on `proxy` (with group `cached`), its prompt embedded as `vector`:
+/// the edge after the embedding's answer, and how it went on.
+fn embedded(r: &Request, proxy: &FakeHost, vector: Option<&[f32]>) -> (Edge<FakeHost>, Flow) {
+    let mut e = edge_with(r, proxy, semantic_config());
+    e.host.set(Map::Request, "x-model-group", "cached");
+    assert_eq!(send(&mut e), Flow::Pause, "waits for the embedding");
+    let answer = vector.map_or(CalloutAnswer::Failed, embedding);
+    let flow = e.on_callout(1, answer);
+    (e, flow)
+}
+
+#[test]
+fn a_prompt_close_in_meaning_is_a_semantic_hit_within_its_partition() {
+    let proxy = FakeHost::new();
+    let france = [1.0, 0.0, 0.0, 0.0];
+    // A miss: the prompt embedded through the gateway's own listener, with
+    // the caller's key, then answered by the vendor and stored.
+    let r = asking(KEY, "What is the capital city of France?");
+    let (mut e, flow) = embedded(&r, &proxy, Some(&france));
+    let (cluster, headers, body) = e.host.http_calls.borrow()[0].clone();
+    assert_eq!(cluster, "llm_self");
+    for (name, value) in [
+        (":path", "/v1/embeddings"),
+        ("authorization", "Bearer team-a-secret"),
+        ("x-model-group", "embed"),
+    ] {
+        assert!(
+            headers.contains(&(name.into(), value.into())),
+            "{headers:?}"
+        );
+    }
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["model"], "e-small");
+    assert_eq!(body["input"], "What is the capital city of France?");
+    assert_eq!(flow, Flow::Continue);
+    answer_through(&mut e, "an", "200", ANTHROPIC);
+    assert_eq!(sent_header(&e, "x-llm-cache").as_deref(), Some("miss"));
+    let proxy = FakeHost::new();
+    *proxy.shared.borrow_mut() = e.host.shared.borrow().clone();
+
+    // A paraphrase (cosine 0.98): answered from the entry, no vendor call.
+    let close = [0.98, 0.2, 0.0, 0.0];
+    let (mut e, flow) = embedded(
+        &asking(KEY, "Tell me the capital of France"),
+        &proxy,
+        Some(&close),
+    );
+    assert_eq!(flow, Flow::Pause);
+    let (status, body) = e.host.reply.borrow().clone().unwrap();
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&body).contains("Hello from the vendor"));
+    assert_eq!(
+        reply_header(&e, "x-llm-cache").as_deref(),
+        Some("semantic-hit")
+    );
+    assert!(e.host.prop("llm_handoff").is_none(), "no attempt");
+    e.on_log();
+    assert_eq!(log(&e)["cache"], "semantic-hit");
+    assert!(e
+        .host
+        .take_record()
+        .iter()
+        .any(|c| c.contains("llm_gateway.cache_semantic") && c.contains("outcome=hit")));
+
+    // Too far (cosine 0.7), another key, or the embedding failed: a miss.
+    let far = [0.7, 0.714, 0.0, 0.0];
+    let (_, flow) = embedded(&asking(KEY, "Capital of Spain?"), &proxy, Some(&far));
+    assert_eq!(flow, Flow::Continue);
+    let (_, flow) = embedded(
+        &asking(OTHER, "Tell me the capital of France"),
+        &proxy,
+        Some(&close),
+    );
+    assert_eq!(flow, Flow::Continue);
+    let (e, flow) = embedded(&asking(KEY, "Tell me the capital of France"), &proxy, None);
+    assert_eq!(flow, Flow::Continue);
+    assert!(e
+        .host
+        .take_record()
+        .iter()
+        .any(|c| c.contains("llm_gateway.cache_semantic") && c.contains("outcome=unavailable")));
+    // Other tools: another partition, though the text is close.
+    let mut tools = asking(KEY, "Tell me the capital of France");
+    tools.body = tools.body.replace(
+        r#""model":"m","#,
+        r#""model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"#,
+    );
+    let (_, flow) = embedded(&tools, &proxy, Some(&close));
+    assert_eq!(flow, Flow::Continue);
+    // The exact repeat is a plain hit, asked of no embedding group.
+    let mut e = edge_with(&r, &proxy, semantic_config());
+    e.host.set(Map::Request, "x-model-group", "cached");
+    assert_eq!(send(&mut e), Flow::Pause);
+    assert!(e.host.http_calls.borrow().is_empty());
+    assert_eq!(reply_header(&e, "x-llm-cache").as_deref(), Some("hit"));
+}
