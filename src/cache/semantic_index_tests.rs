@@ -159,3 +159,17 @@ fn a_failing_proxy_finds_and_stores_nothing() {
     assert!(!index.insert(&p, &request(2), &vector(2, 0.0), (100, 1000)));
     assert_eq!(index.usage(), None);
 }
+
+#[test]
+fn the_dot_product_in_lanes_is_the_plain_sum() {
+    for len in [0, 1, 31, 32, 33, 100, 1536] {
+        let a: Vec<i8> = (0..len).map(|i| ((i * 37) % 255) as u8 as i8).collect();
+        let b: Vec<u8> = (0..len).map(|i| ((i * 91) % 256) as u8).collect();
+        let plain: i32 = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| i32::from(x) * i32::from(y as i8))
+            .sum();
+        assert_eq!(dot(&a, &b), plain, "{len}");
+    }
+}
