@@ -147,6 +147,8 @@ fn thirds(len: usize) -> [(usize, bool); 3] {
 
 /// One request, JSON or stream, through both roles.
 fn record(stream: bool) -> Recording {
+    // A fresh worker's calls: none of another test's discovery.
+    crate::session::discovery::forget_on_this_thread();
     let config = shipped_config();
     let mut out = Recording::default();
     let body = client_body(stream);

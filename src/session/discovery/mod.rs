@@ -59,6 +59,15 @@ fn with<T>(cell: &'static std::thread::LocalKey<AtomicU64>, f: impl FnOnce(&Atom
     cell.with(f)
 }
 
+/// This thread as if no discovery had run on it (a test that runs after
+/// others on the same thread: the core's tests under wasm run on one).
+#[cfg(test)]
+pub fn forget_on_this_thread() {
+    with(&EPOCH, |e| e.store(0, Ordering::Relaxed));
+    with(&SEEN, |s| s.store(0, Ordering::Relaxed));
+    VIEW.with(|cell| cell.borrow_mut().take());
+}
+
 /// A worker's view, and what it was built from.
 struct Cached {
     epoch: u64,
