@@ -84,3 +84,38 @@ class StateStore:
             gateway.stop(proc)
         self.stop_redis()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Fleet:
+    """Redis, a state service, the mock, and gateways by name (restartable),
+    each gateway's configuration as `edit` leaves it (it joins the service)."""
+
+    def __init__(self, tmp_path, edit, maxmemory=None):
+        self.tmp_path = tmp_path
+        self.edit = edit
+        self.state = StateStore(maxmemory=maxmemory)
+        self.state.start_redis()
+        self.service = self.state.start_service()
+        self.mock, self.mock_port = gateway.start_mock()
+        self.envoys = {}
+        self.starts = 0
+
+    def start(self, name):
+        """Gateway `name`, started (again) on a fresh Envoy process."""
+        from conftest import Gateway
+        gateway.stop(self.envoys.get(name))
+        self.starts += 1
+        workdir = self.tmp_path / f"{name}-{self.starts}"
+        workdir.mkdir()
+        bootstrap = gateway.build_bootstrap(0, 0, self.mock_port, env={}, edit=self.edit,
+                                            extra_clusters=[gateway.state_cluster(self.service.port)],
+                                            access_log=workdir / "access.log")
+        envoy = gateway.start_envoy(bootstrap, workdir, concurrency=2)
+        self.envoys[name] = envoy
+        return Gateway(envoy.port, envoy.admin_port, self.mock_port, workdir)
+
+    def stop(self):
+        for envoy in self.envoys.values():
+            gateway.stop(envoy)
+        gateway.stop(self.mock)
+        self.state.stop()

@@ -15,8 +15,8 @@ import openai
 import pytest
 
 import gateway
-from conftest import ALL_GROUPS_KEY, Gateway, configure_test_gateway
-from state_service import StateStore
+from conftest import ALL_GROUPS_KEY, configure_test_gateway
+from state_service import Fleet
 
 GROUP = "mock-openai"
 OTHER_KEY = "gw-test-key-cache-fleet-other"
@@ -34,41 +34,9 @@ def fleet_config(config):
     gateway.with_shared_state(config, timeout_ms=5000)
 
 
-class Fleet:
-    """Redis, a state service, the mock, and gateways by name (restartable)."""
-
-    def __init__(self, tmp_path):
-        self.tmp_path = tmp_path
-        self.state = StateStore()
-        self.state.start_redis()
-        self.service = self.state.start_service()
-        self.mock, self.mock_port = gateway.start_mock()
-        self.envoys = {}
-        self.starts = 0
-
-    def start(self, name):
-        """Gateway `name`, started (again) on a fresh Envoy process."""
-        gateway.stop(self.envoys.get(name))
-        self.starts += 1
-        workdir = self.tmp_path / f"{name}-{self.starts}"
-        workdir.mkdir()
-        bootstrap = gateway.build_bootstrap(0, 0, self.mock_port, env={}, edit=fleet_config,
-                                            extra_clusters=[gateway.state_cluster(self.service.port)],
-                                            access_log=workdir / "access.log")
-        envoy = gateway.start_envoy(bootstrap, workdir, concurrency=2)
-        self.envoys[name] = envoy
-        return Gateway(envoy.port, envoy.admin_port, self.mock_port, workdir)
-
-    def stop(self):
-        for envoy in self.envoys.values():
-            gateway.stop(envoy)
-        gateway.stop(self.mock)
-        self.state.stop()
-
-
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    f = Fleet(tmp_path_factory.mktemp("cache-fleet"))
+    f = Fleet(tmp_path_factory.mktemp("cache-fleet"), fleet_config)
     f.a, f.b = f.start("a"), f.start("b")
     yield f
     f.stop()
