@@ -5,6 +5,9 @@
 --                   <prefix>.body. One prefix: that request, every time.
 --                   Several: sent in turn (the soak's mix).
 --   BENCH_OUT       where done() writes the results as one JSON object.
+--   BENCH_UNIQUE    (optional) a mark in the one request's body, replaced in
+--                   each request by BENCH_SEED-<its number>: every request
+--                   differs (the response cache's misses).
 
 local function read_file(path)
   local f = assert(io.open(path, "rb"))
@@ -32,7 +35,22 @@ for line in io.lines(os.getenv("BENCH_REQUESTS")) do
 end
 
 wrk.method = "POST"
-if #prefixes == 1 then
+-- BENCH_UNIQUE: every request's body its own, that mark in it replaced by
+-- BENCH_SEED and the request's number (misses for the response cache).
+local unique = os.getenv("BENCH_UNIQUE")
+if unique then
+  local headers, body
+  local sent = 0
+  local seed = os.getenv("BENCH_SEED") or ""
+  function init(args)
+    headers, body = read_request(prefixes[1])
+  end
+  function request()
+    sent = sent + 1
+    local text = body:gsub(unique, seed .. "-" .. sent, 1)
+    return wrk.format("POST", wrk.path, headers, text)
+  end
+elseif #prefixes == 1 then
   -- Fixed request: wrk builds it once, no Lua per request.
   local headers, body = read_request(prefixes[1])
   for name, value in pairs(headers) do

@@ -144,6 +144,18 @@ def with_limits(config):
     config["providers"][LIMITS_GROUP]["prices"] = {"*": {"input": 2.5, "output": 10}}
 
 
+# The response cache (off in the other gateways, as build_bootstrap leaves
+# it; on for the mock groups in envoy/gateway.yaml), for this group and these
+# scenarios, in the same runs: a hit (the same request every time: the first
+# stores it) against plain Envoy and the gateway without a cache, and a miss
+# (every request's prompt different, bench.lua's BENCH_UNIQUE) with the cache
+# on against the same requests with it off.
+CACHE_GROUP = "mock-openai"
+CACHE_SCENARIOS = ("c=1", "c=16")
+# Where bench.lua writes a request's own number when each is to differ.
+UNIQUE_MARK = "@N@"
+
+
 # Model discovery (on in envoy/gateway.yaml, as every row above has it) off
 # instead, in the same runs, for the limits' group and scenarios: what
 # discovery costs a request that does not name a discovered model.
@@ -281,6 +293,16 @@ class Envoy:
             return {s["name"]: s.get("value") for s in json.loads(r.read()).get("stats", []) if "name" in s}
 
 
+class Named:
+    """An Envoy measured under another name (the same process, other requests)."""
+
+    def __init__(self, envoy, name):
+        self.envoy, self.name = envoy, name
+
+    def __getattr__(self, attr):
+        return getattr(self.envoy, attr)
+
+
 def start_mock(stack, fast):
     proc, port = gateway.start_mock(args=["--fast"] if fast else [])
     stack.add(proc)
@@ -290,17 +312,18 @@ def start_mock(stack, fast):
 
 # ---------------------------------------------------------------- requests
 
-def unified_body(size, stream):
-    """A unified chat request of about `size` bytes."""
+def unified_body(size, stream, mark=""):
+    """A unified chat request of about `size` bytes (its prompt opening with
+    `mark`, where bench.lua writes each request's number)."""
     body = {"model": "bench", "max_tokens": 256, "stream": stream,
             "messages": [{"role": "system", "content": "You are a benchmark."},
-                         {"role": "user", "content": ""}]}
+                         {"role": "user", "content": mark}]}
     if stream:
         body["stream_options"] = {"include_usage": True}
     filler = "lorem ipsum dolor sit amet "
     empty = len(json.dumps(body))
     text = (filler * (size // len(filler) + 1))[: max(0, size - empty)]
-    body["messages"][1]["content"] = text
+    body["messages"][1]["content"] = mark + text
     return json.dumps(body).encode()
 
 
@@ -349,8 +372,9 @@ def scenarios(group, only=True):
 class Request:
     """One request as files for bench.lua, plus the URL to send it to."""
 
-    def __init__(self, directory, name, url, headers, body):
+    def __init__(self, directory, name, url, headers, body, unique=False):
         self.url = url
+        self.unique = unique
         self.prefix = directory / name
         self.prefix.with_suffix(".headers").write_text("".join(f"{k}: {v}\n" for k, v in headers.items()))
         self.prefix.with_suffix(".body").write_bytes(body)
@@ -420,6 +444,9 @@ def start_wrk(requests, connections, seconds, workdir, name="wrk"):
     out = workdir / f"{name}.json"
     out.unlink(missing_ok=True)
     env = dict(os.environ, BENCH_REQUESTS=str(listing), BENCH_OUT=str(out))
+    if any(r.unique for r in requests):
+        # Each request's prompt its own: the mark replaced by a run-unique number.
+        env.update(BENCH_UNIQUE=UNIQUE_MARK, BENCH_SEED=f"{time.time_ns()}")
     cmd = ["taskset", "-c", str(LOAD_CORE), "wrk", "-t1", f"-c{connections}", f"-d{seconds}s",
            "--timeout", "10s", "-s", str(LUA), requests[0].url]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL), out, seconds
@@ -733,6 +760,10 @@ def bench(args):
         gx_port, gx_admin = free_ports(2)
         gw_plain = Envoy(stack, "gateway-no-discovery", gateway.build_bootstrap(
             gx_port, gx_admin, mock_port, wasm=WASM, env={}, edit=without_discovery), gx_port, gx_admin, workdir)
+        gc_port, gc_admin = free_ports(2)
+        gw_cache = Envoy(stack, "gateway-cache", gateway.build_bootstrap(
+            gc_port, gc_admin, mock_port, wasm=WASM, env={}, cache=True), gc_port, gc_admin, workdir)
+        gw_cache_miss, gw_unique = Named(gw_cache, "gateway-cache-miss"), Named(gw, "gateway-unique")
         # The baseline build with the same limits: limits' cost before and after, in one run.
         bl_limits = None
         if BASELINE_WASM:
@@ -785,6 +816,16 @@ def bench(args):
                         measured.append((envoy, Request(
                             workdir, f"{who}-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{port}/v1/chat/completions",
                             gw_req.headers, gw_req.body)))
+                if not client and group == CACHE_GROUP and name in CACHE_SCENARIOS:
+                    url = f"http://127.0.0.1:{{}}/v1/chat/completions"
+                    unique_body = unified_body(size, stream, mark=UNIQUE_MARK)
+                    measured += [
+                        (gw_cache, Request(workdir, f"gc-{group}-{int(stream)}-{size}", url.format(gc_port),
+                                           gw_req.headers, gw_req.body)),
+                        (gw_cache_miss, Request(workdir, f"gm-{group}-{int(stream)}-{size}", url.format(gc_port),
+                                                gw_req.headers, unique_body, unique=True)),
+                        (gw_unique, Request(workdir, f"gu-{group}-{int(stream)}-{size}", url.format(gw_port),
+                                            gw_req.headers, unique_body, unique=True))]
                 if limits_here:
                     gl_req = Request(workdir, f"gl-{group}-{int(stream)}-{size}",
                                      f"http://127.0.0.1:{gl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
@@ -840,7 +881,8 @@ def summarise(group, name, stream, runs):
     for who, name in (("nt", "gateway-native"), ("nu", "gateway-native-unmetered"), ("wf", "wasm-floor"), ("hf", "host-call-floor"), ("gl", "gateway-limits"),
                       ("gx", "gateway-no-discovery"),
                       ("bl", "gateway-baseline"), ("bll", "gateway-baseline-limits"), ("gd", "gateway-diagnostics"),
-                      ("nd", "gateway-native-diagnostics")):
+                      ("nd", "gateway-native-diagnostics"), ("gc", "gateway-cache"),
+                      ("gm", "gateway-cache-miss"), ("gu", "gateway-unique")):
         w = runs.get(name)
         if w:
             row[f"{who}_rps"] = mean([r["rps"] for r in w])
@@ -1026,6 +1068,25 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
             out.append(f"| {r['group']} | {r['scenario']} | {r['gx_rps']:.0f} | {r['gw_rps']:.0f} "
                        f"| {r['gw_rps'] / r['gx_rps'] if r['gx_rps'] else 0:.2f} | {r['gx_cpu_us']:.1f} "
                        f"| {r['gw_cpu_us']:.1f} | {r['gw_cpu_us'] - r['gx_cpu_us']:+.1f} | {r['gx_failed']} |")
+    out.append("\n### Response cache: hit, miss, off\n")
+    cached = [r for r in rows if "gc_rps" in r]
+    if not cached:
+        out.append("(not measured)")
+    else:
+        out.append(f"The gateway with the response cache on (`cache: {{}}`, in-process) and without it, in the same "
+                   f"runs. Hit: the same request every time (all but the first answered from the cache), against "
+                   f"plain Envoy proxying it to the mock and the gateway without a cache. Miss: every request's "
+                   f"prompt its own (bench.lua numbers them), so each is looked up, sent and stored, against the "
+                   f"same requests with the cache off.\n")
+        out.append("| group | scenario | plain Envoy req/s | hit req/s | no cache req/s | hit p50 ms (plain Envoy) "
+                   "| hit CPU µs/req | miss req/s | off req/s (same requests) | miss CPU µs/req | off CPU µs/req "
+                   "| added by a miss | failed |")
+        out.append("|" + "---|" * 13)
+        for r in cached:
+            out.append(f"| {r['group']} | {r['scenario']} | {r['floor_rps']:.0f} | {r['gc_rps']:.0f} "
+                       f"| {r['gw_rps']:.0f} | {r['gc_p50_ms']:.3f} ({r['floor_p50_ms']:.3f}) | {r['gc_cpu_us']:.1f} "
+                       f"| {r['gm_rps']:.0f} | {r['gu_rps']:.0f} | {r['gm_cpu_us']:.1f} | {r['gu_cpu_us']:.1f} "
+                       f"| {r['gm_cpu_us'] - r['gu_cpu_us']:+.1f} | {r['gc_failed'] + r['gm_failed'] + r['gu_failed']} |")
     out.append("\n### Streams (c=16, 20 chunks)\n")
     out.append("| group | floor streams/s | gateway streams/s | floor TTFB p50/p99 ms | gateway TTFB p50/p99 ms "
                "| floor total p50/p99 ms | gateway total p50/p99 ms | gateway CPU µs/stream (floor) | gateway CPU µs/chunk (added) |")
