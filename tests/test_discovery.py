@@ -22,9 +22,10 @@ from conftest import (ALL_GROUPS_KEY, OPENAI_ONLY_KEY, Gateway, configure_test_g
 
 # Every mock provider's list, as the mock serves it at start (mock/src/models/mod.rs).
 DISCOVERED = {
-    "mock-openai": ["gpt-4o-mini", "mock-gpt-4o", "mock-gpt-small", "gpt-5.6", "text-embedding-3-small",
-                    "text-embedding-3-large"],
-    "mock-anthropic": ["claude-haiku-4-5-20251001", "mock-claude-sonnet", "mock-claude-small"],
+    "mock-openai": ["gpt-4o-mini", "mock-gpt-4o", "mock-gpt-small", "gpt-5.6", "mock-gpt-4o-32k",
+                    "text-embedding-3-small", "text-embedding-3-large"],
+    "mock-anthropic": ["claude-haiku-4-5-20251001", "mock-claude-sonnet", "mock-claude-small",
+                       "mock-claude-32k"],
     "mock-gemini": ["gemini-2.5-flash", "gemini-2.5-pro", "mock-gemini-flash", "mock-gemini-small",
                     "gemini-embedding-001"],
     "mock-azure": ["mock-gpt4o-deployment"],

@@ -229,7 +229,11 @@ fn plan_content(p: &Prompt, sc: &Scenario, dialect: &str, preface: Option<&str>)
             .map(|((name, arguments), i)| {
                 let arguments_json = serde_json::to_string(&arguments).unwrap_or_default();
                 ToolCall {
-                    n: p.prior_tool_calls + i,
+                    n: if sc.unique_ids {
+                        unique_call_number()
+                    } else {
+                        p.prior_tool_calls + i
+                    },
                     name,
                     arguments,
                     arguments_json,
@@ -305,6 +309,13 @@ fn chosen_tools(p: &Prompt, sc: &Scenario) -> Vec<(String, Value)> {
 }
 
 // --- Driving agents: `call=NAME[:WORD]` (scenario.rs) --------------------------
+
+/// `unique-ids`: a tool call's number, never issued before by this mock
+/// (above any a conversation's count gives), as real vendors' random ids.
+fn unique_call_number() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1_000_000);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
 
 /// The tool `call=NAME` names, as (name, schema), when the request offers it.
 fn directed_call(p: &Prompt, sc: &Scenario) -> Option<(String, Value)> {

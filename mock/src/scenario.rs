@@ -82,6 +82,12 @@ pub struct Scenario {
     /// offered); with WORD, a tool taking a shell `command` gets
     /// `echo WORD` (Claude Code's Bash), so its output is known.
     pub call: Option<(String, Option<String>)>,
+    /// `unique-ids`: tool call ids never issued before by this mock, as
+    /// real vendors' are, instead of numbered by the calls in the
+    /// conversation: a trimmed conversation (context fitting) would get an
+    /// id its client already holds from the turns it no longer carries,
+    /// and a client keeping the whole session (Claude Code) ignores it.
+    pub unique_ids: bool,
     /// `call-shell=<command>`: call the shell tool the client offers
     /// (Codex's `exec_command` or `shell`) with this command.
     pub call_shell: Option<String>,
@@ -140,6 +146,7 @@ impl Scenario {
                 "empty-200" => s.empty_200 = true,
                 "tool" => s.tool = true,
                 "two-tools" => s.two_tools = true,
+                "unique-ids" => s.unique_ids = true,
                 "pause-turn" => s.pause_turn = true,
                 "echo-key" => s.echo_key = true,
                 "quote-key" => s.quote_key = true,

@@ -468,6 +468,17 @@ fn directed_tool_call() {
     // A tool not offered: no call.
     let a = plan(&p, &Scenario::parse("call=Nope"), "anthropic", None);
     assert!(a.tool_calls.is_empty());
+    // Numbered by the conversation's calls, unless the ids must be unique.
+    assert_eq!(
+        plan(&p, &Scenario::parse("call=Bash:m"), "anthropic", None).tool_calls[0].n,
+        1
+    );
+    let unique = Scenario::parse("call=Bash:m, unique-ids");
+    let (first, second) = (
+        plan(&p, &unique, "anthropic", None),
+        plan(&p, &unique, "anthropic", None),
+    );
+    assert!(first.tool_calls[0].n > 1 && second.tool_calls[0].n > first.tool_calls[0].n);
 }
 
 #[test]

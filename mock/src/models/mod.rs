@@ -119,6 +119,9 @@ fn defaults(vendor: &str) -> Vec<Model> {
             // A small window, for context fitting (`mock-small` in envoy/gateway.yaml).
             m("mock-gpt-small", T + 3, 4096, 1024),
             m("gpt-5.6", T + 4, 400_000, 128_000),
+            // Mid-size: a coding agent's fixed part fits, its long session does not
+            // (a GPT-4o name: the gateway drops the reasoning it lacks).
+            m("mock-gpt-4o-32k", T + 5, 32_768, 8192),
             e("text-embedding-3-small", T, 8191),
             e("text-embedding-3-large", T, 8191),
         ],
@@ -126,6 +129,7 @@ fn defaults(vendor: &str) -> Vec<Model> {
             m("mock-claude-sonnet", T, 200_000, 64_000),
             m("claude-haiku-4-5-20251001", 1_760_486_400, 200_000, 64_000),
             m("mock-claude-small", T - 1, 4096, 1024),
+            m("mock-claude-32k", T - 2, 32_768, 8192),
         ],
         "azure" => vec![
             m("gpt-4o", T, 128_000, 16_384),

@@ -39,13 +39,13 @@ fn each_vendor_lists_in_its_shape_with_its_credentials() {
     let (status, _) = get(&models, "/v1/models/gpt-9", OPENAI);
     assert_eq!(status, 404);
     // Anthropic's: the same path, its headers, its paging, newest first.
-    let (status, v) = get(&models, "/v1/models?limit=3", ANTHROPIC);
+    let (status, v) = get(&models, "/v1/models?limit=4", ANTHROPIC);
     assert_eq!(status, 200);
     assert_eq!(v["data"][0]["id"], "claude-haiku-4-5-20251001");
     assert_eq!(v["data"][0]["max_input_tokens"], 200_000);
     assert_eq!(
         (v["has_more"].as_bool(), v["last_id"].as_str()),
-        (Some(false), Some("mock-claude-small"))
+        (Some(false), Some("mock-claude-32k"))
     );
     let (_, first) = get(&models, "/v1/models?limit=1", ANTHROPIC);
     assert_eq!(
