@@ -246,6 +246,16 @@ def test_reject_is_the_clients_own_error_and_calls_no_vendor(fgw, test_id):
     assert json.loads(e.value.response.text)["type"] == "error"
 
 
+def test_reject_is_in_the_access_log(fgw, test_id):
+    with pytest.raises(openai.BadRequestError) as e:
+        oai(fgw, test_id).chat.completions.create(model="fit-reject", messages=[*history(8), {"role": "user", "content": "x"}],
+                                                  extra_body={"request_id": f"req-{test_id}"})
+    line = log_for(fgw, f"req-{test_id}")
+    assert line["context"] == e.value.response.headers["x-llm-context"]
+    assert (line["status"], line["code"], line["provider"]) == (400, "CONTEXT_LENGTH_EXCEEDED", "mock-openai")
+    assert int(fgw.stat("wasmcustom.llm_gateway.context_fitting;group=fit-reject;outcome=rejected") or 0) >= 1
+
+
 def test_count_tokens_counts_the_fitted_request_when_asked(fgw, test_id):
     c = claude(fgw, "fit-claude", test_id)
     messages = [*history(8), {"role": "user", "content": "and now?"}]
@@ -263,6 +273,21 @@ def test_count_tokens_counts_the_fitted_request_when_asked(fgw, test_id):
              for m in second["messages"]]
     assert texts == [m["content"] for m in messages[dropped:]]
     assert counted == sum(len(t.split()) for t in texts)
+
+
+def test_count_tokens_after_a_failover_still_counts_the_fitted_request(fgw, test_id):
+    # The first attempt (Anthropic, down) withholds `x-llm-*` headers from its
+    # vendor in the header map every attempt shares: the second still knows
+    # the count was asked of the fitted request.
+    c = claude(fgw, "fit-failover", test_id)
+    messages = [*history(8), {"role": "user", "content": "and now?"}]
+    whole = c.messages.with_raw_response.count_tokens(model="claude-x", messages=messages)
+    raw = c.messages.with_raw_response.count_tokens(model="claude-x", messages=messages,
+                                                    extra_headers={"x-llm-context": "fit"})
+    assert (raw.headers["x-llm-attempts"], raw.headers["x-llm-estimated"]) == ("2", "true")
+    fitted(raw.headers)
+    assert raw.parse().input_tokens < whole.parse().input_tokens
+    assert all("x-llm-context" not in r["headers"] for r in fgw.mock_requests(test_id))
 
 
 def test_a_chain_rebuilt_from_previous_response_id_is_fitted(fgw, test_id):

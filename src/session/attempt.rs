@@ -353,6 +353,23 @@ impl<H: Host> Attempt<H> {
 
     fn fail(&mut self, error: GatewayError) -> Flow {
         let error = error.with_provider(&self.provider_name);
+        // A fitted attempt refused before it reached the vendor (a
+        // `reject`): the access log says why.
+        if let Some(context) = self
+            .context_header()
+            .filter(|_| self.record.provider.is_empty())
+        {
+            self.record = AttemptRecord {
+                provider: self.provider_name.clone(),
+                model: self.model.clone(),
+                stream: self.stream,
+                status: error.status(),
+                code: Some(error.code.as_str().to_owned()),
+                context: Some(context),
+                ..AttemptRecord::default()
+            };
+            self.save_record();
+        }
         let mut headers = vec![("x-llm-attempts", self.attempt.to_string())];
         headers.extend((self.batch_limit.get()).map(|max| (BATCH_LIMIT_HEADER, max.to_string())));
         headers.extend(self.context_header().map(|c| (crate::fitting::HEADER, c)));

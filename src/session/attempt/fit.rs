@@ -14,6 +14,9 @@ use super::*;
 use crate::fitting::{self, Report};
 use crate::model::request::ChatRequest;
 
+/// Filter state: this request's token count asked for the fitted count.
+const FIT_COUNT_PROPERTY: &str = "llm_fit_count";
+
 impl<H: Host> Attempt<H> {
     /// `request` fitted for vendor model `model` by the policy of this
     /// attempt's group (its rung's, on a ladder, else the request's
@@ -51,10 +54,23 @@ impl<H: Host> Attempt<H> {
 
     /// A token count asks for the count of the request as fitted
     /// (request header `x-llm-context: fit`; never forwarded: `x-llm-*`).
+    /// The first attempt withholds the header from its vendor in the one
+    /// header map all attempts share, so it remembers the ask in filter
+    /// state (which clients cannot set) for a failover's later attempts.
     pub(super) fn asks_fitted_count(&self) -> bool {
-        self.host
+        let asked = self
+            .host
             .header(Map::Request, fitting::HEADER)
-            .is_some_and(|v| v.eq_ignore_ascii_case(b"fit"))
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"fit"));
+        if asked {
+            ignore(self.host.set_property(&[FIT_COUNT_PROPERTY], Some(b"fit")));
+            return true;
+        }
+        self.host
+            .property(&[FIT_COUNT_PROPERTY])
+            .ok()
+            .flatten()
+            .is_some_and(|v| v == b"fit")
     }
 
     /// The `x-llm-context` value of this attempt, if it was fitted.
