@@ -163,6 +163,64 @@ def without_discovery(config):
     config.pop("discovery", None)
 
 
+# Context fitting (no policy in the other gateways' groups), in the same
+# runs, on both hosts, for this group's scenarios: an agent's long history
+# (FITTING_TURNS turns of a tool call and its result, about 100 KB) sent to
+# three groups: without a policy, with a policy it fits whole (the estimate
+# alone), and with a policy and a window that trims it.
+FITTING_GROUP = "mock-openai"
+FITTING_SCENARIOS = ("c=16",)
+FITTING_TURNS = 50
+# A window is a model's (per provider), so the trimmed group's is another model.
+FITTING_GROUPS = {"bench-fit-off": ("gpt-4o", 128000, None),
+                  "bench-fit-whole": ("gpt-4o", 128000, {"strategies": ["route", "trim", "reject"]}),
+                  "bench-fit-trim": ("gpt-4o-mini", 8192, {"strategies": ["route", "trim", "reject"]})}
+
+
+def with_fitting(config):
+    for name, (model, window, policy) in FITTING_GROUPS.items():
+        group = {"candidates": [{"cluster": "mock_openai", "provider": "mock-openai", "model": model,
+                                 "capabilities": {"context_window": window}}]}
+        if policy:
+            group["fitting"] = policy
+        config["model_groups"][name] = group
+
+
+# The fitting rows' prefixes and the names their Envoys are measured under.
+FITTING_NAMES = tuple((f"{host}{who}", f"{envoy}-{group}")
+                      for host, envoy in (("g", "gateway-fitting"), ("n", "gateway-native-fitting"))
+                      for group, who in zip(FITTING_GROUPS, ("fo", "fw", "ft")))
+
+
+def fitted(url, headers, body):
+    """The answer's `x-llm-context` (None without one); a non-200 fails."""
+    req = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.headers.get("x-llm-context")
+
+
+def long_history_body(group):
+    """An agent's history of FITTING_TURNS tool-call turns (a unified chat
+    request to `group`, about 100 KB): what a coding agent resends."""
+    tool = {"type": "function", "function": {"name": "read_file", "description": "Read a file.",
+                                             "parameters": {"type": "object",
+                                                            "properties": {"path": {"type": "string"}},
+                                                            "required": ["path"]}}}
+    messages = [{"role": "system", "content": "You are a coding agent. Read files before you change them."}]
+    source = "fn step() { let value = compute(input); store(value); }\n" * 30
+    for i in range(FITTING_TURNS):
+        call = f"call_{i}"
+        messages += [
+            {"role": "user", "content": f"Step {i}: look at src/file_{i}.rs and tell me what it does."},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": call, "type": "function",
+                 "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/file_{i}.rs"})}}]},
+            {"role": "tool", "tool_call_id": call, "content": source},
+            {"role": "assistant", "content": f"File {i} computes a value and stores it."}]
+    messages.append({"role": "user", "content": "Now summarise what all the files do."})
+    return json.dumps({"model": group, "max_tokens": 256, "messages": messages, "tools": [tool]}).encode()
+
+
 # Headers the floor must not replay: hop-by-hop, or Envoy's and ours.
 NOT_REPLAYED = re.compile(r"^(host|content-length|connection|transfer-encoding|x-forwarded-.*|x-envoy-.*"
                           r"|x-request-id|x-test-id|x-llm-.*|x-model-group)$")
@@ -764,6 +822,25 @@ def bench(args):
         gw_cache = Envoy(stack, "gateway-cache", gateway.build_bootstrap(
             gc_port, gc_admin, mock_port, wasm=WASM, env={}, cache=True), gc_port, gc_admin, workdir)
         gw_cache_miss, gw_unique = Named(gw_cache, "gateway-cache-miss"), Named(gw, "gateway-unique")
+        # Context fitting's three groups, on both hosts (one Envoy a host, a name a group).
+        gf_port, gf_admin, nf_port, nf_admin = free_ports(4)
+        gw_fit = Envoy(stack, "gateway-fitting", gateway.build_bootstrap(
+            gf_port, gf_admin, mock_port, wasm=WASM, env={}, edit=with_fitting), gf_port, gf_admin, workdir)
+        native_fit = Envoy(stack, "gateway-native-fitting", gateway.to_native(gateway.build_bootstrap(
+            nf_port, nf_admin, mock_port, env={}, edit=with_fitting)), nf_port, nf_admin, workdir,
+            env=gateway.native_env())
+        fitting = [(who, Named(envoy, f"{envoy.name}-{group}"), port, group)
+                   for envoy, port, host in ((gw_fit, gf_port, "g"), (native_fit, nf_port, "n"))
+                   for group, who in zip(FITTING_GROUPS, (f"{host}fo", f"{host}fw", f"{host}ft"))]
+        for who, envoy, port, fit_group in fitting:
+            # Each group does what its row says: nothing, a whole fit, a trim.
+            context = fitted(f"http://127.0.0.1:{port}/v1/chat/completions",
+                             {"content-type": "application/json", "x-model-group": fit_group},
+                             long_history_body(fit_group))
+            expected = {"fo": context is None, "fw": context is not None and "trimmed" not in context,
+                        "ft": context is not None and "trimmed=" in context}[who[1:]]
+            if not expected:
+                raise RuntimeError(f"{envoy.name}: x-llm-context {context!r} is not what {fit_group} does")
         # The baseline build with the same limits: limits' cost before and after, in one run.
         bl_limits = None
         if BASELINE_WASM:
@@ -826,6 +903,12 @@ def bench(args):
                                                 gw_req.headers, unique_body, unique=True)),
                         (gw_unique, Request(workdir, f"gu-{group}-{int(stream)}-{size}", url.format(gw_port),
                                             gw_req.headers, unique_body, unique=True))]
+                if not client and group == FITTING_GROUP and name in FITTING_SCENARIOS:
+                    for who, envoy, port, fit_group in fitting:
+                        measured.append((envoy, Request(
+                            workdir, f"{who}-{group}-{int(stream)}-{size}", f"http://127.0.0.1:{port}/v1/chat/completions",
+                            {"content-type": "application/json", "x-model-group": fit_group},
+                            long_history_body(fit_group))))
                 if limits_here:
                     gl_req = Request(workdir, f"gl-{group}-{int(stream)}-{size}",
                                      f"http://127.0.0.1:{gl_port}/v1/chat/completions", gw_req.headers, gw_req.body)
@@ -882,7 +965,7 @@ def summarise(group, name, stream, runs):
                       ("gx", "gateway-no-discovery"),
                       ("bl", "gateway-baseline"), ("bll", "gateway-baseline-limits"), ("gd", "gateway-diagnostics"),
                       ("nd", "gateway-native-diagnostics"), ("gc", "gateway-cache"),
-                      ("gm", "gateway-cache-miss"), ("gu", "gateway-unique")):
+                      ("gm", "gateway-cache-miss"), ("gu", "gateway-unique"), *FITTING_NAMES):
         w = runs.get(name)
         if w:
             row[f"{who}_rps"] = mean([r["rps"] for r in w])
@@ -1087,6 +1170,26 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
                        f"| {r['gw_rps']:.0f} | {r['gc_p50_ms']:.3f} ({r['floor_p50_ms']:.3f}) | {r['gc_cpu_us']:.1f} "
                        f"| {r['gm_rps']:.0f} | {r['gu_rps']:.0f} | {r['gm_cpu_us']:.1f} | {r['gu_cpu_us']:.1f} "
                        f"| {r['gm_cpu_us'] - r['gu_cpu_us']:+.1f} | {r['gc_failed'] + r['gm_failed'] + r['gu_failed']} |")
+    out.append("\n### Context fitting on a long history\n")
+    fits = [r for r in rows if "gfo_rps" in r]
+    if not fits:
+        out.append("(not measured)")
+    else:
+        out.append(f"An agent's history of {FITTING_TURNS} tool-call turns (a read_file call and its result, "
+                   f"{len(long_history_body('x')) // 1024} KB, {2 + 4 * FITTING_TURNS} messages) to three groups on the OpenAI "
+                   f"mock, in the same runs: "
+                   f"no `fitting` policy (the cost when off), a policy with a window the request fits (the "
+                   f"estimate alone), and a policy with an 8192-token window (estimated, trimmed to the window, "
+                   f"encoded from the trimmed request; the vendor gets and answers less).\n")
+        out.append("| host | scenario | off req/s | fits req/s | trims req/s | off CPU µs/req | fits | added "
+                   "| trims | added | failed |")
+        out.append("|" + "---|" * 11)
+        for r in fits:
+            for host, label in (("g", "wasm"), ("n", "native")):
+                off, whole, trim = (r[f"{host}{w}_cpu_us"] for w in ("fo", "fw", "ft"))
+                out.append(f"| {label} | {r['scenario']} | {r[f'{host}fo_rps']:.0f} | {r[f'{host}fw_rps']:.0f} "
+                           f"| {r[f'{host}ft_rps']:.0f} | {off:.1f} | {whole:.1f} | {whole - off:+.1f} | {trim:.1f} "
+                           f"| {trim - off:+.1f} | {sum(r[f'{host}{w}_failed'] for w in ('fo', 'fw', 'ft'))} |")
     out.append("\n### Streams (c=16, 20 chunks)\n")
     out.append("| group | floor streams/s | gateway streams/s | floor TTFB p50/p99 ms | gateway TTFB p50/p99 ms "
                "| floor total p50/p99 ms | gateway total p50/p99 ms | gateway CPU µs/stream (floor) | gateway CPU µs/chunk (added) |")
