@@ -33,7 +33,7 @@ def frames(body):
 def state():
     s = StateStore()
     s.start_redis()
-    s.start_service("--max-entry-bytes", "1000")
+    s.start_service("--max-entry-bytes", "1000", "--max-vectors", "3")
     yield s
     s.stop()
 
@@ -76,6 +76,55 @@ def test_a_time_to_live_on_the_services_clock(state):
         assert state.raw("DELETE", path(KEYS[4]))[0] == 404
     finally:
         state.move_clock(0)
+
+
+def vec(*components):
+    """A quantised vector as the gateway sends it: a signed byte a component."""
+    return struct.pack(f"{len(components)}b", *components)
+
+
+def vpath(partition, last, store="test_vec"):
+    return f"/v1/vectors/{store}/{partition}/{last}"
+
+
+def test_vectors_are_searched_within_their_partition_bounded_and_expire(state):
+    ids = [f"{n:064x}" for n in range(1, 8)]
+    put = lambda partition, id, v, ttl="60": state.raw(  # noqa: E731
+        "PUT", vpath(partition, id), v, {"x-llm-ttl": ttl})[0]
+    search = lambda partition, v, t="0.9": state.raw(  # noqa: E731
+        "POST", vpath(partition, f"search?threshold={t}"), v)
+    assert put(NS_A, ids[0], vec(127, 0, 0, 0)) == 204
+    assert put(NS_A, ids[1], vec(0, 127, 0, 0)) == 204
+    # The closest one, at least the threshold close.
+    status, headers, body = search(NS_A, vec(120, 20, 0, 0))
+    assert (status, body) == (200, ids[0].encode())
+    assert 0.9 <= float(headers["x-llm-similarity"]) <= 1.0
+    status, headers, _ = search(NS_A, vec(0, 0, 127, 0))
+    assert (status, headers["x-llm-state"]) == (404, "missing")
+    assert search(NS_A, vec(90, 90, 0, 0), t="0.9")[0] == 404
+    # Another partition (another key's, group's or parameters') never sees them.
+    assert search(NS_B, vec(127, 0, 0, 0))[0] == 404
+    # Another dimension is not compared; a zero, empty or too long vector is refused.
+    assert search(NS_A, vec(127, 0, 0))[0] == 404
+    assert search(NS_A, vec(0, 0, 0, 0))[0] == 400
+    assert put(NS_A, ids[2], b"", "60") == 400
+    assert put(NS_A, ids[2], b"\x01" * 8193) == 413
+    assert put(NS_A, ids[2], vec(1, 2, 3, 4), "0") == 400
+    assert state.raw("POST", vpath(NS_A, "search?threshold=0"), vec(1, 0, 0, 0))[0] == 404
+    # At most 3 a partition: past it, the soonest to expire goes.
+    assert put(NS_B, ids[3], vec(0, 0, 127, 0), "30") == 204
+    assert put(NS_B, ids[4], vec(0, 0, 0, 127), "60") == 204
+    assert put(NS_B, ids[5], vec(0, 127, 0, 0), "60") == 204
+    assert put(NS_B, ids[6], vec(127, 0, 0, 0), "60") == 204
+    assert search(NS_B, vec(0, 0, 127, 0))[0] == 404
+    assert search(NS_B, vec(0, 0, 0, 127))[2] == ids[4].encode()
+    # Past their time to live, on the service's clock: gone.
+    try:
+        state.move_clock(61)
+        assert search(NS_A, vec(127, 0, 0, 0))[0] == 404
+    finally:
+        state.move_clock(0)
+    assert search(NS_A, vec(127, 0, 0, 0))[2] == ids[0].encode()
 
 
 def test_redis_down_is_a_prompt_503_and_back_it_has_kept_everything(state):

@@ -21,10 +21,10 @@
 use super::key::RequestKey;
 use super::semantic::Settings;
 use crate::shared_state::cas::{SetResult, SharedStore, MAX_CAS_ATTEMPTS};
-use crate::shared_state::Key;
+use crate::shared_state::{protocol, Key};
 
-/// The longest vector kept.
-pub const MAX_DIMENSIONS: usize = 8192;
+/// The longest vector kept (the state service's bound too).
+pub const MAX_DIMENSIONS: usize = protocol::MAX_DIMENSIONS;
 
 const MAGIC: &[u8; 4] = b"SEM1";
 const HEAD: usize = 12;
@@ -59,6 +59,38 @@ impl Quantized {
 
     pub fn dimensions(&self) -> usize {
         self.components.len()
+    }
+
+    /// A vector as the state service's protocol carries it (one signed
+    /// byte a component), or `None` when it is not one (empty, too long,
+    /// zero).
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        if !protocol::is_vector(bytes) {
+            return None;
+        }
+        let components: Vec<i8> = bytes.iter().map(|&b| b as i8).collect();
+        let norm = norm(&components);
+        (norm > 0.0).then_some(Self { components, norm })
+    }
+
+    /// Its bytes as the state service's protocol carries them.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        protocol::vector_body(&self.components)
+    }
+
+    /// Its length (of the quantised components).
+    pub fn norm(&self) -> f32 {
+        self.norm
+    }
+
+    /// The cosine similarity with a vector kept as bytes (of `norm`), or
+    /// `None` when their dimensions differ or either is zero.
+    pub fn similarity(&self, vector: &[u8], norm: f32) -> Option<f32> {
+        if vector.len() != self.components.len() {
+            return None;
+        }
+        let similarity = dot(&self.components, vector) as f32 / (self.norm * norm);
+        similarity.is_finite().then_some(similarity)
     }
 }
 
@@ -325,8 +357,10 @@ fn best(index: &Read, partition: &Key, query: &Quantized, now: u64) -> Option<(u
             .and_then(|b| <[u8; 4]>::try_from(b).ok())
             .map_or(0.0, f32::from_le_bytes);
         let vector = record.get(REC_HEAD..).unwrap_or_default();
-        let similarity = dot(&query.components, vector) as f32 / (query.norm * norm);
-        if similarity.is_finite() && best.is_none_or(|(_, s)| similarity > s) {
+        let Some(similarity) = query.similarity(vector, norm) else {
+            continue;
+        };
+        if best.is_none_or(|(_, s)| similarity > s) {
             best = Some((n, similarity));
         }
     }

@@ -16,6 +16,19 @@
 //!   or a misrouted one's, is not taken for a missing entry).
 //! - any: 503 when the service cannot reach its Redis.
 //!
+//! The semantic cache's vectors (`cache::semantic_index`, quantised: one
+//! signed byte a component), one partition (`semantic::Prompt::partition`:
+//! the namespace and everything but the prompt's text, hashed) at a time:
+//!
+//! - `PUT /v1/vectors/{store}/{partition}/{id}`: the body is the vector
+//!   (1 to `MAX_DIMENSIONS` bytes), `x-llm-ttl` its time to live; `id` (64
+//!   hex digits) is the exact cache's key of the entry it stands for. 204.
+//! - `POST /v1/vectors/{store}/{partition}/search?threshold=T`: the body
+//!   is the query vector. 200 and the `id` (64 hex digits) of the live
+//!   vector of that partition most similar to it, when its cosine
+//!   similarity is at least `T` (`x-llm-similarity`: how close); else the
+//!   service's own 404.
+//!
 //! `store` is a short name (`[a-z0-9_]`, 1-32), `namespace` and `key` 32
 //! hex digits each (`super::Namespace`, `super::Key`): the service never
 //! sees an id, a key name or a client's text in a path.
@@ -36,6 +49,98 @@ pub const MISSING: &str = "missing";
 pub const CHAIN_TYPE: &str = "application/x-llm-state-chain";
 /// The longest store name.
 pub const MAX_STORE_NAME: usize = 32;
+
+/// The longest vector (its dimensions, one byte each).
+pub const MAX_DIMENSIONS: usize = 8192;
+
+/// Where every vector's path starts.
+pub const VECTORS: &str = "/v1/vectors/";
+/// A search answer's similarity (the vector found's cosine, 0 to 1).
+pub const SIMILARITY_HEADER: &str = "x-llm-similarity";
+
+/// The path that stores vector `id` (the entry's exact key) in `partition`.
+pub fn vector_path(store: &str, partition: &Key, id: &[u8; 32]) -> String {
+    format!("{VECTORS}{store}/{}/{}", partition.hex(), id_hex(id))
+}
+
+/// A vector's id as paths and a search's answer carry it: 64 hex digits.
+pub fn id_hex(id: &[u8; 32]) -> String {
+    super::hex(id)
+}
+
+/// The path that searches `partition` for a vector at least `threshold` close.
+pub fn search_path(store: &str, partition: &Key, threshold: f32) -> String {
+    format!(
+        "{VECTORS}{store}/{}/search?threshold={threshold}",
+        partition.hex()
+    )
+}
+
+/// A vector's path as the service reads it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VectorPath<'p> {
+    /// Store vector `id` (`PUT`).
+    Put {
+        store: &'p str,
+        partition: [u8; 16],
+        id: [u8; 32],
+    },
+    /// Search the partition (`POST`).
+    Search {
+        store: &'p str,
+        partition: [u8; 16],
+        threshold: f32,
+    },
+}
+
+/// Reads a vector request's path and query; `Err`: why it is not one.
+pub fn parse_vector_path(path_and_query: &str) -> Result<VectorPath<'_>, &'static str> {
+    let (path, query) = path_and_query
+        .split_once('?')
+        .unwrap_or((path_and_query, ""));
+    let rest = path.strip_prefix(VECTORS).ok_or("not a vector path")?;
+    let mut parts = rest.split('/');
+    let (Some(store), Some(partition), Some(last), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("a vector path is /v1/vectors/{store}/{partition}/{id or search}");
+    };
+    let store = store_name(store)?;
+    let partition = parse_hex(partition).ok_or("a partition is 32 hex digits")?;
+    if last == "search" {
+        let threshold = match query.split_once('=') {
+            Some(("threshold", t)) => t.parse::<f32>().ok(),
+            _ => None,
+        };
+        let threshold = threshold
+            .filter(|t| *t > 0.0 && *t <= 1.0)
+            .ok_or("a search's only query is threshold=T, above 0 and at most 1")?;
+        return Ok(VectorPath::Search {
+            store,
+            partition,
+            threshold,
+        });
+    }
+    if !query.is_empty() {
+        return Err("a vector's path has no query");
+    }
+    let id = parse_hex_32(last).ok_or("a vector's id is 64 hex digits")?;
+    Ok(VectorPath::Put {
+        store,
+        partition,
+        id,
+    })
+}
+
+/// A vector's body: one signed byte a component, 1 to `MAX_DIMENSIONS`.
+pub fn vector_body(components: &[i8]) -> Vec<u8> {
+    components.iter().map(|&c| c as u8).collect()
+}
+
+/// Whether `body` is a vector's (its length is its dimensions).
+pub fn is_vector(body: &[u8]) -> bool {
+    !body.is_empty() && body.len() <= MAX_DIMENSIONS
+}
 
 /// The path of entry `key` of `namespace` in `store`.
 pub fn entry_path(store: &str, namespace: &Namespace, key: &Key) -> String {
@@ -69,10 +174,7 @@ pub fn parse_path(path_and_query: &str) -> Result<EntryPath<'_>, &'static str> {
     else {
         return Err("an entry path is /v1/entries/{store}/{namespace}/{key}");
     };
-    let named = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
-    if store.is_empty() || store.len() > MAX_STORE_NAME || !store.bytes().all(named) {
-        return Err("a store is named by 1-32 of [a-z0-9_]");
-    }
+    let store = store_name(store)?;
     let namespace = parse_hex(namespace).ok_or("a namespace is 32 hex digits")?;
     let key = parse_hex(key).ok_or("a key is 32 hex digits")?;
     let mut chain = None;
@@ -93,12 +195,29 @@ pub fn parse_path(path_and_query: &str) -> Result<EntryPath<'_>, &'static str> {
     })
 }
 
+fn store_name(store: &str) -> Result<&str, &'static str> {
+    let named = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_';
+    if store.is_empty() || store.len() > MAX_STORE_NAME || !store.bytes().all(named) {
+        return Err("a store is named by 1-32 of [a-z0-9_]");
+    }
+    Ok(store)
+}
+
 /// 32 hex digits.
 pub fn parse_hex(text: &str) -> Option<[u8; 16]> {
-    if text.len() != 32 {
+    hex_bytes(text)
+}
+
+/// 64 hex digits (a vector's id).
+pub fn parse_hex_32(text: &str) -> Option<[u8; 32]> {
+    hex_bytes(text)
+}
+
+fn hex_bytes<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != 2 * N {
         return None;
     }
-    let mut out = [0u8; 16];
+    let mut out = [0u8; N];
     for (byte, pair) in out.iter_mut().zip(text.as_bytes().chunks(2)) {
         let digits = std::str::from_utf8(pair).ok()?;
         *byte = u8::from_str_radix(digits, 16).ok()?;
@@ -156,6 +275,46 @@ mod tests {
         ] {
             assert!(parse_path(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn vector_paths_read_back_what_the_gateway_writes() {
+        let ns = Namespace::of_key("team-a");
+        let partition = Key::new("llm_semantic", &ns, b"rest");
+        let id = [7u8; 32];
+        assert_eq!(
+            parse_vector_path(&vector_path("llm_semantic", &partition, &id)),
+            Ok(VectorPath::Put {
+                store: "llm_semantic",
+                partition: *partition.as_bytes(),
+                id
+            })
+        );
+        assert_eq!(
+            parse_vector_path(&search_path("llm_semantic", &partition, 0.95)),
+            Ok(VectorPath::Search {
+                store: "llm_semantic",
+                partition: *partition.as_bytes(),
+                threshold: 0.95
+            })
+        );
+        let p = partition.hex();
+        for bad in [
+            format!("/v1/vectors/s/{p}/search"),
+            format!("/v1/vectors/s/{p}/search?threshold=0"),
+            format!("/v1/vectors/s/{p}/search?threshold=1.5"),
+            format!("/v1/vectors/s/{p}/search?other=0.5"),
+            format!("/v1/vectors/s/{p}/{}", "0".repeat(32)),
+            format!("/v1/vectors/s/{p}/{}?x=1", "0".repeat(64)),
+            format!("/v1/vectors/S/{p}/{}", "0".repeat(64)),
+            format!("/v1/vectors/s/{}/search?threshold=0.5", "0".repeat(31)),
+            format!("/v1/entries/s/{p}/{p}"),
+        ] {
+            assert!(parse_vector_path(&bad).is_err(), "{bad}");
+        }
+        assert!(is_vector(&vector_body(&[1, -1, 127])));
+        assert!(!is_vector(b""));
+        assert!(!is_vector(&vec![0u8; MAX_DIMENSIONS + 1]));
     }
 
     #[test]

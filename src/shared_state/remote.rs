@@ -67,6 +67,10 @@ pub enum Op {
     Chain(usize),
     Put,
     Delete,
+    /// A semantic cache's search of one partition for a close vector.
+    Search,
+    /// A semantic cache's vector stored.
+    PutVector,
 }
 
 impl Op {
@@ -76,6 +80,8 @@ impl Op {
             Op::Get | Op::Chain(_) => "get",
             Op::Put => "put",
             Op::Delete => "delete",
+            Op::Search => "search",
+            Op::PutVector => "put_vector",
         }
     }
 }
@@ -132,6 +138,35 @@ impl Call {
         call
     }
 
+    /// Stores `vector` (`Quantized::to_bytes`) in `partition` as `id`
+    /// (the exact cache's key of its entry) for `ttl_seconds`.
+    pub fn put_vector(
+        store: &str,
+        partition: &Key,
+        id: &[u8; 32],
+        ttl_seconds: u64,
+        vector: Vec<u8>,
+    ) -> Self {
+        let path = protocol::vector_path(store, partition, id);
+        let mut call = Self::new(Op::PutVector, "PUT", path);
+        call.headers.push((TTL_HEADER, ttl_seconds.to_string()));
+        call.headers
+            .push(("content-type", "application/octet-stream".into()));
+        call.body = vector;
+        call
+    }
+
+    /// The id of `partition`'s vector closest to `vector`, if it is at
+    /// least `threshold` close.
+    pub fn search(store: &str, partition: &Key, threshold: f32, vector: Vec<u8>) -> Self {
+        let path = protocol::search_path(store, partition, threshold);
+        let mut call = Self::new(Op::Search, "POST", path);
+        call.headers
+            .push(("content-type", "application/octet-stream".into()));
+        call.body = vector;
+        call
+    }
+
     pub fn delete(store: &str, namespace: &Namespace, key: &Key) -> Self {
         Self::new(
             Op::Delete,
@@ -144,7 +179,8 @@ impl Call {
 /// What the service said.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
-    /// An entry, or a chain's entries newest first.
+    /// An entry, or a chain's entries newest first (a search's: the id
+    /// of the vector found, 32 bytes).
     Found(Vec<Vec<u8>>),
     /// No such entry (or none to delete).
     Missing,
@@ -169,13 +205,20 @@ pub fn reply(op: Op, answer: Option<(u16, &Headers, Vec<u8>)>) -> Reply {
                 _ => Reply::Unavailable,
             }
         }
+        (Op::Search, 200) => match std::str::from_utf8(&body)
+            .ok()
+            .and_then(protocol::parse_hex_32)
+        {
+            Some(id) => Reply::Found(vec![id.to_vec()]),
+            None => Reply::Unavailable,
+        },
         // The service's own 404, not Envoy's or another server's.
-        (Op::Get | Op::Chain(_) | Op::Delete, 404)
+        (Op::Get | Op::Chain(_) | Op::Delete | Op::Search, 404)
             if headers.get(STATE_HEADER) == Some(MISSING.as_bytes()) =>
         {
             Reply::Missing
         }
-        (Op::Put | Op::Delete, 204) => Reply::Done,
+        (Op::Put | Op::PutVector | Op::Delete, 204) => Reply::Done,
         _ => Reply::Unavailable,
     }
 }
@@ -250,6 +293,35 @@ mod tests {
         }
         assert_eq!(found(Op::Get, 503, &missing, b""), Reply::Unavailable);
         assert_eq!(reply(Op::Put, None), Reply::Unavailable);
+        // A search's answer is an id, 64 hex digits, or not the service's.
+        let id = "ab".repeat(32);
+        assert_eq!(
+            found(Op::Search, 200, &none, id.as_bytes()),
+            Reply::Found(vec![vec![0xab; 32]])
+        );
+        assert_eq!(found(Op::Search, 200, &none, b"abab"), Reply::Unavailable);
+        assert_eq!(found(Op::Search, 404, &missing, b""), Reply::Missing);
+        assert_eq!(found(Op::Search, 404, &none, b""), Reply::Unavailable);
+        assert_eq!(found(Op::PutVector, 204, &none, b""), Reply::Done);
+        assert_eq!(found(Op::PutVector, 413, &none, b""), Reply::Unavailable);
+    }
+
+    #[test]
+    fn vector_calls_speak_the_protocol() {
+        let (_, partition) = key();
+        let put = Call::put_vector("llm_semantic", &partition, &[1; 32], 60, vec![1, 2]);
+        assert_eq!((put.method, put.op.name()), ("PUT", "put_vector"));
+        assert!(put.headers.contains(&(TTL_HEADER, "60".into())));
+        assert!(matches!(
+            protocol::parse_vector_path(&put.path),
+            Ok(protocol::VectorPath::Put { id, .. }) if id == [1; 32]
+        ));
+        let search = Call::search("llm_semantic", &partition, 0.9, vec![1, 2]);
+        assert_eq!((search.method, search.op.name()), ("POST", "search"));
+        assert!(matches!(
+            protocol::parse_vector_path(&search.path),
+            Ok(protocol::VectorPath::Search { threshold, .. }) if threshold == 0.9
+        ));
     }
 
     #[test]

@@ -13,9 +13,13 @@
 //! gateway made: one gateway key's namespace is not another's), bytes, a
 //! time to live and the parent an entry continues.
 //!
+//! The semantic cache's vectors (`vectors.rs`): held in Redis, one hash
+//! per partition, searched by brute force here (`POST .../search`).
+//!
 //! Bounds: an entry over `--max-entry-bytes` is refused (413), a time to
 //! live over `--max-ttl-seconds` is cut to it, a chain read stops at
-//! `--max-chain` entries or `--max-chain-bytes`; what Redis keeps in all is
+//! `--max-chain` entries or `--max-chain-bytes`, a vector is at most
+//! `MAX_DIMENSIONS` bytes and a partition holds `--max-vectors`; what Redis keeps in all is
 //! its `maxmemory`. Redis unreachable or slow (`--redis-timeout-ms`): 503,
 //! at once, and the gateways go on without the shared store.
 
@@ -32,11 +36,13 @@ use hyper::body::Incoming;
 use hyper::header::{HeaderValue, AGE, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use llm_gateway_core::shared_state::protocol::{self, EntryPath};
+use llm_gateway_core::cache::semantic_index::{Quantized, MAX_DIMENSIONS};
+use llm_gateway_core::shared_state::protocol::{self, EntryPath, VectorPath};
 use store::{Place, Store, Unavailable};
 use tokio::net::TcpListener;
 
 mod store;
+mod vectors;
 
 struct Args {
     redis: String,
@@ -45,12 +51,13 @@ struct Args {
     max_ttl_seconds: u64,
     max_chain: usize,
     max_chain_bytes: usize,
+    max_vectors: usize,
     redis_timeout: Duration,
     test_clock: bool,
 }
 
 const USAGE: &str = "usage: llm-state [--redis URL] [--listen ADDR] [--max-entry-bytes N] \
-    [--max-ttl-seconds N] [--max-chain N] [--max-chain-bytes N] [--redis-timeout-ms N] [--test-clock]";
+    [--max-ttl-seconds N] [--max-chain N] [--max-chain-bytes N] [--max-vectors N] [--redis-timeout-ms N] [--test-clock]";
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
@@ -60,6 +67,7 @@ fn parse_args() -> Result<Args, String> {
         max_ttl_seconds: 30 * 86_400,
         max_chain: 1024,
         max_chain_bytes: 64 << 20,
+        max_vectors: 10_000,
         redis_timeout: Duration::from_millis(500),
         test_clock: false,
     };
@@ -85,6 +93,7 @@ fn parse_args() -> Result<Args, String> {
             "--max-ttl-seconds" => args.max_ttl_seconds = number(&value)?,
             "--max-chain" => args.max_chain = size(&value)?,
             "--max-chain-bytes" => args.max_chain_bytes = size(&value)?,
+            "--max-vectors" => args.max_vectors = size(&value)?,
             "--redis-timeout-ms" => args.redis_timeout = Duration::from_millis(number(&value)?),
             _ => return Err(format!("unknown flag {flag}")),
         }
@@ -149,6 +158,9 @@ impl Service {
                 return self.move_clock(request).await;
             }
             _ => {}
+        }
+        if path.starts_with(protocol::VECTORS) {
+            return self.vectors(&path, request).await;
         }
         let entry = match protocol::parse_path(&path) {
             Ok(entry) => entry,
@@ -217,6 +229,93 @@ impl Service {
             .put(place(entry), &entry.key, parent, ttl, &body)
             .await?;
         Ok(answer(StatusCode::NO_CONTENT, Bytes::new()))
+    }
+
+    /// A semantic cache's vector stored, or a partition searched.
+    async fn vectors(&self, path: &str, request: Request<Incoming>) -> Answer {
+        let vector = match protocol::parse_vector_path(path) {
+            Ok(vector) => vector,
+            Err(why) => return text(StatusCode::NOT_FOUND, why),
+        };
+        let ttl = (request.headers().get(protocol::TTL_HEADER))
+            .and_then(|v| v.to_str().ok())
+            .and_then(|t| t.parse::<u64>().ok())
+            .filter(|&t| t > 0);
+        let method = request.method().clone();
+        let body = match Limited::new(request.into_body(), MAX_DIMENSIONS)
+            .collect()
+            .await
+        {
+            Ok(body) => body.to_bytes(),
+            Err(_) => {
+                return text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("a vector is at most {MAX_DIMENSIONS} bytes"),
+                )
+            }
+        };
+        let Some(query) = Quantized::from_bytes(&body) else {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "a vector: one signed byte a component, not all zero",
+            );
+        };
+        let result = match (method, vector) {
+            (
+                Method::PUT,
+                VectorPath::Put {
+                    store,
+                    partition,
+                    id,
+                },
+            ) => {
+                let Some(ttl) = ttl else {
+                    return text(StatusCode::BAD_REQUEST, "x-llm-ttl: seconds to keep it");
+                };
+                let ttl = ttl.min(self.args.max_ttl_seconds);
+                let put = (self.store)
+                    .put_vector((store, &partition), &id, &query, ttl, self.args.max_vectors)
+                    .await;
+                put.map(|()| answer(StatusCode::NO_CONTENT, Bytes::new()))
+            }
+            (
+                Method::POST,
+                VectorPath::Search {
+                    store,
+                    partition,
+                    threshold,
+                },
+            ) => self.search(store, &partition, &query, threshold).await,
+            _ => Ok(text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "PUT a vector, POST a search",
+            )),
+        };
+        result.unwrap_or_else(|e| self.unavailable(&e))
+    }
+
+    async fn search(
+        &self,
+        store: &str,
+        partition: &[u8; 16],
+        query: &Quantized,
+        threshold: f32,
+    ) -> Result<Answer, Unavailable> {
+        let records = self
+            .store
+            .vectors(&store::vectors_key(store, partition))
+            .await?;
+        let Some((id, similarity)) = vectors::best(&records, query, threshold, self.store.now_ms())
+        else {
+            return Ok(missing());
+        };
+        let mut response = answer(StatusCode::OK, protocol::id_hex(&id));
+        if let Ok(value) = HeaderValue::from_str(&format!("{similarity:.4}")) {
+            response
+                .headers_mut()
+                .insert(protocol::SIMILARITY_HEADER, value);
+        }
+        Ok(response)
     }
 
     async fn get(&self, entry: &EntryPath<'_>) -> Result<Answer, Unavailable> {

@@ -11,8 +11,13 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use std::collections::HashMap;
+
+use llm_gateway_core::cache::semantic_index::Quantized;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use tokio::sync::Mutex;
+
+use crate::vectors;
 
 /// The record's version byte.
 const VERSION: u8 = 1;
@@ -149,6 +154,19 @@ impl Store {
             .map_err(|e| Unavailable(format!("Redis: {e}")))
     }
 
+    /// One pipeline of commands (a transaction), within the timeout.
+    async fn query_pipe<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, Unavailable> {
+        let mut connection = self.connection().await?;
+        let answer = tokio::time::timeout(self.timeout, pipe.query_async::<T>(&mut connection));
+        answer
+            .await
+            .map_err(|_| Unavailable("Redis did not answer in time".into()))?
+            .map_err(|e| Unavailable(format!("Redis: {e}")))
+    }
+
     pub async fn ping(&self) -> Result<(), Unavailable> {
         self.query::<String>(&redis::cmd("PING")).await.map(drop)
     }
@@ -202,6 +220,66 @@ impl Store {
         let live = Head::decode(&head).is_some_and(|(h, _)| h.expires_ms > self.now_ms());
         let deleted: u64 = self.query(redis::cmd("DEL").arg(&redis_key)).await?;
         Ok(live && deleted > 0)
+    }
+}
+
+/// A partition of vectors (`vectors.rs`): its store and partition.
+pub fn vectors_key(store: &str, partition: &[u8; 16]) -> String {
+    format!("llm-state-vec:{store}:{}", hex(partition))
+}
+
+impl Store {
+    /// Keeps `vector` as `id` in `partition` of `store` for `ttl` seconds;
+    /// past `max` vectors there, the expired and the soonest to expire go.
+    pub async fn put_vector(
+        &self,
+        (store, partition): (&str, &[u8; 16]),
+        id: &[u8; 32],
+        vector: &Quantized,
+        ttl: u64,
+        max: usize,
+    ) -> Result<(), Unavailable> {
+        let key = vectors_key(store, partition);
+        let now = self.now_ms();
+        let ttl_ms = ttl.saturating_mul(1000);
+        let record = vectors::encode(vector, now.saturating_add(ttl_ms));
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("HSET")
+            .arg(&key)
+            .arg(&id[..])
+            .arg(record)
+            .ignore()
+            // The hash lives as long as its longest lived vector.
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(ttl_ms)
+            .arg("NX")
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(ttl_ms)
+            .arg("GT")
+            .ignore()
+            .cmd("HLEN")
+            .arg(&key);
+        let (count,): (usize,) = self.query_pipe(&pipe).await?;
+        if count <= max {
+            return Ok(());
+        }
+        let records = self.vectors(&key).await?;
+        let gone = vectors::evicted(&records, max, self.now_ms());
+        if !gone.is_empty() {
+            self.query::<()>(redis::cmd("HDEL").arg(&key).arg(gone))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Every record of a partition's hash: (id, record).
+    pub async fn vectors(&self, key: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Unavailable> {
+        let all: HashMap<Vec<u8>, Vec<u8>> = self.query(redis::cmd("HGETALL").arg(key)).await?;
+        Ok(all.into_iter().collect())
     }
 }
 
