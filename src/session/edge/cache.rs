@@ -52,10 +52,18 @@ enum Waiting {
     /// The request (its path's facts and body), run again once the entry
     /// is known.
     Lookup(Box<(PathFacts, Vec<u8>)>),
-    /// The answer's end, held until its entry is stored.
-    Store,
+    /// The answer's end, held until its entry is stored; then its vector
+    /// is put into the fleet's index (`edge/semantic.rs`), when it has one.
+    Store(Option<Box<StateCall>>),
+    /// The answer's end, held until its vector is stored.
+    StoreVector,
     /// The request, run again once its prompt is embedded (`edge/semantic.rs`).
     Embed(Box<(PathFacts, Vec<u8>)>),
+    /// The request, run again once the fleet's index was searched.
+    Search(Box<(PathFacts, Vec<u8>)>),
+    /// The request, run again once the entry the fleet's index found
+    /// (its place, its exact key) is fetched.
+    SemanticEntry(Box<(PathFacts, Vec<u8>, Place, RequestKey)>),
 }
 
 /// What the cache made of a generation.
@@ -100,7 +108,7 @@ impl<H: Host> Edge<H> {
         }
         let previous = self.cache.take();
         let asked = previous.as_ref().is_some_and(|c| c.asked);
-        let semantic = previous.and_then(|c| c.semantic);
+        let mut semantic = previous.and_then(|c| c.semantic);
         let caller = self.config.auth.caller_name(self.caller);
         let place = (plan != Plan::Bypass)
             .then(|| Place::new(group, settings, caller, &RequestKey::of(group, request)));
@@ -125,13 +133,26 @@ impl<H: Host> Edge<H> {
                 return Ok(Consulted::Answered);
             }
             // The semantic cache's entry, once the prompt was embedded.
-            if let Some(semantic) = &semantic {
-                let found = Self::semantic_found(Some(semantic))
+            if let Some(mut asked) = semantic.take() {
+                let found = Self::semantic_found(Some(&asked))
                     .map(|key| Place::new(group, settings, caller, &key))
                     .and_then(|p| p.get(&shared(&self.host), now))
                     .and_then(|bytes| Entry::decode(&bytes))
                     .filter(|entry| fresh(entry, settings.ttl_seconds, now));
-                self.count_lookup(group, semantic, found.is_some());
+                // None close in the proxy's index: the fleet's is searched.
+                let search = (found.is_none())
+                    .then(|| self.fleet_search(&mut asked))
+                    .flatten();
+                if let (Some(call), Some((facts, body))) = (search, resume) {
+                    if let Some(token) = self.send_state(&call) {
+                        caching.semantic = Some(asked);
+                        let resume = Box::new((facts.clone(), body.to_vec()));
+                        caching.waiting = Some((token, Waiting::Search(resume)));
+                        self.cache = Some(caching);
+                        return Ok(Consulted::Waiting);
+                    }
+                }
+                self.count_lookup(group, &asked, found.is_some());
                 if let Some(entry) = found {
                     let saved = self.saved_usd(&entry);
                     self.tally(group, Some((saved.unwrap_or(0.0) * 1e6).round() as u64));
@@ -139,6 +160,7 @@ impl<H: Host> Edge<H> {
                     self.answer_hit(group, (request, echo), &entry, status)?;
                     return Ok(Consulted::Answered);
                 }
+                semantic = Some(asked);
             }
             if let (false, Some((facts, body)), Some(place)) = (asked, resume, &caching.place) {
                 let call = StateCall::get(STORE, &place.namespace, &place.key);
@@ -193,8 +215,10 @@ impl<H: Host> Edge<H> {
             return Flow::Pause;
         };
         let op = match waiting {
-            Waiting::Lookup(_) => remote::Op::Get,
-            Waiting::Store => remote::Op::Put,
+            Waiting::Lookup(_) | Waiting::SemanticEntry(_) => remote::Op::Get,
+            Waiting::Store(_) => remote::Op::Put,
+            Waiting::StoreVector => remote::Op::PutVector,
+            Waiting::Search(_) => remote::Op::Search,
             Waiting::Embed(resume) => {
                 let mut semantic = caching.semantic.take();
                 if let Some(semantic) = semantic.as_mut() {
@@ -224,11 +248,89 @@ impl<H: Host> Edge<H> {
                 let (facts, body) = *resume;
                 self.generate(&facts, &body)
             }
-            // The response store's own call may still hold the answer.
-            Waiting::Store if self.responses.waiting.is_some() => Flow::Pause,
-            Waiting::Store => Flow::Continue,
+            Waiting::Search(resume) => {
+                let found = match &reply {
+                    Reply::Found(ids) => ids
+                        .first()
+                        .and_then(|id| <[u8; 32]>::try_from(&id[..]).ok()),
+                    _ => None,
+                };
+                if let Some(request) = found.map(RequestKey) {
+                    if let Some(place) = self.cache_place(&request) {
+                        let call = StateCall::get(STORE, &place.namespace, &place.key);
+                        if let Some(token) = self.send_state(&call) {
+                            let (facts, body) = *resume;
+                            let waiting =
+                                Waiting::SemanticEntry(Box::new((facts, body, place, request)));
+                            if let Some(caching) = self.cache.as_mut() {
+                                caching.waiting = Some((token, waiting));
+                            }
+                            return Flow::Pause;
+                        }
+                    }
+                }
+                let (facts, body) = *resume;
+                self.generate(&facts, &body)
+            }
+            Waiting::SemanticEntry(found) => {
+                let (facts, body, place, request) = *found;
+                if let Reply::Found(entries) = &reply {
+                    self.mirror_found(&place, entries.first(), request);
+                }
+                self.generate(&facts, &body)
+            }
+            // Stored: its vector goes into the fleet's index too.
+            Waiting::Store(Some(vector)) if reply == Reply::Done => {
+                if let Some(token) = self.send_state(&vector) {
+                    if let Some(caching) = self.cache.as_mut() {
+                        caching.waiting = Some((token, Waiting::StoreVector));
+                    }
+                    return Flow::Pause;
+                }
+                self.stored_flow()
+            }
+            Waiting::Store(_) | Waiting::StoreVector => self.stored_flow(),
             // Answered above.
             Waiting::Embed(_) => Flow::Pause,
+        }
+    }
+
+    /// The answer's end, once the fleet's store took what it was given:
+    /// the response store's own call may still hold it.
+    fn stored_flow(&self) -> Flow {
+        if self.responses.waiting.is_some() {
+            Flow::Pause
+        } else {
+            Flow::Continue
+        }
+    }
+
+    /// Where the entry of `request` is, on this request's group, for its caller.
+    fn cache_place(&self, request: &RequestKey) -> Option<Place> {
+        let group = &self.chat.as_ref()?.group;
+        let settings = self.config.model_groups.get(group)?.cache.as_ref()?;
+        let caller = self.config.auth.caller_name(self.caller);
+        Some(Place::new(group, settings, caller, request))
+    }
+
+    /// The entry the fleet's index found (`request`'s), copied into the
+    /// proxy's store when it is one and fresh, and the request's vector
+    /// into the proxy's index beside it: the request run again finds it.
+    fn mirror_found(&mut self, place: &Place, bytes: Option<&Vec<u8>>, request: RequestKey) {
+        let Some(bytes) = bytes else { return };
+        let now = unix_seconds(&self.host);
+        let Some(entry) = Entry::decode(bytes).filter(|e| fresh(e, place.ttl_seconds(), now))
+        else {
+            return;
+        };
+        place.put(&shared(&self.host), bytes, now);
+        let expires = entry.stored_at.saturating_add(place.ttl_seconds());
+        let Some(semantic) = self.cache.as_mut().and_then(|c| c.semantic.as_mut()) else {
+            return;
+        };
+        Self::found_in_fleet(semantic, request);
+        if let Some(semantic) = self.cache.as_ref().and_then(|c| c.semantic.as_ref()) {
+            self.index_vector(semantic, &request, (now, expires));
         }
     }
 
@@ -393,6 +495,9 @@ impl<H: Host> Edge<H> {
         if self.config.shared_state.service.is_none() {
             return false;
         }
+        let vector = (self.cache.as_ref())
+            .and_then(|c| c.semantic.as_ref())
+            .and_then(|s| self.fleet_vector(s, place.ttl_seconds()));
         let call = StateCall::put(
             STORE,
             &place.namespace,
@@ -405,7 +510,7 @@ impl<H: Host> Edge<H> {
             return false;
         };
         if let Some(caching) = self.cache.as_mut() {
-            caching.waiting = Some((token, Waiting::Store));
+            caching.waiting = Some((token, Waiting::Store(vector.map(Box::new))));
         }
         true
     }

@@ -610,3 +610,107 @@ fn a_prompt_close_in_meaning_is_a_semantic_hit_within_its_partition() {
     assert!(e.host.http_calls.borrow().is_empty());
     assert_eq!(reply_header(&e, "x-llm-cache").as_deref(), Some("hit"));
 }
+
+/// [`semantic_config`] with the fleet's store.
+fn semantic_fleet_config() -> Rc<Config> {
+    let mut json: serde_json::Value = serde_json::from_str(&config_json()).unwrap();
+    json["self_calls"] = serde_json::json!({"cluster": "llm_self"});
+    json["shared_state"] = serde_json::json!({"service": {"cluster": "llm_state"}});
+    json["model_groups"]["embed"] =
+        serde_json::json!({"candidates": [{"provider": "oa", "model": "e", "cluster": "c"}]});
+    json["model_groups"]["cached"]["cache"]["semantic"] =
+        serde_json::json!({"embedding_group": "embed", "threshold": 0.9});
+    Rc::new(Config::parse(json.to_string().as_bytes(), |_| None).unwrap())
+}
+
+/// `r` on a fresh proxy with the fleet's store: the exact entry missing
+/// there, the prompt embedded as `vector`; the edge waiting on the search.
+fn searched(r: &Request, vector: &[f32]) -> Edge<FakeHost> {
+    let mut e = edge_with(r, &FakeHost::new(), semantic_fleet_config());
+    e.host.set(Map::Request, "x-model-group", "cached");
+    assert_eq!(send(&mut e), Flow::Pause, "asks for the exact entry");
+    assert_eq!(e.on_callout(1, service_answer(404, b"")), Flow::Pause);
+    assert_eq!(e.on_callout(2, embedding(vector)), Flow::Pause);
+    let (cluster, headers, body) = e.host.http_calls.borrow()[2].clone();
+    assert_eq!(cluster, "llm_state");
+    assert!(headers.contains(&(":method".into(), "POST".into())));
+    let search = path(&headers);
+    assert!(
+        search.starts_with("/v1/vectors/llm_semantic/")
+            && search.ends_with("/search?threshold=0.9"),
+        "{search}"
+    );
+    assert_eq!(body.len(), vector.len());
+    e
+}
+
+#[test]
+fn with_the_fleets_store_a_paraphrase_stored_through_one_proxy_is_a_semantic_hit_on_another() {
+    let france = [1.0, 0.0, 0.0, 0.0];
+    // Proxy A: nothing anywhere; the answer's entry, then its vector, go
+    // to the fleet's store, the answer's end waiting for both.
+    let mut e = searched(&asking(KEY, "What is the capital city of France?"), &france);
+    let search = path(&e.host.http_calls.borrow()[2].1);
+    assert_eq!(e.on_callout(3, service_answer(404, b"")), Flow::Continue);
+    answer_through(&mut e, "an", "200", ANTHROPIC);
+    let (_, headers, entry) = e.host.http_calls.borrow()[3].clone();
+    assert!(path(&headers).starts_with("/v1/entries/llm_cache/"));
+    assert_eq!(e.on_callout(4, service_answer(204, b"")), Flow::Pause);
+    let (_, headers, vector) = e.host.http_calls.borrow()[4].clone();
+    let put = path(&headers);
+    assert!(headers.contains(&(":method".into(), "PUT".into())));
+    assert!(headers.contains(&("x-llm-ttl".into(), "60".into())));
+    // The same partition the search asked for; its id, the entry's key.
+    assert_eq!(
+        put.rsplit_once('/').unwrap().0,
+        search.rsplit_once('/').unwrap().0
+    );
+    assert_eq!(vector, [127, 0, 0, 0]);
+    assert_eq!(e.on_callout(5, service_answer(204, b"")), Flow::Continue);
+    let id = put.rsplit_once('/').unwrap().1.to_owned();
+
+    // Proxy B, its own index empty: the fleet's names the entry, which
+    // is fetched (in the caller's own namespace) and given.
+    let close = [0.98, 0.2, 0.0, 0.0];
+    let mut e = searched(&asking(KEY, "Tell me the capital of France"), &close);
+    assert_eq!(
+        e.on_callout(3, service_answer(200, id.as_bytes())),
+        Flow::Pause
+    );
+    let (_, headers, _) = e.host.http_calls.borrow()[3].clone();
+    assert!(headers.contains(&(":method".into(), "GET".into())));
+    assert_eq!(e.on_callout(4, service_answer(200, &entry)), Flow::Pause);
+    let (status, body) = e.host.reply.borrow().clone().unwrap();
+    assert_eq!(status, 200);
+    assert!(String::from_utf8_lossy(&body).contains("Hello from the vendor"));
+    assert_eq!(
+        reply_header(&e, "x-llm-cache").as_deref(),
+        Some("semantic-hit")
+    );
+    let records = e.host.take_record();
+    assert!(records
+        .iter()
+        .any(|c| c.contains("op=search") && c.contains("outcome=found")));
+    // Its vector went into B's own index: next time, no search.
+    let proxy = FakeHost::new();
+    *proxy.shared.borrow_mut() = e.host.shared.borrow().clone();
+    let (e, flow) = embedded(
+        &asking(KEY, "Tell me the capital of France"),
+        &proxy,
+        Some(&close),
+    );
+    assert_eq!(flow, Flow::Pause);
+    assert_eq!(
+        reply_header(&e, "x-llm-cache").as_deref(),
+        Some("semantic-hit")
+    );
+
+    // The service down at the search: a miss, counted; the request goes on.
+    let mut e = searched(&asking(KEY, "Tell me the capital of France"), &close);
+    assert_eq!(e.on_callout(3, CalloutAnswer::Failed), Flow::Continue);
+    assert!(e
+        .host
+        .take_record()
+        .iter()
+        .any(|c| c.contains("op=search") && c.contains("outcome=unavailable")));
+}

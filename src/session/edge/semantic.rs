@@ -13,6 +13,16 @@
 //!   cache answers (`semantic-hit`);
 //! - on a miss, the vector is kept for the answer's entry: once that is
 //!   stored, the vector goes into the index beside it;
+//! - with the fleet's store (`shared_state.service`), a vector the
+//!   proxy's own index has nothing close to is searched for in the
+//!   fleet's (`POST /v1/vectors/...`, the same partition, the group's
+//!   threshold): the id it answers is the exact key of an entry another
+//!   proxy stored, which is then fetched as the exact cache fetches (a
+//!   second callout), copied into the proxy's store, and the vector put
+//!   into the proxy's index beside it; a stored answer's vector is put
+//!   into the fleet's index too, once its entry is there. A service that
+//!   does not answer is a miss, counted (`llm_gateway.shared_state`, `op`
+//!   `search`, `put_vector`);
 //! - an embedding call that fails, is refused or too slow
 //!   (`timeout_ms`): a miss, counted (`llm_gateway.cache_semantic`,
 //!   `outcome: unavailable`) and logged once an interval.
@@ -26,6 +36,7 @@ use crate::cache::semantic_index::Quantized;
 use crate::cache::store::Place;
 use crate::session::host::unix_seconds;
 use crate::session::shared_data::HostStore;
+use crate::shared_state::remote::Call as StateCall;
 use crate::shared_state::Key;
 
 /// What the semantic cache knows of one request.
@@ -36,11 +47,16 @@ pub(super) struct Semantic {
     request: RequestKey,
     /// Its prompt's vector, once embedded.
     vector: Option<Quantized>,
-    /// The exact key of the entry found close enough, and how close.
-    found: Option<(RequestKey, f32)>,
+    /// The exact key of the entry found close enough.
+    found: Option<RequestKey>,
+    /// The fleet's index was searched already.
+    searched: bool,
     /// The embedding call failed.
     failed: bool,
 }
+
+/// The store the fleet's index is kept under (`shared_state::protocol`).
+pub(super) const FLEET_VECTORS: &str = "llm_semantic";
 
 /// When a failed embedding call was last logged (Unix seconds; per worker).
 static LOGGED: AtomicU64 = AtomicU64::new(0);
@@ -105,6 +121,7 @@ impl<H: Host> Edge<H> {
                     request: request_key,
                     vector: None,
                     found: None,
+                    searched: false,
                     failed: false,
                 },
             )),
@@ -137,14 +154,52 @@ impl<H: Host> Edge<H> {
         let store = shared(&self.host);
         let index = Index::new(&store, &group, &settings);
         let threshold = settings.threshold as f32;
-        semantic.found = (index.lookup(&semantic.partition, &vector, threshold, now))
-            .map(|found| (found.request, found.similarity));
+        semantic.found =
+            (index.lookup(&semantic.partition, &vector, threshold, now)).map(|found| found.request);
         semantic.vector = Some(vector);
     }
 
     /// The exact key of the entry the index found for this request.
     pub(super) fn semantic_found(semantic: Option<&Semantic>) -> Option<RequestKey> {
-        semantic.and_then(|s| s.found).map(|(request, _)| request)
+        semantic.and_then(|s| s.found)
+    }
+
+    /// The search of the fleet's index for `semantic`'s vector, when the
+    /// proxy's own found none and the fleet's was not searched yet (it is
+    /// marked so).
+    pub(super) fn fleet_search(&self, semantic: &mut Semantic) -> Option<StateCall> {
+        self.config.shared_state.service.as_ref()?;
+        if semantic.searched || semantic.found.is_some() {
+            return None;
+        }
+        let vector = semantic.vector.as_ref()?;
+        let (_, settings) = self.semantic_settings()?;
+        semantic.searched = true;
+        Some(StateCall::search(
+            FLEET_VECTORS,
+            &semantic.partition,
+            settings.threshold as f32,
+            vector.to_bytes(),
+        ))
+    }
+
+    /// The fleet's index found the entry of `request`: it is the found one.
+    pub(super) fn found_in_fleet(semantic: &mut Semantic, request: RequestKey) {
+        semantic.found = Some(request);
+    }
+
+    /// The call that puts `semantic`'s vector into the fleet's index, for
+    /// `ttl_seconds` (its entry's), when there is a vector and a fleet.
+    pub(super) fn fleet_vector(&self, semantic: &Semantic, ttl_seconds: u64) -> Option<StateCall> {
+        self.config.shared_state.service.as_ref()?;
+        let vector = semantic.vector.as_ref()?;
+        Some(StateCall::put_vector(
+            FLEET_VECTORS,
+            &semantic.partition,
+            &semantic.request.0,
+            ttl_seconds,
+            vector.to_bytes(),
+        ))
     }
 
     /// Counts what the lookup came to: `hit` (answered), else `unavailable`
@@ -161,6 +216,18 @@ impl<H: Host> Edge<H> {
     /// The answer's entry was stored (until `expires`): its prompt's
     /// vector goes into the group's index beside it.
     pub(super) fn index_answer(&self, semantic: &Semantic, now: u64, expires: u64) {
+        self.index_vector(semantic, &semantic.request, (now, expires));
+    }
+
+    /// `semantic`'s vector goes into the group's index for the entry of
+    /// `request` (its own, or the one the fleet's index found), until
+    /// `expires`.
+    pub(super) fn index_vector(
+        &self,
+        semantic: &Semantic,
+        request: &RequestKey,
+        (now, expires): (u64, u64),
+    ) {
         let (Some(vector), Some((group, settings))) =
             (semantic.vector.as_ref(), self.semantic_settings())
         else {
@@ -168,12 +235,7 @@ impl<H: Host> Edge<H> {
         };
         let store = shared(&self.host);
         let index = Index::new(&store, &group, &settings);
-        index.insert(
-            &semantic.partition,
-            &semantic.request,
-            vector,
-            (now, expires),
-        );
+        index.insert(&semantic.partition, request, vector, (now, expires));
     }
 
     /// The request's group and its semantic cache's settings.
