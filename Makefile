@@ -25,7 +25,7 @@ NATIVE_AARCH64 := target/envoy-module-aarch64/libllm_gateway.so
 # Which host `make run` starts: wasm (default) or native.
 HOST      ?= wasm
 
-.PHONY: docs docs-tool bench bench-micro soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native test-legs lint clean dist compose-tools redis-tools browser-tools prometheus-tools ratelimit-build ratelimit state-build state
+.PHONY: docs docs-tool bench bench-micro bench-state-vectors soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native test-legs lint clean dist compose-tools redis-tools browser-tools prometheus-tools ratelimit-build ratelimit state-build state
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module; REDIS=1 for the fleet-wide store)"
@@ -35,6 +35,7 @@ help:
 	@echo "make check-aarch64 - the aarch64 Envoy loads the aarch64 .so and serves a request, under qemu-user (seconds once built)"
 	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
 	@echo "make bench-micro - the pure core's micro benchmarks alone, written to BENCHMARKS.md"
+	@echo "make bench-state-vectors - the state service's semantic search at 10,000 vectors of 1,536 (timings printed)"
 	@echo "make soak   - 100k mixed requests through one Envoy, RSS before/during/after, into BENCHMARKS.md"
 	@echo "make ratelimit - the global rate limit service (llm-ratelimit + Redis) on 127.0.0.1:8081 for envoy/ratelimit.yaml"
 	@echo "make state  - the state service (llm-state + its own Redis) on 127.0.0.1:8082: a fleet's shared store"
@@ -309,6 +310,11 @@ soak: build venv wrk
 # The micro benchmarks alone (no Envoy): their own section of BENCHMARKS.md.
 bench-micro: venv
 	$(PY) scripts/bench.py micro
+
+# The state service's semantic search at 10,000 vectors of 1,536 (timings
+# printed, nothing asserted; docs/src/architecture/state-service.md).
+bench-state-vectors: state-build redis-tools venv
+	$(PY) scripts/bench_state_vectors.py
 
 clean:
 	cargo clean

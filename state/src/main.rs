@@ -67,7 +67,7 @@ fn parse_args() -> Result<Args, String> {
         max_ttl_seconds: 30 * 86_400,
         max_chain: 1024,
         max_chain_bytes: 64 << 20,
-        max_vectors: 10_000,
+        max_vectors: 1024,
         redis_timeout: Duration::from_millis(500),
         test_clock: false,
     };
