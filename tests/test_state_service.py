@@ -1,7 +1,8 @@
 """The state service (llm-state) on a real Redis, spoken to as the gateway
 speaks to it (its protocol: docs/src/architecture/state-service.md): entries
 and chains by store, namespace and key; a time to live on the service's
-clock, moved ahead (never slept); the entry bound; Redis's memory bound;
+clock, moved ahead (never slept); the entry bound; the semantic cache's
+vectors (searched within their partition, bounded, expiring); Redis's memory bound;
 Redis down (503 at once) and back (what it held, kept by its append-only
 file). The gateway's use of it through Envoy: tests/test_shared_state.py."""
 
