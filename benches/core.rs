@@ -444,13 +444,13 @@ fn context_fitting() {
     let request = ChatRequest::parse(&body).unwrap();
     let policy: Policy = serde_json::from_str(r#"{"strategies":["trim","reject"]}"#).unwrap();
     let kb = body.len() / 1024;
-    let t = time(|| fit(&policy, black_box(&request), "m", Some(1_000_000)).is_ok());
+    let t = time(|| fit(&policy, black_box(&request), "m", Some(1_000_000), &[]).is_ok());
     row(
         &format!("context fitting: {kb} KB, 200 messages, fits (estimate)"),
         t,
         "",
     );
-    let t = time(|| fit(&policy, black_box(&request), "m", Some(4096)).is_ok());
+    let t = time(|| fit(&policy, black_box(&request), "m", Some(4096), &[]).is_ok());
     row(
         &format!("context fitting: {kb} KB, 200 messages, trimmed to 4096 tokens"),
         t,

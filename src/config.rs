@@ -359,6 +359,10 @@ impl Config {
                     semantic.check_in(&field, groups, config.self_calls.is_some())?;
                 }
             }
+            if let Some(summariser) = group.fitting.as_ref().and_then(|f| f.summariser.as_ref()) {
+                let groups = |g: &str| config.model_groups.contains_key(g);
+                summariser.check_in(&field, groups, config.self_calls.is_some())?;
+            }
             if group.candidates.iter().all(|c| c.weight == 0) {
                 return Err(format!(
                     "{field}.candidates: at least one candidate needs a weight above 0"
@@ -697,6 +701,35 @@ mod tests {
         for (doc, needle) in cases {
             let err = Config::parse(doc.as_bytes(), env).unwrap_err();
             assert!(err.contains(needle), "{err} should mention {needle}");
+        }
+    }
+
+    #[test]
+    fn a_summariser_is_another_group_reached_by_self_calls() {
+        let with = |summariser: &str, self_calls: &str| {
+            GOOD.replace(
+                r#""smart": {"cluster": "c2"}"#,
+                &format!(
+                    r#""smart": {{"cluster": "c2", "fitting": {{"strategies": ["compress", "trim"], "summariser": {summariser}}}}}"#
+                ),
+            )
+            .replace(r#""auth":"#, &format!(r#"{self_calls} "auth":"#))
+        };
+        let calls = r#""self_calls": {"cluster": "self"},"#;
+        let c = Config::parse(with(r#"{"group": "fast"}"#, calls).as_bytes(), env).unwrap();
+        let policy = c.model_groups["smart"].fitting.as_ref().unwrap();
+        assert_eq!(policy.summariser.as_ref().unwrap().model(), "fast");
+        for (summariser, self_calls, expected) in [
+            (
+                r#"{"group": "none"}"#,
+                calls,
+                "model_groups.smart.fitting.summariser.group: no model group is named 'none'",
+            ),
+            (r#"{"group": "smart"}"#, calls, "must be another group"),
+            (r#"{"group": "fast"}"#, "", "set self_calls"),
+        ] {
+            let e = Config::parse(with(summariser, self_calls).as_bytes(), env).unwrap_err();
+            assert!(e.contains(expected), "{e}");
         }
     }
 

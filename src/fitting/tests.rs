@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::request::{Content, FunctionCall, Thinking, ToolCall};
+use crate::model::request::{Content, ContentPart, FunctionCall, Thinking, ToolCall};
 
 fn policy(json: &str) -> Result<Policy, String> {
     serde_json::from_str(json).map_err(|e| e.to_string())
@@ -81,7 +81,26 @@ fn policies_are_read_strictly() {
             "nothing comes after reject",
         ),
         (r#"{"strategies":["shrink"]}"#, "unknown strategy 'shrink'"),
-        (r#"{"strategies":["compress"]}"#, "not available yet"),
+        (
+            r#"{"strategies":["compress"]}"#,
+            "compress needs a summariser",
+        ),
+        (
+            r#"{"strategies":["trim"],"summariser":{"group":"s"}}"#,
+            "only with the compress strategy",
+        ),
+        (
+            r#"{"strategies":["trim","compress"],"summariser":{"group":"s"}}"#,
+            "compress comes before trim",
+        ),
+        (
+            r#"{"strategies":["compress"],"summariser":{"group":"s","max_blocks":17}}"#,
+            "max_blocks: 1 to 16",
+        ),
+        (
+            r#"{"strategies":["compress"],"summariser":{"group":"s","pace":1}}"#,
+            "unknown field",
+        ),
         (
             r#"{"strategies":["trim"],"safety_margin_percent":101}"#,
             "at most 100",
@@ -113,10 +132,10 @@ fn long(n: usize) -> String {
 fn a_request_that_fits_goes_whole() {
     let p = policy(r#"{"strategies":["trim","reject"]}"#).unwrap();
     let r = request(vec![user("hello")]);
-    let f = fit(&p, &r, "m", Some(1000)).unwrap();
+    let f = fit(&p, &r, "m", Some(1000), &[]).unwrap();
     assert!(f.request.is_none());
     assert_eq!(f.report.header(), "tokens=6/1000");
-    let f = fit(&p, &r, "m", None).unwrap();
+    let f = fit(&p, &r, "m", None, &[]).unwrap();
     assert_eq!(
         (f.report.outcome, f.report.header().as_str()),
         (Outcome::Unknown, "tokens=6")
@@ -135,7 +154,7 @@ fn the_oldest_turns_go_first_and_instructions_stay() {
         user("and now?"),
     ]);
     let whole = estimate::prompt_tokens(&r);
-    let f = fit(&p, &r, "m", Some(whole - 100)).unwrap();
+    let f = fit(&p, &r, "m", Some(whole - 100), &[]).unwrap();
     let sent = f.request.unwrap();
     assert_eq!(f.report.trimmed, 2);
     assert_eq!(sent.messages.len(), 4);
@@ -153,17 +172,17 @@ fn the_output_limit_and_the_margin_count() {
     let p = policy(r#"{"strategies":["reject"],"safety_margin_percent":0}"#).unwrap();
     let mut r = request(vec![user(&long(10))]);
     let tokens = estimate::prompt_tokens(&r);
-    assert!(fit(&p, &r, "m", Some(tokens)).is_ok());
+    assert!(fit(&p, &r, "m", Some(tokens), &[]).is_ok());
     r.max_tokens = Some(1);
-    let (e, report) = *fit(&p, &r, "m", Some(tokens)).unwrap_err();
+    let (e, report) = *fit(&p, &r, "m", Some(tokens), &[]).unwrap_err();
     assert_eq!(
         (e.code, report.outcome),
         (ErrorCode::ContextLengthExceeded, Outcome::Rejected)
     );
     let p = policy(r#"{"strategies":["reject"],"safety_margin_percent":50}"#).unwrap();
     r.max_tokens = None;
-    assert!(fit(&p, &r, "m", Some(tokens)).is_err());
-    assert!(fit(&p, &r, "m", Some(p.with_margin(tokens))).is_ok());
+    assert!(fit(&p, &r, "m", Some(tokens), &[]).is_err());
+    assert!(fit(&p, &r, "m", Some(p.with_margin(tokens)), &[]).is_ok());
 }
 
 #[test]
@@ -176,7 +195,7 @@ fn the_latest_turn_is_never_dropped() {
         user("and the text beside the tool result"),
     ]);
     // One turn (the user text beside a tool result opens none): rejected.
-    let (e, report) = *fit(&p, &r, "m", Some(50)).unwrap_err();
+    let (e, report) = *fit(&p, &r, "m", Some(50), &[]).unwrap_err();
     assert_eq!(report.trimmed, 0);
     assert!(
         e.message.contains("more than model 'm' accepts (50)"),
@@ -185,7 +204,7 @@ fn the_latest_turn_is_never_dropped() {
     );
     // Without reject it is sent as it is, said to be unfit.
     let p = policy(r#"{"strategies":["trim"]}"#).unwrap();
-    let f = fit(&p, &r, "m", Some(50)).unwrap();
+    let f = fit(&p, &r, "m", Some(50), &[]).unwrap();
     assert!(f.request.is_none());
     assert!(f.report.header().ends_with("; unfit"));
 }
@@ -308,7 +327,7 @@ fn random_tool_heavy_histories_trim_into_conversations_vendors_accept() {
         let r = request(messages.clone());
         let whole = estimate::prompt_tokens(&r);
         let window = rng.below(whole + 1).max(1);
-        let f = fit(&p, &r, "m", Some(window)).unwrap();
+        let f = fit(&p, &r, "m", Some(window), &[]).unwrap();
         let Some(sent) = f.request else {
             continue;
         };
@@ -360,4 +379,171 @@ fn the_rules_catch_what_a_bad_trim_makes() {
     assert!(vendor_refusal(&unanswered, true)
         .unwrap()
         .contains("unanswered"));
+}
+
+fn compressing() -> Policy {
+    policy(r#"{"strategies":["compress","trim","reject"],"summariser":{"group":"s"}}"#).unwrap()
+}
+
+/// An old turn with a huge tool result, an old long answer, and the
+/// latest turn (long too: never a block).
+fn tool_history() -> Vec<Message> {
+    vec![
+        system(&long(200)),
+        user("read the file"),
+        assistant("", &["call_1"], false),
+        tool("call_1", &long(400)),
+        assistant(&long(100), &[], false),
+        user("and now?"),
+        assistant("", &["call_2"], true),
+        tool("call_2", &long(300)),
+        user(&long(300)),
+    ]
+}
+
+#[test]
+fn blocks_are_old_long_texts_oldest_first_never_instructions_nor_the_latest_turn() {
+    let messages = tool_history();
+    let found = compress::blocks(&messages, 2048, 4);
+    let places: Vec<(usize, usize)> = found.iter().map(|b| (b.message, b.part)).collect();
+    // The tool result (3) and the long answer (4); not the system message,
+    // not the short user texts, not the latest turn (5..: "and now?" opens
+    // it, its tool loop follows).
+    assert_eq!(places, [(3, 0), (4, 0)]);
+    assert_eq!(compress::blocks(&messages, 2048, 1).len(), 1);
+    assert!(compress::blocks(&messages, 1 << 20, 4).is_empty());
+    // Parts: each text part is a block of its own.
+    let parts = vec![
+        Message::User {
+            content: Content::Parts(vec![
+                ContentPart::text("short"),
+                ContentPart::text(long(100)),
+            ]),
+            name: None,
+        },
+        assistant("ok", &[], false),
+        user("next"),
+    ];
+    let found = compress::blocks(&parts, 2048, 4);
+    assert_eq!(
+        found
+            .iter()
+            .map(|b| (b.message, b.part))
+            .collect::<Vec<_>>(),
+        [(0, 1)]
+    );
+}
+
+fn text_of(message: &Message) -> String {
+    match message {
+        Message::Tool { content, .. } | Message::User { content, .. } => content.text(),
+        Message::Assistant { content, .. } => {
+            content.as_ref().map(Content::text).unwrap_or_default()
+        }
+        _ => String::new(),
+    }
+}
+
+fn summaries_of(messages: &[Message]) -> Vec<compress::Summary> {
+    compress::blocks(messages, 2048, 4)
+        .iter()
+        .map(|b| compress::Summary::of(b, &format!("summary of block {}", b.message)))
+        .collect()
+}
+
+#[test]
+fn summaries_replace_old_blocks_oldest_first_as_many_as_needed() {
+    let p = compressing();
+    let messages = tool_history();
+    let summaries = summaries_of(&messages);
+    let r = request(messages.clone());
+    let whole = estimate::prompt_tokens(&r);
+    // Room for all but the tool result's savings: one summary does.
+    let window = p.with_margin(whole - 2000);
+    let f = fit(&p, &r, "m", Some(window), &summaries).unwrap();
+    assert_eq!(f.report.outcome, Outcome::Compressed);
+    assert_eq!((f.report.compressed, f.report.trimmed), (1, 0));
+    assert!(f.report.header().starts_with("compressed=1; tokens="));
+    let sent = f.request.unwrap();
+    assert_eq!(sent.messages.len(), messages.len(), "nothing dropped");
+    let Message::Tool {
+        content,
+        tool_call_id,
+        ..
+    } = &sent.messages[3]
+    else {
+        panic!("a tool result still")
+    };
+    assert_eq!(tool_call_id, "call_1", "the pairing stays");
+    assert_eq!(
+        content.text(),
+        "[summary of an earlier tool result by the gateway] summary of block 3"
+    );
+    assert_eq!(sent.messages[4], messages[4], "one was enough");
+    assert_eq!(f.report.tokens, estimate::prompt_tokens(&sent));
+    // A smaller window: both, the answer marked as a message.
+    let window = p.with_margin(whole - 3000);
+    let f = fit(&p, &r, "m", Some(window), &summaries).unwrap();
+    assert_eq!(f.report.compressed, 2);
+    let both = f.report.tokens;
+    let sent = f.request.unwrap();
+    assert!(
+        text_of(&sent.messages[4]).starts_with("[summary of an earlier message by the gateway] ")
+    );
+    // Smaller still: compressed, then trimmed.
+    let f = fit(&p, &r, "m", Some(p.with_margin(both - 10)), &summaries).unwrap();
+    assert_eq!(f.report.outcome, Outcome::Trimmed);
+    assert!(f.report.compressed > 0 && f.report.trimmed > 0);
+    // Without summaries (the summariser failed): trimmed only.
+    let f = fit(&p, &r, "m", Some(window), &[]).unwrap();
+    assert_eq!(f.report.outcome, Outcome::Trimmed);
+    assert_eq!(f.report.compressed, 0);
+}
+
+#[test]
+fn a_summary_applies_only_to_its_own_block() {
+    let p = compressing();
+    let messages = tool_history();
+    let summaries = summaries_of(&messages);
+    let r = request(messages.clone());
+    let window = p.with_margin(estimate::prompt_tokens(&r) - 2000);
+    // The block's text changed: its digest no longer matches.
+    let mut changed = messages.clone();
+    changed[3] = tool("call_1", &long(401));
+    let f = fit(&p, &request(changed), "m", Some(window), &summaries).unwrap();
+    assert_eq!(f.report.compressed, 1, "the other block's summary instead");
+    assert!(text_of(&f.request.unwrap().messages[3]).starts_with("lorem"));
+    // Another place (a message removed before it): nothing matches.
+    let mut moved = messages.clone();
+    moved.remove(1);
+    let f = fit(&p, &request(moved), "m", Some(window), &summaries).unwrap();
+    assert_eq!(f.report.compressed, 0);
+    // A summary naming the latest turn, or nothing, is ignored.
+    let mut forged = summaries.clone();
+    for s in &mut forged {
+        s.message += 4;
+    }
+    let f = fit(&p, &r, "m", Some(window), &forged).unwrap();
+    assert_eq!(f.report.compressed, 0);
+}
+
+#[test]
+fn summaries_round_trip_and_are_bounded() {
+    let messages = tool_history();
+    let mut summaries = summaries_of(&messages);
+    let encoded = compress::encode(&summaries).unwrap();
+    assert_eq!(compress::decode(&encoded), summaries);
+    assert!(compress::decode(b"not json").is_empty());
+    let block = compress::blocks(&messages, 2048, 1)[0];
+    let huge = compress::Summary::of(&block, &"é".repeat(10_000));
+    assert!(huge.text.len() <= compress::MAX_SUMMARY_BYTES);
+    summaries.push(huge);
+    assert_eq!(
+        compress::answer_text(
+            br#"{"choices":[{"message":{"role":"assistant","content":" short "}}]}"#
+        ),
+        Some("short".into())
+    );
+    assert_eq!(compress::answer_text(br#"{"choices":[]}"#), None);
+    assert_eq!(compress::cut("héllo", 2), "h");
 }

@@ -57,6 +57,12 @@ fn turn_starts(messages: &[Message]) -> Vec<usize> {
     starts
 }
 
+/// Where the latest turn opens (kept whole by every strategy); `None`
+/// when there is no turn.
+pub fn latest_turn(messages: &[Message]) -> Option<usize> {
+    turn_starts(messages).last().copied()
+}
+
 /// Drops the oldest turns of `messages` (whose request is estimated at
 /// `estimate` tokens) until `fits` the estimate, never the latest turn.
 /// `None`: nothing could be dropped (one turn, or none).

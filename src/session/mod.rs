@@ -79,6 +79,9 @@ pub const ROUTE_PROPERTY: &str = "llm_route";
 
 /// Filter state: the request's access-log line (JSON), set when it ends.
 pub const LOG_PROPERTY: &str = "llm_log";
+/// Filter state: the summaries the edge made of a request's old blocks
+/// for its attempts' `compress` (`fitting::compress::encode`).
+pub const SUMMARIES_PROPERTY: &str = "llm_summaries";
 
 /// Answers the request with a unified error in the client's API, from either role.
 pub fn send_error(host: &impl Host, api: Api, error: &GatewayError, request_id: &str) {

@@ -1,7 +1,9 @@
 //! Context fitting for this attempt (`crate::fitting`): the request fitted
 //! to the window of the vendor model this attempt reached, before it is
 //! encoded. The window is what `session::discovery::facts` knows
-//! (configuration, the vendor's list, the shipped table).
+//! (configuration, the vendor's list, the shipped table). The summaries
+//! `compress` applies are the edge's, made once per request before its
+//! first attempt (`session::edge::summarise`), in filter state.
 //!
 //! A fitted (trimmed) request is always encoded from the neutral model,
 //! also where the vendor speaks the client's API (a pass-through pair,
@@ -13,6 +15,7 @@
 use super::*;
 use crate::fitting::{self, Report};
 use crate::model::request::ChatRequest;
+use crate::session::SUMMARIES_PROPERTY;
 
 /// Filter state: this request's token count asked for the fitted count.
 const FIT_COUNT_PROPERTY: &str = "llm_fit_count";
@@ -39,7 +42,14 @@ impl<H: Host> Attempt<H> {
         };
         let facts =
             crate::session::discovery::facts(&self.host, &self.config, &self.provider_name, model);
-        let (result, report) = match fitting::fit(policy, request, model, facts.context_window) {
+        let summaries = match policy.has(fitting::Strategy::Compress) {
+            true => (self.host.property(&[SUMMARIES_PROPERTY]).ok().flatten())
+                .map(|bytes| fitting::compress::decode(&bytes))
+                .unwrap_or_default(),
+            false => Vec::new(),
+        };
+        let window = facts.context_window;
+        let (result, report) = match fitting::fit(policy, request, model, window, &summaries) {
             Ok(fitted) => (Ok(fitted.request), fitted.report),
             Err(refused) => (Err(refused.0), refused.1),
         };
