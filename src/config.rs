@@ -362,6 +362,16 @@ impl Config {
             if let Some(summariser) = group.fitting.as_ref().and_then(|f| f.summariser.as_ref()) {
                 let groups = |g: &str| config.model_groups.contains_key(g);
                 summariser.check_in(&field, groups, config.self_calls.is_some())?;
+                // Its own calls are never summarised again (no recursion).
+                let compresses = (config.model_groups.get(&summariser.group))
+                    .and_then(|g| g.fitting.as_ref())
+                    .is_some_and(|p| p.has(crate::fitting::Strategy::Compress));
+                if compresses {
+                    return Err(format!(
+                        "{field}.fitting.summariser.group: '{}' compresses too; a summariser's group does not",
+                        summariser.group
+                    ));
+                }
             }
             if group.candidates.iter().all(|c| c.weight == 0) {
                 return Err(format!(
@@ -731,6 +741,20 @@ mod tests {
             let e = Config::parse(with(summariser, self_calls).as_bytes(), env).unwrap_err();
             assert!(e.contains(expected), "{e}");
         }
+        // A summariser that compresses itself: the two groups summarise
+        // each other's calls.
+        let both = with(r#"{"group": "fast"}"#, calls).replace(
+            r#""fast": {"cluster": "c1"}"#,
+            r#""fast": {"cluster": "c1", "fitting": {"strategies": ["compress"], "summariser": {"group": "smart"}}}"#,
+        );
+        let e = Config::parse(both.as_bytes(), env).unwrap_err();
+        assert!(e.contains("compresses too"), "{e}");
+        let e = Config::parse(
+            with(r#"{"group": "fast", "max_block_bytes": 0}"#, calls).as_bytes(),
+            env,
+        )
+        .unwrap_err();
+        assert!(e.contains("max_block_bytes: 1 to 1048576"), "{e}");
     }
 
     #[test]

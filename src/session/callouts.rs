@@ -41,6 +41,11 @@ impl<T> Callouts<T> {
         self.out.is_empty()
     }
 
+    /// Callout `token` is one of these.
+    pub fn waits_for(&self, token: u32) -> bool {
+        self.out.iter().any(|(t, _)| *t == token)
+    }
+
     /// Sends `call`, its answer to be told apart by `tag`. A call the host
     /// refuses (an unknown cluster) is not out.
     pub fn send(&mut self, host: &impl Host, call: &Callout, tag: T) -> Result<(), HostError> {

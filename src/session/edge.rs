@@ -54,6 +54,7 @@ pub mod global;
 pub mod limiter;
 mod meter;
 mod models;
+mod own_call;
 mod replies;
 mod route;
 mod seen_limits;
@@ -61,6 +62,7 @@ mod semantic;
 mod stored;
 #[cfg(test)]
 mod stored_tests;
+mod summarise;
 #[cfg(test)]
 mod tests;
 
@@ -158,6 +160,9 @@ pub struct Edge<H: Host> {
     /// A request routed to a discovered model: the provider that lists it
     /// and the vendor model (`edge/discovered.rs`).
     discovered: Option<(String, String)>,
+    /// Context fitting's summaries being made (`edge/summarise.rs`), with
+    /// the client's headers the calls carry.
+    summarising: Option<(Box<summarise::Summarising>, Headers)>,
 }
 
 /// Facts about a chat request, for metering at the end (filled in as far
@@ -200,6 +205,7 @@ impl<H: Host> Edge<H> {
             responses: stored::Responses::default(),
             capture: None,
             discovered: None,
+            summarising: None,
         }
     }
 
@@ -684,14 +690,17 @@ impl<H: Host> Session for Edge<H> {
         }
     }
 
-    /// The state service's answer (`edge/fleet.rs`, `edge/cache.rs`), else
-    /// a batch part's.
+    /// The state service's answer (`edge/fleet.rs`, `edge/cache.rs`), a
+    /// summariser's (`edge/summarise.rs`), else a batch part's.
     fn on_callout(&mut self, token: u32, answer: CalloutAnswer) -> Flow {
         if self.responses.waits_for(token) {
             return self.on_state_answer(token, answer);
         }
         if self.cache_waits_for(token) {
             return self.on_cache_answer(answer);
+        }
+        if self.summaries_wait_for(token) {
+            return self.on_summary(token, answer);
         }
         self.on_part(token, answer)
     }

@@ -10,8 +10,15 @@ impl<H: Host> Edge<H> {
     /// admitted and routed, or refused.
     pub(super) fn generate(&mut self, facts: &PathFacts, body: &[u8]) -> Flow {
         match self.on_generate_body(facts, body) {
-            // Answered from the response cache, or waiting for the fleet's.
-            Ok(()) if matches!(self.state, State::Replied) || self.cache_waits() => Flow::Pause,
+            // Answered from the response cache, or waiting for the fleet's
+            // store or for context fitting's summaries.
+            Ok(())
+                if matches!(self.state, State::Replied)
+                    || self.cache_waits()
+                    || self.summaries_wait() =>
+            {
+                Flow::Pause
+            }
             Ok(()) => {
                 self.state = State::Forwarded;
                 Flow::Continue
@@ -126,6 +133,8 @@ impl<H: Host> Edge<H> {
             (Err(e), Some(then)) if e.code == ErrorCode::ContextLengthExceeded => choose(&then)?,
             (chosen, _) => chosen?,
         };
+        // Context fitting's summaries, made before the first attempt.
+        let summarising = self.plan_summaries((group, model_group), &request, &needs);
         let capture_limit = model_group.cache.as_ref().map(|c| c.max_entry_bytes);
         self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
@@ -140,6 +149,9 @@ impl<H: Host> Edge<H> {
         )?;
         if let Some(limit) = capture_limit {
             self.order_capture(limit);
+        }
+        if let Some(summarising) = summarising {
+            self.start_summaries(summarising, &headers);
         }
         Ok(())
     }

@@ -4,9 +4,9 @@
 //! - the prompt's text is embedded by the configured embedding group: an
 //!   OpenAI embeddings request, with the caller's own credential, sent to
 //!   the gateway's own listener (`self_calls.cluster`) as a callout while
-//!   the request waits. It is any request of that key's there:
-//!   authenticated, admitted by the key's limits, routed, metered and
-//!   charged to it;
+//!   the request waits (`edge/own_call.rs`). It is any request of that
+//!   key's there: authenticated, admitted by the key's limits, routed,
+//!   metered and charged to it;
 //! - its vector is compared with the group index's vectors of the same
 //!   partition (`semantic_index`); one at least `threshold` close names
 //!   the exact entry the request is then answered with, as the exact
@@ -27,7 +27,7 @@
 //!   (`timeout_ms`): a miss, counted (`llm_gateway.cache_semantic`,
 //!   `outcome: unavailable`) and logged once an interval.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use super::*;
 use crate::cache::key::RequestKey;
@@ -60,7 +60,6 @@ pub(super) const FLEET_VECTORS: &str = "llm_semantic";
 
 /// When a failed embedding call was last logged (Unix seconds; per worker).
 static LOGGED: AtomicU64 = AtomicU64::new(0);
-const LOG_INTERVAL_SECONDS: u64 = 60;
 
 fn shared<H: Host>(host: &H) -> HostStore<'_, H> {
     HostStore::new(host, "the semantic cache is skipped")
@@ -86,32 +85,10 @@ impl<H: Host> Edge<H> {
         let cluster = self.config.self_calls.as_ref()?.cluster.as_str();
         let body = serde_json::json!({"model": settings.model(), "input": prompt.text});
         let body = serde_json::to_vec(&body).ok()?;
-        let mut headers = super::batch::part_headers(client);
-        // The caller's own credential: the embedding is its request.
-        for name in ["authorization", "x-api-key", "x-goog-api-key"] {
-            if let Some(value) = client.get(name) {
-                headers.push((name.to_owned(), value.to_vec()));
-                break;
-            }
-        }
         let id = format!("{}-semantic", self.request_id);
-        headers.extend([
-            (":method".to_owned(), b"POST".to_vec()),
-            (":path".to_owned(), b"/v1/embeddings".to_vec()),
-            (
-                ":authority".to_owned(),
-                client.get(":authority").unwrap_or(b"llm-gateway").to_vec(),
-            ),
-            ("content-type".to_owned(), b"application/json".to_vec()),
-            ("x-request-id".to_owned(), id.into_bytes()),
-            (
-                "x-model-group".to_owned(),
-                settings.embedding_group.as_bytes().to_vec(),
-            ),
-        ]);
-        let headers: Vec<(&str, &[u8])> = (headers.iter())
-            .map(|(n, v)| (n.as_str(), v.as_slice()))
-            .collect();
+        let group_of_call = &settings.embedding_group;
+        let headers = own_call::headers(client, "/v1/embeddings", group_of_call, id);
+        let headers = own_call::borrowed(&headers);
         let request_key = RequestKey::of(group, request);
         match (self.host).http_call(cluster, &headers, &body, settings.timeout_ms) {
             Ok(token) => Some((
@@ -257,13 +234,7 @@ impl<H: Host> Edge<H> {
 
     /// A failed embedding call, logged at most once a minute (per worker).
     fn log_failed(&self, embedding_group: &str) {
-        let now = unix_seconds(&self.host);
-        let last = LOGGED.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= LOG_INTERVAL_SECONDS
-            && LOGGED
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
+        if own_call::log_now(&self.host, &LOGGED) {
             log::warn!(
                 "llm gateway: the semantic cache's embedding call to group '{embedding_group}' \
                  failed (requests go on uncached; llm_gateway.cache_semantic counts each as \
