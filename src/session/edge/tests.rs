@@ -10,7 +10,7 @@ use super::{limiter, Edge};
 use crate::config::Config;
 use crate::exchange::Handoff;
 use crate::session::fake::FakeHost;
-use crate::session::host::{Flow, Map};
+use crate::session::host::{CalloutAnswer, Flow, Map};
 use crate::session::Session;
 
 const KEY: &str = "team-a-secret";
@@ -622,4 +622,91 @@ fn a_gemini_request_is_routed_by_its_paths_model_and_keyed_by_its_query() {
         (status, v["error"]["status"].as_str()),
         (401, Some("UNAUTHENTICATED"))
     );
+}
+
+
+/// Group `chat` on a 4096-token window, compressing through group `sum`.
+fn compressing_config() -> Rc<Config> {
+    let hash = format!("{:x}", Sha256::digest(KEY.as_bytes()));
+    let json = serde_json::json!({
+        "providers": {"an": {"dialect": "anthropic", "api_key": "sk-ant"}},
+        "model_groups": {
+            "chat": {"candidates": [{"provider": "an", "model": "claude-x", "cluster": "anthropic_cluster",
+                                     "capabilities": {"context_window": 4096}}],
+                     "fitting": {"strategies": ["route", "compress", "trim"],
+                                 "summariser": {"group": "sum", "max_block_bytes": 3000}}},
+            "sum": {"candidates": [{"provider": "an", "model": "claude-s", "cluster": "anthropic_cluster"}]}
+        },
+        "self_calls": {"cluster": "llm_self", "max_in_flight": 1},
+        "auth": {"enabled": true, "keys": [{"name": "team-a", "sha256": hash, "groups": ["*"]}]}
+    });
+    Rc::new(Config::parse(json.to_string().as_bytes(), |_| None).unwrap())
+}
+
+/// A turn with two tool results of `size` bytes, then the latest question.
+fn agent_history(size: usize) -> String {
+    let result = "x".repeat(size);
+    serde_json::json!({"model": "chat", "messages": [
+        {"role": "user", "content": "read both"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}},
+            {"id": "c2", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": format!("one {result}")},
+        {"role": "tool", "tool_call_id": "c2", "content": format!("two {result}")},
+        {"role": "assistant", "content": "read"},
+        {"role": "user", "content": "so?"}
+    ]})
+    .to_string()
+}
+
+fn summary_answer(text: &str) -> CalloutAnswer {
+    let body = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": text}}]});
+    CalloutAnswer::Answered {
+        status: 200,
+        headers: crate::headers::Headers::default(),
+        body: body.to_string().into_bytes(),
+    }
+}
+
+#[test]
+fn old_blocks_are_summarised_once_before_the_first_attempt_when_a_window_needs_it() {
+    let body = agent_history(20_000);
+    let mut e = edge(compressing_config(), "POST", "/v1/chat/completions", &body);
+    assert_eq!(send(&mut e), Flow::Pause, "waits for its summaries");
+    assert!(e.host.prop("llm_handoff").is_some(), "routed first");
+    // One call at a time (max_in_flight 1), the oldest block first, with
+    // the caller's credential, to the summariser group through self_calls.
+    let (cluster, headers, sent) = e.host.http_calls.borrow()[0].clone();
+    assert_eq!(e.host.http_calls.borrow().len(), 1);
+    assert_eq!(cluster, "llm_self");
+    for (name, value) in [
+        (":path", "/v1/chat/completions"),
+        ("authorization", "Bearer team-a-secret"),
+        ("x-model-group", "sum"),
+    ] {
+        assert!(headers.contains(&(name.into(), value.into())), "{headers:?}");
+    }
+    let sent: serde_json::Value = serde_json::from_slice(&sent).unwrap();
+    assert_eq!(sent["model"], "sum");
+    assert_eq!(sent["max_tokens"], 256);
+    let text = sent["messages"][1]["content"].as_str().unwrap();
+    assert!(text.starts_with("one ") && text.len() == 3000, "cut to max_block_bytes");
+    assert_eq!(e.on_callout(1, summary_answer("the first")), Flow::Pause);
+    assert_eq!(e.host.http_calls.borrow().len(), 2, "then the next");
+    // The second fails: the request goes on with the first's summary.
+    assert_eq!(e.on_callout(2, CalloutAnswer::Failed), Flow::Continue);
+    let summaries = crate::fitting::compress::decode(e.host.prop("llm_summaries").unwrap().as_bytes());
+    assert_eq!(summaries.len(), 1);
+    let first = &summaries[0];
+    assert_eq!((first.message, first.part, first.text.as_str()), (2, 0, "the first"));
+    let whole = format!("one {}", "x".repeat(20_000));
+    assert_eq!(first.hash, crate::fitting::compress::digest(&whole), "the whole block's digest");
+    assert!(e.host.calls.borrow().iter().any(|c| c.contains("llm_gateway.context_fitting")
+        && c.contains("outcome=summariser_failed")));
+
+    // A request within every window: no call.
+    let mut e = edge(compressing_config(), "POST", "/v1/chat/completions", &agent_history(3000));
+    assert_eq!(send(&mut e), Flow::Continue);
+    assert!(e.host.http_calls.borrow().is_empty());
+    assert!(e.host.prop("llm_summaries").is_none());
 }
