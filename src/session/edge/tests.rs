@@ -624,7 +624,6 @@ fn a_gemini_request_is_routed_by_its_paths_model_and_keyed_by_its_query() {
     );
 }
 
-
 /// Group `chat` on a 4096-token window, compressing through group `sum`.
 fn compressing_config() -> Rc<Config> {
     let hash = format!("{:x}", Sha256::digest(KEY.as_bytes()));
@@ -660,7 +659,8 @@ fn agent_history(size: usize) -> String {
 }
 
 fn summary_answer(text: &str) -> CalloutAnswer {
-    let body = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": text}}]});
+    let body =
+        serde_json::json!({"choices": [{"message": {"role": "assistant", "content": text}}]});
     CalloutAnswer::Answered {
         status: 200,
         headers: crate::headers::Headers::default(),
@@ -684,28 +684,52 @@ fn old_blocks_are_summarised_once_before_the_first_attempt_when_a_window_needs_i
         ("authorization", "Bearer team-a-secret"),
         ("x-model-group", "sum"),
     ] {
-        assert!(headers.contains(&(name.into(), value.into())), "{headers:?}");
+        assert!(
+            headers.contains(&(name.into(), value.into())),
+            "{headers:?}"
+        );
     }
     let sent: serde_json::Value = serde_json::from_slice(&sent).unwrap();
     assert_eq!(sent["model"], "sum");
     assert_eq!(sent["max_tokens"], 256);
     let text = sent["messages"][1]["content"].as_str().unwrap();
-    assert!(text.starts_with("one ") && text.len() == 3000, "cut to max_block_bytes");
+    assert!(
+        text.starts_with("one ") && text.len() == 3000,
+        "cut to max_block_bytes"
+    );
     assert_eq!(e.on_callout(1, summary_answer("the first")), Flow::Pause);
     assert_eq!(e.host.http_calls.borrow().len(), 2, "then the next");
     // The second fails: the request goes on with the first's summary.
     assert_eq!(e.on_callout(2, CalloutAnswer::Failed), Flow::Continue);
-    let summaries = crate::fitting::compress::decode(e.host.prop("llm_summaries").unwrap().as_bytes());
+    let summaries =
+        crate::fitting::compress::decode(e.host.prop("llm_summaries").unwrap().as_bytes());
     assert_eq!(summaries.len(), 1);
     let first = &summaries[0];
-    assert_eq!((first.message, first.part, first.text.as_str()), (2, 0, "the first"));
+    assert_eq!(
+        (first.message, first.part, first.text.as_str()),
+        (2, 0, "the first")
+    );
     let whole = format!("one {}", "x".repeat(20_000));
-    assert_eq!(first.hash, crate::fitting::compress::digest(&whole), "the whole block's digest");
-    assert!(e.host.calls.borrow().iter().any(|c| c.contains("llm_gateway.context_fitting")
-        && c.contains("outcome=summariser_failed")));
+    assert_eq!(
+        first.hash,
+        crate::fitting::compress::digest(&whole),
+        "the whole block's digest"
+    );
+    assert!(e
+        .host
+        .calls
+        .borrow()
+        .iter()
+        .any(|c| c.contains("llm_gateway.context_fitting")
+            && c.contains("outcome=summariser_failed")));
 
     // A request within every window: no call.
-    let mut e = edge(compressing_config(), "POST", "/v1/chat/completions", &agent_history(3000));
+    let mut e = edge(
+        compressing_config(),
+        "POST",
+        "/v1/chat/completions",
+        &agent_history(3000),
+    );
     assert_eq!(send(&mut e), Flow::Continue);
     assert!(e.host.http_calls.borrow().is_empty());
     assert!(e.host.prop("llm_summaries").is_none());
