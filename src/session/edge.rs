@@ -160,8 +160,7 @@ pub struct Edge<H: Host> {
     /// A request routed to a discovered model: the provider that lists it
     /// and the vendor model (`edge/discovered.rs`).
     discovered: Option<(String, String)>,
-    /// Context fitting's summaries being made (`edge/summarise.rs`), with
-    /// the client's headers the calls carry.
+    /// Context fitting's summaries being made, the client's headers (`edge/summarise.rs`).
     summarising: Option<(Box<summarise::Summarising>, Headers)>,
 }
 
@@ -690,18 +689,16 @@ impl<H: Host> Session for Edge<H> {
         }
     }
 
-    /// The state service's answer (`edge/fleet.rs`, `edge/cache.rs`), a
-    /// summariser's (`edge/summarise.rs`), else a batch part's.
+    /// The state service's (`edge/fleet.rs`, `edge/cache.rs`), a summariser's, else a part's answer.
     fn on_callout(&mut self, token: u32, answer: CalloutAnswer) -> Flow {
         if self.responses.waits_for(token) {
-            return self.on_state_answer(token, answer);
+            self.on_state_answer(token, answer)
+        } else if self.cache_waits_for(token) {
+            self.on_cache_answer(answer)
+        } else if self.summaries_wait_for(token) {
+            self.on_summary(token, answer)
+        } else {
+            self.on_part(token, answer)
         }
-        if self.cache_waits_for(token) {
-            return self.on_cache_answer(answer);
-        }
-        if self.summaries_wait_for(token) {
-            return self.on_summary(token, answer);
-        }
-        self.on_part(token, answer)
     }
 }
