@@ -262,14 +262,16 @@ def reset_peak_rss(pid):
 def model_groups():
     """The model groups of envoy/gateway.yaml (no real vendors) that reach one
     vendor directly: name -> cluster. Weighted and failover groups are left
-    out: their cost is that of the groups they are made of."""
+    out: their cost is that of the groups they are made of; so are groups
+    that fit requests to a small window (mock-small): the fitting rows
+    measure fitting on a history made for it."""
     bootstrap = gateway.build_bootstrap(1, 2, 3, env={})
     plain = {c["name"] for c in bootstrap["static_resources"]["clusters"] if "load_assignment" in c}
     _, edge, _ = gateway._wasm_filters(bootstrap)
     groups = {}
     for name, group in json.loads(edge["configuration"]["value"])["model_groups"].items():
         clusters = [group["cluster"]] if "cluster" in group else [c["cluster"] for c in group["candidates"]]
-        if len(clusters) == 1 and clusters[0] in plain:
+        if len(clusters) == 1 and clusters[0] in plain and "fitting" not in group:
             groups[name] = clusters[0]
     return groups
 
