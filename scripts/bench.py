@@ -118,6 +118,16 @@ LIMITS_RULES = [{"group": "*", "requests_per_minute": 10**12, "tokens_per_hour":
                 {"requests_per_second": 10**12, "usd_per_day": 10**9}]
 
 
+# The baseline build reads the configuration of its day: what came later
+# (model discovery, context fitting) is left out of its copy. A baseline
+# from before the response cache, discovery, diagnostics and fitting
+# (7f7e4cf) measures their cost when off.
+def for_baseline(config):
+    config.pop("discovery", None)
+    for name in [n for n, g in config["model_groups"].items() if "fitting" in g]:
+        del config["model_groups"][name]
+
+
 # Diagnostics recording on vs off (same run): the gateway again, on both
 # hosts, with the diagnostics view on (every request recorded in the ring
 # when it ends: one shared-data write, an attempt's timing), for this group
@@ -806,7 +816,8 @@ def bench(args):
         if BASELINE_WASM:
             bl_port, bl_admin = free_ports(2)
             baseline = Envoy(stack, "gateway-baseline", gateway.build_bootstrap(
-                bl_port, bl_admin, mock_port, wasm=Path(BASELINE_WASM), env={}), bl_port, bl_admin, workdir)
+                bl_port, bl_admin, mock_port, wasm=Path(BASELINE_WASM), env={}, edit=for_baseline),
+                bl_port, bl_admin, workdir)
         # Diagnostics recording on, on both hosts.
         gd_port, gd_admin, nd_port, nd_admin = free_ports(4)
         gw_diag = Envoy(stack, "gateway-diagnostics", gateway.build_bootstrap(
@@ -848,7 +859,8 @@ def bench(args):
         if BASELINE_WASM:
             bll_port, bll_admin = free_ports(2)
             bl_limits = Envoy(stack, "gateway-baseline-limits", gateway.build_bootstrap(
-                bll_port, bll_admin, mock_port, wasm=Path(BASELINE_WASM), env={}, edit=with_limits),
+                bll_port, bll_admin, mock_port, wasm=Path(BASELINE_WASM), env={},
+                edit=lambda config: (for_baseline(config), with_limits(config))),
                 bll_port, bll_admin, workdir)
         for group in groups:
             for name, connections, stream, size, client in scenarios(group):
