@@ -1094,7 +1094,7 @@ def render_bench(lines, rows, stream_rows, micro, timings, host_calls, elapsed):
         out.append("(not measured: `make bench BASELINE_WASM=path/to/old/llm_gateway.wasm`)")
     else:
         out.append(f"The gateway again in the same runs with the baseline build `{BASELINE_WASM}` "
-                   f"({Path(BASELINE_WASM).stat().st_size // 1024} KB), same configuration. CPU ratio < 1: this build is cheaper.\n")
+                   f"({Path(BASELINE_WASM).stat().st_size // 1024} KB), same configuration less what it does not know (`for_baseline`: no discovery, no fitting groups). CPU ratio < 1: this build is cheaper.\n")
         out.append("| group | scenario | baseline req/s | this build req/s | baseline p50 ms | this build p50 ms "
                    "| baseline CPU µs/req | this build CPU µs/req | CPU ratio this / baseline "
                    "| each round's ratio: median (min-max) | failed |")
