@@ -372,6 +372,17 @@ impl Config {
                         summariser.group
                     ));
                 }
+                // A summary by meaning would be another block's: two logs
+                // that differ in which test failed are close in meaning.
+                let by_meaning = (config.model_groups.get(&summariser.group))
+                    .and_then(|g| g.cache.as_ref())
+                    .is_some_and(|c| c.semantic.is_some());
+                if by_meaning {
+                    return Err(format!(
+                        "{field}.fitting.summariser.group: '{}' has a semantic cache, which would answer a block with another's summary; a summariser's group caches exactly or not at all",
+                        summariser.group
+                    ));
+                }
             }
             if group.candidates.iter().all(|c| c.weight == 0) {
                 return Err(format!(
@@ -749,6 +760,25 @@ mod tests {
         );
         let e = Config::parse(both.as_bytes(), env).unwrap_err();
         assert!(e.contains("compresses too"), "{e}");
+        // A summariser's group with a semantic cache: refused; an exact one is fine.
+        let cached = |cache: &str| {
+            with(r#"{"group": "fast"}"#, calls)
+                .replace(
+                    r#""fast": {"cluster": "c1"}"#,
+                    &format!(r#""fast": {{"cluster": "c1", "cache": {cache}}}"#),
+                )
+                .replace(
+                    r#""smart": {"cluster": "c2""#,
+                    r#""embed": {"cluster": "c3"}, "smart": {"cluster": "c2""#,
+                )
+        };
+        let e = Config::parse(
+            cached(r#"{"semantic": {"embedding_group": "embed"}}"#).as_bytes(),
+            env,
+        )
+        .unwrap_err();
+        assert!(e.contains("has a semantic cache"), "{e}");
+        Config::parse(cached("{}").as_bytes(), env).unwrap();
         let e = Config::parse(
             with(r#"{"group": "fast", "max_block_bytes": 0}"#, calls).as_bytes(),
             env,

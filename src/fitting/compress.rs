@@ -1,13 +1,16 @@
-//! Compression: the largest old blocks of a conversation (tool results,
+//! Compression: the long old blocks of a conversation (tool results,
 //! long texts), summarised once per request by a group of the gateway's
 //! own (the edge's summariser call, `session::edge::summarise`), and per
 //! attempt replaced by their summaries, oldest first, as many as the
 //! attempt's window needs ([`apply`]).
 //!
 //! A block is one text of a message older than the latest turn (a tool
-//! result's, a user's, an assistant's answer without thinking): never
-//! system or developer instructions, never the latest turn, never an
-//! assistant message with thinking (its signature covers the turn). A
+//! result's, a user's, an assistant's answer without thinking), or of a
+//! tool result in the latest turn that the model has answered since (a
+//! coding agent's tool loop is one long turn, and its early results are
+//! what fill the window): never system or developer instructions, never
+//! the latest user message, never results the model has not answered yet,
+//! never an assistant message with thinking (its signature covers it). A
 //! summary names its block by place (message and part) and by a digest of
 //! its text, so it replaces that text and no other. The tool call/result
 //! pairing stays: a result's text changes, not its id.
@@ -141,14 +144,44 @@ fn text_mut(content: &mut Content, part: usize) -> Option<&mut String> {
     }
 }
 
+/// Which messages of a conversation may give blocks: those before the
+/// latest turn, and the latest turn's tool results that an assistant
+/// message follows.
+struct Eligible {
+    latest: usize,
+    /// The last assistant message's index (0: none).
+    answered: usize,
+}
+
+impl Eligible {
+    fn of(messages: &[Message]) -> Option<Self> {
+        let latest = latest_turn(messages)?;
+        let answered = (messages.iter())
+            .rposition(|m| matches!(m, Message::Assistant { .. }))
+            .unwrap_or(0);
+        Some(Eligible { latest, answered })
+    }
+
+    fn allows(&self, index: usize, message: &Message) -> bool {
+        index < self.latest
+            || (index > self.latest
+                && index < self.answered
+                && matches!(message, Message::Tool { .. }))
+    }
+}
+
 /// The blocks of `messages` to summarise: texts of at least `min_bytes`
-/// in messages older than the latest turn, oldest first, at most `max`.
+/// in messages that may give them ([`Eligible`]), oldest first, at most
+/// `max`.
 pub fn blocks(messages: &[Message], min_bytes: usize, max: usize) -> Vec<Block<'_>> {
-    let Some(latest) = latest_turn(messages) else {
+    let Some(eligible) = Eligible::of(messages) else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for (i, message) in messages.iter().enumerate().take(latest) {
+    for (i, message) in messages.iter().enumerate() {
+        if !eligible.allows(i, message) {
+            continue;
+        }
         let Some((content, _)) = summarisable(message) else {
             continue;
         };
@@ -188,7 +221,7 @@ pub fn apply(
     estimate: u64,
     fits: impl Fn(u64) -> bool,
 ) -> Option<Compressed> {
-    let latest = latest_turn(messages)?;
+    let eligible = Eligible::of(messages)?;
     let mut order: Vec<&Summary> = summaries.iter().collect();
     order.sort_by_key(|s| (s.message, s.part));
     let mut out: Option<Vec<Message>> = None;
@@ -197,7 +230,9 @@ pub fn apply(
         if fits(tokens) {
             break;
         }
-        if summary.message >= latest {
+        let allowed =
+            (messages.get(summary.message)).is_some_and(|m| eligible.allows(summary.message, m));
+        if !allowed {
             continue;
         }
         let copy = out.get_or_insert_with(|| messages.to_vec());
@@ -228,16 +263,48 @@ pub fn apply(
 }
 
 /// The summary text of a summariser's answer (a Chat Completions body).
+/// Only an answer that finished (`stop`) or reached `max_summary_tokens`
+/// (`length`, marked as cut) is one: a refusal, a filtered answer or an
+/// empty one is no summary.
 pub fn answer_text(body: &[u8]) -> Option<String> {
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let text = value
-        .get("choices")?
-        .get(0)?
-        .get("message")?
-        .get("content")?
-        .as_str()?
-        .trim();
-    (!text.is_empty()).then(|| text.to_owned())
+    let choice = value.get("choices")?.get(0)?;
+    let message = choice.get("message")?;
+    if message.get("refusal").is_some_and(|r| !r.is_null()) {
+        return None;
+    }
+    let text = message.get("content")?.as_str()?.trim();
+    if text.is_empty() {
+        return None;
+    }
+    match choice.get("finish_reason")?.as_str()? {
+        "stop" => Some(text.to_owned()),
+        "length" => Some(format!("{text} {CUT_MARK}")),
+        _ => None,
+    }
+}
+
+/// What ends a summary the summariser was cut short in.
+const CUT_MARK: &str = "[the summary was cut short]";
+
+/// What stands between the head and the tail of a block too long to send
+/// whole.
+const LEFT_OUT: &str = "\n[... the middle of this text is left out ...]\n";
+
+/// What the summariser is sent of `text`: all of it within `max` bytes,
+/// else its head and its tail (an error is often at a log's end), each
+/// about half of `max`, on character boundaries.
+pub fn head_and_tail(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let head = cut(text, max / 2);
+    let mut start = text.len() - (max - head.len());
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let tail = text.get(start..).unwrap_or_default();
+    format!("{head}{LEFT_OUT}{tail}")
 }
 
 /// Summaries as the edge hands them to the attempts (JSON).

@@ -434,6 +434,54 @@ fn blocks_are_old_long_texts_oldest_first_never_instructions_nor_the_latest_turn
     );
 }
 
+/// A coding agent's tool loop: one turn (the first user message), its
+/// results long.
+fn tool_loop() -> Vec<Message> {
+    vec![
+        system("you are an agent"),
+        user("fix the bug"),
+        assistant("", &["call_1"], false),
+        tool("call_1", &long(400)),
+        assistant("", &["call_2"], true),
+        tool("call_2", &long(300)),
+        assistant("", &["call_3"], false),
+        tool("call_3", &long(300)),
+    ]
+}
+
+#[test]
+fn a_tool_loops_answered_results_are_blocks_its_latest_are_not() {
+    let messages = tool_loop();
+    let found = compress::blocks(&messages, 2048, 4);
+    let places: Vec<(usize, usize)> = found.iter().map(|b| (b.message, b.part)).collect();
+    // The results an assistant message follows (3, 5); not the latest (7),
+    // which the model has not answered yet; not the opening user message.
+    assert_eq!(places, [(3, 0), (5, 0)]);
+    // Applied per window, the pairing and the signed turn untouched.
+    let p = compressing();
+    let summaries = summaries_of(&messages);
+    let r = request(messages.clone());
+    let window = p.with_margin(estimate::prompt_tokens(&r) - 2000);
+    let f = fit(&p, &r, "m", Some(window), &summaries).unwrap();
+    assert_eq!((f.report.compressed, f.report.trimmed), (1, 0));
+    let sent = f.request.unwrap();
+    let Message::Tool { tool_call_id, .. } = &sent.messages[3] else {
+        panic!("a tool result still")
+    };
+    assert_eq!(tool_call_id, "call_1");
+    assert!(text_of(&sent.messages[3]).starts_with("[summary of an earlier tool result"));
+    assert_eq!(sent.messages[4], messages[4], "the signed turn as it was");
+    // A summary naming the unanswered result is ignored.
+    let mut forged = summaries.clone();
+    for s in &mut forged {
+        s.message = 7;
+        s.hash = compress::digest(&text_of(&messages[7]));
+    }
+    // Nothing else shrinks one turn: refused, nothing compressed.
+    let (_, report) = *fit(&p, &r, "m", Some(window), &forged).unwrap_err();
+    assert_eq!(report.compressed, 0);
+}
+
 fn text_of(message: &Message) -> String {
     match message {
         Message::Tool { content, .. } | Message::User { content, .. } => content.text(),
@@ -538,12 +586,57 @@ fn summaries_round_trip_and_are_bounded() {
     let huge = compress::Summary::of(&block, &"é".repeat(10_000));
     assert!(huge.text.len() <= compress::MAX_SUMMARY_BYTES);
     summaries.push(huge);
+    let encoded = compress::encode(&summaries).unwrap();
+    assert_eq!(compress::decode(&encoded), summaries);
+    assert_eq!(compress::cut("héllo", 2), "h");
+}
+
+#[test]
+fn only_a_finished_answer_is_a_summary() {
+    let answer = |content: &str, finish: &str, refusal: &str| {
+        let body = format!(
+            r#"{{"choices":[{{"message":{{"role":"assistant","content":{content},"refusal":{refusal}}},"finish_reason":{finish}}}]}}"#
+        );
+        compress::answer_text(body.as_bytes())
+    };
     assert_eq!(
-        compress::answer_text(
-            br#"{"choices":[{"message":{"role":"assistant","content":" short "}}]}"#
-        ),
+        answer(r#"" short ""#, r#""stop""#, "null"),
         Some("short".into())
     );
+    assert_eq!(
+        answer(r#""half a""#, r#""length""#, "null"),
+        Some("half a [the summary was cut short]".into())
+    );
+    // A refusal, a filtered answer, an unfinished, an empty one: none.
+    assert_eq!(answer(r#""I can't""#, r#""stop""#, r#""I can't""#), None);
+    assert_eq!(answer(r#""part""#, r#""content_filter""#, "null"), None);
+    assert_eq!(answer(r#""part""#, "null", "null"), None);
+    assert_eq!(answer(r#""  ""#, r#""stop""#, "null"), None);
+    assert_eq!(answer("null", r#""tool_calls""#, "null"), None);
     assert_eq!(compress::answer_text(br#"{"choices":[]}"#), None);
-    assert_eq!(compress::cut("héllo", 2), "h");
+}
+
+#[test]
+fn a_long_block_is_sent_as_its_head_and_tail() {
+    assert_eq!(compress::head_and_tail("short", 100), "short");
+    let text = format!(
+        "{}{}{}",
+        "h".repeat(1000),
+        "m".repeat(5000),
+        "é".repeat(1000)
+    );
+    let sent = compress::head_and_tail(&text, 1001);
+    let (head, tail) = sent
+        .split_once("[... the middle of this text is left out ...]")
+        .unwrap();
+    assert_eq!(head.trim_end(), "h".repeat(500));
+    assert!(
+        tail.trim_start().chars().all(|c| c == 'é'),
+        "on a character boundary"
+    );
+    assert!(head.trim_end().len() + tail.trim_start().len() <= 1001);
+    assert!(
+        !head.contains('m') && !tail.contains('m'),
+        "the middle left out"
+    );
 }

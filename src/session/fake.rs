@@ -42,6 +42,8 @@ pub struct FakeHost {
     pub reset: Cell<bool>,
     /// HTTP callouts made: cluster, headers, body; the nth's token is n.
     pub http_calls: RefCell<Vec<HttpCall>>,
+    /// Each callout's timeout (ms), in the same order.
+    pub http_timeouts: RefCell<Vec<u32>>,
     /// Entropy handed out so far (each call's bytes differ).
     random_calls: Cell<u8>,
     failures: RefCell<Vec<Failure>>,
@@ -328,7 +330,7 @@ impl Host for FakeHost {
         cluster: &str,
         headers: &[(&str, &[u8])],
         body: &[u8],
-        _timeout_ms: u32,
+        timeout_ms: u32,
     ) -> Result<u32, HostError> {
         let path = headers
             .iter()
@@ -336,6 +338,7 @@ impl Host for FakeHost {
             .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
             .unwrap_or_default();
         self.call(format!("http_call {cluster} {path}"), HostCall::HttpCall)?;
+        self.http_timeouts.borrow_mut().push(timeout_ms);
         let mut calls = self.http_calls.borrow_mut();
         calls.push((
             cluster.to_owned(),

@@ -5,12 +5,15 @@
 //! (the request, with the policy's margin and its output limit, is over
 //! the smallest known window of the group's candidates).
 //!
-//! Each block (oldest first, at most `max_blocks`, each cut to
-//! `max_block_bytes`) is a Chat Completions request to the policy's
+//! Each block (oldest first, at most `max_blocks`, each within
+//! `max_block_bytes`: its head and tail when longer) is a Chat Completions request to the policy's
 //! summariser group, with the caller's own credential, through the
 //! gateway's own listener (`edge/own_call.rs`): metered and charged to
 //! the key as any of its requests. At most `self_calls.max_in_flight` are
-//! out at once; each waits at most `timeout_ms`. The summaries go to the
+//! out at once, and all of them within `timeout_ms` of the first: a call
+//! sent later gets what is left of it, and none is sent once it is spent,
+//! so the request waits at most `timeout_ms` whatever the number of
+//! blocks. The summaries go to the
 //! attempts in filter state (`SUMMARIES_PROPERTY`), each naming its block
 //! by place and digest. A call that fails, is refused or too slow makes
 //! no summary: the attempts' `compress` has less (or nothing) to apply
@@ -19,6 +22,7 @@
 //! logged at most once a minute.
 
 use std::sync::atomic::AtomicU64;
+use std::time::SystemTime;
 
 use super::*;
 use crate::fitting::compress::{self, Summary};
@@ -44,26 +48,37 @@ pub(super) struct Summarising {
     out: Callouts<Block>,
     made: Vec<Summary>,
     failed: bool,
+    /// When the first call went: all end within `timeout_ms` of it.
+    started: SystemTime,
 }
 
 /// When a failed summariser call was last logged (Unix seconds; per worker).
 static LOGGED: AtomicU64 = AtomicU64::new(0);
 
 impl<H: Host> Edge<H> {
-    /// The blocks of `request` to summarise, when `policy` compresses and
-    /// a candidate of `model_group` could need them.
+    /// The blocks of `request` to summarise, when its group or a rung of
+    /// its ladder compresses (the first that does, in ladder order, says
+    /// how) and a candidate of any of them could need them: the summaries
+    /// are made once, before the first attempt, for whichever attempt
+    /// needs them (a rung fits by its own policy, else the group's).
     pub(super) fn plan_summaries(
         &self,
         (group, model_group): (&str, &ModelGroup),
         request: &ChatRequest,
         needs: &Needs,
     ) -> Option<Summarising> {
-        let policy = model_group.fitting.as_ref()?;
-        let summariser = policy.summariser.as_ref()?;
-        if !policy.has(Strategy::Compress) || self.part.is_some() || request.native_only.is_some() {
+        if self.part.is_some() || request.native_only.is_some() {
             return None;
         }
-        if !self.could_overflow(policy, (group, model_group), request, needs) {
+        let rungs = (model_group.fallback.iter())
+            .filter_map(|r| Some((r.as_str(), self.config.model_groups.get(r)?)));
+        let ladder: Vec<(&str, &ModelGroup)> =
+            std::iter::once((group, model_group)).chain(rungs).collect();
+        let (policy, summariser) = ladder.iter().find_map(|(_, g)| {
+            let policy = g.fitting.as_ref().filter(|p| p.has(Strategy::Compress))?;
+            Some((policy, policy.summariser.as_ref()?))
+        })?;
+        if !self.could_overflow(policy, &ladder, request, needs) {
             return None;
         }
         let max = summariser.max_blocks;
@@ -76,7 +91,7 @@ impl<H: Host> Edge<H> {
                 message: b.message,
                 part: b.part,
                 hash: compress::digest(b.text),
-                text: compress::cut(b.text, summariser.max_block_bytes).to_owned(),
+                text: compress::head_and_tail(b.text, summariser.max_block_bytes),
             })
             .collect();
         pending.shrink_to_fit();
@@ -88,21 +103,23 @@ impl<H: Host> Edge<H> {
             out: Callouts::new(in_flight),
             made: Vec::new(),
             failed: false,
+            started: self.host.now(),
         })
     }
 
     /// Whether the request could be over a candidate's window: the smallest
-    /// window known of the group's candidates (their `capabilities`, else
-    /// what `session::discovery::facts` knows of their vendor model).
+    /// window known of the candidates of the ladder's groups (their
+    /// `capabilities`, else what `session::discovery::facts` knows of their
+    /// vendor model).
     fn could_overflow(
         &self,
         policy: &Policy,
-        (group, model_group): (&str, &ModelGroup),
+        ladder: &[(&str, &ModelGroup)],
         request: &ChatRequest,
         needs: &Needs,
     ) -> bool {
         let output = needs.output_tokens.map_or(0, u64::from);
-        let window = |c: &Candidate| {
+        let window = |group: &str, c: &Candidate| {
             c.capabilities.context_window.or_else(|| {
                 let provider = c.provider.as_deref()?;
                 let model = match &c.model {
@@ -115,8 +132,9 @@ impl<H: Host> Edge<H> {
                     .context_window
             })
         };
-        (model_group.candidates.iter())
-            .filter_map(window)
+        (ladder.iter())
+            .flat_map(|(group, g)| g.candidates.iter().map(move |c| (*group, c)))
+            .filter_map(|(group, c)| window(group, c))
             .min()
             .is_some_and(|w| !fitting::fits_window(policy, needs.prompt_tokens, output, w))
     }
@@ -138,11 +156,20 @@ impl<H: Host> Edge<H> {
             summarising.pending.clear();
             return;
         };
-        while summarising.out.has_room() {
+        while summarising.out.has_room() && !summarising.pending.is_empty() {
+            let s = &summarising.summariser;
+            let spent =
+                (self.host.now().duration_since(summarising.started)).map_or(0, |d| d.as_millis());
+            let left = u128::from(s.timeout_ms).saturating_sub(spent);
+            let Ok(left @ 1..) = u32::try_from(left) else {
+                // Out of time: the blocks not sent are not summarised.
+                summarising.failed = true;
+                summarising.pending.clear();
+                return;
+            };
             let Some(block) = summarising.pending.pop() else {
                 return;
             };
-            let s = &summarising.summariser;
             let body = serde_json::json!({
                 "model": s.model(),
                 "messages": [
@@ -174,7 +201,7 @@ impl<H: Host> Edge<H> {
                 authority,
                 headers: &headers,
                 body: &body,
-                timeout_ms: s.timeout_ms,
+                timeout_ms: left,
             };
             if let Err(e) = summarising.out.send(&self.host, &call, block) {
                 log_once(&e, "a block is not summarised");

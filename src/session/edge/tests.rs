@@ -642,6 +642,47 @@ fn compressing_config() -> Rc<Config> {
     Rc::new(Config::parse(json.to_string().as_bytes(), |_| None).unwrap())
 }
 
+/// Group `big` (200K) falling back to `small` (4096), which compresses.
+fn ladder_config() -> Rc<Config> {
+    let hash = format!("{:x}", Sha256::digest(KEY.as_bytes()));
+    let json = serde_json::json!({
+        "providers": {"an": {"dialect": "anthropic", "api_key": "sk-ant"}},
+        "model_groups": {
+            "big": {"candidates": [{"provider": "an", "model": "claude-x", "cluster": "anthropic_cluster",
+                                    "capabilities": {"context_window": 200_000}}],
+                    "fallback": ["small"]},
+            "small": {"candidates": [{"provider": "an", "model": "claude-small", "cluster": "anthropic_cluster",
+                                      "capabilities": {"context_window": 4096}}],
+                      "fitting": {"strategies": ["compress", "trim"],
+                                  "summariser": {"group": "sum"}}},
+            "sum": {"candidates": [{"provider": "an", "model": "claude-s", "cluster": "anthropic_cluster"}]}
+        },
+        "self_calls": {"cluster": "llm_self", "max_in_flight": 4},
+        "auth": {"enabled": true, "keys": [{"name": "team-a", "sha256": hash, "groups": ["*"]}]}
+    });
+    Rc::new(Config::parse(json.to_string().as_bytes(), |_| None).unwrap())
+}
+
+#[test]
+fn a_ladder_rung_that_compresses_gets_its_summaries_before_the_first_attempt() {
+    // The top (200K) takes the request whole; its 4096-token fallback
+    // compresses: the summaries are made before the first attempt, for it.
+    let body = agent_history(20_000).replace(r#""model":"chat""#, r#""model":"big""#);
+    let mut e = edge(ladder_config(), "POST", "/v1/chat/completions", &body);
+    assert_eq!(send(&mut e), Flow::Pause, "waits for its summaries");
+    assert_eq!(e.host.http_calls.borrow().len(), 2, "both old results");
+    let (_, headers, _) = e.host.http_calls.borrow()[0].clone();
+    assert!(
+        headers.contains(&("x-model-group".into(), "sum".into())),
+        "{headers:?}"
+    );
+    assert_eq!(e.on_callout(1, summary_answer("one")), Flow::Pause);
+    assert_eq!(e.on_callout(2, summary_answer("two")), Flow::Continue);
+    let summaries =
+        crate::fitting::compress::decode(e.host.prop("llm_summaries").unwrap().as_bytes());
+    assert_eq!(summaries.len(), 2);
+}
+
 /// A turn with two tool results of `size` bytes, then the latest question.
 fn agent_history(size: usize) -> String {
     let result = "x".repeat(size);
@@ -659,8 +700,7 @@ fn agent_history(size: usize) -> String {
 }
 
 fn summary_answer(text: &str) -> CalloutAnswer {
-    let body =
-        serde_json::json!({"choices": [{"message": {"role": "assistant", "content": text}}]});
+    let body = serde_json::json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]});
     CalloutAnswer::Answered {
         status: 200,
         headers: crate::headers::Headers::default(),
@@ -694,9 +734,11 @@ fn old_blocks_are_summarised_once_before_the_first_attempt_when_a_window_needs_i
     assert_eq!(sent["max_tokens"], 256);
     let text = sent["messages"][1]["content"].as_str().unwrap();
     assert!(
-        text.starts_with("one ") && text.len() == 3000,
-        "cut to max_block_bytes"
+        text.starts_with("one x") && text.ends_with("xxx") && text.contains("left out"),
+        "its head and tail within max_block_bytes: {}",
+        text.len()
     );
+    assert!(text.len() <= 3000 + 60, "{}", text.len());
     assert_eq!(e.on_callout(1, summary_answer("the first")), Flow::Pause);
     assert_eq!(e.host.http_calls.borrow().len(), 2, "then the next");
     // The second fails: the request goes on with the first's summary.
@@ -722,6 +764,26 @@ fn old_blocks_are_summarised_once_before_the_first_attempt_when_a_window_needs_i
         .iter()
         .any(|c| c.contains("llm_gateway.context_fitting")
             && c.contains("outcome=summariser_failed")));
+
+    // All calls end within timeout_ms of the first (2000 by default): a
+    // later call gets what is left, none goes once it is spent.
+    let mut e = edge(compressing_config(), "POST", "/v1/chat/completions", &body);
+    assert_eq!(send(&mut e), Flow::Pause);
+    e.host.advance(1.5);
+    assert_eq!(e.on_callout(1, summary_answer("the first")), Flow::Pause);
+    assert_eq!(*e.host.http_timeouts.borrow(), [2000, 500]);
+    let mut e = edge(compressing_config(), "POST", "/v1/chat/completions", &body);
+    assert_eq!(send(&mut e), Flow::Pause);
+    e.host.advance(2.0);
+    assert_eq!(e.on_callout(1, summary_answer("the first")), Flow::Continue);
+    assert_eq!(
+        e.host.http_calls.borrow().len(),
+        1,
+        "no time left for the second"
+    );
+    let summaries =
+        crate::fitting::compress::decode(e.host.prop("llm_summaries").unwrap().as_bytes());
+    assert_eq!(summaries.len(), 1, "the first's summary kept");
 
     // A request within every window: no call.
     let mut e = edge(
