@@ -182,10 +182,14 @@ impl Prompt {
         })
     }
 
-    /// The partition of the entries this prompt may be given: its namespace
-    /// and everything but the text, hashed.
-    pub fn partition(&self, namespace: &Namespace) -> Key {
-        Key::new(PARTITION, namespace, self.rest.as_bytes())
+    /// The partition of the entries this prompt may be given: its namespace,
+    /// everything but the text, and the embedding group and model that
+    /// made its vector (another model's vectors, even of the same size,
+    /// are not comparable), hashed.
+    pub fn partition(&self, namespace: &Namespace, settings: &Settings) -> Key {
+        let mut what = format!("{}\0{}\0", settings.embedding_group, settings.model()).into_bytes();
+        what.extend_from_slice(self.rest.as_bytes());
+        Key::new(PARTITION, namespace, &what)
     }
 }
 

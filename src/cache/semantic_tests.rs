@@ -27,7 +27,8 @@ fn the_system_and_the_last_user_turn_are_embedded() {
 #[test]
 fn the_partition_holds_all_but_the_text() {
     let ns = Namespace::of_key("alice");
-    let of = |r: &ChatRequest| Prompt::of("g", r).unwrap().partition(&ns);
+    let settings: Settings = serde_json::from_str(r#"{"embedding_group": "embed"}"#).unwrap();
+    let of = |r: &ChatRequest| Prompt::of("g", r).unwrap().partition(&ns, &settings);
     let base =
         chat(serde_json::json!([{"role": "user", "content": "What is the capital of France?"}]));
     let paraphrase = chat(serde_json::json!([
@@ -53,12 +54,21 @@ fn the_partition_holds_all_but_the_text() {
     for other in [&model, &tools, &format, &warm, &earlier] {
         assert_ne!(of(&base), of(other), "{other:?}");
     }
-    let group = Prompt::of("h", &base).unwrap().partition(&ns);
+    let group = Prompt::of("h", &base).unwrap().partition(&ns, &settings);
     assert_ne!(of(&base), group);
     let bob = Prompt::of("g", &base)
         .unwrap()
-        .partition(&Namespace::of_key("bob"));
+        .partition(&Namespace::of_key("bob"), &settings);
     assert_ne!(of(&base), bob);
+    // Vectors of another embedding model or group: another partition.
+    for other in [
+        r#"{"embedding_group": "embed", "embedding_model": "text-embedding-3-large"}"#,
+        r#"{"embedding_group": "embed-2"}"#,
+    ] {
+        let other: Settings = serde_json::from_str(other).unwrap();
+        let prompt = Prompt::of("g", &base).unwrap();
+        assert_ne!(of(&base), prompt.partition(&ns, &other), "{other:?}");
+    }
 }
 
 #[test]

@@ -618,8 +618,7 @@ fn semantic_fleet_config() -> Rc<Config> {
     json["shared_state"] = serde_json::json!({"service": {"cluster": "llm_state"}});
     json["model_groups"]["embed"] =
         serde_json::json!({"candidates": [{"provider": "oa", "model": "e", "cluster": "c"}]});
-    json["model_groups"]["cached"]["cache"]["semantic"] =
-        serde_json::json!({"embedding_group": "embed", "threshold": 0.9});
+    json["model_groups"]["cached"]["cache"]["semantic"] = serde_json::json!({"embedding_group": "embed", "embedding_model": "e-small", "threshold": 0.9});
     Rc::new(Config::parse(json.to_string().as_bytes(), |_| None).unwrap())
 }
 

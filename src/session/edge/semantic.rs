@@ -94,7 +94,7 @@ impl<H: Host> Edge<H> {
             Ok(token) => Some((
                 token,
                 Semantic {
-                    partition: prompt.partition(&place.namespace),
+                    partition: prompt.partition(&place.namespace, settings),
                     request: request_key,
                     vector: None,
                     found: None,
