@@ -1,11 +1,12 @@
 //! Each API's wire format as serde types, in the field order its vendor
 //! writes, borrowing what it can: written once and used by whatever speaks
-//! the API. (Core v2 moves every API's types here; Anthropic's are all
-//! here, both directions.)
+//! the API, the client surfaces and the vendor dialects alike.
 
 pub mod anthropic;
 pub mod bedrock;
+pub mod bedrock_embeddings;
 pub mod dashscope;
+pub mod dashscope_embeddings;
 pub mod gemini;
 pub mod gemini_embeddings;
 pub mod loose;
@@ -14,6 +15,7 @@ pub mod openai_embeddings;
 pub mod openai_models;
 pub mod openai_responses;
 pub mod syntax;
+pub mod vertex_embeddings;
 
 /// A conversation turn of content blocks (Anthropic Messages, Bedrock Converse).
 #[derive(serde::Serialize)]

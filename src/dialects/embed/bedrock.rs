@@ -3,12 +3,13 @@
 //! v2 only) and Cohere Embed (up to 96 texts; `output_dimension` on v4
 //! only). Neither answer counts tokens in its body but Titan's.
 
-use serde::{Deserialize, Serialize};
-
 use super::Embedder;
 use crate::dialects::{Target, UpstreamRequest};
 use crate::error::GatewayError;
 use crate::model::embed::{bad_dimensions, check_batch, EmbedRequest, Embeddings, Task};
+use crate::wire::bedrock_embeddings::{
+    CohereAnswer, CohereEmbeddings, CohereRequest, TitanAnswer, TitanRequest,
+};
 
 /// Texts per Cohere Embed call on Bedrock.
 pub const COHERE_MAX_BATCH: usize = 96;
@@ -43,43 +44,6 @@ fn family(model: &str) -> Result<Family, GatewayError> {
             ),
         ))
     }
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct TitanRequest<'a> {
-    input_text: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dimensions: Option<u32>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct TitanAnswer {
-    embedding: Vec<f32>,
-    #[serde(default)]
-    input_text_token_count: Option<u64>,
-}
-
-#[derive(Serialize)]
-struct CohereRequest<'a> {
-    texts: &'a [String],
-    input_type: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    output_dimension: Option<u32>,
-}
-
-#[derive(Deserialize)]
-struct CohereAnswer {
-    embeddings: CohereEmbeddings,
-}
-
-/// Floats as a list, or by type when `embedding_types` was asked for.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum CohereEmbeddings {
-    Floats(Vec<Vec<f32>>),
-    ByType { float: Vec<Vec<f32>> },
 }
 
 /// Cohere's `input_type` (required): queries as queries, anything else

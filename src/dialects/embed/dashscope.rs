@@ -2,12 +2,11 @@
 //! generations): texts only, at most 10 per call (25 for text-embedding-v1
 //! and v2), `dimension` and `text_type` as parameters.
 
-use serde::{Deserialize, Serialize};
-
 use super::Embedder;
 use crate::dialects::{Target, UpstreamRequest};
 use crate::error::GatewayError;
 use crate::model::embed::{check_batch, EmbedRequest, Embeddings};
+use crate::wire::dashscope_embeddings::{Answer, Input, Parameters, Request};
 
 /// Texts per call (text-embedding-v3 and v4).
 pub const MAX_BATCH: usize = 10;
@@ -15,56 +14,6 @@ pub const MAX_BATCH: usize = 10;
 const MAX_BATCH_V1: usize = 25;
 
 pub struct DashScope;
-
-#[derive(Serialize)]
-struct Request<'a> {
-    model: &'a str,
-    input: Input<'a>,
-    #[serde(skip_serializing_if = "Parameters::is_empty")]
-    parameters: Parameters,
-}
-
-#[derive(Serialize)]
-struct Input<'a> {
-    texts: &'a [String],
-}
-
-#[derive(Serialize)]
-struct Parameters {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    dimension: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    text_type: Option<&'static str>,
-}
-
-impl Parameters {
-    fn is_empty(&self) -> bool {
-        self.dimension.is_none() && self.text_type.is_none()
-    }
-}
-
-#[derive(Deserialize)]
-struct Answer {
-    output: Output,
-    #[serde(default)]
-    usage: Option<Usage>,
-}
-
-#[derive(Deserialize)]
-struct Output {
-    embeddings: Vec<Item>,
-}
-
-#[derive(Deserialize)]
-struct Item {
-    text_index: usize,
-    embedding: Vec<f32>,
-}
-
-#[derive(Deserialize)]
-struct Usage {
-    total_tokens: u64,
-}
 
 impl Embedder for DashScope {
     fn encode(&self, req: &EmbedRequest, target: &Target) -> Result<UpstreamRequest, GatewayError> {

@@ -6,66 +6,17 @@
 //! one for `gemini-embedding-001` (Vertex: "supports one instance per
 //! request").
 
-use serde::{Deserialize, Serialize};
-
 use super::Embedder;
 use crate::dialects::{Target, UpstreamRequest};
 use crate::error::GatewayError;
 use crate::model::embed::{check_batch, EmbedRequest, Embeddings};
 use crate::wire::gemini_embeddings::task_type;
+use crate::wire::vertex_embeddings::{Answer, Instance, Parameters, Predict};
 
 /// Instances per `:predict` call.
 pub const MAX_BATCH: usize = 250;
 
 pub struct Vertex;
-
-#[derive(Serialize)]
-struct Predict<'a> {
-    instances: Vec<Instance<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parameters: Option<Parameters>,
-}
-
-#[derive(Serialize)]
-struct Instance<'a> {
-    content: &'a str,
-    /// Gemini's names of tasks are Vertex's too.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    task_type: Option<&'static str>,
-    /// The documents' title (for `RETRIEVAL_DOCUMENT`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    title: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Parameters {
-    output_dimensionality: u32,
-}
-
-#[derive(Deserialize)]
-struct Answer {
-    predictions: Vec<Prediction>,
-}
-
-#[derive(Deserialize)]
-struct Prediction {
-    embeddings: Values,
-}
-
-#[derive(Deserialize)]
-struct Values {
-    values: Vec<f32>,
-    #[serde(default)]
-    statistics: Option<Statistics>,
-}
-
-#[derive(Deserialize)]
-struct Statistics {
-    /// A number in a `google.protobuf.Value` (JSON may write it `6.0`).
-    #[serde(default)]
-    token_count: Option<f64>,
-}
 
 /// The instances one call of `model` takes.
 fn max_batch(model: &str) -> usize {
