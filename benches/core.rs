@@ -20,12 +20,12 @@ use llm_gateway_core::cache::semantic::{Index, Settings as SemanticSettings};
 use llm_gateway_core::cache::semantic_index::{Quantized, REC_HEAD};
 use llm_gateway_core::config::Config;
 use llm_gateway_core::dialects::{dialect, DialectKind, Target};
+use llm_gateway_core::formats::sse::{SseError, SseParser};
 use llm_gateway_core::model::request::ChatRequest;
 use llm_gateway_core::model::response::Origin;
 use llm_gateway_core::redact::Redactor;
 use llm_gateway_core::shared_state::cas::{SetResult, SharedStore, Unreadable};
 use llm_gateway_core::shared_state::{Key, Namespace};
-use llm_gateway_core::sse::{SseError, SseParser};
 use llm_gateway_core::surfaces::anthropic_messages::request as messages;
 
 /// A dialect, its provider config fields, a vendor response, a vendor stream's events.
@@ -131,7 +131,7 @@ fn bedrock_response() -> Vec<u8> {
 
 fn bedrock_stream() -> Vec<Vec<u8>> {
     let event = |kind: &str, payload: serde_json::Value| {
-        llm_gateway_core::eventstream::encode(
+        llm_gateway_core::formats::eventstream::encode(
             &[
                 (":event-type", kind),
                 (":content-type", "application/json"),

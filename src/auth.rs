@@ -158,7 +158,9 @@ pub fn query_key(query: &str) -> Option<(String, String)> {
     for pair in query.split('&') {
         match pair.split_once('=') {
             Some(("key", value)) if key.is_none() => {
-                key = Some(crate::url::decode_segment(&value.replace('+', " ")))
+                key = Some(crate::formats::url::decode_segment(
+                    &value.replace('+', " "),
+                ))
             }
             _ if pair == "key" => {}
             _ => rest.push(pair),

@@ -198,11 +198,15 @@ fn pem_block(pem: &str, label: &str) -> Option<Vec<u8>> {
     let body = pem.get(start..)?;
     let body = body.get(..body.find(&end)?)?;
     let base64: String = body.split_ascii_whitespace().collect();
-    crate::base64::decode(&base64)
+    crate::formats::base64::decode(&base64)
 }
 
 fn b64url(bytes: &[u8]) -> String {
-    String::from_utf8(crate::base64::encode(bytes, crate::base64::URL_SAFE)).unwrap_or_default()
+    String::from_utf8(crate::formats::base64::encode(
+        bytes,
+        crate::formats::base64::URL_SAFE,
+    ))
+    .unwrap_or_default()
 }
 
 /// A token endpoint's (or the metadata server's) answer: the token and
@@ -361,15 +365,7 @@ pub(crate) mod tests {
     }
 
     fn b64url_decode(text: &str) -> Vec<u8> {
-        let standard: String = text
-            .chars()
-            .map(|c| match c {
-                '-' => '+',
-                '_' => '/',
-                c => c,
-            })
-            .collect();
-        crate::base64::decode(&standard).unwrap()
+        crate::formats::base64::decode(&crate::formats::base64::url_safe_to_standard(text)).unwrap()
     }
 
     #[test]
@@ -451,8 +447,11 @@ pub(crate) mod tests {
         // The same key as PKCS#1 (`BEGIN RSA PRIVATE KEY`) signs the same.
         let der = pem_block(pem, "PRIVATE KEY").unwrap();
         let pkcs1 = der.strip_prefix(PKCS8_PREFIX).unwrap();
-        let body =
-            String::from_utf8(crate::base64::encode(pkcs1, crate::base64::STANDARD)).unwrap();
+        let body = String::from_utf8(crate::formats::base64::encode(
+            pkcs1,
+            crate::formats::base64::STANDARD,
+        ))
+        .unwrap();
         let mut f = file.clone();
         f["private_key"] =
             format!("-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\n")
@@ -462,8 +461,11 @@ pub(crate) mod tests {
         assert!(jwt.ends_with(OPENSSL_SIGNATURE));
         // A key ring refuses (malformed, or outside 2048 to 4096 bits) says what it takes.
         let short = b"\x30\x0d\x02\x01\x00\x02\x01\x21\x02\x01\x03\x02\x01\x01";
-        let body =
-            String::from_utf8(crate::base64::encode(short, crate::base64::STANDARD)).unwrap();
+        let body = String::from_utf8(crate::formats::base64::encode(
+            short,
+            crate::formats::base64::STANDARD,
+        ))
+        .unwrap();
         f["private_key"] =
             format!("-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\n")
                 .into();

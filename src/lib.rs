@@ -1,24 +1,24 @@
-//! An LLM API gateway that runs inside Envoy as a proxy-wasm filter.
-//!
-//! Everything but [`host`] is pure Rust, tested natively; `host` is the thin
-//! glue to proxy-wasm (the edge role and the upstream role).
+//! The core of an LLM API gateway that runs inside Envoy: client surfaces,
+//! vendor dialects, routing, limits and the request sessions. It knows no
+//! proxy: the sessions drive Envoy through the fallible
+//! [`session::host::Host`] trait, which the two host crates implement
+//! (`hosts/wasm`, a proxy-wasm filter; `hosts/native`, a dynamic module), so
+//! everything here is pure Rust, tested natively and under wasm32-wasip1.
+
+#![forbid(unsafe_code)]
 
 pub mod auth;
-pub mod base64;
 pub mod cache;
 pub mod catalog;
 pub mod config;
-pub mod date;
 pub mod diagnostics;
 pub mod dialects;
 pub mod discovery;
 pub mod error;
-pub mod eventstream;
-pub mod exchange;
 pub mod fitting;
+pub mod formats;
 pub mod google_auth;
 pub mod headers;
-pub mod json_text;
 pub mod limits;
 pub mod metering;
 pub mod model;
@@ -29,8 +29,5 @@ pub mod responses_store;
 pub mod routing;
 pub mod session;
 pub mod shared_state;
-pub mod sse;
 pub mod surfaces;
-pub mod swar;
-pub mod url;
 pub mod wire;

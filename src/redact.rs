@@ -7,7 +7,7 @@
 //! (standard and URL-safe, of the key and of `Bearer <key>`) and
 //! percent-encoding.
 
-use crate::base64;
+use crate::formats::base64;
 
 const MASK: &[u8] = b"[REDACTED]";
 
@@ -38,7 +38,7 @@ impl Redactor {
         };
         let mut forms = vec![
             secret.as_bytes().to_vec(),
-            crate::url::encode_segment(secret).into_bytes(),
+            crate::formats::url::encode_segment(secret).into_bytes(),
         ];
         for text in [secret.to_owned(), format!("Bearer {secret}")] {
             for alphabet in [base64::STANDARD, base64::URL_SAFE] {

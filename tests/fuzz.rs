@@ -11,9 +11,9 @@
 
 use llm_gateway_core::config::Config;
 use llm_gateway_core::dialects::{dialect, DialectKind, Target};
+use llm_gateway_core::formats::sse::SseParser;
 use llm_gateway_core::model::response::Origin;
 use llm_gateway_core::model::{Api, Request};
-use llm_gateway_core::sse::SseParser;
 use llm_gateway_core::surfaces::surface;
 
 struct Rng(u64);
@@ -195,7 +195,7 @@ fn sse_framing_never_panics() {
         let mut parser = SseParser::with_limit(256);
         for chunk in chunks(&mut rng, &input) {
             let _ = parser.feed(chunk, &mut |_: &str, _: &str| {
-                Ok::<(), llm_gateway_core::sse::SseError>(())
+                Ok::<(), llm_gateway_core::formats::sse::SseError>(())
             });
         }
     }

@@ -285,7 +285,7 @@ fn stream_bytes(path: &Path) -> Vec<u8> {
     events
         .iter()
         .flat_map(|(kind, payload)| {
-            llm_gateway_core::eventstream::encode(
+            llm_gateway_core::formats::eventstream::encode(
                 &[
                     (":event-type", kind),
                     (":content-type", "application/json"),

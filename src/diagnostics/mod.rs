@@ -191,7 +191,7 @@ pub fn serve(
         name => {
             let name = name.trim_start_matches('/');
             if let Some(id) = name.strip_prefix("requests/") {
-                let id = crate::url::decode_segment(id);
+                let id = crate::formats::url::decode_segment(id);
                 match sections::requests_one(&view, &id) {
                     Some(trace) => trace,
                     None => {

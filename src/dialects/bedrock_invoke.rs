@@ -24,9 +24,9 @@ use serde::Deserialize;
 use super::anthropic::{Anthropic, AnthropicEvents, Unverifiable};
 use super::{edit_members, unparseable, Dialect, Events, Member, Target};
 use crate::error::GatewayError;
+use crate::formats::sse::SseParser;
 use crate::model::request::ChatRequest;
 use crate::model::stream::EventWriter;
-use crate::sse::SseParser;
 
 /// The Messages API version Bedrock takes, in the body.
 pub const ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
@@ -139,7 +139,7 @@ impl Chunks {
         self.seen = true;
         let part: PayloadPart =
             serde_json::from_slice(payload).map_err(|e| unparseable("stream event", e))?;
-        let bytes = crate::base64::decode(&part.bytes)
+        let bytes = crate::formats::base64::decode(&part.bytes)
             .ok_or_else(|| unparseable("stream event", "its bytes are not base64"))?;
         let data = std::str::from_utf8(&bytes).map_err(|e| unparseable("stream event", e))?;
         let event: EventType =

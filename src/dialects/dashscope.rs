@@ -18,12 +18,12 @@ use super::{
     StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
+use crate::formats::sse::SseParser;
 use crate::model::request::{
     ChatRequest, Content, ContentPart, Effort, Message, ResponseFormat, Thinking, ToolChoice,
 };
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut};
 use crate::model::stream::{EventWriter, Reasoning};
-use crate::sse::SseParser;
 use crate::wire::dashscope::*;
 use crate::wire::openai_chat::{OutResponseFormat, OutToolCalls, OutTools};
 

@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::{ErrorCode, GatewayError};
+use crate::formats::sse::SseParser;
 use crate::model::call::Call;
 use crate::model::request::{ChatRequest, ResponseFormat, ToolCall};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
@@ -24,7 +25,6 @@ use crate::model::stream::EventWriter;
 use crate::model::Api;
 pub use crate::provider::DialectKind;
 use crate::provider::Provider;
-use crate::sse::SseParser;
 
 pub mod anthropic;
 pub mod azure;

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::{dialect, fallback_message, incomplete_stream, run_stream, DialectKind};
 use crate::error::ErrorCode;
-use crate::eventstream::encode as frame;
+use crate::formats::eventstream::encode as frame;
 use crate::model::response::Origin;
 
 /// One dialect's vendor samples.

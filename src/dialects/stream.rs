@@ -3,9 +3,9 @@
 //! errors turned into the client's error event, and the end checked.
 
 use crate::error::{ErrorCode, GatewayError};
-use crate::eventstream::{EventStreamDecoder, FrameError, Message};
+use crate::formats::eventstream::{EventStreamDecoder, FrameError, Message};
+use crate::formats::sse::{SseError, SseParser};
 use crate::model::stream::EventWriter;
-use crate::sse::{SseError, SseParser};
 
 /// Turns a vendor stream into client events, chunk by chunk.
 pub trait StreamDecoder {

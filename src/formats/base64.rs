@@ -29,6 +29,36 @@ pub fn encode_padded(input: &[u8]) -> String {
     String::from_utf8(text).unwrap_or_default()
 }
 
+/// Standard base64 text as base64url without padding (`+/` as `-_`), for
+/// values that must stay in `[A-Za-z0-9_-]` (ids, JWT parts).
+pub fn standard_to_url_safe(text: &str) -> String {
+    text.chars()
+        .filter_map(|c| match c {
+            '+' => Some('-'),
+            '/' => Some('_'),
+            '=' => None,
+            c => Some(c),
+        })
+        .collect()
+}
+
+/// base64url (padding optional) back as padded standard base64 text.
+pub fn url_safe_to_standard(text: &str) -> String {
+    let mut standard: String = text
+        .trim_end_matches('=')
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    while !standard.len().is_multiple_of(4) {
+        standard.push('=');
+    }
+    standard
+}
+
 /// Standard base64 (padding optional); `None` for any other byte.
 pub fn decode(text: &str) -> Option<Vec<u8>> {
     let text = text.trim_end_matches('=');
@@ -63,6 +93,13 @@ mod tests {
         assert_eq!(encode(b"Man", STANDARD), b"TWFu");
         assert_eq!(encode(b"Ma", STANDARD), b"TWE");
         assert_eq!(encode(b"\xfb\xff", URL_SAFE), b"-_8");
+        assert_eq!(standard_to_url_safe("+/8="), "-_8");
+        assert_eq!(url_safe_to_standard("-_8"), "+/8=");
+        let standard = encode_padded(b"\xfb\xff\x00\x01");
+        assert_eq!(
+            url_safe_to_standard(&standard_to_url_safe(&standard)),
+            standard
+        );
         assert_eq!(decode("aGk=").unwrap(), b"hi");
         assert_eq!(decode("aGk").unwrap(), b"hi");
         assert_eq!(decode("eyJhIjoxfQ==").unwrap(), br#"{"a":1}"#);

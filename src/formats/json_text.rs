@@ -10,13 +10,13 @@
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 
-use crate::swar;
+use crate::formats::swar;
 
 /// Shorter strings take serde_json's own path: the raw value's check and
 /// copy cost more than they save.
 const FAST_FROM: usize = 256;
 
-/// `#[serde(serialize_with = "crate::json_text::serialize")]` for a text field.
+/// `#[serde(serialize_with = "crate::formats::json_text::serialize")]` for a text field.
 pub fn serialize<T, S>(text: &T, serializer: S) -> Result<S::Ok, S::Error>
 where
     T: AsRef<str> + ?Sized,

@@ -5,7 +5,7 @@
 //! incomplete tail (bounded) and hands out each complete event as soon as its
 //! terminating blank line arrives.
 
-use crate::swar;
+use crate::formats::swar;
 
 /// Largest event (or partial line) we are willing to hold.
 pub const MAX_EVENT_BYTES: usize = 1 << 20;

@@ -2,7 +2,7 @@
 //! calendar months: every worker and every proxy agrees on where a window
 //! starts without talking to the others.
 
-use crate::date::{civil_from_days, days_from_civil};
+use crate::formats::date::{civil_from_days, days_from_civil};
 
 const SECOND_MS: u64 = 1000;
 const MINUTE_MS: u64 = 60 * SECOND_MS;

@@ -144,11 +144,11 @@ impl Call {
             Call::CountTokens => "/v1/messages/count_tokens".to_owned(),
             Call::GeminiCountTokens { model } => format!(
                 "/v1beta/models/{}:countTokens",
-                crate::url::encode_segment(model)
+                crate::formats::url::encode_segment(model)
             ),
             Call::GeminiEmbed { model, batch } => format!(
                 "/v1beta/models/{}:{}",
-                crate::url::encode_segment(model),
+                crate::formats::url::encode_segment(model),
                 if *batch {
                     "batchEmbedContents"
                 } else {
@@ -194,15 +194,22 @@ impl Call {
             Call::Embed => "embeddings".to_owned(),
             Call::CountTokens => "count_tokens".to_owned(),
             Call::GeminiCountTokens { model } => {
-                format!("gemini_count_tokens:{}", crate::url::encode_segment(model))
+                format!(
+                    "gemini_count_tokens:{}",
+                    crate::formats::url::encode_segment(model)
+                )
             }
             Call::GeminiEmbed { model, batch } => format!(
                 "gemini_embed{}:{}",
                 if *batch { "_batch" } else { "" },
-                crate::url::encode_segment(model)
+                crate::formats::url::encode_segment(model)
             ),
             Call::Stored { op, id, query } => {
-                format!("{}:{id}:{}", op.name(), crate::url::encode_segment(query))
+                format!(
+                    "{}:{id}:{}",
+                    op.name(),
+                    crate::formats::url::encode_segment(query)
+                )
             }
         }
     }
@@ -215,19 +222,19 @@ impl Call {
         }
         for (prefix, batch) in [("gemini_embed:", false), ("gemini_embed_batch:", true)] {
             if let Some(model) = text.strip_prefix(prefix) {
-                let model = crate::url::decode_segment(model);
+                let model = crate::formats::url::decode_segment(model);
                 return Some(Call::GeminiEmbed { model, batch });
             }
         }
         if let Some(model) = text.strip_prefix("gemini_count_tokens:") {
-            let model = crate::url::decode_segment(model);
+            let model = crate::formats::url::decode_segment(model);
             return Some(Call::GeminiCountTokens { model });
         }
         let mut parts = text.splitn(3, ':');
         let name = parts.next()?;
         let op = StoredOp::ALL.into_iter().find(|op| op.name() == name)?;
         let id = parts.next().filter(|id| valid_id(id))?;
-        let query = crate::url::decode_segment(parts.next()?);
+        let query = crate::formats::url::decode_segment(parts.next()?);
         Some(Call::Stored {
             op,
             id: id.to_owned(),

@@ -6,16 +6,16 @@
 //! ([`call`]). [`Request`] is any operation's parsed request.
 
 pub mod call;
+pub mod copy_on_write;
 pub mod embed;
 pub mod estimate;
 pub mod json;
 pub mod listing;
 pub mod request;
 pub mod response;
-pub mod shared;
 pub mod stream;
 
-use shared::Shared;
+use copy_on_write::Shared;
 
 /// The wire APIs the gateway speaks: each client surface speaks one, and
 /// each vendor dialect may speak one natively (a pass-through pair when

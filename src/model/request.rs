@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::model::shared::Shared;
+use crate::model::copy_on_write::Shared;
 
 /// Upper bounds that keep a hostile body from costing more than it is worth.
 pub const MAX_MESSAGES: usize = 10_000;

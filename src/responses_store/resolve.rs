@@ -432,7 +432,7 @@ pub fn input_items_page(entry: &Entry, query: &str) -> Result<Vec<u8>, GatewayEr
     let (mut after, mut before) = (None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = crate::url::decode_segment(value);
+        let value = crate::formats::url::decode_segment(value);
         match key {
             "limit" => {
                 limit = value

@@ -24,14 +24,14 @@ use crate::dialects::{
     UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::exchange::Handoff;
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::call::{self, Call};
+use crate::model::copy_on_write::Shared;
 use crate::model::response::{Origin, Usage};
-use crate::model::shared::Shared;
 use crate::model::{Api, Request};
 use crate::provider::Provider;
+use crate::session::exchange::Handoff;
 use crate::surfaces::{parse_call_body, stream_writer_echoing, surface, Echo};
 use report::WAIT_HEADERS;
 

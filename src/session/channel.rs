@@ -8,9 +8,9 @@ use std::cell::Ref;
 
 use super::host::{ignore, Host};
 use super::{attempt_property, ROUTE_PROPERTY};
-use crate::exchange::{self, Shared, Token, MAX_RECORDS};
 use crate::metering::AttemptRecord;
 use crate::model::Request;
+use crate::session::exchange::{self, Shared, Token, MAX_RECORDS};
 
 /// Envoy's count of this request's attempts, for the filter-state channel.
 const ATTEMPT_COUNT: [&str; 2] = ["upstream", "request_attempt_count"];

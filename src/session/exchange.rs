@@ -208,7 +208,7 @@ impl Handoff {
         // Only a discovered model's request adds it, escaped (`...!model`).
         if let Some(model) = &self.model {
             candidate.push('!');
-            candidate.push_str(&crate::url::encode_segment(model));
+            candidate.push_str(&crate::formats::url::encode_segment(model));
         }
         format!(
             "{};{call};{token};{candidate};{};{}",
@@ -229,7 +229,7 @@ impl Handoff {
         let token = parts.next()?;
         let part = parts.next()?;
         let (part, model) = match part.split_once('!') {
-            Some((part, model)) => (part, Some(crate::url::decode_segment(model))),
+            Some((part, model)) => (part, Some(crate::formats::url::decode_segment(model))),
             None => (part, None),
         };
         let (candidate, response_id) = match part.split_once('/') {

@@ -569,8 +569,8 @@ mod attempt_tests {
     use std::rc::Rc;
 
     use super::*;
-    use crate::exchange::Handoff;
     use crate::session::attempt::Attempt;
+    use crate::session::exchange::Handoff;
     use crate::session::fake::FakeHost;
     use crate::session::host::{Flow, Map};
     use crate::session::Session;

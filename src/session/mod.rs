@@ -1,6 +1,7 @@
 //! Request sessions: the state machines of one request, driving the proxy
-//! through the narrow [`host::Host`] interface, so that they run and are
-//! tested natively. `crate::host` adapts them to proxy-wasm.
+//! through the narrow, fallible [`host::Host`] interface, so that they run
+//! and are tested natively. The host crates (`hosts/wasm` for proxy-wasm,
+//! `hosts/native` for Envoy's dynamic modules) implement it.
 //!
 //! - [`edge`]: the edge role, once per request (HCM filter before the router).
 //! - [`attempt`]: the upstream role, once per attempt (router upstream filter).
@@ -14,6 +15,7 @@ pub mod callouts;
 mod channel;
 pub mod discovery;
 pub mod edge;
+pub mod exchange;
 pub mod google_token;
 pub mod host;
 pub mod self_call;

@@ -26,7 +26,7 @@ use super::fake::FakeHost;
 use super::host::{Flow, Map};
 use super::{Session, HANDOFF_PROPERTY};
 use crate::config::Config;
-use crate::exchange::Handoff;
+use crate::session::exchange::Handoff;
 
 const SCRIPT_PATH: &str = "benches/wasm-floor/src/replay.calls";
 const SCRIPT: &str = include_str!("../../benches/wasm-floor/src/replay.calls");

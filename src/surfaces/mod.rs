@@ -83,7 +83,7 @@ fn unclaimed(path: &str) -> Api {
     let Some(rest) = path.strip_prefix("/v1/") else {
         return Api::Gemini;
     };
-    let decoded = crate::url::decode_segment(rest.trim_start_matches('/'));
+    let decoded = crate::formats::url::decode_segment(rest.trim_start_matches('/'));
     let segment = decoded.split(['/', ';']).next().unwrap_or_default();
     API_SEGMENTS
         .into_iter()

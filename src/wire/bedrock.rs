@@ -54,7 +54,7 @@ pub type Turn<'a> = crate::wire::Turn<Block<'a>>;
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Block<'a> {
-    Text(#[serde(serialize_with = "crate::json_text::serialize")] Cow<'a, str>),
+    Text(#[serde(serialize_with = "crate::formats::json_text::serialize")] Cow<'a, str>),
     Image {
         format: &'static str,
         source: ImageSource<'a>,
@@ -84,7 +84,7 @@ pub enum Block<'a> {
 #[serde(rename_all = "camelCase")]
 pub enum ReasoningBlock<'a> {
     ReasoningText {
-        #[serde(serialize_with = "crate::json_text::serialize")]
+        #[serde(serialize_with = "crate::formats::json_text::serialize")]
         text: &'a str,
         signature: &'a str,
     },

@@ -36,7 +36,7 @@ pub struct OutMessage<'a> {
 #[derive(Serialize)]
 #[serde(untagged)]
 pub enum OutContent<'a> {
-    Text(#[serde(serialize_with = "crate::json_text::serialize")] Cow<'a, str>),
+    Text(#[serde(serialize_with = "crate::formats::json_text::serialize")] Cow<'a, str>),
     Parts(Vec<OutPart<'a>>),
 }
 
@@ -44,7 +44,7 @@ pub enum OutContent<'a> {
 #[serde(untagged)]
 pub enum OutPart<'a> {
     Text {
-        #[serde(serialize_with = "crate::json_text::serialize")]
+        #[serde(serialize_with = "crate::formats::json_text::serialize")]
         text: &'a str,
     },
     // DashScope takes http(s) and base64 data URLs alike.

@@ -324,7 +324,7 @@ pub fn answered_model(body: &[u8]) -> Option<String> {
 
 /// A base64 vector: little-endian `f32`s.
 fn from_base64(text: &str) -> Option<Vec<f32>> {
-    let bytes = crate::base64::decode(text)?;
+    let bytes = crate::formats::base64::decode(text)?;
     if bytes.len() % 4 != 0 {
         return None;
     }
@@ -388,7 +388,7 @@ pub fn render(answer: &Embeddings, model: &str, encoding: Encoding, tokens: u64)
 
 fn to_base64(vector: &[f32]) -> String {
     let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
-    crate::base64::encode_padded(&bytes)
+    crate::formats::base64::encode_padded(&bytes)
 }
 
 #[cfg(test)]

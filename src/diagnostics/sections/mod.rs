@@ -171,7 +171,7 @@ impl Filter {
         let mut filter = Filter::default();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let value = crate::url::decode_segment(&value.replace('+', " "));
+            let value = crate::formats::url::decode_segment(&value.replace('+', " "));
             let value = Some(value).filter(|v| !v.is_empty());
             match name {
                 "group" => filter.group = value,

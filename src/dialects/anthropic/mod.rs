@@ -28,6 +28,7 @@ use super::{
     DecodedResponse, Dialect, Events, Member, SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
+use crate::formats::sse::SseParser;
 use crate::model::call::Call;
 use crate::model::request::{
     CacheControl, ChatRequest, Content, ContentPart, DocumentSource, Effort, Image, Message,
@@ -36,7 +37,6 @@ use crate::model::request::{
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Passed, Reasoning};
 use crate::model::Api;
-use crate::sse::SseParser;
 use crate::wire::anthropic::{
     self as wire, BlockDelta, BlockStart, Cache, ContentBlock as Block, Delta, DocSource,
     ErrorBody, ErrorEnvelope, ImageSource, MessageDelta, MessageStart, Metadata, ResultContent,

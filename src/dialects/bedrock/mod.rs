@@ -4,7 +4,7 @@
 //! Requests are signed with SigV4 by Envoy's own `aws_request_signing` filter,
 //! placed after ours on the Bedrock cluster; with an `api_key` (a Bedrock API
 //! key) we send it as a bearer token instead. The stream is the binary AWS
-//! event stream ([`crate::eventstream`]), one JSON payload per event.
+//! event stream ([`crate::formats::eventstream`]), one JSON payload per event.
 //!
 //! With `claude_invoke` a provider sends Claude models InvokeModel
 //! instead, with Anthropic's own Messages body ([`super::bedrock_invoke`]):
@@ -39,7 +39,7 @@ use super::{
     StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
-use crate::eventstream::{EventStreamDecoder, Message as Frame};
+use crate::formats::eventstream::{EventStreamDecoder, Message as Frame};
 use crate::model::request::{
     CacheControl, ChatRequest, Content, ContentPart, Effort, Image, Message, Thinking, ToolChoice,
 };
@@ -119,7 +119,7 @@ fn count_input(
 ) -> Result<Value, GatewayError> {
     if invokes(target) {
         let body = bedrock_invoke::encode_body(req, counted)?;
-        let text = crate::base64::encode_padded(&body);
+        let text = crate::formats::base64::encode_padded(&body);
         return Ok(json!({"invokeModel": {"body": text}}));
     }
     let body = Bedrock.encode_request(req, counted)?.body;
@@ -560,8 +560,8 @@ impl BedrockUsage {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::eventstream::encode as frame;
-    use crate::url::encode_segment;
+    use crate::formats::eventstream::encode as frame;
+    use crate::formats::url::encode_segment;
 
     fn encode_with(body: &str, extra: &str) -> (UpstreamRequest, Value) {
         encode_for(body, extra, "anthropic.claude-3-haiku-20240307-v1:0")
@@ -1271,10 +1271,10 @@ pub(super) mod tests {
 #[cfg(test)]
 mod invoke_tests {
     use super::*;
-    use crate::eventstream::encode as frame;
+    use crate::formats::eventstream::encode as frame;
+    use crate::formats::url::encode_segment;
     use crate::model::response::Answer;
     use crate::surfaces::anthropic_messages::request::parse as parse_messages;
-    use crate::url::encode_segment;
 
     const CLAUDE: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
     const NOVA: &str = "amazon.nova-pro-v1:0";
@@ -1391,7 +1391,8 @@ mod invoke_tests {
         let (_, v) = encode(&invoke, CLAUDE).unwrap().unwrap();
         let body = v["input"]["invokeModel"]["body"].as_str().unwrap();
         assert_eq!(body.len() % 4, 0, "padded");
-        let body: Value = serde_json::from_slice(&crate::base64::decode(body).unwrap()).unwrap();
+        let body: Value =
+            serde_json::from_slice(&crate::formats::base64::decode(body).unwrap()).unwrap();
         assert_eq!(body["anthropic_version"], bedrock_invoke::ANTHROPIC_VERSION);
         assert!(body["max_tokens"].as_u64().is_some() && body.get("model").is_none());
         assert_eq!(body["tools"][0]["name"], "lookup");
@@ -1440,7 +1441,7 @@ mod invoke_tests {
 
     /// Standard padded base64, as AWS sends the chunk payloads.
     fn base64(input: &[u8]) -> String {
-        let encoded = crate::base64::encode(input, crate::base64::STANDARD);
+        let encoded = crate::formats::base64::encode(input, crate::formats::base64::STANDARD);
         let mut out = String::from_utf8(encoded).unwrap();
         while !out.len().is_multiple_of(4) {
             out.push('=');

@@ -15,13 +15,8 @@ pub(super) fn tool_call_id(response_id: &str, n: usize, signature: Option<&str>)
     let mut id = format!("call_{:016x}_{n}", digest(response_id));
     if let Some(signature) = signature {
         id.push_str(SIGNATURE_MARK);
-        // base64 → base64url without padding: ids stay in [A-Za-z0-9_-].
-        id.extend(signature.chars().filter_map(|c| match c {
-            '+' => Some('-'),
-            '/' => Some('_'),
-            '=' => None,
-            c => Some(c),
-        }));
+        // base64url without padding: ids stay in [A-Za-z0-9_-].
+        id.push_str(&crate::formats::base64::standard_to_url_safe(signature));
     }
     id
 }
@@ -42,16 +37,5 @@ pub(super) fn split_tool_call_id(id: &str) -> Option<String> {
     if !ours {
         return None;
     }
-    let mut standard: String = signature
-        .chars()
-        .map(|c| match c {
-            '-' => '+',
-            '_' => '/',
-            c => c,
-        })
-        .collect();
-    while !standard.len().is_multiple_of(4) {
-        standard.push('=');
-    }
-    Some(standard)
+    Some(crate::formats::base64::url_safe_to_standard(signature))
 }

@@ -45,6 +45,7 @@ use super::{
     SseStream, StreamDecoder, Target, UpstreamRequest,
 };
 use crate::error::{ErrorCode, GatewayError};
+use crate::formats::sse::SseParser;
 use crate::model::call::Call;
 use crate::model::request::{
     ChatRequest, Content, ContentPart, Effort, Image, Message, Reasoning as ReasoningAsk,
@@ -54,7 +55,6 @@ use crate::model::response::Answer;
 use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Passed, Reasoning};
 use crate::model::Api;
-use crate::sse::SseParser;
 use crate::wire::gemini::{
     Blob, Content as Turn, CountTokensResponse, ErrorBody, FunctionCall, FunctionCallingConfig,
     FunctionDeclaration, FunctionResponse, FunctionResponsePart, GenerateContentRequest as Request,

@@ -7,8 +7,8 @@
 use super::{kept, token_query, unreadable, ListedPage, Lister, Page, PAGE_SIZE};
 use crate::dialects::Target;
 use crate::error::GatewayError;
+use crate::formats::url::encode_segment;
 use crate::model::listing::{bounded, Capabilities, Listed};
-use crate::url::encode_segment;
 use crate::wire::anthropic::{Model, ModelList};
 
 pub struct Anthropic;
@@ -24,7 +24,7 @@ fn listed(m: Model) -> Option<Listed> {
     kept(Listed {
         display_name: (!m.display_name.is_empty()).then(|| bounded(&m.display_name)),
         // "May be set to an epoch value if the release date is unknown."
-        created: crate::date::parse_rfc3339(&m.created_at).filter(|&t| t > 0),
+        created: crate::formats::date::parse_rfc3339(&m.created_at).filter(|&t| t > 0),
         context_window: m.max_input_tokens,
         max_output_tokens: m.max_tokens,
         capabilities: Capabilities {

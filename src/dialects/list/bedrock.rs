@@ -10,8 +10,8 @@
 use super::{kept, token_query, unreadable, ListedPage, Lister, Page, PAGE_SIZE};
 use crate::dialects::Target;
 use crate::error::GatewayError;
+use crate::formats::url::encode_segment;
 use crate::model::listing::{bounded, Capabilities, Listed};
-use crate::url::encode_segment;
 use crate::wire::bedrock::{
     FoundationModel, FoundationModelDetails, FoundationModels, InferenceProfile, InferenceProfiles,
 };
@@ -45,7 +45,10 @@ fn profile(p: InferenceProfile) -> Option<Listed> {
     kept(Listed {
         id: p.inference_profile_id.into_owned(),
         display_name: p.inference_profile_name.as_deref().map(bounded),
-        created: p.created_at.as_deref().and_then(crate::date::parse_rfc3339),
+        created: p
+            .created_at
+            .as_deref()
+            .and_then(crate::formats::date::parse_rfc3339),
         ..Listed::default()
     })
 }

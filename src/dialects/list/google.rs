@@ -10,8 +10,8 @@
 use super::{kept, token_query, unreadable, ListedPage, Lister, Page, PAGE_SIZE};
 use crate::dialects::Target;
 use crate::error::GatewayError;
+use crate::formats::url::encode_segment;
 use crate::model::listing::{bounded, Capabilities, Listed};
-use crate::url::encode_segment;
 use crate::wire::gemini::{Model, ModelList, PublisherModel, PublisherModels};
 
 pub struct GoogleAi;

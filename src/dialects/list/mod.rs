@@ -115,7 +115,7 @@ pub fn request(
 /// A page token as a query value.
 fn token_query(name: &str, token: Option<&str>) -> String {
     token.map_or_else(String::new, |t| {
-        format!("&{name}={}", crate::url::encode_segment(t))
+        format!("&{name}={}", crate::formats::url::encode_segment(t))
     })
 }
 

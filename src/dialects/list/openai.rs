@@ -10,8 +10,8 @@ use super::{kept, unreadable, ListedPage, Lister, Page};
 use crate::dialects::azure::{Settings, V1};
 use crate::dialects::Target;
 use crate::error::GatewayError;
+use crate::formats::url::encode_segment;
 use crate::model::listing::{bounded, Capabilities, Listed};
-use crate::url::encode_segment;
 use crate::wire::openai_models::{Deployment, Deployments, List, Model};
 
 /// OpenAI's list at `root` (`/v1/models`), one model at `{root}/{model}`

@@ -24,13 +24,13 @@ use crate::model::stream::EventWriter;
 use crate::model::Api;
 use crate::provider::Provider;
 use crate::wire::openai_chat as chat;
+pub(super) use answers::decode_error;
+use answers::fold_content_filter;
 use stream::OpenAiEvents;
-pub(super) use wire::decode_error;
-use wire::fold_content_filter;
 
+mod answers;
 mod responses;
 pub(super) mod stream;
-mod wire;
 
 pub struct OpenAi;
 

@@ -15,9 +15,9 @@ use serde_json::{Map, Value};
 use super::super::{unparseable, DecodedResponse, Events, Member, Target};
 use super::GATEWAY_METADATA;
 use crate::error::{ErrorCode, GatewayError};
+use crate::formats::sse::SseParser;
 use crate::model::response::{Answer, FinishReason, Origin, Usage};
 use crate::model::stream::{EventWriter, Passed, PassedResponse};
-use crate::sse::SseParser;
 use crate::wire::openai_responses::{EventFacts, ResponseFacts};
 
 /// What `include` asks of a reasoning model's thinking.

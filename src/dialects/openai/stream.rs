@@ -19,11 +19,11 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::wire::gateway_error;
+use super::answers::gateway_error;
 use crate::dialects::{unparseable, Events};
 use crate::error::GatewayError;
+use crate::formats::sse::SseParser;
 use crate::model::stream::{EventWriter, Passed, Reasoning};
-use crate::sse::SseParser;
 use crate::wire::openai_chat::{content_filtered, Chunk, Text, Usage};
 
 /// OpenAI's stream events: passed through nearly as they are to a chat
@@ -595,7 +595,7 @@ fn for_each_member<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::wire::fold_content_filter;
+    use super::super::answers::fold_content_filter;
     use super::*;
     use crate::error::ErrorCode;
     use crate::model::response::Origin;

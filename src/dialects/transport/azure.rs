@@ -6,7 +6,7 @@ use super::{unsupported, Operation, Transport};
 use crate::dialects::azure::{Settings, V1};
 use crate::dialects::Target;
 use crate::error::{ErrorCode, GatewayError};
-use crate::url::encode_segment;
+use crate::formats::url::encode_segment;
 
 pub struct Azure;
 

@@ -7,7 +7,7 @@
 use super::{bearer, unsupported, Operation, Transport};
 use crate::dialects::Target;
 use crate::error::GatewayError;
-use crate::url::encode_segment;
+use crate::formats::url::encode_segment;
 
 pub struct Bedrock;
 

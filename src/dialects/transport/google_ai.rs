@@ -4,7 +4,7 @@
 use super::{unsupported, Operation, Transport};
 use crate::dialects::Target;
 use crate::error::GatewayError;
-use crate::url::encode_segment;
+use crate::formats::url::encode_segment;
 
 pub struct GoogleAi;
 

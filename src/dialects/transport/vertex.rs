@@ -28,9 +28,9 @@ use super::{unsupported, Operation, Transport};
 use crate::dialects::settings::{self, Key};
 use crate::dialects::{edit_members, Member, Target};
 use crate::error::{ErrorCode, GatewayError};
+use crate::formats::url::encode_segment;
 use crate::model::call::Call;
 use crate::provider::DialectSettings;
-use crate::url::encode_segment;
 
 /// The Messages API version Vertex AI takes, in the body.
 pub const ANTHROPIC_VERSION: &str = "vertex-2023-10-16";

@@ -6,8 +6,8 @@ use std::rc::Rc;
 
 use super::Attempt;
 use crate::config::Config;
-use crate::exchange::Handoff;
 use crate::model::call::{Call, StoredOp};
+use crate::session::exchange::Handoff;
 use crate::session::fake::FakeHost;
 use crate::session::host::{Flow, Map};
 use crate::session::Session;
@@ -715,7 +715,7 @@ fn openai_embeddings(vectors: &[&[f32]]) -> Vec<u8> {
         .map(|(index, v)| {
             let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
             serde_json::json!({"object": "embedding", "index": index,
-                "embedding": crate::base64::encode_padded(&bytes)})
+                "embedding": crate::formats::base64::encode_padded(&bytes)})
         })
         .collect();
     serde_json::to_vec(&serde_json::json!({"object": "list", "data": data,

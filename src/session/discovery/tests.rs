@@ -449,7 +449,8 @@ fn discovered_models_are_listed_and_routed_as_far_as_a_key_reaches() {
     let mut e = edge(&host, &config, "key-fast", "/v1/chat/completions", body);
     assert_eq!(send(&mut e), Flow::Continue);
     let handoff =
-        crate::exchange::Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
+        crate::session::exchange::Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes())
+            .unwrap();
     assert_eq!(
         (handoff.group.as_str(), handoff.model.as_deref()),
         ("fast", Some("gpt-4.1-mini"))
@@ -459,7 +460,8 @@ fn discovered_models_are_listed_and_routed_as_far_as_a_key_reaches() {
     let mut e = edge(&host, &config, "key-all", "/v1/chat/completions", body);
     assert_eq!(send(&mut e), Flow::Continue);
     let handoff =
-        crate::exchange::Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
+        crate::session::exchange::Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes())
+            .unwrap();
     assert_eq!(handoff.group, "chat");
     assert_eq!(
         handoff.model.as_deref(),

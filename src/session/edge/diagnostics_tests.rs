@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use super::Edge;
 use crate::config::Config;
 use crate::diagnostics::{inflight, ring};
-use crate::exchange::Handoff;
+use crate::session::exchange::Handoff;
 use crate::session::fake::FakeHost;
 use crate::session::host::{Flow, Map};
 use crate::session::Session;
@@ -76,7 +76,7 @@ fn run(e: &mut Edge<FakeHost>) {
     let size = e.host.request_body.borrow().len();
     assert_eq!(e.on_request_body(size, true), Flow::Continue);
     let handoff = Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
-    let exchange = crate::exchange::find(handoff.token.unwrap()).unwrap();
+    let exchange = crate::session::exchange::find(handoff.token.unwrap()).unwrap();
     let record = |status: u16, started_ms: u64| crate::metering::AttemptRecord {
         provider: "an".into(),
         model: "claude-x".into(),

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::model::call::StoredOp;
-use crate::model::shared::Shared;
+use crate::model::copy_on_write::Shared;
 use crate::model::Echo;
 use crate::responses_store::resolve::{self, Capture, Resolved};
 use crate::responses_store::{self as store, Entry, Put, Usage};

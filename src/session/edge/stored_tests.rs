@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::Edge;
 use crate::config::Config;
-use crate::exchange::Handoff;
+use crate::session::exchange::Handoff;
 use crate::session::fake::FakeHost;
 use crate::session::host::{Flow, Map};
 use crate::session::Session;

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::{limiter, Edge};
 use crate::config::Config;
-use crate::exchange::Handoff;
+use crate::session::exchange::Handoff;
 use crate::session::fake::FakeHost;
 use crate::session::host::{CalloutAnswer, Flow, Map};
 use crate::session::Session;
@@ -167,7 +167,7 @@ fn envoys_own_reply_becomes_a_unified_error() {
 /// the request's end.
 fn answer_and_end(e: &mut Edge<FakeHost>) {
     let handoff = Handoff::decode(e.host.prop("llm_handoff").unwrap().as_bytes()).unwrap();
-    let exchange = crate::exchange::find(handoff.token.unwrap()).unwrap();
+    let exchange = crate::session::exchange::find(handoff.token.unwrap()).unwrap();
     let record = crate::metering::AttemptRecord {
         provider: "an".into(),
         model: "claude-x".into(),

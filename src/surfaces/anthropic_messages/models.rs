@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use crate::date::rfc3339;
+use crate::formats::date::rfc3339;
 use crate::model::listing::Listed;
 use crate::wire::anthropic::{Model, ModelList};
 

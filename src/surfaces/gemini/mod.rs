@@ -66,7 +66,7 @@ impl Surface for Gemini {
             if !beta || name.is_empty() || name.contains('/') {
                 return beta.then(|| Route::unknown(api, path));
             }
-            let name = crate::url::decode_segment(name);
+            let name = crate::formats::url::decode_segment(name);
             return Some(Route {
                 api,
                 operation: only(method, path, "GET", || Operation::Model(name)),
@@ -76,7 +76,7 @@ impl Surface for Gemini {
         if model.is_empty() || model.contains('/') {
             return Some(Route::unknown(api, path));
         }
-        let model = crate::url::decode_segment(model);
+        let model = crate::formats::url::decode_segment(model);
         let generate = |stream: bool| {
             let json_array = stream && !query_has(query, "alt", "sse");
             Route {
@@ -379,13 +379,13 @@ pub fn carry_signature(signature: &str, redacted: bool) -> String {
     let mut bytes = Vec::with_capacity(mark.len() + signature.len());
     bytes.extend_from_slice(mark);
     bytes.extend_from_slice(signature.as_bytes());
-    crate::base64::encode_padded(&bytes)
+    crate::formats::base64::encode_padded(&bytes)
 }
 
 /// A signature [`carry_signature`] made, back: `(signature, redacted)`;
 /// `None` for Gemini's own (which only Gemini can check).
 pub fn carried_signature(text: &str) -> Option<(String, bool)> {
-    let bytes = crate::base64::decode(text)?;
+    let bytes = crate::formats::base64::decode(text)?;
     let (rest, redacted) = match bytes.strip_prefix(SIGNATURE_MARK) {
         Some(rest) => (rest, false),
         None => (bytes.strip_prefix(REDACTED_MARK)?, true),

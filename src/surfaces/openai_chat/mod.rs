@@ -10,13 +10,13 @@ use std::borrow::Cow;
 use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::GatewayError;
+use crate::formats::sse::write_data;
 use crate::model::call::Call;
 use crate::model::listing::Listed;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{Passed, Reasoning, StreamEncoder};
 use crate::model::{Api, Request};
-use crate::sse::write_data;
 use crate::wire::openai_chat::{
     self as wire, Delta, ReasoningDetail, DETAIL_ENCRYPTED, DETAIL_TEXT,
 };
@@ -51,7 +51,7 @@ impl Surface for OpenAiChat {
             MODELS => only(method, MODELS, "GET", || Operation::ListModels),
             p if p.starts_with(MODEL_PREFIX) => only(method, "/v1/models/{model}", "GET", || {
                 let id = p.trim_start_matches(MODEL_PREFIX);
-                Operation::Model(crate::url::decode_segment(id))
+                Operation::Model(crate::formats::url::decode_segment(id))
             }),
             _ => return None,
         };

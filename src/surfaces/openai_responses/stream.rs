@@ -582,6 +582,6 @@ impl StreamEncoder for ResponseEvents {
             out.extend_from_slice(name.as_bytes());
             out.push(b'\n');
         }
-        crate::sse::write_data(out, event.data);
+        crate::formats::sse::write_data(out, event.data);
     }
 }

@@ -32,7 +32,11 @@ use serde_json::Value;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ContentBlock<'a> {
     Text {
-        #[serde(borrow, default, serialize_with = "crate::json_text::serialize")]
+        #[serde(
+            borrow,
+            default,
+            serialize_with = "crate::formats::json_text::serialize"
+        )]
         text: Cow<'a, str>,
         #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
         cache_control: Option<Cache<'a>>,
@@ -416,7 +420,7 @@ pub struct Cache<'a> {
 #[derive(Serialize, Debug, Clone)]
 #[serde(untagged)]
 pub enum ResultContent<'a> {
-    Text(#[serde(serialize_with = "crate::json_text::serialize")] String),
+    Text(#[serde(serialize_with = "crate::formats::json_text::serialize")] String),
     Blocks(Vec<ContentBlock<'a>>),
 }
 

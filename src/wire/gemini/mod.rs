@@ -27,14 +27,14 @@ pub use status::{Detail, ErrorBody, ErrorEnvelope, Status};
 
 /// A string of the wire, borrowed from its bytes unless an escape forces a
 /// copy (`Option<Cow<str>>` alone would always copy); written as
-/// `crate::json_text` writes long texts.
+/// `crate::formats::json_text` writes long texts.
 #[derive(Deserialize, Debug, Clone, PartialEq, Default)]
 #[serde(transparent)]
 pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
 
 impl Serialize for Text<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        crate::json_text::serialize(self.0.as_ref(), s)
+        crate::formats::json_text::serialize(self.0.as_ref(), s)
     }
 }
 

@@ -214,7 +214,7 @@ struct OutContent<'a>(&'a Content, bool);
 impl Serialize for OutContent<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self.0 {
-            Content::Text(text) => crate::json_text::serialize(text, s),
+            Content::Text(text) => crate::formats::json_text::serialize(text, s),
             Content::Parts(parts) => s.collect_seq(parts.iter().map(|p| OutPart(p, self.1))),
         }
     }
@@ -265,7 +265,7 @@ struct Escaped<'a>(&'a str);
 
 impl Serialize for Escaped<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        crate::json_text::serialize(self.0, s)
+        crate::formats::json_text::serialize(self.0, s)
     }
 }
 
