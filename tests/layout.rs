@@ -1,7 +1,8 @@
 //! The architecture, checked: which top-level modules of the core crate
 //! (`src/`) may use which. Client surfaces and vendor dialects meet only in
 //! the neutral model; neither knows the other or the configuration; and no
-//! two modules use each other (directly or around a loop). That the core
+//! two modules use each other (directly or around a loop); the byte and
+//! text formats (`formats/`) use no other module. That the core
 //! knows no proxy is the compiler's to check: it has no proxy-wasm
 //! dependency (the wasm host is its own crate, `hosts/wasm`).
 //! And no file of the core, the hosts (`hosts/*/src`) or the mock
@@ -346,6 +347,15 @@ fn surfaces_and_dialects_meet_only_in_the_model() {
     }
     // The check sees the code: the dialects do use the model.
     assert!(graph["dialects"].contains("model"));
+}
+
+#[test]
+fn the_formats_know_no_domain_module() {
+    // Byte and text formats sit below everything: any module may use them,
+    // they use none (a format that needs the model belongs to `wire/`).
+    let graph = graph();
+    assert!(graph["formats"].is_empty(), "{:?}", graph["formats"]);
+    assert!(graph["wire"].contains("formats"));
 }
 
 /// The most lines of non-test code a file may have, in the core, the hosts
