@@ -30,6 +30,7 @@ pub mod anthropic;
 pub mod azure;
 pub mod bedrock;
 pub mod bedrock_invoke;
+pub mod count;
 pub mod dashscope;
 pub mod embed;
 pub mod gemini;
@@ -178,28 +179,12 @@ pub trait Dialect: Sync {
         None
     }
 
-    /// Whether this vendor counts tokens with a call of its own that takes
-    /// its generation body (Gemini's `countTokens`, Bedrock's
-    /// `CountTokens`): count_tokens goes to it translated
-    /// ([`Self::encode_count`]) wherever its API is not the client's.
-    fn counts_tokens(&self) -> bool {
-        false
-    }
-
-    /// The vendor's token-count request for `req` (a count_tokens body
-    /// read as a Messages request), made as its generation would be;
-    /// `None` when this model has no count (the gateway estimates).
-    fn encode_count(
-        &self,
-        _req: &ChatRequest,
-        _target: &Target,
-    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+    /// The token count, for a vendor that counts tokens with a call of
+    /// its own taking its generation body (Gemini's `countTokens`,
+    /// Bedrock's `CountTokens`): count_tokens goes to it translated
+    /// wherever its API is not the client's.
+    fn counter(&self) -> Option<&dyn count::Counter> {
         None
-    }
-
-    /// The input tokens a 2xx answer to [`Self::encode_count`]'s request says.
-    fn decode_count(&self, _body: &[u8]) -> Result<u64, GatewayError> {
-        Err(unparseable("token count", "this provider counts no tokens"))
     }
 
     /// A client header this vendor takes from a client speaking `api`
@@ -332,7 +317,7 @@ pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool
     match call {
         Call::Embed | Call::GeminiEmbed { .. } => embedder(dialect, provider).is_some(),
         Call::CountTokens | Call::GeminiCountTokens { .. } => {
-            pass_through(provider, dialect, call.api()) || dialect.counts_tokens()
+            pass_through(provider, dialect, call.api()) || dialect.counter().is_some()
         }
         Call::Stored { .. } => pass_through(provider, dialect, call.api()),
     }

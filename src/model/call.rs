@@ -2,7 +2,7 @@
 //! `POST /v1/messages/count_tokens`, the Responses API's stored-response
 //! calls). They are routed like a generation, and passed to a vendor that
 //! has the call in its own API, count_tokens also to one that counts
-//! tokens its own way (Gemini, Bedrock: `Dialect::encode_count`), and
+//! tokens its own way (Gemini, Bedrock: `Dialect::counter`), and
 //! embeddings to every vendor that embeds (`Dialect::embedder`, which
 //! translates them); elsewhere the gateway answers them itself. Which
 //! request line is which call is its surface's to say (`Surface::route`).

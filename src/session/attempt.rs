@@ -79,7 +79,7 @@ enum Mode {
     Complete,
     /// Buffering a native call's 2xx answer (passed on as it is).
     Native,
-    /// Buffering a vendor's own token count (`Dialect::encode_count`), to
+    /// Buffering a vendor's own token count (`Dialect::counter`), to
     /// be answered as Anthropic's count.
     Counted,
     /// Buffering the answer of an operation answered whole (embeddings).
@@ -108,7 +108,7 @@ pub struct Attempt<H> {
     api: Api,
     /// The native call, for a request that is not a generation.
     call: Option<Call>,
-    /// The call went to the vendor's own token count (`Dialect::encode_count`).
+    /// The call went to the vendor's own token count (`Dialect::counter`).
     counted: bool,
     /// What finishes the answer of an operation answered whole, once sent.
     whole: Option<Box<dyn WholeAnswer>>,

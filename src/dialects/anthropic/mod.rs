@@ -91,41 +91,6 @@ impl Dialect for Anthropic {
         )
     }
 
-    /// Anthropic counts a client of another API's request too (Gemini's
-    /// countTokens): [`Self::encode_count`].
-    fn counts_tokens(&self) -> bool {
-        true
-    }
-
-    /// `POST /v1/messages/count_tokens` with the generation's body as
-    /// [`Self::encode_request`] makes it, less the members count_tokens
-    /// does not take (sampling, `max_tokens`, `stream`, `metadata`).
-    fn encode_count(
-        &self,
-        req: &ChatRequest,
-        target: &Target,
-    ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        Some(self.encode_request(req, target).and_then(|generation| {
-            let body = super::edit_members(&generation.body, "", |key| match key {
-                "max_tokens" | "stop_sequences" | "temperature" | "top_p" | "top_k"
-                | "metadata" | "stream" => super::Member::Drop,
-                _ => super::Member::Keep,
-            })?;
-            transport::request(Operation::Call(&Call::CountTokens), target, body)
-        }))
-    }
-
-    /// `{"input_tokens": N}`.
-    fn decode_count(&self, body: &[u8]) -> Result<u64, GatewayError> {
-        #[derive(Deserialize)]
-        struct Count {
-            input_tokens: u64,
-        }
-        serde_json::from_slice::<Count>(body)
-            .map(|c| c.input_tokens)
-            .map_err(|e| unparseable("token count", e))
-    }
-
     /// `POST /v1/messages/count_tokens`: the client's body, `model` replaced.
     fn encode_call(
         &self,
@@ -396,6 +361,12 @@ impl Dialect for Anthropic {
         Box::new(SseStream::new(writer, AnthropicEvents::default()))
     }
 
+    /// Anthropic counts a client of another API's request too (Gemini's
+    /// countTokens).
+    fn counter(&self) -> Option<&dyn super::count::Counter> {
+        Some(self)
+    }
+
     fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
         match serde_json::from_slice::<ErrorEnvelope>(body) {
             Ok(envelope) => vendor_error(envelope.error, status),
@@ -409,6 +380,37 @@ impl Dialect for Anthropic {
                 fallback_message(status, body),
             ),
         }
+    }
+}
+
+impl super::count::Counter for Anthropic {
+    /// `POST /v1/messages/count_tokens` with the generation's body as
+    /// [`Dialect::encode_request`] makes it, less the members count_tokens
+    /// does not take (sampling, `max_tokens`, `stream`, `metadata`).
+    fn encode_count(
+        &self,
+        req: &ChatRequest,
+        target: &Target,
+    ) -> Option<Result<UpstreamRequest, GatewayError>> {
+        Some(self.encode_request(req, target).and_then(|generation| {
+            let body = super::edit_members(&generation.body, "", |key| match key {
+                "max_tokens" | "stop_sequences" | "temperature" | "top_p" | "top_k"
+                | "metadata" | "stream" => super::Member::Drop,
+                _ => super::Member::Keep,
+            })?;
+            transport::request(Operation::Call(&Call::CountTokens), target, body)
+        }))
+    }
+
+    /// `{"input_tokens": N}`.
+    fn decode_count(&self, body: &[u8]) -> Result<u64, GatewayError> {
+        #[derive(Deserialize)]
+        struct Count {
+            input_tokens: u64,
+        }
+        serde_json::from_slice::<Count>(body)
+            .map(|c| c.input_tokens)
+            .map_err(|e| unparseable("token count", e))
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::dialects::count::Counter;
 use serde_json::Value;
 
 #[test]

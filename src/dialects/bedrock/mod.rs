@@ -397,10 +397,23 @@ impl Dialect for Bedrock {
         content_type.starts_with(EVENT_STREAM)
     }
 
-    fn counts_tokens(&self) -> bool {
-        true
+    fn counter(&self) -> Option<&dyn super::count::Counter> {
+        Some(self)
     }
 
+    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        match serde_json::from_slice::<AwsError>(body) {
+            Ok(e) => {
+                let message = e.message.unwrap_or_else(|| fallback_message(status, b""));
+                let kind = e.kind.as_deref().map(short_type).unwrap_or_default();
+                GatewayError::new(error_code(kind, status, &message), message)
+            }
+            Err(_) => GatewayError::new(error_code("", status, ""), fallback_message(status, body)),
+        }
+    }
+}
+
+impl super::count::Counter for Bedrock {
     /// `CountTokens` (`POST /model/{modelId}/count-tokens`) for a Claude
     /// model: `{"input": {"converse": ...}}`, or `{"input": {"invokeModel":
     /// {"body": ...}}}` where the provider has `claude_invoke`.
@@ -430,17 +443,6 @@ impl Dialect for Bedrock {
         serde_json::from_slice::<CountTokensResponse>(body)
             .map(|r| r.input_tokens)
             .map_err(|e| unparseable("token count", e))
-    }
-
-    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
-        match serde_json::from_slice::<AwsError>(body) {
-            Ok(e) => {
-                let message = e.message.unwrap_or_else(|| fallback_message(status, b""));
-                let kind = e.kind.as_deref().map(short_type).unwrap_or_default();
-                GatewayError::new(error_code(kind, status, &message), message)
-            }
-            Err(_) => GatewayError::new(error_code("", status, ""), fallback_message(status, body)),
-        }
     }
 }
 
@@ -1361,6 +1363,7 @@ mod invoke_tests {
 
     #[test]
     fn count_tokens_is_count_tokens_with_the_generations_input() {
+        use crate::dialects::count::Counter;
         let count = r#"{"model":"any","system":"be brief","messages":[{"role":"user","content":"count me"}],
             "tools":[{"name":"lookup","input_schema":{"type":"object"}}]}"#;
         let req =

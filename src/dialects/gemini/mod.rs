@@ -407,10 +407,25 @@ impl Dialect for Gemini {
         Box::new(SseStream::new(writer, GeminiEvents))
     }
 
-    fn counts_tokens(&self) -> bool {
-        true
+    fn counter(&self) -> Option<&dyn super::count::Counter> {
+        Some(self)
     }
 
+    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
+        match serde_json::from_slice::<ErrorBody>(body) {
+            Ok(ErrorBody::One(envelope)) => unified_error(envelope.error, status),
+            Ok(ErrorBody::Many(mut list)) if !list.is_empty() => {
+                unified_error(list.swap_remove(0).error, status)
+            }
+            _ => GatewayError::new(
+                ErrorCode::from_status(status),
+                fallback_message(status, body),
+            ),
+        }
+    }
+}
+
+impl super::count::Counter for Gemini {
     /// `models/{model}:countTokens` with `{"generateContentRequest": ...}`:
     /// the generation's body (so system instruction, tools and images
     /// count) with the `model` countTokens requires in it.
@@ -443,19 +458,6 @@ impl Dialect for Gemini {
         serde_json::from_slice::<CountTokensResponse>(body)
             .map(|r| r.total_tokens)
             .map_err(|e| unparseable("token count", e))
-    }
-
-    fn decode_error(&self, status: u16, body: &[u8]) -> GatewayError {
-        match serde_json::from_slice::<ErrorBody>(body) {
-            Ok(ErrorBody::One(envelope)) => unified_error(envelope.error, status),
-            Ok(ErrorBody::Many(mut list)) if !list.is_empty() => {
-                unified_error(list.swap_remove(0).error, status)
-            }
-            _ => GatewayError::new(
-                ErrorCode::from_status(status),
-                fallback_message(status, body),
-            ),
-        }
     }
 }
 

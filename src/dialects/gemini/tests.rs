@@ -1,4 +1,5 @@
 use super::*;
+use crate::dialects::count::Counter;
 
 fn encode_request(body: &str) -> Result<UpstreamRequest, GatewayError> {
     let provider = r#"{"dialect":"gemini","api_key":"g-key"}"#;
@@ -26,7 +27,7 @@ fn count_tokens_is_the_generation_inside_count_tokens() {
         provider: &config.providers["p"],
         model: "gemini-2.5-flash",
     };
-    assert!(Gemini.counts_tokens());
+    assert!(Gemini.counter().is_some());
     let up = Gemini.encode_count(&req, &target).unwrap().unwrap();
     assert_eq!(up.path, "/v1beta/models/gemini-2.5-flash:countTokens");
     assert!(up.headers.contains(&("x-goog-api-key", "g-key".into())));

@@ -98,8 +98,15 @@ impl<H: Host> Attempt<H> {
             }),
             (None, Some((_, dialect)), None) if matches!(self.mode, Mode::Counted) => {
                 let call = self.call.as_ref();
-                dialect
-                    .decode_count(body)
+                let counter = dialect.counter();
+                let unknown = || {
+                    Err(crate::dialects::unparseable(
+                        "token count",
+                        "this provider counts no tokens",
+                    ))
+                };
+                counter
+                    .map_or_else(unknown, |c| c.decode_count(body))
                     .map(|n| call.map_or_else(|| call::input_tokens(n), |c| c.count_answer(n)))
             }
             (None, Some((provider, dialect)), None) => {

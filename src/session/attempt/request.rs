@@ -181,7 +181,8 @@ impl<H: Host> Attempt<H> {
         let (encoded, counted) = match (native, request) {
             (Some(encoded), _) => (Some(encoded), false),
             (None, Some(request)) if call.is_count() => {
-                (dialect.encode_count(request, &target), true)
+                let counter = dialect.counter();
+                (counter.and_then(|c| c.encode_count(request, &target)), true)
             }
             (None, _) => (None, false),
         };
