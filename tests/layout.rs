@@ -378,3 +378,55 @@ fn no_file_has_more_than_max_lines_of_code() {
         .collect();
     assert!(long.is_empty(), "over {MAX_LINES} lines: {long:#?}");
 }
+
+/// The identifiers of `code` (outside its comments, strings and chars).
+fn identifiers(code: &str) -> BTreeSet<String> {
+    let bytes = code.as_bytes();
+    let mut words = BTreeSet::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        if let Some(end) = skip_literal(bytes, at) {
+            at = end.max(at + 1);
+            continue;
+        }
+        let len = code[at..]
+            .bytes()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            .count();
+        if len > 0 {
+            words.insert(code[at..at + len].to_owned());
+        }
+        at += len.max(1);
+    }
+    words
+}
+
+/// The client APIs' names, as identifiers would spell them.
+const CLIENT_APIS: [&str; 3] = ["openai", "anthropic", "gemini"];
+
+/// The embeddings operation's neutral model: no client API's (`model::call`
+/// still has a `Call` variant per client API).
+const NEUTRAL_OPERATIONS: &str = "src/model/embed.rs";
+
+/// The operations' neutral model names no client API: no identifier of
+/// its non-test code does (the shape of an answer is its surface's own).
+#[test]
+fn the_operations_neutral_model_names_no_client_api() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(NEUTRAL_OPERATIONS);
+    let code = without_tests(&fs::read_to_string(&file).unwrap());
+    let named: Vec<String> = identifiers(&code)
+        .into_iter()
+        .filter(|w| {
+            let w = w.to_ascii_lowercase();
+            CLIENT_APIS.iter().any(|api| w.contains(api))
+        })
+        .collect();
+    assert!(
+        named.is_empty(),
+        "{NEUTRAL_OPERATIONS} names client APIs: {named:?}"
+    );
+    // The check sees identifiers, not comments or strings.
+    let words = identifiers("enum Shape { GeminiOne } // OpenAi\nfn f() { \"Anthropic\" }");
+    assert!(words.contains("GeminiOne") && !words.contains("OpenAi"));
+    assert!(!words.contains("Anthropic"));
+}

@@ -1,11 +1,14 @@
 //! Operations answered whole, apart from generations: the vendor's request
-//! and what turns its 2xx answer into the client's. The attempt sends and
-//! finishes any of them the same way ([`encode_whole`], [`WholeAnswer`]);
-//! adding one is its arm in [`encode_whole`] and its answer type, with no
-//! edit to the sessions.
+//! and what decodes its 2xx answer into the operation's neutral answer,
+//! which the client's surface then writes (`Surface::render_call`). The
+//! attempt sends and finishes any of them the same way ([`encode_whole`],
+//! the vendor's own count of `dialects::count`, [`WholeAnswer`]); adding
+//! one is its arm in [`encode_whole`] and its answer type, with no edit to
+//! the sessions.
 
 use super::{embed, Dialect, Target, UpstreamRequest};
 use crate::error::GatewayError;
+use crate::model::call::CallAnswer;
 use crate::model::response::Usage;
 use crate::model::Request;
 
@@ -17,15 +20,22 @@ pub struct WholeRequest {
 
 /// What finishes an operation's 2xx answer.
 pub trait WholeAnswer {
-    /// The client's answer from the vendor's body (from vendor model
+    /// The neutral answer from the vendor's body (from vendor model
     /// `model`), and the usage the vendor counted (none: the edge role
     /// bills its estimate).
     fn finish(&self, body: &[u8], model: &str) -> Result<Finished, GatewayError>;
+
+    /// Whether the operation uses tokens (billed by the vendor's count or
+    /// the edge role's estimate); one that uses none (a token count) is
+    /// recorded with no usage as soon as the vendor answers.
+    fn uses_tokens(&self) -> bool {
+        true
+    }
 }
 
 /// A finished answer.
 pub struct Finished {
-    pub body: Vec<u8>,
+    pub answer: CallAnswer,
     pub usage: Option<Usage>,
 }
 

@@ -7,6 +7,7 @@
 //! translates them); elsewhere the gateway answers them itself. Which
 //! request line is which call is its surface's to say (`Surface::route`).
 
+use super::embed::{Embeddings, Encoding};
 use super::request::ChatRequest;
 use super::Api;
 use crate::error::GatewayError;
@@ -32,6 +33,30 @@ pub enum Call {
         /// The query string, as the client sent it (without `?`).
         query: String,
     },
+}
+
+/// A call's answer, neutral: what the vendor (or the gateway) answered,
+/// which the surface that parsed the call writes in its API's shape
+/// (`Surface::render_call`). A call passed on as it is (its vendor speaks
+/// the client's API) has none: the vendor's answer is the client's.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallAnswer {
+    /// Embeddings, one vector per input in input order.
+    Embeddings(Embedded),
+    /// A token count: the request's input tokens.
+    Count(u64),
+}
+
+/// Embeddings answered: the vectors, who made them and what they cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Embedded {
+    pub embeddings: Embeddings,
+    /// The vendor model that embedded (as the vendor's answer names it).
+    pub model: String,
+    /// The input tokens: the vendor's count, else the gateway's estimate.
+    pub tokens: u64,
+    /// How the client asked for the vectors to be written.
+    pub encoding: Encoding,
 }
 
 /// The Responses API's calls on a stored response.
@@ -122,18 +147,9 @@ impl Call {
         )
     }
 
-    /// Whether it asks for a token count (in its API's shape, [`Self::count_answer`]).
+    /// Whether it asks for a token count ([`CallAnswer::Count`]).
     pub fn is_count(&self) -> bool {
         matches!(self, Call::CountTokens | Call::GeminiCountTokens { .. })
-    }
-
-    /// A token count as the call's API answers it: Anthropic's
-    /// `{"input_tokens": N}`, Gemini's `{"totalTokens": N}`.
-    pub fn count_answer(&self, tokens: u64) -> Vec<u8> {
-        match self {
-            Call::GeminiCountTokens { .. } => format!("{{\"totalTokens\":{tokens}}}").into_bytes(),
-            _ => input_tokens(tokens),
-        }
     }
 
     /// Its path, `/v1/...` with the query string: the vendor's path below
@@ -168,11 +184,11 @@ impl Call {
     /// vendor's id a 400 (the gateway answers its own ids, `resp_gw…`, from
     /// its store before routing), for embeddings a 400 (no vendor of
     /// the group embeds).
-    pub fn local_answer(&self, request: Option<&ChatRequest>) -> Result<Vec<u8>, GatewayError> {
+    pub fn local_answer(&self, request: Option<&ChatRequest>) -> Result<CallAnswer, GatewayError> {
         match self {
-            Call::CountTokens | Call::GeminiCountTokens { .. } => {
-                Ok(self.count_answer(request.map_or(0, super::estimate::prompt_tokens)))
-            }
+            Call::CountTokens | Call::GeminiCountTokens { .. } => Ok(CallAnswer::Count(
+                request.map_or(0, super::estimate::prompt_tokens),
+            )),
             Call::Embed | Call::GeminiEmbed { .. } => Err(super::embed::no_embeddings()),
             Call::Stored { op, .. } => Err(GatewayError::invalid(
                 "response_id",
@@ -241,11 +257,6 @@ impl Call {
             query,
         })
     }
-}
-
-/// Anthropic's answer to count_tokens: `{"input_tokens": N}`.
-pub fn input_tokens(tokens: u64) -> Vec<u8> {
-    format!("{{\"input_tokens\":{tokens}}}").into_bytes()
 }
 
 /// A response id the gateway passes on: one path segment as it is.

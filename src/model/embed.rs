@@ -12,8 +12,9 @@ pub struct EmbedRequest {
     pub input: EmbedInput,
     /// The vector size asked for (`dimensions`); the model's own otherwise.
     pub dimensions: Option<u32>,
-    /// How the client's API writes the answer.
-    pub answer: AnswerShape,
+    /// How the client wants the vectors written (floats, or their bytes
+    /// in base64).
+    pub encoding: Encoding,
     pub user: Option<String>,
     /// What the vectors are for (the gateway's `task_type`, Gemini's
     /// `taskType`), for vendors whose models embed differently by use
@@ -94,25 +95,13 @@ impl EmbedRequest {
             model: self.model.clone(),
             input,
             dimensions: options.dimensions,
-            answer: self.answer,
+            encoding: self.encoding,
             user: self.user.clone(),
             task: options.task,
             titles,
             mixed: Vec::new(),
         }
     }
-}
-
-/// The answer's shape: the client's API's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AnswerShape {
-    /// OpenAI's list of `embedding` objects, the vectors as the client
-    /// asked for them.
-    OpenAi(Encoding),
-    /// Gemini's `embedContent`: one `embedding`.
-    GeminiOne,
-    /// Gemini's `batchEmbedContents`: `embeddings`, one per request.
-    GeminiBatch,
 }
 
 /// The inputs, in order: texts, or token arrays (OpenAI's models take
@@ -162,8 +151,10 @@ impl EmbedInput {
     }
 }
 
+/// How the answer writes the vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Encoding {
+    /// Numbers.
     #[default]
     Float,
     /// The little-endian `f32` bytes of each vector, in standard base64.

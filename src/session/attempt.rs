@@ -26,7 +26,7 @@ use crate::dialects::{
 use crate::error::{ErrorCode, GatewayError};
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
-use crate::model::call::{self, Call};
+use crate::model::call::Call;
 use crate::model::copy_on_write::Shared;
 use crate::model::response::{Origin, Usage};
 use crate::model::{Api, Request};
@@ -79,10 +79,8 @@ enum Mode {
     Complete,
     /// Buffering a native call's 2xx answer (passed on as it is).
     Native,
-    /// Buffering a vendor's own token count (`Dialect::counter`), to
-    /// be answered as Anthropic's count.
-    Counted,
-    /// Buffering the answer of an operation answered whole (embeddings).
+    /// Buffering the answer of an operation answered whole, which its
+    /// decoder makes the neutral answer and the client's surface writes.
     Whole(Box<dyn WholeAnswer>),
     /// Buffering an error answer.
     Error(u16),
@@ -108,8 +106,6 @@ pub struct Attempt<H> {
     api: Api,
     /// The native call, for a request that is not a generation.
     call: Option<Call>,
-    /// The call went to the vendor's own token count (`Dialect::counter`).
-    counted: bool,
     /// What finishes the answer of an operation answered whole, once sent.
     whole: Option<Box<dyn WholeAnswer>>,
     request_id: String,
@@ -186,7 +182,6 @@ impl<H: Host> Attempt<H> {
             mode: Mode::Passthrough,
             api: Api::OpenAiChat,
             call: None,
-            counted: false,
             whole: None,
             request_id: String::new(),
             group: String::new(),
@@ -665,7 +660,7 @@ impl<H: Host> Session for Attempt<H> {
                 }
                 Flow::Continue
             }
-            Mode::Complete | Mode::Error(_) | Mode::Native | Mode::Counted | Mode::Whole(_) => {
+            Mode::Complete | Mode::Error(_) | Mode::Native | Mode::Whole(_) => {
                 if !end_of_stream {
                     return Flow::Pause;
                 }
@@ -691,7 +686,7 @@ impl<H: Host> Session for Attempt<H> {
             Mode::Request | Mode::AwaitingToken { .. } => false,
             Mode::Stream(_) if self.stream_ended => return,
             Mode::Stream(_) | Mode::Holding { .. } => true,
-            Mode::Complete | Mode::Native | Mode::Counted | Mode::Whole(_) | Mode::Error(_) => true,
+            Mode::Complete | Mode::Native | Mode::Whole(_) | Mode::Error(_) => true,
             Mode::Passthrough | Mode::Discard => return,
         };
         self.record_reset(answered);

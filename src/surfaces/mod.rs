@@ -13,7 +13,7 @@
 //! [`crate::model::Api`] and a line in [`surface`].
 
 use crate::error::{ErrorCode, GatewayError};
-use crate::model::call::Call;
+use crate::model::call::{Call, CallAnswer};
 use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
@@ -148,6 +148,12 @@ pub trait Surface: Sync {
         let mut request = self.parse_request(body)?;
         facts.apply(&mut request);
         Ok(request.into())
+    }
+    /// A native call's neutral answer in this API's shape: `call` is the
+    /// one this surface routed (its shape may depend on it: Gemini's one
+    /// embedding or a batch). Never asked of a surface without such a call.
+    fn render_call(&self, _call: &Call, _answer: CallAnswer) -> Vec<u8> {
+        self.render_error(&foreign_call(), None)
     }
     /// A complete (non-stream) answer in this surface's format.
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8>;

@@ -183,11 +183,7 @@ pub fn parse(body: &[u8], model: &str, batch: bool) -> Result<EmbedRequest, Gate
         model: model.to_owned(),
         input: EmbedInput::Texts(texts),
         dimensions: first.dimensions,
-        answer: if batch {
-            crate::model::embed::AnswerShape::GeminiBatch
-        } else {
-            crate::model::embed::AnswerShape::GeminiOne
-        },
+        encoding: crate::model::embed::Encoding::Float,
         user: None,
         task: first.task,
         titles,
@@ -289,7 +285,7 @@ pub fn render(answer: &Embeddings, batch: bool) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::embed::AnswerShape;
+    use crate::model::embed::Encoding;
 
     #[test]
     fn a_batch_is_one_request_of_its_texts_and_agreed_options() {
@@ -302,12 +298,12 @@ mod tests {
         .unwrap();
         assert_eq!(r.input, EmbedInput::Texts(vec!["a".into(), "b\nc".into()]));
         assert_eq!(
-            (r.task, r.answer),
-            (Some(Task::Clustering), AnswerShape::GeminiBatch)
+            (r.task, r.encoding),
+            (Some(Task::Clustering), Encoding::Float)
         );
         assert!(r.mixed.is_empty() && r.titles.is_empty());
         let one = parse(br#"{"content":{"parts":[{"text":"a"}]}}"#, "m", false).unwrap();
-        assert_eq!((one.task, one.answer), (None, AnswerShape::GeminiOne));
+        assert_eq!((one.task, one.input.len()), (None, 1));
         for (body, batch, param) in [
             (r#"{"requests":[]}"#, true, "requests"),
             (

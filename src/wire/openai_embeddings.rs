@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::GatewayError;
-use crate::model::embed::{AnswerShape, EmbedInput, EmbedRequest, Embeddings, Encoding, Task};
+use crate::model::embed::{EmbedInput, EmbedRequest, Embeddings, Encoding, Task};
 use crate::model::json::Strict;
 
 /// OpenAI's limit on inputs per request.
@@ -121,7 +121,7 @@ pub fn parse(body: &[u8]) -> Result<EmbedRequest, GatewayError> {
         model,
         input,
         dimensions,
-        answer: AnswerShape::OpenAi(encoding),
+        encoding,
         user,
         task,
         titles: Vec::new(),
@@ -404,11 +404,11 @@ mod tests {
     fn every_input_shape_openai_takes_is_read() {
         let texts = parse(br#"{"model":"m","input":"hi"}"#).unwrap();
         assert_eq!(texts.input, EmbedInput::Texts(vec!["hi".into()]));
-        assert_eq!(texts.answer, AnswerShape::OpenAi(Encoding::Float));
+        assert_eq!(texts.encoding, Encoding::Float);
         let many = parse(br#"{"model":"m","input":["a","b"],"dimensions":256,"encoding_format":"base64","user":"u","task_type":"RETRIEVAL_QUERY"}"#).unwrap();
         assert_eq!(many.input.len(), 2);
         assert_eq!(many.dimensions, Some(256));
-        assert_eq!(many.answer, AnswerShape::OpenAi(Encoding::Base64));
+        assert_eq!(many.encoding, Encoding::Base64);
         assert_eq!(many.task, Some(Task::RetrievalQuery));
         let tokens = parse(br#"{"model":"m","input":[1,2,3]}"#).unwrap();
         assert_eq!(tokens.input, EmbedInput::Tokens(vec![vec![1, 2, 3]]));

@@ -14,7 +14,8 @@ pub mod vertex;
 use super::whole::{Finished, WholeAnswer, WholeRequest};
 use super::{transport, unparseable, Dialect, Target, UpstreamRequest};
 use crate::error::GatewayError;
-use crate::model::embed::{no_embeddings, wrong_count, AnswerShape, EmbedRequest, Embeddings};
+use crate::model::call::{CallAnswer, Embedded};
+use crate::model::embed::{no_embeddings, wrong_count, EmbedRequest, Embeddings, Encoding};
 use crate::model::response::Usage;
 use crate::model::Request;
 use crate::provider::Provider;
@@ -74,7 +75,7 @@ pub(super) fn encode(
         answer: Box::new(EmbedAnswer {
             embedder,
             inputs: req.input.len(),
-            shape: req.answer,
+            encoding: req.encoding,
             estimated_tokens: req.input.estimated_tokens(),
         }),
     })
@@ -84,14 +85,13 @@ pub(super) fn encode(
 struct EmbedAnswer {
     embedder: &'static dyn Embedder,
     inputs: usize,
-    shape: AnswerShape,
+    encoding: Encoding,
     estimated_tokens: u64,
 }
 
 impl WholeAnswer for EmbedAnswer {
-    /// The vendor's embeddings in the client's API's shape, one per input
-    /// (OpenAI's with the vendor's token count, else the estimate, in its
-    /// usage).
+    /// The vendor's embeddings, one per input, with the vendor's token
+    /// count, else the estimate.
     fn finish(&self, body: &[u8], model: &str) -> Result<Finished, GatewayError> {
         let answer = self.embedder.decode(body, model)?;
         if answer.vectors.len() != self.inputs {
@@ -102,30 +102,16 @@ impl WholeAnswer for EmbedAnswer {
             ..Usage::default()
         });
         let tokens = answer.prompt_tokens.unwrap_or(self.estimated_tokens);
+        let named = self.embedder.answered_model(body);
         Ok(Finished {
-            body: {
-                let named = self.embedder.answered_model(body);
-                render(
-                    self.shape,
-                    &answer,
-                    named.as_deref().unwrap_or(model),
-                    tokens,
-                )
-            },
+            answer: CallAnswer::Embeddings(Embedded {
+                embeddings: answer,
+                model: named.unwrap_or_else(|| model.to_owned()),
+                tokens,
+                encoding: self.encoding,
+            }),
             usage,
         })
-    }
-}
-
-/// Embeddings of vendor model `model` in the client's API's shape (OpenAI's
-/// with `tokens` as its usage).
-pub fn render(shape: AnswerShape, answer: &Embeddings, model: &str, tokens: u64) -> Vec<u8> {
-    match shape {
-        AnswerShape::OpenAi(encoding) => {
-            crate::wire::openai_embeddings::render(answer, model, encoding, tokens)
-        }
-        AnswerShape::GeminiOne => crate::wire::gemini_embeddings::render(answer, false),
-        AnswerShape::GeminiBatch => crate::wire::gemini_embeddings::render(answer, true),
     }
 }
 

@@ -83,32 +83,23 @@ impl<H: Host> Attempt<H> {
     }
 
     fn finish_buffered(&mut self, status: Option<u16>, body: &[u8]) -> Result<Vec<u8>, HostError> {
-        // An operation answered whole: the usage the vendor counted is
+        // An operation answered whole: decoded into its neutral answer,
+        // which the call's surface writes; the usage the vendor counted is
         // recorded (without one the edge role bills its estimate).
         let whole = match &self.mode {
             Mode::Whole(answer) if status.is_none() => Some(answer.finish(body, &self.model)),
             _ => None,
         };
         let result = match (status, self.provider(), whole) {
-            (_, _, Some(finished)) => finished.map(|finished| {
+            (_, _, Some(finished)) => finished.and_then(|finished| {
                 if let Some(usage) = &finished.usage {
                     self.record.set_usage(usage);
                 }
-                finished.body
+                let call = self.call.as_ref().ok_or_else(|| {
+                    GatewayError::new(ErrorCode::UpstreamError, "an answer without its call")
+                })?;
+                Ok(surface(call.api()).render_call(call, finished.answer))
             }),
-            (None, Some((_, dialect)), None) if matches!(self.mode, Mode::Counted) => {
-                let call = self.call.as_ref();
-                let counter = dialect.counter();
-                let unknown = || {
-                    Err(crate::dialects::unparseable(
-                        "token count",
-                        "this provider counts no tokens",
-                    ))
-                };
-                counter
-                    .map_or_else(unknown, |c| c.decode_count(body))
-                    .map(|n| call.map_or_else(|| call::input_tokens(n), |c| c.count_answer(n)))
-            }
             (None, Some((provider, dialect)), None) => {
                 let mut origin = self.origin();
                 let decoded = if self.passes_through(provider, dialect) {
@@ -278,17 +269,17 @@ impl<H: Host> Attempt<H> {
         // A vendor accepted the request: a stream need not keep it parsed.
         self.channel.release_request();
         if let Some(answer) = self.whole.take() {
+            if !answer.uses_tokens() {
+                // Nothing to bill or estimate.
+                self.record.set_usage(&Usage::default());
+            }
             self.mode = Mode::Whole(answer);
             return Ok(Flow::Pause);
         }
         if self.call.is_some() {
             // A native call uses no tokens (nothing to bill or estimate).
             self.record.set_usage(&Usage::default());
-            self.mode = if self.counted {
-                Mode::Counted
-            } else {
-                Mode::Native
-            };
+            self.mode = Mode::Native;
             return Ok(Flow::Pause);
         }
         let Some((provider, dialect)) = self.provider() else {

@@ -177,18 +177,25 @@ impl<H: Host> Attempt<H> {
         if let Some(e) = unread.get() {
             return Err(e.into());
         }
-        // Else the vendor's own count, from the request as its generation's.
-        let (encoded, counted) = match (native, request) {
-            (Some(encoded), _) => (Some(encoded), false),
+        // Else the vendor's own count, from the request as its generation's,
+        // answered whole.
+        let (encoded, whole) = match (native, request) {
+            (Some(encoded), _) => (Some(encoded), None),
             (None, Some(request)) if call.is_count() => {
-                let counter = dialect.counter();
-                (counter.and_then(|c| c.encode_count(request, &target)), true)
+                match crate::dialects::count::encode(request, dialect, &target) {
+                    Some(whole) => {
+                        let whole = whole?;
+                        (Some(Ok(whole.request)), Some(whole.answer))
+                    }
+                    None => (None, None),
+                }
             }
-            (None, _) => (None, false),
+            (None, _) => (None, None),
         };
         let Some(encoded) = encoded else {
             // This vendor lacks the call (a failover onto another API's vendor).
-            let body = call.local_answer(request)?;
+            let answer = call.local_answer(request)?;
+            let body = surface(call.api()).render_call(call, answer);
             let attempt = self.attempt.to_string();
             let context = self.context_header();
             let mut headers: Vec<(&str, &[u8])> = vec![
@@ -211,7 +218,7 @@ impl<H: Host> Attempt<H> {
         drop(shared);
         self.model = model;
         self.mode = Mode::Request;
-        self.counted = counted;
+        self.whole = whole;
         Ok(Flow::Continue)
     }
 

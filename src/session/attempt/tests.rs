@@ -284,7 +284,8 @@ fn native_config() -> Rc<Config> {
     let json = r#"{"providers":{"an":{"dialect":"anthropic","api_key":"sk-ant-secret"},
           "oa":{"dialect":"openai","api_key":"sk-oa-secret"},
           "az":{"dialect":"azure","api_key":"az-secret","api_version":"v1","models":{"gpt":"gpt-deploy"}},
-          "br":{"dialect":"bedrock","models":{"*":"cohere.embed-v4:0"}}},
+          "br":{"dialect":"bedrock","models":{"*":"cohere.embed-v4:0"}},
+          "gm":{"dialect":"gemini","api_key":"g-secret"}},
          "model_groups":{"chat":{"candidates":[{"provider":"an","model":"claude-x","cluster":"c"}]},
            "gpt":{"candidates":[{"provider":"oa","model":"gpt-x","cluster":"c"}]}},
          "auth":{"enabled":false}}"#;
@@ -355,6 +356,44 @@ fn count_tokens_goes_to_anthropic_and_its_answer_back_as_it_is() {
         a.host.get(Map::Response, "x-llm-provider").as_deref(),
         Some("an")
     );
+}
+
+/// A count on a vendor of another API that counts: its count is decoded
+/// and written by the client's surface, in its API's shape.
+#[test]
+fn a_vendors_own_count_is_answered_in_the_clients_shape() {
+    let gemini_count = Call::GeminiCountTokens {
+        model: "chat".into(),
+    };
+    let gemini_body = r#"{"contents":[{"parts":[{"text":"count these"}]}]}"#;
+    for (provider, call, body, path, vendor, client) in [
+        (
+            "gm",
+            Call::CountTokens,
+            COUNT,
+            "/v1beta/models/chat:countTokens",
+            r#"{"totalTokens":9}"#,
+            r#"{"input_tokens":9}"#,
+        ),
+        (
+            "an",
+            gemini_count,
+            gemini_body,
+            "/v1/messages/count_tokens",
+            r#"{"input_tokens":5}"#,
+            r#"{"totalTokens":5}"#,
+        ),
+    ] {
+        let mut a = call_attempt(provider, "chat", call, body);
+        send_request(&mut a);
+        assert_eq!(a.host.get(Map::Request, ":path").as_deref(), Some(path));
+        assert_eq!(answer(&mut a, "200", "application/json"), Flow::Pause);
+        *a.host.response_body.borrow_mut() = vendor.as_bytes().to_vec();
+        a.on_response_body(vendor.len(), true);
+        assert_eq!(*a.host.response_body.borrow(), client.as_bytes());
+        let record = body_json(a.host.prop("llm_attempt.1").unwrap().as_bytes());
+        assert_eq!(record["prompt_tokens"], 0, "{provider}: no tokens");
+    }
 }
 
 #[test]

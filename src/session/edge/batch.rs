@@ -43,11 +43,10 @@
 use std::collections::VecDeque;
 
 use super::*;
-use crate::dialects::embed::{max_inputs, render};
+use crate::dialects::embed::max_inputs;
 use crate::metering::Price;
-use crate::model::embed::{
-    mixed_batch, AnswerShape, EmbedInput, EmbedRequest, Embeddings, InputOptions,
-};
+use crate::model::call::{CallAnswer, Embedded};
+use crate::model::embed::{mixed_batch, EmbedInput, EmbedRequest, Embeddings, InputOptions};
 use crate::session::attempt::BATCH_LIMIT_HEADER;
 use crate::session::callouts::{Callout, Callouts};
 use crate::session::host::CalloutAnswer;
@@ -229,7 +228,7 @@ impl<H: Host> Edge<H> {
     fn part_size(&self, request: &EmbedRequest, group: &str, index: usize) -> Option<usize> {
         let inputs = request.input.len();
         let mixed = !request.mixed.is_empty();
-        if !mixed && (inputs < 2 || request.answer == AnswerShape::GeminiOne) {
+        if !mixed && inputs < 2 {
             return None;
         }
         let candidate = self.config.model_groups.get(group)?.candidates.get(index)?;
@@ -434,12 +433,16 @@ impl<H: Host> Edge<H> {
             return Flow::Pause;
         };
         let model = batch.model.clone().unwrap_or_default();
-        let answer = Embeddings {
-            vectors: std::mem::take(&mut batch.vectors),
-            prompt_tokens: None,
-        };
-        let named = batch.named.as_deref().unwrap_or(&model);
-        let body = render(batch.request.answer, &answer, named, batch.tokens);
+        let answer = CallAnswer::Embeddings(Embedded {
+            embeddings: Embeddings {
+                vectors: std::mem::take(&mut batch.vectors),
+                prompt_tokens: None,
+            },
+            model: batch.named.clone().unwrap_or_else(|| model.clone()),
+            tokens: batch.tokens,
+            encoding: batch.request.encoding,
+        });
+        let body = crate::surfaces::surface(batch.call.api()).render_call(&batch.call, answer);
         let (parts, attempts) = (
             batch.parts.to_string(),
             batch.attempts().0.len().to_string(),

@@ -300,7 +300,8 @@ impl<H: Host> Edge<H> {
         let has_it = |c: &Candidate| c.provider.as_deref().is_none_or(speaks);
         if !model_group.candidates.iter().any(has_it) {
             let chat = request.as_ref().and_then(Request::chat);
-            let body = call.local_answer(chat)?;
+            let answer = call.local_answer(chat)?;
+            let body = crate::surfaces::surface(call.api()).render_call(&call, answer);
             return Ok(self.reply_json(&body, &[("x-llm-estimated", b"true")]));
         }
         let model = request_model.unwrap_or_default();

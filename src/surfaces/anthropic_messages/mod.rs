@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::{ErrorCode, GatewayError, Wording};
-use crate::model::call::Call;
+use crate::model::call::{Call, CallAnswer};
 use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
@@ -85,6 +85,14 @@ impl Surface for AnthropicMessages {
 
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
         request::parse(body)
+    }
+
+    /// count_tokens: `{"input_tokens": N}`.
+    fn render_call(&self, _call: &Call, answer: CallAnswer) -> Vec<u8> {
+        match answer {
+            CallAnswer::Count(tokens) => format!("{{\"input_tokens\":{tokens}}}").into_bytes(),
+            CallAnswer::Embeddings(_) => self.render_error(&super::foreign_call(), None),
+        }
     }
 
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {

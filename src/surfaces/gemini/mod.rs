@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use super::route::{only, Operation, PathFacts, Route};
 use super::Surface;
 use crate::error::{ErrorCode, GatewayError, Wording};
-use crate::model::call::Call;
+use crate::model::call::{Call, CallAnswer};
 use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
@@ -149,6 +149,18 @@ impl Surface for Gemini {
     /// The Gen AI SDKs (and so Gemini CLI) send it on every request.
     fn client_header(&self) -> Option<&'static str> {
         Some("x-goog-api-client")
+    }
+
+    /// `:countTokens`: `{"totalTokens": N}`; `:embedContent`: one
+    /// `embedding`; `:batchEmbedContents`: `embeddings`, one per request.
+    fn render_call(&self, call: &Call, answer: CallAnswer) -> Vec<u8> {
+        match answer {
+            CallAnswer::Count(tokens) => format!("{{\"totalTokens\":{tokens}}}").into_bytes(),
+            CallAnswer::Embeddings(e) => {
+                let batch = matches!(call, Call::GeminiEmbed { batch: true, .. });
+                crate::wire::gemini_embeddings::render(&e.embeddings, batch)
+            }
+        }
     }
 
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {

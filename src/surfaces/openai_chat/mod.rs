@@ -11,7 +11,7 @@ use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::GatewayError;
 use crate::formats::sse::write_data;
-use crate::model::call::Call;
+use crate::model::call::{Call, CallAnswer};
 use crate::model::listing::Listed;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
@@ -81,6 +81,19 @@ impl Surface for OpenAiChat {
 
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
         ChatRequest::parse(body)
+    }
+
+    /// Embeddings: OpenAI's list, the vectors as the client asked for them.
+    fn render_call(&self, _call: &Call, answer: CallAnswer) -> Vec<u8> {
+        match answer {
+            CallAnswer::Embeddings(e) => crate::wire::openai_embeddings::render(
+                &e.embeddings,
+                &e.model,
+                e.encoding,
+                e.tokens,
+            ),
+            CallAnswer::Count(_) => self.render_error(&super::foreign_call(), None),
+        }
     }
 
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {
