@@ -3,7 +3,7 @@
 //! addressed, authorized and cleared of what the vendor must not receive.
 
 use super::*;
-use crate::dialects::whole::encode_whole;
+use crate::dialects::whole::{encode_call, CallRequest};
 
 impl<H: Host> Attempt<H> {
     /// The vendor model for this attempt: the discovered model a request
@@ -151,69 +151,44 @@ impl<H: Host> Attempt<H> {
                 .and(request)
                 .and_then(|r| crate::dialects::embed::vendor_limit(r, dialect, &target)),
         );
-        // An operation answered whole (embeddings).
-        if let Some(whole) = request.and_then(|r| encode_whole(r, dialect, &target)) {
-            let whole = whole?;
-            self.send_upstream(provider, dialect, &whole.request, Some(size))?;
-            self.whole = Some(whole.answer);
-            drop(shared);
-            self.model = model;
-            self.mode = Mode::Request;
-            return Ok(Flow::Continue);
-        }
-        let request = request.and_then(Request::chat);
-        // A count of the request as fitted for this model, when asked
-        // (`attempt/fit.rs`): counted from the neutral request.
-        let fitted = match request {
-            Some(r) if call.is_count() && self.asks_fitted_count() => self.fit(r, &model)?,
+        // A call that takes a generation's body (a count), as fitted for
+        // this model when asked (`attempt/fit.rs`): from the neutral request.
+        let generation = request.and_then(Request::chat);
+        let fitted = match generation {
+            Some(r) if self.asks_fitted_count() => self.fit(r, &model)?,
             _ => None,
         };
-        let request = fitted.as_ref().or(request);
         let unread = Cell::new(None);
         let raw = || self.read_client_body(size, &unread);
-        let native = (fitted.is_none() && pass_through(provider, dialect, call.api()))
-            .then(|| dialect.encode_call(call, &raw, &target))
-            .flatten();
+        let encoded = encode_call(call, request, fitted.as_ref(), &raw, dialect, &target);
         if let Some(e) = unread.get() {
             return Err(e.into());
         }
-        // Else the vendor's own count, from the request as its generation's,
-        // answered whole.
-        let (encoded, whole) = match (native, request) {
-            (Some(encoded), _) => (Some(encoded), None),
-            (None, Some(request)) if call.is_count() => {
-                match crate::dialects::count::encode(request, dialect, &target) {
-                    Some(whole) => {
-                        let whole = whole?;
-                        (Some(Ok(whole.request)), Some(whole.answer))
-                    }
-                    None => (None, None),
-                }
+        let (encoded, whole) = match encoded? {
+            CallRequest::Native(encoded) => (encoded, None),
+            CallRequest::Whole(whole) => (whole.request, Some(whole.answer)),
+            CallRequest::Local => {
+                // This vendor lacks the call (a failover onto another API's vendor).
+                let answer = call.local_answer(fitted.as_ref().or(generation))?;
+                let body = surface(call.api()).render_call(call, answer);
+                let attempt = self.attempt.to_string();
+                let context = self.context_header();
+                let mut headers: Vec<(&str, &[u8])> = vec![
+                    ("content-type", b"application/json"),
+                    ("x-request-id", self.request_id.as_bytes()),
+                    ("x-llm-estimated", b"true"),
+                    ("x-llm-attempts", attempt.as_bytes()),
+                ];
+                headers.extend(
+                    context
+                        .as_deref()
+                        .map(|c| (crate::fitting::HEADER, c.as_bytes())),
+                );
+                reply_or_reset(&self.host, 200, &headers, &body);
+                self.mode = Mode::Passthrough;
+                return Ok(Flow::Pause);
             }
-            (None, _) => (None, None),
         };
-        let Some(encoded) = encoded else {
-            // This vendor lacks the call (a failover onto another API's vendor).
-            let answer = call.local_answer(request)?;
-            let body = surface(call.api()).render_call(call, answer);
-            let attempt = self.attempt.to_string();
-            let context = self.context_header();
-            let mut headers: Vec<(&str, &[u8])> = vec![
-                ("content-type", b"application/json"),
-                ("x-request-id", self.request_id.as_bytes()),
-                ("x-llm-estimated", b"true"),
-                ("x-llm-attempts", attempt.as_bytes()),
-            ];
-            headers.extend(
-                context
-                    .as_deref()
-                    .map(|c| (crate::fitting::HEADER, c.as_bytes())),
-            );
-            reply_or_reset(&self.host, 200, &headers, &body);
-            self.mode = Mode::Passthrough;
-            return Ok(Flow::Pause);
-        };
-        let encoded = encoded?;
         self.send_upstream(provider, dialect, &encoded, call.has_body().then_some(size))?;
         drop(shared);
         self.model = model;
