@@ -15,6 +15,7 @@
 //!   implements them; `response.code_details` otherwise from the last local
 //!   reply this filter saw (`on_http_filter_local_reply`).
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -118,9 +119,9 @@ pub fn state_key(name: &str) -> String {
 /// The body types that make up what the session sees as the body:
 /// Envoy's buffered chunks (while this filter buffers, unless the received
 /// chunk is that very buffer, resumed by an earlier filter), then the chunk
-/// just received (inside a body hook).
-fn parts(stream: &Stream, d: usize) -> Vec<u32> {
-    let mut parts = Vec::with_capacity(2);
+/// just received (inside a body hook). (An array, not a `Vec`: asked on
+/// every body read and size.)
+fn parts(stream: &Stream, d: usize) -> [Option<u32>; 2] {
     let in_body = stream.in_body.get(d).is_some_and(Cell::get);
     let buffering = stream.buffering.get(d).is_some_and(Cell::get);
     // SAFETY: the filter is live while its hooks run.
@@ -134,19 +135,18 @@ fn parts(stream: &Stream, d: usize) -> Vec<u32> {
                 )
             }
         };
-    if (buffering || !in_body) && !received_is_buffered {
-        parts.extend(BUFFERED.get(d));
-    }
-    if in_body {
-        parts.extend(RECEIVED.get(d));
-    }
-    parts
+    let buffered = ((buffering || !in_body) && !received_is_buffered)
+        .then(|| BUFFERED.get(d).copied())
+        .flatten();
+    let received = in_body.then(|| RECEIVED.get(d).copied()).flatten();
+    [buffered, received]
 }
 
 /// The size of the body a session sees in direction `d` (0: request).
 pub fn body_size_of(stream: &Stream, d: usize) -> usize {
     parts(stream, d)
         .into_iter()
+        .flatten()
         // SAFETY: the filter is live while its hooks run.
         .map(|t| unsafe { abi::envoy_dynamic_module_callback_http_get_body_size(stream.envoy, t) })
         .sum()
@@ -162,28 +162,41 @@ impl NativeHost {
         body_size_of(&self.stream, direction(b))
     }
 
-    fn read_body(&self, body_type: u32, out: &mut Vec<u8>) {
-        // SAFETY: the filter is live; the chunk array has the size Envoy
-        // reported; each chunk is Envoy's until this hook returns.
-        unsafe {
-            let n = abi::envoy_dynamic_module_callback_http_get_body_chunks_size(
-                self.envoy(),
-                body_type,
-            );
-            if n == 0 {
-                return;
-            }
-            let mut chunks = vec![EnvoyBuffer::NULL; n];
-            if !abi::envoy_dynamic_module_callback_http_get_body_chunks(
-                self.envoy(),
-                body_type,
-                chunks.as_mut_ptr(),
-            ) {
-                return;
-            }
-            for chunk in chunks {
-                if !chunk.ptr.is_null() {
-                    out.extend_from_slice(std::slice::from_raw_parts(chunk.ptr, chunk.length));
+    /// Appends bytes `[start, end)` of the body made of `parts` to `out`,
+    /// copying each byte once, straight from Envoy's chunks.
+    fn read_range(&self, parts: [Option<u32>; 2], start: usize, end: usize, out: &mut Vec<u8>) {
+        let mut at = 0usize;
+        for part in parts.into_iter().flatten() {
+            // SAFETY: the filter is live; the chunk array has the size Envoy
+            // reported; each chunk is Envoy's until this hook returns.
+            unsafe {
+                let n = abi::envoy_dynamic_module_callback_http_get_body_chunks_size(
+                    self.envoy(),
+                    part,
+                );
+                if n == 0 {
+                    continue;
+                }
+                let mut chunks = vec![EnvoyBuffer::NULL; n];
+                if !abi::envoy_dynamic_module_callback_http_get_body_chunks(
+                    self.envoy(),
+                    part,
+                    chunks.as_mut_ptr(),
+                ) {
+                    continue;
+                }
+                for chunk in chunks {
+                    if at >= end {
+                        return;
+                    }
+                    if chunk.ptr.is_null() {
+                        continue;
+                    }
+                    let bytes = std::slice::from_raw_parts(chunk.ptr, chunk.length);
+                    let lo = start.saturating_sub(at).min(bytes.len());
+                    let hi = end.saturating_sub(at).min(bytes.len());
+                    out.extend_from_slice(bytes.get(lo..hi).unwrap_or_default());
+                    at += bytes.len();
                 }
             }
         }
@@ -318,15 +331,14 @@ impl Host for NativeHost {
     }
 
     fn body(&self, b: Buffer, start: usize, size: usize) -> Result<Vec<u8>, HostError> {
-        let mut all = Vec::new();
-        for part in parts(&self.stream, direction(b)) {
-            self.read_body(part, &mut all);
+        let total = self.body_size(b);
+        // Sized by Envoy's count, bounded by what the chunks hold.
+        let mut out = Vec::with_capacity(size.min(total.saturating_sub(start)));
+        let end = start.saturating_add(size);
+        if start < end {
+            self.read_range(parts(&self.stream, direction(b)), start, end, &mut out);
         }
-        let end = start.saturating_add(size).min(all.len());
-        Ok(all
-            .get(start.min(end)..end)
-            .map(<[u8]>::to_vec)
-            .unwrap_or_default())
+        Ok(out)
     }
 
     fn set_body(&self, b: Buffer, start: usize, size: usize, data: &[u8]) -> Result<(), HostError> {
@@ -337,7 +349,7 @@ impl Host for NativeHost {
         // The sessions replace the whole body (or chunk) they read; a
         // partial replacement is spliced from a copy.
         let replacement = if start == 0 && size >= total {
-            data.to_vec()
+            Cow::Borrowed(data)
         } else {
             let mut all = self.body(b, 0, total)?;
             let end = start.saturating_add(size).min(all.len());
@@ -345,14 +357,14 @@ impl Host for NativeHost {
                 return Err(fail(BAD_ARGUMENT));
             }
             all.splice(start..end, data.iter().copied());
-            all
+            Cow::Owned(all)
         };
         // SAFETY: the filter is live; the data outlives the calls.
         unsafe {
-            for part in &parts {
+            for part in parts.into_iter().flatten() {
                 if !abi::envoy_dynamic_module_callback_http_drain_body(
                     self.envoy(),
-                    *part,
+                    part,
                     usize::MAX,
                 ) {
                     return Err(fail(INTERNAL_FAILURE));
@@ -360,7 +372,11 @@ impl Host for NativeHost {
             }
             // Into the received chunk inside a body hook (it passes on, or
             // joins the buffer); else into the buffered body.
-            let target = *parts.last().ok_or(fail(INTERNAL_FAILURE))?;
+            let target = parts
+                .into_iter()
+                .flatten()
+                .last()
+                .ok_or(fail(INTERNAL_FAILURE))?;
             if !replacement.is_empty()
                 && !abi::envoy_dynamic_module_callback_http_append_body(
                     self.envoy(),
