@@ -17,6 +17,18 @@ pub fn has_byte_below(word: u64, n: u8) -> bool {
     word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS != 0
 }
 
+/// How many bytes of `word` have their high bit set (not ASCII).
+pub fn count_high(word: u64) -> u64 {
+    u64::from((word & HIGHS).count_ones())
+}
+
+/// How many bytes of `word` are at least 0xC0: in UTF-8, the lead bytes of
+/// multi-byte characters (each byte's bit 6 shifted onto its bit 7, which
+/// stays inside the byte, then both required).
+pub fn count_at_least_c0(word: u64) -> u64 {
+    u64::from((word & (word << 1) & HIGHS).count_ones())
+}
+
 /// How many leading bytes, in whole eight-byte words, hold no byte that
 /// `stop` flags. The caller finds the exact position in the rest byte by byte.
 pub fn skip_words(bytes: &[u8], stop: impl Fn(u64) -> bool) -> usize {
@@ -33,6 +45,21 @@ pub fn skip_words(bytes: &[u8], stop: impl Fn(u64) -> bool) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_high_and_lead_bytes_as_a_byte_loop_does() {
+        let bytes: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
+        for chunk in bytes.chunks_exact(8).chain(bytes[3..].chunks_exact(8)) {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap());
+            let high = chunk.iter().filter(|&&b| b >= 0x80).count() as u64;
+            let lead = chunk.iter().filter(|&&b| b >= 0xC0).count() as u64;
+            assert_eq!(
+                (count_high(word), count_at_least_c0(word)),
+                (high, lead),
+                "{chunk:?}"
+            );
+        }
+    }
 
     #[test]
     fn finds_bytes_at_every_position() {
