@@ -25,7 +25,7 @@ NATIVE_AARCH64 := target/envoy-module-aarch64/libllm_gateway.so
 # Which host `make run` starts: wasm (default) or native.
 HOST      ?= wasm
 
-.PHONY: docs docs-tool bench bench-micro bench-state-vectors soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native test-legs lint clean dist compose-tools redis-tools browser-tools prometheus-tools ratelimit-build ratelimit state-build state
+.PHONY: docs docs-tool bench bench-micro bench-profile perf bench-state-vectors soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native test-legs lint clean dist compose-tools redis-tools browser-tools prometheus-tools ratelimit-build ratelimit state-build state
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module; REDIS=1 for the fleet-wide store)"
@@ -35,6 +35,7 @@ help:
 	@echo "make check-aarch64 - the aarch64 Envoy loads the aarch64 .so and serves a request, under qemu-user (seconds once built)"
 	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
 	@echo "make bench-micro - the pure core's micro benchmarks alone, written to BENCHMARKS.md"
+	@echo "make bench-profile - perf on a native-host Envoy under a 100 KB request: where its CPU goes, written to BENCHMARKS.md"
 	@echo "make bench-state-vectors - the state service's semantic search at 10,000 vectors of 1,536 (timings printed)"
 	@echo "make soak   - 100k mixed requests through one Envoy, RSS before/during/after, into BENCHMARKS.md"
 	@echo "make ratelimit - the global rate limit service (llm-ratelimit + Redis) on 127.0.0.1:8081 for envoy/ratelimit.yaml"
@@ -310,6 +311,22 @@ soak: build venv wrk
 # The micro benchmarks alone (no Envoy): their own section of BENCHMARKS.md.
 bench-micro: venv
 	$(PY) scripts/bench.py micro
+
+# Where the native host's CPU goes on a 100 KB request: `perf record` on a
+# native-host Envoy under load, the module built with its symbols kept
+# (target/profiled/); the shares go into BENCHMARKS.md's profile section.
+PROFILED_BUILT := target/profiled/$(NATIVE_TARGET)/native/libllm_gateway_native.so
+bench-profile: build venv wrk perf
+	CARGO_TARGET_DIR=target/profiled CARGO_PROFILE_NATIVE_STRIP=false \
+		cargo build --profile native --target $(NATIVE_TARGET) -p llm-gateway-native
+	mkdir -p target/profiled/envoy-module
+	cp $(PROFILED_BUILT) target/profiled/envoy-module/libllm_gateway.so.tmp
+	mv -f target/profiled/envoy-module/libllm_gateway.so.tmp target/profiled/envoy-module/libllm_gateway.so
+	PROFILE_BASELINE=$(BASELINE_MODULE) PROFILE_BASELINE_NAME="$(BASELINE_NAME)" $(PY) scripts/bench_profile.py
+
+# Linux's profiler (Debian package), installed when missing.
+perf:
+	@command -v perf >/dev/null || { apt-get update -qq && apt-get install -y -qq linux-perf; }
 
 # The state service's semantic search at 10,000 vectors of 1,536 (timings
 # printed, nothing asserted; docs/src/architecture/state-service.md).

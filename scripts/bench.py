@@ -235,7 +235,7 @@ def long_history_body(group):
 NOT_REPLAYED = re.compile(r"^(host|content-length|connection|transfer-encoding|x-forwarded-.*|x-envoy-.*"
                           r"|x-request-id|x-test-id|x-llm-.*|x-model-group)$")
 SECTION = {"bench": "<!-- section: bench -->", "micro": "<!-- section: micro -->",
-           "soak": "<!-- section: soak -->"}
+           "profile": "<!-- section: profile -->", "soak": "<!-- section: soak -->"}
 
 
 # ---------------------------------------------------------------- processes

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""`make bench-profile`: where the native host's CPU goes on a large request.
+
+One native-host Envoy (the gateway's module built with symbols,
+`target/profiled/`), the mock, and wrk at c=16 sending the bench's 100 KB
+Chat Completions request, translated (mock-anthropic) and passed through
+(mock-openai), while `perf record` samples the Envoy process. The shares
+by object (Envoy, the module, the kernel, libc) and the module's top
+symbols go into BENCHMARKS.md's `profile` section: the levers of the
+native host are chosen from these, not guessed. Nothing is asserted.
+
+With `PROFILE_BASELINE=<dir holding a libllm_gateway.so>` (`make
+bench-profile BASELINE_MODULE=...`, a symbols-kept build of an earlier
+commit), that build is profiled too, and both answer the same requests in
+alternating rounds: its CPU per request against this build's, per round.
+"""
+import datetime
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench  # noqa: E402
+import gateway  # noqa: E402
+
+MODULE_DIR = gateway.ROOT / "target/profiled/envoy-module"
+SIZE = int(os.environ.get("PROFILE_SIZE", "100000"))
+SECONDS = int(os.environ.get("PROFILE_SECONDS", "10"))
+CONNECTIONS = 16
+GROUPS = (("mock-anthropic", "translated to Anthropic"), ("mock-openai", "passed through to OpenAI"))
+TOP = 12
+BASELINE = os.environ.get("PROFILE_BASELINE")
+BASELINE_NAME = os.environ.get("PROFILE_BASELINE_NAME", BASELINE)
+ROUNDS = 4
+
+
+def perf_report(data, *args):
+    out = subprocess.run(["perf", "report", "-i", str(data), "--stdio", "--no-children", "-g", "none", *args],
+                         check=True, capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[0].endswith("%") and not line.startswith("#"):
+            rows.append((float(parts[0].rstrip("%")), parts[1].replace("[.] ", "").replace("[k] ", "").strip()))
+    return rows
+
+
+def short(symbol):
+    symbol = symbol.replace("llm_gateway_core::", "").replace("llm_gateway_native::", "native::")
+    return symbol if len(symbol) <= 110 else symbol[:107] + "..."
+
+
+def profile(name, envoy, request, workdir, tag, module):
+    """A `perf record` of `envoy` under load: its table lines."""
+    data = workdir / f"perf-{tag}.data"
+    perf = subprocess.Popen(["perf", "record", "-F", "999", "-o", str(data), "-p", str(envoy.pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    run = bench.measure(envoy, request, CONNECTIONS, SECONDS, workdir)
+    perf.send_signal(2)
+    perf.wait(timeout=60)
+    by_object = perf_report(data, "--sort", "dso")
+    ours = perf_report(data, "--sort", "symbol", "--dsos", module)
+    lines = [f"**{name}**: {run['rps']:.0f} req/s, {1e6 * run['cpu_s'] / max(1, run['requests']):.0f} µs of "
+             f"Envoy CPU per request (under perf), {run['failed']} failed.\n",
+             "| object | share of Envoy's CPU |", "|---|---|"]
+    lines += [f"| {obj} | {share:.1f}% |" for share, obj in by_object if share >= 0.5]
+    lines += ["", "| the module's symbol | share of Envoy's CPU |", "|---|---|"]
+    lines += [f"| `{short(sym)}` | {share:.2f}% |" for share, sym in ours[:TOP]]
+    return lines + [""]
+
+
+def compare(envoys, requests, workdir):
+    """CPU per request of each build, in alternating rounds without perf."""
+    cpu = {name: [] for name, _, _ in envoys}
+    for _ in range(ROUNDS):
+        for (name, envoy, _), request in zip(envoys, requests):
+            run = bench.measure(envoy, request, CONNECTIONS, SECONDS // 2, workdir)
+            cpu[name].append(1e6 * run["cpu_s"] / max(1, run["requests"]))
+    ratios = sorted(a / b for a, b in zip(cpu["this build"], cpu["baseline"]))
+    return [f"Without perf, {ROUNDS} alternating rounds of {SECONDS // 2} s: CPU per request "
+            f"{', '.join(f'{c:.0f}' for c in cpu['this build'])} µs (this build) against "
+            f"{', '.join(f'{c:.0f}' for c in cpu['baseline'])} µs (baseline); **this build / baseline: "
+            f"{', '.join(f'{r:.2f}' for r in ratios)}** (round by round, sorted).", ""]
+
+
+def main():
+    module = MODULE_DIR / "libllm_gateway.so"
+    if not module.exists():
+        sys.exit(f"{module} is missing: `make bench-profile` builds it")
+    os.environ.pop("LLM_GATEWAY_HOST", None)
+    workdir = Path(tempfile.mkdtemp(prefix="llm-profile-"))
+    stack = bench.Stack()
+    sections = []
+    try:
+        mock_port = bench.start_mock(stack, fast=True)
+        builds = [("this build", MODULE_DIR)] + ([("baseline", Path(BASELINE))] if BASELINE else [])
+        envoys = []
+        for name, directory in builds:
+            port, admin = bench.free_ports(2)
+            env = gateway.native_env()
+            env["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(directory)
+            envoy = bench.Envoy(stack, f"gateway-native-profiled-{len(envoys)}", gateway.to_native(
+                gateway.build_bootstrap(port, admin, mock_port, env={})), port, admin, workdir, env=env)
+            bench.pin(envoy.pid, bench.GATEWAY_CORE)
+            envoys.append((name, envoy, port))
+        for group, what in GROUPS:
+            body = bench.unified_body(SIZE, False)
+            headers = {"content-type": "application/json", "x-model-group": group,
+                       "authorization": f"Bearer {bench.CLIENT_KEY}"}
+            lines = [f"#### {group}: Chat Completions, {len(body) // 1000} KB, {what}\n"]
+            requests = []
+            for name, envoy, port in envoys:
+                request = bench.Request(workdir, f"profile-{group}-{len(requests)}",
+                                        f"http://127.0.0.1:{port}/v1/chat/completions", headers, body)
+                status, _ = bench.post(request.url, headers, body)
+                if status != 200:
+                    raise RuntimeError(f"{name}, {group}: {status}")
+                requests.append(request)
+                bench.measure(envoy, request, CONNECTIONS, 2, workdir)  # warm-up
+                lines += profile(name, envoy, request, workdir, f"{group}-{len(requests)}", module.name)
+            if BASELINE:
+                lines += compare(envoys, requests, workdir)
+            sections.append("\n".join(lines) + "\n")
+    finally:
+        stack.stop()
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    load = open("/proc/loadavg").read().split()[:3]
+    bench.replace_section("profile", f"## `make bench-profile`, {now}\n\n"
+                          "### Where the native host's CPU goes on a large request\n\n"
+                          f"`perf record` (999 Hz) on one native-host Envoy (`--concurrency 1`, pinned to a core) "
+                          f"for {SECONDS} s of wrk at c={CONNECTIONS}; the module built as released but with its "
+                          f"symbols kept. Load average at the end: {' '.join(load)}."
+                          + (f" Baseline: `{BASELINE_NAME}`." if BASELINE else "") + "\n\n"
+                          + "\n".join(sections))
+
+
+if __name__ == "__main__":
+    main()
