@@ -389,12 +389,15 @@ fn identifiers(code: &str) -> BTreeSet<String> {
             at = end.max(at + 1);
             continue;
         }
-        let len = code[at..]
-            .bytes()
+        // Bytes, not `str` slices: `at` may sit inside a non-ASCII char.
+        let word: Vec<u8> = bytes[at..]
+            .iter()
+            .copied()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == b'_')
-            .count();
+            .collect();
+        let len = word.len();
         if len > 0 {
-            words.insert(code[at..at + len].to_owned());
+            words.insert(String::from_utf8(word).unwrap());
         }
         at += len.max(1);
     }

@@ -180,9 +180,10 @@ pub trait Dialect: Sync {
     }
 
     /// The token count, for a vendor that counts tokens with a call of
-    /// its own taking its generation body (Gemini's `countTokens`,
-    /// Bedrock's `CountTokens`): count_tokens goes to it translated
-    /// wherever its API is not the client's.
+    /// its own taking its generation body (Anthropic's
+    /// `/v1/messages/count_tokens`, Gemini's `countTokens`, Bedrock's
+    /// `CountTokens`): a count goes to it translated wherever its API is
+    /// not the client's.
     fn counter(&self) -> Option<&dyn count::Counter> {
         None
     }

@@ -167,6 +167,9 @@ impl NativeHost {
     fn read_range(&self, parts: [Option<u32>; 2], start: usize, end: usize, out: &mut Vec<u8>) {
         let mut at = 0usize;
         for part in parts.into_iter().flatten() {
+            if at >= end {
+                return;
+            }
             // SAFETY: the filter is live; the chunk array has the size Envoy
             // reported; each chunk is Envoy's until this hook returns.
             unsafe {

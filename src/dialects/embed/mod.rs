@@ -1,6 +1,6 @@
-//! The embeddings operation of each vendor that embeds: its wire types, an
-//! encoder and a decoder (an [`Embedder`]), one module
-//! per vendor API; a dialect serves embeddings by returning its embedder
+//! The embeddings operation of each vendor that embeds: an encoder and a
+//! decoder (an [`Embedder`]) over its wire types in `crate::wire`, one
+//! module per vendor API; a dialect serves embeddings by returning its embedder
 //! from `Dialect::embedder`. One request is one vendor call: a request over
 //! the vendor's batch limit ([`Embedder::max_inputs`]) is a 400 naming it,
 //! which the edge role splits a batch by (`session::edge::batch`).

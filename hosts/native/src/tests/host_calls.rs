@@ -173,3 +173,31 @@ fn entropy_comes_from_the_os() {
     assert_ne!(a, b);
     assert_ne!(a, [0u8; 32]);
 }
+
+/// A body read is any range of the chunks Envoy holds, each byte copied
+/// once; a replacement of part of it is spliced in, of all of it written.
+#[test]
+fn body_ranges_are_read_across_chunks_and_replaced_in_place() {
+    use llm_gateway_core::session::host::Buffer;
+    let (edge_config, _upstream) = configs();
+    let stream = post("/v1/chat/completions", 10);
+    let chunks: &[&[u8]] = &[b"abc", b"", b"defgh", b"ij"];
+    assert_eq!(stream.body_hook(REQUEST, chunks, || abi::STOP), abi::STOP);
+    let host = host_of(&edge_config, stream);
+    let read = |start, size| host.body(Buffer::Request, start, size).unwrap();
+    assert_eq!(read(0, usize::MAX), b"abcdefghij");
+    assert_eq!(read(2, 4), b"cdef");
+    assert_eq!(read(3, 5), b"defgh");
+    assert_eq!(read(5, 100), b"fghij");
+    assert_eq!(read(9, usize::MAX), b"j");
+    assert_eq!(read(10, 5), b"");
+    assert_eq!(read(11, 1), b"");
+    assert_eq!(read(4, 0), b"");
+    host.set_body(Buffer::Request, 3, 2, b"XYZ").unwrap();
+    assert_eq!(stream.buffered_body(REQUEST), b"abcXYZfghij");
+    assert_eq!(host.body_size(Buffer::Request), 11);
+    host.set_body(Buffer::Request, 0, usize::MAX, b"new")
+        .unwrap();
+    assert_eq!(stream.buffered_body(REQUEST), b"new");
+    assert_eq!(read(1, usize::MAX), b"ew");
+}
