@@ -16,6 +16,7 @@ alternating rounds: its CPU per request against this build's, per round.
 """
 import datetime
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,6 +50,8 @@ def perf_report(data, *args):
 
 
 def short(symbol):
+    # perf pads the symbol column and may add more columns after it.
+    symbol = re.split(r"\s{2,}", symbol.strip())[0]
     symbol = symbol.replace("llm_gateway_core::", "").replace("llm_gateway_native::", "native::")
     return symbol if len(symbol) <= 110 else symbol[:107] + "..."
 

@@ -17,16 +17,46 @@ pub fn has_byte_below(word: u64, n: u8) -> bool {
     word.wrapping_sub(ONES * u64::from(n)) & !word & HIGHS != 0
 }
 
-/// How many bytes of `word` have their high bit set (not ASCII).
-pub fn count_high(word: u64) -> u64 {
-    u64::from((word & HIGHS).count_ones())
+/// Counts bytes by kind over many words without a popcount per word
+/// (x86-64's baseline has no popcount instruction): each byte's flag is
+/// added into its own lane of a `u64`, and the lanes are summed every 255
+/// words, before any can overflow.
+#[derive(Default)]
+pub struct ByteCounts {
+    /// Bytes with the high bit set (not ASCII).
+    pub high: u64,
+    /// Bytes of at least 0xC0: in UTF-8, the lead bytes of multi-byte
+    /// characters.
+    pub at_least_c0: u64,
+    high_lanes: u64,
+    c0_lanes: u64,
+    words: u8,
 }
 
-/// How many bytes of `word` are at least 0xC0: in UTF-8, the lead bytes of
-/// multi-byte characters (each byte's bit 6 shifted onto its bit 7, which
-/// stays inside the byte, then both required).
-pub fn count_at_least_c0(word: u64) -> u64 {
-    u64::from((word & (word << 1) & HIGHS).count_ones())
+impl ByteCounts {
+    pub fn add(&mut self, word: u64) {
+        self.high_lanes += (word & HIGHS) >> 7;
+        // Each byte's bit 6 shifted onto its bit 7 (it stays in the byte).
+        self.c0_lanes += (word & (word << 1) & HIGHS) >> 7;
+        self.words += 1;
+        if self.words == u8::MAX {
+            self.flush();
+        }
+    }
+
+    /// The lanes summed into the totals.
+    pub fn flush(&mut self) {
+        self.high += sum_lanes(std::mem::take(&mut self.high_lanes));
+        self.at_least_c0 += sum_lanes(std::mem::take(&mut self.c0_lanes));
+        self.words = 0;
+    }
+}
+
+/// The sum of a word's eight byte lanes (each at most 255).
+fn sum_lanes(lanes: u64) -> u64 {
+    const EVEN: u64 = 0x00FF_00FF_00FF_00FF;
+    let pairs = (lanes & EVEN) + ((lanes >> 8) & EVEN);
+    pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48
 }
 
 /// How many leading bytes, in whole eight-byte words, hold no byte that
@@ -48,15 +78,24 @@ mod tests {
 
     #[test]
     fn counts_high_and_lead_bytes_as_a_byte_loop_does() {
-        let bytes: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
-        for chunk in bytes.chunks_exact(8).chain(bytes[3..].chunks_exact(8)) {
-            let word = u64::from_le_bytes(chunk.try_into().unwrap());
-            let high = chunk.iter().filter(|&&b| b >= 0x80).count() as u64;
-            let lead = chunk.iter().filter(|&&b| b >= 0xC0).count() as u64;
+        // Every byte value, then enough words to flush the lanes several times.
+        let mut bytes: Vec<u8> = (0..=255u8).chain((0..=255u8).rev()).collect();
+        bytes.extend((0..9000u32).map(|i| [0xffu8, 0xc0, 0xbf, 0x80, b'a'][(i % 5) as usize]));
+        for start in 0..8 {
+            let chunks = bytes[start..].chunks_exact(8);
+            let whole = bytes[start..].len() / 8 * 8;
+            let mut counts = ByteCounts::default();
+            for chunk in chunks {
+                counts.add(u64::from_le_bytes(chunk.try_into().unwrap()));
+            }
+            counts.flush();
+            let seen = &bytes[start..start + whole];
+            let high = seen.iter().filter(|&&b| b >= 0x80).count() as u64;
+            let lead = seen.iter().filter(|&&b| b >= 0xC0).count() as u64;
             assert_eq!(
-                (count_high(word), count_at_least_c0(word)),
+                (counts.high, counts.at_least_c0),
                 (high, lead),
-                "{chunk:?}"
+                "from {start}"
             );
         }
     }

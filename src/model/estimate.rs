@@ -37,12 +37,15 @@ impl TextCount {
         let bytes = text.as_bytes();
         let words = bytes.chunks_exact(8);
         let rest = words.remainder();
-        let mut high = 0;
+        let mut counts = swar::ByteCounts::default();
         for word in words {
-            let word = u64::from_le_bytes(<[u8; 8]>::try_from(word).unwrap_or_default());
-            high += swar::count_high(word);
-            self.other += swar::count_at_least_c0(word);
+            counts.add(u64::from_le_bytes(
+                <[u8; 8]>::try_from(word).unwrap_or_default(),
+            ));
         }
+        counts.flush();
+        let mut high = counts.high;
+        self.other += counts.at_least_c0;
         for &b in rest {
             high += u64::from(b >= 0x80);
             self.other += u64::from(b >= 0xC0);
@@ -157,7 +160,9 @@ mod tests {
         .flat_map(|t| {
             // Long enough for whole eight-byte words, at every alignment.
             let long = format!("{t}a{t}ab{t}abc{t}abcd{t}abcdefg{t}");
-            [t.to_owned(), long]
+            // And past 255 words, where the lanes are summed midway.
+            let longer = long.repeat(300);
+            [t.to_owned(), long, longer]
         }) {
             let text = text.as_str();
             let mut count = TextCount::default();
