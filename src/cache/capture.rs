@@ -265,6 +265,15 @@ impl StreamEncoder for Recording {
         }
     }
 
+    /// An answer of several choices is not kept (the cache keys none:
+    /// see `cache::cacheable`); the client's encoder follows them.
+    fn choice(&mut self, origin: &Origin, out: &mut Vec<u8>, index: u32) {
+        self.capture.borrow_mut().spoil();
+        if let Some(inner) = &mut self.inner {
+            inner.choice(origin, out, index);
+        }
+    }
+
     fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {
         self.capture.borrow_mut().done(origin, usage);
         if let Some(inner) = &mut self.inner {

@@ -223,6 +223,7 @@ mod tests {
 
     fn completion() -> Completion {
         Completion {
+            more: Vec::new(),
             reasoning: vec![
                 Thinking {
                     text: "think".into(),

@@ -239,6 +239,7 @@ impl Dialect for DashScope {
             tool_calls,
             finish_reason: choice.finish_reason.as_deref().and_then(finish_reason),
             usage,
+            more: Vec::new(),
         };
         Ok(DecodedResponse::decoded(completion))
     }

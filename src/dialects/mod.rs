@@ -578,13 +578,27 @@ pub(crate) fn run_stream(
     chunks: &[&[u8]],
     include_usage: bool,
 ) -> (Vec<serde_json::Value>, String) {
-    let mut d = dialect.stream_decoder(crate::surfaces::stream_writer(
+    run_stream_choices(dialect, origin, chunks, include_usage, 1)
+}
+
+/// [`run_stream`] for a client that asked for `choices` choices.
+#[cfg(test)]
+pub(crate) fn run_stream_choices(
+    dialect: &dyn Dialect,
+    origin: Origin,
+    chunks: &[&[u8]],
+    include_usage: bool,
+    choices: u32,
+) -> (Vec<serde_json::Value>, String) {
+    let writer = crate::surfaces::stream_writer(
         Api::OpenAiChat,
         dialect.speaks(Api::OpenAiChat),
         origin,
         "rid".into(),
         include_usage,
-    ));
+    )
+    .with_choices(choices);
+    let mut d = dialect.stream_decoder(writer);
     let mut out = Vec::new();
     for c in chunks {
         d.feed(c, &mut out);

@@ -11,6 +11,8 @@ use crate::model::copy_on_write::Shared;
 
 /// Upper bounds that keep a hostile body from costing more than it is worth.
 pub const MAX_MESSAGES: usize = 10_000;
+/// The most choices an answer has (OpenAI documents 128 for its `n`).
+pub const MAX_CHOICES: u32 = 128;
 pub const MAX_MODEL_NAME: usize = 256;
 
 #[derive(Debug, Clone, Default)]
@@ -34,6 +36,7 @@ pub struct ChatRequest {
     /// How much the model should think before it answers.
     pub reasoning: Option<Reasoning>,
     pub user: Option<String>,
+    /// How many choices to answer (several: each the model's own answer).
     pub n: Option<u32>,
     pub stream: bool,
     /// `stream_options.include_usage`: whether the CLIENT asked for a usage chunk.

@@ -120,7 +120,10 @@ impl ToolCallOut {
     }
 }
 
-/// A complete non-stream answer, as dialects decode it.
+/// A complete non-stream answer, as dialects decode it: its first choice
+/// (the only one, unless the client asked for several), the others after
+/// it, and the usage of the whole answer (every choice's tokens, metered
+/// once).
 #[derive(Debug, Clone, Default)]
 pub struct Completion {
     /// The model's reasoning before its answer, in order.
@@ -129,6 +132,62 @@ pub struct Completion {
     pub tool_calls: Vec<ToolCallOut>,
     pub finish_reason: Option<FinishReason>,
     pub usage: Option<Usage>,
+    /// Choices 1 and on, in order (empty, and not allocated, for one).
+    pub more: Vec<Choice>,
+}
+
+/// One choice of an answer with several, after the first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Choice {
+    pub reasoning: Vec<Thinking>,
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCallOut>,
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// A choice of a [`Completion`] as surfaces render it.
+#[derive(Debug, Clone, Copy)]
+pub struct ChoiceRef<'a> {
+    pub index: u32,
+    pub reasoning: &'a [Thinking],
+    pub content: Option<&'a str>,
+    pub tool_calls: &'a [ToolCallOut],
+    pub finish_reason: Option<FinishReason>,
+}
+
+impl Completion {
+    /// An answer of these choices (at least one: none is the first left
+    /// empty) and the usage of them all.
+    pub fn of_choices(choices: Vec<Choice>, usage: Option<Usage>) -> Self {
+        let mut choices = choices.into_iter();
+        let first = choices.next().unwrap_or_default();
+        Self {
+            reasoning: first.reasoning,
+            content: first.content,
+            tool_calls: first.tool_calls,
+            finish_reason: first.finish_reason,
+            usage,
+            more: choices.collect(),
+        }
+    }
+
+    /// Every choice, the first first.
+    pub fn choices(&self) -> impl Iterator<Item = ChoiceRef<'_>> {
+        let first = ChoiceRef {
+            index: 0,
+            reasoning: &self.reasoning,
+            content: self.content.as_deref(),
+            tool_calls: &self.tool_calls,
+            finish_reason: self.finish_reason,
+        };
+        std::iter::once(first).chain(self.more.iter().zip(1..).map(|(c, index)| ChoiceRef {
+            index,
+            reasoning: &c.reasoning,
+            content: c.content.as_deref(),
+            tool_calls: &c.tool_calls,
+            finish_reason: c.finish_reason,
+        }))
+    }
 }
 
 /// A decoded non-stream answer: neutral, or already in the client

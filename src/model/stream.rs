@@ -34,6 +34,13 @@ pub trait StreamEncoder {
         fragment: &str,
     );
     fn finish(&mut self, origin: &Origin, out: &mut Vec<u8>, reason: FinishReason);
+    /// The events that follow belong to choice `index` (an answer with
+    /// several, which the client asked for), until the next call. A
+    /// stream starts at choice 0, and a writer calls this only when the
+    /// choice changes, after `start`: an answer of one choice never sees
+    /// it. Formats that carry one choice (whose clients never ask for
+    /// more) ignore it.
+    fn choice(&mut self, origin: &Origin, out: &mut Vec<u8>, index: u32);
     /// The end; `usage` when the vendor reported it (formats that report
     /// usage only when asked check that themselves).
     fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>);
@@ -145,9 +152,27 @@ pub struct EventWriter {
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     done: bool,
-    /// The vendor's key of each tool call started (its content block, its
-    /// own index): a call's position here is its index for the client.
+    /// The vendor's key of each tool call of the current choice started
+    /// (its content block, its own index): a call's position here is its
+    /// index for the client.
     tool_keys: Vec<u64>,
+    /// How many choices the client asked for (1 unless it asked for several).
+    choices: u32,
+    /// The choice the events belong to now.
+    choice: u32,
+    /// Every choice's own state, by its index, the current one's slot
+    /// empty (its state is in the fields above): allocated at the first
+    /// change of choice only.
+    others: Vec<ChoiceState>,
+}
+
+/// What the writer keeps per choice, for the choices not current.
+#[derive(Debug, Default)]
+struct ChoiceState {
+    tool_keys: Vec<u64>,
+    finished: bool,
+    /// Events of this choice were written.
+    seen: bool,
 }
 
 /// More tool calls than any answer has: later ones are dropped rather
@@ -187,7 +212,58 @@ impl EventWriter {
             usage: None,
             done: false,
             tool_keys: Vec::new(),
+            choices: 1,
+            choice: 0,
+            others: Vec::new(),
         }
+    }
+
+    /// The writer for an answer of `choices` choices (the client asked
+    /// for several; at least 1).
+    pub fn with_choices(mut self, choices: u32) -> Self {
+        self.choices = choices.max(1);
+        self
+    }
+
+    /// The events that follow belong to choice `index` (the vendor's
+    /// number for it). A number outside the choices the client asked for
+    /// is the vendor's error: nothing is written.
+    pub fn choice(&mut self, out: &mut Vec<u8>, index: u32) -> Result<(), GatewayError> {
+        if index >= self.choices {
+            return Err(GatewayError::new(
+                crate::error::ErrorCode::UpstreamError,
+                format!(
+                    "the provider answered choice {index} of {} asked for",
+                    self.choices
+                ),
+            ));
+        }
+        if index == self.choice || self.done {
+            return Ok(());
+        }
+        if self.others.is_empty() {
+            self.others = (0..self.choices).map(|_| ChoiceState::default()).collect();
+        }
+        let current = ChoiceState {
+            tool_keys: std::mem::take(&mut self.tool_keys),
+            finished: self.finished,
+            seen: true,
+        };
+        let slot = usize::try_from(self.choice).unwrap_or(usize::MAX);
+        if let Some(state) = self.others.get_mut(slot) {
+            *state = current;
+        }
+        let next = usize::try_from(index)
+            .ok()
+            .and_then(|i| self.others.get_mut(i))
+            .map(std::mem::take)
+            .unwrap_or_default();
+        self.tool_keys = next.tool_keys;
+        self.finished = next.finished;
+        self.choice = index;
+        self.begin(out);
+        self.encoder.choice(&self.origin, out, index);
+        Ok(())
     }
 
     /// The writer for a client of `api` (OpenAI chat unless said).
@@ -326,7 +402,9 @@ impl EventWriter {
         }
         self.begin(out);
         self.content_started = true;
-        self.finish_reason = Some(reason);
+        if self.choice == 0 {
+            self.finish_reason = Some(reason);
+        }
         self.encoder.finish(&self.origin, out, reason);
     }
 
@@ -404,9 +482,15 @@ impl EventWriter {
         self.native
     }
 
-    /// True once a finish reason has been sent.
+    /// True once a finish reason has been sent (for every choice written,
+    /// in an answer of several).
     pub fn finished(&self) -> bool {
         self.finished
+            && self
+                .others
+                .iter()
+                .zip(0..)
+                .all(|(c, i)| i == self.choice || !c.seen || c.finished)
     }
 
     /// Adds answer text a passed-through event carried to what was delivered.

@@ -122,7 +122,8 @@ pub struct Attempt<H> {
     model: String,
     attempt: u64,
     stream: bool,
-    include_usage: bool,
+    /// The answer's shape the client asked for (usage, how many choices).
+    shape: request::Shape,
     /// The request's web search was left out for this vendor (it has no
     /// search tool for it): the answer's `x-llm-dropped-tools` says so.
     dropped_web_search: bool,
@@ -192,7 +193,7 @@ impl<H: Host> Attempt<H> {
             model: String::new(),
             attempt: 1,
             stream: false,
-            include_usage: false,
+            shape: request::Shape::default(),
             dropped_web_search: false,
             google_token: Cell::new(None),
             batch_limit: Cell::new(None),

@@ -334,6 +334,7 @@ impl Dialect for Anthropic {
             tool_calls,
             finish_reason: message.stop_reason.as_deref().map(finish_reason),
             usage,
+            more: Vec::new(),
         };
         Ok(DecodedResponse::decoded(completion))
     }

@@ -167,6 +167,7 @@ fn decode_converse(body: &[u8], origin: &mut Origin) -> Result<DecodedResponse, 
         tool_calls,
         finish_reason: Some(finish_reason(&response.stop_reason)),
         usage,
+        more: Vec::new(),
     };
     Ok(DecodedResponse::decoded(completion))
 }

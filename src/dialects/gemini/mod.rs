@@ -52,14 +52,14 @@ use crate::model::request::{
     ResponseFormat, ToolChoice,
 };
 use crate::model::response::Answer;
-use crate::model::response::{Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::model::response::{Choice, Completion, FinishReason, Origin, ToolCallOut, Usage};
 use crate::model::stream::{EventWriter, Passed, Reasoning};
 use crate::model::Api;
 use crate::wire::gemini::{
     Blob, Content as Turn, CountTokensResponse, ErrorBody, FunctionCall, FunctionCallingConfig,
     FunctionDeclaration, FunctionResponse, FunctionResponsePart, GenerateContentRequest as Request,
     GenerateContentResponse as GenerateResponse, GenerationConfig, Part, Status, Text,
-    ThinkingConfig, Tool as Tools, ToolConfig, UsageMetadata,
+    ThinkingConfig, Tool as Tools, ToolConfig, UsageMetadata, MAX_CANDIDATES,
 };
 
 mod answer;
@@ -169,7 +169,7 @@ impl Dialect for Gemini {
         req: &ChatRequest,
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError> {
-        super::single_choice(req)?;
+        let candidate_count = candidate_count(req)?;
         let mut system = Vec::new();
         let mut turns: Vec<Turn> = Vec::with_capacity(req.messages.len());
         // Tool call id → function name, from the assistant turns seen so far.
@@ -334,6 +334,7 @@ impl Dialect for Gemini {
                 response_mime_type,
                 response_json_schema,
                 thinking_config: req.reasoning.map(|r| thinking_config(r, target.model)),
+                candidate_count,
                 ..GenerationConfig::default()
             },
             ..Request::default()
@@ -351,52 +352,39 @@ impl Dialect for Gemini {
             serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
         stamp(&response, origin);
         let usage = response.usage_metadata.map(unified_usage);
-        let Some(candidate) = response.candidates.into_iter().next() else {
+        if response.candidates.is_empty() {
             return Err(
                 match response.prompt_feedback.and_then(|f| f.block_reason) {
                     Some(reason) => prompt_blocked(&reason),
                     None => unparseable("response", "no candidates"),
                 },
             );
-        };
-        let mut text: Option<String> = None;
-        let mut tool_calls = Vec::new();
-        let mut reasoning = Vec::new();
-        for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-            if part.is_thought() {
-                for piece in thought_pieces(&part) {
-                    piece.push_to(&mut reasoning);
+        }
+        // Each candidate in its place (`index`, in order when Gemini
+        // leaves it out); an index out of the candidates' range, or
+        // twice, is the vendor's error.
+        let count = response.candidates.len();
+        let mut choices: Vec<Option<Choice>> = Vec::new();
+        choices.resize_with(count, || None);
+        for (position, candidate) in response.candidates.into_iter().enumerate() {
+            let index = candidate
+                .index
+                .map_or(position, |i| usize::try_from(i).unwrap_or(usize::MAX));
+            let choice = decode_candidate(candidate, &origin.id);
+            match choices.get_mut(index) {
+                Some(slot @ None) => *slot = Some(choice),
+                _ => {
+                    return Err(unparseable(
+                        "response",
+                        format!("candidate index {index} of {count} candidates"),
+                    ))
                 }
-                continue;
-            }
-            if let Some(call) = part.function_call {
-                let id = tool_call_id(
-                    &origin.id,
-                    tool_calls.len(),
-                    part.thought_signature.as_deref(),
-                );
-                let args = call.args.unwrap_or_else(|| Value::Object(Map::new()));
-                tool_calls.push(ToolCallOut::new(
-                    id,
-                    call.name.0.into_owned(),
-                    args.to_string(),
-                ));
-            } else if let Some(t) = part.text {
-                text.get_or_insert_with(String::new).push_str(&t);
             }
         }
-        let finish_reason = candidate
-            .finish_reason
-            .as_deref()
-            .map(|r| finish_reason(r, !tool_calls.is_empty()));
-        let completion = Completion {
-            reasoning,
-            content: text,
-            tool_calls,
-            finish_reason,
-            usage,
-        };
-        Ok(DecodedResponse::decoded(completion))
+        let choices = choices.into_iter().flatten().collect();
+        Ok(DecodedResponse::decoded(Completion::of_choices(
+            choices, usage,
+        )))
     }
 
     fn embedder(&self) -> Option<&dyn crate::dialects::embed::Embedder> {
@@ -458,6 +446,60 @@ impl super::count::Counter for Gemini {
         serde_json::from_slice::<CountTokensResponse>(body)
             .map(|r| r.total_tokens)
             .map_err(|e| unparseable("token count", e))
+    }
+}
+
+/// A candidate of a whole answer as a choice (its tool call ids made
+/// from the response id, as for one).
+fn decode_candidate(candidate: crate::wire::gemini::Candidate, response_id: &str) -> Choice {
+    let mut text: Option<String> = None;
+    let mut tool_calls = Vec::new();
+    let mut reasoning = Vec::new();
+    for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+        if part.is_thought() {
+            for piece in thought_pieces(&part) {
+                piece.push_to(&mut reasoning);
+            }
+            continue;
+        }
+        if let Some(call) = part.function_call {
+            let id = tool_call_id(
+                response_id,
+                tool_calls.len(),
+                part.thought_signature.as_deref(),
+            );
+            let args = call.args.unwrap_or_else(|| Value::Object(Map::new()));
+            tool_calls.push(ToolCallOut::new(
+                id,
+                call.name.0.into_owned(),
+                args.to_string(),
+            ));
+        } else if let Some(t) = part.text {
+            text.get_or_insert_with(String::new).push_str(&t);
+        }
+    }
+    let finish_reason = candidate
+        .finish_reason
+        .as_deref()
+        .map(|r| finish_reason(r, !tool_calls.is_empty()));
+    Choice {
+        reasoning,
+        content: text,
+        tool_calls,
+        finish_reason,
+    }
+}
+
+/// Gemini's `candidateCount` for the request's `n` (left out for one):
+/// Google documents 1 to 8 candidates.
+fn candidate_count(req: &ChatRequest) -> Result<Option<u32>, GatewayError> {
+    match req.n {
+        Some(n) if n > MAX_CANDIDATES => Err(GatewayError::invalid(
+            "n",
+            format!("this provider answers at most {MAX_CANDIDATES} choices (n)"),
+        )),
+        Some(n) if n > 1 => Ok(Some(n)),
+        _ => Ok(None),
     }
 }
 

@@ -29,34 +29,20 @@ impl Events<SseParser> for GeminiEvents {
         if let Some(u) = response.usage_metadata {
             w.set_usage(Some(unified_usage(u)));
         }
-        let Some(candidate) = response.candidates.into_iter().next() else {
+        if response.candidates.is_empty() {
             return match response.prompt_feedback.and_then(|f| f.block_reason) {
                 Some(reason) => Err(prompt_blocked(&reason)),
                 // A usage-only event.
                 None => Ok(()),
             };
-        };
-        for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-            if part.is_thought() {
-                for piece in thought_pieces(&part) {
-                    w.reasoning(out, piece);
-                }
-                continue;
-            }
-            if let Some(call) = part.function_call {
-                // Calls arrive whole: each is a new one, keyed by its number.
-                let number = w.tool_calls();
-                let id = tool_call_id(&w.origin().id, number, part.thought_signature.as_deref());
-                let args = call.args.unwrap_or_else(|| Value::Object(Map::new()));
-                let key = u64::try_from(number).unwrap_or(u64::MAX);
-                w.tool_call_start(out, key, &id, &call.name);
-                w.tool_call_arguments(out, key, &args.to_string());
-            } else if let Some(text) = part.text {
-                w.content(out, &text);
-            }
         }
-        if let Some(reason) = candidate.finish_reason.as_deref() {
-            w.finish(out, finish_reason(reason, w.tool_calls() > 0));
+        // Several candidates (`candidateCount`): each carries its index.
+        for (position, candidate) in response.candidates.into_iter().enumerate() {
+            let index = candidate
+                .index
+                .unwrap_or_else(|| u32::try_from(position).unwrap_or(u32::MAX));
+            w.choice(out, index)?;
+            candidate_event(candidate, w, out);
         }
         Ok(())
     }
@@ -65,6 +51,36 @@ impl Events<SseParser> for GeminiEvents {
         if w.finished() {
             w.done(out);
         }
+    }
+}
+
+/// One candidate's piece of the answer, for the writer's current choice.
+fn candidate_event(
+    candidate: crate::wire::gemini::Candidate,
+    w: &mut EventWriter,
+    out: &mut Vec<u8>,
+) {
+    for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+        if part.is_thought() {
+            for piece in thought_pieces(&part) {
+                w.reasoning(out, piece);
+            }
+            continue;
+        }
+        if let Some(call) = part.function_call {
+            // Calls arrive whole: each is a new one, keyed by its number.
+            let number = w.tool_calls();
+            let id = tool_call_id(&w.origin().id, number, part.thought_signature.as_deref());
+            let args = call.args.unwrap_or_else(|| Value::Object(Map::new()));
+            let key = u64::try_from(number).unwrap_or(u64::MAX);
+            w.tool_call_start(out, key, &id, &call.name);
+            w.tool_call_arguments(out, key, &args.to_string());
+        } else if let Some(text) = part.text {
+            w.content(out, &text);
+        }
+    }
+    if let Some(reason) = candidate.finish_reason.as_deref() {
+        w.finish(out, finish_reason(reason, w.tool_calls() > 0));
     }
 }
 

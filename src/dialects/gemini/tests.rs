@@ -396,7 +396,7 @@ fn thought_parts_are_reasoning() {
 fn rejects_what_gemini_cannot_take() {
     for (body, param) in [
         (
-            r#"{"model":"g","n":2,"messages":[{"role":"user","content":"x"}]}"#,
+            r#"{"model":"g","n":9,"messages":[{"role":"user","content":"x"}]}"#,
             "n",
         ),
         (
@@ -786,4 +786,113 @@ fn a_tool_results_images_go_with_it() {
         serde_json::json!([{"functionResponse":{"name":"shot","response":{"result":"one\ntwo"}}},
             {"inlineData":{"mimeType":"image/jpeg","data":"QUJD"}}])
     );
+}
+
+#[test]
+fn several_choices_are_candidates() {
+    let body = r#"{"model":"g","n":3,"messages":[{"role":"user","content":"x"}]}"#;
+    assert_eq!(encode(body)["generationConfig"]["candidateCount"], 3);
+    let one = r#"{"model":"g","n":1,"messages":[{"role":"user","content":"x"}]}"#;
+    assert!(encode(one)["generationConfig"]
+        .get("candidateCount")
+        .is_none());
+    let nine = r#"{"model":"g","n":9,"messages":[{"role":"user","content":"x"}]}"#;
+    let e = encode_request(nine).unwrap_err();
+    assert_eq!((e.status(), e.param.as_deref()), (400, Some("n")));
+}
+
+#[test]
+fn decodes_each_candidate_in_its_place() {
+    let v = decode(
+        r#"{"candidates":[
+            {"content":{"parts":[{"text":"second"}],"role":"model"},"finishReason":"MAX_TOKENS","index":1},
+            {"content":{"parts":[{"text":"first"}],"role":"model"},"finishReason":"STOP","index":0}],
+          "usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":4},"responseId":"r2"}"#,
+    )
+    .unwrap();
+    let choices = v["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 2);
+    assert_eq!(choices[0]["index"], 0);
+    assert_eq!(choices[0]["message"]["content"], "first");
+    assert_eq!(choices[0]["finish_reason"], "stop");
+    assert_eq!(choices[1]["index"], 1);
+    assert_eq!(choices[1]["message"]["content"], "second");
+    assert_eq!(choices[1]["finish_reason"], "length");
+    // Usage is the whole answer's, once.
+    assert_eq!(v["usage"]["completion_tokens"], 4);
+    // Without indexes, in order.
+    let v = decode(
+        r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"finishReason":"STOP"},
+            {"content":{"parts":[{"text":"b"}]},"finishReason":"STOP"}],"responseId":"r3"}"#,
+    )
+    .unwrap();
+    assert_eq!(v["choices"][1]["message"]["content"], "b");
+}
+
+#[test]
+fn a_candidate_index_out_of_range_is_the_vendors_error() {
+    for body in [
+        r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"index":2},{"content":{"parts":[{"text":"b"}]},"index":0}]}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"index":0},{"content":{"parts":[{"text":"b"}]},"index":0}]}"#,
+        r#"{"candidates":[{"content":{"parts":[{"text":"a"}]},"index":4294967295}]}"#,
+    ] {
+        assert_eq!(decode(body).unwrap_err().status(), 502, "{body}");
+    }
+}
+
+const TWO_CANDIDATES: &str = concat!(
+    "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"A1\"}],\"role\":\"model\"},\"index\":0},{\"content\":{\"parts\":[{\"text\":\"B1\"}],\"role\":\"model\"},\"index\":1}],\"responseId\":\"rs9\"}\r\n\r\n",
+    "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"B2\"}],\"role\":\"model\"},\"finishReason\":\"MAX_TOKENS\",\"index\":1}],\"responseId\":\"rs9\"}\r\n\r\n",
+    "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"A2\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}],\"usageMetadata\":{\"promptTokenCount\":2,\"candidatesTokenCount\":4},\"responseId\":\"rs9\"}\r\n\r\n",
+);
+
+#[test]
+fn a_stream_of_several_candidates_is_a_stream_of_choices() {
+    let (ev, text) = crate::dialects::run_stream_choices(
+        &Gemini,
+        origin(),
+        &[TWO_CANDIDATES.as_bytes()],
+        true,
+        2,
+    );
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let of = |index: u64| -> Vec<&Value> {
+        ev.iter()
+            .filter_map(|e| e["choices"].as_array()?.first())
+            .filter(|c| c["index"] == index)
+            .collect()
+    };
+    let text_of = |index: u64| -> String {
+        of(index)
+            .iter()
+            .filter_map(|c| c["delta"]["content"].as_str())
+            .collect()
+    };
+    assert_eq!(text_of(0), "A1A2");
+    assert_eq!(text_of(1), "B1B2");
+    // Each choice opens with its role and ends with its finish.
+    for (index, finish) in [(0, "stop"), (1, "length")] {
+        let choice = of(index);
+        assert_eq!(choice[0]["delta"]["role"], "assistant");
+        assert_eq!(choice.last().unwrap()["finish_reason"], finish);
+    }
+    let usage: Vec<_> = ev.iter().filter(|e| e["usage"].is_object()).collect();
+    assert_eq!(usage.len(), 1);
+    assert_eq!(usage[0]["usage"]["completion_tokens"], 4);
+}
+
+#[test]
+fn a_streamed_candidate_beyond_those_asked_for_is_an_error() {
+    let (ev, _) = crate::dialects::run_stream_choices(
+        &Gemini,
+        origin(),
+        &[TWO_CANDIDATES.as_bytes()],
+        false,
+        1,
+    );
+    let error = ev.iter().find(|e| e.get("error").is_some()).unwrap();
+    assert_eq!(error["error"]["code"], "UPSTREAM_ERROR", "{error}");
+    // A one-choice stream is as it was.
+    let (ev, _) = run(&[TEXT_STREAM.as_bytes()], false);
+    assert!(ev.iter().all(|e| e["choices"][0]["index"] == 0));
 }

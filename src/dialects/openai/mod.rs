@@ -19,7 +19,7 @@ use super::{
 use crate::error::GatewayError;
 use crate::model::call::Call;
 use crate::model::request::{ChatRequest, Effort, Thinking};
-use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut};
+use crate::model::response::{Answer, Choice, Completion, FinishReason, Origin, ToolCallOut};
 use crate::model::stream::EventWriter;
 use crate::model::Api;
 use crate::provider::Provider;
@@ -299,26 +299,50 @@ fn reasoning_effort(req: &ChatRequest, model: &str) -> Option<&'static str> {
     }
 }
 
-/// A `chat.completion` decoded into the neutral answer (first choice).
+/// A `chat.completion` decoded into the neutral answer: each choice in
+/// its place (`index`); an index out of the choices' range, or twice, is
+/// the vendor's error.
 pub(super) fn decode_typed(
     body: &[u8],
     origin: &mut Origin,
 ) -> Result<DecodedResponse, GatewayError> {
     let wire: chat::Completion =
         serde_json::from_slice(body).map_err(|e| unparseable("response", e))?;
-    let choice = wire
-        .choices
-        .into_iter()
-        .next()
-        .ok_or_else(|| unparseable("response", "no choices"))?;
-    let finish_reason = choice.finish();
-    let message = choice.message.unwrap_or_default();
+    if wire.choices.is_empty() {
+        return Err(unparseable("response", "no choices"));
+    }
     if !wire.id.is_empty() {
         origin.id = wire.id.into_owned();
     }
     if !wire.model.is_empty() {
         origin.model = wire.model.into_owned();
     }
+    let count = wire.choices.len();
+    let mut choices: Vec<Option<Choice>> = Vec::new();
+    choices.resize_with(count, || None);
+    for choice in wire.choices {
+        let index = usize::try_from(choice.index).unwrap_or(usize::MAX);
+        match choices.get_mut(index) {
+            Some(slot @ None) => *slot = Some(decode_choice(choice)),
+            _ => {
+                return Err(unparseable(
+                    "response",
+                    format!("choice index {index} of {count} choices"),
+                ))
+            }
+        }
+    }
+    let choices = choices.into_iter().flatten().collect();
+    Ok(DecodedResponse::decoded(Completion::of_choices(
+        choices,
+        wire.usage.as_ref().map(Into::into),
+    )))
+}
+
+/// One choice of a `chat.completion`.
+fn decode_choice(choice: chat::Choice) -> Choice {
+    let finish_reason = choice.finish();
+    let message = choice.message.unwrap_or_default();
     let reasoning = message
         .reasoning_content
         .filter(|t| !t.is_empty())
@@ -339,13 +363,12 @@ pub(super) fn decode_typed(
             )
         })
         .collect();
-    Ok(DecodedResponse::decoded(Completion {
+    Choice {
         reasoning: reasoning.into_iter().collect(),
         content: message.content.or(message.refusal).map(Cow::into_owned),
         tool_calls,
         finish_reason,
-        usage: wire.usage.as_ref().map(Into::into),
-    }))
+    }
 }
 
 /// A `chat.completion` for the chat surface: the vendor's object, edited.

@@ -70,9 +70,20 @@ fn typed_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(),
     if let Some(usage) = chunk.usage {
         w.set_usage(usage.as_ref().map(Into::into));
     }
-    let Some(choice) = chunk.choices.into_iter().next() else {
-        return Ok(());
-    };
+    // Several choices (`n`): each carries its index.
+    for choice in chunk.choices {
+        w.choice(out, choice.index)?;
+        typed_choice(choice, w, out);
+    }
+    Ok(())
+}
+
+/// One choice's piece of a chunk, for the writer's current choice.
+fn typed_choice(
+    choice: crate::wire::openai_chat::ChunkChoice,
+    w: &mut EventWriter,
+    out: &mut Vec<u8>,
+) {
     let finish = choice.finish();
     if let Some(delta) = choice.delta {
         if let Some(text) = delta.reasoning_content.as_deref() {
@@ -103,7 +114,6 @@ fn typed_event(data: &str, w: &mut EventWriter, out: &mut Vec<u8>) -> Result<(),
     if let Some(reason) = finish {
         w.finish(out, reason);
     }
-    Ok(())
 }
 
 /// One event the cheap way, or `None` (before touching `w` or `out`) when

@@ -107,6 +107,19 @@ impl<H: Host> Attempt<H> {
                 } else {
                     dialect.decode_response(body, &mut origin)
                 };
+                let choices = usize::try_from(self.shape.choices).unwrap_or(usize::MAX);
+                let decoded = decoded.and_then(|d| match &d.answer {
+                    crate::model::response::Answer::Decoded(c) if c.more.len() >= choices => {
+                        Err(GatewayError::new(
+                            ErrorCode::UpstreamError,
+                            format!(
+                                "the provider answered {} choices for {choices} asked for",
+                                c.more.len() + 1
+                            ),
+                        ))
+                    }
+                    _ => Ok(d),
+                });
                 decoded.map(|d| {
                     if let crate::model::response::Answer::Decoded(completion) = &d.answer {
                         self.capture_whole(completion, &origin);

@@ -96,13 +96,17 @@ impl<H: Host> Attempt<H> {
         let encoded = encoded?;
         let dropped_web_search = encoded.dropped_web_search;
         let encoded = encoded.request;
-        let (stream, include_usage) = (request.stream, request.include_usage);
+        let stream = request.stream;
+        let shape = Shape {
+            include_usage: request.include_usage,
+            choices: request.n.unwrap_or(1).max(1),
+        };
         let refitted = fitted.is_some();
         self.send_upstream(provider, dialect, &encoded, Some(size))?;
         self.refitted = refitted;
         self.model = model;
         self.stream = stream;
-        self.include_usage = include_usage;
+        self.shape = shape;
         self.dropped_web_search = dropped_web_search;
         self.echo = generation.echo.clone();
         // A response the gateway stores is answered under its id.
@@ -265,5 +269,25 @@ impl<H: Host> Attempt<H> {
                 .set_body(Buffer::Request, 0, size, &encoded.body)?;
         }
         Ok(())
+    }
+}
+
+/// What the client asked of its answer's shape, as its stream writer and
+/// the check of a whole answer need it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Shape {
+    /// A usage report at the end of a stream.
+    pub include_usage: bool,
+    /// How many choices (Chat's `n`, Gemini's `candidateCount`): a vendor
+    /// answering more is in error.
+    pub choices: u32,
+}
+
+impl Default for Shape {
+    fn default() -> Self {
+        Self {
+            include_usage: false,
+            choices: 1,
+        }
     }
 }

@@ -451,6 +451,10 @@ impl StreamEncoder for MessageEvents {
         self.stop_reason = Some(reason);
     }
 
+    /// Messages clients never ask for several choices: only
+    /// choice 0 is ever written here.
+    fn choice(&mut self, _origin: &Origin, _out: &mut Vec<u8>, _index: u32) {}
+
     /// `message_delta` with the stop reason and the usage, then `message_stop`.
     fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {
         if self.passed_through {
@@ -521,6 +525,7 @@ mod tests {
     #[test]
     fn renders_a_message() {
         let completion = Completion {
+            more: Vec::new(),
             reasoning: vec![
                 Thinking {
                     text: "hmm".into(),

@@ -20,7 +20,7 @@ use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::{Call, CallAnswer};
 use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
-use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
+use crate::model::response::{Answer, ChoiceRef, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
 use crate::model::{Api, Generation, Request};
 use crate::wire::gemini::{
@@ -415,10 +415,23 @@ pub fn thought_part(text: &str, signature: Option<String>) -> Part<'_> {
     }
 }
 
+/// A `GenerateContentResponse`: a candidate each (`candidateCount`).
 fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
+    let response = GenerateContentResponse {
+        candidates: completion.choices().map(render_candidate).collect(),
+        usage_metadata: completion.usage.as_ref().map(usage_metadata),
+        model_version: Some(origin.model.as_str().into()),
+        response_id: Some(Text(Cow::Borrowed(origin.id.as_str()))),
+        ..GenerateContentResponse::default()
+    };
+    serde_json::to_vec(&response).unwrap_or_default()
+}
+
+/// One choice as a candidate.
+fn render_candidate(completion: ChoiceRef<'_>) -> Candidate<'_> {
     let mut parts =
         Vec::with_capacity(completion.reasoning.len() + 1 + completion.tool_calls.len());
-    for thinking in &completion.reasoning {
+    for thinking in completion.reasoning {
         match &thinking.redacted {
             // Anthropic's encrypted thinking: an empty thought carrying it.
             Some(data) => parts.push(thought_part("", Some(carry_signature(data, true)))),
@@ -431,13 +444,13 @@ fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
             )),
         }
     }
-    if let Some(text) = completion.content.as_deref().filter(|t| !t.is_empty()) {
+    if let Some(text) = completion.content.filter(|t| !t.is_empty()) {
         parts.push(Part {
             text: Some(text.into()),
             ..Part::default()
         });
     }
-    for call in &completion.tool_calls {
+    for call in completion.tool_calls {
         parts.push(Part {
             function_call: Some(FunctionCall {
                 id: Some(call.id.as_str().into()),
@@ -447,23 +460,16 @@ fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
             ..Part::default()
         });
     }
-    let response = GenerateContentResponse {
-        candidates: vec![Candidate {
-            content: Some(Content {
-                role: Some("model".into()),
-                parts,
-            }),
-            finish_reason: Some(
-                finish_reason(completion.finish_reason.unwrap_or(FinishReason::Stop)).into(),
-            ),
-            index: Some(0),
-        }],
-        usage_metadata: completion.usage.as_ref().map(usage_metadata),
-        model_version: Some(origin.model.as_str().into()),
-        response_id: Some(Text(Cow::Borrowed(origin.id.as_str()))),
-        ..GenerateContentResponse::default()
-    };
-    serde_json::to_vec(&response).unwrap_or_default()
+    Candidate {
+        content: Some(Content {
+            role: Some("model".into()),
+            parts,
+        }),
+        finish_reason: Some(
+            finish_reason(completion.finish_reason.unwrap_or(FinishReason::Stop)).into(),
+        ),
+        index: Some(completion.index),
+    }
 }
 
 #[cfg(test)]

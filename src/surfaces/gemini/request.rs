@@ -20,6 +20,7 @@ use crate::model::request::{
 };
 use crate::wire::gemini::{
     Content as Turn, CountTokensRequest, GenerateContentRequest, GenerationConfig, Part,
+    MAX_CANDIDATES,
 };
 
 /// A generation's body.
@@ -538,6 +539,12 @@ fn generation_config(
     chat.max_tokens = config.max_output_tokens;
     chat.seed = config.seed;
     if let Some(n) = config.candidate_count.filter(|&n| n != 1) {
+        if n == 0 || n > MAX_CANDIDATES {
+            return Err(GatewayError::invalid(
+                format!("{AT}.candidateCount"),
+                format!("candidateCount must be between 1 and {MAX_CANDIDATES}"),
+            ));
+        }
         chat.n = Some(n);
     }
     for (name, value) in [

@@ -18,6 +18,8 @@ const MAX_HELD_ARGUMENTS: usize = 16 << 20;
 
 /// A tool call being assembled: Gemini sends calls whole.
 struct HeldCall {
+    /// The choice it is part of.
+    choice: u32,
     id: String,
     name: String,
     arguments: String,
@@ -29,7 +31,12 @@ pub struct Chunks {
     opened: bool,
     calls: Vec<HeldCall>,
     held: usize,
+    /// Choice 0's finish.
     finish: Option<FinishReason>,
+    /// The other choices' finishes (`candidateCount` > 1), in order of arrival.
+    more_finishes: Vec<(u32, FinishReason)>,
+    /// The choice the events belong to.
+    choice: u32,
     /// The vendor's own events went through (a Gemini provider).
     passed_through: bool,
 }
@@ -42,6 +49,8 @@ impl Chunks {
             calls: Vec::new(),
             held: 0,
             finish: None,
+            more_finishes: Vec::new(),
+            choice: 0,
             passed_through: false,
         }
     }
@@ -71,12 +80,24 @@ impl Chunks {
             role: Some("model".into()),
             parts,
         });
+        let candidate = Candidate {
+            content,
+            finish_reason: finish.map(|f| Text::from(finish_reason(f))),
+            index: Some(self.choice),
+        };
+        self.respond(origin, out, vec![candidate], usage);
+    }
+
+    /// One element of these candidates.
+    fn respond(
+        &mut self,
+        origin: &Origin,
+        out: &mut Vec<u8>,
+        candidates: Vec<Candidate>,
+        usage: Option<&Usage>,
+    ) {
         let response = GenerateContentResponse {
-            candidates: vec![Candidate {
-                content,
-                finish_reason: finish.map(|f| Text::from(finish_reason(f))),
-                index: Some(0),
-            }],
+            candidates,
             usage_metadata: usage.map(usage_metadata),
             model_version: Some(origin.model.as_str().into()),
             response_id: Some(Text(Cow::Borrowed(origin.id.as_str()))),
@@ -87,13 +108,16 @@ impl Chunks {
         }
     }
 
-    /// Writes the calls held, whole, in one chunk.
+    /// Writes the current choice's calls held, whole, in one chunk.
     fn flush_calls(&mut self, origin: &Origin, out: &mut Vec<u8>) {
-        if self.calls.is_empty() {
+        if !self.calls.iter().any(|c| c.choice == self.choice) {
             return;
         }
-        let calls = std::mem::take(&mut self.calls);
-        self.held = 0;
+        let (calls, others): (Vec<_>, Vec<_>) = std::mem::take(&mut self.calls)
+            .into_iter()
+            .partition(|c| c.choice == self.choice);
+        self.calls = others;
+        self.held = self.calls.iter().map(|c| c.arguments.len()).sum();
         let parts = calls
             .iter()
             .map(|call| Part {
@@ -143,6 +167,7 @@ impl StreamEncoder for Chunks {
         name: &str,
     ) {
         self.calls.push(HeldCall {
+            choice: self.choice,
             id: id.to_owned(),
             name: name.to_owned(),
             arguments: String::new(),
@@ -159,7 +184,8 @@ impl StreamEncoder for Chunks {
         if self.held + fragment.len() > MAX_HELD_ARGUMENTS {
             return;
         }
-        if let Some(call) = self.calls.last_mut() {
+        let choice = self.choice;
+        if let Some(call) = self.calls.iter_mut().rfind(|c| c.choice == choice) {
             call.arguments.push_str(fragment);
             self.held += fragment.len();
         }
@@ -167,15 +193,42 @@ impl StreamEncoder for Chunks {
 
     fn finish(&mut self, origin: &Origin, out: &mut Vec<u8>, reason: FinishReason) {
         self.flush_calls(origin, out);
-        self.finish = Some(reason);
+        match self.choice {
+            0 => self.finish = Some(reason),
+            choice => self.more_finishes.push((choice, reason)),
+        }
     }
 
-    /// The last chunk: the finish reason and the usage.
+    /// Each candidate's events carry its index.
+    fn choice(&mut self, _origin: &Origin, _out: &mut Vec<u8>, index: u32) {
+        self.choice = index;
+    }
+
+    /// The last chunk: the finish reason (each candidate's) and the usage.
     fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {
         if !self.passed_through {
             self.flush_calls(origin, out);
             let finish = Some(self.finish.unwrap_or(FinishReason::Stop));
-            self.chunk(origin, out, Vec::new(), finish, usage);
+            if self.more_finishes.is_empty() {
+                self.choice = 0;
+                self.chunk(origin, out, Vec::new(), finish, usage);
+            } else {
+                // Calls of choices that never finished, then every finish.
+                for choice in 0..=self.more_finishes.iter().map(|f| f.0).max().unwrap_or(0) {
+                    self.choice = choice;
+                    self.flush_calls(origin, out);
+                }
+                let finishes = std::iter::once((0, self.finish.unwrap_or(FinishReason::Stop)))
+                    .chain(self.more_finishes.iter().copied());
+                let candidates = finishes
+                    .map(|(index, reason)| Candidate {
+                        content: None,
+                        finish_reason: Some(Text::from(finish_reason(reason))),
+                        index: Some(index),
+                    })
+                    .collect();
+                self.respond(origin, out, candidates, usage);
+            }
         }
         if self.json_array {
             if !self.opened {

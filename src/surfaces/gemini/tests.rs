@@ -225,6 +225,7 @@ fn origin() -> Origin {
 #[test]
 fn renders_an_answer_with_thoughts_calls_and_usage() {
     let completion = Completion {
+        more: Vec::new(),
         reasoning: vec![crate::model::request::Thinking {
             text: "hmm".into(),
             signature: Some("sig".into()),
@@ -614,4 +615,97 @@ fn takes_every_member_the_sdks_and_gemini_cli_send() {
     )
     .native_only
     .is_some());
+}
+
+/// An OpenAI answer of two choices, as a Gemini client's candidates.
+#[test]
+fn openai_choices_are_candidates() {
+    let openai = crate::dialects::dialect(crate::dialects::DialectKind::Openai);
+    let body = br#"{"id":"chatcmpl-2","object":"chat.completion","created":1,"model":"gpt-4o",
+        "choices":[{"index":1,"message":{"role":"assistant","content":"two"},"finish_reason":"length"},
+                   {"index":0,"message":{"role":"assistant","content":"one"},"finish_reason":"stop"}],
+        "usage":{"prompt_tokens":3,"completion_tokens":8,"total_tokens":11}}"#;
+    let mut o = origin();
+    let decoded = openai.decode_response(body, &mut o).unwrap();
+    let v: Value = serde_json::from_slice(&Gemini.render_answer(decoded.answer, &o)).unwrap();
+    let candidates = v["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 2);
+    for (i, (text, finish)) in [("one", "STOP"), ("two", "MAX_TOKENS")].iter().enumerate() {
+        assert_eq!(candidates[i]["index"], i);
+        assert_eq!(candidates[i]["content"]["parts"][0]["text"], *text);
+        assert_eq!(candidates[i]["finishReason"], *finish);
+    }
+    assert_eq!(v["usageMetadata"]["candidatesTokenCount"], 8);
+    // An index beyond the choices is the vendor's error.
+    let bad = br#"{"id":"c","object":"chat.completion","created":1,"model":"m",
+        "choices":[{"index":2,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}]}"#;
+    assert_eq!(
+        openai.decode_response(bad, &mut o).unwrap_err().status(),
+        502
+    );
+}
+
+/// OpenAI's interleaved chunks of two choices, as a Gemini client's stream.
+#[test]
+fn openai_streamed_choices_are_candidates() {
+    let openai = crate::dialects::dialect(crate::dialects::DialectKind::Openai);
+    let chunk = |choices: &str| {
+        format!(
+            r#"data: {{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":{choices}}}"#
+        ) + "\n\n"
+    };
+    let events = [
+        chunk(r#"[{"index":0,"delta":{"role":"assistant","content":""}}]"#),
+        chunk(r#"[{"index":1,"delta":{"role":"assistant","content":""}}]"#),
+        chunk(r#"[{"index":0,"delta":{"content":"A"}}]"#),
+        chunk(r#"[{"index":1,"delta":{"content":"B"}}]"#),
+        chunk(r#"[{"index":1,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\""}}]}}]"#),
+        chunk(r#"[{"index":0,"delta":{"content":"a"}}]"#),
+        chunk(r#"[{"index":1,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]}}]"#),
+        chunk(r#"[{"index":0,"delta":{},"finish_reason":"stop"}]"#),
+        chunk(r#"[{"index":1,"delta":{},"finish_reason":"tool_calls"}]"#),
+        "data: [DONE]\n\n".to_owned(),
+    ]
+    .concat();
+    let writer = crate::surfaces::stream_writer(Api::Gemini, false, origin(), "rid".into(), false)
+        .with_choices(2);
+    let mut decoder = openai.stream_decoder(writer);
+    let mut out = Vec::new();
+    decoder.feed(events.as_bytes(), &mut out);
+    decoder.finish(&mut out);
+    let sse = String::from_utf8(out).unwrap();
+    let chunks: Vec<Value> = sse
+        .split("\r\n\r\n")
+        .filter(|c| !c.is_empty())
+        .map(|c| serde_json::from_str(c.strip_prefix("data: ").unwrap()).unwrap())
+        .collect();
+    let text_of = |index: u64| -> String {
+        chunks
+            .iter()
+            .flat_map(|c| c["candidates"].as_array().unwrap())
+            .filter(|c| c["index"] == index)
+            .flat_map(|c| c["content"]["parts"].as_array().into_iter().flatten())
+            .filter_map(|p| p["text"].as_str())
+            .collect()
+    };
+    assert_eq!(
+        (text_of(0).as_str(), text_of(1).as_str()),
+        ("Aa", "B"),
+        "{sse}"
+    );
+    let call = chunks
+        .iter()
+        .flat_map(|c| c["candidates"].as_array().unwrap())
+        .find(|c| c["content"]["parts"][0]["functionCall"].is_object())
+        .unwrap();
+    assert_eq!(call["index"], 1);
+    assert_eq!(
+        call["content"]["parts"][0]["functionCall"]["args"],
+        json!({"a": 1})
+    );
+    let last = chunks.last().unwrap();
+    assert_eq!(
+        last["candidates"],
+        json!([{"finishReason":"STOP","index":0},{"finishReason":"STOP","index":1}])
+    );
 }

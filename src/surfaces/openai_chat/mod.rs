@@ -14,7 +14,9 @@ use crate::formats::sse::write_data;
 use crate::model::call::{Call, CallAnswer};
 use crate::model::listing::Listed;
 use crate::model::request::{ChatRequest, Thinking};
-use crate::model::response::{Answer, Completion, FinishReason, Origin, ToolCallOut, Usage};
+use crate::model::response::{
+    Answer, ChoiceRef, Completion, FinishReason, Origin, ToolCallOut, Usage,
+};
 use crate::model::stream::{Passed, Reasoning, StreamEncoder};
 use crate::model::{Api, Request};
 use crate::wire::openai_chat::{
@@ -108,6 +110,8 @@ impl Surface for OpenAiChat {
             include_usage,
             head: ChunkHead::default(),
             reasoning: ReasoningBlock::None,
+            choice: 0,
+            others: Vec::new(),
         })
     }
 
@@ -116,15 +120,8 @@ impl Surface for OpenAiChat {
     }
 }
 
-/// The `chat.completion` object.
+/// The `chat.completion` object: a choice each (`n`).
 fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
-    let details: Vec<_> = completion
-        .reasoning
-        .iter()
-        .zip(0..)
-        .map(|(block, index)| detail_block(block, index))
-        .collect();
-    let tool_calls = &completion.tool_calls;
     let body = wire::Completion {
         id: Cow::Borrowed(&origin.id),
         object: "chat.completion",
@@ -132,25 +129,37 @@ fn render_completion(completion: &Completion, origin: &Origin) -> Vec<u8> {
         model: Cow::Borrowed(&origin.model),
         provider: &origin.provider,
         system_fingerprint: None,
-        choices: vec![wire::Choice {
-            index: 0,
-            // Every field OpenAI sends, null where we have no value.
-            message: Some(wire::Message {
-                role: "assistant",
-                content: completion.content.as_deref().map(Cow::Borrowed),
-                reasoning_content: reasoning_text(completion).map(Cow::Owned),
-                reasoning_details: details,
-                refusal: None,
-                tool_calls: (!tool_calls.is_empty())
-                    .then(|| tool_calls.iter().map(tool_call).collect()),
-            }),
-            logprobs: (),
-            finish_reason: completion.finish_reason,
-            content_filter_results: None,
-        }],
+        choices: completion.choices().map(render_choice).collect(),
         usage: completion.usage.as_ref().map(Into::into),
     };
     serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// One choice of a `chat.completion`.
+fn render_choice(choice: ChoiceRef<'_>) -> wire::Choice<'_> {
+    let details: Vec<_> = choice
+        .reasoning
+        .iter()
+        .zip(0..)
+        .map(|(block, index)| detail_block(block, index))
+        .collect();
+    let tool_calls = choice.tool_calls;
+    wire::Choice {
+        index: choice.index,
+        // Every field OpenAI sends, null where we have no value.
+        message: Some(wire::Message {
+            role: "assistant",
+            content: choice.content.map(Cow::Borrowed),
+            reasoning_content: reasoning_text(choice.reasoning).map(Cow::Owned),
+            reasoning_details: details,
+            refusal: None,
+            tool_calls: (!tool_calls.is_empty())
+                .then(|| tool_calls.iter().map(tool_call).collect()),
+        }),
+        logprobs: (),
+        finish_reason: choice.finish_reason,
+        content_filter_results: None,
+    }
 }
 
 /// A message's tool call.
@@ -167,12 +176,8 @@ fn tool_call(call: &ToolCallOut) -> wire::ToolCall<'_> {
 }
 
 /// The reasoning's text, all blocks joined, when there is any.
-fn reasoning_text(completion: &Completion) -> Option<String> {
-    let text: String = completion
-        .reasoning
-        .iter()
-        .map(|t| t.text.as_str())
-        .collect();
+fn reasoning_text(reasoning: &[Thinking]) -> Option<String> {
+    let text: String = reasoning.iter().map(|t| t.text.as_str()).collect();
     (!text.is_empty()).then_some(text)
 }
 
@@ -234,6 +239,12 @@ struct ChatChunks {
     head: ChunkHead,
     /// The reasoning block the next piece belongs to.
     reasoning: ReasoningBlock,
+    /// The choice the events belong to (`n` > 1).
+    choice: u32,
+    /// Each choice's reasoning block, the current one's in `reasoning`
+    /// (`None`: the choice has not been opened): allocated at the first
+    /// change of choice only.
+    others: Vec<Option<ReasoningBlock>>,
 }
 
 /// `data: {"id":…,"object":"chat.completion.chunk","created":…,"model":…,"provider":…,"choices":[`,
@@ -300,7 +311,7 @@ impl ChatChunks {
         finish: Option<FinishReason>,
     ) {
         let choice = wire::ChunkChoice {
-            index: 0,
+            index: self.choice,
             delta: Some(delta),
             logprobs: (),
             finish_reason: finish,
@@ -425,6 +436,27 @@ impl StreamEncoder for ChatChunks {
 
     fn finish(&mut self, origin: &Origin, out: &mut Vec<u8>, reason: FinishReason) {
         self.write_choice(origin, out, Delta::default(), Some(reason));
+    }
+
+    /// A choice's first chunk carries its role, as choice 0's does.
+    fn choice(&mut self, origin: &Origin, out: &mut Vec<u8>, index: u32) {
+        let (Ok(from), Ok(to)) = (usize::try_from(self.choice), usize::try_from(index)) else {
+            return;
+        };
+        if self.others.len() <= from.max(to) {
+            self.others.resize(from.max(to) + 1, None);
+        }
+        if let Some(slot) = self.others.get_mut(from) {
+            *slot = Some(self.reasoning);
+        }
+        self.choice = index;
+        match self.others.get_mut(to).and_then(Option::take) {
+            Some(block) => self.reasoning = block,
+            None => {
+                self.reasoning = ReasoningBlock::None;
+                self.start(origin, out);
+            }
+        }
     }
 
     /// The usage chunk if the client asked, then `[DONE]`.
@@ -709,6 +741,7 @@ mod tests {
     #[test]
     fn completion_json() {
         let c = Completion {
+            more: Vec::new(),
             reasoning: vec![],
             content: Some("hello".into()),
             tool_calls: vec![ToolCallOut::new("t1".into(), "f".into(), "{}".into())],

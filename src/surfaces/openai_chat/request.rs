@@ -88,6 +88,12 @@ impl ChatRequest {
                 ));
             }
         }
+        if self.n.is_some_and(|n| n > MAX_CHOICES) {
+            return Err(GatewayError::invalid(
+                "n",
+                format!("n must be at most {MAX_CHOICES}"),
+            ));
+        }
         for (i, message) in self.messages.iter().enumerate() {
             match message {
                 Message::Assistant { tool_calls, .. } => {

@@ -529,6 +529,10 @@ impl StreamEncoder for ResponseEvents {
         self.finish = Some(reason);
     }
 
+    /// Responses clients never ask for several choices: only
+    /// choice 0 is ever written here.
+    fn choice(&mut self, _origin: &Origin, _out: &mut Vec<u8>, _index: u32) {}
+
     /// Every item closed in order, then `response.completed` (or
     /// `response.incomplete`) with the whole response and its usage.
     fn done(&mut self, origin: &Origin, out: &mut Vec<u8>, usage: Option<&Usage>) {

@@ -55,6 +55,7 @@ fn writer() -> crate::model::stream::EventWriter {
 #[test]
 fn response_object_has_what_the_sdk_reads() {
     let c = Completion {
+        more: Vec::new(),
         reasoning: vec![Thinking {
             text: "why".into(),
             ..Thinking::default()

@@ -597,6 +597,10 @@ pub struct GenerateContentResponse<'a> {
     pub error: Option<Status>,
 }
 
+/// The most candidates Gemini answers (`generationConfig.candidateCount`:
+/// Google documents 1 to 8).
+pub const MAX_CANDIDATES: u32 = 8;
+
 #[derive(Serialize, Deserialize, Debug, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct Candidate<'a> {

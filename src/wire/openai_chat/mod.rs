@@ -57,7 +57,8 @@ pub struct Completion<'a> {
 /// A choice of a `chat.completion`.
 #[derive(Serialize, Deserialize, Debug, Default)]
 pub struct Choice<'a> {
-    #[serde(skip_deserializing)]
+    /// Its place among several (`n`); 0 when it says none.
+    #[serde(default, deserialize_with = "index")]
     pub index: u32,
     /// Some servers send a `delta` here too.
     #[serde(default, borrow, alias = "delta")]
@@ -279,7 +280,8 @@ pub struct Chunk<'a> {
 /// A choice of a chunk.
 #[derive(Serialize, Deserialize, Debug, Default)]
 pub struct ChunkChoice<'a> {
-    #[serde(skip_deserializing)]
+    /// Its place among several (`n`); 0 when it says none.
+    #[serde(default, deserialize_with = "index")]
     pub index: u32,
     #[serde(default, borrow, alias = "message")]
     pub delta: Option<Delta<'a>>,
@@ -469,6 +471,22 @@ fn string_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str
     Ok(match Value::deserialize(d)? {
         Value::String(s) => Some(Cow::Owned(s)),
         _ => None,
+    })
+}
+
+/// A choice's index: 0 for anything but a number (as one choice was read
+/// before choices were counted); a number too large for any is kept too
+/// large, for the reader to refuse.
+fn index<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Index {
+        Number(u64),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Index::deserialize(d)? {
+        Index::Number(n) => u32::try_from(n).unwrap_or(u32::MAX),
+        Index::Other(_) => 0,
     })
 }
 
