@@ -23,6 +23,9 @@ pub struct Prompt {
     pub stream: bool,
     /// OpenAI `stream_options.include_usage`.
     pub include_usage: bool,
+    /// Choices asked for (OpenAI `n`, Gemini `candidateCount`); 0 is 1.
+    /// Each is the same planned answer, under its own index.
+    pub choices: u32,
     /// Text of the last user message (tool results excluded).
     pub last_user_text: String,
     /// Whitespace-separated words of all message text, system included.
@@ -75,6 +78,13 @@ pub struct Prompt {
     /// The Responses request came to Azure's v1 API (whose stored
     /// responses are not OpenAI's).
     pub azure: bool,
+}
+
+impl Prompt {
+    /// How many choices to answer (at least 1).
+    pub fn choices(&self) -> u32 {
+        self.choices.max(1)
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -247,9 +247,43 @@ pub fn finish_reason(f: &Finish) -> &'static str {
     }
 }
 
-fn usage(a: &Answer) -> Value {
+/// The most choices OpenAI answers (`n`: "Expected a value <= 128").
+const MAX_CHOICES: u64 = 128;
+
+/// `n`, within OpenAI's range, as OpenAI refuses one outside it.
+fn choices(obj: &serde_json::Map<String, Value>) -> Result<u32, Failure> {
+    let Some(n) = obj.get("n").filter(|n| !n.is_null()) else {
+        return Ok(1);
+    };
+    let Some(n) = n.as_i64() else {
+        return Err(param(
+            format!("Invalid type for 'n': expected an integer, but got {n} instead."),
+            "n",
+            Some("invalid_type"),
+        ));
+    };
+    if n < 1 {
+        return Err(param(
+            format!("Invalid 'n': integer below minimum value. Expected a value >= 1, but got {n} instead."),
+            "n",
+            Some("integer_below_min_value"),
+        ));
+    }
+    if n as u64 > MAX_CHOICES {
+        return Err(param(
+            format!("Invalid 'n': integer above maximum value. Expected a value <= {MAX_CHOICES}, but got {n} instead."),
+            "n",
+            Some("integer_above_max_value"),
+        ));
+    }
+    Ok(n as u32)
+}
+
+/// The usage of the whole answer: every choice's completion tokens.
+fn usage(p: &Prompt, a: &Answer) -> Value {
     // Reasoning tokens are part of completion_tokens; cached ones of prompt_tokens.
-    let completion = a.completion_tokens + a.reasoning_tokens;
+    let n = u64::from(p.choices());
+    let completion = (a.completion_tokens + a.reasoning_tokens) * n;
     json!({
         "prompt_tokens": a.prompt_tokens,
         "completion_tokens": completion,
@@ -257,7 +291,7 @@ fn usage(a: &Answer) -> Value {
         "prompt_tokens_details": {"cached_tokens": a.cached_tokens,
                                   "cache_write_tokens": a.cache_write_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
-            "reasoning_tokens": a.reasoning_tokens, "audio_tokens": 0,
+            "reasoning_tokens": a.reasoning_tokens * n, "audio_tokens": 0,
             "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0
         }
     })
@@ -286,9 +320,17 @@ impl OpenAi {
         }
     }
 
-    fn delta(&self, p: &Prompt, meta: Meta, delta: Value, finish: Option<&str>) -> SseEvent {
+    /// A chunk of choice `index`.
+    fn delta_of(
+        &self,
+        p: &Prompt,
+        meta: Meta,
+        index: u32,
+        delta: Value,
+        finish: Option<&str>,
+    ) -> SseEvent {
         let choice =
-            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}]);
+            json!([{"index": index, "delta": delta, "logprobs": null, "finish_reason": finish}]);
         self.chunk(p, meta, choice, None)
     }
 }
@@ -349,6 +391,7 @@ impl Dialect for OpenAi {
         check_rules(obj, model, messages)?;
         let mut p = Prompt {
             model: model.to_owned(),
+            choices: choices(obj)?,
             json: response_format(obj.get("response_format")),
             ..Prompt::default()
         };
@@ -553,13 +596,14 @@ impl Dialect for OpenAi {
             "object": "chat.completion",
             "created": meta.created,
             "model": p.model,
-            "choices": [{
-                "index": 0,
+            // Each choice the same planned answer, under its index.
+            "choices": (0..p.choices()).map(|i| json!({
+                "index": i,
                 "message": message,
                 "logprobs": null,
                 "finish_reason": finish_reason(&a.finish),
-            }],
-            "usage": usage(a),
+            })).collect::<Vec<_>>(),
+            "usage": usage(p, a),
             "service_tier": "default",
             "system_fingerprint": FINGERPRINT,
         })
@@ -572,34 +616,48 @@ impl Dialect for OpenAi {
         } else {
             Value::Null
         };
-        events.push(self.delta(
-            p,
-            meta,
-            json!({"role": "assistant", "content": first_content}),
-            None,
-        ));
-        for c in &a.chunks {
-            let mut e = self.delta(p, meta, json!({"content": c}), None);
-            e.delta = true;
-            events.push(e);
+        // Several choices (`n`) interleave, each chunk naming its choice.
+        let choices = 0..p.choices();
+        for choice in choices.clone() {
+            events.push(self.delta_of(
+                p,
+                meta,
+                choice,
+                json!({"role": "assistant", "content": first_content}),
+                None,
+            ));
         }
-        for (i, call) in a.tool_calls.iter().enumerate() {
-            let start = json!({"tool_calls": [{
-                "index": i, "id": format!("call_{}", call.n), "type": "function",
-                "function": {"name": call.name, "arguments": ""}}]});
-            let mut e = self.delta(p, meta, start, None);
-            e.delta = true;
-            events.push(e);
-            for frag in fragments(&call.arguments_json) {
-                let d = json!({"tool_calls": [{"index": i, "function": {"arguments": frag}}]});
-                let mut e = self.delta(p, meta, d, None);
+        for c in &a.chunks {
+            for choice in choices.clone() {
+                let mut e = self.delta_of(p, meta, choice, json!({"content": c}), None);
                 e.delta = true;
                 events.push(e);
             }
         }
-        events.push(self.delta(p, meta, json!({}), Some(finish_reason(&a.finish))));
+        for (i, call) in a.tool_calls.iter().enumerate() {
+            for choice in choices.clone() {
+                let start = json!({"tool_calls": [{
+                    "index": i, "id": format!("call_{}", call.n), "type": "function",
+                    "function": {"name": call.name, "arguments": ""}}]});
+                let mut e = self.delta_of(p, meta, choice, start, None);
+                e.delta = true;
+                events.push(e);
+            }
+            for frag in fragments(&call.arguments_json) {
+                for choice in choices.clone() {
+                    let d = json!({"tool_calls": [{"index": i, "function": {"arguments": frag}}]});
+                    let mut e = self.delta_of(p, meta, choice, d, None);
+                    e.delta = true;
+                    events.push(e);
+                }
+            }
+        }
+        for choice in choices {
+            let finish = Some(finish_reason(&a.finish));
+            events.push(self.delta_of(p, meta, choice, json!({}), finish));
+        }
         if p.include_usage {
-            events.push(self.chunk(p, meta, json!([]), Some(usage(a))));
+            events.push(self.chunk(p, meta, json!([]), Some(usage(p, a))));
         }
         events.push(SseEvent {
             name: None,

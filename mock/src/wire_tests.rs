@@ -1233,3 +1233,100 @@ fn a_prompt_over_the_window_gets_each_vendors_own_error() {
         .unwrap()
         .starts_with("The input token count (5000) exceeds"));
 }
+
+#[test]
+fn gemini_answers_candidate_count_candidates_and_refuses_more_than_8() {
+    let addr = start();
+    let path = "/v1beta/models/gemini-x:generateContent";
+    let ask = |n: i64| {
+        json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+               "generationConfig": {"candidateCount": n}})
+    };
+    let (status, _, resp, _) = post(&addr, path, GEMINI_KEY, &ask(2));
+    assert_eq!(status, 200, "{resp}");
+    let v: Value = serde_json::from_str(&resp).unwrap();
+    let candidates = v["candidates"].as_array().unwrap();
+    assert_eq!(candidates.len(), 2);
+    for (i, c) in candidates.iter().enumerate() {
+        assert_eq!(c["index"], i);
+        assert_eq!(c["finishReason"], "STOP");
+    }
+    let one: Value = serde_json::from_str(&post(&addr, path, GEMINI_KEY, &ask(1)).2).unwrap();
+    let per_candidate = one["usageMetadata"]["candidatesTokenCount"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        v["usageMetadata"]["candidatesTokenCount"],
+        2 * per_candidate
+    );
+    for n in [0, 9] {
+        let (status, _, resp, _) = post(&addr, path, GEMINI_KEY, &ask(n));
+        assert_eq!(status, 400, "{n}: {resp}");
+        assert!(resp.contains("candidateCount"), "{resp}");
+    }
+    // Streamed: every event carries each candidate under its index.
+    let (status, _, resp, _) = post(&addr, GEMINI_STREAM, GEMINI_KEY, &ask(3));
+    assert_eq!(status, 200, "{resp}");
+    let events: Vec<Value> = resp
+        .split("\r\n\r\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert!(events.len() > 1);
+    for e in &events {
+        let indexes: Vec<_> = e["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["index"].as_u64().unwrap())
+            .collect();
+        assert_eq!(indexes, [0, 1, 2]);
+    }
+}
+
+#[test]
+fn openai_answers_n_choices_and_refuses_more_than_128() {
+    let body = |n: i64, stream: bool| {
+        json!({"model": "gpt-4o", "n": n, "stream": stream,
+               "messages": [{"role": "user", "content": "hi there"}]})
+    };
+    let p = OpenAi.parse(&body(2, false)).unwrap();
+    let a = plan(&p, &Scenario::parse(""), "openai", None);
+    let v = OpenAi.response(&p, &a, Meta { seq: 1, created: 1 });
+    let choices = v["choices"].as_array().unwrap();
+    assert_eq!(choices.len(), 2);
+    assert_eq!(
+        (choices[0]["index"].as_u64(), choices[1]["index"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert_eq!(choices[0]["message"], choices[1]["message"]);
+    assert_eq!(v["usage"]["completion_tokens"], 20, "every choice's tokens");
+    for (n, needle) in [(0, ">= 1"), (129, "<= 128")] {
+        match OpenAi.parse(&body(n, false)) {
+            Err(Failure::Param { message, param, .. }) => {
+                assert!(message.contains(needle), "{message}");
+                assert_eq!(param, "n");
+            }
+            other => panic!("{n}: {other:?}"),
+        }
+    }
+    let ev = stream(&OpenAi, body(2, true), "");
+    let chunks: Vec<Value> = ev.iter().take(ev.len() - 1).map(data).collect();
+    let text_of = |index: u64| -> String {
+        chunks
+            .iter()
+            .map(|c| &c["choices"][0])
+            .filter(|c| c["index"] == index)
+            .filter_map(|c| c["delta"]["content"].as_str())
+            .collect()
+    };
+    assert_eq!(text_of(0), text_of(1));
+    assert!(text_of(1).ends_with("You said: hi there"));
+    let finishes: Vec<_> = chunks
+        .iter()
+        .map(|c| &c["choices"][0])
+        .filter(|c| c["finish_reason"] == "stop")
+        .map(|c| c["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(finishes, [0, 1]);
+}

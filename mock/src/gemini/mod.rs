@@ -22,14 +22,14 @@ use crate::dialect::{
 use crate::http::{query_param, Request};
 use crate::keys;
 use crate::scenario::Filter;
-use render::{call_parts, candidate, safety_ratings, server_invocations, usage};
-pub(crate) use request::{check_fields, invalid};
+use render::{call_parts, candidates, safety_ratings, server_invocations, usage_of};
 use request::{
-    check_generation_types, check_part, check_response_media, check_thinking,
-    check_tool_combination, json_names, response_text, CALLING_CONFIG_FIELDS, CONTENT_FIELDS,
-    DECLARATION_FIELDS, GENERATION_FIELDS, GOOGLE_SEARCH_FIELDS, REQUEST_FIELDS,
+    check_candidate_count, check_generation_types, check_part, check_response_media,
+    check_thinking, check_tool_combination, json_names, response_text, CALLING_CONFIG_FIELDS,
+    CONTENT_FIELDS, DECLARATION_FIELDS, GENERATION_FIELDS, GOOGLE_SEARCH_FIELDS, REQUEST_FIELDS,
     TOOL_CONFIG_FIELDS, TOOL_FIELDS,
 };
+pub(crate) use request::{check_fields, invalid};
 
 pub struct Gemini;
 
@@ -292,6 +292,7 @@ impl Dialect for Gemini {
         if let Some(config) = body.get("generationConfig") {
             check_fields(config, GENERATION_FIELDS, "generation_config")?;
             check_generation_types(config)?;
+            p.choices = check_candidate_count(config)?;
             if config.get("responseMimeType").and_then(Value::as_str) == Some("application/json") {
                 p.json = Some(
                     config
@@ -500,8 +501,8 @@ impl Dialect for Gemini {
         self.envelope(
             p,
             meta,
-            json!([candidate(parts, Some(&a.finish))]),
-            usage(a),
+            candidates(p, &parts, Some(&a.finish)),
+            usage_of(p, a),
         )
     }
 
@@ -521,12 +522,8 @@ impl Dialect for Gemini {
             .chain(a.chunks.iter().map(|c| json!({"text": c})));
         let mut events: Vec<SseEvent> = pieces
             .map(|part| {
-                let data = self.envelope(
-                    p,
-                    meta,
-                    json!([candidate(vec![part], None)]),
-                    prompt_usage.clone(),
-                );
+                let data =
+                    self.envelope(p, meta, candidates(p, &[part], None), prompt_usage.clone());
                 self.event(&data, true)
             })
             .collect();
@@ -534,8 +531,8 @@ impl Dialect for Gemini {
         let last = self.envelope(
             p,
             meta,
-            json!([candidate(call_parts(a), Some(&a.finish))]),
-            usage(a),
+            candidates(p, &call_parts(a), Some(&a.finish)),
+            usage_of(p, a),
         );
         events.push(self.event(&last, !a.tool_calls.is_empty()));
         events

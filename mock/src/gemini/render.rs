@@ -44,6 +44,32 @@ pub(super) fn usage(a: &Answer) -> Value {
     u
 }
 
+/// The usage of an answer of the prompt's candidates: each candidate's
+/// tokens count (the same planned answer, `candidateCount` times).
+pub(super) fn usage_of(p: &Prompt, a: &Answer) -> Value {
+    let n = u64::from(p.choices());
+    let mut u = usage(a);
+    let candidates = a.completion_tokens * n;
+    let thoughts = a.reasoning_tokens * n;
+    u["candidatesTokenCount"] = json!(candidates);
+    u["totalTokenCount"] = json!(a.prompt_tokens + candidates + thoughts);
+    if thoughts > 0 {
+        u["thoughtsTokenCount"] = json!(thoughts);
+    }
+    u
+}
+
+/// The prompt's candidates (`candidateCount`), each these parts under its index.
+pub(super) fn candidates(p: &Prompt, parts: &[Value], finish: Option<&Finish>) -> Value {
+    (0..p.choices())
+        .map(|i| {
+            let mut c = candidate(parts.to_vec(), finish);
+            c["index"] = json!(i);
+            c
+        })
+        .collect()
+}
+
 fn finish_reason(f: &Finish) -> &'static str {
     match f {
         Finish::Stop | Finish::StopSequence(_) | Finish::ToolCalls | Finish::PauseTurn => "STOP",

@@ -291,6 +291,23 @@ impl Gemini {
 const FLOAT_FIELDS: [&str; 4] = ["temperature", "topP", "presencePenalty", "frequencyPenalty"];
 const INT_FIELDS: [&str; 4] = ["topK", "maxOutputTokens", "candidateCount", "seed"];
 
+/// The most candidates Gemini answers: `candidateCount` is 1 to 8
+/// (Vertex AI's GenerationConfig reference, which Google's guides quote
+/// for the Gemini API too).
+const MAX_CANDIDATES: u64 = 8;
+
+/// `candidateCount`, within Gemini's range (its type already checked).
+pub(super) fn check_candidate_count(config: &Value) -> Result<u32, Failure> {
+    match config.get("candidateCount").and_then(Value::as_i64) {
+        None => Ok(1),
+        Some(n) if (1..=MAX_CANDIDATES as i64).contains(&n) => Ok(n as u32),
+        Some(n) => Err(invalid(format!(
+            "Unable to submit request because candidateCount must be in the range \
+             [1, {MAX_CANDIDATES}]; got {n}."
+        ))),
+    }
+}
+
 pub(super) fn check_generation_types(config: &Value) -> Result<(), Failure> {
     let bad = |name: &str, ty: &str, v: &Value| {
         invalid(format!(
