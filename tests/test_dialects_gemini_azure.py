@@ -354,3 +354,58 @@ def test_azure_responses_name_the_model_azure_names(gw, group, streamed):
         assert models == {AZURE_MODEL}, models
     else:
         assert client.responses.create(model="m", input="hi", store=False).model == AZURE_MODEL
+
+
+# --- several choices (n) ------------------------------------------------------------
+
+GEMINI_ANSWER = "Hello from the mock gemini provider. You said: hi there"
+
+
+def sdk(gw, group, **headers):
+    return openai.OpenAI(base_url=gw.base + "/v1", api_key=gw.key, max_retries=0,
+                         default_headers={"x-model-group": group, **headers})
+
+
+def test_sdk_n_choices_from_gemini_candidates(gw, test_id):
+    """`n` reaches Gemini as `candidateCount`; its candidates come back as the choices, the usage the
+    whole answer's (the mock counts each candidate's tokens)."""
+    r = sdk(gw, GEMINI, **{"x-test-id": test_id}).chat.completions.create(
+        model="any", messages=USER_HI, n=2)
+    assert [c.index for c in r.choices] == [0, 1]
+    assert [c.message.content for c in r.choices] == [GEMINI_ANSWER] * 2
+    assert [c.finish_reason for c in r.choices] == ["stop"] * 2
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (2, 20)
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["generationConfig"] == {"candidateCount": 2}
+
+
+def test_sdk_n_choices_streamed_from_gemini_candidates(gw, test_id):
+    text, finish, usage, first = {}, {}, None, {}
+    for chunk in sdk(gw, GEMINI, **{"x-test-id": test_id}).chat.completions.create(
+            model="any", messages=USER_HI, n=3, stream=True, stream_options={"include_usage": True}):
+        if chunk.usage:
+            usage = chunk.usage
+        for c in chunk.choices:
+            first.setdefault(c.index, c.delta.role)
+            text[c.index] = text.get(c.index, "") + (c.delta.content or "")
+            if c.finish_reason:
+                assert c.index not in finish, "one finish per choice"
+                finish[c.index] = c.finish_reason
+    assert text == {0: GEMINI_ANSWER, 1: GEMINI_ANSWER, 2: GEMINI_ANSWER}
+    assert finish == {0: "stop", 1: "stop", 2: "stop"}
+    assert first == {0: "assistant", 1: "assistant", 2: "assistant"}, "each choice opens with its role"
+    assert (usage.prompt_tokens, usage.completion_tokens) == (2, 30)
+    [sent] = gw.mock_requests(test_id)
+    assert sent["body"]["generationConfig"] == {"candidateCount": 3}
+    assert sent["path"].endswith(":streamGenerateContent")
+
+
+@pytest.mark.parametrize("group,n", [(GEMINI, 9), (GEMINI, 129), ("mock-anthropic", 2), ("mock-bedrock", 2)])
+def test_choices_a_vendor_cannot_give_are_a_400_before_it(gw, test_id, group, n):
+    """Beyond Gemini's 8 candidates, beyond Chat's 128, or any n > 1 to a vendor answering one
+    choice: a clear 400 naming `n`, and the vendor is not called."""
+    status, _, body = gw.chat({"model": "m", "messages": USER_HI, "n": n},
+                              **{"x-model-group": group, "x-test-id": test_id})
+    assert status == 400, body
+    assert (body["error"]["code"], body["error"]["param"]) == ("INVALID_REQUEST", "n")
+    assert gw.mock_requests(test_id) == []

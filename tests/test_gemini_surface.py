@@ -477,3 +477,60 @@ def test_an_empty_conversation_is_refused_in_gemini_s_words_whatever_vendor(ggw,
     answer = json.loads(data)
     assert status == 400 and message in answer["error"]["message"], answer
     assert answer["error"]["status"] == "INVALID_ARGUMENT"
+
+
+# --------------------------------------------------------- several candidates
+
+# Vendors that answer several choices: Gemini itself (its own candidateCount, passed through), and
+# OpenAI and Azure (candidateCount as their `n`).
+SEVERAL = ["mock-gemini", "mock-openai", "mock-azure"]
+
+
+@pytest.mark.parametrize("group", SEVERAL)
+def test_candidate_count_is_served_as_several_candidates(ggw, group, test_id):
+    c = client(ggw, **{"x-test-id": test_id})
+    one = c.models.generate_content(model=group, contents="hello twice")
+    r = c.models.generate_content(model=group, contents="hello twice",
+                                  config=types.GenerateContentConfig(candidate_count=2))
+    assert [cand.index or 0 for cand in r.candidates] == [0, 1]
+    for cand in r.candidates:
+        assert cand.content.parts[0].text == one.text
+        assert cand.finish_reason == types.FinishReason.STOP
+    # The whole answer's usage: each candidate's tokens, counted once.
+    assert r.usage_metadata.candidates_token_count == 2 * one.usage_metadata.candidates_token_count
+    sent = ggw.mock_requests(test_id)[-1]["body"]
+    if group == "mock-gemini":
+        assert sent["generationConfig"] == {"candidateCount": 2}
+    else:
+        assert sent["n"] == 2
+
+
+@pytest.mark.parametrize("group", SEVERAL)
+def test_candidate_count_streamed(ggw, group):
+    c = client(ggw)
+    text, finish = {}, {}
+    chunks = list(c.models.generate_content_stream(
+        model=group, contents="hello stream", config=types.GenerateContentConfig(candidate_count=2)))
+    for chunk in chunks:
+        for cand in chunk.candidates or []:
+            i = cand.index or 0
+            for part in (cand.content.parts or []) if cand.content else []:
+                text[i] = text.get(i, "") + (part.text or "")
+            if cand.finish_reason:
+                finish[i] = cand.finish_reason
+    assert set(text) == {0, 1} and text[0] == text[1] and "hello stream" in text[0]
+    assert finish == {0: types.FinishReason.STOP, 1: types.FinishReason.STOP}
+    assert chunks[-1].usage_metadata.candidates_token_count > 0
+
+
+@pytest.mark.parametrize("group,count", [("mock-openai", 9), ("mock-anthropic", 2), ("mock-bedrock", 2),
+                                         ("mock-dashscope", 2)])
+def test_candidates_a_vendor_cannot_give_are_refused(ggw, group, count, test_id):
+    """Beyond Gemini's 8 candidates, or more than one from a vendor answering one: a 400 before
+    the vendor is called."""
+    c = client(ggw, **{"x-test-id": test_id})
+    with pytest.raises(errors.ClientError) as e:
+        c.models.generate_content(model=group, contents="x",
+                                  config=types.GenerateContentConfig(candidate_count=count))
+    assert e.value.code == 400
+    assert ggw.mock_requests(test_id) == []
