@@ -120,6 +120,29 @@ def test_streams(vgw, group, method, test_id):
     assert req["path"].endswith(path) and req["query"] == query, req
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_n_choices_are_vertex_gemini_candidates(vgw, stream, test_id):
+    """Chat's `n` to Gemini on Vertex AI is its `candidateCount`, each candidate a choice; Claude on
+    Vertex AI answers one choice: a 400 before it is called."""
+    client = chat_client(vgw, GEMINI, test_id)
+    messages = [{"role": "user", "content": "two please"}]
+    if stream:
+        text = {}
+        for chunk in client.chat.completions.create(model=GEMINI, messages=messages, n=2, stream=True):
+            for c in chunk.choices:
+                text[c.index] = text.get(c.index, "") + (c.delta.content or "")
+    else:
+        answer = client.chat.completions.create(model=GEMINI, messages=messages, n=2)
+        text = {c.index: c.message.content for c in answer.choices}
+    assert set(text) == {0, 1} and text[0] == text[1] and "two please" in text[0]
+    [req] = seen(vgw, test_id)
+    assert req["body"]["generationConfig"]["candidateCount"] == 2
+    with pytest.raises(openai.BadRequestError) as e:
+        chat_client(vgw, CLAUDE, test_id).chat.completions.create(model=CLAUDE, messages=messages, n=2)
+    assert e.value.body["param"] == "n"
+    assert len(seen(vgw, test_id)) == 1
+
+
 @pytest.mark.parametrize("group", [GEMINI, CLAUDE])
 def test_tool_round_trip(vgw, group, test_id):
     client = chat_client(vgw, group, test_id)
