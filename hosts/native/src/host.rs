@@ -144,7 +144,12 @@ fn parts(stream: &Stream, d: usize) -> [Option<u32>; 2] {
 
 /// The size of the body a session sees in direction `d` (0: request).
 pub fn body_size_of(stream: &Stream, d: usize) -> usize {
-    parts(stream, d)
+    size_of_parts(stream, parts(stream, d))
+}
+
+/// The size of the body made of `parts`.
+fn size_of_parts(stream: &Stream, parts: [Option<u32>; 2]) -> usize {
+    parts
         .into_iter()
         .flatten()
         // SAFETY: the filter is live while its hooks run.
@@ -155,11 +160,6 @@ pub fn body_size_of(stream: &Stream, d: usize) -> usize {
 impl NativeHost {
     fn envoy(&self) -> FilterEnvoy {
         self.stream.envoy
-    }
-
-    /// The size of the body the session sees.
-    pub fn body_size(&self, b: Buffer) -> usize {
-        body_size_of(&self.stream, direction(b))
     }
 
     /// Appends bytes `[start, end)` of the body made of `parts` to `out`,
@@ -334,12 +334,13 @@ impl Host for NativeHost {
     }
 
     fn body(&self, b: Buffer, start: usize, size: usize) -> Result<Vec<u8>, HostError> {
-        let total = self.body_size(b);
+        let parts = parts(&self.stream, direction(b));
+        let total = size_of_parts(&self.stream, parts);
         // Sized by Envoy's count, bounded by what the chunks hold.
         let mut out = Vec::with_capacity(size.min(total.saturating_sub(start)));
         let end = start.saturating_add(size);
         if start < end {
-            self.read_range(parts(&self.stream, direction(b)), start, end, &mut out);
+            self.read_range(parts, start, end, &mut out);
         }
         Ok(out)
     }
@@ -348,7 +349,7 @@ impl Host for NativeHost {
         let d = direction(b);
         let fail = |s| HostError::new(HostCall::SetBody, s);
         let parts = parts(&self.stream, d);
-        let total = self.body_size(b);
+        let total = size_of_parts(&self.stream, parts);
         // The sessions replace the whole body (or chunk) they read; a
         // partial replacement is spliced from a copy.
         let replacement = if start == 0 && size >= total {
