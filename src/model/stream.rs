@@ -225,6 +225,12 @@ impl EventWriter {
         self
     }
 
+    /// The choice the events belong to now (0 unless the client asked
+    /// for several).
+    pub fn current_choice(&self) -> u32 {
+        self.choice
+    }
+
     /// The events that follow belong to choice `index` (the vendor's
     /// number for it). A number outside the choices the client asked for
     /// is the vendor's error: nothing is written.

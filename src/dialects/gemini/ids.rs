@@ -10,9 +10,23 @@ pub(super) fn digest(text: &str) -> u64 {
     })
 }
 
-/// Our id for tool call `n` of a response, carrying Gemini's signature.
-pub(super) fn tool_call_id(response_id: &str, n: usize, signature: Option<&str>) -> String {
-    let mut id = format!("call_{:016x}_{n}", digest(response_id));
+/// Our id for tool call `n` of candidate `candidate` of a response,
+/// carrying Gemini's signature. Calls are numbered per candidate, so the
+/// candidate is in the digest: two candidates' calls never share an id
+/// (the first candidate's ids are the response's digest alone).
+pub(super) fn tool_call_id(
+    response_id: &str,
+    candidate: u32,
+    n: usize,
+    signature: Option<&str>,
+) -> String {
+    let mut digest = digest(response_id);
+    if candidate > 0 {
+        digest = format!("#{candidate}").bytes().fold(digest, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    }
+    let mut id = format!("call_{digest:016x}_{n}");
     if let Some(signature) = signature {
         id.push_str(SIGNATURE_MARK);
         // base64url without padding: ids stay in [A-Za-z0-9_-].

@@ -370,7 +370,7 @@ impl Dialect for Gemini {
             let index = candidate
                 .index
                 .map_or(position, |i| usize::try_from(i).unwrap_or(usize::MAX));
-            let choice = decode_candidate(candidate, &origin.id);
+            let choice = decode_candidate(candidate, &origin.id, index);
             match choices.get_mut(index) {
                 Some(slot @ None) => *slot = Some(choice),
                 _ => {
@@ -449,9 +449,13 @@ impl super::count::Counter for Gemini {
     }
 }
 
-/// A candidate of a whole answer as a choice (its tool call ids made
-/// from the response id, as for one).
-fn decode_candidate(candidate: crate::wire::gemini::Candidate, response_id: &str) -> Choice {
+/// Candidate `index` of a whole answer as a choice (its tool call ids made
+/// from the response id and the index).
+fn decode_candidate(
+    candidate: crate::wire::gemini::Candidate,
+    response_id: &str,
+    index: usize,
+) -> Choice {
     let mut text: Option<String> = None;
     let mut tool_calls = Vec::new();
     let mut reasoning = Vec::new();
@@ -465,6 +469,7 @@ fn decode_candidate(candidate: crate::wire::gemini::Candidate, response_id: &str
         if let Some(call) = part.function_call {
             let id = tool_call_id(
                 response_id,
+                u32::try_from(index).unwrap_or(u32::MAX),
                 tool_calls.len(),
                 part.thought_signature.as_deref(),
             );

@@ -70,7 +70,12 @@ fn candidate_event(
         if let Some(call) = part.function_call {
             // Calls arrive whole: each is a new one, keyed by its number.
             let number = w.tool_calls();
-            let id = tool_call_id(&w.origin().id, number, part.thought_signature.as_deref());
+            let id = tool_call_id(
+                &w.origin().id,
+                w.current_choice(),
+                number,
+                part.thought_signature.as_deref(),
+            );
             let args = call.args.unwrap_or_else(|| Value::Object(Map::new()));
             let key = u64::try_from(number).unwrap_or(u64::MAX);
             w.tool_call_start(out, key, &id, &call.name);

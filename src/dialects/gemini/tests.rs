@@ -147,8 +147,8 @@ fn encodes_text_system_sampling_without_openai_fields() {
 
 #[test]
 fn encodes_tools_images_json_mode_and_the_round_trip() {
-    let signed = tool_call_id("resp-1", 0, Some("CiQB+/x="));
-    let unsigned = tool_call_id("resp-1", 1, None);
+    let signed = tool_call_id("resp-1", 0, 0, Some("CiQB+/x="));
+    let unsigned = tool_call_id("resp-1", 0, 1, None);
     let body = format!(
         r#"{{"model":"g","messages":[
             {{"role":"user","content":[{{"type":"text","text":"weather?"}},{{"type":"image_url","image_url":{{"url":"data:image/png;base64,QUJD"}}}}]}},
@@ -437,22 +437,22 @@ fn a_failed_tool_result_is_an_error_response() {
 
 #[test]
 fn tool_call_ids_carry_the_signature() {
-    let id = tool_call_id("resp-1", 2, Some("CiQB+/abcd=="));
+    let id = tool_call_id("resp-1", 0, 2, Some("CiQB+/abcd=="));
     assert!(id.starts_with("call_"));
     assert!(id
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'));
     assert_eq!(split_tool_call_id(&id).as_deref(), Some("CiQB+/abcd=="));
     assert_eq!(
-        tool_call_id("resp-1", 2, Some("CiQB+/abcd==")),
+        tool_call_id("resp-1", 0, 2, Some("CiQB+/abcd==")),
         id,
         "stable"
     );
     assert_ne!(
-        tool_call_id("resp-2", 2, None),
-        tool_call_id("resp-1", 2, None)
+        tool_call_id("resp-2", 0, 2, None),
+        tool_call_id("resp-1", 0, 2, None)
     );
-    assert_eq!(split_tool_call_id(&tool_call_id("r", 0, None)), None);
+    assert_eq!(split_tool_call_id(&tool_call_id("r", 0, 0, None)), None);
     for foreign in ["call_abc", "toolu_ts_x", "call_zzzzzzzzzzzzzzzz_1_ts_x", ""] {
         assert_eq!(split_tool_call_id(foreign), None, "{foreign}");
     }
@@ -508,8 +508,8 @@ fn decodes_parallel_tool_calls_with_signature() {
     assert_eq!(calls[0]["function"]["name"], "get_weather");
     assert_eq!(calls[0]["function"]["arguments"], "{\"city\":\"Paris\"}");
     assert_eq!(calls[1]["function"]["arguments"], "{}");
-    assert_eq!(calls[0]["id"], tool_call_id("r9", 0, Some("CiQB+/x=")));
-    assert_eq!(calls[1]["id"], tool_call_id("r9", 1, None));
+    assert_eq!(calls[0]["id"], tool_call_id("r9", 0, 0, Some("CiQB+/x=")));
+    assert_eq!(calls[1]["id"], tool_call_id("r9", 0, 1, None));
 }
 
 /// Gemini 3's server-side invocations (its own search) are not the
@@ -530,7 +530,7 @@ fn server_side_invocations_are_not_surfaced() {
     assert_eq!(message["content"], "Found it.");
     let calls = message["tool_calls"].as_array().unwrap();
     assert_eq!(calls.len(), 1);
-    assert_eq!(calls[0]["id"], tool_call_id("r9", 0, Some("CiQB+/x=")));
+    assert_eq!(calls[0]["id"], tool_call_id("r9", 0, 0, Some("CiQB+/x=")));
     let stream = format!(
         "data: {{\"candidates\":[{{\"content\":{{\"parts\":[{}],\"role\":\"model\"}}}}],\"responseId\":\"rs3\"}}\r\n\r\n\
          data: {{\"candidates\":[{{\"content\":{{\"parts\":[{{\"text\":\"Found it.\"}}],\"role\":\"model\"}},\"finishReason\":\"STOP\"}}],\"responseId\":\"rs3\"}}\r\n\r\n",
@@ -689,7 +689,7 @@ fn stream_tool_calls() {
     let tc = |i: usize| ev[i]["choices"][0]["delta"]["tool_calls"][0].clone();
     assert_eq!(
         tc(2),
-        serde_json::json!({"index":0,"id":tool_call_id("rs2", 0, Some("CiQB+/x=")),"type":"function",
+        serde_json::json!({"index":0,"id":tool_call_id("rs2", 0, 0, Some("CiQB+/x=")),"type":"function",
             "function":{"name":"get_weather","arguments":""}})
     );
     assert_eq!(
@@ -697,7 +697,7 @@ fn stream_tool_calls() {
         serde_json::json!({"index":0,"function":{"arguments":"{\"city\":\"Paris\"}"}})
     );
     assert_eq!(tc(4)["index"], 1);
-    assert_eq!(tc(4)["id"], tool_call_id("rs2", 1, None));
+    assert_eq!(tc(4)["id"], tool_call_id("rs2", 0, 1, None));
     assert_eq!(tc(5)["function"]["arguments"], "{}");
     assert_eq!(ev[6]["choices"][0]["finish_reason"], "tool_calls");
     assert_eq!(ev.len(), 7);
@@ -895,4 +895,44 @@ fn a_streamed_candidate_beyond_those_asked_for_is_an_error() {
     // A one-choice stream is as it was.
     let (ev, _) = run(&[TEXT_STREAM.as_bytes()], false);
     assert!(ev.iter().all(|e| e["choices"][0]["index"] == 0));
+}
+
+/// Tool calls are numbered per candidate; their ids still differ across
+/// candidates (a client continuing from either choice names its own
+/// calls), and the first candidate's ids are as for a one-candidate answer.
+#[test]
+fn each_candidates_tool_calls_have_their_own_ids() {
+    let call = r#"{"content":{"parts":[{"functionCall":{"name":"f","args":{}}}],"role":"model"},"finishReason":"STOP","index":INDEX}"#;
+    let body = format!(
+        r#"{{"candidates":[{},{}],"responseId":"r5"}}"#,
+        call.replace("INDEX", "0"),
+        call.replace("INDEX", "1")
+    );
+    let v = decode(&body).unwrap();
+    let id = |choice: usize| v["choices"][choice]["message"]["tool_calls"][0]["id"].clone();
+    assert_eq!(id(0), tool_call_id("r5", 0, 0, None));
+    assert_eq!(id(1), tool_call_id("r5", 1, 0, None));
+    assert_ne!(id(0), id(1));
+
+    let stream = format!("data: {body}\r\n\r\n");
+    let (ev, _) =
+        crate::dialects::run_stream_choices(&Gemini, origin(), &[stream.as_bytes()], false, 2);
+    let streamed: Vec<(Value, Value)> = ev
+        .iter()
+        .filter_map(|e| e["choices"].as_array()?.first())
+        .map(|c| {
+            (
+                c["index"].clone(),
+                c["delta"]["tool_calls"][0]["id"].clone(),
+            )
+        })
+        .filter(|(_, id)| id.is_string())
+        .collect();
+    assert_eq!(streamed.len(), 2, "{ev:?}");
+    assert_ne!(streamed[0].1, streamed[1].1);
+    // The stream's ids are the whole answer's.
+    for (index, id) in &streamed {
+        let candidate = u32::try_from(index.as_u64().unwrap()).unwrap();
+        assert_eq!(id, &tool_call_id("r5", candidate, 0, None));
+    }
 }
