@@ -35,7 +35,7 @@ help:
 	@echo "make check-aarch64 - the aarch64 Envoy loads the aarch64 .so and serves a request, under qemu-user (seconds once built)"
 	@echo "make bench  - the filter against plain Envoy, written to BENCHMARKS.md (a few minutes)"
 	@echo "make bench-micro - the pure core's micro benchmarks alone, written to BENCHMARKS.md"
-	@echo "make bench-profile - perf on a native-host Envoy under a 100 KB request: where its CPU goes, written to BENCHMARKS.md"
+	@echo "make bench-profile - perf on a native-host Envoy under a 100 KB request and a 1 KB one: where its CPU goes, written to BENCHMARKS.md"
 	@echo "make bench-state-vectors - the state service's semantic search at 10,000 vectors of 1,536 (timings printed)"
 	@echo "make soak   - 100k mixed requests through one Envoy, RSS before/during/after, into BENCHMARKS.md"
 	@echo "make ratelimit - the global rate limit service (llm-ratelimit + Redis) on 127.0.0.1:8081 for envoy/ratelimit.yaml"

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""`make bench-profile`: where the native host's CPU goes on a large request.
+"""`make bench-profile`: where the native host's CPU goes, on a large request and a small one.
 
 One native-host Envoy (the gateway's module built with symbols,
-`target/profiled/`), the mock, and wrk at c=16 sending the bench's 100 KB
-Chat Completions request, translated (mock-anthropic) and passed through
-(mock-openai), while `perf record` samples the Envoy process. The shares
+`target/profiled/`), the mock, and wrk at c=16 sending a 100 KB Chat
+Completions request (where the body's parse and encode show), then the
+bench's 1 KB one (where the per-request costs show, and the issue's targets
+are), each translated (mock-anthropic) and passed through (mock-openai),
+while `perf record` samples the Envoy process. The shares
 by object (Envoy, the module, the kernel, libc) and the module's top
 symbols go into BENCHMARKS.md's `profile` section: the levers of the
 native host are chosen from these, not guessed. Nothing is asserted.
@@ -29,6 +31,7 @@ import gateway  # noqa: E402
 
 MODULE_DIR = gateway.ROOT / "target/profiled/envoy-module"
 SIZE = int(os.environ.get("PROFILE_SIZE", "100000"))
+SMALL_SIZE = int(os.environ.get("PROFILE_SMALL_SIZE", "1000"))
 SECONDS = int(os.environ.get("PROFILE_SECONDS", "10"))
 CONNECTIONS = 16
 GROUPS = (("mock-anthropic", "translated to Anthropic"), ("mock-openai", "passed through to OpenAI"))
@@ -90,6 +93,36 @@ def compare(envoys, requests, workdir):
             f"{', '.join(f'{r:.2f}' for r in ratios)}** (round by round, sorted).", ""]
 
 
+def profile_size(size, envoys, workdir, module):
+    """The profile (and comparison) of each group at one request size: the subsection's groups."""
+    sections = []
+    for group, what in GROUPS:
+        body = bench.unified_body(size, False)
+        headers = {"content-type": "application/json", "x-model-group": group,
+                   "authorization": f"Bearer {bench.CLIENT_KEY}"}
+        size_label = f"{len(body) // 1000} KB" if len(body) >= 1000 else f"{len(body)} bytes"
+        lines = [f"#### {group}: Chat Completions, {size_label}, {what}\n"]
+        requests = []
+        for name, envoy, port in envoys:
+            request = bench.Request(workdir, f"profile-{size}-{group}-{len(requests)}",
+                                    f"http://127.0.0.1:{port}/v1/chat/completions", headers, body)
+            status, _ = bench.post(request.url, headers, body)
+            if status != 200:
+                raise RuntimeError(f"{name}, {group}: {status}")
+            requests.append(request)
+            bench.measure(envoy, request, CONNECTIONS, 2, workdir)  # warm-up
+            lines += profile(name, envoy, request, workdir, f"{size}-{group}-{len(requests)}", module)
+        if BASELINE:
+            lines += compare(envoys, requests, workdir)
+        sections.append("\n".join(lines) + "\n")
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    return (f"`perf record` (999 Hz) on one native-host Envoy (`--concurrency 1`, pinned to a core) "
+            f"for {SECONDS} s of wrk at c={CONNECTIONS}; the module built as released but with its "
+            f"symbols kept. Load average at the end: {load}."
+            + (f" Baseline: `{BASELINE_NAME}`." if BASELINE else "") + "\n\n"
+            + "\n".join(sections))
+
+
 def main():
     module = MODULE_DIR / "libllm_gateway.so"
     if not module.exists():
@@ -97,7 +130,6 @@ def main():
     os.environ.pop("LLM_GATEWAY_HOST", None)
     workdir = Path(tempfile.mkdtemp(prefix="llm-profile-"))
     stack = bench.Stack()
-    sections = []
     try:
         mock_port = bench.start_mock(stack, fast=True)
         builds = [("this build", MODULE_DIR)] + ([("baseline", Path(BASELINE))] if BASELINE else [])
@@ -110,35 +142,16 @@ def main():
                 gateway.build_bootstrap(port, admin, mock_port, env={})), port, admin, workdir, env=env)
             bench.pin(envoy.pid, bench.GATEWAY_CORE)
             envoys.append((name, envoy, port))
-        for group, what in GROUPS:
-            body = bench.unified_body(SIZE, False)
-            headers = {"content-type": "application/json", "x-model-group": group,
-                       "authorization": f"Bearer {bench.CLIENT_KEY}"}
-            lines = [f"#### {group}: Chat Completions, {len(body) // 1000} KB, {what}\n"]
-            requests = []
-            for name, envoy, port in envoys:
-                request = bench.Request(workdir, f"profile-{group}-{len(requests)}",
-                                        f"http://127.0.0.1:{port}/v1/chat/completions", headers, body)
-                status, _ = bench.post(request.url, headers, body)
-                if status != 200:
-                    raise RuntimeError(f"{name}, {group}: {status}")
-                requests.append(request)
-                bench.measure(envoy, request, CONNECTIONS, 2, workdir)  # warm-up
-                lines += profile(name, envoy, request, workdir, f"{group}-{len(requests)}", module.name)
-            if BASELINE:
-                lines += compare(envoys, requests, workdir)
-            sections.append("\n".join(lines) + "\n")
+        large = profile_size(SIZE, envoys, workdir, module.name)
+        small = profile_size(SMALL_SIZE, envoys, workdir, module.name) if SMALL_SIZE else ""
     finally:
         stack.stop()
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    load = open("/proc/loadavg").read().split()[:3]
-    bench.replace_section("profile", f"## `make bench-profile`, {now}\n\n"
-                          "### Where the native host's CPU goes on a large request\n\n"
-                          f"`perf record` (999 Hz) on one native-host Envoy (`--concurrency 1`, pinned to a core) "
-                          f"for {SECONDS} s of wrk at c={CONNECTIONS}; the module built as released but with its "
-                          f"symbols kept. Load average at the end: {' '.join(load)}."
-                          + (f" Baseline: `{BASELINE_NAME}`." if BASELINE else "") + "\n\n"
-                          + "\n".join(sections))
+    text = (f"## `make bench-profile`, {now}\n\n"
+            f"### Where the native host's CPU goes on a large request\n\n{large}")
+    if small:
+        text += f"\n### Where the native host's CPU goes on a small request\n\n{small}"
+    bench.replace_section("profile", text)
 
 
 if __name__ == "__main__":
