@@ -14,7 +14,8 @@ native host are chosen from these, not guessed. Nothing is asserted.
 With `PROFILE_BASELINE=<dir holding a libllm_gateway.so>` (`make
 bench-profile BASELINE_MODULE=...`, a symbols-kept build of an earlier
 commit), that build is profiled too, and both answer the same requests in
-alternating rounds: its CPU per request against this build's, per round.
+alternating rounds: its CPU per request against this build's, per round
+(PROFILE_ROUNDS of them, 4 unless set: more where the machine is noisy).
 """
 import datetime
 import os
@@ -38,7 +39,7 @@ GROUPS = (("mock-anthropic", "translated to Anthropic"), ("mock-openai", "passed
 TOP = 12
 BASELINE = os.environ.get("PROFILE_BASELINE")
 BASELINE_NAME = os.environ.get("PROFILE_BASELINE_NAME", BASELINE)
-ROUNDS = 4
+ROUNDS = int(os.environ.get("PROFILE_ROUNDS", "4"))
 
 
 def perf_report(data, *args):
