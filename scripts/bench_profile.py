@@ -81,14 +81,18 @@ def profile(name, envoy, request, workdir, tag, module):
 
 
 def compare(envoys, requests, workdir):
-    """CPU per request of each build, in alternating rounds without perf."""
+    """CPU per request of each build, in alternating rounds without perf;
+    which build goes first alternates too, so neither always runs on what
+    the other left (a warm cache, a load that was rising)."""
     cpu = {name: [] for name, _, _ in envoys}
-    for _ in range(ROUNDS):
-        for (name, envoy, _), request in zip(envoys, requests):
+    pairs = list(zip(envoys, requests))
+    for round_number in range(ROUNDS):
+        for (name, envoy, _), request in pairs[::-1] if round_number % 2 else pairs:
             run = bench.measure(envoy, request, CONNECTIONS, SECONDS // 2, workdir)
             cpu[name].append(1e6 * run["cpu_s"] / max(1, run["requests"]))
     ratios = sorted(a / b for a, b in zip(cpu["this build"], cpu["baseline"]))
-    return [f"Without perf, {ROUNDS} alternating rounds of {SECONDS // 2} s: CPU per request "
+    return [f"Without perf, {ROUNDS} alternating rounds of {SECONDS // 2} s (each build first in every "
+            f"other round): CPU per request "
             f"{', '.join(f'{c:.0f}' for c in cpu['this build'])} µs (this build) against "
             f"{', '.join(f'{c:.0f}' for c in cpu['baseline'])} µs (baseline); **this build / baseline: "
             f"{', '.join(f'{r:.2f}' for r in ratios)}** (round by round, sorted).", ""]
