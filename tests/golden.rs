@@ -489,9 +489,9 @@ const EMBEDDING_TARGETS: [(&str, &str, &str); 10] = [
 /// `embeddings/client/gemini/<target>.txt` (a `:batchEmbedContents` client).
 #[test]
 fn embeddings_match_golden_files() {
-    use llm_gateway_core::model::call::Call;
     use llm_gateway_core::model::embed::{no_embeddings, Encoding};
     use llm_gateway_core::model::Request;
+    use llm_gateway_core::surfaces::Operation;
     let config = config();
     let root = root().join("embeddings");
     let mut golden = Golden::new(root.join("vendor"));
@@ -501,12 +501,14 @@ fn embeddings_match_golden_files() {
         for (file, name, model) in EMBEDDING_TARGETS {
             let provider = &config.providers[name];
             let target = Target { provider, model };
-            let call = match stem.split('_').take(2).collect::<Vec<_>>()[..] {
-                ["gemini", kind] => Call::GeminiEmbed {
-                    model: "text-embedding-3-small".into(),
-                    batch: kind == "batch",
-                },
-                _ => Call::Embed,
+            let path = match stem.split('_').take(2).collect::<Vec<_>>()[..] {
+                ["gemini", "batch"] => "/v1beta/models/text-embedding-3-small:batchEmbedContents",
+                ["gemini", _] => "/v1beta/models/text-embedding-3-small:embedContent",
+                _ => "/v1/embeddings",
+            };
+            let route = llm_gateway_core::surfaces::route("POST", path, "");
+            let Some(Ok(Operation::Call(call))) = route.map(|r| r.operation) else {
+                panic!("{path} routes to no call");
             };
             let encoded = llm_gateway_core::surfaces::parse_call_body(&call, &body)
                 .and_then(|r| match r {
@@ -529,7 +531,7 @@ fn embeddings_match_golden_files() {
                     text
                 }
                 Err(e) => {
-                    let (status, body) = client_error(call.api(), &e, None);
+                    let (status, body) = client_error(call.api, &e, None);
                     format!("HTTP {status} (the gateway answers)\n\n{body}\n")
                 }
             };

@@ -245,11 +245,8 @@ pub(super) mod tests {
             |_| None,
         )
         .unwrap();
-        let call = Call::Stored {
-            op: crate::model::call::StoredOp::InputItems,
-            id: "resp_1".into(),
-            query: "limit=2".into(),
-        };
+        let call =
+            crate::surfaces::routed_call("GET", "/v1/responses/resp_1/input_items", "limit=2");
         let raw = || panic!("a stored-response call has no body to read");
         let target = |p: &str| Target {
             provider: &config.providers[p],
@@ -279,7 +276,11 @@ pub(super) mod tests {
         assert!(up.headers.is_empty(), "{:?}", up.headers);
         // Neither has Anthropic's token count.
         assert!(Azure
-            .encode_call(&Call::CountTokens, &raw, &target("az"))
+            .encode_call(
+                &crate::surfaces::routed_call("POST", "/v1/messages/count_tokens", ""),
+                &raw,
+                &target("az")
+            )
             .is_none());
     }
 

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{ErrorCode, GatewayError};
 use crate::formats::sse::SseParser;
-use crate::model::call::Call;
+use crate::model::call::{Call, CallOp};
 use crate::model::request::{ChatRequest, ResponseFormat, ToolCall};
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::EventWriter;
@@ -315,12 +315,12 @@ pub fn embedder<'a>(
 /// embeddings where it embeds, others in the client's own API, or
 /// (count_tokens) with its own count.
 pub fn has_call(dialect: &dyn Dialect, provider: &Provider, call: &Call) -> bool {
-    match call {
-        Call::Embed | Call::GeminiEmbed { .. } => embedder(dialect, provider).is_some(),
-        Call::CountTokens | Call::GeminiCountTokens { .. } => {
-            pass_through(provider, dialect, call.api()) || dialect.counter().is_some()
+    match call.op {
+        CallOp::Embeddings => embedder(dialect, provider).is_some(),
+        CallOp::CountTokens => {
+            pass_through(provider, dialect, call.api) || dialect.counter().is_some()
         }
-        Call::Stored { .. } => pass_through(provider, dialect, call.api()),
+        CallOp::Stored { .. } => pass_through(provider, dialect, call.api),
     }
 }
 

@@ -83,7 +83,7 @@ pub fn encode_call(
     if let Some(whole) = request.and_then(|r| encode_whole(r, dialect, target)) {
         return whole.map(CallRequest::Whole);
     }
-    let native = (fitted.is_none() && pass_through(target.provider, dialect, call.api()))
+    let native = (fitted.is_none() && pass_through(target.provider, dialect, call.api))
         .then(|| dialect.encode_call(call, raw, target))
         .flatten();
     if let Some(native) = native {

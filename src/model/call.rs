@@ -12,26 +12,38 @@ use super::request::ChatRequest;
 use super::Api;
 use crate::error::GatewayError;
 
-/// One native call, as the client made it.
+/// One native call: the operation it asks, and what every operation
+/// carries. What a client API says beyond that (Gemini's one embedding or
+/// a batch) is its surface's to read back from the path it routed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Call {
-    /// `POST /v1/embeddings` (the body: OpenAI's embeddings request).
-    Embed,
-    /// `POST /v1/messages/count_tokens` (the body: a Messages request).
+pub struct Call {
+    pub op: CallOp,
+    /// The API it came in on: its surface parses the body and renders the
+    /// answer, and its errors are in this API's envelope.
+    pub api: Api,
+    /// The model the path names (Gemini's `models/{model}:countTokens`),
+    /// percent-decoded; `None` where the body names it.
+    pub model: Option<String>,
+    /// The client's path, as a vendor of the client's API takes the call
+    /// below its API's root.
+    pub path: String,
+    /// The query passed on with it (without `?`): the client's where its
+    /// surface passes it on, else empty.
+    pub query: String,
+}
+
+/// The operation a native call asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallOp {
+    /// Embeddings of a batch of inputs.
+    Embeddings,
+    /// The input tokens of a generation's request.
     CountTokens,
-    /// Gemini's `POST /v1beta/models/{model}:embedContent` (`batch` false)
-    /// or `:batchEmbedContents`; the model is the path's.
-    GeminiEmbed { model: String, batch: bool },
-    /// Gemini's `POST /v1beta/models/{model}:countTokens` (the body:
-    /// `contents` or a `generateContentRequest`); the model is the path's.
-    GeminiCountTokens { model: String },
-    /// A call on a response the vendor stored (`/v1/responses/{id}...`).
+    /// A call on a response the vendor stored.
     Stored {
         op: StoredOp,
         /// The response id (`[A-Za-z0-9_-]`, so it is one path segment as it is).
         id: String,
-        /// The query string, as the client sent it (without `?`).
-        query: String,
     },
 }
 
@@ -116,66 +128,51 @@ impl StoredOp {
 pub const MAX_ID_LEN: usize = 256;
 
 impl Call {
-    /// The API the call belongs to (its errors are in this API's envelope).
-    pub fn api(&self) -> Api {
-        match self {
-            Call::Embed => Api::OpenAiChat,
-            Call::CountTokens => Api::AnthropicMessages,
-            Call::GeminiCountTokens { .. } | Call::GeminiEmbed { .. } => Api::Gemini,
-            Call::Stored { .. } => Api::OpenAiResponses,
+    /// A call at `path` (no model in it, no query passed on).
+    pub fn new(op: CallOp, api: Api, path: &str) -> Call {
+        Call {
+            op,
+            api,
+            model: None,
+            path: path.to_owned(),
+            query: String::new(),
         }
     }
 
     /// Its name in metrics labels and the access log (OpenTelemetry's
     /// `gen_ai.operation.name` where it has one; generations are `chat`).
     pub fn operation_name(&self) -> &'static str {
-        match self {
-            Call::Embed | Call::GeminiEmbed { .. } => "embeddings",
-            Call::CountTokens | Call::GeminiCountTokens { .. } => "count_tokens",
-            Call::Stored { .. } => "stored_response",
+        match self.op {
+            CallOp::Embeddings => "embeddings",
+            CallOp::CountTokens => "count_tokens",
+            CallOp::Stored { .. } => "stored_response",
         }
     }
 
     /// Whether the call carries a request body.
     pub fn has_body(&self) -> bool {
-        matches!(
-            self,
-            Call::CountTokens
-                | Call::GeminiCountTokens { .. }
-                | Call::Embed
-                | Call::GeminiEmbed { .. }
-        )
+        !matches!(self.op, CallOp::Stored { .. })
     }
 
     /// Whether it asks for a token count ([`CallAnswer::Count`]).
     pub fn is_count(&self) -> bool {
-        matches!(self, Call::CountTokens | Call::GeminiCountTokens { .. })
+        self.op == CallOp::CountTokens
     }
 
-    /// Its path, `/v1/...` with the query string: the vendor's path below
-    /// its API's root.
-    pub fn path(&self) -> String {
-        match self {
-            Call::Embed => "/v1/embeddings".to_owned(),
-            Call::CountTokens => "/v1/messages/count_tokens".to_owned(),
-            Call::GeminiCountTokens { model } => format!(
-                "/v1beta/models/{}:countTokens",
-                crate::formats::url::encode_segment(model)
-            ),
-            Call::GeminiEmbed { model, batch } => format!(
-                "/v1beta/models/{}:{}",
-                crate::formats::url::encode_segment(model),
-                if *batch {
-                    "batchEmbedContents"
-                } else {
-                    "embedContent"
-                }
-            ),
-            Call::Stored { op, id, query } => {
-                let sep = if query.is_empty() { "" } else { "?" };
-                format!("/v1/responses/{id}{}{sep}{query}", op.suffix())
-            }
+    /// The stored response it is on, if it is a call on one: the call and
+    /// the response id.
+    pub fn stored_response(&self) -> Option<(StoredOp, &str)> {
+        match &self.op {
+            CallOp::Stored { op, id } => Some((*op, id)),
+            _ => None,
         }
+    }
+
+    /// Its path with its query: the vendor's path below its API's root,
+    /// for a vendor of the client's API.
+    pub fn path_and_query(&self) -> String {
+        let sep = if self.query.is_empty() { "" } else { "?" };
+        format!("{}{sep}{}", self.path, self.query)
     }
 
     /// The gateway's own answer, where no vendor has the call: for
@@ -185,12 +182,12 @@ impl Call {
     /// its store before routing), for embeddings a 400 (no vendor of
     /// the group embeds).
     pub fn local_answer(&self, request: Option<&ChatRequest>) -> Result<CallAnswer, GatewayError> {
-        match self {
-            Call::CountTokens | Call::GeminiCountTokens { .. } => Ok(CallAnswer::Count(
+        match &self.op {
+            CallOp::CountTokens => Ok(CallAnswer::Count(
                 request.map_or(0, super::estimate::prompt_tokens),
             )),
-            Call::Embed | Call::GeminiEmbed { .. } => Err(super::embed::no_embeddings()),
-            Call::Stored { op, .. } => Err(GatewayError::invalid(
+            CallOp::Embeddings => Err(super::embed::no_embeddings()),
+            CallOp::Stored { op, .. } => Err(GatewayError::invalid(
                 "response_id",
                 format!(
                     "{} /v1/responses/{{id}}{}: this model group's providers keep no responses, \
@@ -203,57 +200,47 @@ impl Call {
         }
     }
 
-    /// The call as the handoff carries it: `name[:id:query]`, the query
-    /// percent-encoded (it may hold the handoff's `;`).
+    /// The call as the handoff carries it: `op:id:api:model:path:query`
+    /// (`id` a stored response's, else empty; no `model`: empty), each
+    /// part but the operation's name percent-encoded (they may hold the
+    /// handoff's `;` and this `:`).
     pub fn encode(&self) -> String {
-        match self {
-            Call::Embed => "embeddings".to_owned(),
-            Call::CountTokens => "count_tokens".to_owned(),
-            Call::GeminiCountTokens { model } => {
-                format!(
-                    "gemini_count_tokens:{}",
-                    crate::formats::url::encode_segment(model)
-                )
-            }
-            Call::GeminiEmbed { model, batch } => format!(
-                "gemini_embed{}:{}",
-                if *batch { "_batch" } else { "" },
-                crate::formats::url::encode_segment(model)
-            ),
-            Call::Stored { op, id, query } => {
-                format!(
-                    "{}:{id}:{}",
-                    op.name(),
-                    crate::formats::url::encode_segment(query)
-                )
-            }
-        }
+        use crate::formats::url::encode_segment;
+        let (name, id) = match &self.op {
+            CallOp::Embeddings => ("embeddings", ""),
+            CallOp::CountTokens => ("count_tokens", ""),
+            CallOp::Stored { op, id } => (op.name(), id.as_str()),
+        };
+        format!(
+            "{name}:{id}:{}:{}:{}:{}",
+            self.api.name(),
+            encode_segment(self.model.as_deref().unwrap_or_default()),
+            encode_segment(&self.path),
+            encode_segment(&self.query)
+        )
     }
 
     pub fn decode(text: &str) -> Option<Call> {
-        match text {
-            "count_tokens" => return Some(Call::CountTokens),
-            "embeddings" => return Some(Call::Embed),
-            _ => {}
-        }
-        for (prefix, batch) in [("gemini_embed:", false), ("gemini_embed_batch:", true)] {
-            if let Some(model) = text.strip_prefix(prefix) {
-                let model = crate::formats::url::decode_segment(model);
-                return Some(Call::GeminiEmbed { model, batch });
-            }
-        }
-        if let Some(model) = text.strip_prefix("gemini_count_tokens:") {
-            let model = crate::formats::url::decode_segment(model);
-            return Some(Call::GeminiCountTokens { model });
-        }
-        let mut parts = text.splitn(3, ':');
-        let name = parts.next()?;
-        let op = StoredOp::ALL.into_iter().find(|op| op.name() == name)?;
-        let id = parts.next().filter(|id| valid_id(id))?;
-        let query = crate::formats::url::decode_segment(parts.next()?);
-        Some(Call::Stored {
+        use crate::formats::url::decode_segment;
+        let mut parts = text.splitn(6, ':');
+        let (name, id) = (parts.next()?, parts.next()?);
+        let op = match name {
+            "embeddings" => CallOp::Embeddings,
+            "count_tokens" => CallOp::CountTokens,
+            _ => CallOp::Stored {
+                op: StoredOp::ALL.into_iter().find(|op| op.name() == name)?,
+                id: Some(id).filter(|id| valid_id(id))?.to_owned(),
+            },
+        };
+        let api = Api::for_name(parts.next()?)?;
+        let model = Some(decode_segment(parts.next()?)).filter(|m| !m.is_empty());
+        let path = decode_segment(parts.next()?);
+        let query = decode_segment(parts.next()?);
+        Some(Call {
             op,
-            id: id.to_owned(),
+            api,
+            model,
+            path,
             query,
         })
     }
@@ -274,28 +261,40 @@ mod tests {
 
     #[test]
     fn the_vendor_path_keeps_the_query_and_the_handoff_round_trips() {
-        let call = Call::Stored {
-            op: StoredOp::InputItems,
-            id: "resp_1".into(),
-            query: "limit=2;x&order=asc".into(),
-        };
+        let mut call = Call::new(
+            CallOp::Stored {
+                op: StoredOp::InputItems,
+                id: "resp_1".into(),
+            },
+            Api::OpenAiResponses,
+            "/v1/responses/resp_1/input_items",
+        );
+        call.query = "limit=2;x&order=asc".into();
         assert_eq!(
-            call.path(),
+            call.path_and_query(),
             "/v1/responses/resp_1/input_items?limit=2;x&order=asc"
         );
         assert!(!call.encode().contains(';'));
         assert_eq!(Call::decode(&call.encode()), Some(call));
-        assert_eq!(Call::decode("count_tokens"), Some(Call::CountTokens));
-        assert_eq!(Call::decode("retrieve:a/b:"), None);
-        assert_eq!(Call::decode("other:a:"), None);
-        assert_eq!(Call::CountTokens.path(), "/v1/messages/count_tokens");
-        assert_eq!(Call::decode(&Call::Embed.encode()), Some(Call::Embed));
-        for batch in [false, true] {
-            let call = Call::GeminiEmbed {
-                model: "text-embedding-004:x;y".into(),
-                batch,
-            };
-            assert_eq!(Call::decode(&call.encode()), Some(call));
-        }
+        let count = Call::new(
+            CallOp::CountTokens,
+            Api::AnthropicMessages,
+            "/v1/messages/count_tokens",
+        );
+        assert_eq!(count.path_and_query(), "/v1/messages/count_tokens");
+        assert_eq!(Call::decode(&count.encode()), Some(count));
+        assert_eq!(Call::decode("retrieve:a/b:openai_responses:::"), None);
+        assert_eq!(Call::decode("retrieve::openai_responses:::"), None);
+        assert_eq!(Call::decode("other:a:openai_responses:::"), None);
+        assert_eq!(Call::decode("embeddings::other_api:::"), None);
+        assert_eq!(Call::decode("embeddings::openai_chat::"), None);
+        let mut embed = Call::new(
+            CallOp::Embeddings,
+            Api::Gemini,
+            "/v1beta/models/text-embedding-004%3Ax%3By:batchEmbedContents",
+        );
+        embed.model = Some("text-embedding-004:x;y".into());
+        assert!(!embed.encode().contains(';'));
+        assert_eq!(Call::decode(&embed.encode()), Some(embed));
     }
 }

@@ -336,11 +336,11 @@ mod tests {
             },
             Handoff {
                 api: Api::OpenAiResponses,
-                call: Some(Call::Stored {
-                    op: crate::model::call::StoredOp::InputItems,
-                    id: "resp_1".into(),
-                    query: "a=1;b=2".into(),
-                }),
+                call: Some(crate::surfaces::routed_call(
+                    "GET",
+                    "/v1/responses/resp_1/input_items",
+                    "a=1;b=2",
+                )),
                 token: None,
                 candidate: Some(0),
                 request_id: "r".into(),

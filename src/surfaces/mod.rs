@@ -104,7 +104,16 @@ pub fn lister(owner: Api, has_header: impl Fn(&str) -> bool) -> &'static dyn Sur
 /// A native call's body, parsed and checked by the surface whose call it
 /// is (`Surface::parse_call`); `None` for a call that takes none.
 pub fn parse_call_body(call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
-    surface(call.api()).parse_call(call, body)
+    surface(call.api).parse_call(call, body)
+}
+
+/// The call a request line routes to (tests make theirs as clients do).
+#[cfg(test)]
+pub fn routed_call(method: &str, path: &str, query: &str) -> Call {
+    match route(method, path, query).map(|r| r.operation) {
+        Some(Ok(Operation::Call(call))) => call,
+        other => panic!("{method} {path}?{query} routes to no call: {other:?}"),
+    }
 }
 
 /// What a surface answers for a native call that is not its own (never

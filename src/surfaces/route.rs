@@ -107,7 +107,7 @@ pub fn unknown_path(path: &str) -> GatewayError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::call::{Call, StoredOp};
+    use crate::model::call::{Call, CallOp, StoredOp};
 
     /// The route's envelope, whether it is metered, and its operation or status.
     fn route(m: &str, p: &str, q: &str) -> Option<(Api, bool, Result<Operation, u16>)> {
@@ -168,35 +168,42 @@ mod tests {
         };
         assert_eq!(
             call("POST", "/v1/messages/count_tokens", ""),
-            Some((messages, Ok(Operation::Call(Call::CountTokens))))
+            Some((
+                messages,
+                Ok(Operation::Call(Call::new(
+                    CallOp::CountTokens,
+                    messages,
+                    "/v1/messages/count_tokens"
+                )))
+            ))
         );
         assert_eq!(
             call("GET", "/v1/messages/count_tokens", ""),
             Some((messages, Err(405)))
         );
-        let stored = |op, query: &str| {
-            let call = Call::Stored {
-                op,
-                id: "resp_1".into(),
-                query: query.into(),
-            };
+        let stored = |op, path: &str, query: &str| {
+            let id = "resp_1".into();
+            let mut call = Call::new(CallOp::Stored { op, id }, responses, path);
+            call.query = query.into();
             Some((responses, Ok(Operation::Call(call))))
         };
-        assert_eq!(
-            call("GET", "/v1/responses/resp_1", "include%5B%5D=x"),
-            stored(StoredOp::Retrieve, "include%5B%5D=x")
+        let (one, cancel, items) = (
+            "/v1/responses/resp_1",
+            "/v1/responses/resp_1/cancel",
+            "/v1/responses/resp_1/input_items",
         );
         assert_eq!(
-            call("DELETE", "/v1/responses/resp_1", ""),
-            stored(StoredOp::Delete, "")
+            call("GET", one, "include%5B%5D=x"),
+            stored(StoredOp::Retrieve, one, "include%5B%5D=x")
+        );
+        assert_eq!(call("DELETE", one, ""), stored(StoredOp::Delete, one, ""));
+        assert_eq!(
+            call("POST", cancel, ""),
+            stored(StoredOp::Cancel, cancel, "")
         );
         assert_eq!(
-            call("POST", "/v1/responses/resp_1/cancel", ""),
-            stored(StoredOp::Cancel, "")
-        );
-        assert_eq!(
-            call("GET", "/v1/responses/resp_1/input_items", "limit=2"),
-            stored(StoredOp::InputItems, "limit=2")
+            call("GET", items, "limit=2"),
+            stored(StoredOp::InputItems, items, "limit=2")
         );
         let refused = |status| Some((responses, Err(status)));
         assert_eq!(call("POST", "/v1/responses/resp_1", ""), refused(405));
@@ -218,20 +225,16 @@ mod tests {
     fn a_calls_body_is_its_surfaces_to_read() {
         use crate::surfaces::parse_call_body;
         let count = br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
-        let request = parse_call_body(&Call::CountTokens, count).unwrap();
+        let routed = crate::surfaces::routed_call;
+        let count_tokens = routed("POST", "/v1/messages/count_tokens", "");
+        let request = parse_call_body(&count_tokens, count).unwrap();
         assert_eq!(request.map(|r| r.model().to_owned()), Some("m".to_owned()));
-        let stored = |op| Call::Stored {
-            op,
-            id: "resp_1".into(),
-            query: String::new(),
-        };
-        assert!(parse_call_body(&stored(StoredOp::Retrieve), b" ")
-            .unwrap()
-            .is_none());
-        assert!(parse_call_body(&stored(StoredOp::Cancel), b" { } ")
-            .unwrap()
-            .is_none());
-        let e = parse_call_body(&stored(StoredOp::Delete), b"{}").unwrap_err();
+        let retrieve = routed("GET", "/v1/responses/resp_1", "");
+        assert!(parse_call_body(&retrieve, b" ").unwrap().is_none());
+        let cancel = routed("POST", "/v1/responses/resp_1/cancel", "");
+        assert!(parse_call_body(&cancel, b" { } ").unwrap().is_none());
+        let delete = routed("DELETE", "/v1/responses/resp_1", "");
+        let e = parse_call_body(&delete, b"{}").unwrap_err();
         assert_eq!(e.message, "DELETE /v1/responses/{id} takes no request body");
     }
 
@@ -251,7 +254,15 @@ mod tests {
         );
         assert_eq!(
             route("POST", "/v1/embeddings", ""),
-            Some((Api::OpenAiChat, true, Ok(Operation::Call(Call::Embed))))
+            Some((
+                Api::OpenAiChat,
+                true,
+                Ok(Operation::Call(Call::new(
+                    CallOp::Embeddings,
+                    Api::OpenAiChat,
+                    "/v1/embeddings"
+                )))
+            ))
         );
         let refused = crate::surfaces::route("GET", "/v1/embeddings", "").unwrap();
         assert_eq!(refused.operation.unwrap_err().status(), 405);

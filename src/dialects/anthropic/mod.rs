@@ -98,9 +98,9 @@ impl Dialect for Anthropic {
         raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        (*call == Call::CountTokens).then(|| {
+        call.is_count().then(|| {
             with_model(&raw(), target.model, &Unverifiable::default())
-                .and_then(|body| transport::request(Operation::Call(call), target, body))
+                .and_then(|body| transport::request(Operation::CountTokens, target, body))
         })
     }
 
@@ -399,7 +399,7 @@ impl super::count::Counter for Anthropic {
                 | "metadata" | "stream" => super::Member::Drop,
                 _ => super::Member::Keep,
             })?;
-            transport::request(Operation::Call(&Call::CountTokens), target, body)
+            transport::request(Operation::CountTokens, target, body)
         }))
     }
 

@@ -46,7 +46,11 @@ fn count_tokens_is_the_clients_body_with_the_vendor_model() {
     let body = br#"{"model":"g","messages":[{"role":"user","content":"hi"}]}"#;
     let raw = || body.to_vec();
     let up = Anthropic
-        .encode_call(&Call::CountTokens, &raw, &target)
+        .encode_call(
+            &crate::surfaces::routed_call("POST", "/v1/messages/count_tokens", ""),
+            &raw,
+            &target,
+        )
         .unwrap()
         .unwrap();
     assert_eq!(up.path, "/anthropic/v1/messages/count_tokens");
@@ -55,11 +59,7 @@ fn count_tokens_is_the_clients_body_with_the_vendor_model() {
         up.body,
         br#"{"model":"claude-x","messages":[{"role":"user","content":"hi"}]}"#
     );
-    let stored = Call::Stored {
-        op: crate::model::call::StoredOp::Retrieve,
-        id: "resp_1".into(),
-        query: String::new(),
-    };
+    let stored = crate::surfaces::routed_call("GET", "/v1/responses/resp_1", "");
     assert!(Anthropic.encode_call(&stored, &raw, &target).is_none());
 }
 

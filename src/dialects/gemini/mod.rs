@@ -111,9 +111,9 @@ impl Dialect for Gemini {
         raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        let Call::GeminiCountTokens { .. } = call else {
+        if !call.is_count() {
             return None;
-        };
+        }
         Some(
             count_body(raw(), target.model)
                 .and_then(|body| transport::request(Operation::CountTokens, target, body)),

@@ -57,7 +57,7 @@ pub(super) fn stored_call(
     call: &Call,
     target: &Target,
 ) -> Option<Result<UpstreamRequest, GatewayError>> {
-    matches!(call, Call::Stored { .. })
+    (call.stored_response().is_some())
         .then(|| transport::request(Operation::Call(call), target, Vec::new()))
 }
 

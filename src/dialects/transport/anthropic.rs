@@ -16,7 +16,8 @@ impl Transport for Anthropic {
     fn path(&self, op: Operation, _target: &Target) -> Result<String, GatewayError> {
         match op {
             Operation::Generate { .. } => Ok("/v1/messages".to_owned()),
-            Operation::Call(call) => Ok(call.path()),
+            Operation::CountTokens => Ok("/v1/messages/count_tokens".to_owned()),
+            Operation::Call(call) => Ok(call.path_and_query()),
             _ => Err(unsupported(op)),
         }
     }

@@ -20,7 +20,7 @@ impl Transport for Azure {
             Operation::Generate { .. } => "chat/completions",
             Operation::Embed => "embeddings",
             Operation::Responses => return Ok("/openai/v1/responses".to_owned()),
-            Operation::Call(call) => return Ok(format!("/openai{}", call.path())),
+            Operation::Call(call) => return Ok(format!("/openai{}", call.path_and_query())),
             _ => return Err(unsupported(op)),
         };
         let api_version = target

@@ -43,7 +43,7 @@ pub enum Operation<'a> {
     /// Embeddings of a batch of inputs (Bedrock's are `Invoke`).
     Embed,
     /// A native call of the client's API, by its path below the API's root
-    /// (stored responses, Anthropic's count_tokens).
+    /// (the stored-response calls).
     Call(&'a Call),
     /// A read of the vendor's model list (its path is the list's,
     /// `dialects::list`; the transport gives the auth).
@@ -178,11 +178,8 @@ mod tests {
     /// a dialect asking for one its vendor lacks never panics the VM.
     #[test]
     fn every_transport_answers_every_operation() {
-        let stored = Call::Stored {
-            op: crate::model::call::StoredOp::Retrieve,
-            id: "resp_1".into(),
-            query: String::new(),
-        };
+        let stored = crate::surfaces::routed_call("GET", "/v1/responses/resp_1", "");
+        let count = crate::surfaces::routed_call("POST", "/v1/messages/count_tokens", "");
         for kind in DialectKind::ALL {
             let name = serde_json::to_string(kind).unwrap();
             let version = match kind {
@@ -211,7 +208,7 @@ mod tests {
                 Operation::Responses,
                 Operation::CountTokens,
                 Operation::Embed,
-                Operation::Call(&Call::CountTokens),
+                Operation::Call(&count),
                 Operation::Call(&stored),
                 Operation::ListModels,
             ] {

@@ -20,7 +20,7 @@ impl Transport for OpenAi {
             Operation::Generate { .. } => Ok("/v1/chat/completions".to_owned()),
             Operation::Responses => Ok("/v1/responses".to_owned()),
             Operation::Embed => Ok("/v1/embeddings".to_owned()),
-            Operation::Call(call) => Ok(call.path()),
+            Operation::Call(call) => Ok(call.path_and_query()),
             _ => Err(unsupported(op)),
         }
     }

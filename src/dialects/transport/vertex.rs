@@ -29,7 +29,6 @@ use crate::dialects::settings::{self, Key};
 use crate::dialects::{edit_members, Member, Target};
 use crate::error::{ErrorCode, GatewayError};
 use crate::formats::url::encode_segment;
-use crate::model::call::Call;
 use crate::provider::DialectSettings;
 
 /// The Messages API version Vertex AI takes, in the body.
@@ -487,9 +486,7 @@ impl Publisher for VertexAnthropic {
             Operation::Generate { stream: false } => {
                 model_path(target, "anthropic", target.model, "rawPredict")
             }
-            Operation::Call(Call::CountTokens) => {
-                model_path(target, "anthropic", "count-tokens", "rawPredict")
-            }
+            Operation::CountTokens => model_path(target, "anthropic", "count-tokens", "rawPredict"),
             _ => Err(unsupported(op)),
         }
     }
@@ -501,7 +498,7 @@ impl Publisher for VertexAnthropic {
     /// the generation's body); every other byte kept.
     fn body(&self, op: Operation, target: &Target, body: Vec<u8>) -> Result<Vec<u8>, GatewayError> {
         let prefix = match op {
-            Operation::Call(_) => {
+            Operation::CountTokens => {
                 let model = serde_json::to_string(target.model)
                     .map_err(|e| GatewayError::invalid("model", e.to_string()))?;
                 format!("{VERSION_MEMBER},\"model\":{model}")
@@ -672,7 +669,7 @@ mod tests {
             model: "text-embedding-005",
         };
         let kind = crate::provider::DialectKind::VertexGemini;
-        let embed = crate::model::call::Call::Embed;
+        let embed = crate::surfaces::routed_call("POST", "/v1/embeddings", "");
         let req = crate::wire::openai_embeddings::parse(br#"{"model":"m","input":"hi"}"#).unwrap();
         let up = crate::dialects::embedder(crate::dialects::dialect(kind), target.provider)
             .unwrap()
@@ -735,7 +732,7 @@ mod tests {
         let (path, _, sent) = request(
             &config,
             "claude-x",
-            Operation::Call(&Call::CountTokens),
+            Operation::CountTokens,
             br#"{"model":"claude-x","messages":[]}"#,
         );
         assert_eq!(path, format!("{base}/count-tokens:rawPredict"));
@@ -748,7 +745,7 @@ mod tests {
         let (_, _, sent) = request(
             &config,
             "claude-x@1",
-            Operation::Call(&Call::CountTokens),
+            Operation::CountTokens,
             br#"{"anthropic_version":"vertex-2023-10-16","messages":[],"system":"s"}"#,
         );
         assert_eq!(

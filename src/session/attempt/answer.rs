@@ -98,7 +98,7 @@ impl<H: Host> Attempt<H> {
                 let call = self.call.as_ref().ok_or_else(|| {
                     GatewayError::new(ErrorCode::UpstreamError, "an answer without its call")
                 })?;
-                Ok(surface(call.api()).render_call(call, finished.answer))
+                Ok(surface(call.api).render_call(call, finished.answer))
             }),
             (None, Some((provider, dialect)), None) => {
                 let mut origin = self.origin();

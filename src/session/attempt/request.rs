@@ -174,7 +174,7 @@ impl<H: Host> Attempt<H> {
             CallRequest::Local => {
                 // This vendor lacks the call (a failover onto another API's vendor).
                 let answer = call.local_answer(fitted.as_ref().or(generation))?;
-                let body = surface(call.api()).render_call(call, answer);
+                let body = surface(call.api).render_call(call, answer);
                 let attempt = self.attempt.to_string();
                 let context = self.context_header();
                 let mut headers: Vec<(&str, &[u8])> = vec![

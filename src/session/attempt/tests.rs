@@ -6,11 +6,12 @@ use std::rc::Rc;
 
 use super::Attempt;
 use crate::config::Config;
-use crate::model::call::{Call, StoredOp};
+use crate::model::call::Call;
 use crate::session::exchange::Handoff;
 use crate::session::fake::FakeHost;
 use crate::session::host::{Flow, Map};
 use crate::session::Session;
+use crate::surfaces::routed_call;
 
 const PROVIDER: &str = "xds.upstream_host_metadata.filter_metadata.llm.provider";
 
@@ -296,7 +297,7 @@ fn native_config() -> Rc<Config> {
 fn call_attempt(provider: &str, group: &str, call: Call, body: &str) -> Attempt<FakeHost> {
     let host = FakeHost::new();
     let handoff = Handoff {
-        api: call.api(),
+        api: call.api,
         call: Some(call),
         token: None,
         candidate: Some(0),
@@ -316,17 +317,21 @@ fn call_attempt(provider: &str, group: &str, call: Call, body: &str) -> Attempt<
 const COUNT: &str =
     r#"{"model":"chat","messages":[{"role":"user","content":"count these four words"}]}"#;
 
+fn count_tokens() -> Call {
+    routed_call("POST", "/v1/messages/count_tokens", "")
+}
+
+fn embeddings() -> Call {
+    routed_call("POST", "/v1/embeddings", "")
+}
+
 fn retrieve() -> Call {
-    Call::Stored {
-        op: StoredOp::Retrieve,
-        id: "resp_1".into(),
-        query: "include%5B%5D=x".into(),
-    }
+    routed_call("GET", "/v1/responses/resp_1", "include%5B%5D=x")
 }
 
 #[test]
 fn count_tokens_goes_to_anthropic_and_its_answer_back_as_it_is() {
-    let mut a = call_attempt("an", "chat", Call::CountTokens, COUNT);
+    let mut a = call_attempt("an", "chat", count_tokens(), COUNT);
     send_request(&mut a);
     let host = &a.host;
     assert_eq!(
@@ -362,14 +367,12 @@ fn count_tokens_goes_to_anthropic_and_its_answer_back_as_it_is() {
 /// and written by the client's surface, in its API's shape.
 #[test]
 fn a_vendors_own_count_is_answered_in_the_clients_shape() {
-    let gemini_count = Call::GeminiCountTokens {
-        model: "chat".into(),
-    };
+    let gemini_count = routed_call("POST", "/v1beta/models/chat:countTokens", "");
     let gemini_body = r#"{"contents":[{"parts":[{"text":"count these"}]}]}"#;
     for (provider, call, body, path, vendor, client) in [
         (
             "gm",
-            Call::CountTokens,
+            count_tokens(),
             COUNT,
             "/v1beta/models/chat:countTokens",
             r#"{"totalTokens":9}"#,
@@ -427,11 +430,7 @@ fn a_vendor_error_to_a_native_call_is_in_the_clients_envelope() {
 
 #[test]
 fn azures_v1_api_has_the_stored_calls_under_openai() {
-    let delete = Call::Stored {
-        op: StoredOp::Delete,
-        id: "resp_1".into(),
-        query: String::new(),
-    };
+    let delete = routed_call("DELETE", "/v1/responses/resp_1", "");
     let mut a = call_attempt("az", "gpt", delete, "");
     a.on_request_headers(true);
     assert_eq!(
@@ -447,7 +446,7 @@ fn azures_v1_api_has_the_stored_calls_under_openai() {
 #[test]
 fn a_vendor_without_the_call_is_answered_by_the_gateway() {
     // count_tokens failed over to OpenAI: the estimate.
-    let mut a = call_attempt("oa", "chat", Call::CountTokens, COUNT);
+    let mut a = call_attempt("oa", "chat", count_tokens(), COUNT);
     assert_eq!(a.on_request_headers(false), Flow::Pause);
     let size = a.host.request_body.borrow().len();
     assert_eq!(a.on_request_body(size, true), Flow::Pause);
@@ -764,7 +763,7 @@ fn openai_embeddings(vectors: &[&[f32]]) -> Vec<u8> {
 
 #[test]
 fn embeddings_are_translated_and_answered_in_openais_shape_with_the_vendors_count() {
-    let mut a = call_attempt("oa", "gpt", Call::Embed, EMBED);
+    let mut a = call_attempt("oa", "gpt", embeddings(), EMBED);
     send_request(&mut a);
     assert_eq!(
         a.host.get(Map::Request, ":path").as_deref(),
@@ -792,7 +791,7 @@ fn embeddings_are_translated_and_answered_in_openais_shape_with_the_vendors_coun
 #[test]
 fn embeddings_answered_with_the_wrong_count_or_unwritable_never_reach_the_client() {
     // One vector for two inputs: an upstream error, not a short list.
-    let mut a = call_attempt("oa", "gpt", Call::Embed, EMBED);
+    let mut a = call_attempt("oa", "gpt", embeddings(), EMBED);
     send_request(&mut a);
     answer(&mut a, "200", "application/json");
     let short = openai_embeddings(&[&[0.5]]);
@@ -802,7 +801,7 @@ fn embeddings_answered_with_the_wrong_count_or_unwritable_never_reach_the_client
     assert_eq!(client["error"]["code"], "UPSTREAM_ERROR");
     assert_eq!(a.host.get(Map::Response, ":status").as_deref(), Some("502"));
     // The answer cannot be written: the gateway's 502, the vendor's bytes held.
-    let mut a = call_attempt("oa", "gpt", Call::Embed, EMBED);
+    let mut a = call_attempt("oa", "gpt", embeddings(), EMBED);
     send_request(&mut a);
     answer(&mut a, "200", "application/json");
     a.host.fail("set_body response", Some(1));
@@ -817,7 +816,7 @@ fn embeddings_answered_with_the_wrong_count_or_unwritable_never_reach_the_client
 
 #[test]
 fn an_embeddings_attempt_on_a_vendor_that_does_not_embed_is_refused_before_sending() {
-    let mut a = call_attempt("an", "chat", Call::Embed, EMBED);
+    let mut a = call_attempt("an", "chat", embeddings(), EMBED);
     assert_eq!(a.on_request_headers(false), Flow::Pause);
     let size = a.host.request_body.borrow().len();
     assert_eq!(a.on_request_body(size, true), Flow::Pause);
@@ -839,7 +838,7 @@ fn an_embeddings_batch_over_the_vendors_limit_is_refused_with_the_limit() {
     for (inputs, refused, self_calls) in [(97, true, true), (96, false, true), (97, true, false)] {
         let texts: Vec<String> = (0..inputs).map(|i| format!("t{i}")).collect();
         let body = serde_json::json!({"model": "gpt", "input": texts}).to_string();
-        let mut a = call_attempt("br", "gpt", Call::Embed, &body);
+        let mut a = call_attempt("br", "gpt", embeddings(), &body);
         if self_calls {
             let config = Rc::get_mut(&mut a.config).expect("the attempt's own configuration");
             config.self_calls = Some(crate::config::SelfCalls {

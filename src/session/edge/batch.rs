@@ -442,7 +442,7 @@ impl<H: Host> Edge<H> {
             tokens: batch.tokens,
             encoding: batch.request.encoding,
         });
-        let body = crate::surfaces::surface(batch.call.api()).render_call(&batch.call, answer);
+        let body = crate::surfaces::surface(batch.call.api).render_call(&batch.call, answer);
         let (parts, attempts) = (
             batch.parts.to_string(),
             batch.attempts().0.len().to_string(),
@@ -555,28 +555,28 @@ impl Batch {
     /// A part's request: the client's API's, for its inputs.
     fn part_request(&self, part: Part) -> (String, Vec<u8>) {
         let request = self.part_of(part);
-        let body = match (&self.call, &request.input) {
-            (Call::GeminiEmbed { model, .. }, EmbedInput::Texts(texts)) => {
+        let model = self.call.model.as_deref().unwrap_or_default();
+        let body = match (self.call.api, &request.input) {
+            (Api::Gemini, EmbedInput::Texts(texts)) => {
                 let named = format!("models/{model}");
                 serde_json::to_vec(&gemini_embeddings::batch_request(&request, texts, &named))
             }
             _ => serde_json::to_vec(&openai_embeddings::PartRequest::of(&request)),
         };
-        let path = match &self.call {
-            Call::GeminiEmbed { model, .. } => Call::GeminiEmbed {
-                model: model.clone(),
-                batch: true,
-            }
-            .path(),
-            _ => Call::Embed.path(),
+        let path = match self.call.api {
+            Api::Gemini => format!(
+                "/v1beta/models/{}:batchEmbedContents",
+                crate::formats::url::encode_segment(model)
+            ),
+            _ => "/v1/embeddings".to_owned(),
         };
         (path, body.unwrap_or_default())
     }
 
     /// A part's 2xx answer: its vectors in their places, its usage counted.
     fn keep(&mut self, part: Part, body: &[u8]) -> Result<(), GatewayError> {
-        let answer = match self.call {
-            Call::GeminiEmbed { .. } => gemini_embeddings::decode_batch(body)?,
+        let answer = match self.call.api {
+            Api::Gemini => gemini_embeddings::decode_batch(body)?,
             _ => openai_embeddings::decode(body)?,
         };
         if answer.vectors.len() != part.len() {

@@ -243,14 +243,13 @@ impl<H: Host> Edge<H> {
         request: Option<Request>,
     ) -> Result<Flow, GatewayError> {
         // A response the gateway stored: answered from its store.
-        if let Call::Stored { op, id, query } = &call {
+        if let Some((op, id)) = call.stored_response() {
             if crate::responses_store::is_gateway_id(id) {
                 self.chat = Some(ChatFacts {
                     operation: call.operation_name(),
                     ..ChatFacts::default()
                 });
-                let (op, id, query) = (*op, id.clone(), query.clone());
-                return self.answer_stored(op, &id, &query);
+                return self.answer_stored(op, id, &call.query);
             }
         }
         let config = Rc::clone(&self.config);
@@ -301,7 +300,7 @@ impl<H: Host> Edge<H> {
         if !model_group.candidates.iter().any(has_it) {
             let chat = request.as_ref().and_then(Request::chat);
             let answer = call.local_answer(chat)?;
-            let body = crate::surfaces::surface(call.api()).render_call(&call, answer);
+            let body = crate::surfaces::surface(call.api).render_call(&call, answer);
             return Ok(self.reply_json(&body, &[("x-llm-estimated", b"true")]));
         }
         let model = request_model.unwrap_or_default();

@@ -283,7 +283,14 @@ fn count_tokens_goes_to_a_vendor_with_the_call_else_is_estimated() {
     let mut e = edge(config(""), "POST", "/v1/messages/count_tokens", body);
     assert_eq!(send(&mut e), Flow::Continue);
     let handoff = handoff(&e);
-    assert_eq!(handoff.call, Some(crate::model::call::Call::CountTokens));
+    assert_eq!(
+        handoff.call,
+        Some(crate::surfaces::routed_call(
+            "POST",
+            "/v1/messages/count_tokens",
+            ""
+        ))
+    );
     assert_eq!(handoff.api, crate::model::Api::AnthropicMessages);
     assert_eq!(handoff.group, "chat");
     assert_eq!(
@@ -343,7 +350,7 @@ fn stored_response_calls_need_a_group_with_the_responses_api() {
     let handoff = handoff(&e);
     assert_eq!(handoff.api, crate::model::Api::OpenAiResponses);
     assert_eq!(
-        handoff.call.map(|c| c.path()).as_deref(),
+        handoff.call.map(|c| c.path_and_query()).as_deref(),
         Some("/v1/responses/resp_1?include%5B%5D=x")
     );
     // No group named, none by default: a 400 asking for the header.

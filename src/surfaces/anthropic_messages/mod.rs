@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::{ErrorCode, GatewayError, Wording};
-use crate::model::call::{Call, CallAnswer};
+use crate::model::call::{Call, CallAnswer, CallOp};
 use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
@@ -48,7 +48,8 @@ impl Surface for AnthropicMessages {
             COUNT_TOKENS => Some(Route {
                 api,
                 operation: only(method, COUNT_TOKENS, "POST", || {
-                    Operation::Call(Call::CountTokens)
+                    // Passed on without the client's query (the SDKs' `beta=true`).
+                    Operation::Call(Call::new(CallOp::CountTokens, api, COUNT_TOKENS))
                 }),
                 metered: true,
             }),
@@ -67,14 +68,11 @@ impl Surface for AnthropicMessages {
 
     /// count_tokens: a Messages request, `max_tokens` optional.
     fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
-        match call {
-            Call::CountTokens => {
+        match call.op {
+            CallOp::CountTokens => {
                 request::parse_count(body).map(|r| Some(Request::Chat(Box::new(r.into()))))
             }
-            Call::Stored { .. }
-            | Call::Embed
-            | Call::GeminiEmbed { .. }
-            | Call::GeminiCountTokens { .. } => Err(super::foreign_call()),
+            CallOp::Embeddings | CallOp::Stored { .. } => Err(super::foreign_call()),
         }
     }
 

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use super::route::{only, Operation, PathFacts, Route};
 use super::Surface;
 use crate::error::{ErrorCode, GatewayError, Wording};
-use crate::model::call::{Call, CallAnswer};
+use crate::model::call::{Call, CallAnswer, CallOp};
 use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, ChoiceRef, Completion, FinishReason, Origin, Usage};
@@ -40,6 +40,13 @@ const ROOTS: [&str; 2] = ["/v1beta/", "/v1/"];
 /// `echo` member that marks a stream asked for without `alt=sse` (one
 /// JSON array, Gemini's default framing).
 pub const JSON_ARRAY: &str = "gemini.json_array";
+
+/// Whether an embeddings call is `:batchEmbedContents` (an answer of
+/// `embeddings`, one per request) rather than `:embedContent` (one
+/// `embedding`): its path says, as this surface routed it.
+fn is_batch(call: &Call) -> bool {
+    call.path.ends_with(":batchEmbedContents")
+}
 
 impl Surface for Gemini {
     /// Everything below `/v1beta/`; below `/v1/` only `models/{model}:{method}`
@@ -77,6 +84,18 @@ impl Surface for Gemini {
             return Some(Route::unknown(api, path));
         }
         let model = crate::formats::url::decode_segment(model);
+        // A call of the path's model. No vendor takes it by this path (the
+        // Gemini dialect and Vertex AI make their own), so the query, which
+        // may hold the client's `key=`, stays here.
+        let call = |op| Route {
+            api,
+            operation: only(method, path, "POST", || {
+                let mut call = Call::new(op, api, path);
+                call.model = Some(model.clone());
+                Operation::Call(call)
+            }),
+            metered: true,
+        };
         let generate = |stream: bool| {
             let json_array = stream && !query_has(query, "alt", "sse");
             Route {
@@ -94,25 +113,8 @@ impl Surface for Gemini {
         Some(match action {
             "generateContent" => generate(false),
             "streamGenerateContent" => generate(true),
-            "embedContent" | "batchEmbedContents" => Route {
-                api,
-                operation: only(method, path, "POST", || {
-                    Operation::Call(Call::GeminiEmbed {
-                        model: model.clone(),
-                        batch: action == "batchEmbedContents",
-                    })
-                }),
-                metered: true,
-            },
-            "countTokens" => Route {
-                api,
-                operation: only(method, path, "POST", || {
-                    Operation::Call(Call::GeminiCountTokens {
-                        model: model.clone(),
-                    })
-                }),
-                metered: true,
-            },
+            "embedContent" | "batchEmbedContents" => call(CallOp::Embeddings),
+            "countTokens" => call(CallOp::CountTokens),
             _ => Route::unknown(api, path),
         })
     }
@@ -133,16 +135,17 @@ impl Surface for Gemini {
     /// path's model; `:embedContent` and `:batchEmbedContents`, embeddings
     /// of the path's model.
     fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
-        match call {
-            Call::GeminiCountTokens { model } => request::parse_count(body).map(|mut r| {
-                r.model.clone_from(model);
+        let model = call.model.as_deref().unwrap_or_default();
+        match call.op {
+            CallOp::CountTokens => request::parse_count(body).map(|mut r| {
+                model.clone_into(&mut r.model);
                 Some(Request::Chat(Box::new(r.into())))
             }),
-            Call::GeminiEmbed { model, batch } => {
-                crate::wire::gemini_embeddings::parse(body, model, *batch)
+            CallOp::Embeddings => {
+                crate::wire::gemini_embeddings::parse(body, model, is_batch(call))
                     .map(|r| Some(Request::Embed(r)))
             }
-            _ => Err(super::foreign_call()),
+            CallOp::Stored { .. } => Err(super::foreign_call()),
         }
     }
 
@@ -157,8 +160,7 @@ impl Surface for Gemini {
         match answer {
             CallAnswer::Count(tokens) => format!("{{\"totalTokens\":{tokens}}}").into_bytes(),
             CallAnswer::Embeddings(e) => {
-                let batch = matches!(call, Call::GeminiEmbed { batch: true, .. });
-                crate::wire::gemini_embeddings::render(&e.embeddings, batch)
+                crate::wire::gemini_embeddings::render(&e.embeddings, is_batch(call))
             }
         }
     }

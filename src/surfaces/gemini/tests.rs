@@ -41,8 +41,12 @@ fn routes_under_v1beta_and_v1() {
         Some((
             g,
             true,
-            Ok(Operation::Call(Call::GeminiCountTokens {
-                model: "m".into()
+            Ok(Operation::Call(Call {
+                op: CallOp::CountTokens,
+                api: Api::Gemini,
+                model: Some("m".into()),
+                path: "/v1beta/models/m:countTokens".into(),
+                query: String::new(),
             }))
         ))
     );
@@ -206,7 +210,7 @@ fn the_path_decides_model_and_stream() {
     assert_eq!(r.echo.get(JSON_ARRAY), Some(&Value::Bool(true)));
     let count = Gemini
         .parse_call(
-            &Call::GeminiCountTokens { model: "g".into() },
+            &crate::surfaces::routed_call("POST", "/v1beta/models/g:countTokens", ""),
             br#"{"contents":[]}"#,
         )
         .unwrap()

@@ -11,7 +11,7 @@ use super::route::{only, Operation, Route};
 use super::Surface;
 use crate::error::GatewayError;
 use crate::formats::sse::write_data;
-use crate::model::call::{Call, CallAnswer};
+use crate::model::call::{Call, CallAnswer, CallOp};
 use crate::model::listing::Listed;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{
@@ -46,7 +46,9 @@ impl Surface for OpenAiChat {
             EMBEDDINGS => {
                 return Some(Route {
                     api,
-                    operation: only(method, EMBEDDINGS, "POST", || Operation::Call(Call::Embed)),
+                    operation: only(method, EMBEDDINGS, "POST", || {
+                        Operation::Call(Call::new(CallOp::Embeddings, api, EMBEDDINGS))
+                    }),
                     metered: true,
                 })
             }
@@ -73,8 +75,8 @@ impl Surface for OpenAiChat {
     }
 
     fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
-        match call {
-            Call::Embed => {
+        match call.op {
+            CallOp::Embeddings => {
                 crate::wire::openai_embeddings::parse(body).map(|r| Some(Request::Embed(r)))
             }
             _ => Err(super::foreign_call()),

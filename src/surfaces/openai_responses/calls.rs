@@ -3,7 +3,8 @@
 //! `GET .../input_items` (`crate::model::call::StoredOp`).
 
 use crate::error::GatewayError;
-use crate::model::call::{valid_id, Call, StoredOp, MAX_ID_LEN};
+use crate::model::call::{valid_id, Call, CallOp, StoredOp, MAX_ID_LEN};
+use crate::model::Api;
 use crate::surfaces::route::unknown_path;
 
 /// The stored-response call of a request line below `/v1/responses/`
@@ -59,11 +60,13 @@ pub fn stored(method: &str, path: &str, rest: &str, query: &str) -> Result<Call,
              retrieve it without stream=true",
         ));
     }
-    Ok(Call::Stored {
+    let op = CallOp::Stored {
         op,
         id: id.to_owned(),
-        query: query.to_owned(),
-    })
+    };
+    let mut call = Call::new(op, Api::OpenAiResponses, path);
+    call.query = query.to_owned();
+    Ok(call)
 }
 
 /// A stored-response call's body: none (cancel: at most an empty object,

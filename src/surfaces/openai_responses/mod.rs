@@ -56,9 +56,9 @@ impl Surface for OpenAiResponses {
 
     /// The stored-response calls take no body (cancel: at most `{}`).
     fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
-        match call {
-            Call::Stored { op, .. } => calls::no_body(*op, body).map(|()| None),
-            _ => Err(super::foreign_call()),
+        match call.stored_response() {
+            Some((op, _)) => calls::no_body(op, body).map(|()| None),
+            None => Err(super::foreign_call()),
         }
     }
 
