@@ -14,6 +14,7 @@
 
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::call::{Call, CallAnswer};
+use crate::model::embed::{EmbedRequest, Embeddings};
 use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
@@ -163,6 +164,26 @@ pub trait Surface: Sync {
     /// embedding or a batch). Never asked of a surface without such a call.
     fn render_call(&self, _call: &Call, _answer: CallAnswer) -> Vec<u8> {
         self.render_error(&foreign_call(), None)
+    }
+    /// A part of one of this surface's embeddings batches (`call`) as a
+    /// request of its API, path and body: `part` is the client's request
+    /// for the part's inputs. The edge sends it through the gateway's own
+    /// listener (`session/edge/batch.rs`). Never asked of a surface
+    /// without embeddings.
+    fn embeddings_part(
+        &self,
+        _call: &Call,
+        _part: &EmbedRequest,
+    ) -> Result<(String, Vec<u8>), GatewayError> {
+        Err(foreign_call())
+    }
+    /// A part's 2xx answer (to [`Self::embeddings_part`]'s request) read
+    /// back: its vectors and usage, and the model it names, if it does.
+    fn read_embeddings_part(
+        &self,
+        _body: &[u8],
+    ) -> Result<(Embeddings, Option<String>), GatewayError> {
+        Err(foreign_call())
     }
     /// A complete (non-stream) answer in this surface's format.
     fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8>;

@@ -1,6 +1,7 @@
 //! Embeddings batches larger than their vendor embeds at once, split by the
 //! edge role into parts, each a self-call (`session::self_call`): a request
-//! of the client's own API for that part of the inputs, through the
+//! of the client's own API for that part of the inputs (which the client's
+//! surface writes and reads: `Surface::embeddings_part`), through the
 //! gateway's own listener, so each part is routed, retried and failed over
 //! by Envoy and translated by its attempts like any request. The parent
 //! holds the client's request (it never reaches the router), has at most
@@ -46,12 +47,11 @@ use super::*;
 use crate::dialects::embed::max_inputs;
 use crate::metering::Price;
 use crate::model::call::{CallAnswer, Embedded};
-use crate::model::embed::{mixed_batch, EmbedInput, EmbedRequest, Embeddings, InputOptions};
+use crate::model::embed::{mixed_batch, EmbedRequest, Embeddings, InputOptions};
 use crate::session::attempt::BATCH_LIMIT_HEADER;
 use crate::session::callouts::{Callout, Callouts};
 use crate::session::host::CalloutAnswer;
 use crate::session::self_call::{self, PartReport, CANDIDATE_HEADER, PART_HEADER};
-use crate::wire::{gemini_embeddings, openai_embeddings};
 
 /// The inputs at `from..to` of the batch's order, all of group `group`
 /// (one task and size).
@@ -271,7 +271,13 @@ impl<H: Host> Edge<H> {
             let Some(part) = batch.waiting.pop_front() else {
                 break;
             };
-            let (path, body) = batch.part_request(part);
+            let (path, body) = match batch.part_request(part) {
+                Ok(request) => request,
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            };
             let mut headers: Vec<(&str, &[u8])> = (batch.headers.iter())
                 .map(|(n, v)| (n.as_str(), v.as_slice()))
                 .collect();
@@ -383,9 +389,6 @@ impl<H: Host> Edge<H> {
                 return self.reject(e);
             }
             Some(_) => {}
-        }
-        if batch.named.is_none() {
-            batch.named = crate::wire::openai_embeddings::answered_model(&body);
         }
         match batch.keep(part, &body) {
             Ok(()) => self.send_parts(),
@@ -552,33 +555,19 @@ impl Batch {
         self.request.part(inputs, options)
     }
 
-    /// A part's request: the client's API's, for its inputs.
-    fn part_request(&self, part: Part) -> (String, Vec<u8>) {
-        let request = self.part_of(part);
-        let model = self.call.model.as_deref().unwrap_or_default();
-        let body = match (self.call.api, &request.input) {
-            (Api::Gemini, EmbedInput::Texts(texts)) => {
-                let named = format!("models/{model}");
-                serde_json::to_vec(&gemini_embeddings::batch_request(&request, texts, &named))
-            }
-            _ => serde_json::to_vec(&openai_embeddings::PartRequest::of(&request)),
-        };
-        let path = match self.call.api {
-            Api::Gemini => format!(
-                "/v1beta/models/{}:batchEmbedContents",
-                crate::formats::url::encode_segment(model)
-            ),
-            _ => "/v1/embeddings".to_owned(),
-        };
-        (path, body.unwrap_or_default())
+    /// A part's request: the client's API's, for its inputs (its surface
+    /// writes it).
+    fn part_request(&self, part: Part) -> Result<(String, Vec<u8>), GatewayError> {
+        crate::surfaces::surface(self.call.api).embeddings_part(&self.call, &self.part_of(part))
     }
 
-    /// A part's 2xx answer: its vectors in their places, its usage counted.
+    /// A part's 2xx answer (as its surface reads it): its vectors in their
+    /// places, its usage counted, the model it names kept if it is the first.
     fn keep(&mut self, part: Part, body: &[u8]) -> Result<(), GatewayError> {
-        let answer = match self.call.api {
-            Api::Gemini => gemini_embeddings::decode_batch(body)?,
-            _ => openai_embeddings::decode(body)?,
-        };
+        let (answer, named) = crate::surfaces::surface(self.call.api).read_embeddings_part(body)?;
+        if self.named.is_none() {
+            self.named = named;
+        }
         if answer.vectors.len() != part.len() {
             return Err(crate::model::embed::wrong_count(
                 part.len(),

@@ -18,6 +18,7 @@ use super::route::{only, Operation, PathFacts, Route};
 use super::Surface;
 use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::{Call, CallAnswer, CallOp};
+use crate::model::embed::{EmbedInput, EmbedRequest, Embeddings};
 use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, ChoiceRef, Completion, FinishReason, Origin, Usage};
@@ -27,6 +28,7 @@ use crate::wire::gemini::{
     Candidate, Content, Detail, ErrorEnvelope, FunctionCall, GenerateContentResponse, Model,
     ModelList, Part, Status, Text, UsageMetadata,
 };
+use crate::wire::gemini_embeddings;
 
 mod members;
 pub mod request;
@@ -141,10 +143,8 @@ impl Surface for Gemini {
                 model.clone_into(&mut r.model);
                 Some(Request::Chat(Box::new(r.into())))
             }),
-            CallOp::Embeddings => {
-                crate::wire::gemini_embeddings::parse(body, model, is_batch(call))
-                    .map(|r| Some(Request::Embed(r)))
-            }
+            CallOp::Embeddings => gemini_embeddings::parse(body, model, is_batch(call))
+                .map(|r| Some(Request::Embed(r))),
             CallOp::Stored { .. } => Err(super::foreign_call()),
         }
     }
@@ -156,12 +156,38 @@ impl Surface for Gemini {
 
     /// `:countTokens`: `{"totalTokens": N}`; `:embedContent`: one
     /// `embedding`; `:batchEmbedContents`: `embeddings`, one per request.
+    /// `:batchEmbedContents` of the call's model, one request per input.
+    fn embeddings_part(
+        &self,
+        call: &Call,
+        part: &EmbedRequest,
+    ) -> Result<(String, Vec<u8>), GatewayError> {
+        // A Gemini client's inputs are texts (token ids are OpenAI's).
+        let EmbedInput::Texts(texts) = &part.input else {
+            return Err(super::foreign_call());
+        };
+        let model = call.model.as_deref().unwrap_or_default();
+        let named = format!("models/{model}");
+        let body = serde_json::to_vec(&gemini_embeddings::batch_request(part, texts, &named));
+        let path = format!(
+            "/v1beta/models/{}:batchEmbedContents",
+            crate::formats::url::encode_segment(model)
+        );
+        Ok((path, body.unwrap_or_default()))
+    }
+
+    /// `batchEmbedContents`' answer, which names no model.
+    fn read_embeddings_part(
+        &self,
+        body: &[u8],
+    ) -> Result<(Embeddings, Option<String>), GatewayError> {
+        Ok((gemini_embeddings::decode_batch(body)?, None))
+    }
+
     fn render_call(&self, call: &Call, answer: CallAnswer) -> Vec<u8> {
         match answer {
             CallAnswer::Count(tokens) => format!("{{\"totalTokens\":{tokens}}}").into_bytes(),
-            CallAnswer::Embeddings(e) => {
-                crate::wire::gemini_embeddings::render(&e.embeddings, is_batch(call))
-            }
+            CallAnswer::Embeddings(e) => gemini_embeddings::render(&e.embeddings, is_batch(call)),
         }
     }
 

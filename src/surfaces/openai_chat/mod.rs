@@ -12,6 +12,7 @@ use super::Surface;
 use crate::error::GatewayError;
 use crate::formats::sse::write_data;
 use crate::model::call::{Call, CallAnswer, CallOp};
+use crate::model::embed::{EmbedRequest, Embeddings};
 use crate::model::listing::Listed;
 use crate::model::request::{ChatRequest, Thinking};
 use crate::model::response::{
@@ -22,6 +23,7 @@ use crate::model::{Api, Request};
 use crate::wire::openai_chat::{
     self as wire, Delta, ReasoningDetail, DETAIL_ENCRYPTED, DETAIL_TEXT,
 };
+use crate::wire::openai_embeddings;
 
 pub mod models;
 pub mod request;
@@ -88,6 +90,27 @@ impl Surface for OpenAiChat {
     }
 
     /// Embeddings: OpenAI's list, the vectors as the client asked for them.
+    /// `POST /v1/embeddings` with OpenAI's body for the part's inputs (and
+    /// the gateway's `task_type`), its vectors in base64.
+    fn embeddings_part(
+        &self,
+        _call: &Call,
+        part: &EmbedRequest,
+    ) -> Result<(String, Vec<u8>), GatewayError> {
+        let body = serde_json::to_vec(&openai_embeddings::PartRequest::of(part));
+        Ok((EMBEDDINGS.to_owned(), body.unwrap_or_default()))
+    }
+
+    /// OpenAI's list, and the `model` it names (Azure's: the deployment's
+    /// model, where the vendor model is the deployment).
+    fn read_embeddings_part(
+        &self,
+        body: &[u8],
+    ) -> Result<(Embeddings, Option<String>), GatewayError> {
+        let embeddings = openai_embeddings::decode(body)?;
+        Ok((embeddings, openai_embeddings::answered_model(body)))
+    }
+
     fn render_call(&self, _call: &Call, answer: CallAnswer) -> Vec<u8> {
         match answer {
             CallAnswer::Embeddings(e) => crate::wire::openai_embeddings::render(
