@@ -5,8 +5,10 @@
 //! text formats (`formats/`) use no other module. That the core
 //! knows no proxy is the compiler's to check: it has no proxy-wasm
 //! dependency (the wasm host is its own crate, `hosts/wasm`).
-//! And no file of the core, the hosts (`hosts/*/src`) or the mock
-//! (`mock/src`) has more than `MAX_LINES` lines of non-test code.
+//! The operations' neutral model names no client API, and the sessions
+//! use no wire format and match no call's operation. And no file of the
+//! core, the hosts (`hosts/*/src`) or the mock (`mock/src`) has more than
+//! `MAX_LINES` lines of non-test code.
 //!
 //! Each file is read whole, less its test code: items under `#[cfg(test)]`
 //! (found by a small lexer that knows strings, chars and comments) and the
@@ -407,29 +409,53 @@ fn identifiers(code: &str) -> BTreeSet<String> {
 /// The client APIs' names, as identifiers would spell them.
 const CLIENT_APIS: [&str; 3] = ["openai", "anthropic", "gemini"];
 
-/// The embeddings operation's neutral model: no client API's (`model::call`
-/// still has a `Call` variant per client API).
-const NEUTRAL_OPERATIONS: &str = "src/model/embed.rs";
+/// The neutral model of the operations that are not generations: the
+/// embeddings operation's, and the native calls' (`Call`, `CallOp`).
+const NEUTRAL_OPERATIONS: [&str; 2] = ["src/model/embed.rs", "src/model/call.rs"];
 
 /// The operations' neutral model names no client API: no identifier of
-/// its non-test code does (the shape of an answer is its surface's own).
+/// its non-test code does (the shape of an answer, a call's path, is its
+/// surface's own).
 #[test]
 fn the_operations_neutral_model_names_no_client_api() {
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(NEUTRAL_OPERATIONS);
-    let code = without_tests(&fs::read_to_string(&file).unwrap());
-    let named: Vec<String> = identifiers(&code)
-        .into_iter()
-        .filter(|w| {
-            let w = w.to_ascii_lowercase();
-            CLIENT_APIS.iter().any(|api| w.contains(api))
-        })
-        .collect();
-    assert!(
-        named.is_empty(),
-        "{NEUTRAL_OPERATIONS} names client APIs: {named:?}"
-    );
+    for neutral in NEUTRAL_OPERATIONS {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(neutral);
+        let code = without_tests(&fs::read_to_string(&file).unwrap());
+        let named: Vec<String> = identifiers(&code)
+            .into_iter()
+            .filter(|w| {
+                let w = w.to_ascii_lowercase();
+                CLIENT_APIS.iter().any(|api| w.contains(api))
+            })
+            .collect();
+        assert!(named.is_empty(), "{neutral} names client APIs: {named:?}");
+    }
     // The check sees identifiers, not comments or strings.
     let words = identifiers("enum Shape { GeminiOne } // OpenAi\nfn f() { \"Anthropic\" }");
     assert!(words.contains("GeminiOne") && !words.contains("OpenAi"));
     assert!(!words.contains("Anthropic"));
+}
+
+/// The sessions write and read no wire format (a client API's requests and
+/// answers are its surface's, `crate::surfaces`; a vendor's its dialect's)
+/// and tell no call apart by its operation (`CallOp`): they ask the call
+/// (`Call::has_body`, `Call::stored_response`...) and its surface
+/// (`Surface::embeddings_part`...).
+#[test]
+fn the_sessions_name_no_wire_format_nor_call_operation() {
+    let graph = graph();
+    assert!(
+        !graph["session"].contains("wire"),
+        "src/session/ uses crate::wire"
+    );
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/session");
+    let matching: Vec<String> = non_test_files(&src)
+        .into_iter()
+        .filter(|(_, text)| identifiers(&without_tests(text)).contains("CallOp"))
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    assert!(
+        matching.is_empty(),
+        "match a call's operation: {matching:?}"
+    );
 }
