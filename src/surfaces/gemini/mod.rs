@@ -154,8 +154,6 @@ impl Surface for Gemini {
         Some("x-goog-api-client")
     }
 
-    /// `:countTokens`: `{"totalTokens": N}`; `:embedContent`: one
-    /// `embedding`; `:batchEmbedContents`: `embeddings`, one per request.
     /// `:batchEmbedContents` of the call's model, one request per input.
     fn embeddings_part(
         &self,
@@ -184,6 +182,8 @@ impl Surface for Gemini {
         Ok((gemini_embeddings::decode_batch(body)?, None))
     }
 
+    /// `:countTokens`: `{"totalTokens": N}`; `:embedContent`: one
+    /// `embedding`; `:batchEmbedContents`: `embeddings`, one per request.
     fn render_call(&self, call: &Call, answer: CallAnswer) -> Vec<u8> {
         match answer {
             CallAnswer::Count(tokens) => format!("{{\"totalTokens\":{tokens}}}").into_bytes(),

@@ -78,9 +78,7 @@ impl Surface for OpenAiChat {
 
     fn parse_call(&self, call: &Call, body: &[u8]) -> Result<Option<Request>, GatewayError> {
         match call.op {
-            CallOp::Embeddings => {
-                crate::wire::openai_embeddings::parse(body).map(|r| Some(Request::Embed(r)))
-            }
+            CallOp::Embeddings => openai_embeddings::parse(body).map(|r| Some(Request::Embed(r))),
             _ => Err(super::foreign_call()),
         }
     }
@@ -89,7 +87,6 @@ impl Surface for OpenAiChat {
         ChatRequest::parse(body)
     }
 
-    /// Embeddings: OpenAI's list, the vectors as the client asked for them.
     /// `POST /v1/embeddings` with OpenAI's body for the part's inputs (and
     /// the gateway's `task_type`), its vectors in base64.
     fn embeddings_part(
@@ -111,14 +108,12 @@ impl Surface for OpenAiChat {
         Ok((embeddings, openai_embeddings::answered_model(body)))
     }
 
+    /// Embeddings: OpenAI's list, the vectors as the client asked for them.
     fn render_call(&self, _call: &Call, answer: CallAnswer) -> Vec<u8> {
         match answer {
-            CallAnswer::Embeddings(e) => crate::wire::openai_embeddings::render(
-                &e.embeddings,
-                &e.model,
-                e.encoding,
-                e.tokens,
-            ),
+            CallAnswer::Embeddings(e) => {
+                openai_embeddings::render(&e.embeddings, &e.model, e.encoding, e.tokens)
+            }
             CallAnswer::Count(_) => self.render_error(&super::foreign_call(), None),
         }
     }
