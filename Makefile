@@ -315,6 +315,8 @@ bench-micro: venv
 # Where the native host's CPU goes on a 100 KB request: `perf record` on a
 # native-host Envoy under load, the module built with its symbols kept
 # (target/profiled/); the shares go into BENCHMARKS.md's profile section.
+# PROFILE_METRICS_OFF=1 compares this build with itself with `request_metrics`
+# off (what Envoy's labelled metrics cost) instead of a baseline build.
 PROFILED_BUILT := target/profiled/$(NATIVE_TARGET)/native/libllm_gateway_native.so
 bench-profile: build venv wrk perf
 	CARGO_TARGET_DIR=target/profiled CARGO_PROFILE_NATIVE_STRIP=false \

@@ -16,6 +16,10 @@ bench-profile BASELINE_MODULE=...`, a symbols-kept build of an earlier
 commit), that build is profiled too, and both answer the same requests in
 alternating rounds: its CPU per request against this build's, per round
 (PROFILE_ROUNDS of them, 4 unless set: more where the machine is noisy).
+
+With `PROFILE_METRICS_OFF=1` instead, the second Envoy runs this same build
+with `request_metrics` off (no per-request labelled series): the rounds then
+say what Envoy's labelled metrics cost per request, metrics off / on.
 """
 import datetime
 import os
@@ -40,6 +44,11 @@ TOP = 12
 BASELINE = os.environ.get("PROFILE_BASELINE")
 BASELINE_NAME = os.environ.get("PROFILE_BASELINE_NAME", BASELINE)
 ROUNDS = int(os.environ.get("PROFILE_ROUNDS", "4"))
+METRICS_OFF = os.environ.get("PROFILE_METRICS_OFF") == "1"
+if METRICS_OFF and BASELINE:
+    sys.exit("PROFILE_METRICS_OFF compares this build with itself: leave PROFILE_BASELINE unset")
+# The second Envoy of the comparison, and what it is called in the report.
+OTHER = "metrics off" if METRICS_OFF else "baseline"
 
 
 def perf_report(data, *args):
@@ -90,11 +99,16 @@ def compare(envoys, requests, workdir):
         for (name, envoy, _), request in pairs[::-1] if round_number % 2 else pairs:
             run = bench.measure(envoy, request, CONNECTIONS, SECONDS // 2, workdir)
             cpu[name].append(1e6 * run["cpu_s"] / max(1, run["requests"]))
-    ratios = sorted(a / b for a, b in zip(cpu["this build"], cpu["baseline"]))
-    return [f"Without perf, {ROUNDS} alternating rounds of {SECONDS // 2} s (each build first in every "
+    if METRICS_OFF:
+        ratios = sorted(a / b for a, b in zip(cpu[OTHER], cpu["this build"]))
+        ratio_name = "metrics off / on"
+    else:
+        ratios = sorted(a / b for a, b in zip(cpu["this build"], cpu[OTHER]))
+        ratio_name = "this build / baseline"
+    return [f"Without perf, {ROUNDS} alternating rounds of {SECONDS // 2} s (each Envoy first in every "
             f"other round): CPU per request "
             f"{', '.join(f'{c:.0f}' for c in cpu['this build'])} µs (this build) against "
-            f"{', '.join(f'{c:.0f}' for c in cpu['baseline'])} µs (baseline); **this build / baseline: "
+            f"{', '.join(f'{c:.0f}' for c in cpu[OTHER])} µs ({OTHER}); **{ratio_name}: "
             f"{', '.join(f'{r:.2f}' for r in ratios)}** (round by round, sorted).", ""]
 
 
@@ -117,14 +131,15 @@ def profile_size(size, envoys, workdir, module):
             requests.append(request)
             bench.measure(envoy, request, CONNECTIONS, 2, workdir)  # warm-up
             lines += profile(name, envoy, request, workdir, f"{size}-{group}-{len(requests)}", module)
-        if BASELINE:
+        if len(envoys) > 1:
             lines += compare(envoys, requests, workdir)
         sections.append("\n".join(lines) + "\n")
     load = " ".join(open("/proc/loadavg").read().split()[:3])
     return (f"`perf record` (999 Hz) on one native-host Envoy (`--concurrency 1`, pinned to a core) "
             f"for {SECONDS} s of wrk at c={CONNECTIONS}; the module built as released but with its "
             f"symbols kept. Load average at the end: {load}."
-            + (f" Baseline: `{BASELINE_NAME}`." if BASELINE else "") + "\n\n"
+            + (f" Baseline: `{BASELINE_NAME}`." if BASELINE else "")
+            + (" Against the same build with `request_metrics` off." if METRICS_OFF else "") + "\n\n"
             + "\n".join(sections))
 
 
@@ -137,14 +152,18 @@ def main():
     stack = bench.Stack()
     try:
         mock_port = bench.start_mock(stack, fast=True)
-        builds = [("this build", MODULE_DIR)] + ([("baseline", Path(BASELINE))] if BASELINE else [])
+        builds = [("this build", MODULE_DIR, None)]
+        if BASELINE:
+            builds.append((OTHER, Path(BASELINE), None))
+        if METRICS_OFF:
+            builds.append((OTHER, MODULE_DIR, bench.unmetered))
         envoys = []
-        for name, directory in builds:
+        for name, directory, edit in builds:
             port, admin = bench.free_ports(2)
             env = gateway.native_env()
             env["ENVOY_DYNAMIC_MODULES_SEARCH_PATH"] = str(directory)
             envoy = bench.Envoy(stack, f"gateway-native-profiled-{len(envoys)}", gateway.to_native(
-                gateway.build_bootstrap(port, admin, mock_port, env={})), port, admin, workdir, env=env)
+                gateway.build_bootstrap(port, admin, mock_port, env={}, edit=edit)), port, admin, workdir, env=env)
             bench.pin(envoy.pid, bench.GATEWAY_CORE)
             envoys.append((name, envoy, port))
         large = profile_size(SIZE, envoys, workdir, module.name)
