@@ -161,7 +161,7 @@ pub trait Dialect: Sync {
         target: &Target,
     ) -> Result<UpstreamRequest, GatewayError>;
 
-    /// The vendor request for a native call of `call.api()`, one of this
+    /// The vendor request for a native call of `call.api`, one of this
     /// vendor's own APIs: its path and auth, and for a call with a body the
     /// client's (`raw` reads it), model mapped. The method is the client's.
     /// `None` when this vendor has no such call (the gateway answers it).

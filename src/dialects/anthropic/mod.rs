@@ -98,7 +98,8 @@ impl Dialect for Anthropic {
         raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        call.is_count().then(|| {
+        // Its own API's count only: a body of another API is not Anthropic's.
+        (call.is_count() && call.api == Api::AnthropicMessages).then(|| {
             with_model(&raw(), target.model, &Unverifiable::default())
                 .and_then(|body| transport::request(Operation::CountTokens, target, body))
         })

@@ -61,6 +61,16 @@ fn count_tokens_is_the_clients_body_with_the_vendor_model() {
     );
     let stored = crate::surfaces::routed_call("GET", "/v1/responses/resp_1", "");
     assert!(Anthropic.encode_call(&stored, &raw, &target).is_none());
+    // Another API's count is not Anthropic's to send (its body is Gemini's).
+    let gemini = crate::surfaces::routed_call("POST", "/v1beta/models/g:countTokens", "");
+    assert!(Anthropic.encode_call(&gemini, &raw, &target).is_none());
+    assert!(crate::dialects::gemini::Gemini
+        .encode_call(
+            &crate::surfaces::routed_call("POST", "/v1/messages/count_tokens", ""),
+            &raw,
+            &target
+        )
+        .is_none());
 }
 
 const PROVIDER: &str = r#"{"dialect":"anthropic","api_key":"sk-ant","default_max_tokens":1000}"#;

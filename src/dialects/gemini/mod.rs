@@ -111,7 +111,8 @@ impl Dialect for Gemini {
         raw: &dyn Fn() -> Vec<u8>,
         target: &Target,
     ) -> Option<Result<UpstreamRequest, GatewayError>> {
-        if !call.is_count() {
+        // Its own API's count only: a body of another API is not Gemini's.
+        if !(call.is_count() && call.api == Api::Gemini) {
             return None;
         }
         Some(

@@ -17,7 +17,6 @@ impl Transport for Anthropic {
         match op {
             Operation::Generate { .. } => Ok("/v1/messages".to_owned()),
             Operation::CountTokens => Ok("/v1/messages/count_tokens".to_owned()),
-            Operation::Call(call) => Ok(call.path_and_query()),
             _ => Err(unsupported(op)),
         }
     }
