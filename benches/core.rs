@@ -23,6 +23,7 @@ use llm_gateway_core::dialects::{dialect, DialectKind, Target};
 use llm_gateway_core::formats::sse::{SseError, SseParser};
 use llm_gateway_core::model::request::ChatRequest;
 use llm_gateway_core::model::response::Origin;
+use llm_gateway_core::model::Echo;
 use llm_gateway_core::redact::Redactor;
 use llm_gateway_core::shared_state::cas::{SetResult, SharedStore, Unreadable};
 use llm_gateway_core::shared_state::{Key, Namespace};
@@ -663,6 +664,7 @@ fn main() {
                 origin(),
                 "r".into(),
                 false,
+                &Echo::new(),
             ));
             out.clear();
             decoder.feed(black_box(&stream), &mut out);
@@ -682,6 +684,7 @@ fn main() {
                 origin(),
                 "r".into(),
                 false,
+                &Echo::new(),
             ));
             out.clear();
             for event in &events {
@@ -709,9 +712,15 @@ fn main() {
         llm_gateway_core::model::Api::OpenAiResponses,
     ] {
         let t = time(|| {
-            let mut decoder = dialect(kind).stream_decoder(
-                llm_gateway_core::surfaces::stream_writer(api, false, origin(), "r".into(), true),
-            );
+            let mut decoder =
+                dialect(kind).stream_decoder(llm_gateway_core::surfaces::stream_writer(
+                    api,
+                    false,
+                    origin(),
+                    "r".into(),
+                    true,
+                    &Echo::new(),
+                ));
             out.clear();
             decoder.feed(black_box(&stream), &mut out);
             decoder.finish(&mut out);

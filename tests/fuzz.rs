@@ -14,7 +14,7 @@ use llm_gateway_core::dialects::{dialect, DialectKind, Target};
 use llm_gateway_core::formats::sse::SseParser;
 use llm_gateway_core::model::call::Call;
 use llm_gateway_core::model::response::Origin;
-use llm_gateway_core::model::{Api, Request};
+use llm_gateway_core::model::{Api, Echo, Request};
 use llm_gateway_core::surfaces::surface;
 
 struct Rng(u64);
@@ -220,6 +220,7 @@ fn decoders_never_panic() {
                 Origin::default(),
                 "r".into(),
                 i % 2 == 0,
+                &Echo::new(),
             ));
             let mut out = Vec::new();
             for chunk in chunks(&mut rng, &stream) {
@@ -247,7 +248,7 @@ const RESPONSES_STREAMS: &[&str] = &[
 
 #[test]
 fn responses_surface_never_panics() {
-    use llm_gateway_core::surfaces::{stream_writer, surface};
+    use llm_gateway_core::surfaces::stream_writer;
     let config = config();
     let api = Api::OpenAiResponses;
     let mut rng = Rng(0x5151_7a7a_0f0f_e1e1);
@@ -268,12 +269,20 @@ fn responses_surface_never_panics() {
             };
             let body = mutate(&mut rng, RESPONSES[i % RESPONSES.len()].as_bytes());
             if let Ok(decoded) = d.decode_response(&body, &mut Origin::default()) {
-                let _ = surface(api).render_answer(decoded.answer, &Origin::default());
+                let _ =
+                    surface(api).render_answer(decoded.answer, &Origin::default(), &Echo::new());
             }
             let _ = d.decode_native(api, &body, &mut Origin::default());
             for native in [false, d.speaks(api)] {
                 let stream = mutate(&mut rng, seeds[i % seeds.len()].as_bytes());
-                let writer = stream_writer(api, native, Origin::default(), "r".into(), true);
+                let writer = stream_writer(
+                    api,
+                    native,
+                    Origin::default(),
+                    "r".into(),
+                    true,
+                    &Echo::new(),
+                );
                 let mut decoder = d.stream_decoder(writer);
                 let mut out = Vec::new();
                 for chunk in chunks(&mut rng, &stream) {

@@ -322,7 +322,7 @@ fn fixture_choices(fixture: &Path) -> u32 {
 
 /// Runs a vendor stream through the dialect's decoder in the given pieces.
 fn client_stream(kind: DialectKind, client: Client, pieces: &[&[u8]]) -> String {
-    let writer = llm_gateway_core::surfaces::stream_writer_echoing(
+    let writer = llm_gateway_core::surfaces::stream_writer(
         client.api,
         client.native,
         origin(kind),
@@ -380,7 +380,7 @@ fn client_answer(kind: DialectKind, client: Client, path: &Path) -> String {
     match decoded {
         Ok(d) => {
             let usage = d.usage;
-            let body = surface(client.api).render_answer_echoing(d.answer, &origin, client.echo);
+            let body = surface(client.api).render_answer(d.answer, &origin, client.echo);
             format!("HTTP 200 usage={usage:?}\n\n{}\n", pretty(&body))
         }
         Err(e) => {

@@ -1,6 +1,7 @@
 use super::*;
 use crate::dialects::{dialect, DialectKind};
 use crate::model::stream::EventWriter;
+use crate::model::Echo;
 use crate::surfaces::surface;
 
 fn origin() -> Origin {
@@ -17,7 +18,10 @@ fn origin() -> Origin {
 /// client's encoder recorded: what the client was sent, and the capture.
 fn decode(kind: DialectKind, api: Api, vendor: &str, limit: usize) -> (String, Shared) {
     let capture = Capture::shared(limit);
-    let encoder = Recording::around(surface(api).stream_encoder(true), Rc::clone(&capture));
+    let encoder = Recording::around(
+        surface(api).stream_encoder(true, &Echo::new()),
+        Rc::clone(&capture),
+    );
     let writer =
         EventWriter::new(Box::new(encoder), origin(), "r".into(), true, false).for_api(api);
     let mut decoder = dialect(kind).stream_decoder(writer);
@@ -150,7 +154,7 @@ fn a_content_filtered_or_unfinished_answer_is_not_kept() {
 fn a_passed_through_event_spoils_a_recording_around_the_clients_encoder() {
     let capture = Capture::shared(1 << 10);
     let mut around = Recording::around(
-        surface(Api::OpenAiChat).stream_encoder(false),
+        surface(Api::OpenAiChat).stream_encoder(false, &Echo::new()),
         Rc::clone(&capture),
     );
     let mut out = Vec::new();

@@ -7,7 +7,7 @@ use super::entry::{Block, Entry};
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::Reasoning;
 use crate::model::Api;
-use crate::surfaces::{stream_writer_echoing, surface, Echo};
+use crate::surfaces::{stream_writer, surface, Echo};
 
 /// The most bytes of text one replayed event carries: a cached answer
 /// streams in pieces as a vendor's would, not as one event.
@@ -27,7 +27,7 @@ pub fn origin(entry: &Entry, request_id: &str, now: u64) -> Origin {
 
 /// The whole answer's body in `api`'s format.
 pub fn whole(api: Api, entry: &Entry, origin: &Origin, echo: &Echo) -> Vec<u8> {
-    surface(api).render_answer_echoing(Answer::Decoded(entry.completion()), origin, echo)
+    surface(api).render_answer(Answer::Decoded(entry.completion()), origin, echo)
 }
 
 /// The stream's body in `api`'s format; `include_usage`: the client asked
@@ -40,7 +40,7 @@ pub fn stream(
     include_usage: bool,
     echo: &Echo,
 ) -> Vec<u8> {
-    let mut w = stream_writer_echoing(
+    let mut w = stream_writer(
         api,
         false,
         origin,

@@ -162,7 +162,7 @@ fn a_whole_replay_is_the_surface_rendering_the_entry() {
     let o = hit_origin(&e);
     for api in Api::ALL {
         let body = whole(api, &e, &o, &Echo::new());
-        let direct = surface(api).render_answer(Answer::Decoded(e.completion()), &o);
+        let direct = surface(api).render_answer(Answer::Decoded(e.completion()), &o, &Echo::new());
         assert_eq!(body, direct, "{api:?}");
         let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert!(value.to_string().contains("a long answer"), "{api:?}");

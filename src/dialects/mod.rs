@@ -537,7 +537,12 @@ impl DecodedResponse {
     /// The answer as the chat surface renders it.
     pub(crate) fn chat_json(&self, origin: &Origin) -> serde_json::Value {
         let surface = crate::surfaces::surface(Api::OpenAiChat);
-        serde_json::from_slice(&surface.render_answer(self.answer.clone(), origin)).unwrap()
+        serde_json::from_slice(&surface.render_answer(
+            self.answer.clone(),
+            origin,
+            &crate::model::Echo::new(),
+        ))
+        .unwrap()
     }
 }
 
@@ -596,6 +601,7 @@ pub(crate) fn run_stream_choices(
         origin,
         "rid".into(),
         include_usage,
+        &crate::model::Echo::new(),
     )
     .with_choices(choices);
     let mut d = dialect.stream_decoder(writer);

@@ -32,7 +32,7 @@ use crate::model::response::{Origin, Usage};
 use crate::model::{Api, Request};
 use crate::provider::Provider;
 use crate::session::exchange::Handoff;
-use crate::surfaces::{parse_call_body, stream_writer_echoing, surface, Echo};
+use crate::surfaces::{parse_call_body, stream_writer, surface, Echo};
 use report::WAIT_HEADERS;
 
 mod answer;

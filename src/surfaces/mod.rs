@@ -185,44 +185,25 @@ pub trait Surface: Sync {
     ) -> Result<(Embeddings, Option<String>), GatewayError> {
         Err(foreign_call())
     }
-    /// A complete (non-stream) answer in this surface's format.
-    fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8>;
-    /// This surface's stream format for one response.
-    fn stream_encoder(&self, include_usage: bool) -> Box<dyn StreamEncoder>;
+    /// A complete (non-stream) answer in this surface's format; `echo`
+    /// ([`Generation::echo`], which this surface's parser filled) holds the
+    /// request fields its answers repeat, if any.
+    fn render_answer(&self, answer: Answer, origin: &Origin, echo: &Echo) -> Vec<u8>;
+    /// This surface's stream format for one response (`echo` as for
+    /// [`Self::render_answer`]).
+    fn stream_encoder(&self, include_usage: bool, echo: &Echo) -> Box<dyn StreamEncoder>;
     /// This surface's error envelope.
     fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8>;
     /// The HTTP status this surface answers an error with.
     fn status(&self, code: ErrorCode) -> u16 {
         code.status()
     }
-
-    /// [`Self::render_answer`] for an API whose answers repeat request
-    /// fields (`echo`: [`Generation::echo`], which its parser filled).
-    fn render_answer_echoing(&self, answer: Answer, origin: &Origin, _echo: &Echo) -> Vec<u8> {
-        self.render_answer(answer, origin)
-    }
-
-    /// [`Self::stream_encoder`] for an API whose stream repeats request fields.
-    fn stream_encoder_echoing(&self, include_usage: bool, _echo: &Echo) -> Box<dyn StreamEncoder> {
-        self.stream_encoder(include_usage)
-    }
 }
 
 /// The writer a dialect's stream decoder pushes events into, encoding for
 /// the client's API; `native` when the vendor speaks it too (its events may
-/// pass through).
+/// pass through); `echo` as for [`Surface::render_answer`].
 pub fn stream_writer(
-    api: Api,
-    native: bool,
-    origin: Origin,
-    request_id: String,
-    include_usage: bool,
-) -> EventWriter {
-    stream_writer_echoing(api, native, origin, request_id, include_usage, &Echo::new())
-}
-
-/// [`stream_writer`] for a request whose answer repeats fields of it (`echo`).
-pub fn stream_writer_echoing(
     api: Api,
     native: bool,
     origin: Origin,
@@ -230,6 +211,6 @@ pub fn stream_writer_echoing(
     include_usage: bool,
     echo: &Echo,
 ) -> EventWriter {
-    let encoder = surface(api).stream_encoder_echoing(include_usage, echo);
+    let encoder = surface(api).stream_encoder(include_usage, echo);
     EventWriter::new(encoder, origin, request_id, include_usage, native).for_api(api)
 }

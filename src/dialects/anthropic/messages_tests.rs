@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::model::request::{Reasoning as ReasoningControl, Thinking};
+use crate::model::Echo;
 use crate::surfaces::anthropic_messages::request::parse;
 use serde_json::Value;
 
@@ -168,8 +169,14 @@ fn run(api: Api, chunks: &[&[u8]]) -> (String, EventWriterFacts) {
         provider: "an".into(),
         ..Origin::default()
     };
-    let writer =
-        crate::surfaces::stream_writer(api, Anthropic.speaks(api), origin, "rid".into(), false);
+    let writer = crate::surfaces::stream_writer(
+        api,
+        Anthropic.speaks(api),
+        origin,
+        "rid".into(),
+        false,
+        &Echo::new(),
+    );
     let mut d = Anthropic.stream_decoder(writer);
     let mut out = Vec::new();
     for c in chunks {

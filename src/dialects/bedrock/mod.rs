@@ -565,6 +565,7 @@ pub(super) mod tests {
     use super::*;
     use crate::formats::eventstream::encode as frame;
     use crate::formats::url::encode_segment;
+    use crate::model::Echo;
 
     fn encode_with(body: &str, extra: &str) -> (UpstreamRequest, Value) {
         encode_for(body, extra, "anthropic.claude-3-haiku-20240307-v1:0")
@@ -1167,7 +1168,11 @@ pub(super) mod tests {
         let d = Bedrock.decode_response(answer, &mut origin).unwrap();
         assert_eq!(origin.stop_sequence.as_deref(), Some("END"));
         let message: Value = serde_json::from_slice(
-            &crate::surfaces::surface(Api::AnthropicMessages).render_answer(d.answer, &origin),
+            &crate::surfaces::surface(Api::AnthropicMessages).render_answer(
+                d.answer,
+                &origin,
+                &Echo::new(),
+            ),
         )
         .unwrap();
         assert_eq!(
@@ -1188,6 +1193,7 @@ pub(super) mod tests {
             Origin::default(),
             "rid".into(),
             true,
+            &Echo::new(),
         );
         let mut d = Bedrock.stream_decoder(writer);
         let mut out = Vec::new();
@@ -1277,6 +1283,7 @@ mod invoke_tests {
     use crate::formats::eventstream::encode as frame;
     use crate::formats::url::encode_segment;
     use crate::model::response::Answer;
+    use crate::model::Echo;
     use crate::surfaces::anthropic_messages::request::parse as parse_messages;
 
     const CLAUDE: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
@@ -1485,8 +1492,14 @@ mod invoke_tests {
     }
 
     fn run(api: Api, native: bool, input: &[u8], step: usize) -> (String, Option<Usage>, bool) {
-        let writer =
-            crate::surfaces::stream_writer(api, native, Origin::default(), "rid".into(), true);
+        let writer = crate::surfaces::stream_writer(
+            api,
+            native,
+            Origin::default(),
+            "rid".into(),
+            true,
+            &Echo::new(),
+        );
         let mut d = Bedrock.stream_decoder(writer);
         let mut out = Vec::new();
         for piece in input.chunks(step) {

@@ -248,6 +248,7 @@ mod tests {
     use crate::dialects::openai::OpenAi;
     use crate::dialects::Dialect;
     use crate::model::Api;
+    use crate::model::Echo;
 
     #[test]
     fn the_answer_is_the_vendors_bytes_with_usage_read() {
@@ -287,6 +288,7 @@ mod tests {
             Origin::default(),
             "r".into(),
             true,
+            &Echo::new(),
         );
         let mut d = OpenAi.stream_decoder(writer);
         let mut out = Vec::new();
@@ -301,6 +303,7 @@ mod tests {
             w.origin().clone(),
             "r".into(),
             true,
+            &Echo::new(),
         );
         copy.set_usage(usage);
         if let Some(f) = w.failure() {

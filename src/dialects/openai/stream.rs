@@ -609,6 +609,7 @@ mod tests {
     use super::*;
     use crate::error::ErrorCode;
     use crate::model::response::Origin;
+    use crate::model::Echo;
     use serde::Deserialize;
     use serde_json::Map;
 
@@ -623,6 +624,7 @@ mod tests {
             origin,
             "rid".into(),
             include_usage,
+            &Echo::new(),
         )
     }
 
@@ -634,6 +636,7 @@ mod tests {
             Origin::default(),
             "rid".into(),
             true,
+            &Echo::new(),
         );
         let mut events = OpenAiEvents::default();
         let mut out = Vec::new();

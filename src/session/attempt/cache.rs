@@ -34,13 +34,13 @@ impl<H: Host> Attempt<H> {
                 let capture = Capture::shared(limit);
                 self.capture = Some(Rc::clone(&capture));
                 let encoder =
-                    surface(self.api).stream_encoder_echoing(self.shape.include_usage, &self.echo);
+                    surface(self.api).stream_encoder(self.shape.include_usage, &self.echo);
                 let encoder = Box::new(Recording::around(encoder, capture));
                 EventWriter::new(encoder, origin, request_id, self.shape.include_usage, false)
                     .for_api(self.api)
                     .with_choices(self.shape.choices)
             }
-            None => stream_writer_echoing(
+            None => stream_writer(
                 self.api,
                 native,
                 origin,

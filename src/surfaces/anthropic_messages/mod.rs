@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 
 use super::route::{only, Operation, Route};
-use super::Surface;
+use super::{Echo, Surface};
 use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::{Call, CallAnswer, CallOp};
 use crate::model::listing::Listed;
@@ -93,14 +93,14 @@ impl Surface for AnthropicMessages {
         }
     }
 
-    fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {
+    fn render_answer(&self, answer: Answer, origin: &Origin, _echo: &Echo) -> Vec<u8> {
         match answer {
             Answer::Decoded(completion) => render_message(&completion, origin),
             Answer::Native(body) => body,
         }
     }
 
-    fn stream_encoder(&self, _include_usage: bool) -> Box<dyn StreamEncoder> {
+    fn stream_encoder(&self, _include_usage: bool, _echo: &Echo) -> Box<dyn StreamEncoder> {
         Box::new(MessageEvents::default())
     }
 
@@ -550,9 +550,11 @@ mod tests {
                 cache_write_tokens: None,
             }),
         };
-        let v: Value = serde_json::from_slice(
-            &AnthropicMessages.render_answer(Answer::Decoded(completion), &origin()),
-        )
+        let v: Value = serde_json::from_slice(&AnthropicMessages.render_answer(
+            Answer::Decoded(completion),
+            &origin(),
+            &Echo::new(),
+        ))
         .unwrap();
         assert_eq!(
             v,
@@ -573,9 +575,11 @@ mod tests {
             finish_reason: Some(FinishReason::Paused),
             ..Completion::default()
         };
-        let v: Value = serde_json::from_slice(
-            &AnthropicMessages.render_answer(Answer::Decoded(completion), &origin()),
-        )
+        let v: Value = serde_json::from_slice(&AnthropicMessages.render_answer(
+            Answer::Decoded(completion),
+            &origin(),
+            &Echo::new(),
+        ))
         .unwrap();
         assert_eq!(v["stop_reason"], "pause_turn");
         let mut e = MessageEvents::default();

@@ -15,7 +15,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::route::{only, Operation, PathFacts, Route};
-use super::Surface;
+use super::{Echo, Surface};
 use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::{Call, CallAnswer, CallOp};
 use crate::model::embed::{EmbedInput, EmbedRequest, Embeddings};
@@ -206,22 +206,14 @@ impl Surface for Gemini {
         Ok(generation)
     }
 
-    fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {
+    fn render_answer(&self, answer: Answer, origin: &Origin, _echo: &Echo) -> Vec<u8> {
         match answer {
             Answer::Decoded(completion) => render_completion(&completion, origin),
             Answer::Native(body) => body,
         }
     }
 
-    fn stream_encoder(&self, _include_usage: bool) -> Box<dyn StreamEncoder> {
-        Box::new(stream::Chunks::new(false))
-    }
-
-    fn stream_encoder_echoing(
-        &self,
-        _include_usage: bool,
-        echo: &super::Echo,
-    ) -> Box<dyn StreamEncoder> {
+    fn stream_encoder(&self, _include_usage: bool, echo: &Echo) -> Box<dyn StreamEncoder> {
         let json_array = echo.get(JSON_ARRAY) == Some(&Value::Bool(true));
         Box::new(stream::Chunks::new(json_array))
     }

@@ -250,9 +250,12 @@ fn renders_an_answer_with_thoughts_calls_and_usage() {
             cache_write_tokens: None,
         }),
     };
-    let v: Value =
-        serde_json::from_slice(&Gemini.render_answer(Answer::Decoded(completion), &origin()))
-            .unwrap();
+    let v: Value = serde_json::from_slice(&Gemini.render_answer(
+        Answer::Decoded(completion),
+        &origin(),
+        &Echo::new(),
+    ))
+    .unwrap();
     let parts = &v["candidates"][0]["content"]["parts"];
     assert_eq!(parts[0]["thought"], true);
     let carried = parts[0]["thoughtSignature"].as_str().unwrap();
@@ -631,7 +634,8 @@ fn openai_choices_are_candidates() {
         "usage":{"prompt_tokens":3,"completion_tokens":8,"total_tokens":11}}"#;
     let mut o = origin();
     let decoded = openai.decode_response(body, &mut o).unwrap();
-    let v: Value = serde_json::from_slice(&Gemini.render_answer(decoded.answer, &o)).unwrap();
+    let v: Value =
+        serde_json::from_slice(&Gemini.render_answer(decoded.answer, &o, &Echo::new())).unwrap();
     let candidates = v["candidates"].as_array().unwrap();
     assert_eq!(candidates.len(), 2);
     for (i, (text, finish)) in [("one", "STOP"), ("two", "MAX_TOKENS")].iter().enumerate() {
@@ -671,8 +675,15 @@ fn openai_streamed_choices_are_candidates() {
         "data: [DONE]\n\n".to_owned(),
     ]
     .concat();
-    let writer = crate::surfaces::stream_writer(Api::Gemini, false, origin(), "rid".into(), false)
-        .with_choices(2);
+    let writer = crate::surfaces::stream_writer(
+        Api::Gemini,
+        false,
+        origin(),
+        "rid".into(),
+        false,
+        &Echo::new(),
+    )
+    .with_choices(2);
     let mut decoder = openai.stream_decoder(writer);
     let mut out = Vec::new();
     decoder.feed(events.as_bytes(), &mut out);

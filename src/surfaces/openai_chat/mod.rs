@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 
 use super::route::{only, Operation, Route};
-use super::Surface;
+use super::{Echo, Surface};
 use crate::error::GatewayError;
 use crate::formats::sse::write_data;
 use crate::model::call::{Call, CallAnswer, CallOp};
@@ -118,14 +118,14 @@ impl Surface for OpenAiChat {
         }
     }
 
-    fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {
+    fn render_answer(&self, answer: Answer, origin: &Origin, _echo: &Echo) -> Vec<u8> {
         match answer {
             Answer::Decoded(completion) => render_completion(&completion, origin),
             Answer::Native(body) => body,
         }
     }
 
-    fn stream_encoder(&self, include_usage: bool) -> Box<dyn StreamEncoder> {
+    fn stream_encoder(&self, include_usage: bool, _echo: &Echo) -> Box<dyn StreamEncoder> {
         Box::new(ChatChunks {
             include_usage,
             head: ChunkHead::default(),
@@ -530,8 +530,14 @@ mod tests {
 
     #[test]
     fn stream_contract() {
-        let mut w =
-            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), true);
+        let mut w = crate::surfaces::stream_writer(
+            Api::OpenAiChat,
+            false,
+            origin(),
+            "r".into(),
+            true,
+            &Echo::new(),
+        );
         let mut out = Vec::new();
         w.content(&mut out, "Hi");
         w.tool_call_start(&mut out, 0, "call_1", "f");
@@ -578,8 +584,14 @@ mod tests {
 
     #[test]
     fn chunk_bytes_follow_the_origin() {
-        let mut w =
-            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), true);
+        let mut w = crate::surfaces::stream_writer(
+            Api::OpenAiChat,
+            false,
+            origin(),
+            "r".into(),
+            true,
+            &Echo::new(),
+        );
         let mut out = Vec::new();
         w.content(&mut out, "a\"b");
         // A vendor event names the answer's id and model after the first chunk.
@@ -608,8 +620,14 @@ mod tests {
 
     #[test]
     fn tracks_content_and_failure() {
-        let mut w =
-            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
+        let mut w = crate::surfaces::stream_writer(
+            Api::OpenAiChat,
+            false,
+            origin(),
+            "r".into(),
+            false,
+            &Echo::new(),
+        );
         let mut out = Vec::new();
         w.start(&mut out);
         assert!(!w.content_started(), "the role chunk is not content");
@@ -621,16 +639,28 @@ mod tests {
             event["error"]["provider"], "p",
             "stream errors name the provider"
         );
-        let mut w =
-            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
+        let mut w = crate::surfaces::stream_writer(
+            Api::OpenAiChat,
+            false,
+            origin(),
+            "r".into(),
+            false,
+            &Echo::new(),
+        );
         w.content(&mut out, "x");
         assert!(w.content_started());
     }
 
     #[test]
     fn tool_calls_are_numbered_in_order_of_appearance() {
-        let mut w =
-            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
+        let mut w = crate::surfaces::stream_writer(
+            Api::OpenAiChat,
+            false,
+            origin(),
+            "r".into(),
+            false,
+            &Echo::new(),
+        );
         let mut out = Vec::new();
         // Vendor keys (content block indices) 7 and 3: client indices 0 and 1.
         w.tool_call_start(&mut out, 7, "call_a", "f");
@@ -665,8 +695,14 @@ mod tests {
 
     #[test]
     fn reasoning_deltas_carry_their_block() {
-        let mut w =
-            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
+        let mut w = crate::surfaces::stream_writer(
+            Api::OpenAiChat,
+            false,
+            origin(),
+            "r".into(),
+            false,
+            &Echo::new(),
+        );
         let mut out = Vec::new();
         w.reasoning(&mut out, Reasoning::Text("a"));
         w.reasoning(&mut out, Reasoning::Text("b"));
@@ -749,8 +785,14 @@ mod tests {
 
     #[test]
     fn no_usage_chunk_unless_asked() {
-        let mut w =
-            crate::surfaces::stream_writer(Api::OpenAiChat, false, origin(), "r".into(), false);
+        let mut w = crate::surfaces::stream_writer(
+            Api::OpenAiChat,
+            false,
+            origin(),
+            "r".into(),
+            false,
+            &Echo::new(),
+        );
         w.set_usage(Some(Usage::default()));
         let mut out = Vec::new();
         w.start(&mut out);

@@ -5,8 +5,8 @@
 //!
 //! A `response` repeats parts of its request (`tools`, `instructions`,
 //! `text`…): the parser keeps them in `Generation::echo` and the session
-//! hands them back to the renderers (`Surface::render_answer_echoing`,
-//! `Surface::stream_encoder_echoing`).
+//! hands them back to the renderers (`Surface::render_answer`,
+//! `Surface::stream_encoder`).
 //!
 //! The stream's state machine (sequence numbers, output indices, each
 //! item's added, delta and done events) is [`stream`]; the wire types both
@@ -15,7 +15,7 @@
 use serde_json::{Map, Value};
 
 use super::route::{Operation, PathFacts, Route};
-use super::Surface;
+use super::{Echo, Surface};
 use crate::error::GatewayError;
 use crate::model::call::Call;
 use crate::model::listing::Listed;
@@ -81,31 +81,14 @@ impl Surface for OpenAiResponses {
         Ok(generation)
     }
 
-    fn render_answer(&self, answer: Answer, origin: &Origin) -> Vec<u8> {
-        self.render_answer_echoing(answer, origin, &Map::new())
-    }
-
-    fn render_answer_echoing(
-        &self,
-        answer: Answer,
-        origin: &Origin,
-        echo: &Map<String, Value>,
-    ) -> Vec<u8> {
+    fn render_answer(&self, answer: Answer, origin: &Origin, echo: &Echo) -> Vec<u8> {
         match answer {
             Answer::Decoded(completion) => render_completion(&completion, origin, echo),
             Answer::Native(body) => body,
         }
     }
 
-    fn stream_encoder(&self, include_usage: bool) -> Box<dyn StreamEncoder> {
-        self.stream_encoder_echoing(include_usage, &Map::new())
-    }
-
-    fn stream_encoder_echoing(
-        &self,
-        _include_usage: bool,
-        echo: &Map<String, Value>,
-    ) -> Box<dyn StreamEncoder> {
+    fn stream_encoder(&self, _include_usage: bool, echo: &Echo) -> Box<dyn StreamEncoder> {
         Box::new(stream::ResponseEvents::new(echo.clone()))
     }
 

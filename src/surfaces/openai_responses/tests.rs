@@ -3,7 +3,7 @@ use crate::model::request::Thinking;
 use crate::model::response::ToolCallOut;
 use crate::model::stream::{Passed, Reasoning};
 use crate::model::Api;
-use crate::surfaces::stream_writer_echoing;
+use crate::surfaces::stream_writer;
 use serde_json::json;
 use std::ops::Deref;
 
@@ -42,7 +42,7 @@ fn events(out: &[u8]) -> Vec<(String, Value)> {
 }
 
 fn writer() -> crate::model::stream::EventWriter {
-    stream_writer_echoing(
+    stream_writer(
         Api::OpenAiResponses,
         false,
         origin(),
@@ -281,7 +281,7 @@ fn redacted_reasoning_is_its_own_item() {
 
 #[test]
 fn passthrough_names_the_event() {
-    let mut w = stream_writer_echoing(
+    let mut w = stream_writer(
         Api::OpenAiResponses,
         true,
         origin(),
@@ -356,7 +356,7 @@ fn a_namespaced_tool_call_comes_back_in_its_namespace() {
     assert_eq!(output[1]["name"], "f");
     assert!(output[1].get("namespace").is_none(), "a flat tool has none");
     // Streamed: every event that names the call.
-    let mut w = stream_writer_echoing(
+    let mut w = stream_writer(
         Api::OpenAiResponses,
         false,
         origin(),
