@@ -518,6 +518,18 @@ mod tests {
             .collect()
     }
 
+    /// A Chat Completions stream writer for [`origin`] (usage asked for or not).
+    fn writer(include_usage: bool) -> crate::model::stream::EventWriter {
+        crate::surfaces::stream_writer(
+            Api::OpenAiChat,
+            false,
+            origin(),
+            "r".into(),
+            include_usage,
+            &Echo::new(),
+        )
+    }
+
     fn origin() -> Origin {
         Origin {
             id: "chatcmpl-1".into(),
@@ -530,14 +542,7 @@ mod tests {
 
     #[test]
     fn stream_contract() {
-        let mut w = crate::surfaces::stream_writer(
-            Api::OpenAiChat,
-            false,
-            origin(),
-            "r".into(),
-            true,
-            &Echo::new(),
-        );
+        let mut w = writer(true);
         let mut out = Vec::new();
         w.content(&mut out, "Hi");
         w.tool_call_start(&mut out, 0, "call_1", "f");
@@ -584,14 +589,7 @@ mod tests {
 
     #[test]
     fn chunk_bytes_follow_the_origin() {
-        let mut w = crate::surfaces::stream_writer(
-            Api::OpenAiChat,
-            false,
-            origin(),
-            "r".into(),
-            true,
-            &Echo::new(),
-        );
+        let mut w = writer(true);
         let mut out = Vec::new();
         w.content(&mut out, "a\"b");
         // A vendor event names the answer's id and model after the first chunk.
@@ -620,14 +618,7 @@ mod tests {
 
     #[test]
     fn tracks_content_and_failure() {
-        let mut w = crate::surfaces::stream_writer(
-            Api::OpenAiChat,
-            false,
-            origin(),
-            "r".into(),
-            false,
-            &Echo::new(),
-        );
+        let mut w = writer(false);
         let mut out = Vec::new();
         w.start(&mut out);
         assert!(!w.content_started(), "the role chunk is not content");
@@ -639,28 +630,14 @@ mod tests {
             event["error"]["provider"], "p",
             "stream errors name the provider"
         );
-        let mut w = crate::surfaces::stream_writer(
-            Api::OpenAiChat,
-            false,
-            origin(),
-            "r".into(),
-            false,
-            &Echo::new(),
-        );
+        let mut w = writer(false);
         w.content(&mut out, "x");
         assert!(w.content_started());
     }
 
     #[test]
     fn tool_calls_are_numbered_in_order_of_appearance() {
-        let mut w = crate::surfaces::stream_writer(
-            Api::OpenAiChat,
-            false,
-            origin(),
-            "r".into(),
-            false,
-            &Echo::new(),
-        );
+        let mut w = writer(false);
         let mut out = Vec::new();
         // Vendor keys (content block indices) 7 and 3: client indices 0 and 1.
         w.tool_call_start(&mut out, 7, "call_a", "f");
@@ -695,14 +672,7 @@ mod tests {
 
     #[test]
     fn reasoning_deltas_carry_their_block() {
-        let mut w = crate::surfaces::stream_writer(
-            Api::OpenAiChat,
-            false,
-            origin(),
-            "r".into(),
-            false,
-            &Echo::new(),
-        );
+        let mut w = writer(false);
         let mut out = Vec::new();
         w.reasoning(&mut out, Reasoning::Text("a"));
         w.reasoning(&mut out, Reasoning::Text("b"));
@@ -785,14 +755,7 @@ mod tests {
 
     #[test]
     fn no_usage_chunk_unless_asked() {
-        let mut w = crate::surfaces::stream_writer(
-            Api::OpenAiChat,
-            false,
-            origin(),
-            "r".into(),
-            false,
-            &Echo::new(),
-        );
+        let mut w = writer(false);
         w.set_usage(Some(Usage::default()));
         let mut out = Vec::new();
         w.start(&mut out);
