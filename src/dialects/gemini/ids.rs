@@ -3,12 +3,15 @@
 //! its id for the turn that answers it.
 
 use super::*;
-/// FNV-1a: a short, stable digest of the response id for tool call ids.
-pub(super) fn digest(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+/// FNV-1a of `bytes`, going on from `state` (a short, stable digest of
+/// the response id, and of the candidate, for tool call ids).
+fn fnv1a(state: u64, bytes: &[u8]) -> u64 {
+    bytes.iter().fold(state, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// Our id for tool call `n` of candidate `candidate` of a response,
 /// carrying Gemini's signature. Calls are numbered per candidate, so the
@@ -20,11 +23,9 @@ pub(super) fn tool_call_id(
     n: usize,
     signature: Option<&str>,
 ) -> String {
-    let mut digest = digest(response_id);
+    let mut digest = fnv1a(FNV_OFFSET, response_id.as_bytes());
     if candidate > 0 {
-        digest = format!("#{candidate}").bytes().fold(digest, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+        digest = fnv1a(digest, format!("#{candidate}").as_bytes());
     }
     let mut id = format!("call_{digest:016x}_{n}");
     if let Some(signature) = signature {
