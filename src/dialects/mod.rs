@@ -497,6 +497,30 @@ pub fn single_choice(req: &ChatRequest) -> Result<(), GatewayError> {
     Ok(())
 }
 
+/// A vendor's `count` choices, each put in its place by its index: an
+/// index out of the answer's range, or twice, is the vendor's error.
+/// `what` names them in the vendor's words (`choice`, `candidate`).
+pub fn choices_in_place(
+    count: usize,
+    numbered: impl IntoIterator<Item = (usize, crate::model::response::Choice)>,
+    what: &str,
+) -> Result<Vec<crate::model::response::Choice>, GatewayError> {
+    let mut slots: Vec<Option<crate::model::response::Choice>> = Vec::new();
+    slots.resize_with(count, || None);
+    for (index, choice) in numbered {
+        match slots.get_mut(index) {
+            Some(slot @ None) => *slot = Some(choice),
+            _ => {
+                return Err(unparseable(
+                    "response",
+                    format!("{what} index {index} of {count} {what}s"),
+                ))
+            }
+        }
+    }
+    Ok(slots.into_iter().flatten().collect())
+}
+
 /// A vendor request body as JSON, its buffer sized once from the unified
 /// body's length (growing a 100 KB body by doubling copies it ten times).
 pub fn encode_json(req: &ChatRequest, body: &impl Serialize) -> Result<Vec<u8>, GatewayError> {

@@ -365,24 +365,17 @@ impl Dialect for Gemini {
         // leaves it out); an index out of the candidates' range, or
         // twice, is the vendor's error.
         let count = response.candidates.len();
-        let mut choices: Vec<Option<Choice>> = Vec::new();
-        choices.resize_with(count, || None);
-        for (position, candidate) in response.candidates.into_iter().enumerate() {
-            let index = candidate
-                .index
-                .map_or(position, |i| usize::try_from(i).unwrap_or(usize::MAX));
-            let choice = decode_candidate(candidate, &origin.id, index);
-            match choices.get_mut(index) {
-                Some(slot @ None) => *slot = Some(choice),
-                _ => {
-                    return Err(unparseable(
-                        "response",
-                        format!("candidate index {index} of {count} candidates"),
-                    ))
-                }
-            }
-        }
-        let choices = choices.into_iter().flatten().collect();
+        let numbered = response
+            .candidates
+            .into_iter()
+            .enumerate()
+            .map(|(position, candidate)| {
+                let index = candidate
+                    .index
+                    .map_or(position, |i| usize::try_from(i).unwrap_or(usize::MAX));
+                (index, decode_candidate(candidate, &origin.id, index))
+            });
+        let choices = super::choices_in_place(count, numbered, "candidate")?;
         Ok(DecodedResponse::decoded(Completion::of_choices(
             choices, usage,
         )))

@@ -318,21 +318,11 @@ pub(super) fn decode_typed(
         origin.model = wire.model.into_owned();
     }
     let count = wire.choices.len();
-    let mut choices: Vec<Option<Choice>> = Vec::new();
-    choices.resize_with(count, || None);
-    for choice in wire.choices {
+    let numbered = wire.choices.into_iter().map(|choice| {
         let index = usize::try_from(choice.index).unwrap_or(usize::MAX);
-        match choices.get_mut(index) {
-            Some(slot @ None) => *slot = Some(decode_choice(choice)),
-            _ => {
-                return Err(unparseable(
-                    "response",
-                    format!("choice index {index} of {count} choices"),
-                ))
-            }
-        }
-    }
-    let choices = choices.into_iter().flatten().collect();
+        (index, decode_choice(choice))
+    });
+    let choices = super::choices_in_place(count, numbered, "choice")?;
     Ok(DecodedResponse::decoded(Completion::of_choices(
         choices,
         wire.usage.as_ref().map(Into::into),
