@@ -312,7 +312,7 @@ soak: build venv wrk
 bench-micro: venv
 	$(PY) scripts/bench.py micro
 
-# Where the native host's CPU goes on a 100 KB request: `perf record` on a
+# Where the native host's CPU goes on a 100 KB and a 1 KB request: `perf record` on a
 # native-host Envoy under load, the module built with its symbols kept
 # (target/profiled/); the shares go into BENCHMARKS.md's profile section.
 # PROFILE_METRICS_OFF=1 compares this build with itself with `request_metrics`
