@@ -25,7 +25,7 @@ NATIVE_AARCH64 := target/envoy-module-aarch64/libllm_gateway.so
 # Which host `make run` starts: wasm (default) or native.
 HOST      ?= wasm
 
-.PHONY: docs docs-tool bench bench-micro bench-profile perf bench-state-vectors soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native test-legs lint clean dist compose-tools redis-tools browser-tools prometheus-tools ratelimit-build ratelimit state-build state
+.PHONY: docs docs-tool bench bench-micro bench-memory bench-profile perf bench-state-vectors soak wrk fuzz key-hash help setup toolchain venv build native native-aarch64 aarch64-tools qemu-tools check-aarch64 run test test-unit test-wasm test-integration test-native test-legs lint clean dist compose-tools redis-tools browser-tools prometheus-tools ratelimit-build ratelimit state-build state
 
 help:
 	@echo "make run    - start the gateway on http://127.0.0.1:10000/v1 (mock provider; real vendors when keys are set; HOST=native for the dynamic module; REDIS=1 for the fleet-wide store)"
@@ -307,6 +307,12 @@ bench: build venv wrk
 
 soak: build venv wrk
 	$(PY) scripts/bench.py soak
+
+# What each host holds (RSS, peak, start-up) against plain Envoy, at 1, 2 and
+# 4 workers, with and without tcmalloc's background release: its own section.
+bench-memory: build venv wrk
+	cargo build --release --target wasm32-wasip1 -p wasm-floor
+	$(PY) scripts/bench.py memory
 
 # The micro benchmarks alone (no Envoy): their own section of BENCHMARKS.md.
 bench-micro: venv

@@ -235,7 +235,8 @@ def long_history_body(group):
 NOT_REPLAYED = re.compile(r"^(host|content-length|connection|transfer-encoding|x-forwarded-.*|x-envoy-.*"
                           r"|x-request-id|x-test-id|x-llm-.*|x-model-group)$")
 SECTION = {"bench": "<!-- section: bench -->", "micro": "<!-- section: micro -->",
-           "profile": "<!-- section: profile -->", "soak": "<!-- section: soak -->"}
+           "profile": "<!-- section: profile -->", "memory": "<!-- section: memory -->",
+           "soak": "<!-- section: soak -->"}
 
 
 # ---------------------------------------------------------------- processes
@@ -326,7 +327,22 @@ def floor_bootstrap(listen_port, admin_port, mock_port):
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions", {})
         if "http_filters" in options:
             options["http_filters"] = [f for f in options["http_filters"] if f["name"] != "llm_upstream"]
+    # And every other listener's (the internal listener's gateway): a floor
+    # that loads our module nowhere, else its RSS is V8's and the module's.
+    without_gateway_filters(bootstrap)
     return bootstrap
+
+
+def without_gateway_filters(node):
+    """Drops our wasm filters from every filter list in `node`, in place."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("http_filters", "upstream_http_filters") and isinstance(value, list):
+                value[:] = [f for f in value if not gateway.is_gateway_wasm(f.get("typed_config"))]
+            without_gateway_filters(value)
+    elif isinstance(node, list):
+        for value in node:
+            without_gateway_filters(value)
 
 
 class Stack:
@@ -969,6 +985,8 @@ def bench(args):
     replace_section("bench", render_bench(lines, rows, stream_rows, micro, timings, host_calls,
                                           time.time() - started))
     shutil.rmtree(workdir, ignore_errors=True)
+    # Each host's memory, started alone (`make bench-memory` runs it by itself).
+    memory(args)
     print(f"wrote {REPORT}")
 
 
@@ -1333,6 +1351,196 @@ def targets(rows):
     return out
 
 
+# ---------------------------------------------------------------- memory
+
+# Workers (`--concurrency`) the memory table starts each Envoy with.
+MEMORY_WORKERS = (1, 2, 4)
+# Connections per worker while warming: Envoy spreads connections over its
+# workers, so each worker's VM (wasm) or filter state (native) is made.
+MEMORY_CONNECTIONS_PER_WORKER = 8
+MEMORY_WARM_SECONDS = 2
+# tcmalloc's background release (bootstrap `memory_allocator_manager`):
+# Envoy gives freed memory back to the system every interval.
+MEMORY_RELEASE = {"bytes_to_release": 64 << 20, "memory_release_interval": "1s"}
+
+
+# The wasm floor again with this many bytes more (a custom section, which V8
+# keeps but compiles nothing of): what a byte of .wasm costs in RSS.
+MEMORY_PAD_BYTES = 3_500_000
+PADDED = "wasm floor + 3.5 MB custom section"
+
+
+def padded_wasm_floor(workdir):
+    """benches/wasm-floor with MEMORY_PAD_BYTES of zeros in a custom section."""
+    def leb(n):
+        out = bytearray()
+        while True:
+            byte, n = n & 0x7F, n >> 7
+            out.append(byte | (0x80 if n else 0))
+            if not n:
+                return bytes(out)
+    name = b"pad"
+    payload = leb(len(name)) + name + bytes(MEMORY_PAD_BYTES)
+    path = workdir / "wasm_floor_padded.wasm"
+    path.write_bytes(WASM_FLOOR.read_bytes() + b"\x00" + leb(len(payload)) + payload)
+    return path
+
+
+def memory_variants(mock_port, workdir):
+    """(name, bootstrap, env, needs the gateway's request) of each Envoy the
+    memory table compares: plain Envoy, V8 with a plugin that does nothing
+    (and with it padded), the wasm host and the native host, all on the same
+    bootstrap."""
+    padded = json.loads(json.dumps(wasm_floor_bootstrap(0, 0, mock_port)).replace(
+        json.dumps(str(WASM_FLOOR))[1:-1], json.dumps(str(padded_wasm_floor(workdir)))[1:-1]))
+    return [
+        ("plain Envoy", floor_bootstrap(0, 0, mock_port), None, False),
+        ("wasm floor (V8, a plugin doing nothing)", wasm_floor_bootstrap(0, 0, mock_port), None, False),
+        (PADDED, padded, None, False),
+        ("wasm host", gateway.build_bootstrap(0, 0, mock_port, wasm=WASM, env={}), None, True),
+        ("native host", gateway.to_native(gateway.build_bootstrap(0, 0, mock_port, env={})), gateway.native_env(),
+         True),
+    ]
+
+
+def memory_sample(name, bootstrap, env, workers, release, request, workdir):
+    """Starts one Envoy, warms every worker, and reads its memory: RSS when
+    ready, after the warm-up, and its peak (VmHWM, start-up included)."""
+    if release:
+        bootstrap = dict(bootstrap, memory_allocator_manager=MEMORY_RELEASE)
+    started = time.perf_counter()
+    proc = gateway.start_envoy(bootstrap, workdir / f"memory-{len(list(workdir.iterdir()))}", log_level="warn",
+                               concurrency=workers, env=env)
+    try:
+        ready_s = time.perf_counter() - started
+        pin(proc.pid, GATEWAY_CORE)
+        time.sleep(1.5)
+        idle = status_kb(proc.pid, "VmRSS")
+        url = f"http://127.0.0.1:{proc.port}/v1/chat/completions"
+        warm = Request(workdir, f"memory-{proc.port}", url, request.headers, request.body)
+        result = wrk([warm], MEMORY_CONNECTIONS_PER_WORKER * workers, MEMORY_WARM_SECONDS, workdir)
+        time.sleep(1.5)
+        failed = sum(result["errors"].values())
+        if failed:
+            raise RuntimeError(f"memory: {name}: {failed} of {result['requests']} requests failed")
+        return {"name": name, "workers": workers, "release": release, "ready_s": ready_s,
+                "idle_mb": idle / 1024, "warm_mb": status_kb(proc.pid, "VmRSS") / 1024,
+                "peak_mb": status_kb(proc.pid, "VmHWM") / 1024, "requests": result["requests"], "failed": failed}
+    finally:
+        gateway.stop(proc)
+
+
+def memory_table(workdir):
+    """`make bench-memory`, and part of `make bench`: what each host holds."""
+    stack = Stack()
+    samples = []
+    try:
+        group = "mock-openai"
+        _, vendor_headers, vendor_body = capture_vendor_requests(workdir, [group])[(group, False, 1024, None)]
+        mock_port = start_mock(stack, fast=True)
+        requests = {True: Request(workdir, "memory-gateway", "", {"content-type": "application/json",
+                                                                   "x-model-group": group},
+                                  unified_body(1024, False)),
+                    False: Request(workdir, "memory-floor", "", dict(vendor_headers, **{
+                        "x-llm-cluster": model_groups()[group]}), vendor_body)}
+        for release in (False, True):
+            for name, bootstrap, env, gateway_request in memory_variants(mock_port, workdir):
+                for workers in MEMORY_WORKERS:
+                    sample = memory_sample(name, bootstrap, env, workers, release, requests[gateway_request],
+                                           workdir)
+                    print(f"memory: {name}, {workers} worker(s), release {release}: "
+                          f"{sample['warm_mb']:.1f} MB", flush=True)
+                    samples.append(sample)
+    finally:
+        stack.stop()
+    return render_memory(samples)
+
+
+def render_memory(samples):
+    by = {(s["name"], s["workers"], s["release"]): s for s in samples}
+    names = list(dict.fromkeys(s["name"] for s in samples))
+    plain = {(w, r): by[("plain Envoy", w, r)] for (_, w, r) in by if ("plain Envoy", w, r) in by}
+    out = ["### Memory and start-up: each host against plain Envoy",
+           "",
+           f"Each Envoy started alone on the same bootstrap (`--concurrency` 1, 2 and 4), then warmed for "
+           f"{MEMORY_WARM_SECONDS} s with {MEMORY_CONNECTIONS_PER_WORKER} connections per worker (a 1 KB Chat "
+           "request to mock-openai; plain Envoy and the wasm floor take the vendor request), so every worker "
+           "holds what it needs. **RSS** after the warm-up and 1.5 s idle; **peak**: VmHWM since start "
+           "(start-up included); **ready**: from the process's start to its admin answering. "
+           "**release**: the bootstrap's `memory_allocator_manager` "
+           f"(`{json.dumps(MEMORY_RELEASE)}`): tcmalloc gives freed memory back every second.",
+           "",
+           "| Envoy | release | workers | ready s | RSS idle MB | RSS warm MB | peak MB | over plain Envoy MB "
+           "(warm) | per added worker MB | requests | failed |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for release in (False, True):
+        for name in names:
+            one = by.get((name, 1, release))
+            for workers in MEMORY_WORKERS:
+                s = by.get((name, workers, release))
+                if not s:
+                    continue
+                base = plain.get((workers, release))
+                over = f"{s['warm_mb'] - base['warm_mb']:+.1f}" if base and name != "plain Envoy" else ""
+                per = (f"{(s['warm_mb'] - one['warm_mb']) / (workers - 1):+.1f}" if one and workers > 1 else "")
+                out.append(f"| {name} | {'on' if release else 'off'} | {workers} | {s['ready_s']:.1f} "
+                           f"| {s['idle_mb']:.1f} | {s['warm_mb']:.1f} | {s['peak_mb']:.1f} | {over} | {per} "
+                           f"| {s['requests']} | {s['failed']} |")
+    out.append("")
+    for release in (False, True):
+        host, base = by.get(("wasm host", 1, release)), plain.get((1, release))
+        if host and base:
+            over = host["peak_mb"] - base["peak_mb"]
+            out.append(f"- Target: the wasm host's peak RSS at most plain Envoy's + 45 MB at one worker "
+                       f"(release {'on' if release else 'off'}): {over:+.1f} MB → {'met' if over <= 45 else 'NOT met'}")
+    floor, padded = by.get(("wasm floor (V8, a plugin doing nothing)", 1, False)), by.get((PADDED, 1, False))
+    if floor and padded:
+        per_mb = (padded["warm_mb"] - floor["warm_mb"]) / (MEMORY_PAD_BYTES / (1 << 20))
+        out += [f"- **What a byte of .wasm costs**: {MEMORY_PAD_BYTES / (1 << 20):.1f} MB more in a custom section "
+                f"(nothing to compile) adds {padded['warm_mb'] - floor['warm_mb']:.1f} MB of RSS at one worker, "
+                f"{per_mb:.1f} MB per MB: Envoy and V8 hold the module's bytes several times over. The gateway's "
+                f".wasm is {WASM.stat().st_size / (1 << 20):.1f} MB ({wasm_code_bytes(WASM) / (1 << 20):.1f} MB "
+                "of it code)."]
+    return "\n".join(out) + "\n"
+
+
+def wasm_code_bytes(path):
+    """The size of a .wasm's code section (section id 10)."""
+    data, i = path.read_bytes(), 8
+
+    def leb(i):
+        value = shift = 0
+        while True:
+            byte = data[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                return value, i
+    while i < len(data):
+        section = data[i]
+        size, i = leb(i + 1)
+        if section == 10:
+            return size
+        i += size
+    return 0
+
+
+def memory(args):
+    """The memory table, as its own section (`make bench-memory`, and the
+    end of `make bench`)."""
+    os.environ.pop("LLM_GATEWAY_HOST", None)
+    os.sched_setaffinity(0, {LOAD_CORE})
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    workdir = Path(tempfile.mkdtemp(prefix="llm-memory-"))
+    try:
+        table = memory_table(workdir)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    replace_section("memory", f"## `make bench` / `make bench-memory`, {now}\n\n"
+                    f"- load average at end: {open('/proc/loadavg').read().split()[:3]}\n\n" + table)
+
+
 # ---------------------------------------------------------------- soak
 
 def soak(args):
@@ -1436,6 +1644,7 @@ def main():
     b = sub.add_parser("bench")
     b.add_argument("--skip-micro", action="store_true", help="leave out the native micro benchmarks")
     sub.add_parser("micro")
+    sub.add_parser("memory")
     sub.add_parser("soak")
     args = parser.parse_args()
     # The micro benchmarks need no load generator.
@@ -1444,7 +1653,7 @@ def main():
             sys.exit(f"{tool} is missing: `make bench` installs wrk (apt-get install wrk)")
     if os.cpu_count() < 2:
         sys.exit("the benchmark pins the gateway and the load to two different cores: needs 2 CPUs")
-    {"bench": bench, "micro": micro, "soak": soak}[args.cmd](args)
+    {"bench": bench, "micro": micro, "memory": memory, "soak": soak}[args.cmd](args)
 
 
 if __name__ == "__main__":
