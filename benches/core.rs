@@ -23,7 +23,7 @@ use llm_gateway_core::dialects::{dialect, DialectKind, Target};
 use llm_gateway_core::formats::sse::{SseError, SseParser};
 use llm_gateway_core::model::request::ChatRequest;
 use llm_gateway_core::model::response::Origin;
-use llm_gateway_core::model::Echo;
+use llm_gateway_core::model::surface_state::SurfaceState;
 use llm_gateway_core::redact::Redactor;
 use llm_gateway_core::shared_state::cas::{SetResult, SharedStore, Unreadable};
 use llm_gateway_core::shared_state::{Key, Namespace};
@@ -664,7 +664,7 @@ fn main() {
                 origin(),
                 "r".into(),
                 false,
-                &Echo::new(),
+                &SurfaceState::default(),
             ));
             out.clear();
             decoder.feed(black_box(&stream), &mut out);
@@ -684,7 +684,7 @@ fn main() {
                 origin(),
                 "r".into(),
                 false,
-                &Echo::new(),
+                &SurfaceState::default(),
             ));
             out.clear();
             for event in &events {
@@ -719,7 +719,7 @@ fn main() {
                     origin(),
                     "r".into(),
                     true,
-                    &Echo::new(),
+                    &SurfaceState::default(),
                 ));
             out.clear();
             decoder.feed(black_box(&stream), &mut out);

@@ -13,7 +13,7 @@ use std::path::Path;
 use llm_gateway_core::cache::entry::Entry;
 use llm_gateway_core::cache::replay;
 use llm_gateway_core::model::Api;
-use llm_gateway_core::surfaces::Echo;
+use llm_gateway_core::surfaces::SurfaceState;
 
 #[test]
 fn every_entry_replays_in_every_api() {
@@ -31,9 +31,16 @@ fn every_entry_replays_in_every_api() {
         let entry = Entry::decode(&fs::read(&path).unwrap()).expect("an entry of this build");
         for api in Api::ALL {
             let origin = replay::origin(&entry, "req-golden", 1_733_000_100);
-            let whole = replay::whole(api, &entry, &origin, &Echo::new());
+            let whole = replay::whole(api, &entry, &origin, &SurfaceState::default());
             let whole: serde_json::Value = serde_json::from_slice(&whole).unwrap();
-            let stream = replay::stream(api, &entry, origin, "req-golden", true, &Echo::new());
+            let stream = replay::stream(
+                api,
+                &entry,
+                origin,
+                "req-golden",
+                true,
+                &SurfaceState::default(),
+            );
             let actual = format!(
                 "whole:\n{}\n\nstream:\n{}",
                 serde_json::to_string_pretty(&whole).unwrap(),

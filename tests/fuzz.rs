@@ -14,7 +14,8 @@ use llm_gateway_core::dialects::{dialect, DialectKind, Target};
 use llm_gateway_core::formats::sse::SseParser;
 use llm_gateway_core::model::call::Call;
 use llm_gateway_core::model::response::Origin;
-use llm_gateway_core::model::{Api, Echo, Request};
+use llm_gateway_core::model::surface_state::SurfaceState;
+use llm_gateway_core::model::{Api, Request};
 use llm_gateway_core::surfaces::surface;
 
 struct Rng(u64);
@@ -220,7 +221,7 @@ fn decoders_never_panic() {
                 Origin::default(),
                 "r".into(),
                 i % 2 == 0,
-                &Echo::new(),
+                &SurfaceState::default(),
             ));
             let mut out = Vec::new();
             for chunk in chunks(&mut rng, &stream) {
@@ -269,8 +270,11 @@ fn responses_surface_never_panics() {
             };
             let body = mutate(&mut rng, RESPONSES[i % RESPONSES.len()].as_bytes());
             if let Ok(decoded) = d.decode_response(&body, &mut Origin::default()) {
-                let _ =
-                    surface(api).render_answer(decoded.answer, &Origin::default(), &Echo::new());
+                let _ = surface(api).render_answer(
+                    decoded.answer,
+                    &Origin::default(),
+                    &SurfaceState::default(),
+                );
             }
             let _ = d.decode_native(api, &body, &mut Origin::default());
             for native in [false, d.speaks(api)] {
@@ -281,7 +285,7 @@ fn responses_surface_never_panics() {
                     Origin::default(),
                     "r".into(),
                     true,
-                    &Echo::new(),
+                    &SurfaceState::default(),
                 );
                 let mut decoder = d.stream_decoder(writer);
                 let mut out = Vec::new();

@@ -31,7 +31,7 @@ use llm_gateway_core::error::GatewayError;
 use llm_gateway_core::model::response::Origin;
 use llm_gateway_core::model::Api;
 use llm_gateway_core::surfaces::route::PathFacts;
-use llm_gateway_core::surfaces::{surface, Echo};
+use llm_gateway_core::surfaces::{surface, SurfaceState};
 use serde_json::Value;
 
 fn root() -> PathBuf {
@@ -180,7 +180,7 @@ fn vendor_request(config: &Config, api: Api, name: &str, stem: &str, body: &[u8]
     let facts = PathFacts {
         model: (api == Api::Gemini).then(|| "g".to_owned()),
         stream: (api == Api::Gemini).then_some(stem.ends_with("_stream")),
-        json_array: false,
+        ..PathFacts::default()
     };
     let encoded = surface(api)
         .parse_generation(&facts, body)
@@ -303,8 +303,9 @@ struct Client<'a> {
     api: Api,
     /// The vendor speaks the client's API (a pass-through pair).
     native: bool,
-    /// The request fields the client's API repeats in its answer.
-    echo: &'a Echo,
+    /// What the client's surface keeps for its answer (the request
+    /// fields the Responses API repeats).
+    state: &'a SurfaceState,
     /// The choices the client asked for (Chat's `n`, Gemini's `candidateCount`).
     choices: u32,
 }
@@ -328,7 +329,7 @@ fn client_stream(kind: DialectKind, client: Client, pieces: &[&[u8]]) -> String 
         origin(kind),
         "req-golden".into(),
         true,
-        client.echo,
+        client.state,
     )
     .with_choices(client.choices);
     let mut decoder = dialects::dialect(kind).stream_decoder(writer);
@@ -380,7 +381,7 @@ fn client_answer(kind: DialectKind, client: Client, path: &Path) -> String {
     match decoded {
         Ok(d) => {
             let usage = d.usage;
-            let body = surface(client.api).render_answer(d.answer, &origin, client.echo);
+            let body = surface(client.api).render_answer(d.answer, &origin, client.state);
             format!("HTTP 200 usage={usage:?}\n\n{}\n", pretty(&body))
         }
         Err(e) => {
@@ -411,15 +412,15 @@ fn client_answers_match_golden_files() {
     let mut golden = Golden::new(root().join("client"));
     // What Responses answers repeat: the basic request's fields.
     let basic = fs::read(root().join("requests/openai_responses/basic.json")).unwrap();
-    let responses_echo = surface(Api::OpenAiResponses)
+    let responses_state = surface(Api::OpenAiResponses)
         .parse_generation(&PathFacts::default(), &basic)
         .unwrap()
-        .echo;
-    let no_echo = Echo::new();
+        .state;
+    let none = SurfaceState::default();
     for api in Api::ALL {
-        let echo = match api {
-            Api::OpenAiResponses => &responses_echo,
-            _ => &no_echo,
+        let state = match api {
+            Api::OpenAiResponses => &responses_state,
+            _ => &none,
         };
         for &kind in DialectKind::ALL {
             let name = dialect_name(kind);
@@ -429,7 +430,7 @@ fn client_answers_match_golden_files() {
             let own = Client {
                 api,
                 native: fixture_api(kind) == Some(api),
-                echo,
+                state,
                 choices: 1,
             };
             for fixture in sorted_files(&root().join("responses").join(&name)) {

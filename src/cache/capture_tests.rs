@@ -1,7 +1,7 @@
 use super::*;
 use crate::dialects::{dialect, DialectKind};
 use crate::model::stream::EventWriter;
-use crate::model::Echo;
+use crate::model::surface_state::SurfaceState;
 use crate::surfaces::surface;
 
 fn origin() -> Origin {
@@ -19,7 +19,7 @@ fn origin() -> Origin {
 fn decode(kind: DialectKind, api: Api, vendor: &str, limit: usize) -> (String, Shared) {
     let capture = Capture::shared(limit);
     let encoder = Recording::around(
-        surface(api).stream_encoder(true, &Echo::new()),
+        surface(api).stream_encoder(true, &SurfaceState::default()),
         Rc::clone(&capture),
     );
     let writer =
@@ -154,7 +154,7 @@ fn a_content_filtered_or_unfinished_answer_is_not_kept() {
 fn a_passed_through_event_spoils_a_recording_around_the_clients_encoder() {
     let capture = Capture::shared(1 << 10);
     let mut around = Recording::around(
-        surface(Api::OpenAiChat).stream_encoder(false, &Echo::new()),
+        surface(Api::OpenAiChat).stream_encoder(false, &SurfaceState::default()),
         Rc::clone(&capture),
     );
     let mut out = Vec::new();

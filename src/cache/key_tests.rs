@@ -8,7 +8,7 @@ fn parsed(api: Api, body: &str) -> ChatRequest {
         Api::Gemini => PathFacts {
             model: Some("m".into()),
             stream: Some(false),
-            json_array: false,
+            ..PathFacts::default()
         },
         _ => PathFacts::default(),
     };

@@ -7,7 +7,7 @@ use super::entry::{Block, Entry};
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::Reasoning;
 use crate::model::Api;
-use crate::surfaces::{stream_writer, surface, Echo};
+use crate::surfaces::{stream_writer, surface, SurfaceState};
 
 /// The most bytes of text one replayed event carries: a cached answer
 /// streams in pieces as a vendor's would, not as one event.
@@ -25,20 +25,23 @@ pub fn origin(entry: &Entry, request_id: &str, now: u64) -> Origin {
     }
 }
 
-/// The whole answer's body in `api`'s format.
-pub fn whole(api: Api, entry: &Entry, origin: &Origin, echo: &Echo) -> Vec<u8> {
-    surface(api).render_answer(Answer::Decoded(entry.completion()), origin, echo)
+/// The whole answer's body in `api`'s format; `state`: what the asking
+/// request's surface keeps for its answers (the Responses API repeats its
+/// request's members).
+pub fn whole(api: Api, entry: &Entry, origin: &Origin, state: &SurfaceState) -> Vec<u8> {
+    surface(api).render_answer(Answer::Decoded(entry.completion()), origin, state)
 }
 
 /// The stream's body in `api`'s format; `include_usage`: the client asked
-/// for a usage report (Chat Completions' `stream_options`).
+/// for a usage report (Chat Completions' `stream_options`); `state` as
+/// for [`whole`].
 pub fn stream(
     api: Api,
     entry: &Entry,
     origin: Origin,
     request_id: &str,
     include_usage: bool,
-    echo: &Echo,
+    state: &SurfaceState,
 ) -> Vec<u8> {
     let mut w = stream_writer(
         api,
@@ -46,7 +49,7 @@ pub fn stream(
         origin,
         request_id.to_owned(),
         include_usage,
-        echo,
+        state,
     );
     let mut out = Vec::with_capacity(256 + 2 * entry_len(entry));
     w.set_usage(entry.usage.map(Into::into));

@@ -77,7 +77,14 @@ fn a_replayed_stream_is_the_entry_again_in_pieces() {
         (Api::AnthropicMessages, DialectKind::Anthropic),
         (Api::Gemini, DialectKind::Gemini),
     ] {
-        let body = stream(api, &want, hit_origin(&want), "req-1", true, &Echo::new());
+        let body = stream(
+            api,
+            &want,
+            hit_origin(&want),
+            "req-1",
+            true,
+            &SurfaceState::default(),
+        );
         let text = String::from_utf8(body.clone()).unwrap();
         // Incremental: the text in several events, none over a piece.
         assert!(
@@ -136,7 +143,14 @@ fn each_api_ends_its_replayed_stream_as_it_should() {
         ),
     ];
     for (api, end) in ends {
-        let body = stream(api, &e, hit_origin(&e), "req-1", true, &Echo::new());
+        let body = stream(
+            api,
+            &e,
+            hit_origin(&e),
+            "req-1",
+            true,
+            &SurfaceState::default(),
+        );
         let text = String::from_utf8(body).unwrap();
         assert!(text.ends_with(end), "{api:?}: {text}");
     }
@@ -146,7 +160,7 @@ fn each_api_ends_its_replayed_stream_as_it_should() {
         hit_origin(&e),
         "req-1",
         true,
-        &Echo::new(),
+        &SurfaceState::default(),
     );
     let text = String::from_utf8(responses).unwrap();
     assert!(text.contains("event: response.completed"), "{text}");
@@ -161,8 +175,12 @@ fn a_whole_replay_is_the_surface_rendering_the_entry() {
     let e = entry();
     let o = hit_origin(&e);
     for api in Api::ALL {
-        let body = whole(api, &e, &o, &Echo::new());
-        let direct = surface(api).render_answer(Answer::Decoded(e.completion()), &o, &Echo::new());
+        let body = whole(api, &e, &o, &SurfaceState::default());
+        let direct = surface(api).render_answer(
+            Answer::Decoded(e.completion()),
+            &o,
+            &SurfaceState::default(),
+        );
         assert_eq!(body, direct, "{api:?}");
         let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert!(value.to_string().contains("a long answer"), "{api:?}");

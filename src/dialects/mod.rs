@@ -564,7 +564,7 @@ impl DecodedResponse {
         serde_json::from_slice(&surface.render_answer(
             self.answer.clone(),
             origin,
-            &crate::model::Echo::new(),
+            &crate::model::surface_state::SurfaceState::default(),
         ))
         .unwrap()
     }
@@ -625,7 +625,7 @@ pub(crate) fn run_stream_choices(
         origin,
         "rid".into(),
         include_usage,
-        &crate::model::Echo::new(),
+        &crate::model::surface_state::SurfaceState::default(),
     )
     .with_choices(choices);
     let mut d = dialect.stream_decoder(writer);

@@ -3,7 +3,9 @@
 //! ([`request`]), the answer every dialect decodes into ([`response`]) and
 //! the stream events dialects push ([`stream`]); for embeddings their
 //! request and answer ([`embed`]); the other calls of the client APIs
-//! ([`call`]). [`Request`] is any operation's parsed request.
+//! ([`call`]). [`Request`] is any operation's parsed request; a
+//! generation's carries what its client's surface keeps for its answers,
+//! opaque to everyone else ([`surface_state`]).
 
 pub mod call;
 pub mod copy_on_write;
@@ -14,8 +16,9 @@ pub mod listing;
 pub mod request;
 pub mod response;
 pub mod stream;
+pub mod surface_state;
 
-use copy_on_write::Shared;
+use surface_state::SurfaceState;
 
 /// The wire APIs the gateway speaks: each client surface speaks one, and
 /// each vendor dialect may speak one natively (a pass-through pair when
@@ -60,23 +63,20 @@ impl Api {
 #[derive(Debug, Clone, Default)]
 pub struct Generation {
     pub request: request::ChatRequest,
-    /// Request fields the client's API repeats in its answers (the
-    /// Responses API echoes `tools`, `instructions`, `text`...), as its
-    /// surface read them; empty for APIs that repeat none.
-    pub echo: Shared<Echo>,
+    /// What the client's surface keeps for its answers (the Responses
+    /// API repeats `tools`, `instructions`, `text`...): its own type, none
+    /// for a surface that keeps nothing.
+    pub state: SurfaceState,
 }
 
 impl From<request::ChatRequest> for Generation {
     fn from(request: request::ChatRequest) -> Self {
         Generation {
             request,
-            echo: Shared::default(),
+            state: SurfaceState::default(),
         }
     }
 }
-
-/// Request fields a surface's answers repeat (see [`Generation::echo`]).
-pub type Echo = serde_json::Map<String, serde_json::Value>;
 
 /// A parsed request, of whichever operation: what the edge role hands
 /// the attempts (through the exchange).

@@ -27,12 +27,11 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::call::Call;
-use crate::model::copy_on_write::Shared;
 use crate::model::response::{Origin, Usage};
 use crate::model::{Api, Request};
 use crate::provider::Provider;
 use crate::session::exchange::Handoff;
-use crate::surfaces::{parse_call_body, stream_writer, surface, Echo};
+use crate::surfaces::{parse_call_body, stream_writer, surface, SurfaceState};
 use report::WAIT_HEADERS;
 
 mod answer;
@@ -136,10 +135,10 @@ pub struct Attempt<H> {
     context: Cell<Option<crate::fitting::Report>>,
     /// Context fitting changed the request: it was translated, not passed.
     refitted: bool,
-    /// The request fields the client's API repeats in its answer.
-    echo: Shared<Echo>,
-    /// The id of a Responses answer the gateway stores (the edge role's),
-    /// which its echo gives the answer (`echo.id`).
+    /// What the client's surface keeps for its answer.
+    surface_state: SurfaceState,
+    /// The id of an answer the gateway stores (the edge role's), which its
+    /// surface state gives the answer (`SurfaceState::set_answer_id`).
     pub(super) response_id: Option<String>,
     /// Reused for every translated chunk.
     out: Vec<u8>,
@@ -199,7 +198,7 @@ impl<H: Host> Attempt<H> {
             batch_limit: Cell::new(None),
             context: Cell::new(None),
             refitted: false,
-            echo: Shared::default(),
+            surface_state: SurfaceState::default(),
             response_id: None,
             out: Vec::new(),
             started: SystemTime::UNIX_EPOCH,

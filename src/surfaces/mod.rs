@@ -19,7 +19,7 @@ use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::{EventWriter, StreamEncoder};
-pub use crate::model::Echo;
+pub use crate::model::surface_state::SurfaceState;
 use crate::model::{Api, Generation, Request};
 
 pub mod anthropic_messages;
@@ -147,9 +147,10 @@ pub trait Surface: Sync {
     }
     /// Parses and validates a request body into the neutral request.
     fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError>;
-    /// A generation's body, and what its answers repeat of it (the
-    /// default: nothing), with what its path said ([`route::PathFacts`]:
-    /// Gemini's model and stream flag) taking precedence.
+    /// A generation's body, and what this surface keeps for its answers
+    /// (the default: its path's state, [`route::PathFacts::state`]), with
+    /// what its path said ([`route::PathFacts`]: Gemini's model and
+    /// stream flag) taking precedence.
     fn parse_generation(
         &self,
         facts: &route::PathFacts,
@@ -157,7 +158,10 @@ pub trait Surface: Sync {
     ) -> Result<Generation, GatewayError> {
         let mut request = self.parse_request(body)?;
         facts.apply(&mut request);
-        Ok(request.into())
+        Ok(Generation {
+            request,
+            state: facts.state.clone(),
+        })
     }
     /// A native call's neutral answer in this API's shape: `call` is the
     /// one this surface routed (its shape may depend on it: Gemini's one
@@ -185,13 +189,13 @@ pub trait Surface: Sync {
     ) -> Result<(Embeddings, Option<String>), GatewayError> {
         Err(foreign_call())
     }
-    /// A complete (non-stream) answer in this surface's format; `echo`
-    /// ([`Generation::echo`], which this surface's parser filled) holds the
-    /// request fields its answers repeat, if any.
-    fn render_answer(&self, answer: Answer, origin: &Origin, echo: &Echo) -> Vec<u8>;
-    /// This surface's stream format for one response (`echo` as for
+    /// A complete (non-stream) answer in this surface's format; `state`
+    /// ([`Generation::state`], which this surface's parser made) holds
+    /// what its answers repeat of the request, if anything.
+    fn render_answer(&self, answer: Answer, origin: &Origin, state: &SurfaceState) -> Vec<u8>;
+    /// This surface's stream format for one response (`state` as for
     /// [`Self::render_answer`]).
-    fn stream_encoder(&self, include_usage: bool, echo: &Echo) -> Box<dyn StreamEncoder>;
+    fn stream_encoder(&self, include_usage: bool, state: &SurfaceState) -> Box<dyn StreamEncoder>;
     /// This surface's error envelope.
     fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8>;
     /// The HTTP status this surface answers an error with.
@@ -202,15 +206,15 @@ pub trait Surface: Sync {
 
 /// The writer a dialect's stream decoder pushes events into, encoding for
 /// the client's API; `native` when the vendor speaks it too (its events may
-/// pass through); `echo` as for [`Surface::render_answer`].
+/// pass through); `state` as for [`Surface::render_answer`].
 pub fn stream_writer(
     api: Api,
     native: bool,
     origin: Origin,
     request_id: String,
     include_usage: bool,
-    echo: &Echo,
+    state: &SurfaceState,
 ) -> EventWriter {
-    let encoder = surface(api).stream_encoder(include_usage, echo);
+    let encoder = surface(api).stream_encoder(include_usage, state);
     EventWriter::new(encoder, origin, request_id, include_usage, native).for_api(api)
 }

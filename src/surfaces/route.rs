@@ -3,6 +3,7 @@
 
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::call::Call;
+use crate::model::surface_state::SurfaceState;
 use crate::model::Api;
 
 /// A request line on one surface's path.
@@ -40,9 +41,10 @@ pub enum Operation {
 pub struct PathFacts {
     pub model: Option<String>,
     pub stream: Option<bool>,
-    /// The stream is one JSON array rather than SSE (Gemini's
-    /// `streamGenerateContent` without `alt=sse`).
-    pub json_array: bool,
+    /// What the path's surface keeps of it for its answers (Gemini's
+    /// stream framing, which its query chooses): the generation's state
+    /// unless the surface's parser makes its own.
+    pub state: SurfaceState,
 }
 
 impl PathFacts {

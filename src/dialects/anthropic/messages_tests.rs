@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::model::request::{Reasoning as ReasoningControl, Thinking};
-use crate::model::Echo;
+use crate::model::surface_state::SurfaceState;
 use crate::surfaces::anthropic_messages::request::parse;
 use serde_json::Value;
 
@@ -175,7 +175,7 @@ fn run(api: Api, chunks: &[&[u8]]) -> (String, EventWriterFacts) {
         origin,
         "rid".into(),
         false,
-        &Echo::new(),
+        &SurfaceState::default(),
     );
     let mut d = Anthropic.stream_decoder(writer);
     let mut out = Vec::new();

@@ -565,7 +565,7 @@ pub(super) mod tests {
     use super::*;
     use crate::formats::eventstream::encode as frame;
     use crate::formats::url::encode_segment;
-    use crate::model::Echo;
+    use crate::model::surface_state::SurfaceState;
 
     fn encode_with(body: &str, extra: &str) -> (UpstreamRequest, Value) {
         encode_for(body, extra, "anthropic.claude-3-haiku-20240307-v1:0")
@@ -1171,7 +1171,7 @@ pub(super) mod tests {
             &crate::surfaces::surface(Api::AnthropicMessages).render_answer(
                 d.answer,
                 &origin,
-                &Echo::new(),
+                &SurfaceState::default(),
             ),
         )
         .unwrap();
@@ -1193,7 +1193,7 @@ pub(super) mod tests {
             Origin::default(),
             "rid".into(),
             true,
-            &Echo::new(),
+            &SurfaceState::default(),
         );
         let mut d = Bedrock.stream_decoder(writer);
         let mut out = Vec::new();
@@ -1283,7 +1283,7 @@ mod invoke_tests {
     use crate::formats::eventstream::encode as frame;
     use crate::formats::url::encode_segment;
     use crate::model::response::Answer;
-    use crate::model::Echo;
+    use crate::model::surface_state::SurfaceState;
     use crate::surfaces::anthropic_messages::request::parse as parse_messages;
 
     const CLAUDE: &str = "anthropic.claude-sonnet-4-20250514-v1:0";
@@ -1498,7 +1498,7 @@ mod invoke_tests {
             Origin::default(),
             "rid".into(),
             true,
-            &Echo::new(),
+            &SurfaceState::default(),
         );
         let mut d = Bedrock.stream_decoder(writer);
         let mut out = Vec::new();

@@ -247,8 +247,8 @@ mod tests {
     use super::*;
     use crate::dialects::openai::OpenAi;
     use crate::dialects::Dialect;
+    use crate::model::surface_state::SurfaceState;
     use crate::model::Api;
-    use crate::model::Echo;
 
     #[test]
     fn the_answer_is_the_vendors_bytes_with_usage_read() {
@@ -288,7 +288,7 @@ mod tests {
             Origin::default(),
             "r".into(),
             true,
-            &Echo::new(),
+            &SurfaceState::default(),
         );
         let mut d = OpenAi.stream_decoder(writer);
         let mut out = Vec::new();
@@ -303,7 +303,7 @@ mod tests {
             w.origin().clone(),
             "r".into(),
             true,
-            &Echo::new(),
+            &SurfaceState::default(),
         );
         copy.set_usage(usage);
         if let Some(f) = w.failure() {

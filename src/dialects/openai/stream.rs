@@ -609,7 +609,7 @@ mod tests {
     use super::*;
     use crate::error::ErrorCode;
     use crate::model::response::Origin;
-    use crate::model::Echo;
+    use crate::model::surface_state::SurfaceState;
     use serde::Deserialize;
     use serde_json::Map;
 
@@ -624,7 +624,7 @@ mod tests {
             origin,
             "rid".into(),
             include_usage,
-            &Echo::new(),
+            &SurfaceState::default(),
         )
     }
 
@@ -636,7 +636,7 @@ mod tests {
             Origin::default(),
             "rid".into(),
             true,
-            &Echo::new(),
+            &SurfaceState::default(),
         );
         let mut events = OpenAiEvents::default();
         let mut out = Vec::new();

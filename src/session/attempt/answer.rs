@@ -129,7 +129,7 @@ impl<H: Host> Attempt<H> {
                         self.record.delivered_tokens = usage.completion_tokens;
                     }
                     self.record.finish_reason = d.finish_reason.map(|f| f.as_str().to_owned());
-                    surface(self.api).render_answer(d.answer, &origin, &self.echo)
+                    surface(self.api).render_answer(d.answer, &origin, &self.surface_state)
                 })
             }
             (Some(status), _, _) => Err(self.vendor_error(status, body)),

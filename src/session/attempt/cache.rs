@@ -34,7 +34,7 @@ impl<H: Host> Attempt<H> {
                 let capture = Capture::shared(limit);
                 self.capture = Some(Rc::clone(&capture));
                 let encoder =
-                    surface(self.api).stream_encoder(self.shape.include_usage, &self.echo);
+                    surface(self.api).stream_encoder(self.shape.include_usage, &self.surface_state);
                 let encoder = Box::new(Recording::around(encoder, capture));
                 EventWriter::new(encoder, origin, request_id, self.shape.include_usage, false)
                     .for_api(self.api)
@@ -46,7 +46,7 @@ impl<H: Host> Attempt<H> {
                 origin,
                 request_id,
                 self.shape.include_usage,
-                &self.echo,
+                &self.surface_state,
             )
             .with_choices(self.shape.choices),
         }

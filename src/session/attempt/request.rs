@@ -108,10 +108,10 @@ impl<H: Host> Attempt<H> {
         self.stream = stream;
         self.shape = shape;
         self.dropped_web_search = dropped_web_search;
-        self.echo = generation.echo.clone();
+        self.surface_state = generation.state.clone();
         // A response the gateway stores is answered under its id.
         if let Some(id) = &self.response_id {
-            self.echo.insert("id".into(), id.clone().into());
+            self.surface_state.set_answer_id(id);
         }
         self.publish_span_attributes(false);
         if stream {

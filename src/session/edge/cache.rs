@@ -30,7 +30,7 @@ use crate::session::host::{unix_seconds, CalloutAnswer};
 use crate::session::shared_data::HostStore;
 use crate::shared_state::local::Put;
 use crate::shared_state::remote::{self, Call as StateCall, Reply};
-use crate::surfaces::Echo;
+use crate::surfaces::SurfaceState;
 
 /// The response cache's part of one request.
 pub(super) struct Caching {
@@ -96,14 +96,14 @@ impl<H: Host> Edge<H> {
         &mut self,
         group: &str,
         settings: &Settings,
-        (request, echo): (&ChatRequest, &Echo),
+        (request, state): (&ChatRequest, &SurfaceState),
         (control, client): (Control, &Headers),
         resume: Option<(&PathFacts, &[u8])>,
     ) -> Result<Consulted, GatewayError> {
         let mut plan = Plan::of(settings, request, control);
-        // A Responses answer the gateway stores gets an id of its own, and
-        // its input items, as it passes (`edge/stored.rs`): not yet a hit.
-        if plan == Plan::LookUp && self.stores_response(echo) {
+        // An answer the gateway stores gets an id of its own, and its
+        // input items, as it passes (`edge/stored.rs`): not yet a hit.
+        if plan == Plan::LookUp && self.stores_response(state) {
             plan = Plan::StoreOnly;
         }
         let previous = self.cache.take();
@@ -129,7 +129,7 @@ impl<H: Host> Edge<H> {
             if let Some(entry) = found {
                 let saved = self.saved_usd(&entry);
                 self.tally(group, Some((saved.unwrap_or(0.0) * 1e6).round() as u64));
-                self.answer_hit(group, (request, echo), &entry, (now, Status::Hit))?;
+                self.answer_hit(group, (request, state), &entry, (now, Status::Hit))?;
                 return Ok(Consulted::Answered);
             }
             // The semantic cache's entry, once the prompt was embedded.
@@ -157,7 +157,7 @@ impl<H: Host> Edge<H> {
                     let saved = self.saved_usd(&entry);
                     self.tally(group, Some((saved.unwrap_or(0.0) * 1e6).round() as u64));
                     let status = (now, Status::SemanticHit);
-                    self.answer_hit(group, (request, echo), &entry, status)?;
+                    self.answer_hit(group, (request, state), &entry, status)?;
                     return Ok(Consulted::Answered);
                 }
                 semantic = Some(asked);
@@ -350,10 +350,8 @@ impl<H: Host> Edge<H> {
     }
 
     /// Whether the gateway's response store keeps this request's answer.
-    fn stores_response(&self, echo: &Echo) -> bool {
-        self.api == Api::OpenAiResponses
-            && self.config.response_store.enabled
-            && echo.get("store") != Some(&serde_json::Value::Bool(false))
+    fn stores_response(&self, state: &SurfaceState) -> bool {
+        self.config.response_store.enabled && state.stores_answer()
     }
 
     /// Counts a lookup in the group's hit ratio (every worker's): a hit
@@ -378,7 +376,7 @@ impl<H: Host> Edge<H> {
     fn answer_hit(
         &mut self,
         group: &str,
-        (request, echo): (&ChatRequest, &Echo),
+        (request, state): (&ChatRequest, &SurfaceState),
         entry: &Entry,
         (now, status): (u64, Status),
     ) -> Result<(), GatewayError> {
@@ -392,12 +390,12 @@ impl<H: Host> Edge<H> {
                 origin,
                 &self.request_id,
                 include_usage,
-                echo,
+                state,
             );
             (body, &b"text/event-stream"[..])
         } else {
             (
-                replay::whole(self.api, entry, &origin, echo),
+                replay::whole(self.api, entry, &origin, state),
                 &b"application/json"[..],
             )
         };

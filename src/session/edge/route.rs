@@ -41,7 +41,7 @@ impl<H: Host> Edge<H> {
         let limits = &self.config.limits;
         let rewritten = resolved.as_mut().map(|r| std::mem::take(&mut r.body));
         let body = rewritten.as_deref().unwrap_or(body);
-        let Generation { request, mut echo } = surface(self.api).parse_generation(facts, body)?;
+        let Generation { request, mut state } = surface(self.api).parse_generation(facts, body)?;
         check_counts(limits, &request)?;
         if let Some(id) = &request.request_id {
             if !valid_request_id(id) {
@@ -93,7 +93,7 @@ impl<H: Host> Edge<H> {
             // Run again once the fleet's store answered (unless its body
             // is the stored state's rewrite).
             let resume = resolved.is_none().then_some((facts, body));
-            let asked = (&request, &*echo);
+            let asked = (&request, &state);
             match self.consult_cache(group, settings, asked, (control, &headers), resume)? {
                 cache::Consulted::Go => {}
                 cache::Consulted::Answered => return Ok(()),
@@ -138,13 +138,13 @@ impl<H: Host> Edge<H> {
         let capture_limit = model_group.cache.as_ref().map(|c| c.max_entry_bytes);
         self.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
-        let response_id = self.plan_store(body, &mut echo, resolved);
+        let response_id = self.plan_store(body, &mut state, resolved);
         self.hand_off(
             group,
             cluster,
             index,
             None,
-            Some(Request::Chat(Box::new(Generation { request, echo }))),
+            Some(Request::Chat(Box::new(Generation { request, state }))),
             response_id,
         )?;
         if let Some(limit) = capture_limit {

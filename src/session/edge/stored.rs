@@ -18,14 +18,13 @@ use serde_json::Value;
 
 use super::*;
 use crate::model::call::StoredOp;
-use crate::model::copy_on_write::Shared;
-use crate::model::Echo;
 use crate::responses_store::resolve::{self, Capture, Resolved};
 use crate::responses_store::{self as store, Entry, Put, Usage};
 use crate::session::host::unix_seconds;
 use crate::session::shared_data::HostStore;
 use crate::shared_state::remote::Reply;
 use crate::shared_state::Namespace;
+use crate::surfaces::SurfaceState;
 use fleet::{Fetch, Why};
 
 /// The edge's part in the response store, for one request.
@@ -153,21 +152,21 @@ impl<H: Host> Edge<H> {
         Ok(resolved)
     }
 
-    /// The id a Responses answer is stored under (unless the client said
-    /// `store: false`); the request's echo names what it continued.
+    /// The id an answer is stored under (unless its client's API keeps
+    /// none or the client opted out, `SurfaceState::stores_answer`); the
+    /// request's surface state learns what it continued.
     pub(super) fn plan_store(
         &mut self,
         body: &[u8],
-        echo: &mut Shared<Echo>,
+        state: &mut SurfaceState,
         resolved: Option<Resolved>,
     ) -> Option<String> {
         let bounds = self.config.response_store;
         let previous = resolved.as_ref().and_then(|r| r.previous.clone());
         if let Some(previous) = &previous {
-            echo.insert("previous_response_id".into(), previous.clone().into());
+            state.continues(previous);
         }
-        let unwanted = echo.get("store") == Some(&Value::Bool(false));
-        if self.api != Api::OpenAiResponses || !bounds.enabled || unwanted {
+        if !bounds.enabled || !state.stores_answer() {
             return None;
         }
         let seed = self

@@ -14,7 +14,7 @@
 use std::borrow::Cow;
 
 use super::route::{only, Operation, Route};
-use super::{Echo, Surface};
+use super::{Surface, SurfaceState};
 use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::{Call, CallAnswer, CallOp};
 use crate::model::listing::Listed;
@@ -93,14 +93,18 @@ impl Surface for AnthropicMessages {
         }
     }
 
-    fn render_answer(&self, answer: Answer, origin: &Origin, _echo: &Echo) -> Vec<u8> {
+    fn render_answer(&self, answer: Answer, origin: &Origin, _state: &SurfaceState) -> Vec<u8> {
         match answer {
             Answer::Decoded(completion) => render_message(&completion, origin),
             Answer::Native(body) => body,
         }
     }
 
-    fn stream_encoder(&self, _include_usage: bool, _echo: &Echo) -> Box<dyn StreamEncoder> {
+    fn stream_encoder(
+        &self,
+        _include_usage: bool,
+        _state: &SurfaceState,
+    ) -> Box<dyn StreamEncoder> {
         Box::new(MessageEvents::default())
     }
 
@@ -553,7 +557,7 @@ mod tests {
         let v: Value = serde_json::from_slice(&AnthropicMessages.render_answer(
             Answer::Decoded(completion),
             &origin(),
-            &Echo::new(),
+            &SurfaceState::default(),
         ))
         .unwrap();
         assert_eq!(
@@ -578,7 +582,7 @@ mod tests {
         let v: Value = serde_json::from_slice(&AnthropicMessages.render_answer(
             Answer::Decoded(completion),
             &origin(),
-            &Echo::new(),
+            &SurfaceState::default(),
         ))
         .unwrap();
         assert_eq!(v["stop_reason"], "pause_turn");

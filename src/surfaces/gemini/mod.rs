@@ -5,17 +5,19 @@
 //! embeddings operation, to any vendor that embeds), `GET .../models` and
 //! `GET .../models/{model}`, under
 //! `/v1beta/` and `/v1/`. The model and the stream flag are the path's
-//! ([`PathFacts`]); requests are read by [`request`] into the neutral
-//! model; answers, stream chunks and errors (`google.rpc.Status`, with an
+//! ([`PathFacts`]), the stream's framing its query's ([`GeminiState`]);
+//! requests are read by [`request`] into the neutral model; answers,
+//! stream chunks and errors (`google.rpc.Status`, with an
 //! `ErrorInfo` naming the gateway's code and a `RetryInfo` on 429) are
 //! [`crate::wire::gemini`]'s types, shared with the Gemini dialect.
 
+use std::any::Any;
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
 use super::route::{only, Operation, PathFacts, Route};
-use super::{Echo, Surface};
+use super::{Surface, SurfaceState};
 use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::{Call, CallAnswer, CallOp};
 use crate::model::embed::{EmbedInput, EmbedRequest, Embeddings};
@@ -23,7 +25,8 @@ use crate::model::listing::Listed;
 use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, ChoiceRef, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
-use crate::model::{Api, Generation, Request};
+use crate::model::surface_state::OwnState;
+use crate::model::{Api, Request};
 use crate::wire::gemini::{
     Candidate, Content, Detail, ErrorEnvelope, FunctionCall, GenerateContentResponse, Model,
     ModelList, Part, Status, Text, UsageMetadata,
@@ -39,9 +42,23 @@ pub struct Gemini;
 /// The API's roots: `v1beta` (what the SDKs and Gemini CLI call) and `v1`.
 const ROOTS: [&str; 2] = ["/v1beta/", "/v1/"];
 
-/// `echo` member that marks a stream asked for without `alt=sse` (one
-/// JSON array, Gemini's default framing).
-pub const JSON_ARRAY: &str = "gemini.json_array";
+/// What this surface keeps of a generation for its answer: how its stream
+/// is framed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GeminiState {
+    /// One JSON array rather than SSE: a stream asked for without
+    /// `alt=sse` (Gemini's default framing).
+    pub json_array: bool,
+}
+
+impl OwnState for GeminiState {
+    fn boxed_clone(&self) -> Box<dyn OwnState> {
+        Box::new(*self)
+    }
+    fn same(&self, other: &dyn Any) -> bool {
+        other.downcast_ref() == Some(self)
+    }
+}
 
 /// Whether an embeddings call is `:batchEmbedContents` (an answer of
 /// `embeddings`, one per request) rather than `:embedContent` (one
@@ -106,7 +123,7 @@ impl Surface for Gemini {
                     Operation::Generate(PathFacts {
                         model: Some(model.clone()),
                         stream: Some(stream),
-                        json_array,
+                        state: SurfaceState::of(GeminiState { json_array }),
                     })
                 }),
                 metered: true,
@@ -195,26 +212,15 @@ impl Surface for Gemini {
         request::parse(body)
     }
 
-    /// The path's model and stream flag, and the stream's framing.
-    fn parse_generation(&self, facts: &PathFacts, body: &[u8]) -> Result<Generation, GatewayError> {
-        let mut request = request::parse(body)?;
-        facts.apply(&mut request);
-        let mut generation = Generation::from(request);
-        if facts.json_array {
-            generation.echo.insert(JSON_ARRAY.into(), Value::Bool(true));
-        }
-        Ok(generation)
-    }
-
-    fn render_answer(&self, answer: Answer, origin: &Origin, _echo: &Echo) -> Vec<u8> {
+    fn render_answer(&self, answer: Answer, origin: &Origin, _state: &SurfaceState) -> Vec<u8> {
         match answer {
             Answer::Decoded(completion) => render_completion(&completion, origin),
             Answer::Native(body) => body,
         }
     }
 
-    fn stream_encoder(&self, _include_usage: bool, echo: &Echo) -> Box<dyn StreamEncoder> {
-        let json_array = echo.get(JSON_ARRAY) == Some(&Value::Bool(true));
+    fn stream_encoder(&self, _include_usage: bool, state: &SurfaceState) -> Box<dyn StreamEncoder> {
+        let json_array = state.get::<GeminiState>().is_some_and(|s| s.json_array);
         Box::new(stream::Chunks::new(json_array))
     }
 

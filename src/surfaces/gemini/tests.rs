@@ -13,7 +13,7 @@ fn generate(model: &str, stream: bool, json_array: bool) -> Result<Operation, u1
     Ok(Operation::Generate(PathFacts {
         model: Some(model.into()),
         stream: Some(stream),
-        json_array,
+        state: SurfaceState::of(GeminiState { json_array }),
     }))
 }
 
@@ -201,13 +201,14 @@ fn the_path_decides_model_and_stream() {
     let facts = PathFacts {
         model: Some("g".into()),
         stream: Some(true),
-        json_array: true,
+        state: SurfaceState::of(GeminiState { json_array: true }),
     };
     let r = Gemini
         .parse_generation(&facts, br#"{"contents":[{"parts":[{"text":"x"}]}]}"#)
         .unwrap();
     assert_eq!((r.request.model.as_str(), r.request.stream), ("g", true));
-    assert_eq!(r.echo.get(JSON_ARRAY), Some(&Value::Bool(true)));
+    let framing = r.state.get::<GeminiState>();
+    assert_eq!(framing, Some(&GeminiState { json_array: true }));
     let count = Gemini
         .parse_call(
             &crate::surfaces::routed_call("POST", "/v1beta/models/g:countTokens", ""),
@@ -253,7 +254,7 @@ fn renders_an_answer_with_thoughts_calls_and_usage() {
     let v: Value = serde_json::from_slice(&Gemini.render_answer(
         Answer::Decoded(completion),
         &origin(),
-        &Echo::new(),
+        &SurfaceState::default(),
     ))
     .unwrap();
     let parts = &v["candidates"][0]["content"]["parts"];
@@ -295,11 +296,13 @@ fn stream(
     json_array: bool,
     events: impl FnOnce(&mut dyn StreamEncoder, &Origin, &mut Vec<u8>),
 ) -> String {
-    let mut encoder = stream::Chunks::new(json_array);
+    // Framed as the request's state says.
+    let state = SurfaceState::of(GeminiState { json_array });
+    let mut encoder = Gemini.stream_encoder(false, &state);
     let mut out = Vec::new();
     let o = origin();
     encoder.start(&o, &mut out);
-    events(&mut encoder, &o, &mut out);
+    events(&mut *encoder, &o, &mut out);
     String::from_utf8(out).unwrap()
 }
 
@@ -635,7 +638,8 @@ fn openai_choices_are_candidates() {
     let mut o = origin();
     let decoded = openai.decode_response(body, &mut o).unwrap();
     let v: Value =
-        serde_json::from_slice(&Gemini.render_answer(decoded.answer, &o, &Echo::new())).unwrap();
+        serde_json::from_slice(&Gemini.render_answer(decoded.answer, &o, &SurfaceState::default()))
+            .unwrap();
     let candidates = v["candidates"].as_array().unwrap();
     assert_eq!(candidates.len(), 2);
     for (i, (text, finish)) in [("one", "STOP"), ("two", "MAX_TOKENS")].iter().enumerate() {
@@ -681,7 +685,7 @@ fn openai_streamed_choices_are_candidates() {
         origin(),
         "rid".into(),
         false,
-        &Echo::new(),
+        &SurfaceState::default(),
     )
     .with_choices(2);
     let mut decoder = openai.stream_decoder(writer);

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 
 use super::route::{only, Operation, Route};
-use super::{Echo, Surface};
+use super::{Surface, SurfaceState};
 use crate::error::GatewayError;
 use crate::formats::sse::write_data;
 use crate::model::call::{Call, CallAnswer, CallOp};
@@ -118,14 +118,14 @@ impl Surface for OpenAiChat {
         }
     }
 
-    fn render_answer(&self, answer: Answer, origin: &Origin, _echo: &Echo) -> Vec<u8> {
+    fn render_answer(&self, answer: Answer, origin: &Origin, _state: &SurfaceState) -> Vec<u8> {
         match answer {
             Answer::Decoded(completion) => render_completion(&completion, origin),
             Answer::Native(body) => body,
         }
     }
 
-    fn stream_encoder(&self, include_usage: bool, _echo: &Echo) -> Box<dyn StreamEncoder> {
+    fn stream_encoder(&self, include_usage: bool, _state: &SurfaceState) -> Box<dyn StreamEncoder> {
         Box::new(ChatChunks {
             include_usage,
             head: ChunkHead::default(),
@@ -526,7 +526,7 @@ mod tests {
             origin(),
             "r".into(),
             include_usage,
-            &Echo::new(),
+            &SurfaceState::default(),
         )
     }
 

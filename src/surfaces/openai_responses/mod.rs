@@ -4,9 +4,9 @@
 //! OpenAI's error envelope, as on the chat surface.
 //!
 //! A `response` repeats parts of its request (`tools`, `instructions`,
-//! `text`…): the parser keeps them in `Generation::echo` and the session
-//! hands them back to the renderers (`Surface::render_answer`,
-//! `Surface::stream_encoder`).
+//! `text`…): the parser keeps them in its [`ResponsesState`], which the
+//! sessions carry (`Generation::state`) and hand back to the renderers
+//! (`Surface::render_answer`, `Surface::stream_encoder`).
 //!
 //! The stream's state machine (sequence numbers, output indices, each
 //! item's added, delta and done events) is [`stream`]; the wire types both
@@ -15,7 +15,7 @@
 use serde_json::{Map, Value};
 
 use super::route::{Operation, PathFacts, Route};
-use super::{Echo, Surface};
+use super::{Surface, SurfaceState};
 use crate::error::GatewayError;
 use crate::model::call::Call;
 use crate::model::listing::Listed;
@@ -30,7 +30,10 @@ use crate::wire::openai_responses::{
 
 mod calls;
 pub mod request;
+mod state;
 mod stream;
+
+pub use state::ResponsesState;
 
 pub struct OpenAiResponses;
 
@@ -81,15 +84,19 @@ impl Surface for OpenAiResponses {
         Ok(generation)
     }
 
-    fn render_answer(&self, answer: Answer, origin: &Origin, echo: &Echo) -> Vec<u8> {
+    fn render_answer(&self, answer: Answer, origin: &Origin, state: &SurfaceState) -> Vec<u8> {
         match answer {
-            Answer::Decoded(completion) => render_completion(&completion, origin, echo),
+            Answer::Decoded(completion) => {
+                let none = ResponsesState::default();
+                render_completion(&completion, origin, state.get().unwrap_or(&none))
+            }
             Answer::Native(body) => body,
         }
     }
 
-    fn stream_encoder(&self, _include_usage: bool, echo: &Echo) -> Box<dyn StreamEncoder> {
-        Box::new(stream::ResponseEvents::new(echo.clone()))
+    fn stream_encoder(&self, _include_usage: bool, state: &SurfaceState) -> Box<dyn StreamEncoder> {
+        let state = state.get::<ResponsesState>().cloned().unwrap_or_default();
+        Box::new(stream::ResponseEvents::new(state))
     }
 
     fn render_error(&self, error: &GatewayError, request_id: Option<&str>) -> Vec<u8> {
@@ -98,11 +105,11 @@ impl Surface for OpenAiResponses {
 }
 
 /// The response id: the gateway's when it stores the response (the
-/// session puts it in the echo as `id`), the vendor's when it is a
+/// session sets it, [`ResponsesState::id`]), the vendor's when it is a
 /// Responses id, else made from it.
-fn response_id(origin: &Origin, echo: &Map<String, Value>) -> String {
-    if let Some(id) = echo.get("id").and_then(Value::as_str) {
-        return id.to_owned();
+fn response_id(origin: &Origin, state: &ResponsesState) -> String {
+    if let Some(id) = &state.id {
+        return id.clone();
     }
     if origin.id.starts_with("resp_") {
         origin.id.clone()
@@ -318,12 +325,8 @@ fn reasoning_item<'a>(
 
 /// A complete `response` object from the neutral answer: reasoning first,
 /// then the message, then the function calls.
-fn render_completion(
-    completion: &Completion,
-    origin: &Origin,
-    echo: &Map<String, Value>,
-) -> Vec<u8> {
-    let id = response_id(origin, echo);
+fn render_completion(completion: &Completion, origin: &Origin, state: &ResponsesState) -> Vec<u8> {
+    let id = response_id(origin, state);
     let status = Status::of(completion.finish_reason);
     // The items borrow their ids and encrypted contents: made first.
     let ids = |prefix, from: usize, count: usize| -> Vec<String> {
@@ -339,7 +342,7 @@ fn render_completion(
     let first_call = thinking.len() + usize::from(text.is_some());
     let call_ids = ids("fc", first_call, completion.tool_calls.len());
 
-    let namespaced = Namespaced::of(echo);
+    let namespaced = Namespaced::of(&state.echo);
     let mut output = Vec::with_capacity(first_call + call_ids.len());
     for ((item, thinking), encrypted) in reasoning_ids.iter().zip(thinking).zip(&encrypted) {
         output.push(reasoning_item(
@@ -368,7 +371,7 @@ fn render_completion(
         &output,
         completion.usage.as_ref(),
         None,
-        echo,
+        &state.echo,
     );
     serde_json::to_vec(&body).unwrap_or_default()
 }

@@ -1,11 +1,9 @@
 //! The Responses surface's stream encoder: one state machine per response,
 //! writing `crate::wire::openai_responses` events.
 
-use serde_json::{Map, Value};
-
 use super::{
     function_call_item, item_id, message_item, reasoning_item, response, response_id, Namespaced,
-    Status, SIGNATURE_PREFIX,
+    ResponsesState, Status, SIGNATURE_PREFIX,
 };
 use crate::error::{GatewayError, Wording};
 use crate::model::response::{FinishReason, Origin, Usage};
@@ -39,7 +37,7 @@ const MAX_OUTPUT_BYTES: usize = 8 << 20;
 /// order of appearance whatever the vendor's blocks are, one
 /// `sequence_number` per event.
 pub(super) struct ResponseEvents {
-    echo: Map<String, Value>,
+    state: ResponsesState,
     namespaced: Namespaced,
     sequence: u64,
     /// Fixed at the start: every event names the same response.
@@ -62,10 +60,10 @@ pub(super) struct ResponseEvents {
 }
 
 impl ResponseEvents {
-    pub(super) fn new(echo: Map<String, Value>) -> Self {
+    pub(super) fn new(state: ResponsesState) -> Self {
         Self {
-            namespaced: Namespaced::of(&echo),
-            echo,
+            namespaced: Namespaced::of(&state.echo),
+            state,
             sequence: 0,
             id: String::new(),
             items: Vec::new(),
@@ -81,7 +79,7 @@ impl ResponseEvents {
 
     fn ensure_id(&mut self, origin: &Origin) {
         if self.id.is_empty() {
-            self.id = response_id(origin, &self.echo);
+            self.id = response_id(origin, &self.state);
         }
     }
 
@@ -110,7 +108,8 @@ impl ResponseEvents {
                 code: e.code.as_str(),
                 message,
             });
-        let response = response(origin, &self.id, status, &output, usage, error, &self.echo);
+        let echo = &self.state.echo;
+        let response = response(origin, &self.id, status, &output, usage, error, echo);
         for &name in names {
             let event = Event::Lifecycle {
                 name,

@@ -5,7 +5,6 @@ use crate::model::stream::{Passed, Reasoning};
 use crate::model::Api;
 use crate::surfaces::stream_writer;
 use serde_json::json;
-use std::ops::Deref;
 
 fn origin() -> Origin {
     Origin {
@@ -17,12 +16,14 @@ fn origin() -> Origin {
     }
 }
 
-fn echo() -> Map<String, Value> {
-    request::parse(br#"{"model":"g","input":"hi","instructions":"be brief","tools":[{"type":"function","name":"f"}]}"#)
-        .unwrap()
-        .echo
-        .deref()
-        .clone()
+/// A request's state, as this surface keeps it for its answers.
+fn state_of(body: &[u8]) -> ResponsesState {
+    let state = request::parse(body).unwrap().state;
+    state.get::<ResponsesState>().unwrap().clone()
+}
+
+fn state() -> ResponsesState {
+    state_of(br#"{"model":"g","input":"hi","instructions":"be brief","tools":[{"type":"function","name":"f"}]}"#)
 }
 
 /// The stream's events: (SSE event name, data).
@@ -48,7 +49,7 @@ fn writer() -> crate::model::stream::EventWriter {
         origin(),
         "r".into(),
         true,
-        &echo(),
+        &SurfaceState::of(state()),
     )
 }
 
@@ -71,7 +72,7 @@ fn response_object_has_what_the_sdk_reads() {
             cache_write_tokens: None,
         }),
     };
-    let v: Value = serde_json::from_slice(&render_completion(&c, &origin(), &echo())).unwrap();
+    let v: Value = serde_json::from_slice(&render_completion(&c, &origin(), &state())).unwrap();
     assert_eq!(v["id"], "resp_msg_1");
     assert_eq!(v["object"], "response");
     assert_eq!(v["created_at"], 7);
@@ -109,8 +110,12 @@ fn response_object_has_what_the_sdk_reads() {
         finish_reason: Some(FinishReason::Length),
         ..Completion::default()
     };
-    let v: Value =
-        serde_json::from_slice(&render_completion(&cut, &origin(), &Map::new())).unwrap();
+    let v: Value = serde_json::from_slice(&render_completion(
+        &cut,
+        &origin(),
+        &ResponsesState::default(),
+    ))
+    .unwrap();
     assert_eq!(v["status"], "incomplete");
     assert_eq!(v["incomplete_details"]["reason"], "max_output_tokens");
     assert_eq!(v["output"][0]["status"], "incomplete");
@@ -287,7 +292,7 @@ fn passthrough_names_the_event() {
         origin(),
         "r".into(),
         true,
-        &Map::new(),
+        &SurfaceState::default(),
     );
     let mut out = Vec::new();
     let data = br#"{"type":"response.output_text.delta","sequence_number":4,"delta":"x"}"#;
@@ -328,13 +333,11 @@ fn errors_are_openai_envelopes() {
 
 #[test]
 fn a_namespaced_tool_call_comes_back_in_its_namespace() {
-    let echo = request::parse(
+    let state = state_of(
         br#"{"model":"g","input":"hi","tools":[{"type":"function","name":"f"},
             {"type":"namespace","name":"multi_agent_v1","description":"d",
              "tools":[{"type":"function","name":"wait_agent"}]}]}"#,
-    )
-    .unwrap()
-    .echo;
+    );
     let c = Completion {
         tool_calls: vec![
             ToolCallOut::new(
@@ -347,7 +350,7 @@ fn a_namespaced_tool_call_comes_back_in_its_namespace() {
         finish_reason: Some(FinishReason::ToolCalls),
         ..Completion::default()
     };
-    let v: Value = serde_json::from_slice(&render_completion(&c, &origin(), &echo)).unwrap();
+    let v: Value = serde_json::from_slice(&render_completion(&c, &origin(), &state)).unwrap();
     let output = &v["output"];
     assert_eq!(
         (output[0]["namespace"].clone(), output[0]["name"].clone()),
@@ -362,7 +365,7 @@ fn a_namespaced_tool_call_comes_back_in_its_namespace() {
         origin(),
         "r".into(),
         true,
-        &echo,
+        &SurfaceState::of(state),
     );
     let mut out = Vec::new();
     w.tool_call_start(&mut out, 0, "call_1", "multi_agent_v1__wait_agent");
@@ -386,18 +389,16 @@ fn a_namespaced_tool_call_comes_back_in_its_namespace() {
 fn every_echoed_field_is_written_as_sent() {
     // The wire's `Response` names the echoed fields one by one: none of
     // what the parser keeps may be dropped.
-    let sent = request::parse(
+    let sent = state_of(
         br#"{"model":"g","input":"hi","user":"u","metadata":{"k":"v"},"top_p":0.5,
             "reasoning":{"effort":"low"},"text":{"format":{"type":"json_object"}}}"#,
-    )
-    .unwrap()
-    .echo;
+    );
     let answer = Completion {
         content: Some("ok".into()),
         ..Completion::default()
     };
     let v: Value = serde_json::from_slice(&render_completion(&answer, &origin(), &sent)).unwrap();
-    for (key, value) in sent.iter() {
+    for (key, value) in sent.echo.iter() {
         assert_eq!(&v[key], value, "{key}");
     }
     let mut w = writer();
@@ -406,8 +407,25 @@ fn every_echoed_field_is_written_as_sent() {
     w.done(&mut out);
     let ev = events(&out);
     for (_, data) in [&ev[0], &ev[ev.len() - 1]] {
-        for (key, value) in &echo() {
+        for (key, value) in state().echo.iter() {
             assert_eq!(&data["response"][key], value, "{key}");
         }
     }
+}
+
+#[test]
+fn a_stored_answer_goes_under_its_id_and_names_what_it_continued() {
+    let mut state = SurfaceState::of(state());
+    assert!(state.stores_answer());
+    state.continues("resp_before");
+    state.set_answer_id("resp_stored");
+    let answer = Completion {
+        content: Some("ok".into()),
+        ..Completion::default()
+    };
+    let body = OpenAiResponses.render_answer(Answer::Decoded(answer), &origin(), &state);
+    let v: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["id"], "resp_stored");
+    assert_eq!(v["previous_response_id"], "resp_before");
+    assert_eq!(v["instructions"], "be brief", "the rest still as sent");
 }

@@ -28,9 +28,12 @@ use serde_json::{Map, Value};
 use crate::error::GatewayError;
 use crate::model::json::body_error;
 use crate::model::request::*;
+use crate::model::surface_state::SurfaceState;
 use crate::model::Generation;
 use crate::wire::loose::Loose;
 use crate::wire::openai_responses::client;
+
+use super::ResponsesState;
 
 mod items;
 mod tools;
@@ -511,13 +514,14 @@ pub fn parse(body: &[u8]) -> Result<Generation> {
         Some(Loose::Array(names)) if names.iter().all(|n| n.as_str().is_some()) => {}
         Some(_) => return Err(wrong_type("include", "an array of strings")),
     }
-    let mut echo = echo(&map)?;
-    if store == Some(false) {
-        echo.insert("store".into(), Value::Bool(false));
-    }
+    let state = ResponsesState {
+        echo: echo(&map)?.into(),
+        unstored: store == Some(false),
+        id: None,
+    };
     Ok(Generation {
         request: b.request,
-        echo: echo.into(),
+        state: SurfaceState::of(state),
     })
 }
 

@@ -9,6 +9,11 @@ fn parsed(body: Value) -> Generation {
     parse(body.to_string().as_bytes()).unwrap()
 }
 
+/// What the answer repeats of the request, as the parser kept it.
+fn echo(g: &Generation) -> &Map<String, Value> {
+    &g.state.get::<ResponsesState>().unwrap().echo
+}
+
 fn err(body: &str) -> GatewayError {
     parse(body.as_bytes()).unwrap_err()
 }
@@ -37,9 +42,9 @@ fn a_string_input_is_one_user_turn_after_the_instructions() {
     assert_eq!(r.max_completion_tokens, Some(50));
     assert!(r.stream && r.include_usage);
     assert_eq!(r.user.as_deref(), Some("u"));
-    assert_eq!(g.echo["instructions"], "be brief");
-    assert_eq!(g.echo["tools"], json!([]));
-    assert_eq!(g.echo["temperature"], 0.5);
+    assert_eq!(echo(&g)["instructions"], "be brief");
+    assert_eq!(echo(&g)["tools"], json!([]));
+    assert_eq!(echo(&g)["temperature"], 0.5);
     assert!(r.native_only.is_none());
 }
 
@@ -128,6 +133,10 @@ fn tools_choice_format_and_reasoning() {
         "metadata": {"task_type": "code"}, "store": false, "include": ["reasoning.encrypted_content"],
         "truncation": "disabled", "service_tier": "auto"}));
     let r = &g.request;
+    assert!(!g.state.stores_answer(), "store: false");
+    assert!(parsed(json!({"model": "g", "input": "x"}))
+        .state
+        .stores_answer());
     assert_eq!(r.tools[0].function.name, "f");
     assert_eq!(r.tools[0].function.strict, Some(true));
     assert_eq!(r.tool_choice, Some(ToolChoice::Function("f".into())));
@@ -139,7 +148,7 @@ fn tools_choice_format_and_reasoning() {
     assert_eq!(r.extra["metadata"]["task_type"], "code");
     assert_eq!(r.extra.len(), 1, "nothing else reaches OpenAI-API vendors");
     assert_eq!(
-        g.echo["tool_choice"],
+        echo(&g)["tool_choice"],
         json!({"type": "function", "name": "f"})
     );
 }
@@ -190,7 +199,7 @@ fn namespaced_tools_become_function_tools_and_their_history_follows() {
         panic!("assistant")
     };
     assert_eq!(tool_calls[0].function.name, "multi_agent_v1__wait_agent");
-    assert_eq!(g.echo["tools"][1]["type"], "namespace", "echoed as sent");
+    assert_eq!(echo(&g)["tools"][1]["type"], "namespace", "echoed as sent");
     // A custom tool in a namespace has no counterpart elsewhere.
     let r = ok(
         json!({"model": "g", "input": "x", "tools": [{"type": "namespace",
