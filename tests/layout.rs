@@ -6,9 +6,10 @@
 //! knows no proxy is the compiler's to check: it has no proxy-wasm
 //! dependency (the wasm host is its own crate, `hosts/wasm`).
 //! The operations' neutral model names no client API, and the sessions
-//! use no wire format and match no call's operation. And no file of the
-//! core, the hosts (`hosts/*/src`) or the mock (`mock/src`) has more than
-//! `MAX_LINES` lines of non-test code.
+//! use no wire format and match no call's operation; the sessions and the
+//! response cache name no member of a client surface's state. And no file
+//! of the core, the hosts (`hosts/*/src`) or the mock (`mock/src`) has
+//! more than `MAX_LINES` lines of non-test code.
 //!
 //! Each file is read whole, less its test code: items under `#[cfg(test)]`
 //! (found by a small lexer that knows strings, chars and comments) and the
@@ -458,4 +459,42 @@ fn the_sessions_name_no_wire_format_nor_call_operation() {
         matching.is_empty(),
         "match a call's operation: {matching:?}"
     );
+}
+
+/// A client surface's state is its own type (`model::surface_state`): the
+/// sessions and the response cache carry it and ask it neutral questions
+/// (`SurfaceState::stores_answer`...), naming none of its members, neither
+/// as identifiers nor as JSON member names.
+const SURFACE_STATE_IDENTIFIERS: [&str; 3] = ["Echo", "json_array", "JSON_ARRAY"];
+const SURFACE_STATE_MEMBERS: [&str; 3] = [
+    "\"store\"",
+    "\"previous_response_id\"",
+    "\"gemini.json_array\"",
+];
+/// The cache key leaves Chat Completions' `store` out of the neutral
+/// request's `extra` (a member of the request, not of a surface's state).
+const NAMED_ELSEWHERE: [(&str, &str); 1] = [("src/cache/key.rs", "\"store\"")];
+
+#[test]
+fn the_sessions_and_the_cache_name_no_member_of_a_surfaces_state() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut named = Vec::new();
+    for dir in ["src/session", "src/cache"] {
+        for (path, text) in non_test_files(&root.join(dir)) {
+            let code = without_tests(&text);
+            let file = path.strip_prefix(root).unwrap().display().to_string();
+            let words = identifiers(&code);
+            for word in SURFACE_STATE_IDENTIFIERS {
+                if words.contains(word) {
+                    named.push(format!("{file}: {word}"));
+                }
+            }
+            for member in SURFACE_STATE_MEMBERS {
+                if code.contains(member) && !NAMED_ELSEWHERE.contains(&(file.as_str(), member)) {
+                    named.push(format!("{file}: {member}"));
+                }
+            }
+        }
+    }
+    assert!(named.is_empty(), "a surface's state, named: {named:#?}");
 }
