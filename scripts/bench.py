@@ -93,12 +93,19 @@ CLIENT_SCENARIOS = [
     ("messages stream c=16", 16, True, 1024, "messages"),
     ("responses c=16", 16, False, 1024, "responses"),
     ("responses stream c=16", 16, True, 1024, "responses"),
+    ("embeddings c=16", 16, False, 1024, "embeddings"),
 ]
 # Each client API passed through to its own vendor and translated to the
 # others: Gemini's, Anthropic's Messages, OpenAI's Responses.
 CLIENT_GROUPS = {"gemini": ("mock-gemini", "mock-anthropic", "mock-openai"),
                  "messages": ("mock-anthropic", "mock-openai"),
-                 "responses": ("mock-anthropic", "mock-openai")}
+                 "responses": ("mock-anthropic", "mock-openai"),
+                 # OpenAI's embeddings passed through, and translated to Gemini's batchEmbedContents.
+                 "embeddings": ("mock-openai", "mock-gemini")}
+# The embeddings scenario's batch: this many texts, to the model every mock
+# group that embeds maps (envoy/gateway.yaml).
+EMBED_INPUTS = 16
+EMBED_MODEL = "text-embedding-3-small"
 # What a complete stream of each client API ends with.
 STREAM_END = {None: b"data: [DONE]\n\n", "gemini": b"finishReason", "messages": b"message_stop",
               "responses": b"response.completed"}
@@ -417,8 +424,16 @@ def client_request(client, group, size, stream):
     """(path, headers, body) of a client surface's request of about `size`
     bytes to `group`, as its SDK sends it: Gemini's generateContent (SSE
     with `alt=sse`, the model in the path, the key in `x-goog-api-key`),
-    Anthropic's Messages (`x-api-key`), OpenAI's Responses (a bearer key)."""
+    Anthropic's Messages (`x-api-key`), OpenAI's Responses (a bearer key),
+    OpenAI's embeddings (a batch of EMBED_INPUTS texts, as LangChain and
+    LlamaIndex send one; the group in `x-model-group`)."""
     filler = "lorem ipsum dolor sit amet "
+    if client == "embeddings":
+        each = max(1, size // EMBED_INPUTS - 6)
+        inputs = [(f"{i} " + filler * (each // len(filler) + 1))[:each] for i in range(EMBED_INPUTS)]
+        headers = {"content-type": "application/json", "authorization": f"Bearer {CLIENT_KEY}",
+                   "x-model-group": group}
+        return "/v1/embeddings", headers, json.dumps({"model": EMBED_MODEL, "input": inputs}).encode()
 
     def fill(body, put):
         put(body, "")
@@ -953,7 +968,7 @@ def bench(args):
                         measured.append((bl_limits, bll_req))
                 for envoy, req in measured:
                     status, answer = post(req.url, req.headers, req.body)
-                    done = STREAM_END[client] in answer
+                    done = not stream or STREAM_END[client] in answer
                     if status != 200 or (stream and envoy in (gw, native, baseline) and not done):
                         raise RuntimeError(f"{envoy.name} {group} {name}: HTTP {status} {answer[:200]!r}")
                     wrk([req], connections, WARMUP_SECONDS, workdir)
