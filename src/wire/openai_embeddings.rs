@@ -261,6 +261,17 @@ struct VendorAnswer {
     data: Vec<VendorEmbedding>,
     #[serde(default)]
     usage: Option<VendorUsage>,
+    /// Kept only when a string: an OpenAI-compatible server's odd `model`
+    /// costs its name, not the answer.
+    #[serde(default, deserialize_with = "string_or_nothing")]
+    model: Option<String>,
+}
+
+fn string_or_nothing<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::String(name) => Some(name),
+        _ => None,
+    })
 }
 
 #[derive(Deserialize)]
@@ -270,11 +281,43 @@ struct VendorEmbedding {
     embedding: Vector,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// A vector as the vendor wrote it: numbers, or base64 (`encoding_format`).
 enum Vector {
     Floats(Vec<f32>),
     Base64(String),
+}
+
+/// Read by its first token, not as an untagged enum: serde buffers an
+/// untagged enum's content (a tree node per number) before trying each
+/// variant, which cost more than the numbers' own parse.
+impl<'de> Deserialize<'de> for Vector {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Vector;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of numbers or a base64 string")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Vector, A::Error> {
+                // The hint is the decoder's guess; bounded, as a hostile one could be anything.
+                let mut floats = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 14));
+                while let Some(f) = seq.next_element::<f32>()? {
+                    floats.push(f);
+                }
+                Ok(Vector::Floats(floats))
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Vector, E> {
+                Ok(Vector::Base64(text.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, text: String) -> Result<Vector, E> {
+                Ok(Vector::Base64(text))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -284,10 +327,12 @@ struct VendorUsage {
 
 /// Decodes OpenAI's answer (vectors in floats or base64), in input order:
 /// by `index`, or, from an OpenAI-compatible server that leaves it out, as
-/// listed.
-pub fn decode(body: &[u8]) -> Result<Embeddings, GatewayError> {
+/// listed; with the `model` it names (Azure's: the deployment's model,
+/// where the vendor model is the deployment), read in the same pass.
+pub fn decode(body: &[u8]) -> Result<(Embeddings, Option<String>), GatewayError> {
     let answer: VendorAnswer =
         serde_json::from_slice(body).map_err(|e| crate::error::unparseable("embeddings", e))?;
+    let model = answer.model.filter(|m| !m.is_empty());
     let mut data: Vec<(usize, VendorEmbedding)> = answer
         .data
         .into_iter()
@@ -303,23 +348,11 @@ pub fn decode(body: &[u8]) -> Result<Embeddings, GatewayError> {
                 .ok_or_else(|| crate::error::unparseable("embeddings", "bad base64 vector")),
         })
         .collect::<Result<_, _>>()?;
-    Ok(Embeddings {
+    let embeddings = Embeddings {
         vectors,
         prompt_tokens: answer.usage.map(|u| u.prompt_tokens),
-    })
-}
-
-/// The `model` an answer names, read apart from its vectors.
-pub fn answered_model(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Named {
-        #[serde(default)]
-        model: Option<String>,
-    }
-    serde_json::from_slice::<Named>(body)
-        .ok()?
-        .model
-        .filter(|m| !m.is_empty())
+    };
+    Ok((embeddings, model))
 }
 
 /// A base64 vector: little-endian `f32`s.
@@ -466,18 +499,30 @@ mod tests {
         let body = format!(
             r#"{{"object":"list","data":[{{"object":"embedding","index":1,"embedding":[1.0]}},{{"object":"embedding","index":0,"embedding":"{b64}"}}],"model":"v","usage":{{"prompt_tokens":4,"total_tokens":4}}}}"#
         );
-        let decoded = decode(body.as_bytes()).unwrap();
+        let (decoded, model) = decode(body.as_bytes()).unwrap();
         assert_eq!(decoded.vectors, vec![vector.to_vec(), vec![1.0]]);
         assert_eq!(decoded.prompt_tokens, Some(4));
+        assert_eq!(model.as_deref(), Some("v"));
         assert!(decode(br#"{"data":[{"index":0,"embedding":"QQ=="}]}"#).is_err());
         assert!(decode(b"{}").is_err());
+        // Neither numbers nor a string; a number that is not one.
+        assert!(decode(br#"{"data":[{"embedding":{"x":1}}]}"#).is_err());
+        assert!(decode(br#"{"data":[{"embedding":[1.0,"2"]}]}"#).is_err());
+        assert!(decode(br#"{"data":[{"embedding":null}]}"#).is_err());
+        let named = |body: &[u8]| decode(body).unwrap().1;
         assert_eq!(
-            answered_model(br#"{"object":"list","data":[],"model":"text-embedding-3-small"}"#),
+            named(br#"{"object":"list","data":[],"model":"text-embedding-3-small"}"#),
             Some("text-embedding-3-small".to_owned())
         );
-        assert_eq!(answered_model(br#"{"data":[]}"#), None);
+        assert_eq!(named(br#"{"data":[]}"#), None);
+        assert_eq!(named(br#"{"data":[],"model":""}"#), None);
+        // A server's odd `model` loses its name, not the answer.
+        assert_eq!(named(br#"{"data":[],"model":7}"#), None);
+        assert_eq!(named(br#"{"data":[],"model":null}"#), None);
         // An OpenAI-compatible server that leaves `index` out: as listed.
-        let unindexed = decode(br#"{"data":[{"embedding":[1.0]},{"embedding":[2.0]}]}"#).unwrap();
+        let unindexed = decode(br#"{"data":[{"embedding":[1.0]},{"embedding":[2.0]}]}"#)
+            .unwrap()
+            .0;
         assert_eq!(unindexed.vectors, vec![vec![1.0], vec![2.0]]);
     }
 

@@ -33,11 +33,16 @@ pub trait Embedder: Sync {
     /// batch limit).
     fn max_inputs(&self, model: &str) -> usize;
 
-    /// The model the vendor's 2xx answer says embedded (Azure names the
-    /// deployment's model, where the request named the deployment); `None`
-    /// for an answer that names none.
-    fn answered_model(&self, _body: &[u8]) -> Option<String> {
-        None
+    /// [`Embedder::decode`], with the model the answer says embedded (Azure
+    /// names the deployment's model, where the request named the
+    /// deployment), read in the same pass; `None` for an answer that names
+    /// none.
+    fn decode_named(
+        &self,
+        body: &[u8],
+        model: &str,
+    ) -> Result<(Embeddings, Option<String>), GatewayError> {
+        Ok((self.decode(body, model)?, None))
     }
 }
 
@@ -93,7 +98,7 @@ impl WholeAnswer for EmbedAnswer {
     /// The vendor's embeddings, one per input, with the vendor's token
     /// count, else the estimate.
     fn finish(&self, body: &[u8], model: &str) -> Result<Finished, GatewayError> {
-        let answer = self.embedder.decode(body, model)?;
+        let (answer, named) = self.embedder.decode_named(body, model)?;
         if answer.vectors.len() != self.inputs {
             return Err(wrong_count(self.inputs, answer.vectors.len()));
         }
@@ -102,7 +107,6 @@ impl WholeAnswer for EmbedAnswer {
             ..Usage::default()
         });
         let tokens = answer.prompt_tokens.unwrap_or(self.estimated_tokens);
-        let named = self.embedder.answered_model(body);
         Ok(Finished {
             answer: CallAnswer::Embeddings(Embedded {
                 embeddings: answer,

@@ -22,16 +22,20 @@ impl Embedder for OpenAi {
     }
 
     fn decode(&self, body: &[u8], _model: &str) -> Result<Embeddings, GatewayError> {
+        Ok(wire::decode(body)?.0)
+    }
+
+    /// OpenAI's and Azure's answers name the model (Azure: the deployment's).
+    fn decode_named(
+        &self,
+        body: &[u8],
+        _model: &str,
+    ) -> Result<(Embeddings, Option<String>), GatewayError> {
         wire::decode(body)
     }
 
     /// OpenAI's, and Azure OpenAI's for its current embedding models.
     fn max_inputs(&self, _model: &str) -> usize {
         wire::MAX_INPUTS
-    }
-
-    /// OpenAI's and Azure's answers name the model (Azure: the deployment's).
-    fn answered_model(&self, body: &[u8]) -> Option<String> {
-        wire::answered_model(body)
     }
 }

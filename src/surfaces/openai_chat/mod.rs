@@ -104,8 +104,7 @@ impl Surface for OpenAiChat {
         &self,
         body: &[u8],
     ) -> Result<(Embeddings, Option<String>), GatewayError> {
-        let embeddings = openai_embeddings::decode(body)?;
-        Ok((embeddings, openai_embeddings::answered_model(body)))
+        openai_embeddings::decode(body)
     }
 
     /// Embeddings: OpenAI's list, the vectors as the client asked for them.
