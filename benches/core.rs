@@ -21,6 +21,7 @@ use llm_gateway_core::cache::semantic_index::{Quantized, REC_HEAD};
 use llm_gateway_core::config::Config;
 use llm_gateway_core::dialects::{dialect, DialectKind, Target};
 use llm_gateway_core::formats::sse::{SseError, SseParser};
+use llm_gateway_core::model::embed::Encoding;
 use llm_gateway_core::model::request::ChatRequest;
 use llm_gateway_core::model::response::Origin;
 use llm_gateway_core::model::surface_state::SurfaceState;
@@ -28,6 +29,7 @@ use llm_gateway_core::redact::Redactor;
 use llm_gateway_core::shared_state::cas::{SetResult, SharedStore, Unreadable};
 use llm_gateway_core::shared_state::{Key, Namespace};
 use llm_gateway_core::surfaces::anthropic_messages::request as messages;
+use llm_gateway_core::wire::openai_embeddings;
 
 /// A dialect, its provider config fields, a vendor response, a vendor stream's events.
 type Sample = (DialectKind, &'static str, Vec<u8>, Vec<Vec<u8>>);
@@ -275,6 +277,33 @@ fn anthropic_stream() -> Vec<Vec<u8>> {
 }
 
 /// A unified request of about `size` bytes.
+/// OpenAI's embeddings answer: `n` vectors of `dims` floats of 9 decimals
+/// (a fixed pseudo-random sequence), one per line as OpenAI writes them.
+fn embeddings_answer(n: usize, dims: usize) -> Vec<u8> {
+    let mut x: u64 = 12345;
+    let data: Vec<String> = (0..n)
+        .map(|i| {
+            let values: Vec<String> = (0..dims)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    format!("{:.9}", ((x >> 33) as f64 / (1u64 << 31) as f64 - 0.5) * 0.1)
+                })
+                .collect();
+            format!(
+                "{{\n  \"object\": \"embedding\",\n  \"index\": {i},\n  \"embedding\": [\n    {}\n  ]\n}}",
+                values.join(",\n    ")
+            )
+        })
+        .collect();
+    format!(
+        "{{\n\"object\": \"list\",\n\"data\": [{}],\n\"model\": \"text-embedding-3-small\",\n\"usage\": {{\"prompt_tokens\": 100, \"total_tokens\": 100}}\n}}",
+        data.join(",")
+    )
+    .into_bytes()
+}
+
 fn unified_request(size: usize) -> Vec<u8> {
     let mut body = serde_json::json!({"model": "bench", "max_tokens": 256,
         "messages": [{"role": "system", "content": "You are a benchmark."},
@@ -732,6 +761,25 @@ fn main() {
                 "{:.2} µs per chunk",
                 t.as_secs_f64() * 1e6 / STREAM_CHUNKS as f64
             ),
+        );
+    }
+    // An embeddings batch's answer (16 vectors of 1536, OpenAI's
+    // text-embedding-3-small, pretty-printed as OpenAI writes it): read,
+    // then written to the client in floats and in base64.
+    let answer = embeddings_answer(16, 1536);
+    let t = time(|| openai_embeddings::decode(black_box(&answer)).unwrap());
+    row(
+        "embeddings answer read, 16 x 1536",
+        t,
+        &format!("{} KB", answer.len() / 1024),
+    );
+    let (embeddings, _) = openai_embeddings::decode(&answer).unwrap();
+    for encoding in [Encoding::Float, Encoding::Base64] {
+        let t = time(|| openai_embeddings::render(black_box(&embeddings), "m", encoding, 100));
+        row(
+            &format!("embeddings answer written, 16 x 1536, {encoding:?}"),
+            t,
+            "",
         );
     }
     // SSE framing alone: 1 MB of events fed in 16 KB network chunks.
