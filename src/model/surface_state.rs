@@ -8,9 +8,10 @@
 use std::any::Any;
 use std::fmt;
 
-/// A surface's own state type. The defaults are a surface's that keeps no
-/// answer for later requests.
-pub trait OwnState: Any + fmt::Debug + Send + Sync {
+/// A surface's own state type (`Clone` and `PartialEq` give it
+/// [`CopyState`]). The defaults are a surface's that keeps no answer for
+/// later requests.
+pub trait OwnState: Any + fmt::Debug + Send + Sync + CopyState {
     /// The client's API keeps answers for later requests to continue (the
     /// gateway stores them), and this request did not opt out.
     fn stores_answer(&self) -> bool {
@@ -21,11 +22,24 @@ pub trait OwnState: Any + fmt::Debug + Send + Sync {
     fn continues(&mut self, _previous_id: &str) {}
     /// The id the answer goes under: the gateway's, for an answer it stores.
     fn set_answer_id(&mut self, _id: &str) {}
-    /// A boxed copy (so that [`SurfaceState`] is `Clone`).
+}
+
+/// What makes [`SurfaceState`] `Clone` and `PartialEq` through the box,
+/// for every state type that is both.
+pub trait CopyState {
+    /// A boxed copy.
     fn boxed_clone(&self) -> Box<dyn OwnState>;
-    /// `other` is a state of the same type, and equal (so that
-    /// [`SurfaceState`] is `PartialEq`).
+    /// `other` is a state of the same type, and equal.
     fn same(&self, other: &dyn Any) -> bool;
+}
+
+impl<T: OwnState + Clone + PartialEq> CopyState for T {
+    fn boxed_clone(&self) -> Box<dyn OwnState> {
+        Box::new(self.clone())
+    }
+    fn same(&self, other: &dyn Any) -> bool {
+        other.downcast_ref() == Some(self)
+    }
 }
 
 /// One surface's state, or none (a surface that keeps nothing).
@@ -107,25 +121,12 @@ mod tests {
         fn set_answer_id(&mut self, id: &str) {
             self.id = Some(id.to_owned());
         }
-        fn boxed_clone(&self) -> Box<dyn OwnState> {
-            Box::new(self.clone())
-        }
-        fn same(&self, other: &dyn Any) -> bool {
-            other.downcast_ref() == Some(self)
-        }
     }
 
     #[derive(Debug, Clone, PartialEq)]
     struct Other;
 
-    impl OwnState for Other {
-        fn boxed_clone(&self) -> Box<dyn OwnState> {
-            Box::new(self.clone())
-        }
-        fn same(&self, other: &dyn Any) -> bool {
-            other.downcast_ref() == Some(self)
-        }
-    }
+    impl OwnState for Other {}
 
     #[test]
     fn only_its_surface_reads_it_and_the_rest_ask_it() {

@@ -11,7 +11,6 @@
 //! `ErrorInfo` naming the gateway's code and a `RetryInfo` on 429) are
 //! [`crate::wire::gemini`]'s types, shared with the Gemini dialect.
 
-use std::any::Any;
 use std::borrow::Cow;
 
 use serde_json::{Map, Value};
@@ -51,14 +50,7 @@ pub struct GeminiState {
     pub json_array: bool,
 }
 
-impl OwnState for GeminiState {
-    fn boxed_clone(&self) -> Box<dyn OwnState> {
-        Box::new(*self)
-    }
-    fn same(&self, other: &dyn Any) -> bool {
-        other.downcast_ref() == Some(self)
-    }
-}
+impl OwnState for GeminiState {}
 
 /// Whether an embeddings call is `:batchEmbedContents` (an answer of
 /// `embeddings`, one per request) rather than `:embedContent` (one

@@ -2,8 +2,6 @@
 //! `response` object, and what the gateway's response store asks of it
 //! (`crate::responses_store`).
 
-use std::any::Any;
-
 use serde_json::{Map, Value};
 
 use crate::model::copy_on_write::Shared;
@@ -35,13 +33,5 @@ impl OwnState for ResponsesState {
 
     fn set_answer_id(&mut self, id: &str) {
         self.id = Some(id.to_owned());
-    }
-
-    fn boxed_clone(&self) -> Box<dyn OwnState> {
-        Box::new(self.clone())
-    }
-
-    fn same(&self, other: &dyn Any) -> bool {
-        other.downcast_ref() == Some(self)
     }
 }
