@@ -498,3 +498,26 @@ fn the_sessions_and_the_cache_name_no_member_of_a_surfaces_state() {
     }
     assert!(named.is_empty(), "a surface's state, named: {named:#?}");
 }
+
+/// The neutral model has no wire shape: no type of `src/model/` is written
+/// or read by serde (a client API's shape is its surface's, in
+/// `crate::wire`), but a model list (`listing.rs`: the lists kept in shared
+/// data are the gateway's own format) and the strict reader itself
+/// (`json.rs`).
+const SERDE_IN_THE_MODEL: [&str; 2] = ["src/model/listing.rs", "src/model/json.rs"];
+
+#[test]
+fn the_neutral_model_has_no_wire_shape() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shaped: Vec<String> = non_test_files(&root.join("src/model"))
+        .into_iter()
+        .map(|(path, text)| (path.strip_prefix(root).unwrap().display().to_string(), text))
+        .filter(|(file, _)| !SERDE_IN_THE_MODEL.contains(&file.as_str()))
+        .filter(|(_, text)| {
+            let words = identifiers(&without_tests(text));
+            words.contains("Serialize") || words.contains("Deserialize")
+        })
+        .map(|(file, _)| file)
+        .collect();
+    assert!(shaped.is_empty(), "serde shapes in the model: {shaped:?}");
+}

@@ -2,8 +2,6 @@
 //! renders: finish reasons, token usage, who answered, tool calls, and a
 //! complete (non-stream) completion.
 
-use serde::Serialize;
-
 use crate::model::request::Thinking;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,17 +34,6 @@ impl FinishReason {
             Self::ToolCalls => "tool_calls",
             Self::ContentFilter => "content_filter",
             Self::Paused => "pause_turn",
-        }
-    }
-}
-
-/// As the chat surface says it: OpenAI's five values only (typed clients
-/// refuse others), so a paused turn is `length`, an answer cut short.
-impl Serialize for FinishReason {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Paused => s.serialize_str(Self::Length.as_str()),
-            _ => s.serialize_str(self.as_str()),
         }
     }
 }
@@ -96,15 +83,14 @@ pub struct Origin {
     pub stop_sequence: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallOut {
     pub id: String,
-    #[serde(rename = "type")]
     pub kind: &'static str,
     pub function: FunctionOut,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FunctionOut {
     pub name: String,
     pub arguments: String,

@@ -65,7 +65,11 @@ pub struct Choice<'a> {
     pub message: Option<Message<'a>>,
     #[serde(skip_deserializing)]
     pub logprobs: (),
-    #[serde(default, deserialize_with = "finish_reason")]
+    #[serde(
+        default,
+        deserialize_with = "finish_reason",
+        serialize_with = "write_finish_reason"
+    )]
     pub finish_reason: Option<FinishReason>,
     /// Azure's output filter annotations (read, never written).
     #[serde(default, skip_serializing)]
@@ -287,7 +291,11 @@ pub struct ChunkChoice<'a> {
     pub delta: Option<Delta<'a>>,
     #[serde(skip_deserializing)]
     pub logprobs: (),
-    #[serde(default, deserialize_with = "finish_reason")]
+    #[serde(
+        default,
+        deserialize_with = "finish_reason",
+        serialize_with = "write_finish_reason"
+    )]
     pub finish_reason: Option<FinishReason>,
     #[serde(default, skip_serializing)]
     pub content_filter_results: Option<Value>,
@@ -467,6 +475,20 @@ fn finish_reason<'de, D: Deserializer<'de>>(d: D) -> Result<Option<FinishReason>
     Ok(text(d)?.and_then(|reason| FinishReason::parse(&reason)))
 }
 
+/// A finish reason as this API says it: OpenAI's five values only (typed
+/// clients refuse others), so a paused turn is `length`, an answer cut
+/// short.
+fn write_finish_reason<S: serde::Serializer>(
+    reason: &Option<FinishReason>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match reason {
+        Some(FinishReason::Paused) => s.serialize_str(FinishReason::Length.as_str()),
+        Some(reason) => s.serialize_str(reason.as_str()),
+        None => s.serialize_none(),
+    }
+}
+
 fn string_or_none<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
     Ok(match Value::deserialize(d)? {
         Value::String(s) => Some(Cow::Owned(s)),
@@ -531,6 +553,22 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[{"index":null}]}}]}"#
         )
         .is_err());
+    }
+
+    #[test]
+    fn finish_reasons_are_written_in_openais_five_values() {
+        let written = |finish: Option<FinishReason>| {
+            let choice = ChunkChoice {
+                finish_reason: finish,
+                ..ChunkChoice::default()
+            };
+            serde_json::to_value(choice).unwrap()["finish_reason"].clone()
+        };
+        assert_eq!(written(Some(FinishReason::ToolCalls)), "tool_calls");
+        assert_eq!(written(Some(FinishReason::ContentFilter)), "content_filter");
+        // A paused turn is `length` to chat clients (OpenAI's values only).
+        assert_eq!(written(Some(FinishReason::Paused)), "length");
+        assert_eq!(written(None), Value::Null);
     }
 
     #[test]
