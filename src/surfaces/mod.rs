@@ -16,7 +16,6 @@ use crate::error::{ErrorCode, GatewayError};
 use crate::model::call::{Call, CallAnswer};
 use crate::model::embed::{EmbedRequest, Embeddings};
 use crate::model::listing::Listed;
-use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Origin};
 use crate::model::stream::{EventWriter, StreamEncoder};
 pub use crate::model::surface_state::SurfaceState;
@@ -145,24 +144,18 @@ pub trait Surface: Sync {
     fn client_header(&self) -> Option<&'static str> {
         None
     }
-    /// Parses and validates a request body into the neutral request.
-    fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError>;
-    /// A generation's body, and what this surface keeps for its answers
-    /// (the default: its path's state, [`route::PathFacts::state`]), with
-    /// what its path said ([`route::PathFacts`]: Gemini's model and
-    /// stream flag) taking precedence.
+    /// A generation's body, parsed and validated into the neutral request,
+    /// with what its path said ([`route::PathFacts`]: Gemini's model and
+    /// stream flag) taking precedence, and what this surface keeps for its
+    /// answers (its path's state, [`route::PathFacts::state`], unless its
+    /// parser makes its own). The one way into a generation: the sessions,
+    /// the cache's and the fitting's tests and the golden files all parse
+    /// through it.
     fn parse_generation(
         &self,
         facts: &route::PathFacts,
         body: &[u8],
-    ) -> Result<Generation, GatewayError> {
-        let mut request = self.parse_request(body)?;
-        facts.apply(&mut request);
-        Ok(Generation {
-            request,
-            state: facts.state.clone(),
-        })
-    }
+    ) -> Result<Generation, GatewayError>;
     /// A native call's neutral answer in this API's shape: `call` is the
     /// one this surface routed (its shape may depend on it: Gemini's one
     /// embedding or a batch). Never asked of a surface without such a call.

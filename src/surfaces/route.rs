@@ -3,8 +3,9 @@
 
 use crate::error::{ErrorCode, GatewayError};
 use crate::model::call::Call;
+use crate::model::request::ChatRequest;
 use crate::model::surface_state::SurfaceState;
-use crate::model::Api;
+use crate::model::{Api, Generation};
 
 /// A request line on one surface's path.
 #[derive(Debug)]
@@ -48,8 +49,19 @@ pub struct PathFacts {
 }
 
 impl PathFacts {
+    /// The generation of `request` (its surface's parser's, which keeps no
+    /// state of its own): as its path has it ([`Self::apply`]), with the
+    /// path's state.
+    pub fn generation(&self, mut request: ChatRequest) -> Generation {
+        self.apply(&mut request);
+        Generation {
+            request,
+            state: self.state.clone(),
+        }
+    }
+
     /// The request as its path has it: the path's model and stream flag.
-    pub fn apply(&self, request: &mut crate::model::request::ChatRequest) {
+    pub fn apply(&self, request: &mut ChatRequest) {
         if let Some(model) = &self.model {
             request.model.clone_from(model);
         }

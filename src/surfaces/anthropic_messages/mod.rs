@@ -13,15 +13,14 @@
 
 use std::borrow::Cow;
 
-use super::route::{only, Operation, Route};
+use super::route::{only, Operation, PathFacts, Route};
 use super::{Surface, SurfaceState};
 use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::{Call, CallAnswer, CallOp};
 use crate::model::listing::Listed;
-use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::{Passed, Reasoning, StreamEncoder};
-use crate::model::{Api, Request};
+use crate::model::{Api, Generation, Request};
 use crate::wire::anthropic::{
     BlockDelta, BlockStart, BlockStop, ContentBlock, Delta, ErrorBody, ErrorEnvelope, Event,
     Message, MessageDelta, MessageStart, StopDelta, ToolInput, Usage as MessageUsage,
@@ -81,8 +80,8 @@ impl Surface for AnthropicMessages {
         Some("anthropic-version")
     }
 
-    fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
-        request::parse(body)
+    fn parse_generation(&self, facts: &PathFacts, body: &[u8]) -> Result<Generation, GatewayError> {
+        Ok(facts.generation(request::parse(body)?))
     }
 
     /// count_tokens: `{"input_tokens": N}`.

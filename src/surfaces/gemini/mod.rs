@@ -21,11 +21,10 @@ use crate::error::{ErrorCode, GatewayError, Wording};
 use crate::model::call::{Call, CallAnswer, CallOp};
 use crate::model::embed::{EmbedInput, EmbedRequest, Embeddings};
 use crate::model::listing::Listed;
-use crate::model::request::ChatRequest;
 use crate::model::response::{Answer, ChoiceRef, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
 use crate::model::surface_state::OwnState;
-use crate::model::{Api, Request};
+use crate::model::{Api, Generation, Request};
 use crate::wire::gemini::{
     Candidate, Content, Detail, ErrorEnvelope, FunctionCall, GenerateContentResponse, Model,
     ModelList, Part, Status, Text, UsageMetadata,
@@ -200,8 +199,8 @@ impl Surface for Gemini {
         }
     }
 
-    fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
-        request::parse(body)
+    fn parse_generation(&self, facts: &PathFacts, body: &[u8]) -> Result<Generation, GatewayError> {
+        Ok(facts.generation(request::parse(body)?))
     }
 
     fn render_answer(&self, answer: Answer, origin: &Origin, _state: &SurfaceState) -> Vec<u8> {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::model::request::{Content as Text_, Effort, Message, ToolChoice};
+use crate::model::request::{ChatRequest, Content as Text_, Effort, Message, ToolChoice};
 use crate::model::response::{Completion, ToolCallOut};
 use crate::model::stream::{Passed, Reasoning};
 use serde_json::json;

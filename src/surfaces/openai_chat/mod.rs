@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use super::route::{only, Operation, Route};
+use super::route::{only, Operation, PathFacts, Route};
 use super::{Surface, SurfaceState};
 use crate::error::GatewayError;
 use crate::formats::sse::write_data;
@@ -19,7 +19,7 @@ use crate::model::response::{
     Answer, ChoiceRef, Completion, FinishReason, Origin, ToolCallOut, Usage,
 };
 use crate::model::stream::{Passed, Reasoning, StreamEncoder};
-use crate::model::{Api, Request};
+use crate::model::{Api, Generation, Request};
 use crate::wire::openai_chat::{
     self as wire, Delta, ReasoningDetail, DETAIL_ENCRYPTED, DETAIL_TEXT,
 };
@@ -83,8 +83,8 @@ impl Surface for OpenAiChat {
         }
     }
 
-    fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
-        ChatRequest::parse(body)
+    fn parse_generation(&self, facts: &PathFacts, body: &[u8]) -> Result<Generation, GatewayError> {
+        Ok(facts.generation(ChatRequest::parse(body)?))
     }
 
     /// `POST /v1/embeddings` with OpenAI's body for the part's inputs (and

@@ -19,7 +19,7 @@ use super::{Surface, SurfaceState};
 use crate::error::GatewayError;
 use crate::model::call::Call;
 use crate::model::listing::Listed;
-use crate::model::request::{ChatRequest, Thinking};
+use crate::model::request::Thinking;
 use crate::model::response::{Answer, Completion, FinishReason, Origin, Usage};
 use crate::model::stream::StreamEncoder;
 use crate::model::{Api, Generation, Request};
@@ -72,10 +72,6 @@ impl Surface for OpenAiResponses {
 
     fn render_model(&self, model: &Listed, loaded_at: u64) -> Vec<u8> {
         super::openai_chat::models::render_one(model, loaded_at)
-    }
-
-    fn parse_request(&self, body: &[u8]) -> Result<ChatRequest, GatewayError> {
-        request::parse(body).map(|g| g.request)
     }
 
     fn parse_generation(&self, facts: &PathFacts, body: &[u8]) -> Result<Generation, GatewayError> {
