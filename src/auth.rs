@@ -150,25 +150,6 @@ pub fn presented_key<'a>(
         .or(x_api_key.map(str::trim))
 }
 
-/// The `key` parameter of a query string (Gemini's clients may give their
-/// key so), percent-decoded, and the query without it.
-pub fn query_key(query: &str) -> Option<(String, String)> {
-    let mut key = None;
-    let mut rest = Vec::new();
-    for pair in query.split('&') {
-        match pair.split_once('=') {
-            Some(("key", value)) if key.is_none() => {
-                key = Some(crate::formats::url::decode_segment(
-                    &value.replace('+', " "),
-                ))
-            }
-            _ if pair == "key" => {}
-            _ => rest.push(pair),
-        }
-    }
-    key.map(|k| (k, rest.join("&")))
-}
-
 /// Whether two digests are equal, in time that does not depend on where they differ.
 pub(crate) fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
@@ -251,11 +232,5 @@ mod tests {
         assert_eq!(presented_key(Some("bearer  abc "), Some("x")), Some("abc"));
         assert_eq!(presented_key(None, Some("xyz")), Some("xyz"));
         assert_eq!(presented_key(Some("Basic Zm9v"), None), None);
-        assert_eq!(
-            query_key("alt=sse&key=k%2By"),
-            Some(("k+y".to_owned(), "alt=sse".to_owned()))
-        );
-        assert_eq!(query_key("key=a&x=1"), Some(("a".into(), "x=1".into())));
-        assert_eq!(query_key("alt=sse"), None);
     }
 }

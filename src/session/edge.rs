@@ -35,7 +35,7 @@ use crate::model::{Api, Generation, Request};
 use crate::routing::{Candidate, Needs};
 use crate::session::exchange::{self, Handoff, Token};
 use crate::surfaces::route::PathFacts;
-use crate::surfaces::{self, parse_call_body, surface, Operation, Surface};
+use crate::surfaces::{self, parse_call_body, surface, Operation, QueryKey, Surface};
 pub use diagnostics::prepare;
 use limiter::RequestLimits;
 use replies::{error_message, is_unified_error, retry_overflowed, RETRY_OVERFLOW};
@@ -404,18 +404,9 @@ impl<H: Host> Session for Edge<H> {
             return Flow::Continue;
         };
         self.api = route.api;
-        // Gemini's clients may give the key as `?key=`: read, then removed
-        // from the path (it never travels on, nor reaches a log).
-        let (query_key, keyless_path) = match route.api {
-            Api::Gemini => match crate::auth::query_key(&query) {
-                Some((key, rest)) => {
-                    let sep = if rest.is_empty() { "" } else { "?" };
-                    (Some(key), Some(format!("{path}{sep}{rest}")))
-                }
-                None => (None, None),
-            },
-            _ => (None, None),
-        };
+        // A key in the query, where the API's clients may give it so: read,
+        // then removed from the path (it never travels on, nor reaches a log).
+        let query_key = surfaces::key_in_query(route.api, &path, &query);
         if route.metered {
             let operation = match &route.operation {
                 Ok(Operation::Call(call)) => call.operation_name(),
@@ -426,7 +417,7 @@ impl<H: Host> Session for Edge<H> {
                 ..ChatFacts::default()
             });
         }
-        if let Some(path) = keyless_path {
+        if let Some(QueryKey { path, .. }) = &query_key {
             if let Err(e) = self
                 .host
                 .set_header(Map::Request, b":path", Some(path.as_bytes()))
@@ -434,7 +425,7 @@ impl<H: Host> Session for Edge<H> {
                 return self.reject(e.into());
             }
         }
-        if let Err(e) = self.authenticate(query_key.as_deref()) {
+        if let Err(e) = self.authenticate(query_key.as_ref().map(|k| k.key.as_str())) {
             return self.reject(e);
         }
         if let Err(e) = self.check_text_headers() {

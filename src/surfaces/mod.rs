@@ -27,7 +27,7 @@ pub mod openai_chat;
 pub mod openai_responses;
 pub mod route;
 
-pub use route::{Operation, Route};
+pub use route::{Operation, QueryKey, Route};
 
 /// The gateway's API paths are below these; other paths are not ours.
 const API_ROOTS: [&str; 2] = ["/v1/", "/v1beta/"];
@@ -91,6 +91,14 @@ fn unclaimed(path: &str) -> Api {
         .map_or(Api::OpenAiChat, |(_, api)| api)
 }
 
+/// The gateway key a client of `api` gave in its query, and the path
+/// without it, if `api`'s clients may give it so
+/// ([`Surface::key_parameter`]) and this one did.
+pub fn key_in_query(api: Api, path: &str, query: &str) -> Option<QueryKey> {
+    let name = surface(api).key_parameter()?;
+    QueryKey::take(name, path, query)
+}
+
 /// The surface that renders the model list on `owner`'s route: the one
 /// whose clients' header the request carries (`has_header`), else `owner`.
 pub fn lister(owner: Api, has_header: impl Fn(&str) -> bool) -> &'static dyn Surface {
@@ -142,6 +150,11 @@ pub trait Surface: Sync {
     /// A header this API's clients send on every request, which tells them
     /// apart on a path shared with another API (`/v1/models`).
     fn client_header(&self) -> Option<&'static str> {
+        None
+    }
+    /// The query parameter this API's clients may give the gateway key in,
+    /// instead of a header ([`key_in_query`]).
+    fn key_parameter(&self) -> Option<&'static str> {
         None
     }
     /// A generation's body, parsed and validated into the neutral request,

@@ -71,6 +71,43 @@ impl PathFacts {
     }
 }
 
+/// A gateway key the client gave in the request's query, on a surface
+/// whose clients may ([`super::Surface::key_parameter`]): the key, and
+/// the path and query without it, which is all that travels on (the key
+/// never reaches a vendor nor a log).
+#[derive(Debug, PartialEq)]
+pub struct QueryKey {
+    /// The key, percent-decoded.
+    pub key: String,
+    /// `path` with the query less the key's parameter.
+    pub path: String,
+}
+
+impl QueryKey {
+    /// The first `name` parameter of `query` (on `path`), if it has one.
+    pub fn take(name: &str, path: &str, query: &str) -> Option<QueryKey> {
+        let mut key = None;
+        let mut rest = Vec::new();
+        for pair in query.split('&') {
+            match pair.split_once('=') {
+                Some((n, value)) if n == name && key.is_none() => {
+                    key = Some(crate::formats::url::decode_segment(
+                        &value.replace('+', " "),
+                    ))
+                }
+                _ if pair == name => {}
+                _ => rest.push(pair),
+            }
+        }
+        let rest = rest.join("&");
+        let sep = if rest.is_empty() { "" } else { "?" };
+        key.map(|key| QueryKey {
+            key,
+            path: format!("{path}{sep}{rest}"),
+        })
+    }
+}
+
 impl Route {
     /// A generation at `path`, which takes `POST` only.
     pub fn generation(api: Api, method: &str, path: &str) -> Route {
@@ -316,6 +353,39 @@ mod tests {
         }
         assert_eq!(route("GET", "/v1beta/modelsx", ""), not_found(Api::Gemini));
         assert_eq!(route("POST", "/v1", ""), None);
+    }
+
+    #[test]
+    fn a_key_in_the_query_is_taken_out_of_it() {
+        let taken = |query| QueryKey::take("key", "/p", query).map(|k| (k.key, k.path));
+        assert_eq!(
+            taken("alt=sse&key=k%2By"),
+            Some(("k+y".to_owned(), "/p?alt=sse".to_owned()))
+        );
+        assert_eq!(taken("key=a&x=1"), Some(("a".into(), "/p?x=1".into())));
+        assert_eq!(taken("key=a+b"), Some(("a b".into(), "/p".into())));
+        assert_eq!(taken("alt=sse"), None);
+        assert_eq!(taken("keys=a"), None);
+    }
+
+    #[test]
+    fn only_a_surface_whose_clients_may_give_a_key_in_the_query_takes_it() {
+        use crate::surfaces::key_in_query;
+        let gemini = key_in_query(Api::Gemini, "/v1beta/models/g:countTokens", "key=k&alt=sse");
+        assert_eq!(
+            gemini,
+            Some(QueryKey {
+                key: "k".into(),
+                path: "/v1beta/models/g:countTokens?alt=sse".into()
+            })
+        );
+        for api in [
+            Api::OpenAiChat,
+            Api::AnthropicMessages,
+            Api::OpenAiResponses,
+        ] {
+            assert_eq!(key_in_query(api, "/v1/models", "key=k"), None, "{api:?}");
+        }
     }
 
     #[test]

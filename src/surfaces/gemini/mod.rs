@@ -162,6 +162,12 @@ impl Surface for Gemini {
         Some("x-goog-api-client")
     }
 
+    /// Google's API keys may be given as `?key=` (the SDKs send them in
+    /// `x-goog-api-key`; curl examples and some tools in the query).
+    fn key_parameter(&self) -> Option<&'static str> {
+        Some("key")
+    }
+
     /// `:batchEmbedContents` of the call's model, one request per input.
     fn embeddings_part(
         &self,
