@@ -6,8 +6,9 @@
 //! knows no proxy is the compiler's to check: it has no proxy-wasm
 //! dependency (the wasm host is its own crate, `hosts/wasm`).
 //! The operations' neutral model names no client API, and the sessions
-//! use no wire format and match no call's operation; the sessions and the
-//! response cache name no member of a client surface's state. And no file
+//! use no wire format and match no call's operation, nor name one; the
+//! sessions and the response cache name no member of a client surface's
+//! state. And no file
 //! of the core, the hosts (`hosts/*/src`) or the mock (`mock/src`) has
 //! more than `MAX_LINES` lines of non-test code.
 //!
@@ -459,6 +460,28 @@ fn the_sessions_name_no_wire_format_nor_call_operation() {
         matching.is_empty(),
         "match a call's operation: {matching:?}"
     );
+}
+
+/// The operations' names (`Call::operation_name`), as string literals.
+const OPERATION_NAMES: [&str; 3] = ["\"embeddings\"", "\"count_tokens\"", "\"stored_response\""];
+
+/// The sessions know no operation by name either: they ask the call
+/// neutral questions (`Call::splits_into_parts`...) and carry its name
+/// only to the metrics and the log, never comparing it.
+#[test]
+fn the_sessions_name_no_operation() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut named = Vec::new();
+    for (path, text) in non_test_files(&root.join("src/session")) {
+        let code = without_tests(&text);
+        let file = path.strip_prefix(root).unwrap().display().to_string();
+        for name in OPERATION_NAMES {
+            if code.contains(name) {
+                named.push(format!("{file}: {name}"));
+            }
+        }
+    }
+    assert!(named.is_empty(), "an operation, named: {named:#?}");
 }
 
 /// A client surface's state is its own type (`model::surface_state`): the

@@ -154,6 +154,13 @@ impl Call {
         !matches!(self.op, CallOp::Stored { .. })
     }
 
+    /// Whether its request is a batch the gateway may split into parts
+    /// (embeddings' inputs), whose answers may carry the vendor's batch
+    /// limit.
+    pub fn splits_into_parts(&self) -> bool {
+        self.op == CallOp::Embeddings
+    }
+
     /// Whether it asks for a token count ([`CallAnswer::Count`]).
     pub fn is_count(&self) -> bool {
         self.op == CallOp::CountTokens

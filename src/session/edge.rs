@@ -170,6 +170,9 @@ pub struct Edge<H: Host> {
 struct ChatFacts {
     /// The operation's name in metrics and the log (`chat`, `embeddings`...).
     operation: &'static str,
+    /// A batch the edge may split into parts (`Call::splits_into_parts`):
+    /// its answer may carry the vendor's batch limit, withheld from clients.
+    splits_into_parts: bool,
     group: String,
     request_model: String,
     stream: bool,
@@ -408,12 +411,13 @@ impl<H: Host> Session for Edge<H> {
         // then removed from the path (it never travels on, nor reaches a log).
         let query_key = surfaces::key_in_query(route.api, &path, &query);
         if route.metered {
-            let operation = match &route.operation {
-                Ok(Operation::Call(call)) => call.operation_name(),
-                _ => GENERATION,
+            let (operation, splits_into_parts) = match &route.operation {
+                Ok(Operation::Call(call)) => (call.operation_name(), call.splits_into_parts()),
+                _ => (GENERATION, false),
             };
             self.chat = Some(ChatFacts {
                 operation,
+                splits_into_parts,
                 ..ChatFacts::default()
             });
         }

@@ -534,11 +534,7 @@ impl<H: Host> Edge<H> {
     /// a request splitting a batch, never for a client (an internal header;
     /// a 400 for a batch over it says the limit in its message).
     pub(super) fn withhold_batch_limit(&self) {
-        if self
-            .chat
-            .as_ref()
-            .is_some_and(|c| c.operation == "embeddings")
-        {
+        if self.chat.as_ref().is_some_and(|c| c.splits_into_parts) {
             ignore(
                 self.host
                     .set_header(Map::Response, BATCH_LIMIT_HEADER.as_bytes(), None),

@@ -86,6 +86,7 @@ impl<H: Host> Edge<H> {
             request_model: request.model.clone(),
             stream: request.stream,
             estimated_prompt_tokens: needs.prompt_tokens,
+            ..ChatFacts::default()
         });
         // The response cache: a hit is answered here (`edge/cache.rs`).
         if let Some(settings) = &model_group.cache {
@@ -284,6 +285,7 @@ impl<H: Host> Edge<H> {
             .map(str::to_owned);
         self.chat = Some(ChatFacts {
             operation: call.operation_name(),
+            splits_into_parts: call.splits_into_parts(),
             group: group.to_owned(),
             request_model: request_model.clone().unwrap_or_default(),
             estimated_prompt_tokens: input_tokens,
