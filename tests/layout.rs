@@ -183,14 +183,6 @@ fn test_module_files(file: &Path, code: &str) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for (at, _) in code.match_indices(TEST_ATTR) {
         let decl = code[at + TEST_ATTR.len()..].trim_start();
-        // A file named by `#[path = "x_tests.rs"]` (beside this file's).
-        if let Some(named) = decl
-            .strip_prefix("#[path = \"")
-            .and_then(|d| d.split_once('"'))
-        {
-            files.push(file.with_file_name(named.0));
-            continue;
-        }
         // Past a visibility (`pub(super) mod tests;`).
         let decl = match decl.strip_prefix("pub") {
             Some(rest) if rest.starts_with('(') => rest.split_once(')').map_or(rest, |r| r.1),
@@ -300,11 +292,8 @@ struct S { #[cfg(test)] probe: crate::g::P }
         "#[cfg(test)]\npub(super) mod tests;",
     );
     assert!(files.contains(&PathBuf::from("/s/d/tests.rs")));
-    let files = test_module_files(
-        Path::new("/s/c/capture.rs"),
-        "#[cfg(test)]\n#[path = \"capture_tests.rs\"]\nmod tests;",
-    );
-    assert!(files.contains(&PathBuf::from("/s/c/capture_tests.rs")));
+    let files = test_module_files(Path::new("/s/c/capture.rs"), "#[cfg(test)]\nmod tests;");
+    assert!(files.contains(&PathBuf::from("/s/c/capture/tests.rs")));
 }
 
 #[test]
@@ -360,6 +349,44 @@ fn the_formats_know_no_domain_module() {
     let graph = graph();
     assert!(graph["formats"].is_empty(), "{:?}", graph["formats"]);
     assert!(graph["wire"].contains("formats"));
+}
+
+/// Test modules are placed one way: where Rust looks for a module. A
+/// module's tests are its child module (`tests`, or one per topic, as
+/// `edge.rs`'s `batch_tests`), inline (`#[cfg(test)] mod tests { .. }`)
+/// or, when long, the file of `#[cfg(test)] mod tests;` at the module's
+/// own path: `foo/tests.rs` for `foo.rs` and `foo/mod.rs` alike. No
+/// `#[path]` puts one elsewhere (a `foo_tests.rs` beside `foo.rs`), so a
+/// reader, rust-analyzer and this file's `test_module_files` all find a
+/// module's tests where its `mod` line says. Checked over the core, the
+/// hosts and the mock, test code included.
+#[test]
+fn test_modules_are_where_rust_looks_for_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs = vec![root.join("src"), root.join("mock/src")];
+    for host in fs::read_dir(root.join("hosts")).unwrap() {
+        dirs.push(host.unwrap().path().join("src"));
+    }
+    let mut elsewhere = Vec::new();
+    for dir in &dirs {
+        let mut stack = vec![dir.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs")
+                    && fs::read_to_string(&path).unwrap().contains("#[path")
+                {
+                    elsewhere.push(path.strip_prefix(root).unwrap().display().to_string());
+                }
+            }
+        }
+    }
+    assert!(
+        elsewhere.is_empty(),
+        "a module placed by #[path]: {elsewhere:#?}"
+    );
 }
 
 /// The most lines of non-test code a file may have, in the core, the hosts

@@ -298,5 +298,4 @@ impl StreamEncoder for Recording {
 }
 
 #[cfg(test)]
-#[path = "capture_tests.rs"]
 mod tests;

@@ -367,5 +367,4 @@ impl Canon {
 }
 
 #[cfg(test)]
-#[path = "key_tests.rs"]
 mod tests;

@@ -117,5 +117,4 @@ fn pieces(text: &str) -> impl Iterator<Item = &str> {
 }
 
 #[cfg(test)]
-#[path = "replay_tests.rs"]
 mod tests;

@@ -223,5 +223,4 @@ pub fn vector_of(body: &[u8]) -> Option<Vec<f32>> {
 }
 
 #[cfg(test)]
-#[path = "semantic_tests.rs"]
 mod tests;

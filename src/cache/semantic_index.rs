@@ -377,5 +377,4 @@ fn best(index: &Read, partition: &Key, query: &Quantized, now: u64) -> Option<(u
 }
 
 #[cfg(test)]
-#[path = "semantic_index_tests.rs"]
 mod tests;

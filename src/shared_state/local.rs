@@ -395,5 +395,4 @@ impl<'s, S: SharedStore> Store<'s, S> {
 }
 
 #[cfg(test)]
-#[path = "local_tests.rs"]
 mod tests;

@@ -532,5 +532,4 @@ impl<H: Host> Edge<H> {
 }
 
 #[cfg(test)]
-#[path = "cache_tests.rs"]
 mod tests;
