@@ -151,6 +151,8 @@ pub const CATALOGUE: &[(Kind, &str, &[&str])] = &[
 ];
 
 const OVERHEAD: &str = "llm_gateway.overhead_us";
+/// The most label names a metric of [`CATALOGUE`] has (`llm_gateway.requests`).
+const MAX_LABELS: usize = 8;
 const PHASES: [&str; 5] = ["admit", "request", "chunk", "response", "log"];
 
 struct Defined {
@@ -235,8 +237,14 @@ impl Metrics {
         value: u64,
     ) -> Result<(), u32> {
         let id = self.find(kind, base, labels).ok_or(NOT_FOUND)?;
-        let cleaned: Vec<Cow<'_, str>> = labels.iter().map(|(_, v)| clean(v)).collect();
-        emit_id(filter, kind, id, &cleaned, value)
+        // On the stack: a request records five series or so, each with up
+        // to MAX_LABELS values, and the heap had two vectors per series.
+        let mut cleaned: [Cow<'_, str>; MAX_LABELS] = Default::default();
+        for (slot, (_, v)) in cleaned.iter_mut().zip(labels) {
+            *slot = clean(v);
+        }
+        let cleaned = cleaned.get(..labels.len()).ok_or(BAD_ARGUMENT)?;
+        emit_id(filter, kind, id, cleaned, value)
     }
 
     pub fn overhead(&self, filter: FilterEnvoy, phase: Phase, micros: u64) -> Result<(), u32> {
@@ -253,10 +261,11 @@ fn emit_id<S: AsRef<str>>(
     values: &[S],
     value: u64,
 ) -> Result<(), u32> {
-    let buffers: Vec<ModuleBuffer> = values
-        .iter()
-        .map(|v| ModuleBuffer::of(v.as_ref().as_bytes()))
-        .collect();
+    let mut buffers = [ModuleBuffer::NULL; MAX_LABELS];
+    for (buffer, v) in buffers.iter_mut().zip(values) {
+        *buffer = ModuleBuffer::of(v.as_ref().as_bytes());
+    }
+    let buffers = buffers.get(..values.len()).ok_or(BAD_ARGUMENT)?;
     let call = match kind {
         Kind::Counter => abi::envoy_dynamic_module_callback_http_filter_increment_counter,
         Kind::Gauge => abi::envoy_dynamic_module_callback_http_filter_set_gauge,
@@ -318,6 +327,13 @@ mod tests {
         ));
         let name = llm_gateway_core::metering::metric_name("b", &[("l", "a;b=c d")]);
         assert_eq!(name, format!("b;l={}", clean("a;b=c d")));
+    }
+
+    /// `emit` holds a series' label values in arrays of MAX_LABELS.
+    #[test]
+    fn every_metric_fits_the_label_arrays() {
+        let most = CATALOGUE.iter().map(|(_, _, l)| l.len()).max();
+        assert_eq!(most, Some(MAX_LABELS));
     }
 
     /// Every metric base name the core's sessions record is in the
