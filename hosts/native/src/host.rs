@@ -54,6 +54,10 @@ pub struct Stream {
     pub buffering: [Cell<bool>; 2],
     /// Inside a body hook of this direction (the received chunk exists).
     pub in_body: [Cell<bool>; 2],
+    /// The body's parts and size as Envoy gave them in the running body hook
+    /// of this direction, until the body is replaced: the hook's size, the
+    /// session's reads and its replacement ask the same questions.
+    pub body_view: [Cell<Option<BodyView>>; 2],
     pub reply: RefCell<Option<Reply>>,
     pub reset: Cell<bool>,
     /// `response.code_details` of the last local reply (Envoy's or ours).
@@ -74,11 +78,27 @@ impl Stream {
             request_headers_changed: Cell::new(false),
             buffering: [Cell::new(false), Cell::new(false)],
             in_body: [Cell::new(false), Cell::new(false)],
+            body_view: [Cell::new(None), Cell::new(None)],
             reply: RefCell::new(None),
             reset: Cell::new(false),
             local_reply_details: RefCell::new(None),
             handoff: RefCell::new(None),
             responding: Cell::new(false),
+        }
+    }
+
+    /// A body hook of direction `d` begins (`running`) or ends: what was
+    /// learnt of the body before is forgotten either way.
+    pub fn body_hook(&self, d: usize, running: bool) {
+        if let Some(flag) = self.in_body.get(d) {
+            flag.set(running);
+        }
+        self.forget_body(d);
+    }
+
+    fn forget_body(&self, d: usize) {
+        if let Some(view) = self.body_view.get(d) {
+            view.set(None);
         }
     }
 }
@@ -116,6 +136,33 @@ pub fn state_key(name: &str) -> String {
     format!("wasm.{name}")
 }
 
+/// What a body hook's body is made of: its parts (see [`parts`]) and their
+/// total size.
+#[derive(Clone, Copy)]
+pub struct BodyView {
+    parts: [Option<u32>; 2],
+    total: usize,
+}
+
+/// The body of direction `d` as the session sees it: inside a body hook,
+/// asked of Envoy once until it is replaced.
+fn view(stream: &Stream, d: usize) -> BodyView {
+    let in_body = stream.in_body.get(d).is_some_and(Cell::get);
+    let cached = stream.body_view.get(d).filter(|_| in_body);
+    if let Some(view) = cached.and_then(Cell::get) {
+        return view;
+    }
+    let parts = parts(stream, d);
+    let view = BodyView {
+        parts,
+        total: size_of_parts(stream, parts),
+    };
+    if let Some(cell) = cached {
+        cell.set(Some(view));
+    }
+    view
+}
+
 /// The body types that make up what the session sees as the body:
 /// Envoy's buffered chunks (while this filter buffers, unless the received
 /// chunk is that very buffer, resumed by an earlier filter), then the chunk
@@ -144,7 +191,7 @@ fn parts(stream: &Stream, d: usize) -> [Option<u32>; 2] {
 
 /// The size of the body a session sees in direction `d` (0: request).
 pub fn body_size_of(stream: &Stream, d: usize) -> usize {
-    size_of_parts(stream, parts(stream, d))
+    view(stream, d).total
 }
 
 /// The size of the body made of `parts`.
@@ -334,8 +381,7 @@ impl Host for NativeHost {
     }
 
     fn body(&self, b: Buffer, start: usize, size: usize) -> Result<Vec<u8>, HostError> {
-        let parts = parts(&self.stream, direction(b));
-        let total = size_of_parts(&self.stream, parts);
+        let BodyView { parts, total } = view(&self.stream, direction(b));
         // Sized by Envoy's count, bounded by what the chunks hold.
         let mut out = Vec::with_capacity(size.min(total.saturating_sub(start)));
         let end = start.saturating_add(size);
@@ -348,8 +394,9 @@ impl Host for NativeHost {
     fn set_body(&self, b: Buffer, start: usize, size: usize, data: &[u8]) -> Result<(), HostError> {
         let d = direction(b);
         let fail = |s| HostError::new(HostCall::SetBody, s);
-        let parts = parts(&self.stream, d);
-        let total = size_of_parts(&self.stream, parts);
+        let BodyView { parts, total } = view(&self.stream, d);
+        // The body changes (or is left half drained): asked of Envoy again.
+        self.stream.forget_body(d);
         // The sessions replace the whole body (or chunk) they read; a
         // partial replacement is spliced from a copy.
         let replacement = if start == 0 && size >= total {
@@ -395,15 +442,17 @@ impl Host for NativeHost {
     }
 
     fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, HostError> {
-        let dotted;
-        let path: Vec<&str> = match path {
+        // A dotted `xds.` name is split; any other path is read as given
+        // (no copy: properties are read a few times per request).
+        let split: Vec<&str>;
+        let path = match path {
             [one] if one.starts_with("xds.") => {
-                dotted = one.to_string();
-                dotted.split('.').collect()
+                split = one.split('.').collect();
+                split.as_slice()
             }
-            _ => path.to_vec(),
+            _ => path,
         };
-        Ok(match path.as_slice() {
+        Ok(match path {
             ["response", "code_details"] => self
                 .attribute_string(abi::ATTRIBUTE_RESPONSE_CODE_DETAILS)
                 .or_else(|| self.stream.local_reply_details.borrow().clone()),

@@ -367,13 +367,12 @@ fn run(ptr: FilterModule, body: Option<usize>, call: impl FnOnce(&mut dyn Sessio
                 in_body.set(true);
             }
         }
+        // The body view `body_size` left is kept: the same hook.
         let result = catch_unwind(AssertUnwindSafe(|| call(inner.session.as_mut())));
         let waits = result.is_ok() && inner.session.waiting();
         wake::register_if_waiting(ptr, &stream, waits);
         if let Some(d) = body {
-            if let Some(in_body) = stream.in_body.get(d) {
-                in_body.set(false);
-            }
+            stream.body_hook(d, false);
         }
         match result {
             Ok(flow) => {
@@ -493,13 +492,11 @@ fn body_size(ptr: FilterModule, d: usize) -> usize {
     };
     drop(inner);
     let stream = &filter.stream;
-    let in_body = stream.in_body.get(d);
-    if let Some(flag) = in_body {
-        flag.set(true);
-    }
+    // The hook begins here: its body view, kept for the session's reads.
+    stream.body_hook(d, true);
     // The size is the same whatever the config (only the stream is read).
     let size = host::body_size_of(stream, d);
-    if let Some(flag) = in_body {
+    if let Some(flag) = stream.in_body.get(d) {
         flag.set(false);
     }
     size

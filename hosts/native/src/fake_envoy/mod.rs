@@ -90,6 +90,8 @@ struct StreamModel {
     /// Reason and details of each reset.
     resets: Vec<(u32, Vec<u8>)>,
     route_cache_clears: usize,
+    /// `get_body_size` calls on this stream (either direction).
+    body_size_asks: usize,
     decoding_continued: usize,
     encoding_continued: usize,
     /// The module's filter on this stream and its config (Envoy's pointer).
@@ -507,6 +509,11 @@ impl Stream {
 
     pub fn route_cache_clears(self) -> usize {
         self.read(|s| s.route_cache_clears)
+    }
+
+    /// How often the module asked Envoy for a body's size on this stream.
+    pub fn body_size_asks(self) -> usize {
+        self.read(|s| s.body_size_asks)
     }
 
     /// From now on Envoy reports more headers than memory can hold.

@@ -171,6 +171,33 @@ fn a_body_in_several_chunks_is_read_whole_and_replaced_whole() {
     edge.destroy();
 }
 
+/// A body hook asks Envoy for the body's size once: the size the session
+/// is told, its read and its replacement share the answer (the fake Envoy
+/// counts `get_body_size`; the body is one part in each hook here).
+#[test]
+fn a_body_hook_asks_envoy_for_the_body_size_once() {
+    let (edge_config, upstream_config) = configs();
+    let edge = routed_chat(&edge_config);
+    assert_eq!(edge.stream.body_size_asks(), 1, "told, then read");
+    let attempt = attempt_sent(&upstream_config, &edge);
+    assert_eq!(attempt.stream.body_size_asks(), 1, "told, then replaced");
+    // Replaced, the body is asked of Envoy again: the response's hook.
+    attempt.stream.set_headers(
+        RESPONSE,
+        &[(":status", b"200"), ("content-type", b"application/json")],
+    );
+    assert_eq!(attempt.response_headers(false), abi::STOP);
+    assert_eq!(
+        attempt.response_body(&[ANSWER.as_bytes()], true),
+        abi::CONTINUE
+    );
+    assert_eq!(attempt.stream.body_size_asks(), 2, "its own hook, once");
+    let translated = json(&attempt.stream.forwarded_body(1));
+    assert_eq!(translated["choices"][0]["message"]["content"], "Hello");
+    attempt.destroy();
+    edge.destroy();
+}
+
 /// Envoy gave up on an attempt (a per-try timeout) and answers itself;
 /// it destroys that attempt's filter only after the response went out.
 #[test]

@@ -240,10 +240,11 @@ callback! {
         body_type: u32,
     ) -> usize {
         with(|w| {
-            w.stream(filter)
-                .and_then(|s| s.chunks(body_type))
-                .map_or(0, |c| c.iter().map(Vec::len).sum())
+            let stream = w.stream(filter)?;
+            stream.body_size_asks += 1;
+            stream.chunks(body_type).map(|c| c.iter().map(Vec::len).sum())
         })
+        .unwrap_or(0)
     }
 }
 
