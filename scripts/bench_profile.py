@@ -89,14 +89,75 @@ def profile(name, envoy, request, workdir, tag, module):
     return lines + [""]
 
 
+def imported_callbacks(module):
+    """The Envoy callbacks `module` (a libllm_gateway.so) imports: the ABI calls it can make."""
+    out = subprocess.run(["nm", "-D", "--undefined-only", str(module)], check=True, capture_output=True,
+                         text=True).stdout
+    return sorted({line.split()[-1] for line in out.splitlines() if "envoy_dynamic_module_callback_" in line})
+
+
+def abi_calls(envoy, module, request, workdir):
+    """How often each Envoy callback runs per request (a uprobe on each one `module`
+    imports, counted by `perf stat` over a short wrk run): what the module asks of Envoy.
+    {callback: calls per request}, or None where uprobes cannot be set."""
+    binary = Path(os.readlink(f"/proc/{envoy.pid}/exe"))
+    callbacks = imported_callbacks(module)
+    events = {}
+    try:
+        for i, callback in enumerate(callbacks):
+            added = subprocess.run(["perf", "probe", "-q", "-x", str(binary), "--add", f"llm_abi:call{i}={callback}"],
+                                   capture_output=True, text=True)
+            if added.returncode == 0:
+                events[f"llm_abi:call{i}"] = callback
+        if not events:
+            return None
+        out = workdir / "abi-calls.csv"
+        stat = subprocess.Popen(["perf", "stat", "-x", ",", "-o", str(out), "-e", ",".join(events),
+                                 "-p", str(envoy.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        run = bench.measure(envoy, request, CONNECTIONS, 3, workdir)
+        stat.send_signal(2)
+        stat.wait(timeout=60)
+        counts = {}
+        for line in out.read_text().splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[2] in events and fields[0].isdigit():
+                counts[events[fields[2]]] = int(fields[0]) / max(1, run["requests"])
+        return counts
+    finally:
+        subprocess.run(["perf", "probe", "-q", "-d", "llm_abi:*"], capture_output=True)
+
+
+def abi_table(envoys, requests, workdir):
+    """The ABI calls per request of each build, side by side: the table lines."""
+    per_build = []
+    for (name, envoy, _, module), request in zip(envoys, requests):
+        counts = abi_calls(envoy, module, request, workdir)
+        if counts is None:
+            return ["(No uprobes on this machine: the ABI calls per request were not counted.)", ""]
+        per_build.append((name, counts))
+    callbacks = sorted({c for _, counts in per_build for c in counts},
+                       key=lambda c: -per_build[0][1].get(c, 0))
+    short_name = lambda c: c.replace("envoy_dynamic_module_callback_", "")  # noqa: E731
+    lines = ["Envoy callbacks the module ran per request (a uprobe on each, counted over a 3 s run):", "",
+             "| callback | " + " | ".join(name for name, _ in per_build) + " |",
+             "|---|" + "---|" * len(per_build)]
+    for callback in callbacks:
+        row = [counts.get(callback, 0) for _, counts in per_build]
+        if any(round(v, 1) for v in row):
+            lines.append(f"| `{short_name(callback)}` | " + " | ".join(f"{v:.1f}" for v in row) + " |")
+    lines.append("| **all** | " + " | ".join(f"**{sum(counts.values()):.1f}**" for _, counts in per_build) + " |")
+    return lines + [""]
+
+
 def compare(envoys, requests, workdir):
     """CPU per request of each build, in alternating rounds without perf;
     which build goes first alternates too, so neither always runs on what
     the other left (a warm cache, a load that was rising)."""
-    cpu = {name: [] for name, _, _ in envoys}
+    cpu = {name: [] for name, *_ in envoys}
     pairs = list(zip(envoys, requests))
     for round_number in range(ROUNDS):
-        for (name, envoy, _), request in pairs[::-1] if round_number % 2 else pairs:
+        for (name, envoy, *_), request in pairs[::-1] if round_number % 2 else pairs:
             run = bench.measure(envoy, request, CONNECTIONS, SECONDS // 2, workdir)
             cpu[name].append(1e6 * run["cpu_s"] / max(1, run["requests"]))
     if METRICS_OFF:
@@ -122,7 +183,7 @@ def profile_size(size, envoys, workdir, module):
         size_label = f"{len(body) // 1000} KB" if len(body) >= 1000 else f"{len(body)} bytes"
         lines = [f"#### {group}: Chat Completions, {size_label}, {what}\n"]
         requests = []
-        for name, envoy, port in envoys:
+        for name, envoy, port, _ in envoys:
             request = bench.Request(workdir, f"profile-{size}-{group}-{len(requests)}",
                                     f"http://127.0.0.1:{port}/v1/chat/completions", headers, body)
             status, _ = bench.post(request.url, headers, body)
@@ -131,6 +192,7 @@ def profile_size(size, envoys, workdir, module):
             requests.append(request)
             bench.measure(envoy, request, CONNECTIONS, 2, workdir)  # warm-up
             lines += profile(name, envoy, request, workdir, f"{size}-{group}-{len(requests)}", module)
+        lines += abi_table(envoys, requests, workdir)
         if len(envoys) > 1:
             lines += compare(envoys, requests, workdir)
         sections.append("\n".join(lines) + "\n")
@@ -165,7 +227,7 @@ def main():
             envoy = bench.Envoy(stack, f"gateway-native-profiled-{len(envoys)}", gateway.to_native(
                 gateway.build_bootstrap(port, admin, mock_port, env={}, edit=edit)), port, admin, workdir, env=env)
             bench.pin(envoy.pid, bench.GATEWAY_CORE)
-            envoys.append((name, envoy, port))
+            envoys.append((name, envoy, port, directory / "libllm_gateway.so"))
         large = profile_size(SIZE, envoys, workdir, module.name)
         small = profile_size(SMALL_SIZE, envoys, workdir, module.name) if SMALL_SIZE else ""
     finally:
