@@ -27,6 +27,7 @@ use llm_gateway_core::session::host::{Buffer, Host, HostCall, HostError, Map, Ph
 use llm_gateway_core::session::HANDOFF_PROPERTY;
 
 use crate::abi::{self, EnvoyBuffer, EnvoyHeader, FilterConfigEnvoy, FilterEnvoy, ModuleBuffer};
+use crate::body::{self, BodyView};
 use crate::callouts::{self, Caller};
 use crate::metrics::Kind;
 use crate::shared;
@@ -123,9 +124,6 @@ fn direction(b: Buffer) -> usize {
     }
 }
 
-const RECEIVED: [u32; 2] = [abi::RECEIVED_REQUEST_BODY, abi::RECEIVED_RESPONSE_BODY];
-const BUFFERED: [u32; 2] = [abi::BUFFERED_REQUEST_BODY, abi::BUFFERED_RESPONSE_BODY];
-
 /// The dynamic-metadata namespace of the span attributes on this host:
 /// tracing tags read `%DYNAMIC_METADATA(llm_gateway:llm_request_model)%`
 /// where the wasm host's read `%FILTER_STATE(wasm.llm_request_model:PLAIN)%`.
@@ -134,74 +132,6 @@ const SPAN_NAMESPACE: &str = "llm_gateway";
 /// The filter-state key of a one-segment property.
 pub fn state_key(name: &str) -> String {
     format!("wasm.{name}")
-}
-
-/// What a body hook's body is made of: its parts (see [`parts`]) and their
-/// total size.
-#[derive(Clone, Copy)]
-pub struct BodyView {
-    parts: [Option<u32>; 2],
-    total: usize,
-}
-
-/// The body of direction `d` as the session sees it: inside a body hook,
-/// asked of Envoy once until it is replaced.
-fn view(stream: &Stream, d: usize) -> BodyView {
-    let in_body = stream.in_body.get(d).is_some_and(Cell::get);
-    let cached = stream.body_view.get(d).filter(|_| in_body);
-    if let Some(view) = cached.and_then(Cell::get) {
-        return view;
-    }
-    let parts = parts(stream, d);
-    let view = BodyView {
-        parts,
-        total: size_of_parts(stream, parts),
-    };
-    if let Some(cell) = cached {
-        cell.set(Some(view));
-    }
-    view
-}
-
-/// The body types that make up what the session sees as the body:
-/// Envoy's buffered chunks (while this filter buffers, unless the received
-/// chunk is that very buffer, resumed by an earlier filter), then the chunk
-/// just received (inside a body hook). (An array, not a `Vec`: asked on
-/// every body read and size.)
-fn parts(stream: &Stream, d: usize) -> [Option<u32>; 2] {
-    let in_body = stream.in_body.get(d).is_some_and(Cell::get);
-    let buffering = stream.buffering.get(d).is_some_and(Cell::get);
-    // SAFETY: the filter is live while its hooks run.
-    let received_is_buffered = in_body
-        && unsafe {
-            if d == 0 {
-                abi::envoy_dynamic_module_callback_http_received_buffered_request_body(stream.envoy)
-            } else {
-                abi::envoy_dynamic_module_callback_http_received_buffered_response_body(
-                    stream.envoy,
-                )
-            }
-        };
-    let buffered = ((buffering || !in_body) && !received_is_buffered)
-        .then(|| BUFFERED.get(d).copied())
-        .flatten();
-    let received = in_body.then(|| RECEIVED.get(d).copied()).flatten();
-    [buffered, received]
-}
-
-/// The size of the body a session sees in direction `d` (0: request).
-pub fn body_size_of(stream: &Stream, d: usize) -> usize {
-    view(stream, d).total
-}
-
-/// The size of the body made of `parts`.
-fn size_of_parts(stream: &Stream, parts: [Option<u32>; 2]) -> usize {
-    parts
-        .into_iter()
-        .flatten()
-        // SAFETY: the filter is live while its hooks run.
-        .map(|t| unsafe { abi::envoy_dynamic_module_callback_http_get_body_size(stream.envoy, t) })
-        .sum()
 }
 
 impl NativeHost {
@@ -381,7 +311,7 @@ impl Host for NativeHost {
     }
 
     fn body(&self, b: Buffer, start: usize, size: usize) -> Result<Vec<u8>, HostError> {
-        let BodyView { parts, total } = view(&self.stream, direction(b));
+        let BodyView { parts, total } = body::view(&self.stream, direction(b));
         // Sized by Envoy's count, bounded by what the chunks hold.
         let mut out = Vec::with_capacity(size.min(total.saturating_sub(start)));
         let end = start.saturating_add(size);
@@ -394,7 +324,7 @@ impl Host for NativeHost {
     fn set_body(&self, b: Buffer, start: usize, size: usize, data: &[u8]) -> Result<(), HostError> {
         let d = direction(b);
         let fail = |s| HostError::new(HostCall::SetBody, s);
-        let BodyView { parts, total } = view(&self.stream, d);
+        let BodyView { parts, total } = body::view(&self.stream, d);
         // The body changes (or is left half drained): asked of Envoy again.
         self.stream.forget_body(d);
         // The sessions replace the whole body (or chunk) they read; a

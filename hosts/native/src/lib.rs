@@ -35,6 +35,7 @@ use llm_gateway_core::session::host::{unix_seconds, Flow};
 use llm_gateway_core::session::Session;
 
 pub mod abi;
+mod body;
 mod callouts;
 pub mod host;
 mod logging;
@@ -495,7 +496,7 @@ fn body_size(ptr: FilterModule, d: usize) -> usize {
     // The hook begins here: its body view, kept for the session's reads.
     stream.body_hook(d, true);
     // The size is the same whatever the config (only the stream is read).
-    let size = host::body_size_of(stream, d);
+    let size = body::body_size_of(stream, d);
     if let Some(flag) = stream.in_body.get(d) {
         flag.set(false);
     }

@@ -195,7 +195,7 @@ fn body_ranges_are_read_across_chunks_and_replaced_in_place() {
     assert_eq!(read(4, 0), b"");
     host.set_body(Buffer::Request, 3, 2, b"XYZ").unwrap();
     assert_eq!(stream.buffered_body(REQUEST), b"abcXYZfghij");
-    assert_eq!(crate::host::body_size_of(&host.stream, 0), 11);
+    assert_eq!(crate::body::body_size_of(&host.stream, 0), 11);
     host.set_body(Buffer::Request, 0, usize::MAX, b"new")
         .unwrap();
     assert_eq!(stream.buffered_body(REQUEST), b"new");
