@@ -53,11 +53,7 @@ fn a_stored_responses_end_waits_for_the_fleets_store_then_goes_on() {
     );
     assert!(edge.stream.callouts().is_empty());
     let attempt = attempt_sent(&upstream_config, &edge);
-    attempt.stream.set_headers(
-        RESPONSE,
-        &[(":status", b"200"), ("content-type", b"application/json")],
-    );
-    assert_eq!(attempt.response_headers(false), abi::STOP);
+    vendor_answers_json(&attempt);
     assert_eq!(
         attempt.response_body(&[ANSWER.as_bytes()], true),
         abi::CONTINUE

@@ -135,6 +135,16 @@ fn attempt_sent(upstream_config: &FakeConfig, edge: &Filter) -> Filter {
     attempt
 }
 
+/// The vendor answers the attempt 200 with JSON: its headers, held for
+/// the body (which the attempt translates whole).
+fn vendor_answers_json(attempt: &Filter) {
+    attempt.stream.set_headers(
+        RESPONSE,
+        &[(":status", b"200"), ("content-type", b"application/json")],
+    );
+    assert_eq!(attempt.response_headers(false), abi::STOP);
+}
+
 /// The response the attempt passed on reaches the edge (headers, body).
 fn relay_response(attempt: &Filter, edge: &Filter) {
     edge.stream

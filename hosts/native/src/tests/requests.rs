@@ -53,11 +53,7 @@ fn a_translated_request_goes_through_both_roles_on_one_worker() {
     );
 
     // Anthropic answers; the client gets OpenAI's completion.
-    attempt.stream.set_headers(
-        RESPONSE,
-        &[(":status", b"200"), ("content-type", b"application/json")],
-    );
-    assert_eq!(attempt.response_headers(false), abi::STOP);
+    vendor_answers_json(&attempt);
     assert_eq!(
         attempt.response_body(&[ANSWER.as_bytes()], true),
         abi::CONTINUE
@@ -152,11 +148,7 @@ fn a_body_in_several_chunks_is_read_whole_and_replaced_whole() {
     );
 
     // The vendor's answer in chunks: buffered, then translated whole.
-    attempt.stream.set_headers(
-        RESPONSE,
-        &[(":status", b"200"), ("content-type", b"application/json")],
-    );
-    assert_eq!(attempt.response_headers(false), abi::STOP);
+    vendor_answers_json(&attempt);
     let answer = ANSWER.as_bytes();
     let (a, rest) = answer.split_at(30);
     let (b, rest) = rest.split_at(50);
@@ -182,11 +174,7 @@ fn a_body_hook_asks_envoy_for_the_body_size_once() {
     let attempt = attempt_sent(&upstream_config, &edge);
     assert_eq!(attempt.stream.body_size_asks(), 1, "told, then replaced");
     // Replaced, the body is asked of Envoy again: the response's hook.
-    attempt.stream.set_headers(
-        RESPONSE,
-        &[(":status", b"200"), ("content-type", b"application/json")],
-    );
-    assert_eq!(attempt.response_headers(false), abi::STOP);
+    vendor_answers_json(&attempt);
     assert_eq!(
         attempt.response_body(&[ANSWER.as_bytes()], true),
         abi::CONTINUE
