@@ -5,8 +5,10 @@
 //! local replies into unified errors. It talks to the proxy only through
 //! [`Host`].
 //!
-//! This file is the state machine and its callbacks, in order; what they
-//! call has files of its own: admission and routing once the body is read
+//! This file is the state machine and its callbacks, in order; its state is
+//! grouped by what it is for in `edge/facts.rs` (who is calling, what
+//! admission decided, what the response came to); what they call has files
+//! of its own: admission and routing once the body is read
 //! (`edge/route.rs`), the rate limits (`edge/limiter.rs`, `edge/global.rs`),
 //! metering when the request ends (`edge/meter.rs`), and the tests.
 
@@ -20,7 +22,7 @@ use super::host::{
 };
 use super::self_call;
 use super::{reply_or_reset, send_error, Session, HANDOFF_PROPERTY, LOG_PROPERTY, ROUTE_PROPERTY};
-use crate::auth::{presented_key, Caller};
+use crate::auth::presented_key;
 use crate::config::Config;
 use crate::config::ModelGroup;
 use crate::dialects::{dialect, has_call};
@@ -49,6 +51,7 @@ mod diagnostics;
 #[cfg(test)]
 mod diagnostics_tests;
 mod discovered;
+mod facts;
 mod fleet;
 pub mod global;
 pub mod limiter;
@@ -84,17 +87,6 @@ const INTERNAL_HEADERS: &[&str] = &[
     self_call::ADMITS_HEADER,
 ];
 
-/// Request headers the gateway reads as text on its API paths: a value that
-/// is not UTF-8 is refused (400 naming the header) rather than guessed at.
-const TEXT_HEADERS: &[&str] = &[
-    ":method",
-    "x-request-id",
-    "x-model-group",
-    "x-user-id",
-    "content-type",
-    "content-length",
-];
-
 enum State {
     /// Not an API path of ours: pass through untouched.
     Passthrough,
@@ -120,34 +112,16 @@ pub struct Edge<H: Host> {
     pub(super) host: H,
     config: Rc<Config>,
     state: State,
-    /// The API the client speaks (its errors are in this API's envelope).
-    api: Api,
-    request_id: String,
-    caller: Caller,
-    /// `x-llm-provider` from the client, kept only when pins are allowed.
-    provider_pin: Option<String>,
-    /// What the request log needs from the request side.
-    chat: Option<ChatFacts>,
-    started: std::time::SystemTime,
-    status: u16,
-    code: Option<ErrorCode>,
-    response_complete: bool,
-    /// The last attempt's record and the route, read once the response ended.
-    final_attempts: Option<(Vec<AttemptRecord>, Vec<String>)>,
-    request_headers: Headers,
+    /// Who is calling and how.
+    client: facts::Client,
+    /// What admission and routing decided.
+    admission: facts::Admission,
+    /// What the response came to.
+    outcome: facts::Outcome,
     /// The request's exchange (see `exchange`), closed when the request ends.
     exchange: Option<Token>,
     /// How this request and its attempts share the request and records.
     channel: AttemptChannel,
-    /// The request's rate limits, once it was admitted (or refused) by them.
-    limits: Option<RequestLimits>,
-    /// The candidate of `chat.group` a generation was handed to.
-    sent_to: Option<usize>,
-    /// The global rate limit service's refusal (Envoy's 429), when it refused.
-    global_refusal: Option<global::GlobalRefusal>,
-    /// A self-call of the gateway's (`session::self_call`): what it says of
-    /// its request.
-    part: Option<self_call::Part>,
     /// The parts of an embeddings batch split by this request.
     batch: Option<Box<batch::Batch>>,
     /// The response cache's part, on a cached group (`edge/cache.rs`).
@@ -157,9 +131,6 @@ pub struct Edge<H: Host> {
     responses: stored::Responses,
     /// The prompt and answer, when the diagnostics view captures content.
     capture: Option<Box<diagnostics::Capture>>,
-    /// A request routed to a discovered model: the provider that lists it
-    /// and the vendor model (`edge/discovered.rs`).
-    discovered: Option<(String, String)>,
     /// Context fitting's summaries being made, the client's headers (`edge/summarise.rs`).
     summarising: Option<(Box<summarise::Summarising>, Headers)>,
 }
@@ -185,40 +156,33 @@ impl<H: Host> Edge<H> {
             host,
             config,
             state: State::Passthrough,
-            api: Api::OpenAiChat,
-            request_id: String::new(),
-            caller: Caller::Anyone,
-            provider_pin: None,
-            chat: None,
-            started: std::time::SystemTime::UNIX_EPOCH,
-            status: 0,
-            code: None,
-            response_complete: false,
-            final_attempts: None,
-            request_headers: Headers::default(),
+            client: facts::Client::default(),
+            admission: facts::Admission::default(),
+            outcome: facts::Outcome::default(),
             exchange: None,
             channel: AttemptChannel::FilterState,
-            limits: None,
-            sent_to: None,
-            global_refusal: None,
-            part: None,
             batch: None,
             cache: None,
             responses: stored::Responses::default(),
             capture: None,
-            discovered: None,
             summarising: None,
         }
     }
 
     fn reject(&mut self, error: GatewayError) -> Flow {
-        self.status = surface(self.api).status(error.code);
-        self.code = Some(error.code);
-        match &self.limits {
+        self.outcome.status = surface(self.client.api).status(error.code);
+        self.outcome.code = Some(error.code);
+        match &self.admission.limits {
             Some(limits) => {
-                limiter::send_error(&self.host, self.api, &error, &self.request_id, limits);
+                limiter::send_error(
+                    &self.host,
+                    self.client.api,
+                    &error,
+                    &self.client.request_id,
+                    limits,
+                );
             }
-            None => send_error(&self.host, self.api, &error, &self.request_id),
+            None => send_error(&self.host, self.client.api, &error, &self.client.request_id),
         }
         self.state = State::Replied;
         Flow::Pause
@@ -228,10 +192,10 @@ impl<H: Host> Edge<H> {
     /// credential) from the request, so it never reaches a vendor.
     fn authenticate(&mut self, query_key: Option<&str>) -> Result<(), GatewayError> {
         // A self-call is its request's, authenticated already.
-        if self.part.is_some() {
+        if self.client.part.is_some() {
             return Ok(());
         }
-        let headers = &self.request_headers;
+        let headers = &self.client.request_headers;
         let key = |name: &str| {
             headers.text(name).map_err(|_| {
                 let mut e = GatewayError::new(
@@ -242,53 +206,35 @@ impl<H: Host> Edge<H> {
                 e
             })
         };
-        self.caller = self.config.auth.authenticate(
+        self.client.caller = self.config.auth.authenticate(
             presented_key(key("authorization")?, key("x-api-key")?)
                 .or(key("x-goog-api-key")?.map(str::trim))
                 .or(query_key),
         )?;
         // A key the proxy would not remove must not travel on: refused.
         for name in CREDENTIAL_HEADERS {
-            if self.request_headers.has(name) {
+            if self.client.request_headers.has(name) {
                 self.host.set_header(Map::Request, name.as_bytes(), None)?;
             }
         }
         Ok(())
     }
 
-    /// The first header the gateway reads as text that is not UTF-8.
-    fn check_text_headers(&self) -> Result<(), GatewayError> {
-        for name in TEXT_HEADERS {
-            if self.request_headers.text(name).is_err() {
-                return Err(GatewayError::invalid(
-                    *name,
-                    format!("the {name} header is not valid UTF-8"),
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// A header checked by `check_text_headers` (so never `Err` by then).
-    fn text(&self, name: &str) -> Option<&str> {
-        self.request_headers.text(name).ok().flatten()
-    }
-
     fn reply_json(&mut self, body: &[u8], extra: &[(&str, &[u8])]) -> Flow {
         let mut headers: Vec<(&str, &[u8])> = vec![
             ("content-type", b"application/json"),
-            ("x-request-id", self.request_id.as_bytes()),
+            ("x-request-id", self.client.request_id.as_bytes()),
         ];
         headers.extend_from_slice(extra);
         reply_or_reset(&self.host, 200, &headers, body);
-        self.status = 200;
+        self.outcome.status = 200;
         self.state = State::Replied;
         Flow::Pause
     }
 
     /// Checks the headers of a request with a JSON body, before buffering it.
     fn check_body_headers(&self, end_of_stream: bool) -> Result<(), GatewayError> {
-        if let Some(ct) = self.text("content-type") {
+        if let Some(ct) = self.client.text("content-type") {
             if !ct.to_ascii_lowercase().starts_with("application/json") {
                 return Err(GatewayError::invalid(
                     "content-type",
@@ -305,7 +251,7 @@ impl<H: Host> Edge<H> {
     /// Refuses an oversized body before buffering a byte of it.
     fn check_body_length(&self) -> Result<(), GatewayError> {
         let max = self.config.limits.max_body_bytes;
-        if let Some(length) = self.text("content-length") {
+        if let Some(length) = self.client.text("content-length") {
             if length.trim().parse::<u64>().map_or(true, |n| n > max) {
                 return Err(GatewayError::new(
                     ErrorCode::PayloadTooLarge,
@@ -323,12 +269,16 @@ impl<H: Host> Edge<H> {
             return ErrorCode::UpstreamRateLimit;
         };
         refusal.set_headers(&self.host);
-        if let Some(limits) = &self.limits {
+        if let Some(limits) = &self.admission.limits {
             limits.refund(&self.host);
         }
-        let group = self.chat.as_ref().map_or("", |c| c.group.as_str());
+        let group = self
+            .admission
+            .chat
+            .as_ref()
+            .map_or("", |c| c.group.as_str());
         refusal.count(&self.host, self.key_name(), group);
-        self.global_refusal = Some(refusal);
+        self.admission.global_refusal = Some(refusal);
         ErrorCode::RateLimited
     }
 }
@@ -343,23 +293,28 @@ impl<H: Host> Drop for Edge<H> {
 
 impl<H: Host> Session for Edge<H> {
     fn on_request_headers(&mut self, end_of_stream: bool) -> Flow {
-        self.started = self.host.now();
+        self.outcome.started = self.host.now();
         // Unread headers, or a routing header of the client's the proxy
         // would not drop: the request goes no further.
-        self.request_headers = match self.host.headers(Map::Request) {
+        self.client.request_headers = match self.host.headers(Map::Request) {
             Ok(headers) => headers,
             Err(e) => return self.reject(e.into()),
         };
-        self.part = self_call::verified(&self.host, &self.request_headers);
+        self.client.part = self_call::verified(&self.host, &self.client.request_headers);
         for name in INTERNAL_HEADERS {
-            if self.request_headers.has(name) {
+            if self.client.request_headers.has(name) {
                 if let Err(e) = self.host.set_header(Map::Request, name.as_bytes(), None) {
                     return self.reject(e.into());
                 }
             }
         }
-        let client_id = self.request_headers.text("x-request-id").ok().flatten();
-        self.request_id = match client_id {
+        let client_id = self
+            .client
+            .request_headers
+            .text("x-request-id")
+            .ok()
+            .flatten();
+        self.client.request_id = match client_id {
             Some(id) if valid_request_id(id) => id.to_owned(),
             _ => {
                 let nanos = self
@@ -373,14 +328,14 @@ impl<H: Host> Session for Edge<H> {
                     self.host
                         .set_header(Map::Request, b"x-request-id", Some(id.as_bytes()))
                 {
-                    self.request_id.clone_from(&id);
+                    self.client.request_id.clone_from(&id);
                     return self.reject(e.into());
                 }
                 id
             }
         };
         // The path as bytes: over HTTP/2 it may hold any byte.
-        let full_path = self.request_headers.get(":path").unwrap_or_default();
+        let full_path = self.client.request_headers.get(":path").unwrap_or_default();
         let (raw_path, raw_query) = match full_path.iter().position(|&b| b == b'?') {
             Some(end) => (
                 full_path.get(..end).unwrap_or_default(),
@@ -392,6 +347,7 @@ impl<H: Host> Session for Edge<H> {
         let query = String::from_utf8_lossy(raw_query);
         // Read as text below (a method that is not UTF-8 is refused there).
         let method = self
+            .client
             .request_headers
             .text(":method")
             .ok()
@@ -403,10 +359,10 @@ impl<H: Host> Session for Edge<H> {
                     (method.to_owned(), path.to_string(), query.to_string());
                 return self.serve_diagnostics(&method, &path, &query);
             }
-            self.request_headers = Headers::default();
+            self.client.request_headers = Headers::default();
             return Flow::Continue;
         };
-        self.api = route.api;
+        self.client.api = route.api;
         // A key in the query, where the API's clients may give it so: read,
         // then removed from the path (it never travels on, nor reaches a log).
         let query_key = surfaces::key_in_query(route.api, &path, &query);
@@ -415,7 +371,7 @@ impl<H: Host> Session for Edge<H> {
                 Ok(Operation::Call(call)) => (call.operation_name(), call.splits_into_parts()),
                 _ => (GENERATION, false),
             };
-            self.chat = Some(ChatFacts {
+            self.admission.chat = Some(ChatFacts {
                 operation,
                 splits_into_parts,
                 ..ChatFacts::default()
@@ -432,13 +388,13 @@ impl<H: Host> Session for Edge<H> {
         if let Err(e) = self.authenticate(query_key.as_ref().map(|k| k.key.as_str())) {
             return self.reject(e);
         }
-        if let Err(e) = self.check_text_headers() {
+        if let Err(e) = self.client.check_text_headers() {
             return self.reject(e);
         }
         // Read only where pins are allowed (elsewhere the header is dropped unread).
         if self.config.allow_provider_pin {
-            match self.request_headers.text("x-llm-provider") {
-                Ok(pin) => self.provider_pin = pin.map(str::to_owned),
+            match self.client.request_headers.text("x-llm-provider") {
+                Ok(pin) => self.client.provider_pin = pin.map(str::to_owned),
                 Err(_) => {
                     return self.reject(GatewayError::invalid(
                         "x-llm-provider",
@@ -535,9 +491,9 @@ impl<H: Host> Session for Edge<H> {
         ignore(self.host.set_header(
             Map::Response,
             b"x-request-id",
-            Some(self.request_id.as_bytes()),
+            Some(self.client.request_id.as_bytes()),
         ));
-        if let Some(limits) = &self.limits {
+        if let Some(limits) = &self.admission.limits {
             limits.set_response_headers(&self.host);
         }
         self.cache_header();
@@ -550,11 +506,11 @@ impl<H: Host> Session for Edge<H> {
         // else that failed is Envoy's own reply (no healthy upstream, timeout, 413...).
         // (Two single lookups: the second only for errors, and each is
         // cheaper than listing every header.)
-        self.status = status;
+        self.outcome.status = status;
         if self.responses.storing() {
             self.capture_answer(if end_of_stream { 0 } else { status });
         }
-        if self.part.is_none() {
+        if self.client.part.is_none() {
             self.withhold_batch_limit();
         }
         let provider = (status >= 400)
@@ -565,8 +521,8 @@ impl<H: Host> Session for Edge<H> {
                 429 => self.global_refusal(),
                 _ => ErrorCode::from_status(status),
             };
-            self.status = surface(self.api).status(code);
-            self.code = Some(code);
+            self.outcome.status = surface(self.client.api).status(code);
+            self.outcome.code = Some(code);
             // Envoy's reply after its attempts (a refused connection, timeouts).
             let attempts = self.channel.attempt_count(&self.host).to_string();
             ignore(self.host.set_header(
@@ -577,7 +533,7 @@ impl<H: Host> Session for Edge<H> {
             if !end_of_stream {
                 self.state = State::RewriteLocalReply(code);
             }
-            let status = self.status.to_string();
+            let status = self.outcome.status.to_string();
             ignore(
                 self.host
                     .set_header(Map::Response, b":status", Some(status.as_bytes())),
@@ -592,9 +548,9 @@ impl<H: Host> Session for Edge<H> {
             // for its code: the client's API may answer it with another
             // (Anthropic's 529 for a busy vendor).
             let code = ErrorCode::from_status(status);
-            let client = surface(self.api).status(code);
+            let client = surface(self.client.api).status(code);
             if code.status() == status && client != status {
-                self.status = client;
+                self.outcome.status = client;
                 ignore(self.host.set_header(
                     Map::Response,
                     b":status",
@@ -607,7 +563,7 @@ impl<H: Host> Session for Edge<H> {
                 ignore(self.host.set_header(Map::Response, b"content-length", None));
             }
         }
-        if self.part.is_some() {
+        if self.client.part.is_some() {
             self.report_part();
         }
         Flow::Continue
@@ -619,10 +575,10 @@ impl<H: Host> Session for Edge<H> {
         if !held && self.responses.storing() {
             held = self.capture_body(size, end_of_stream) == Flow::Pause;
         }
-        if self.chat.is_some() {
+        if self.admission.chat.is_some() {
             self.capture_answer_chunk(size);
         }
-        if end_of_stream && !self.response_complete {
+        if end_of_stream && !self.outcome.response_complete {
             self.on_response_end();
             // The fleet's store taking the cache's entry holds it too.
             held |= self.cache.is_some() && self.store_answer();
@@ -645,7 +601,7 @@ impl<H: Host> Session for Edge<H> {
         let error = if let State::NameRetryOverflow { provider, .. } = &self.state {
             let said = error_message(&original);
             GatewayError::envoy_reply(code, RETRY_OVERFLOW, said.as_bytes()).with_provider(provider)
-        } else if let Some(refusal) = &self.global_refusal {
+        } else if let Some(refusal) = &self.admission.global_refusal {
             refusal.error()
         } else {
             // Already in the unified envelope (the HCM's local_reply_config).
@@ -660,7 +616,7 @@ impl<H: Host> Session for Edge<H> {
                 .unwrap_or_default();
             GatewayError::envoy_reply(code, &details, &original)
         };
-        let body = surface(self.api).render_error(&error, Some(&self.request_id));
+        let body = surface(self.client.api).render_error(&error, Some(&self.client.request_id));
         if let Err(e) = self.host.set_body(Buffer::Response, 0, size, &body) {
             // The headers went: the stream is cut rather than answered
             // with what the proxy said instead.
@@ -673,11 +629,11 @@ impl<H: Host> Session for Edge<H> {
 
     fn on_log(&mut self) {
         // A self-call is metered by its request.
-        if self.part.is_some() {
+        if self.client.part.is_some() {
             self.settle_part();
             return;
         }
-        if let Some(chat) = &self.chat {
+        if let Some(chat) = &self.admission.chat {
             let timer = PhaseTimer::start(&self.host, self.config.overhead_histograms);
             self.meter(chat);
             timer.stop(&self.host, Phase::Log);

@@ -139,7 +139,7 @@ impl<H: Host> Edge<H> {
     ) -> Result<Sent, GatewayError> {
         // A self-call's request is one part: never split again.
         let embed = match &request {
-            Some(Request::Embed(embed)) if self.part.is_none() => embed,
+            Some(Request::Embed(embed)) if self.client.part.is_none() => embed,
             _ => return Ok(Sent::Whole(request)),
         };
         // Without self-calls (or a secret: no shared data or entropy), sent
@@ -178,12 +178,12 @@ impl<H: Host> Edge<H> {
             order.extend(inputs);
             groups.push(options);
         }
-        let mut headers = part_headers(&self.request_headers);
+        let mut headers = part_headers(&self.client.request_headers);
         headers.extend([
             ("content-type".to_owned(), b"application/json".to_vec()),
             (
                 "x-request-id".to_owned(),
-                self.request_id.clone().into_bytes(),
+                self.client.request_id.clone().into_bytes(),
             ),
             ("x-model-group".to_owned(), group.as_bytes().to_vec()),
             (self_call::HEADER.to_owned(), secret.into_bytes()),
@@ -195,6 +195,7 @@ impl<H: Host> Edge<H> {
             headers.push((self_call::KEY_HEADER.to_owned(), key));
         }
         let authority = self
+            .client
             .request_headers
             .get(":authority")
             .unwrap_or(b"llm-gateway");
@@ -400,8 +401,9 @@ impl<H: Host> Edge<H> {
     /// would have: its status, body (the client's API's envelope) and the
     /// headers that say why.
     fn fail_batch(&mut self, status: u16, headers: &Headers, body: &[u8]) -> Flow {
-        self.status = status;
-        let mut reply: Vec<(&str, &[u8])> = vec![("x-request-id", self.request_id.as_bytes())];
+        self.outcome.status = status;
+        let mut reply: Vec<(&str, &[u8])> =
+            vec![("x-request-id", self.client.request_id.as_bytes())];
         for (name, value) in &headers.0 {
             let passed = matches!(
                 name.as_slice(),
@@ -417,7 +419,11 @@ impl<H: Host> Edge<H> {
             }
         }
         // The local limits' headers, but where a global limit's said it.
-        let limits = self.limits.as_ref().map(RequestLimits::header_pairs);
+        let limits = self
+            .admission
+            .limits
+            .as_ref()
+            .map(RequestLimits::header_pairs);
         let limits = limits.unwrap_or_default();
         for (name, value) in &limits {
             if !reply.iter().any(|(n, _)| n == name) {
@@ -456,11 +462,15 @@ impl<H: Host> Edge<H> {
             .and_then(|(r, _)| r.records.last())
             .map(|r| r.provider.clone())
             .unwrap_or_default();
-        let limits = self.limits.as_ref().map(RequestLimits::header_pairs);
+        let limits = self
+            .admission
+            .limits
+            .as_ref()
+            .map(RequestLimits::header_pairs);
         let limits = limits.unwrap_or_default();
         let mut headers: Vec<(&str, &[u8])> = vec![
             ("content-type", b"application/json"),
-            ("x-request-id", self.request_id.as_bytes()),
+            ("x-request-id", self.client.request_id.as_bytes()),
             ("x-llm-provider", provider.as_bytes()),
             ("x-llm-model", model.as_bytes()),
             ("x-llm-attempts", attempts.as_bytes()),
@@ -468,7 +478,7 @@ impl<H: Host> Edge<H> {
         ];
         headers.extend(limits.iter().map(|(n, v)| (*n, v.as_bytes())));
         reply_or_reset(&self.host, 200, &headers, &body);
-        self.status = 200;
+        self.outcome.status = 200;
         self.state = State::Replied;
         Flow::Pause
     }
@@ -477,18 +487,18 @@ impl<H: Host> Edge<H> {
     /// they refused the request (named in its log line; its local limits'
     /// admission taken back, as for a request they refuse).
     fn refused_globally(&mut self, headers: &Headers) {
-        self.code = Some(ErrorCode::RateLimited);
-        self.global_refusal = Some(global::GlobalRefusal::of_answer(headers));
-        if let Some(limits) = &self.limits {
+        self.outcome.code = Some(ErrorCode::RateLimited);
+        self.admission.global_refusal = Some(global::GlobalRefusal::of_answer(headers));
+        if let Some(limits) = &self.admission.limits {
             limits.refund(&self.host);
         }
     }
 
     /// The gateway key's name: a self-call's is its request's.
     pub(super) fn key_name(&self) -> &str {
-        match &self.part {
+        match &self.client.part {
             Some(part) => &part.key,
-            None => self.config.auth.caller_name(self.caller),
+            None => self.config.auth.caller_name(self.client.caller),
         }
     }
 
@@ -498,7 +508,7 @@ impl<H: Host> Edge<H> {
     /// the part that admitted the request, by the others only now, so their
     /// arrival counted nothing). A batch is charged the sum of its parts.
     pub(super) fn settle_part(&self) {
-        let (Some(part), Some(chat)) = (&self.part, &self.chat) else {
+        let (Some(part), Some(chat)) = (&self.client.part, &self.admission.chat) else {
             return;
         };
         if !self.config.limits.descriptors {
@@ -516,7 +526,7 @@ impl<H: Host> Edge<H> {
     /// made it (on its answer's headers).
     pub(super) fn report_part(&self) {
         let (records, route) = self.channel.attempts(&self.host);
-        let rate_limited = self.global_refusal.is_some();
+        let rate_limited = self.admission.global_refusal.is_some();
         let report = PartReport {
             records,
             route,
@@ -534,7 +544,12 @@ impl<H: Host> Edge<H> {
     /// a request splitting a batch, never for a client (an internal header;
     /// a 400 for a batch over it says the limit in its message).
     pub(super) fn withhold_batch_limit(&self) {
-        if self.chat.as_ref().is_some_and(|c| c.splits_into_parts) {
+        if self
+            .admission
+            .chat
+            .as_ref()
+            .is_some_and(|c| c.splits_into_parts)
+        {
             ignore(
                 self.host
                     .set_header(Map::Response, BATCH_LIMIT_HEADER.as_bytes(), None),

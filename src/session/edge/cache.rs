@@ -109,7 +109,7 @@ impl<H: Host> Edge<H> {
         let previous = self.cache.take();
         let asked = previous.as_ref().is_some_and(|c| c.asked);
         let mut semantic = previous.and_then(|c| c.semantic);
-        let caller = self.config.auth.caller_name(self.caller);
+        let caller = self.config.auth.caller_name(self.client.caller);
         let place = (plan != Plan::Bypass)
             .then(|| Place::new(group, settings, caller, &RequestKey::of(group, request)));
         let mut caching = Caching {
@@ -307,9 +307,9 @@ impl<H: Host> Edge<H> {
 
     /// Where the entry of `request` is, on this request's group, for its caller.
     fn cache_place(&self, request: &RequestKey) -> Option<Place> {
-        let group = &self.chat.as_ref()?.group;
+        let group = &self.admission.chat.as_ref()?.group;
         let settings = self.config.model_groups.get(group)?.cache.as_ref()?;
-        let caller = self.config.auth.caller_name(self.caller);
+        let caller = self.config.auth.caller_name(self.client.caller);
         Some(Place::new(group, settings, caller, request))
     }
 
@@ -381,31 +381,31 @@ impl<H: Host> Edge<H> {
         (now, status): (u64, Status),
     ) -> Result<(), GatewayError> {
         self.admit(group, |_| Reservation::default())?;
-        let origin = replay::origin(entry, &self.request_id, now);
+        let origin = replay::origin(entry, &self.client.request_id, now);
         let (body, content_type) = if request.stream {
             let include_usage = request.include_usage;
             let body = replay::stream(
-                self.api,
+                self.client.api,
                 entry,
                 origin,
-                &self.request_id,
+                &self.client.request_id,
                 include_usage,
                 state,
             );
             (body, &b"text/event-stream"[..])
         } else {
             (
-                replay::whole(self.api, entry, &origin, state),
+                replay::whole(self.client.api, entry, &origin, state),
                 &b"application/json"[..],
             )
         };
         let age = now.saturating_sub(entry.stored_at).to_string();
-        let limits = (self.limits.as_ref())
+        let limits = (self.admission.limits.as_ref())
             .map(RequestLimits::header_pairs)
             .unwrap_or_default();
         let mut headers: Vec<(&str, &[u8])> = vec![
             ("content-type", content_type),
-            ("x-request-id", self.request_id.as_bytes()),
+            ("x-request-id", self.client.request_id.as_bytes()),
             ("x-llm-cache", status.as_str().as_bytes()),
             ("age", age.as_bytes()),
             ("x-llm-attempts", b"0"),
@@ -417,8 +417,8 @@ impl<H: Host> Edge<H> {
         }
         headers.extend(limits.iter().map(|(n, v)| (*n, v.as_bytes())));
         reply_or_reset(&self.host, 200, &headers, &body);
-        self.status = 200;
-        self.response_complete = true;
+        self.outcome.status = 200;
+        self.outcome.response_complete = true;
         self.state = State::Replied;
         self.cache = Some(Caching {
             status,
@@ -470,7 +470,7 @@ impl<H: Host> Edge<H> {
         let Some(entry) = self.channel.take_captured() else {
             return false;
         };
-        if self.status != 200 {
+        if self.outcome.status != 200 {
             return false;
         }
         let now = unix_seconds(&self.host);
@@ -479,7 +479,11 @@ impl<H: Host> Edge<H> {
                 let expires = now.saturating_add(place.ttl_seconds());
                 self.index_answer(semantic, now, expires);
             }
-            let group = self.chat.as_ref().map_or("", |c| c.group.as_str());
+            let group = self
+                .admission
+                .chat
+                .as_ref()
+                .map_or("", |c| c.group.as_str());
             let labels = [("group", group)];
             ignore(
                 self.host

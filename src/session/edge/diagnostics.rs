@@ -20,14 +20,14 @@ impl<H: Host> Edge<H> {
     /// Answers a request under the view's prefix (whether the view is on
     /// or not: nothing under it is ever routed).
     pub(super) fn serve_diagnostics(&mut self, method: &str, path: &str, query: &str) -> Flow {
-        let headers = std::mem::take(&mut self.request_headers);
+        let headers = std::mem::take(&mut self.client.request_headers);
         let text = |name: &str| headers.text(name).ok().flatten();
         let ask = Ask {
             method,
             path,
             query,
             key: presented_key(text("authorization"), text("x-api-key")),
-            request_id: &self.request_id,
+            request_id: &self.client.request_id,
         };
         let host = &self.host;
         let loopback = || {
@@ -53,9 +53,9 @@ impl<H: Host> Edge<H> {
             .iter()
             .map(|(n, v)| (*n, v.as_bytes()))
             .collect();
-        out.push(("x-request-id", self.request_id.as_bytes()));
+        out.push(("x-request-id", self.client.request_id.as_bytes()));
         reply_or_reset(host, reply.status, &out, &reply.body);
-        self.status = reply.status;
+        self.outcome.status = reply.status;
         self.state = State::Replied;
         Flow::Pause
     }
@@ -103,6 +103,7 @@ impl<H: Host> Edge<H> {
         log: &RequestLog<'_>,
     ) {
         let at_ms = self
+            .outcome
             .started
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -144,6 +145,7 @@ impl<H: Host> Edge<H> {
             Vec::new()
         };
         let cluster = self
+            .admission
             .sent_to
             .and_then(|i| self.config.model_groups.get(&chat.group)?.candidates.get(i))
             .map(|c| c.cluster.clone())

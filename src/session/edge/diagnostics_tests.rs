@@ -242,7 +242,7 @@ fn the_limits_view_shows_what_requests_in_flight_reserve() {
             row["reserved"].as_f64().unwrap(),
         )
     };
-    let prompt = e.chat.as_ref().unwrap().estimated_prompt_tokens as f64;
+    let prompt = e.admission.chat.as_ref().unwrap().estimated_prompt_tokens as f64;
     assert_eq!(limits(&e.host), (0.0, prompt + 100.0));
     // The request ends (nothing answered it: its prompt is charged).
     e.on_log();

@@ -22,7 +22,7 @@ impl<H: Host> Edge<H> {
     /// `GET /v1/models`: the groups this caller may use, then the
     /// discovered models they reach.
     pub(super) fn models(&self) -> Vec<Listed> {
-        let allows = |name: &str| self.config.auth.allows(self.caller, name);
+        let allows = |name: &str| self.config.auth.allows(self.client.caller, name);
         let mut models: Vec<Listed> = (self.config.model_groups.keys())
             .filter(|name| allows(name))
             .map(Listed::named)
@@ -49,7 +49,7 @@ impl<H: Host> Edge<H> {
             let (name, group) = config.resolve_group(header, model, request_header, task_type)?;
             return Ok((name, group, None));
         };
-        let caller = self.caller;
+        let caller = self.client.caller;
         let mut routed = None;
         let found = config.resolve_group_or(header, model, request_header, task_type, |model| {
             let view = discovery::view(&self.host, config)?;
@@ -77,7 +77,7 @@ impl<H: Host> Edge<H> {
         client_model: &str,
         has_it: impl Fn(&Candidate) -> bool,
     ) -> Result<usize, GatewayError> {
-        let pin = self.provider_pin.as_deref();
+        let pin = self.client.provider_pin.as_deref();
         let settings = config.discovery.as_ref();
         let check_limits = config.model_facts.check_limits;
         if settings.is_none() && !check_limits {
@@ -91,7 +91,7 @@ impl<H: Host> Edge<H> {
                 .map(str::to_owned)
         };
         let vendor_model = |c: &Candidate, provider: &str| -> String {
-            match (&self.discovered, &c.model) {
+            match (&self.admission.discovered, &c.model) {
                 (Some((p, m)), _) if p == provider => m.clone(),
                 (_, Some(m)) => m.clone(),
                 _ => config
@@ -101,7 +101,7 @@ impl<H: Host> Edge<H> {
                     .to_owned(),
             }
         };
-        let on_route = |c: &Candidate| match &self.discovered {
+        let on_route = |c: &Candidate| match &self.admission.discovered {
             Some((p, _)) => provider_of(c).as_deref() == Some(p.as_str()),
             None => true,
         };

@@ -8,7 +8,7 @@ impl<H: Host> Edge<H> {
     /// the last attempt's record (also when the client left mid-stream).
     pub(super) fn meter(&self, chat: &ChatFacts) {
         let fetched;
-        let (records, route) = match &self.final_attempts {
+        let (records, route) = match &self.outcome.final_attempts {
             Some(attempts) => attempts,
             None => {
                 fetched = self.attempts();
@@ -26,7 +26,7 @@ impl<H: Host> Edge<H> {
             None => Bill::of(records, chat.estimated_prompt_tokens, price),
         };
         let unanswered = bill.attempts.is_empty()
-            && !self.response_complete
+            && !self.outcome.response_complete
             && matches!(self.state, State::Forwarded);
         // The attempt Envoy reset names its provider; else the candidate does.
         let sent_to = match records.last().filter(|r| !r.provider.is_empty()) {
@@ -43,7 +43,7 @@ impl<H: Host> Edge<H> {
         }
         let used = budget_usage(&bill);
         let (usage, estimated, cost) = (bill.usage, bill.usage_estimated, bill.cost_usd);
-        let budget_alerts = match &self.limits {
+        let budget_alerts = match &self.admission.limits {
             Some(limits) => limits.settle(&self.host, used),
             None => Vec::new(),
         };
@@ -51,7 +51,7 @@ impl<H: Host> Edge<H> {
             limiter::expose_usage(&self.host, used);
         }
         // An answer that never ended: the client left, or the vendor's side broke.
-        let cut_short = (reached_vendor || unanswered) && !self.response_complete;
+        let cut_short = (reached_vendor || unanswered) && !self.outcome.response_complete;
         let client_disconnected = cut_short
             && !self
                 .host
@@ -62,13 +62,14 @@ impl<H: Host> Edge<H> {
         let vendor_failed =
             (cut_short && !client_disconnected).then_some(ErrorCode::UpstreamError.as_str());
         let code = self
+            .outcome
             .code
             .map(ErrorCode::as_str)
             .or(record.code.as_deref())
             .or(vendor_failed);
-        let status = self.status.to_string();
-        let key = self.config.auth.caller_name(self.caller);
-        let duration_ms = micros_since(&self.host, self.started) / 1000;
+        let status = self.outcome.status.to_string();
+        let key = self.config.auth.caller_name(self.client.caller);
+        let duration_ms = micros_since(&self.host, self.outcome.started) / 1000;
         let (provider, model, group) = (
             record.provider.as_str(),
             record.model.as_str(),
@@ -94,7 +95,7 @@ impl<H: Host> Edge<H> {
                     ("status", &status),
                     ("code", code.unwrap_or("")),
                     ("key", key),
-                    ("surface", self.api.name()),
+                    ("surface", self.client.api.name()),
                     ("operation", chat.operation),
                 ],
                 1,
@@ -188,12 +189,12 @@ impl<H: Host> Edge<H> {
         }
 
         let log = RequestLog {
-            request_id: &self.request_id,
-            surface: self.api.name(),
+            request_id: &self.client.request_id,
+            surface: self.client.api.name(),
             operation: chat.operation,
             key,
             group,
-            status: self.status,
+            status: self.outcome.status,
             code,
             attempts,
             route: route.iter().map(String::as_str).collect(),
@@ -207,11 +208,16 @@ impl<H: Host> Edge<H> {
             delivered_tokens: record.delivered_tokens,
             client_disconnected,
             rate_limit: self
+                .admission
                 .limits
                 .as_ref()
                 .and_then(|l| l.refused.as_ref())
                 .map(|(name, _)| name.as_str())
-                .or(self.global_refusal.as_ref().map(|r| r.log_name.as_str())),
+                .or(self
+                    .admission
+                    .global_refusal
+                    .as_ref()
+                    .map(|r| r.log_name.as_str())),
             budget_alerts: &budget_alerts,
             cache: self.cache.as_ref().map(|c| c.status.as_str()),
             cache_saved_usd: self.cache.as_ref().and_then(|c| c.saved_usd),
@@ -224,7 +230,7 @@ impl<H: Host> Edge<H> {
             self.record_trace(settings, chat, records, &log);
         }
         // Published already when the response ended; not so for a client that left.
-        if self.final_attempts.is_none() {
+        if self.outcome.final_attempts.is_none() {
             self.publish_span_attributes(chat, record, route, &usage);
         }
     }
@@ -241,7 +247,7 @@ impl<H: Host> Edge<H> {
 
     fn candidate_sent_to(&self, chat: &ChatFacts) -> Option<(String, String)> {
         let group = self.config.model_groups.get(&chat.group)?;
-        let candidate = group.candidates.get(self.sent_to?)?;
+        let candidate = group.candidates.get(self.admission.sent_to?)?;
         let provider = candidate.provider.clone().unwrap_or_default();
         let model = candidate.model.clone().unwrap_or_else(|| {
             self.config.providers.get(&provider).map_or_else(
@@ -290,14 +296,14 @@ impl<H: Host> Edge<H> {
 
     /// The response is complete: what tracing needs must be in place now.
     pub(super) fn on_response_end(&mut self) {
-        self.response_complete = true;
-        if let Some(chat) = &self.chat {
+        self.outcome.response_complete = true;
+        if let Some(chat) = &self.admission.chat {
             let (records, route) = self.attempts();
             let no_attempt = AttemptRecord::default();
             let record = records.last().unwrap_or(&no_attempt);
             let (usage, _) = record.usage_or_estimate(chat.estimated_prompt_tokens);
             self.publish_span_attributes(chat, record, &route, &usage);
-            self.final_attempts = Some((records, route));
+            self.outcome.final_attempts = Some((records, route));
         }
     }
 }

@@ -15,8 +15,8 @@ impl<H: Host> Edge<H> {
     /// `GET /v1/models/{id}`: one model this caller may use (404 otherwise,
     /// also for a group it may not use: its existence is not revealed).
     pub(super) fn model_retrieve(&self, id: &str) -> Result<Vec<u8>, GatewayError> {
-        let group =
-            self.config.model_groups.contains_key(id) && self.config.auth.allows(self.caller, id);
+        let group = self.config.model_groups.contains_key(id)
+            && self.config.auth.allows(self.client.caller, id);
         let found = match group {
             true => Some(crate::model::listing::Listed::named(id)),
             false if self.config.discovery.is_some() => {
@@ -37,6 +37,8 @@ impl<H: Host> Edge<H> {
 
     /// The surface the model list answers in, for this request's client.
     fn lister(&self) -> &'static dyn Surface {
-        surfaces::lister(self.api, |name| self.request_headers.has(name))
+        surfaces::lister(self.client.api, |name| {
+            self.client.request_headers.has(name)
+        })
     }
 }

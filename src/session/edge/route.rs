@@ -28,7 +28,7 @@ impl<H: Host> Edge<H> {
     }
 
     fn on_generate_body(&mut self, facts: &PathFacts, body: &[u8]) -> Result<(), GatewayError> {
-        let headers = std::mem::take(&mut self.request_headers);
+        let headers = std::mem::take(&mut self.client.request_headers);
         let max_body_bytes = self.config.limits.max_body_bytes;
         if body.len() as u64 > max_body_bytes {
             return Err(GatewayError::new(
@@ -41,7 +41,8 @@ impl<H: Host> Edge<H> {
         let limits = &self.config.limits;
         let rewritten = resolved.as_mut().map(|r| std::mem::take(&mut r.body));
         let body = rewritten.as_deref().unwrap_or(body);
-        let Generation { request, mut state } = surface(self.api).parse_generation(facts, body)?;
+        let Generation { request, mut state } =
+            surface(self.client.api).parse_generation(facts, body)?;
         check_counts(limits, &request)?;
         if let Some(id) = &request.request_id {
             if !valid_request_id(id) {
@@ -50,7 +51,7 @@ impl<H: Host> Edge<H> {
                     "request_id must be 1-128 characters of [A-Za-z0-9._:-]",
                 ));
             }
-            self.request_id.clone_from(id);
+            self.client.request_id.clone_from(id);
             self.host
                 .set_header(Map::Request, b"x-request-id", Some(id.as_bytes()))?;
         }
@@ -69,18 +70,18 @@ impl<H: Host> Edge<H> {
             &request_header,
             task_type,
         )?;
-        self.discovered = discovered;
-        config.auth.check_group(self.caller, group)?;
+        self.admission.discovered = discovered;
+        config.auth.check_group(self.client.caller, group)?;
         // Sticky by user when the request names one; otherwise spread by request id.
         let user = text("x-user-id")
             .map(str::to_owned)
             .or_else(|| request.user.clone());
         let bucket_key = match &user {
             Some(u) => u.as_bytes().to_vec(),
-            None => next_spread_key(&self.request_id),
+            None => next_spread_key(&self.client.request_id),
         };
         let needs = Needs::of(&request);
-        self.chat = Some(ChatFacts {
+        self.admission.chat = Some(ChatFacts {
             operation: GENERATION,
             group: group.to_owned(),
             request_model: request.model.clone(),
@@ -99,7 +100,7 @@ impl<H: Host> Edge<H> {
                 cache::Consulted::Go => {}
                 cache::Consulted::Answered => return Ok(()),
                 cache::Consulted::Waiting => {
-                    self.request_headers = headers;
+                    self.client.request_headers = headers;
                     return Ok(());
                 }
             }
@@ -114,7 +115,7 @@ impl<H: Host> Edge<H> {
             )
         })?;
         if config.limits.descriptors {
-            let key = config.auth.caller_name(self.caller);
+            let key = config.auth.caller_name(self.client.caller);
             limiter::expose_descriptors(&self.host, key, group, &request.model);
         }
         // Context fitting: which window the candidates are routed by.
@@ -137,7 +138,7 @@ impl<H: Host> Edge<H> {
         // Context fitting's summaries, made before the first attempt.
         let summarising = self.plan_summaries((group, model_group), &request, &needs);
         let capture_limit = model_group.cache.as_ref().map(|c| c.max_entry_bytes);
-        self.sent_to = Some(index);
+        self.admission.sent_to = Some(index);
         let (group, cluster) = (group.to_owned(), cluster_of(model_group, index));
         let response_id = self.plan_store(body, &mut state, resolved);
         self.hand_off(
@@ -169,10 +170,10 @@ impl<H: Host> Edge<H> {
             return Ok(());
         }
         let reservation = reserve(&config);
-        let key = matches!(self.caller, crate::auth::Caller::Key(_))
-            .then(|| config.auth.caller_name(self.caller));
+        let key = matches!(self.client.caller, crate::auth::Caller::Key(_))
+            .then(|| config.auth.caller_name(self.client.caller));
         let (limits, refused) = RequestLimits::admit(&self.host, &config, key, group, reservation);
-        self.limits = Some(limits);
+        self.admission.limits = Some(limits);
         refused.map_or(Ok(()), Err)
     }
 
@@ -199,14 +200,18 @@ impl<H: Host> Edge<H> {
             self.channel = AttemptChannel::InVm(shared);
         }
         let handoff = Handoff {
-            api: self.api,
+            api: self.client.api,
             call,
             token: self.exchange,
             candidate: Some(index),
-            request_id: self.request_id.clone(),
+            request_id: self.client.request_id.clone(),
             group,
             response_id,
-            model: self.discovered.as_ref().map(|(_, model)| model.clone()),
+            model: self
+                .admission
+                .discovered
+                .as_ref()
+                .map(|(_, model)| model.clone()),
         };
         self.host
             .set_property(&[HANDOFF_PROPERTY], Some(handoff.encode().as_bytes()))?;
@@ -246,7 +251,7 @@ impl<H: Host> Edge<H> {
         // A response the gateway stored: answered from its store.
         if let Some((op, id)) = call.stored_response() {
             if crate::responses_store::is_gateway_id(id) {
-                self.chat = Some(ChatFacts {
+                self.admission.chat = Some(ChatFacts {
                     operation: call.operation_name(),
                     ..ChatFacts::default()
                 });
@@ -254,9 +259,9 @@ impl<H: Host> Edge<H> {
             }
         }
         let config = Rc::clone(&self.config);
-        let header = self.text("x-model-group").map(str::to_owned);
+        let header = self.client.text("x-model-group").map(str::to_owned);
         let header = header.as_deref();
-        let text = |name: &str| self.text(name).map(str::to_owned);
+        let text = |name: &str| self.client.text(name).map(str::to_owned);
         let (group, model_group, discovered) = match &request {
             Some(request) => self.resolve_group(&config, header, request.model(), &text, None)?,
             // Nothing names a model: the header does, or the default group.
@@ -274,8 +279,8 @@ impl<H: Host> Edge<H> {
                 }
             },
         };
-        config.auth.check_group(self.caller, group)?;
-        self.discovered = discovered;
+        config.auth.check_group(self.client.caller, group)?;
+        self.admission.discovered = discovered;
         // Embeddings are billed and limited by their input tokens.
         let input_tokens = request.as_ref().map_or(0, Request::call_input_tokens);
         let request_model = request.as_ref().map(|r| r.model().to_owned());
@@ -283,7 +288,7 @@ impl<H: Host> Edge<H> {
             .as_ref()
             .and_then(Request::call_user)
             .map(str::to_owned);
-        self.chat = Some(ChatFacts {
+        self.admission.chat = Some(ChatFacts {
             operation: call.operation_name(),
             splits_into_parts: call.splits_into_parts(),
             group: group.to_owned(),
@@ -307,24 +312,24 @@ impl<H: Host> Edge<H> {
         }
         let model = request_model.unwrap_or_default();
         // A self-call's request was admitted for it (`session::self_call`).
-        if self.part.is_none() {
+        if self.client.part.is_none() {
             self.admit(group, |config| {
                 limiter::reservation(config, group, &model, input_tokens, Some(0))
             })?;
         }
-        if config.limits.descriptors && self.part.as_ref().is_none_or(|p| p.admits) {
+        if config.limits.descriptors && self.client.part.as_ref().is_none_or(|p| p.admits) {
             limiter::expose_descriptors(&self.host, self.key_name(), group, &model);
         }
-        let bucket_key = match self.text("x-user-id").map(str::to_owned).or(user) {
+        let bucket_key = match self.client.text("x-user-id").map(str::to_owned).or(user) {
             Some(user) => user.into_bytes(),
-            None => next_spread_key(&self.request_id),
+            None => next_spread_key(&self.client.request_id),
         };
         let needs = Needs {
             prompt_tokens: input_tokens,
             ..NO_NEEDS
         };
         let client_model = request.as_ref().map_or("", Request::model);
-        let index = match self.part.as_ref().map(|p| p.candidate) {
+        let index = match self.client.part.as_ref().map(|p| p.candidate) {
             // A self-call goes to the candidate its request chose.
             Some(index) if index < model_group.candidates.len() => index,
             Some(_) => {

@@ -85,7 +85,7 @@ impl<H: Host> Edge<H> {
         let cluster = self.config.self_calls.as_ref()?.cluster.as_str();
         let body = serde_json::json!({"model": settings.model(), "input": prompt.text});
         let body = serde_json::to_vec(&body).ok()?;
-        let id = format!("{}-semantic", self.request_id);
+        let id = format!("{}-semantic", self.client.request_id);
         let group_of_call = &settings.embedding_group;
         let headers = own_call::headers(client, "/v1/embeddings", group_of_call, id);
         let headers = own_call::borrowed(&headers);
@@ -217,7 +217,7 @@ impl<H: Host> Edge<H> {
 
     /// The request's group and its semantic cache's settings.
     fn semantic_settings(&self) -> Option<(String, semantic_cache::Settings)> {
-        let group = self.chat.as_ref()?.group.clone();
+        let group = self.admission.chat.as_ref()?.group.clone();
         let settings = (self.config.model_groups.get(&group))
             .and_then(|g| g.cache.as_ref())
             .and_then(|c| c.semantic.clone())?;

@@ -94,7 +94,7 @@ fn shared<H: Host>(host: &H) -> HostStore<'_, H> {
 impl<H: Host> Edge<H> {
     /// Whose entries this request's are.
     pub(super) fn namespace(&self) -> Namespace {
-        store::namespace(self.config.auth.caller_name(self.caller))
+        store::namespace(self.config.auth.caller_name(self.client.caller))
     }
 
     /// Entry `id` as this request sees it: the fleet's answer (`found`),
@@ -117,7 +117,7 @@ impl<H: Host> Edge<H> {
     /// waits for a callout, or it was parsed and routed already); `None`
     /// when there is nothing to fetch.
     pub(super) fn fetch_state(&mut self, facts: &PathFacts, body: &[u8]) -> Option<Flow> {
-        if self.api != Api::OpenAiResponses || !self.config.response_store.enabled {
+        if self.client.api != Api::OpenAiResponses || !self.config.response_store.enabled {
             return None;
         }
         self.config.shared_state.service.as_ref()?;
@@ -138,7 +138,10 @@ impl<H: Host> Edge<H> {
     /// the whole conversation instead.
     pub(super) fn resolve_state(&mut self, body: &[u8]) -> Result<Option<Resolved>, GatewayError> {
         let bounds = self.config.response_store;
-        if self.api != Api::OpenAiResponses || !bounds.enabled || !resolve::references_state(body) {
+        if self.client.api != Api::OpenAiResponses
+            || !bounds.enabled
+            || !resolve::references_state(body)
+        {
             return Ok(None);
         }
         let fetched = self.responses.fetched.take().unwrap_or_default();
@@ -170,6 +173,7 @@ impl<H: Host> Edge<H> {
             return None;
         }
         let seed = self
+            .outcome
             .started
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
@@ -190,7 +194,7 @@ impl<H: Host> Edge<H> {
     /// The answer's headers: a successful translated one is captured as it
     /// passes (a vendor that keeps its responses answered: nothing to read).
     pub(super) fn capture_answer(&mut self, status: u16) {
-        let stream = self.chat.as_ref().is_some_and(|c| c.stream);
+        let stream = self.admission.chat.as_ref().is_some_and(|c| c.stream);
         let limit = self.config.response_store.max_entry_bytes;
         let kept_by_vendor = status == 200 && self.answered_by_a_keeper();
         match &mut self.responses.pending {

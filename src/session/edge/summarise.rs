@@ -67,7 +67,7 @@ impl<H: Host> Edge<H> {
         request: &ChatRequest,
         needs: &Needs,
     ) -> Option<Summarising> {
-        if self.part.is_some() || request.native_only.is_some() {
+        if self.client.part.is_some() || request.native_only.is_some() {
             return None;
         }
         let rungs = (model_group.fallback.iter())
@@ -185,7 +185,7 @@ impl<H: Host> Edge<H> {
             };
             let id = format!(
                 "{}-summary-{}-{}",
-                self.request_id, block.message, block.part
+                self.client.request_id, block.message, block.part
             );
             let headers = own_call::headers(client, "/v1/chat/completions", &s.group, id);
             let mut headers = own_call::borrowed(&headers);

@@ -440,7 +440,7 @@ fn a_budget_is_reserved_at_admission_and_settled_when_the_request_ends() {
     let limits = r#","limits":{"rate":[{"key":"team-a","tokens_per_hour":10000}],"reserve_output_tokens":100}"#;
     let mut e = edge(config(limits), "POST", "/v1/chat/completions", CHAT);
     assert_eq!(send(&mut e), Flow::Continue);
-    let prompt = e.chat.as_ref().unwrap().estimated_prompt_tokens;
+    let prompt = e.admission.chat.as_ref().unwrap().estimated_prompt_tokens;
     // Its prompt estimate and the default output reservation, held.
     assert_eq!(counter_used(&e, "tokens.total"), prompt + 100);
     answer_and_end(&mut e);
@@ -453,7 +453,7 @@ fn a_client_that_leaves_before_any_answer_is_charged_its_prompt() {
     let limits = r#","limits":{"rate":[{"key":"team-a","tokens_per_hour":10000}]}"#;
     let mut e = edge(config(limits), "POST", "/v1/chat/completions", CHAT);
     assert_eq!(send(&mut e), Flow::Continue);
-    let prompt = e.chat.as_ref().unwrap().estimated_prompt_tokens;
+    let prompt = e.admission.chat.as_ref().unwrap().estimated_prompt_tokens;
     assert!(prompt > 0);
     // No response: the client left, Envoy reset the attempt, the stream ends.
     e.on_log();
