@@ -4,9 +4,12 @@
 //! reached (endpoint metadata `llm.provider`), and the provider's answer
 //! back, chunk by chunk. It talks to the proxy only through [`Host`].
 //!
-//! This file is the state machine and its callbacks, in order; the vendor
-//! request is made in `attempt/request.rs`, the answer translated in
-//! `attempt/answer.rs`, the attempt's record in `attempt/report.rs`.
+//! This file is the state machine and its callbacks, in order; its state is
+//! grouped by what it is for in `attempt/facts.rs` (what the client asked,
+//! where the attempt landed, what was sent, what the vendor said, how the
+//! stream went); the vendor request is made in `attempt/request.rs`, the
+//! answer translated in `attempt/answer.rs`, the attempt's record in
+//! `attempt/report.rs`.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -28,7 +31,7 @@ use crate::headers::vendor_may_receive;
 use crate::metering::AttemptRecord;
 use crate::model::call::Call;
 use crate::model::response::{Origin, Usage};
-use crate::model::{Api, Request};
+use crate::model::Request;
 use crate::provider::Provider;
 use crate::session::exchange::Handoff;
 use crate::surfaces::{parse_call_body, stream_writer, surface, SurfaceState};
@@ -36,6 +39,7 @@ use report::WAIT_HEADERS;
 
 mod answer;
 mod cache;
+mod facts;
 mod fit;
 pub mod report;
 mod request;
@@ -101,60 +105,22 @@ pub struct Attempt<H> {
     pub(super) host: H,
     config: Rc<Config>,
     mode: Mode,
-    /// The API the client speaks.
-    api: Api,
-    /// The native call, for a request that is not a generation.
-    call: Option<Call>,
+    /// What the client asked for.
+    asked: facts::Asked,
+    /// Where this attempt landed.
+    upstream: facts::Upstream,
+    /// What translating the request did for this vendor.
+    sent: facts::Sent,
+    /// What the vendor's answer headers said.
+    vendor: facts::VendorHeaders,
+    /// How the answer's stream went.
+    progress: facts::Progress,
     /// What finishes the answer of an operation answered whole, once sent.
     whole: Option<Box<dyn WholeAnswer>>,
-    request_id: String,
-    group: String,
-    candidate: Option<usize>,
-    /// The ladder rung this attempt landed on (a group of the ladder's
-    /// fallback), when its endpoint names one.
-    rung: Option<String>,
-    /// The vendor model of a request routed to a discovered model (the
-    /// edge role's), for attempts on the provider that lists it.
-    discovered_model: Option<String>,
-    provider_name: String,
-    /// Vendor model this attempt asked for.
-    model: String,
-    attempt: u64,
-    stream: bool,
-    /// The answer's shape the client asked for (usage, how many choices).
-    shape: request::Shape,
-    /// The request's web search was left out for this vendor (it has no
-    /// search tool for it): the answer's `x-llm-dropped-tools` says so.
-    dropped_web_search: bool,
-    /// The generation of the Google access token sent (Vertex AI with
-    /// managed credentials): a 401 refreshes that token.
-    google_token: Cell<Option<u64>>,
-    /// The vendor's batch limit, when the request's embeddings exceed it.
-    batch_limit: Cell<Option<usize>>,
-    /// What context fitting did to this attempt's request (`attempt/fit.rs`).
-    context: Cell<Option<crate::fitting::Report>>,
-    /// Context fitting changed the request: it was translated, not passed.
-    refitted: bool,
     /// What the client's surface keeps for its answer.
     surface_state: SurfaceState,
-    /// The id of an answer the gateway stores (the edge role's), which its
-    /// surface state gives the answer (`SurfaceState::set_answer_id`).
-    pub(super) response_id: Option<String>,
     /// Reused for every translated chunk.
     out: Vec<u8>,
-    /// When this attempt started, for time to first token (streams only).
-    started: SystemTime,
-    /// The vendor answered with a JSON content type (kept as it is).
-    vendor_json: bool,
-    /// The vendor sent `retry-after` itself (it passes to the client as is).
-    vendor_retry_after: bool,
-    /// Its `retry-after-ms`, in whole seconds, for a `retry-after` of ours.
-    vendor_retry_after_ms: Option<u64>,
-    /// It sent `retry-after` or `retry-after-ms`.
-    vendor_wait_headers: bool,
-    first_content: Option<SystemTime>,
-    chunks: u64,
-    stream_ended: bool,
     /// What this attempt did; handed back to the edge role.
     record: AttemptRecord,
     /// When it started, with the diagnostics view on (its record's
@@ -180,35 +146,14 @@ impl<H: Host> Attempt<H> {
             host,
             config,
             mode: Mode::Passthrough,
-            api: Api::OpenAiChat,
-            call: None,
+            asked: facts::Asked::default(),
+            upstream: facts::Upstream::default(),
+            sent: facts::Sent::default(),
+            vendor: facts::VendorHeaders::default(),
+            progress: facts::Progress::default(),
             whole: None,
-            request_id: String::new(),
-            group: String::new(),
-            candidate: None,
-            rung: None,
-            discovered_model: None,
-            provider_name: String::new(),
-            model: String::new(),
-            attempt: 1,
-            stream: false,
-            shape: request::Shape::default(),
-            dropped_web_search: false,
-            google_token: Cell::new(None),
-            batch_limit: Cell::new(None),
-            context: Cell::new(None),
-            refitted: false,
             surface_state: SurfaceState::default(),
-            response_id: None,
             out: Vec::new(),
-            started: SystemTime::UNIX_EPOCH,
-            vendor_json: false,
-            vendor_retry_after: false,
-            vendor_retry_after_ms: None,
-            vendor_wait_headers: false,
-            first_content: None,
-            chunks: 0,
-            stream_ended: false,
             record: AttemptRecord::default(),
             timed: None,
             channel: AttemptChannel::FilterState,
@@ -228,15 +173,15 @@ impl<H: Host> Attempt<H> {
                 Some(now.duration_since(started).unwrap_or_default().as_millis() as u64);
         }
         self.channel
-            .save_record(&self.host, self.attempt, &self.record);
+            .save_record(&self.host, self.upstream.attempt, &self.record);
     }
 
     /// This attempt's entry in the request's route (`provider/model:outcome`).
     fn route_entry(&self) -> String {
         format!(
             "{}/{}:{}",
-            self.provider_name,
-            self.model,
+            self.upstream.provider_name,
+            self.upstream.model,
             self.record.outcome()
         )
     }
@@ -249,17 +194,21 @@ impl<H: Host> Attempt<H> {
         let previous = answered.then(|| self.route_entry());
         if !answered {
             self.record = AttemptRecord {
-                provider: self.provider_name.clone(),
-                model: self.model.clone(),
-                stream: self.stream,
+                provider: self.upstream.provider_name.clone(),
+                model: self.upstream.model.clone(),
+                stream: self.asked.stream,
                 ..AttemptRecord::default()
             };
         }
         self.record.reset = true;
         self.save_record();
         let entry = self.route_entry();
-        self.channel
-            .set_route(&self.host, self.attempt, &entry, previous.as_deref());
+        self.channel.set_route(
+            &self.host,
+            self.upstream.attempt,
+            &entry,
+            previous.as_deref(),
+        );
     }
 
     /// After a stream chunk: time to first token, delivered tokens, and at
@@ -279,13 +228,13 @@ impl<H: Host> Attempt<H> {
             }
             _ => return,
         };
-        self.chunks += 1;
-        let first = content_started && self.first_content.is_none();
+        self.progress.chunks += 1;
+        let first = content_started && self.progress.first_content.is_none();
         if first {
             let now = self.host.now();
-            self.first_content = Some(now);
+            self.progress.first_content = Some(now);
             self.record.ttft_ms = Some(
-                now.duration_since(self.started)
+                now.duration_since(self.progress.started)
                     .unwrap_or_default()
                     .as_millis() as u64,
             );
@@ -293,9 +242,9 @@ impl<H: Host> Attempt<H> {
         self.record.delivered_tokens = delivered;
         // The end: the vendor's last event, or the body's end, whichever
         // comes first (once).
-        let end = (end_of_stream || done) && !self.stream_ended;
+        let end = (end_of_stream || done) && !self.progress.stream_ended;
         if end {
-            self.stream_ended = true;
+            self.progress.stream_ended = true;
             if let Some(usage) = &usage {
                 self.record.set_usage(usage);
             }
@@ -305,7 +254,7 @@ impl<H: Host> Attempt<H> {
             self.record_time_per_output_token();
             self.publish_span_attributes(failure.is_none());
         }
-        if first || end || self.chunks.is_multiple_of(PROGRESS_EVERY) {
+        if first || end || self.progress.chunks.is_multiple_of(PROGRESS_EVERY) {
             self.save_record();
         }
     }
@@ -313,7 +262,7 @@ impl<H: Host> Attempt<H> {
     fn record_time_per_output_token(&self) {
         let (true, Some(first), Some(tokens)) = (
             self.config.request_metrics,
-            self.first_content,
+            self.progress.first_content,
             self.record.completion_tokens,
         ) else {
             return;
@@ -326,8 +275,8 @@ impl<H: Host> Attempt<H> {
                 .unwrap_or_default()
                 .as_micros() as u64;
             let labels = [
-                ("provider", self.provider_name.as_str()),
-                ("model", self.model.as_str()),
+                ("provider", self.upstream.provider_name.as_str()),
+                ("model", self.upstream.model.as_str()),
             ];
             ignore(self.host.record(
                 "gen_ai.server.time_per_output_token_us",
@@ -342,12 +291,12 @@ impl<H: Host> Attempt<H> {
     }
 
     fn provider(&self) -> Option<(&Provider, &'static dyn Dialect)> {
-        let p = self.config.providers.get(&self.provider_name)?;
+        let p = self.config.providers.get(&self.upstream.provider_name)?;
         Some((p, dialect(p.dialect)))
     }
 
     fn fail(&mut self, error: GatewayError) -> Flow {
-        let error = error.with_provider(&self.provider_name);
+        let error = error.with_provider(&self.upstream.provider_name);
         // A fitted attempt refused before it reached the vendor (a
         // `reject`): the access log says why.
         if let Some(context) = self
@@ -355,9 +304,9 @@ impl<H: Host> Attempt<H> {
             .filter(|_| self.record.provider.is_empty())
         {
             self.record = AttemptRecord {
-                provider: self.provider_name.clone(),
-                model: self.model.clone(),
-                stream: self.stream,
+                provider: self.upstream.provider_name.clone(),
+                model: self.upstream.model.clone(),
+                stream: self.asked.stream,
                 status: error.status(),
                 code: Some(error.code.as_str().to_owned()),
                 context: Some(context),
@@ -365,10 +314,17 @@ impl<H: Host> Attempt<H> {
             };
             self.save_record();
         }
-        let mut headers = vec![("x-llm-attempts", self.attempt.to_string())];
-        headers.extend((self.batch_limit.get()).map(|max| (BATCH_LIMIT_HEADER, max.to_string())));
+        let mut headers = vec![("x-llm-attempts", self.upstream.attempt.to_string())];
+        headers
+            .extend((self.sent.batch_limit.get()).map(|max| (BATCH_LIMIT_HEADER, max.to_string())));
         headers.extend(self.context_header().map(|c| (crate::fitting::HEADER, c)));
-        send_error_with(&self.host, self.api, &error, &self.request_id, &headers);
+        send_error_with(
+            &self.host,
+            self.asked.api,
+            &error,
+            &self.asked.request_id,
+            &headers,
+        );
         self.mode = Mode::Passthrough;
         Flow::Pause
     }
@@ -390,14 +346,14 @@ impl<H: Host> Attempt<H> {
             },
         );
         ignore(self.host.set_body(Buffer::Response, 0, size, b""));
-        let error = GatewayError::from(e).with_provider(&self.provider_name);
+        let error = GatewayError::from(e).with_provider(&self.upstream.provider_name);
         // The record and route entry say what the client got.
         let previous = self.route_entry();
         if self.record.provider.is_empty() {
             self.record = AttemptRecord {
-                provider: self.provider_name.clone(),
-                model: self.model.clone(),
-                stream: self.stream,
+                provider: self.upstream.provider_name.clone(),
+                model: self.upstream.model.clone(),
+                stream: self.asked.stream,
                 ..AttemptRecord::default()
             };
         }
@@ -406,12 +362,18 @@ impl<H: Host> Attempt<H> {
         self.save_record();
         let entry = self.route_entry();
         self.channel
-            .set_route(&self.host, self.attempt, &entry, Some(&previous));
+            .set_route(&self.host, self.upstream.attempt, &entry, Some(&previous));
         if headers_sent {
             ignore(self.host.reset_stream());
         } else {
-            let attempts = [("x-llm-attempts", self.attempt.to_string())];
-            send_error_with(&self.host, self.api, &error, &self.request_id, &attempts);
+            let attempts = [("x-llm-attempts", self.upstream.attempt.to_string())];
+            send_error_with(
+                &self.host,
+                self.asked.api,
+                &error,
+                &self.asked.request_id,
+                &attempts,
+            );
         }
         // Whatever still comes is dropped, or the stream is cut.
         self.mode = Mode::Discard;
@@ -425,7 +387,7 @@ impl<H: Host> Attempt<H> {
     /// `token_wait_ms`.
     fn translate_or_wait(&mut self, size: usize) -> Flow {
         let wait = self.provider().and_then(|(p, _)| {
-            crate::session::google_token::missing(&self.host, &self.provider_name, p)
+            crate::session::google_token::missing(&self.host, &self.upstream.provider_name, p)
         });
         match wait {
             Some(ms) if ms > 0 => {
@@ -440,7 +402,7 @@ impl<H: Host> Attempt<H> {
     /// The vendor's request made from the client's (`size` body bytes).
     fn translate(&mut self, size: usize) -> Flow {
         let timer = self.timer();
-        let result = match self.call.clone() {
+        let result = match self.asked.call.clone() {
             Some(call) => self.translate_call(&call, size),
             None => self.translate_request(size).map(|()| Flow::Continue),
         };
@@ -450,10 +412,10 @@ impl<H: Host> Attempt<H> {
 
     fn origin(&self) -> Origin {
         Origin {
-            id: format!("chatcmpl-{}", self.request_id),
+            id: format!("chatcmpl-{}", self.asked.request_id),
             created: unix_seconds(&self.host),
-            model: self.model.clone(),
-            provider: self.provider_name.clone(),
+            model: self.upstream.model.clone(),
+            provider: self.upstream.provider_name.clone(),
             stop_sequence: None,
         }
     }
@@ -480,20 +442,20 @@ impl<H: Host> Session for Attempt<H> {
         let Some(handoff) = handoff else {
             return Flow::Continue;
         };
-        self.api = handoff.api;
-        self.call = handoff.call;
-        self.group = handoff.group;
-        self.candidate = handoff.candidate;
-        self.request_id = handoff.request_id;
-        self.response_id = handoff.response_id;
-        self.discovered_model = handoff.model;
+        self.asked.api = handoff.api;
+        self.asked.call = handoff.call;
+        self.asked.group = handoff.group;
+        self.asked.candidate = handoff.candidate;
+        self.asked.request_id = handoff.request_id;
+        self.asked.response_id = handoff.response_id;
+        self.asked.discovered_model = handoff.model;
         self.channel = AttemptChannel::find(handoff.token);
-        self.attempt = self.channel.begin_attempt(&self.host);
+        self.upstream.attempt = self.channel.begin_attempt(&self.host);
         self.cache_limit = self.channel.cache_limit();
         if self.config.diagnostics.is_some() {
             self.timed = Some(self.host.now());
         }
-        self.provider_name = self
+        self.upstream.provider_name = self
             .host
             .property(&PROVIDER_METADATA)
             .ok()
@@ -504,10 +466,10 @@ impl<H: Host> Session for Attempt<H> {
         let on_ladder = self
             .config
             .model_groups
-            .get(&self.group)
+            .get(&self.asked.group)
             .is_some_and(|g| !g.fallback.is_empty());
         if on_ladder {
-            self.rung = self
+            self.upstream.rung = self
                 .host
                 .property(&RUNG_METADATA)
                 .ok()
@@ -515,6 +477,7 @@ impl<H: Host> Session for Attempt<H> {
                 .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .filter(|rung| !rung.is_empty());
             if let Some(rung) = self
+                .upstream
                 .rung
                 .as_deref()
                 .filter(|r| !self.config.model_groups.contains_key(*r))
@@ -530,18 +493,18 @@ impl<H: Host> Session for Attempt<H> {
             }
         }
         if self.provider().is_none() {
-            let error = if self.provider_name.is_empty() {
+            let error = if self.upstream.provider_name.is_empty() {
                 GatewayError::new(
                     ErrorCode::UpstreamError,
                     "the endpoint has no filter_metadata.llm.provider",
                 )
             } else {
-                no_provider(&self.provider_name)
+                no_provider(&self.upstream.provider_name)
             };
             return self.fail(error);
         }
         // A call without a body goes now (its body, if any, passes as it is).
-        if self.call.as_ref().is_some_and(|c| !c.has_body()) {
+        if self.asked.call.as_ref().is_some_and(|c| !c.has_body()) {
             return self.translate_or_wait(0);
         }
         if end_of_stream {
@@ -552,7 +515,7 @@ impl<H: Host> Session for Attempt<H> {
     }
 
     fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Flow {
-        let sent = self.call.as_ref().is_some_and(|c| !c.has_body());
+        let sent = self.asked.call.as_ref().is_some_and(|c| !c.has_body());
         if !matches!(self.mode, Mode::Request) || sent {
             return Flow::Continue;
         }
@@ -573,7 +536,7 @@ impl<H: Host> Session for Attempt<H> {
         let still_missing = self
             .provider()
             .and_then(|(p, _)| {
-                crate::session::google_token::missing(&self.host, &self.provider_name, p)
+                crate::session::google_token::missing(&self.host, &self.upstream.provider_name, p)
             })
             .is_some();
         if still_missing && self.host.now() < until {
@@ -684,7 +647,7 @@ impl<H: Host> Session for Attempt<H> {
     fn on_done(&mut self) {
         let answered = match &self.mode {
             Mode::Request | Mode::AwaitingToken { .. } => false,
-            Mode::Stream(_) if self.stream_ended => return,
+            Mode::Stream(_) if self.progress.stream_ended => return,
             Mode::Stream(_) | Mode::Holding { .. } => true,
             Mode::Complete | Mode::Native | Mode::Whole(_) | Mode::Error(_) => true,
             Mode::Passthrough | Mode::Discard => return,

@@ -8,9 +8,9 @@ impl<H: Host> Attempt<H> {
     /// A vendor error (its key is scrubbed from the rendered answer).
     fn vendor_error(&self, status: u16, body: &[u8]) -> GatewayError {
         let Some((_, dialect)) = self.provider() else {
-            return no_provider(&self.provider_name);
+            return no_provider(&self.upstream.provider_name);
         };
-        if status == 401 && self.google_token.get().is_some() {
+        if status == 401 && self.sent.google_token.get().is_some() {
             // Vertex AI refused the token the gateway obtained (revoked,
             // rotated), not a credential of the client's: a 503 Envoy's
             // retry policy (`5xx`) and SDKs retry; the next attempt waits
@@ -20,11 +20,11 @@ impl<H: Host> Attempt<H> {
                 "Vertex AI refused the gateway's Google access token (HTTP 401); the gateway is obtaining a new one: retry shortly",
             );
             e.retry_after = Some(1);
-            return e.with_provider(&self.provider_name);
+            return e.with_provider(&self.upstream.provider_name);
         }
         dialect
             .decode_error(status, body)
-            .with_provider(&self.provider_name)
+            .with_provider(&self.upstream.provider_name)
     }
 
     /// Masks this provider's key in bytes made from its answer: every
@@ -42,7 +42,7 @@ impl<H: Host> Attempt<H> {
         error: &GatewayError,
         len: usize,
     ) -> Result<(), HostError> {
-        let error = error.clone().with_provider(&self.provider_name);
+        let error = error.clone().with_provider(&self.upstream.provider_name);
         let status = error.status().to_string();
         self.host
             .set_header(Map::Response, b":status", Some(status.as_bytes()))?;
@@ -52,7 +52,7 @@ impl<H: Host> Attempt<H> {
             .set_header(Map::Response, b"content-type", Some(b"application/json"))?;
         self.host
             .set_header(Map::Response, b"cache-control", None)?;
-        let mut body = surface(self.api).render_error(&error, Some(&self.request_id));
+        let mut body = surface(self.asked.api).render_error(&error, Some(&self.asked.request_id));
         self.scrub(&mut body);
         self.host.set_body(Buffer::Response, 0, len, &body)
     }
@@ -87,7 +87,9 @@ impl<H: Host> Attempt<H> {
         // which the call's surface writes; the usage the vendor counted is
         // recorded (without one the edge role bills its estimate).
         let whole = match &self.mode {
-            Mode::Whole(answer) if status.is_none() => Some(answer.finish(body, &self.model)),
+            Mode::Whole(answer) if status.is_none() => {
+                Some(answer.finish(body, &self.upstream.model))
+            }
             _ => None,
         };
         let result = match (status, self.provider(), whole) {
@@ -95,7 +97,7 @@ impl<H: Host> Attempt<H> {
                 if let Some(usage) = &finished.usage {
                     self.record.set_usage(usage);
                 }
-                let call = self.call.as_ref().ok_or_else(|| {
+                let call = self.asked.call.as_ref().ok_or_else(|| {
                     GatewayError::new(ErrorCode::UpstreamError, "an answer without its call")
                 })?;
                 Ok(surface(call.api).render_call(call, finished.answer))
@@ -103,11 +105,11 @@ impl<H: Host> Attempt<H> {
             (None, Some((provider, dialect)), None) => {
                 let mut origin = self.origin();
                 let decoded = if self.passes_through(provider, dialect) {
-                    dialect.decode_native(self.api, body, &mut origin)
+                    dialect.decode_native(self.asked.api, body, &mut origin)
                 } else {
                     dialect.decode_response(body, &mut origin)
                 };
-                let choices = usize::try_from(self.shape.choices).unwrap_or(usize::MAX);
+                let choices = usize::try_from(self.asked.shape.choices).unwrap_or(usize::MAX);
                 let decoded = decoded.and_then(|d| match &d.answer {
                     crate::model::response::Answer::Decoded(c) if c.more.len() >= choices => {
                         Err(GatewayError::new(
@@ -129,20 +131,20 @@ impl<H: Host> Attempt<H> {
                         self.record.delivered_tokens = usage.completion_tokens;
                     }
                     self.record.finish_reason = d.finish_reason.map(|f| f.as_str().to_owned());
-                    surface(self.api).render_answer(d.answer, &origin, &self.surface_state)
+                    surface(self.asked.api).render_answer(d.answer, &origin, &self.surface_state)
                 })
             }
             (Some(status), _, _) => Err(self.vendor_error(status, body)),
-            (None, None, _) => Err(no_provider(&self.provider_name)),
+            (None, None, _) => Err(no_provider(&self.upstream.provider_name)),
         };
-        if result.is_err() || !self.vendor_json {
+        if result.is_err() || !self.vendor.json {
             self.host
                 .set_header(Map::Response, b"content-type", Some(b"application/json"))?;
         }
         let mut body = match result {
             Ok(body) => body,
             Err(error) => {
-                let error = error.with_provider(&self.provider_name);
+                let error = error.with_provider(&self.upstream.provider_name);
                 self.record.status = error.status();
                 self.record.code = Some(error.code.as_str().to_owned());
                 let status = error.status().to_string();
@@ -150,7 +152,7 @@ impl<H: Host> Attempt<H> {
                     .set_header(Map::Response, b":status", Some(status.as_bytes()))?;
                 self.set_retry_after(&error)?;
                 let error = self.with_wait(error);
-                surface(self.api).render_error(&error, Some(&self.request_id))
+                surface(self.asked.api).render_error(&error, Some(&self.asked.request_id))
             }
         };
         self.scrub(&mut body);
@@ -205,10 +207,10 @@ impl<H: Host> Attempt<H> {
             .and_then(|s| s.parse::<u16>().ok())
             .unwrap_or(0);
         self.record = AttemptRecord {
-            provider: self.provider_name.clone(),
-            model: self.model.clone(),
+            provider: self.upstream.provider_name.clone(),
+            model: self.upstream.model.clone(),
             status,
-            stream: self.stream,
+            stream: self.asked.stream,
             ..AttemptRecord::default()
         };
         // Not UTF-8: not a content type we know (the answer is then an error).
@@ -218,9 +220,9 @@ impl<H: Host> Attempt<H> {
             .flatten()
             .unwrap_or_default();
         self.pass_vendor_headers(&headers, (200..300).contains(&status))?;
-        self.vendor_retry_after = headers.has("retry-after");
-        self.vendor_wait_headers = WAIT_HEADERS.iter().any(|name| headers.has(name));
-        self.vendor_retry_after_ms = headers
+        self.vendor.retry_after = headers.has("retry-after");
+        self.vendor.wait_headers = WAIT_HEADERS.iter().any(|name| headers.has(name));
+        self.vendor.retry_after_ms = headers
             .text("retry-after-ms")
             .ok()
             .flatten()
@@ -233,14 +235,17 @@ impl<H: Host> Attempt<H> {
         self.host.set_header(
             Map::Response,
             b"x-llm-provider",
-            Some(self.provider_name.as_bytes()),
+            Some(self.upstream.provider_name.as_bytes()),
         )?;
-        self.host
-            .set_header(Map::Response, b"x-llm-model", Some(self.model.as_bytes()))?;
-        let attempt = self.attempt.to_string();
+        self.host.set_header(
+            Map::Response,
+            b"x-llm-model",
+            Some(self.upstream.model.as_bytes()),
+        )?;
+        let attempt = self.upstream.attempt.to_string();
         self.host
             .set_header(Map::Response, b"x-llm-attempts", Some(attempt.as_bytes()))?;
-        if self.dropped_web_search {
+        if self.sent.dropped_web_search {
             self.host
                 .set_header(Map::Response, b"x-llm-dropped-tools", Some(b"web_search"))?;
         }
@@ -252,7 +257,7 @@ impl<H: Host> Attempt<H> {
             )?;
             self.record.context = Some(context);
         }
-        if let Some(max) = self.batch_limit.get() {
+        if let Some(max) = self.sent.batch_limit.get() {
             self.host.set_header(
                 Map::Response,
                 BATCH_LIMIT_HEADER.as_bytes(),
@@ -263,15 +268,15 @@ impl<H: Host> Attempt<H> {
             .set_header(Map::Response, b"content-length", None)?;
         let entry = self.route_entry();
         self.channel
-            .set_route(&self.host, self.attempt, &entry, None);
+            .set_route(&self.host, self.upstream.attempt, &entry, None);
         self.save_record();
         if !(200..300).contains(&status) {
             if let (401, Some(generation), Some((provider, _))) =
-                (status, self.google_token.get(), self.provider())
+                (status, self.sent.google_token.get(), self.provider())
             {
                 crate::session::google_token::unauthorized(
                     &self.host,
-                    &self.provider_name,
+                    &self.upstream.provider_name,
                     provider,
                     generation,
                 );
@@ -289,18 +294,18 @@ impl<H: Host> Attempt<H> {
             self.mode = Mode::Whole(answer);
             return Ok(Flow::Pause);
         }
-        if self.call.is_some() {
+        if self.asked.call.is_some() {
             // A native call uses no tokens (nothing to bill or estimate).
             self.record.set_usage(&Usage::default());
             self.mode = Mode::Native;
             return Ok(Flow::Pause);
         }
         let Some((provider, dialect)) = self.provider() else {
-            return Ok(self.fail(no_provider(&self.provider_name)));
+            return Ok(self.fail(no_provider(&self.upstream.provider_name)));
         };
         let native = self.passes_through(provider, dialect);
-        self.vendor_json = content_type.starts_with("application/json");
-        if self.stream && dialect.is_stream_content_type(content_type) {
+        self.vendor.json = content_type.starts_with("application/json");
+        if self.asked.stream && dialect.is_stream_content_type(content_type) {
             let writer = self.client_writer(native);
             let decoder = dialect.stream_decoder(writer);
             self.host
@@ -319,7 +324,7 @@ impl<H: Host> Attempt<H> {
             return Ok(Flow::Continue);
         }
         // A 2xx that is not what we asked for (e.g. JSON to a stream request) is an error.
-        self.mode = if self.stream {
+        self.mode = if self.asked.stream {
             Mode::Error(status)
         } else {
             Mode::Complete

@@ -21,34 +21,42 @@ impl<H: Host> Attempt<H> {
     /// request and answer through (never while capturing, nor for a
     /// request context fitting changed: both are translated).
     pub(super) fn passes_through(&self, provider: &Provider, dialect: &dyn Dialect) -> bool {
-        self.cache_limit.is_none() && !self.refitted && pass_through(provider, dialect, self.api)
+        self.cache_limit.is_none()
+            && !self.sent.refitted
+            && pass_through(provider, dialect, self.asked.api)
     }
 
     /// The stream writer for the client's encoder; while capturing, the
     /// encoder is recorded.
     pub(super) fn client_writer(&mut self, native: bool) -> EventWriter {
         let origin = self.origin();
-        let request_id = self.request_id.clone();
+        let request_id = self.asked.request_id.clone();
         match self.cache_limit.filter(|_| !native) {
             Some(limit) => {
                 let capture = Capture::shared(limit);
                 self.capture = Some(Rc::clone(&capture));
-                let encoder =
-                    surface(self.api).stream_encoder(self.shape.include_usage, &self.surface_state);
+                let encoder = surface(self.asked.api)
+                    .stream_encoder(self.asked.shape.include_usage, &self.surface_state);
                 let encoder = Box::new(Recording::around(encoder, capture));
-                EventWriter::new(encoder, origin, request_id, self.shape.include_usage, false)
-                    .for_api(self.api)
-                    .with_choices(self.shape.choices)
+                EventWriter::new(
+                    encoder,
+                    origin,
+                    request_id,
+                    self.asked.shape.include_usage,
+                    false,
+                )
+                .for_api(self.asked.api)
+                .with_choices(self.asked.shape.choices)
             }
             None => stream_writer(
-                self.api,
+                self.asked.api,
                 native,
                 origin,
                 request_id,
-                self.shape.include_usage,
+                self.asked.shape.include_usage,
                 &self.surface_state,
             )
-            .with_choices(self.shape.choices),
+            .with_choices(self.asked.shape.choices),
         }
     }
 

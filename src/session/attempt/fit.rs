@@ -33,15 +33,24 @@ impl<H: Host> Attempt<H> {
     ) -> Result<Option<ChatRequest>, GatewayError> {
         let groups = &self.config.model_groups;
         let policy_of = |name: &str| groups.get(name).and_then(|g| g.fitting.as_ref());
-        let (group, policy) = match self.rung.as_deref().and_then(|r| Some((r, policy_of(r)?))) {
+        let (group, policy) = match self
+            .upstream
+            .rung
+            .as_deref()
+            .and_then(|r| Some((r, policy_of(r)?)))
+        {
             Some(rung) => rung,
-            None => match policy_of(&self.group) {
-                Some(policy) => (self.group.as_str(), policy),
+            None => match policy_of(&self.asked.group) {
+                Some(policy) => (self.asked.group.as_str(), policy),
                 None => return Ok(None),
             },
         };
-        let facts =
-            crate::session::discovery::facts(&self.host, &self.config, &self.provider_name, model);
+        let facts = crate::session::discovery::facts(
+            &self.host,
+            &self.config,
+            &self.upstream.provider_name,
+            model,
+        );
         let summaries = match policy.has(fitting::Strategy::Compress) {
             true => (self.host.property(&[SUMMARIES_PROPERTY]).ok().flatten())
                 .map(|bytes| fitting::compress::decode(&bytes))
@@ -53,7 +62,7 @@ impl<H: Host> Attempt<H> {
             Ok(fitted) => (Ok(fitted.request), fitted.report),
             Err(refused) => (Err(refused.0), refused.1),
         };
-        self.context.set(Some(report));
+        self.sent.context.set(Some(report));
         ignore(self.host.count(
             "llm_gateway.context_fitting",
             &[("group", group), ("outcome", report.outcome.as_str())],
@@ -85,6 +94,6 @@ impl<H: Host> Attempt<H> {
 
     /// The `x-llm-context` value of this attempt, if it was fitted.
     pub(super) fn context_header(&self) -> Option<String> {
-        self.context.get().as_ref().map(Report::header)
+        self.sent.context.get().as_ref().map(Report::header)
     }
 }

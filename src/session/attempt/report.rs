@@ -66,12 +66,12 @@ impl<H: Host> Attempt<H> {
         let input = self.record.prompt_tokens.map(|t| t.to_string());
         let output = self.record.completion_tokens.map(|t| t.to_string());
         let provider = self.provider().map(|(p, _)| p);
-        let names = span_provider_properties(&self.provider_name, provider);
+        let names = span_provider_properties(&self.upstream.provider_name, provider);
         for (name, value) in names.into_iter().chain([
-            ("llm_request_model", Some(self.model.as_str())),
+            ("llm_request_model", Some(self.upstream.model.as_str())),
             (
                 "llm_response_model",
-                answered.then_some(self.model.as_str()),
+                answered.then_some(self.upstream.model.as_str()),
             ),
             ("llm_input_tokens", input.as_deref()),
             ("llm_output_tokens", output.as_deref()),
@@ -92,19 +92,19 @@ impl<H: Host> Attempt<H> {
             error.code,
             ErrorCode::UpstreamRateLimit | ErrorCode::UpstreamBusy
         ) {
-            if self.vendor_wait_headers {
+            if self.vendor.wait_headers {
                 for name in WAIT_HEADERS {
                     self.host.set_header(Map::Response, name.as_bytes(), None)?;
                 }
             }
             return Ok(());
         }
-        if self.vendor_retry_after {
+        if self.vendor.retry_after {
             return Ok(());
         }
         let seconds = error
             .retry_after
-            .or(self.vendor_retry_after_ms)
+            .or(self.vendor.retry_after_ms)
             .or_else(|| retry_delay_in(&error.message));
         if let Some(seconds) = seconds {
             let value = seconds.to_string();

@@ -12,27 +12,27 @@ impl<H: Host> Attempt<H> {
     /// group (a failover to another vendor). The candidate is the one the
     /// edge role chose, or on a ladder rung that rung group's.
     fn vendor_model(&self, provider: &Provider, client_model: &str) -> String {
-        let (group, candidate) = match &self.rung {
+        let (group, candidate) = match &self.upstream.rung {
             Some(rung) => (rung.as_str(), Some(0)),
-            None => (self.group.as_str(), self.candidate),
+            None => (self.asked.group.as_str(), self.asked.candidate),
         };
         let candidate = self
             .config
             .model_groups
             .get(group)
             .and_then(|g| g.candidates.get(candidate?));
-        if let (Some(model), Some(c)) = (&self.discovered_model, candidate) {
+        if let (Some(model), Some(c)) = (&self.asked.discovered_model, candidate) {
             let discovery = self.config.discovery.as_ref();
             let on = discovery
                 .and_then(|d| d.provider_of(c))
                 .or(c.provider.as_deref());
-            if on == Some(self.provider_name.as_str()) {
+            if on == Some(self.upstream.provider_name.as_str()) {
                 return model.clone();
             }
         }
         match candidate {
             Some(c)
-                if c.provider.as_deref() == Some(self.provider_name.as_str())
+                if c.provider.as_deref() == Some(self.upstream.provider_name.as_str())
                     && c.model.is_some() =>
             {
                 c.model.clone().unwrap_or_default()
@@ -58,14 +58,14 @@ impl<H: Host> Attempt<H> {
                     Some(Ok(crate::surfaces::Operation::Generate(facts))) => facts,
                     _ => crate::surfaces::route::PathFacts::default(),
                 };
-                parsed = surface(self.api).parse_generation(&facts, &body)?;
+                parsed = surface(self.asked.api).parse_generation(&facts, &body)?;
                 &parsed
             }
         };
         let request = &generation.request;
         let (provider, dialect) = self
             .provider()
-            .ok_or_else(|| no_provider(&self.provider_name))?;
+            .ok_or_else(|| no_provider(&self.upstream.provider_name))?;
         let model = self.vendor_model(provider, &request.model);
         let target = Target {
             provider,
@@ -84,7 +84,7 @@ impl<H: Host> Attempt<H> {
         let fitted = self.fit(request, &model)?;
         let request = fitted.as_ref().unwrap_or(request);
         let encoded = match (self.cache_limit, &fitted) {
-            (None, None) => encode_generation(self.api, &client, request, &target),
+            (None, None) => encode_generation(self.asked.api, &client, request, &target),
             // The response cache reads the answer: translated (`attempt/cache.rs`).
             _ => crate::dialects::encode_translated(request, &target),
         };
@@ -103,20 +103,20 @@ impl<H: Host> Attempt<H> {
         };
         let refitted = fitted.is_some();
         self.send_upstream(provider, dialect, &encoded, Some(size))?;
-        self.refitted = refitted;
-        self.model = model;
-        self.stream = stream;
-        self.shape = shape;
-        self.dropped_web_search = dropped_web_search;
+        self.sent.refitted = refitted;
+        self.upstream.model = model;
+        self.asked.stream = stream;
+        self.asked.shape = shape;
+        self.sent.dropped_web_search = dropped_web_search;
         self.surface_state = generation.state.clone();
         // A response the gateway stores is answered under its id.
-        if let Some(id) = &self.response_id {
+        if let Some(id) = &self.asked.response_id {
             self.surface_state.set_answer_id(id);
         }
         self.publish_span_attributes(false);
         if stream {
             // For the time to first token (non-streams do not report one).
-            self.started = self.host.now();
+            self.progress.started = self.host.now();
         }
         Ok(())
     }
@@ -131,7 +131,7 @@ impl<H: Host> Attempt<H> {
     ) -> Result<Flow, GatewayError> {
         let (provider, dialect) = self
             .provider()
-            .ok_or_else(|| no_provider(&self.provider_name))?;
+            .ok_or_else(|| no_provider(&self.upstream.provider_name))?;
         let parsed;
         let shared = self.channel.request();
         let request = match shared.as_deref() {
@@ -142,7 +142,7 @@ impl<H: Host> Attempt<H> {
                 parsed.as_ref()
             }
         };
-        let client_model = request.map_or(self.group.as_str(), Request::model);
+        let client_model = request.map_or(self.asked.group.as_str(), Request::model);
         let model = self.vendor_model(provider, client_model);
         let target = Target {
             provider,
@@ -150,7 +150,7 @@ impl<H: Host> Attempt<H> {
         };
         // With self-calls on, every embeddings answer tells the edge role
         // its vendor's batch limit (it splits batches by it).
-        self.batch_limit.set(
+        self.sent.batch_limit.set(
             (self.config.self_calls.as_ref())
                 .and(request)
                 .and_then(|r| crate::dialects::embed::vendor_limit(r, dialect, &target)),
@@ -175,11 +175,11 @@ impl<H: Host> Attempt<H> {
                 // This vendor lacks the call (a failover onto another API's vendor).
                 let answer = call.local_answer(fitted.as_ref().or(generation))?;
                 let body = surface(call.api).render_call(call, answer);
-                let attempt = self.attempt.to_string();
+                let attempt = self.upstream.attempt.to_string();
                 let context = self.context_header();
                 let mut headers: Vec<(&str, &[u8])> = vec![
                     ("content-type", b"application/json"),
-                    ("x-request-id", self.request_id.as_bytes()),
+                    ("x-request-id", self.asked.request_id.as_bytes()),
                     ("x-llm-estimated", b"true"),
                     ("x-llm-attempts", attempt.as_bytes()),
                 ];
@@ -195,7 +195,7 @@ impl<H: Host> Attempt<H> {
         };
         self.send_upstream(provider, dialect, &encoded, call.has_body().then_some(size))?;
         drop(shared);
-        self.model = model;
+        self.upstream.model = model;
         self.mode = Mode::Request;
         self.whole = whole;
         Ok(Flow::Continue)
@@ -227,8 +227,11 @@ impl<H: Host> Attempt<H> {
         // A Google access token the gateway obtains (Vertex AI with managed
         // credentials; no host call for other providers): none usable, and
         // the request goes no further.
-        let google =
-            crate::session::google_token::authorization(&self.host, &self.provider_name, provider)?;
+        let google = crate::session::google_token::authorization(
+            &self.host,
+            &self.upstream.provider_name,
+            provider,
+        )?;
         // What the vendor must not receive (credentials, cookies, account
         // selectors, compression, the gateway's and Envoy's own headers,
         // which Envoy adds after the edge role ran), found with one call
@@ -238,7 +241,7 @@ impl<H: Host> Attempt<H> {
         for (name, _) in self.host.headers(Map::Request)?.0 {
             if !name.starts_with(b":")
                 && !vendor_may_receive(&name, &provider.forward_headers)
-                && !dialect.takes_client_header(self.api, &name)
+                && !dialect.takes_client_header(self.asked.api, &name)
             {
                 self.host.set_header(Map::Request, &name, None)?;
             }
@@ -259,7 +262,7 @@ impl<H: Host> Attempt<H> {
                 b"authorization",
                 Some(authorization.as_bytes()),
             )?;
-            self.google_token.set(Some(generation));
+            self.sent.google_token.set(Some(generation));
         }
         if let Some(size) = body {
             let length = encoded.body.len().to_string();
