@@ -85,18 +85,20 @@ pub struct QueryKey {
 
 impl QueryKey {
     /// The first `name` parameter of `query` (on `path`), if it has one.
+    /// Every parameter of that name leaves the query, however its name is
+    /// spelt (`k%65y`): the vendor would read each one as a key.
     pub fn take(name: &str, path: &str, query: &str) -> Option<QueryKey> {
+        let decoded = |text: &str| crate::formats::url::decode_segment(&text.replace('+', " "));
         let mut key = None;
         let mut rest = Vec::new();
         for pair in query.split('&') {
-            match pair.split_once('=') {
-                Some((n, value)) if n == name && key.is_none() => {
-                    key = Some(crate::formats::url::decode_segment(
-                        &value.replace('+', " "),
-                    ))
-                }
-                _ if pair == name => {}
-                _ => rest.push(pair),
+            let (n, value) = pair
+                .split_once('=')
+                .map_or((pair, None), |(n, v)| (n, Some(v)));
+            if n != name && decoded(n) != name {
+                rest.push(pair);
+            } else if key.is_none() {
+                key = value.map(decoded);
             }
         }
         let rest = rest.join("&");
@@ -366,6 +368,17 @@ mod tests {
         assert_eq!(taken("key=a+b"), Some(("a b".into(), "/p".into())));
         assert_eq!(taken("alt=sse"), None);
         assert_eq!(taken("keys=a"), None);
+        // Every key goes: a second one, or one whose name is encoded, would
+        // reach the vendor (which reads it as a key) and the logs.
+        assert_eq!(
+            taken("key=a&alt=sse&key=b"),
+            Some(("a".into(), "/p?alt=sse".into()))
+        );
+        assert_eq!(
+            taken("k%65y=a&x=1&%6B%65%79=b"),
+            Some(("a".into(), "/p?x=1".into()))
+        );
+        assert_eq!(taken("key&key=a"), Some(("a".into(), "/p".into())));
     }
 
     #[test]
