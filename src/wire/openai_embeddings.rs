@@ -256,22 +256,61 @@ impl<'a> PartRequest<'a> {
 }
 
 /// The vendor's answer (OpenAI's and Azure's).
-#[derive(Deserialize)]
 struct VendorAnswer {
     data: Vec<VendorEmbedding>,
-    #[serde(default)]
     usage: Option<VendorUsage>,
-    /// Kept only when a string: an OpenAI-compatible server's odd `model`
-    /// costs its name, not the answer.
-    #[serde(default, deserialize_with = "string_or_nothing")]
+    /// The model it names. Only a name costs it: a `model` that is not a
+    /// string, or given twice, is none, and the answer stands.
     model: Option<String>,
 }
 
-fn string_or_nothing<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(match serde_json::Value::deserialize(d)? {
-        serde_json::Value::String(name) => Some(name),
-        _ => None,
-    })
+/// Read by hand for `model`'s sake (a derived reader refuses the whole
+/// answer for a field given twice); `data` and `usage` as derived: each at
+/// most once, `data` required, other members skipped.
+impl<'de> Deserialize<'de> for VendorAnswer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = VendorAnswer;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an embeddings list")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<VendorAnswer, A::Error> {
+                use serde::de::Error;
+                let (mut data, mut usage, mut model) = (None, None, None);
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    match key.as_ref() {
+                        "data" if data.is_some() => return Err(A::Error::duplicate_field("data")),
+                        "data" => data = Some(map.next_value()?),
+                        "usage" if usage.is_some() => {
+                            return Err(A::Error::duplicate_field("usage"))
+                        }
+                        "usage" => usage = Some(map.next_value::<Option<VendorUsage>>()?),
+                        "model" => {
+                            let name = match map.next_value::<serde_json::Value>()? {
+                                serde_json::Value::String(name) => Some(name),
+                                _ => None,
+                            };
+                            // Given twice: neither.
+                            model = Some(if model.is_some() { None } else { name });
+                        }
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(VendorAnswer {
+                    data: data.ok_or_else(|| A::Error::missing_field("data"))?,
+                    usage: usage.flatten(),
+                    model: model.flatten(),
+                })
+            }
+        }
+        d.deserialize_map(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -519,6 +558,21 @@ mod tests {
         // A server's odd `model` loses its name, not the answer.
         assert_eq!(named(br#"{"data":[],"model":7}"#), None);
         assert_eq!(named(br#"{"data":[],"model":null}"#), None);
+        assert_eq!(named(br#"{"data":[],"model":"a","model":"b"}"#), None);
+        assert_eq!(named(br#"{"data":[],"model":"a","model":"a"}"#), None);
+        // The rest as a derived reader has it.
+        assert!(decode(br#"{"data":[],"data":[]}"#).is_err());
+        assert!(decode(br#"{"data":[],"usage":{"prompt_tokens":1},"usage":null}"#).is_err());
+        assert!(decode(br#"{"usage":{"prompt_tokens":1}}"#).is_err());
+        assert!(decode(br#"[]"#).is_err());
+        assert!(decode(br#"{"data":[],"x":{"y":[1]}}"#).is_ok());
+        assert_eq!(
+            decode(br#"{"data":[],"usage":null}"#)
+                .unwrap()
+                .0
+                .prompt_tokens,
+            None
+        );
         // An OpenAI-compatible server that leaves `index` out: as listed.
         let unindexed = decode(br#"{"data":[{"embedding":[1.0]},{"embedding":[2.0]}]}"#)
             .unwrap()
