@@ -332,7 +332,10 @@ impl Host for NativeHost {
         let replacement = if start == 0 && size >= total {
             Cow::Borrowed(data)
         } else {
-            let mut all = self.body(b, 0, total)?;
+            // From the view taken above, not `self.body` (which would ask
+            // Envoy again and keep the answer past this change).
+            let mut all = Vec::with_capacity(total);
+            self.read_range(parts, 0, total, &mut all);
             let end = start.saturating_add(size).min(all.len());
             if start > end {
                 return Err(fail(BAD_ARGUMENT));
