@@ -216,6 +216,19 @@ def test_the_key_as_a_query_parameter_is_taken_and_removed(ggw, test_id):
     assert status == 401 and json.loads(answer)["error"]["status"] == "UNAUTHENTICATED"
 
 
+def test_every_key_parameter_is_removed(ggw, test_id):
+    """A second `key=`, or one whose name is percent-encoded, is a key to
+    the vendor too: none reaches it; the first authenticates."""
+    body = {"contents": [{"parts": [{"text": "two keys"}]}]}
+    second = "second-key-never-forwarded"
+    status, _, answer = raw(ggw, "POST", f"/v1beta/models/mock-gemini:generateContent?key={ALL_GROUPS_KEY}"
+                            f"&key={second}&k%65y={second}", body, {"x-test-id": test_id})
+    assert status == 200, answer
+    [sent] = ggw.mock_requests(test_id)
+    seen = sent["path"] + "?" + (sent.get("query") or "") + json.dumps(sent["headers"])
+    assert second not in seen and ALL_GROUPS_KEY not in seen
+
+
 @pytest.mark.parametrize("group", ["mock-gemini", "mock-openai"])
 def test_stream_without_alt_sse_is_one_json_array(ggw, group):
     status, headers, body = raw(ggw, "POST", f"/v1/models/{group}:streamGenerateContent",
